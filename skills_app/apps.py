@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class SkillsAppConfig(AppConfig):
+    name = "skills_app"
+    verbose_name = "Skillscope"
+    default_auto_field = "django.db.models.BigAutoField"

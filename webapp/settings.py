@@ -1,0 +1,258 @@
+"""Skillscope settings, read from the environment.
+
+Every variable is documented in `.env.example`. The helpers below fail loudly on a
+value they cannot read, so a typo stops start-up instead of silently changing behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use true/false, yes/no, on/off or 1/0")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} is below the minimum of {minimum}")
+    return value
+
+
+def env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
+
+
+def env_list(name: str, default: list[str], *, sep: str = ",") -> list[str]:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return [part.strip() for part in raw.split(sep) if part.strip()]
+
+
+def env_secret(name: str, default: str = "") -> str:
+    """Read NAME, or the file named by NAME_FILE (for container secrets)."""
+    path = os.environ.get(f"{name}_FILE")
+    if path:
+        try:
+            return Path(path).read_text().strip()
+        except OSError as exc:
+            raise ImproperlyConfigured(f"{name}_FILE={path!r} cannot be read: {exc}") from None
+    return os.environ.get(name, default)
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, default).strip()
+    if value not in choices:
+        raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
+    return value
+
+
+# --- Core Django ----------------------------------------------------------------------------
+
+DEBUG = env_bool("DEBUG", False)
+VAR_DIR = Path(env_str("SKILLSCOPE_VAR_DIR", str(BASE_DIR / "var")))
+
+SECRET_KEY = env_secret("SECRET_KEY")
+if not SECRET_KEY:
+    # A local install without SECRET_KEY gets a random key kept in var/, so sessions survive
+    # restarts; a production deployment sets SECRET_KEY (or SECRET_KEY_FILE) explicitly.
+    _key_file = VAR_DIR / "secret_key"
+    try:
+        SECRET_KEY = _key_file.read_text().strip()
+    except FileNotFoundError:
+        _key_file.parent.mkdir(parents=True, exist_ok=True)
+        SECRET_KEY = secrets.token_urlsafe(50)
+        _key_file.write_text(SECRET_KEY)
+        _key_file.chmod(0o600)
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SECURE_COOKIES = env_bool("SECURE_COOKIES", False)
+SESSION_COOKIE_SECURE = SECURE_COOKIES
+CSRF_COOKIE_SECURE = SECURE_COOKIES
+if env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "skills_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+WSGI_APPLICATION = None
+ASGI_APPLICATION = "webapp.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "skills_app.context_processors.skillscope",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_secret("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": Path(env_str("SQLITE_PATH", str(VAR_DIR / "db.sqlite3"))),
+            # Waiting for the write lock beats failing when a run and a view write at once.
+            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+        }
+    }
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_secret("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 5000, "expiry": 60},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
+# WhiteNoise serves static files from the finders too, so a local run needs no collectstatic.
+WHITENOISE_USE_FINDERS = True
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}
+
+# --- Skills --------------------------------------------------------------------------------
+
+BUNDLED_SKILLS_DIR = BASE_DIR / "skills"
+# Extra skill folders, os.pathsep-separated (":" on Linux), scanned after the bundled ones.
+SKILLS_DIRS = [Path(p) for p in env_list("SKILLS_DIRS", [], sep=os.pathsep)]
+SKILL_CATALOG_BUDGET = env_int("SKILL_CATALOG_BUDGET", 15_000, minimum=200)
+SKILL_CATALOG_ENTRY_CAP = env_int("SKILL_CATALOG_ENTRY_CAP", 1_536, minimum=20)
+DISABLE_SKILL_SHELL = env_bool("DISABLE_SKILL_SHELL", False)
+
+# --- Model ---------------------------------------------------------------------------------
+
+ANTHROPIC_API_KEY = env_secret("ANTHROPIC_API_KEY")
+ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
+ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-4-5")
+ANTHROPIC_MAX_TOKENS = env_int("ANTHROPIC_MAX_TOKENS", 8192, minimum=1)
+ANTHROPIC_MAX_RETRIES = env_int("ANTHROPIC_MAX_RETRIES", 2, minimum=0)
+ANTHROPIC_TIMEOUT = env_float("ANTHROPIC_TIMEOUT", 600.0)
+AGENT_MAX_TURNS = env_int("AGENT_MAX_TURNS", 30, minimum=1)
+# Dotted paths of hook callables per event, e.g. AGENT_HOOKS_PRE_TOOL_USE=myhooks.block_rm
+AGENT_HOOKS = {
+    "UserPromptSubmit": env_list("AGENT_HOOKS_USER_PROMPT_SUBMIT", []),
+    "PreToolUse": env_list("AGENT_HOOKS_PRE_TOOL_USE", []),
+    "PostToolUse": env_list("AGENT_HOOKS_POST_TOOL_USE", []),
+    "Stop": env_list("AGENT_HOOKS_STOP", []),
+}
+
+# --- Permissions, approvals, workspace, tools ----------------------------------------------
+
+APPROVAL_TIMEOUT = env_int("APPROVAL_TIMEOUT", 600, minimum=1)
+WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(VAR_DIR / "workspaces")))
+BASH_TIMEOUT_DEFAULT = env_int("BASH_TIMEOUT_DEFAULT", 120, minimum=1)
+BASH_TIMEOUT_MAX = env_int("BASH_TIMEOUT_MAX", 600, minimum=1)
+BASH_OUTPUT_LIMIT = env_int("BASH_OUTPUT_LIMIT", 30_000, minimum=1_000)
+SANDBOX = env_choice("SANDBOX", "none", ("none", "bwrap"))
+
+# --- Runs ----------------------------------------------------------------------------------
+
+RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "inline", ("inline", "worker"))
+RATE_LIMIT_MESSAGES_PER_MINUTE = env_int("RATE_LIMIT_MESSAGES_PER_MINUTE", 20, minimum=1)
+RATE_LIMIT_CONCURRENT_RUNS = env_int("RATE_LIMIT_CONCURRENT_RUNS", 3, minimum=1)
