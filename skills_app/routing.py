@@ -4,5 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-websocket_urlpatterns: list[Any] = []
+from django.urls import path
+
+from .consumers import ConversationConsumer
+
+websocket_urlpatterns: list[Any] = [
+    path("ws/conversations/<int:conversation_id>/", ConversationConsumer.as_asgi()),
+]
 channel_routes: dict[str, Any] = {}

@@ -1,1 +1,39 @@
 from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import Permission
+
+pytest_plugins = ["tests.fake_anthropic"]
+
+
+@pytest.fixture(autouse=True)
+def _isolated_dirs(settings, tmp_path):
+    """Every test gets its own workspaces and media folders."""
+    settings.WORKSPACE_ROOT = tmp_path / "workspaces"
+    settings.MEDIA_ROOT = tmp_path / "media"
+    settings.APPROVAL_TIMEOUT = 5
+
+
+@pytest.fixture
+def alice(django_user_model):
+    """The owner persona."""
+    return django_user_model.objects.create_user("alice", password="alice-pass-123")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    """Another ordinary user: must never see alice's things."""
+    return django_user_model.objects.create_user("bob", password="bob-pass-123")
+
+
+@pytest.fixture
+def auditor(django_user_model):
+    """Staff with the inspect-injected-content permission."""
+    user = django_user_model.objects.create_user("audrey", password="audrey-pass-123", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="inspect_injected_content"))
+    return user
+
+
+@pytest.fixture
+def admin_user(django_user_model):
+    return django_user_model.objects.create_superuser("root", password="root-pass-123")

@@ -16,16 +16,17 @@ from django.core.exceptions import ImproperlyConfigured
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 _TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off", ""}
+_FALSE = {"0", "false", "no", "off"}
 
 
 def env_str(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    """NAME, or the default when unset or empty (so a copied .env.example changes nothing)."""
+    return os.environ.get(name) or default
 
 
 def env_bool(name: str, default: bool) -> bool:
     raw = os.environ.get(name)
-    if raw is None:
+    if raw is None or not raw.strip():
         return default
     value = raw.strip().lower()
     if value in _TRUE:
@@ -60,7 +61,7 @@ def env_float(name: str, default: float) -> float:
 
 def env_list(name: str, default: list[str], *, sep: str = ",") -> list[str]:
     raw = os.environ.get(name)
-    if raw is None:
+    if raw is None or not raw.strip():
         return default
     return [part.strip() for part in raw.split(sep) if part.strip()]
 
@@ -73,11 +74,11 @@ def env_secret(name: str, default: str = "") -> str:
             return Path(path).read_text().strip()
         except OSError as exc:
             raise ImproperlyConfigured(f"{name}_FILE={path!r} cannot be read: {exc}") from None
-    return os.environ.get(name, default)
+    return os.environ.get(name) or default
 
 
 def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    value = os.environ.get(name, default).strip()
+    value = (os.environ.get(name) or default).strip()
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
     return value
@@ -229,7 +230,7 @@ DISABLE_SKILL_SHELL = env_bool("DISABLE_SKILL_SHELL", False)
 
 ANTHROPIC_API_KEY = env_secret("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
-ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-4-5")
+ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-5-5")
 ANTHROPIC_MAX_TOKENS = env_int("ANTHROPIC_MAX_TOKENS", 8192, minimum=1)
 ANTHROPIC_MAX_RETRIES = env_int("ANTHROPIC_MAX_RETRIES", 2, minimum=0)
 ANTHROPIC_TIMEOUT = env_float("ANTHROPIC_TIMEOUT", 600.0)

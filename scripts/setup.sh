@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Shared by run.sh and test.sh: a virtual environment with the project installed, and migrations applied.
+# Usage: scripts/setup.sh [extra]   (extra: "test" installs the test dependencies too)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "==> Creating the virtual environment in .venv"
+  "$PYTHON" -m venv .venv
+fi
+
+stamp=".venv/.installed-${1:-app}"
+# Reinstall only when pyproject.toml changed since the last install.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  echo "==> Installing Skillscope and its dependencies"
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  if [ "${1:-}" = "test" ]; then
+    .venv/bin/python -m pip install --quiet -e '.[test]'
+  else
+    .venv/bin/python -m pip install --quiet -e .
+  fi
+  touch "$stamp"
+fi
+
+echo "==> Applying database migrations"
+.venv/bin/python manage.py migrate --noinput --verbosity 0

@@ -1,0 +1,352 @@
+"""The offline demo model: a deterministic stand-in for Claude that shows how skills load."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from skills_app.core.llm import (
+    BlockDone,
+    BlockStart,
+    MessageDone,
+    ModelRequest,
+    StreamEvent,
+    TextDelta,
+)
+
+BASE_DIR_PREFIX = "Base directory for this skill:"
+LAUNCHING_PREFIX = "Launching skill:"
+CHUNK_CHARS = 12  # small enough that the browser visibly streams
+
+_SKILL_TOOL_ENTRY = re.compile(r'^\s*(?:[-*]\s*)?"(?P<name>[^"\n]+)"\s*:\s*(?P<desc>.*)$')
+_LOAD_SKILL_ENTRY = re.compile(r"^\s*-\s*(?P<name>[A-Za-z0-9][\w:.-]*)\s*:\s*(?P<desc>.*)$")
+_BASH_FENCE = re.compile(r"```(?:bash|sh|shell)[^\n]*\n(?P<code>.*?)```", re.DOTALL)
+_SKILL_XML = re.compile(r'<skill name="(?P<name>[^"]+)">(?P<body>.*?)(?:</skill>|$)', re.DOTALL)
+_COMMAND_NAME = re.compile(r"<command-name>/?(?P<name>[^<]+)</command-name>")
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    """A skill the demo model can see in the request."""
+
+    name: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class DemoReply:
+    """What the demo model decided to answer: content blocks and the stop reason."""
+
+    content: tuple[dict[str, Any], ...]
+    stop_reason: str
+
+
+def read_catalog(request: ModelRequest) -> list[CatalogEntry]:
+    """The skills listed in the Skill tool description, or under "Skills available:" in the system prompt."""
+    entries: list[CatalogEntry] = []
+    for tool in request.tools:
+        description = str(tool.get("description", ""))
+        if tool.get("name") == "Skill" and "<available_skills>" in description:
+            inner = description.split("<available_skills>", 1)[1].split("</available_skills>", 1)[0]
+            for line in inner.splitlines():
+                if match := _SKILL_TOOL_ENTRY.match(line):
+                    entries.append(CatalogEntry(match["name"].strip(), match["desc"].strip()))
+    if not entries and "Skills available:" in request.system:
+        listing = request.system.split("Skills available:", 1)[1]
+        for line in listing.splitlines()[1:]:
+            if match := _LOAD_SKILL_ENTRY.match(line):
+                entries.append(CatalogEntry(match["name"], match["desc"].strip()))
+            elif line.strip():
+                break
+    return entries
+
+
+def plan_reply(request: ModelRequest) -> DemoReply:
+    """Decide the demo answer from the request alone (a pure function of it)."""
+    catalog = read_catalog(request)
+    messages = request.messages
+    if not messages or messages[-1].get("role") != "user":
+        return _text(_intro(catalog, ""))
+    blocks = _blocks(messages[-1].get("content"))
+    loaded = _loaded_skill(blocks)
+    if loaded is not None:
+        return _after_skill_load(request, loaded[0], loaded[1])
+    results = [b for b in blocks if b.get("type") == "tool_result"]
+    if results:
+        return _after_tool_result(messages, results[0])
+    question = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
+    return _answer_user(request, catalog, question)
+
+
+class DemoModel:
+    """Implements ModelClient offline; streams like the real adapter, with the same event types."""
+
+    model = "demo"
+    label = "Demo model (offline)"
+    is_demo = True
+
+    def __init__(self, *, delay: float = 0.02) -> None:
+        self.delay = delay
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream the planned reply in small chunks."""
+        reply = plan_reply(request)
+        for index, block in enumerate(reply.content):
+            if block["type"] == "text":
+                yield BlockStart(index=index, block_type="text")
+                text = block["text"]
+                for start in range(0, len(text), CHUNK_CHARS):
+                    await asyncio.sleep(self.delay)
+                    yield TextDelta(index=index, text=text[start : start + CHUNK_CHARS])
+            else:
+                await asyncio.sleep(self.delay)
+                yield BlockStart(
+                    index=index,
+                    block_type="tool_use",
+                    tool_name=block["name"],
+                    tool_use_id=block["id"],
+                )
+            yield BlockDone(index=index, block=block)
+        output_chars = sum(len(json.dumps(b)) for b in reply.content)
+        yield MessageDone(
+            message={
+                "id": f"msg_demo_{_digest(request)[:20]}",
+                "model": self.model,
+                "role": "assistant",
+                "content": list(reply.content),
+                "stop_reason": reply.stop_reason,
+                "stop_sequence": None,
+                "usage": {
+                    "input_tokens": max(1, _request_chars(request) // 4),
+                    "output_tokens": max(1, output_chars // 4),
+                },
+            }
+        )
+
+
+def _digest(request: ModelRequest) -> str:
+    payload = json.dumps([request.system, request.messages], sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def _request_chars(request: ModelRequest) -> int:
+    return len(json.dumps([request.system, request.tools, request.messages], default=str))
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def _result_text(block: dict[str, Any]) -> str:
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+
+def _text(text: str) -> DemoReply:
+    return DemoReply(content=({"type": "text", "text": text},), stop_reason="end_turn")
+
+
+def _tool_call(
+    request: ModelRequest, text: str, name: str, tool_input: dict[str, Any]
+) -> DemoReply:
+    tool_id = f"toolu_demo_{_digest(request)[:20]}"
+    return DemoReply(
+        content=(
+            {"type": "text", "text": text},
+            {"type": "tool_use", "id": tool_id, "name": name, "input": tool_input},
+        ),
+        stop_reason="tool_use",
+    )
+
+
+def _loaded_skill(blocks: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """(skill name, injected body) when this user turn delivers a skill, else None."""
+    name = ""
+    body: str | None = None
+    launched = False
+    for block in blocks:
+        if block.get("type") == "tool_result" and not block.get("is_error"):
+            text = _result_text(block)
+            if text.startswith(LAUNCHING_PREFIX):
+                name, launched = text[len(LAUNCHING_PREFIX) :].strip(), True
+            elif match := _SKILL_XML.search(text):
+                name, body = match["name"], match["body"].strip()
+        elif block.get("type") == "text":
+            text = block.get("text", "")
+            if match := _COMMAND_NAME.search(text):
+                name = name or match["name"].strip()
+            if text.startswith(BASE_DIR_PREFIX):
+                first, _, rest = text.partition("\n")
+                body = rest.strip()
+                if not name:
+                    name = first[len(BASE_DIR_PREFIX) :].strip().rstrip("/").rsplit("/", 1)[-1]
+    # A status line alone (a failed slash command) delivered nothing, so nothing is loaded.
+    if body is None and not launched:
+        return None
+    return name or "unnamed", body or ""
+
+
+def _first_command(body: str) -> str | None:
+    match = _BASH_FENCE.search(body)
+    if match is None:
+        return None
+    lines: list[str] = []
+    for line in match["code"].splitlines():
+        stripped = line.strip()
+        if not lines and (not stripped or stripped.startswith("#")):
+            continue
+        lines.append(stripped)
+        # A trailing backslash continues the command on the next line.
+        if not stripped.endswith("\\"):
+            break
+    return "\n".join(lines) or None
+
+
+def _first_instructions(body: str, count: int = 2) -> list[str]:
+    lines = [line.strip() for line in body.splitlines() if line.strip()]
+    prose = [line for line in lines if not line.startswith(("#", "```", "---"))]
+    return (prose or lines)[:count]
+
+
+def _previous_tool_uses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if len(messages) < 2 or messages[-2].get("role") != "assistant":
+        return []
+    return [b for b in _blocks(messages[-2].get("content")) if b.get("type") == "tool_use"]
+
+
+def _after_skill_load(request: ModelRequest, name: str, body: str) -> DemoReply:
+    command = _first_command(body)
+    has_bash = any(tool.get("name") == "Bash" for tool in request.tools)
+    already_ran = any(
+        use.get("name") == "Bash" and use.get("input", {}).get("command") == command
+        for use in _previous_tool_uses(request.messages)
+    )
+    if command and has_bash and not already_ran:
+        return _tool_call(
+            request,
+            f'The "{name}" skill is loaded. I\'ll run the first command it gives.',
+            "Bash",
+            {"command": command, "description": f'First command from the "{name}" skill'},
+        )
+    quoted = "\n".join(f"> {line}" for line in _first_instructions(body))
+    opening = f'The "{name}" skill is loaded.'
+    if quoted:
+        opening += f" Its instructions begin:\n\n{quoted}\n"
+    return _text(
+        f"{opening}\n\nI'm the offline demo model, so I can't follow them myself. "
+        "A real Claude model (set ANTHROPIC_API_KEY) would now follow these instructions."
+    )
+
+
+def _after_tool_result(messages: list[dict[str, Any]], result: dict[str, Any]) -> DemoReply:
+    tool_name = next(
+        (
+            use.get("name", "tool")
+            for use in _previous_tool_uses(messages)
+            if use.get("id") == result.get("tool_use_id")
+        ),
+        "tool",
+    )
+    output = _result_text(result).strip()
+    lines = output.splitlines()
+    if result.get("is_error"):
+        reason = lines[0] if lines else "no reason was given"
+        return _text(
+            f"The `{tool_name}` call failed: {reason}\n\n"
+            "I'm the offline demo model, so I'll stop here instead of retrying."
+        )
+    if not lines:
+        return _text(f"The `{tool_name}` call finished and produced no output.")
+    shown = "\n".join(lines[:8])
+    more = f"\n\n({len(lines) - 8} more lines not shown.)" if len(lines) > 8 else ""
+    fence = "````" if "```" in shown else "```"
+    return _text(
+        f"The `{tool_name}` call finished. The first lines of its output:\n\n"
+        f"{fence}\n{shown}\n{fence}{more}"
+    )
+
+
+def _find_skill(question: str, catalog: list[CatalogEntry]) -> tuple[CatalogEntry, str] | None:
+    """The skill the user names (earliest mention, longest name) and the text after it."""
+    best: tuple[int, int, CatalogEntry, re.Match[str]] | None = None
+    for entry in catalog:
+        # A name as a word: not part of a longer name, a path or a file extension like report.pdf.
+        pattern = rf"(?<![\w./:-]){re.escape(entry.name)}(?![\w/:-])(?!\.\w)"
+        match = re.search(pattern, question, re.IGNORECASE)
+        if match and (best is None or (match.start(), -len(entry.name)) < best[:2]):
+            best = (match.start(), -len(entry.name), entry, match)
+    if best is None:
+        return None
+    rest = question[best[3].end() :]
+    rest = re.sub(r"^\s*(?:skill\b)?[\s:,.-]*", "", rest, flags=re.IGNORECASE)
+    return best[2], rest.strip()
+
+
+def _skill_tool_call(request: ModelRequest, skill: str, args: str) -> tuple[str, dict[str, Any]]:
+    """The tool name and input that load a skill in this request's profile."""
+    names = {tool.get("name"): tool for tool in request.tools}
+    if "Skill" in names:
+        return "Skill", {"skill": skill, "args": args}
+    tool = names.get("load_skill", {})
+    properties = list(tool.get("input_schema", {}).get("properties", {}) or {"name": None})
+    return "load_skill", {properties[0]: skill}
+
+
+def _answer_user(request: ModelRequest, catalog: list[CatalogEntry], question: str) -> DemoReply:
+    found = _find_skill(question, catalog)
+    can_load = any(tool.get("name") in ("Skill", "load_skill") for tool in request.tools)
+    if found is None or not can_load:
+        return _text(_intro(catalog, question))
+    entry, args = found
+    tool_name, tool_input = _skill_tool_call(request, entry.name, args)
+    if _last_skill_call(request.messages) == (tool_name, tool_input):
+        return _text(
+            f'The "{entry.name}" skill is already loaded above with the same arguments, '
+            "so I won't load it again. I'm the offline demo model; a real Claude model "
+            "(set ANTHROPIC_API_KEY) would now follow its instructions."
+        )
+    return _tool_call(
+        request, f'I\'ll use the "{entry.name}" skill for this.', tool_name, tool_input
+    )
+
+
+def _last_skill_call(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
+    for message in reversed(messages):
+        if message.get("role") != "assistant":
+            continue
+        for block in reversed(_blocks(message.get("content"))):
+            if block.get("type") == "tool_use" and block.get("name") in ("Skill", "load_skill"):
+                return block["name"], block.get("input", {})
+    return None
+
+
+def _intro(catalog: list[CatalogEntry], question: str) -> str:
+    parts = [
+        "I'm the **offline demo model**, not Claude: no `ANTHROPIC_API_KEY` is set, so I can "
+        "only show how skills load and run, not really answer."
+    ]
+    if question:
+        summary = " ".join(question.split())
+        if len(summary) > 120:
+            summary = summary[:117].rstrip() + "..."
+        parts.append(f"You asked: “{summary}”")
+    if catalog:
+        listing = "\n".join(f"- `{entry.name}`" for entry in catalog)
+        example = catalog[0].name
+        parts.append(f"Skills I can see:\n\n{listing}")
+        parts.append(
+            f"To try one, type `/{example}` (with optional arguments after it), or name it in "
+            f"a message, for example “use the {example} skill”."
+        )
+    else:
+        parts.append("I can't see any skills in this conversation.")
+    return "\n\n".join(parts)

@@ -1,0 +1,379 @@
+"""Model adapters: the streaming Anthropic client and the shared event types the agent loop consumes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import anthropic
+
+try:  # the SDK's HTTP layer; mid-stream transport failures surface as its exceptions, unwrapped
+    import httpx2 as _http
+except ImportError:  # pragma: no cover - older SDKs use httpx
+    import httpx as _http  # type: ignore[no-redef]
+
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of text streamed into the text block at `index`."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class BlockStart:
+    """A content block began streaming."""
+
+    index: int
+    block_type: str
+    tool_name: str | None = None
+    tool_use_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockDone:
+    """A content block is complete; `block` is its API JSON (tool_use input parsed)."""
+
+    index: int
+    block: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDone:
+    """The whole assistant message as API JSON, with stop_reason and usage."""
+
+    message: dict[str, Any]
+
+
+StreamEvent = TextDelta | BlockStart | BlockDone | MessageDone
+
+# Kinds a caller may retry (later, or at once); the others need a change of request or settings.
+RETRYABLE_KINDS = frozenset(
+    {
+        "rate_limited",
+        "overloaded",
+        "server",
+        "connection",
+        "timeout",
+        "stream_cut",
+        "invalid_tool_json",
+    }
+)
+
+
+class ModelError(Exception):
+    """A model call failed; `message` tells an end user what happened and what to do."""
+
+    def __init__(
+        self,
+        kind: str,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        partial_content: list[dict[str, Any]] | None = None,
+        status_code: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.retryable = kind in RETRYABLE_KINDS if retryable is None else retryable
+        self.partial_content = list(partial_content or [])
+        self.status_code = status_code
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """One Messages API request, as the agent loop builds it."""
+
+    model: str
+    system: str
+    tools: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+    max_tokens: int
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `client.messages.stream(**kwargs)`."""
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": self.messages,
+        }
+        # The API rejects an empty system string list and tools=[] is noise; omit them when empty.
+        if self.system:
+            kwargs["system"] = self.system
+        if self.tools:
+            kwargs["tools"] = self.tools
+        return kwargs
+
+
+class ModelClient(Protocol):
+    """What the agent loop needs from a model: a streaming call."""
+
+    model: str
+    label: str
+    is_demo: bool
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
+
+
+@dataclass(slots=True)
+class _Progress:
+    """What has streamed so far, so a failure can hand back the completed part."""
+
+    done: dict[int, dict[str, Any]] = field(default_factory=dict)
+    open_types: dict[int, str] = field(default_factory=dict)
+    texts: dict[int, str] = field(default_factory=dict)
+    json_bufs: dict[int, str] = field(default_factory=dict)
+
+    def partial_content(self) -> list[dict[str, Any]]:
+        """Completed blocks plus any text still streaming; a half tool_use is dropped."""
+        blocks = dict(self.done)
+        for index, kind in self.open_types.items():
+            if kind == "text" and self.texts.get(index):
+                blocks[index] = {"type": "text", "text": self.texts[index]}
+        return [blocks[i] for i in sorted(blocks)]
+
+
+def _block_json(block: Any) -> dict[str, Any]:
+    # exclude_unset keeps exactly the fields the API sent; parsed_output is SDK-only.
+    data = block.to_dict(mode="json", exclude_none=True)
+    data.pop("parsed_output", None)
+    return data
+
+
+_ERROR_TYPE_KINDS = {
+    "rate_limit_error": "rate_limited",
+    "overloaded_error": "overloaded",
+    "api_error": "server",
+    "timeout_error": "timeout",
+    "authentication_error": "auth",
+    "permission_error": "auth",
+    "not_found_error": "not_found",
+    "invalid_request_error": "bad_request",
+    "request_too_large": "bad_request",
+}
+
+
+def _status_kind(status: int) -> str:
+    if status == 429:
+        return "rate_limited"
+    if status == 529:
+        return "overloaded"
+    if status in (401, 403):
+        return "auth"
+    if status == 404:
+        return "not_found"
+    if status in (408, 504):
+        return "timeout"
+    if status >= 500:
+        return "server"
+    return "bad_request"
+
+
+class AnthropicModel:
+    """The real model: Anthropic's Messages API through the official async SDK, always streaming."""
+
+    is_demo = False
+
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None = None,
+        model: str,
+        max_retries: int = 2,
+        timeout: float = 600.0,
+    ) -> None:
+        self.model = model
+        self.label = f"Claude ({model})"
+        # An explicit URL so the SDK never falls back to reading ANTHROPIC_BASE_URL itself.
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self.timeout = timeout
+        self._options: dict[str, Any] = {
+            "api_key": api_key,
+            "base_url": self.base_url,
+            "max_retries": max_retries,
+            "timeout": timeout,
+        }
+        self._client: anthropic.AsyncAnthropic | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _client_for_running_loop(self) -> anthropic.AsyncAnthropic:
+        # An async HTTP pool belongs to the event loop that opened it; a process-wide client
+        # used from another loop (tests, worker restarts) would fail, so make one per loop.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = anthropic.AsyncAnthropic(**self._options)
+            self._loop = loop
+        return self._client
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one model reply as our events; raise ModelError (with partial content) on failure."""
+        progress = _Progress()
+        saw_stop = False
+        try:
+            async with self._client_for_running_loop().messages.stream(
+                **request.as_kwargs()
+            ) as stream:
+                async for event in stream:
+                    for ours in self._translate(event, progress):
+                        yield ours
+                    if event.type == "message_stop":
+                        saw_stop = True
+                final = await stream.get_final_message()
+        except ModelError:
+            raise
+        except anthropic.APIStatusError as error:
+            raise self._status_error(error, progress, request) from error
+        except anthropic.APITimeoutError as error:
+            raise self._timeout_error(progress) from error
+        except anthropic.APIConnectionError as error:
+            raise ModelError(
+                "connection",
+                f"Could not reach the model API at {self.base_url}. Check the address "
+                "(ANTHROPIC_BASE_URL) and the network, then try again.",
+                partial_content=progress.partial_content(),
+            ) from error
+        except _http.TimeoutException as error:
+            raise self._timeout_error(progress) from error
+        except _http.TransportError as error:
+            raise self._cut_error(progress) from error
+        except ValueError as error:
+            # The SDK raises ValueError when streamed tool input JSON cannot be parsed.
+            raise self._bad_json_error(progress) from error
+        if not saw_stop or progress.open_types:
+            # The body ended cleanly but the API never said the message (or a block) was complete.
+            raise self._cut_error(progress)
+        usage = final.usage.to_dict(mode="json", exclude_none=True)
+        yield MessageDone(
+            message={
+                "id": final.id,
+                "model": final.model,
+                "role": "assistant",
+                "content": [progress.done[i] for i in sorted(progress.done)],
+                "stop_reason": final.stop_reason,
+                "stop_sequence": final.stop_sequence,
+                "usage": usage,
+            }
+        )
+
+    def _translate(self, event: Any, progress: _Progress) -> list[StreamEvent]:
+        """Map one SDK stream event to ours, keeping track of what has completed."""
+        if event.type == "content_block_start":
+            block = event.content_block
+            progress.open_types[event.index] = block.type
+            if block.type == "text":
+                progress.texts[event.index] = block.text or ""
+            is_tool = block.type in ("tool_use", "server_tool_use")
+            return [
+                BlockStart(
+                    index=event.index,
+                    block_type=block.type,
+                    tool_name=block.name if is_tool else None,
+                    tool_use_id=block.id if is_tool else None,
+                )
+            ]
+        if event.type == "content_block_delta":
+            delta = event.delta
+            if delta.type == "text_delta":
+                progress.texts[event.index] = progress.texts.get(event.index, "") + delta.text
+                return [TextDelta(index=event.index, text=delta.text)]
+            if delta.type == "input_json_delta":
+                progress.json_bufs[event.index] = (
+                    progress.json_bufs.get(event.index, "") + delta.partial_json
+                )
+            return []
+        if event.type == "content_block_stop":
+            block = _block_json(event.content_block)
+            if block.get("type") in ("tool_use", "server_tool_use"):
+                # The SDK parses input leniently (a truncated object becomes {}), so check the raw JSON.
+                raw = progress.json_bufs.get(event.index, "")
+                try:
+                    parsed = json.loads(raw) if raw.strip() else {}
+                except json.JSONDecodeError:
+                    parsed = None
+                if not isinstance(parsed, dict):
+                    progress.open_types.pop(event.index, None)
+                    raise self._bad_json_error(progress)
+                block["input"] = parsed
+            progress.open_types.pop(event.index, None)
+            progress.done[event.index] = block
+            return [BlockDone(index=event.index, block=block)]
+        return []
+
+    def _status_error(
+        self, error: anthropic.APIStatusError, progress: _Progress, request: ModelRequest
+    ) -> ModelError:
+        # A mid-stream SSE `error` event arrives with HTTP 200, so the body's error type decides first.
+        kind = _ERROR_TYPE_KINDS.get(str(error.type or "")) or _status_kind(error.status_code)
+        status = error.status_code if error.status_code >= 400 else None
+        shown = f"HTTP {status}" if status else "during the reply"
+        detail = error.api_message or ""
+        messages = {
+            "rate_limited": f"The model API is rate-limiting requests ({shown}). Wait a minute and try again.",
+            "overloaded": f"The model is overloaded ({shown}). Try again in a minute.",
+            "server": f"The model API had an internal error ({shown}). Try again in a minute.",
+            "timeout": f"The model API timed out ({shown}). Try again.",
+            "auth": f"The model API refused the API key ({shown}): {detail}. Check ANTHROPIC_API_KEY.",
+            "not_found": f"The model API could not find what was asked for ({shown}): {detail}. "
+            f"Check the model name ({request.model}) and ANTHROPIC_BASE_URL.",
+            "bad_request": f"The model API rejected the request ({shown}): {detail}. "
+            "This is likely a bug in Skillscope; please report it with this message.",
+        }
+        return ModelError(
+            kind,
+            messages[kind],
+            partial_content=progress.partial_content(),
+            status_code=status,
+        )
+
+    def _timeout_error(self, progress: _Progress) -> ModelError:
+        return ModelError(
+            "timeout",
+            f"The model API did not answer within {self.timeout:g} s. Try again, "
+            "or ask for a shorter answer.",
+            partial_content=progress.partial_content(),
+        )
+
+    def _cut_error(self, progress: _Progress) -> ModelError:
+        return ModelError(
+            "stream_cut",
+            "The connection to the model was cut before the reply finished. "
+            "What arrived so far was kept; try again.",
+            partial_content=progress.partial_content(),
+        )
+
+    def _bad_json_error(self, progress: _Progress) -> ModelError:
+        return ModelError(
+            "invalid_tool_json",
+            "The model sent a tool call whose input is not valid JSON, so it was not run. Try again.",
+            partial_content=progress.partial_content(),
+        )
+
+
+def make_model_client(
+    *,
+    api_key: str,
+    base_url: str | None,
+    model: str,
+    max_retries: int = 2,
+    timeout: float = 600.0,
+) -> ModelClient:
+    """The real model when an API key is set, else the offline demo model."""
+    if api_key:
+        return AnthropicModel(
+            api_key=api_key,
+            base_url=base_url,
+            model=model,
+            max_retries=max_retries,
+            timeout=timeout,
+        )
+    from skills_app.core.demo import DemoModel  # demo imports this module's event types
+
+    return DemoModel()

@@ -1,0 +1,156 @@
+"""The tool contract: errors, results, the per-call context, the Tool protocol and the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from skills_app.core.tools.workspace import Workspace
+
+
+class ToolError(Exception):
+    """A tool call the model or user got wrong; the message says what is wrong and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    content: str
+    is_error: bool = False
+    # Workspace-relative paths under out/ that this call created or changed.
+    artifacts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    workspace: Workspace
+    # Extra environment for Bash (e.g. SKILL_DIR of the active skill); nothing else reaches it.
+    env: Mapping[str, str] = field(default_factory=dict)
+    sandbox: str = "none"  # "none" | "bwrap"
+    bash_timeout_default: int = 120
+    bash_timeout_max: int = 600
+    output_limit: int = 30_000
+
+
+@runtime_checkable
+class Tool(Protocol):
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+    async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run one call; raise ToolError for mistakes the caller can fix."""
+        ...
+
+
+class ToolRegistry:
+    """An ordered, name-keyed set of tools; the order is the order given."""
+
+    def __init__(self, tools: Iterable[Tool]) -> None:
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ValueError(f"Two tools are named {tool.name!r}; tool names must be unique.")
+            self._tools[tool.name] = tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool called `name`, or None."""
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        """Tool names in registry order."""
+        return list(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The tool definitions the model sees, in registry order."""
+        return [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in self._tools.values()
+        ]
+
+    def without(self, names: Iterable[str]) -> ToolRegistry:
+        """A new registry minus the named tools (unknown names are ignored)."""
+        drop = set(names)
+        return ToolRegistry(t for n, t in self._tools.items() if n not in drop)
+
+    async def call(self, name: str, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """Run a tool by name, turning ToolError and unknown names into error results."""
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(self._tools) or "none"
+            return ToolResult(f"No tool named {name!r}. Available tools: {known}.", is_error=True)
+        try:
+            return await tool.run(input, ctx)
+        except ToolError as exc:
+            return ToolResult(str(exc), is_error=True)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+
+def default_tools() -> ToolRegistry:
+    """Read, Write, Edit, Glob, Grep and Bash, in that order."""
+    # Imported here because the tool modules import this one.
+    from skills_app.core.tools.bash import BashTool
+    from skills_app.core.tools.files import EditTool, ReadTool, WriteTool
+    from skills_app.core.tools.search import GlobTool, GrepTool
+
+    return ToolRegistry([ReadTool(), WriteTool(), EditTool(), GlobTool(), GrepTool(), BashTool()])
+
+
+# --- input helpers shared by the tools -------------------------------------------------------
+
+
+def str_arg(
+    tool: str, input: Mapping[str, Any], key: str, *, required: bool = True, empty: bool = False
+) -> str | None:
+    """A string argument, or None when optional and absent; ToolError when malformed."""
+    value = input.get(key)
+    if value is None:
+        if required:
+            raise ToolError(f"{tool}: the {key!r} argument is required (a string).")
+        return None
+    if not isinstance(value, str):
+        raise ToolError(f"{tool}: {key!r} must be a string, not {type(value).__name__}.")
+    if not empty and not value:
+        raise ToolError(f"{tool}: {key!r} must not be empty.")
+    return value
+
+
+def int_arg(tool: str, input: Mapping[str, Any], key: str, *, minimum: int) -> int | None:
+    """An optional integer argument of at least `minimum`; ToolError when malformed."""
+    value = input.get(key)
+    if value is None:
+        return None
+    # bool is an int subclass; True as a line number is a mistake, not 1.
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise ToolError(f"{tool}: {key!r} must be a whole number, got {value!r}.")
+    if value < minimum:
+        raise ToolError(f"{tool}: {key!r} must be at least {minimum}, got {value!r}.")
+    return int(value)
+
+
+def bool_arg(tool: str, input: Mapping[str, Any], key: str) -> bool:
+    """An optional boolean argument (absent means False)."""
+    value = input.get(key)
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise ToolError(f"{tool}: {key!r} must be true or false, got {value!r}.")
+    return value
+
+
+def cap_text(text: str, limit: int) -> str:
+    """Cut `text` to about `limit` characters, keeping head and tail and saying how much went."""
+    if len(text) <= limit:
+        return text
+    half = max(limit // 2, 1)
+    cut = len(text) - 2 * half
+    return f"{text[:half]}\n\n[... {cut} characters cut ...]\n\n{text[-half:]}"

@@ -1,0 +1,251 @@
+"""The conversation workspace: one directory the tools may touch, and staged read-only skills.
+
+Layout of a workspace root (the Bash tool's cwd, and the base for relative tool paths):
+
+    work/     scratch space (TMPDIR for Bash is work/.tmp)
+    out/      artifacts: files here are offered to the user for download
+    skills/   staged skill folders, read-only copies made by `stage_skill`
+
+So "out/report.md", "work/data.csv" and "skills/pdf/SKILL.md" are all valid relative paths.
+Absolute paths are accepted only when they lie inside the root.
+
+Protection of staged skills: the file tools refuse to write under skills/, and staged files are
+made read-only (0o444, dirs 0o555). Root ignores file modes, so when the app runs as root with
+SANDBOX=none a Bash command *can* change a staged copy; `stage_skill` notices such tampering and
+copies again. With SANDBOX=bwrap the skills/ directory is a read-only bind mount and Bash cannot
+modify it at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import uuid
+from pathlib import Path
+
+from skills_app.core.tools.base import ToolError
+
+_DIR_MODE = 0o755
+_STAGED_FILE_MODE = 0o444
+_STAGED_EXEC_MODE = 0o555
+_STAGED_DIR_MODE = 0o555
+_CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_UNSAFE_FOLDER_CHARS = re.compile(r"[^\w.-]")
+
+
+class WorkspaceError(ToolError):
+    """A path or staging request that would leave, or damage, the workspace."""
+
+
+def _inside(path: Path, base: Path) -> bool:
+    return path == base or path.is_relative_to(base)
+
+
+def skill_folder_name(name: str) -> str:
+    """The folder name a skill is staged under: "a:b" becomes "a__b", other odd characters "_"."""
+    # Skill names never contain "_" (lowercase letters, digits, hyphens), so "__" cannot collide
+    # with a plain name; plugin and nested names ("plugin:skill", "dir:skill") stay readable.
+    folder = _UNSAFE_FOLDER_CHARS.sub("_", name.replace(":", "__"))
+    if not folder or folder.startswith("."):
+        raise WorkspaceError(
+            f"Cannot stage a skill named {name!r}: the name must start with a letter or digit."
+        )
+    return folder
+
+
+class Workspace:
+    """One conversation's directory tree; every tool path goes through `resolve`."""
+
+    root: Path
+    work_dir: Path
+    out_dir: Path
+    skills_dir: Path
+
+    def __init__(self, root: Path) -> None:
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
+        # Resolved once so containment checks compare real paths with real paths.
+        self.root = root.resolve()
+        self.work_dir = self.root / "work"
+        self.out_dir = self.root / "out"
+        self.skills_dir = self.root / "skills"
+        for directory in (self.root, self.work_dir, self.out_dir, self.skills_dir):
+            directory.mkdir(exist_ok=True)
+            directory.chmod(_DIR_MODE)
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.root)!r})"
+
+    @classmethod
+    def for_conversation(cls, base: Path, conversation_id: int | str) -> Workspace:
+        """The workspace of one conversation: `base/<conversation_id>`."""
+        ident = str(conversation_id)
+        if not _CONVERSATION_ID.fullmatch(ident):
+            raise WorkspaceError(
+                f"Invalid conversation id {ident!r} for a workspace: use letters, digits, '-' or '_'."
+            )
+        return cls(Path(base) / ident)
+
+    # --- paths ------------------------------------------------------------------------------
+
+    def resolve(self, path: str, *, for_write: bool = False) -> Path:
+        """The real absolute path for a tool path, refusing anything outside the workspace."""
+        if not isinstance(path, str) or not path.strip():
+            raise WorkspaceError(
+                "A file path is required: give a path relative to the workspace root "
+                "(e.g. work/notes.md or out/report.md)."
+            )
+        if "\x00" in path:
+            raise WorkspaceError("File paths cannot contain NUL characters.")
+        raw = Path(path)
+        candidate = raw if raw.is_absolute() else self.root / raw
+        lexical = Path(os.path.normpath(candidate))
+        if not _inside(lexical, self.root):
+            raise WorkspaceError(
+                f"{path!r} is outside the workspace. Use a path inside the workspace root "
+                f"{self.root} (relative paths such as work/x or out/x start there)."
+            )
+        try:
+            real = candidate.resolve()
+        except (OSError, RuntimeError) as exc:
+            raise WorkspaceError(
+                f"Cannot resolve {path!r}: {exc}. Check for a symlink loop."
+            ) from exc
+        if not _inside(real, self.root):
+            raise WorkspaceError(
+                f"{path!r} goes through a symbolic link that leads outside the workspace; "
+                "only files inside the workspace can be used."
+            )
+        if for_write and _inside(real, self.skills_dir):
+            raise WorkspaceError(
+                f"{path!r} is inside skills/, where staged skill folders are read-only. "
+                "Write to work/ or out/ instead."
+            )
+        return real
+
+    def relative(self, path: Path) -> str:
+        """`path` (inside the root) as a root-relative POSIX string; "." for the root itself."""
+        return path.relative_to(self.root).as_posix() or "."
+
+    def is_output(self, path: Path) -> bool:
+        """True when a resolved path lies under out/."""
+        return path != self.out_dir and _inside(path, self.out_dir)
+
+    # --- artifacts --------------------------------------------------------------------------
+
+    def snapshot_out(self) -> dict[str, tuple[int, int]]:
+        """{relpath: (mtime_ns, size)} of the regular files under out/, to diff around a call."""
+        snapshot: dict[str, tuple[int, int]] = {}
+        for dirpath, dirnames, filenames in os.walk(self.out_dir):
+            dirnames.sort()
+            for filename in filenames:
+                full = Path(dirpath) / filename
+                try:
+                    info = full.lstat()
+                except OSError:
+                    continue  # removed while walking
+                # Symlinks are never artifacts: a link to /etc/passwd must not become a download.
+                if stat.S_ISREG(info.st_mode):
+                    snapshot[self.relative(full)] = (info.st_mtime_ns, info.st_size)
+        return snapshot
+
+    def artifacts(self) -> list[str]:
+        """Regular files under out/, relative to the root, sorted."""
+        return sorted(self.snapshot_out())
+
+    # --- staged skills ----------------------------------------------------------------------
+
+    def stage_skill(self, name: str, source_dir: Path, digest: str) -> Path:
+        """Copy a skill folder read-only into skills/<folder>/ unless that digest is already there."""
+        source = Path(source_dir).resolve()
+        if not source.is_dir():
+            raise WorkspaceError(f"Cannot stage skill {name!r}: {source} is not a directory.")
+        folder = skill_folder_name(name)
+        target = self.skills_dir / folder
+        marker = self.skills_dir / f".{folder}.digest"
+        if target.is_dir() and self._marker_matches(marker, digest, target):
+            return target
+
+        staging = self.skills_dir / f".staging-{folder}-{uuid.uuid4().hex[:8]}"
+        try:
+            _copy_tree(source, staging)
+            _make_read_only(staging)
+            if target.exists() or target.is_symlink():
+                _remove_tree(target)
+            staging.rename(target)
+        except OSError as exc:
+            _remove_tree(staging)
+            raise WorkspaceError(f"Cannot stage skill {name!r} from {source}: {exc}") from exc
+        marker.write_text(json.dumps({"digest": digest, "tree": _tree_fingerprint(target)}))
+        return target
+
+    def _marker_matches(self, marker: Path, digest: str, target: Path) -> bool:
+        try:
+            recorded = json.loads(marker.read_text())
+        except (OSError, ValueError):
+            return False
+        # The fingerprint catches a staged copy changed behind our back (root ignores 0o444).
+        return (
+            isinstance(recorded, dict)
+            and recorded.get("digest") == digest
+            and recorded.get("tree") == _tree_fingerprint(target)
+        )
+
+
+def _copy_tree(source: Path, dest: Path) -> None:
+    """Copy regular files and folders; symlinks only when they point to a file inside `source`."""
+    dest.mkdir(mode=_DIR_MODE)
+    for dirpath, dirnames, filenames in os.walk(source):
+        here = Path(dirpath)
+        out = dest / here.relative_to(source)
+        for dirname in sorted(dirnames):
+            # os.walk lists symlinked dirs here but does not descend; skip them to avoid loops.
+            if not (here / dirname).is_symlink():
+                (out / dirname).mkdir(mode=_DIR_MODE)
+        for filename in sorted(filenames):
+            src = here / filename
+            if src.is_symlink():
+                real = src.resolve()
+                if not (_inside(real, source) and real.is_file()):
+                    continue  # a link out of the skill folder is never followed
+                shutil.copyfile(real, out / filename)
+                shutil.copymode(real, out / filename)
+            elif src.is_file():
+                shutil.copyfile(src, out / filename)
+                shutil.copymode(src, out / filename)
+            # sockets, fifos and devices are not skill content
+
+
+def _make_read_only(root: Path) -> None:
+    # Bottom-up so a directory becomes read-only only after its contents are done.
+    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
+        for filename in filenames:
+            path = Path(dirpath) / filename
+            executable = path.stat().st_mode & stat.S_IXUSR
+            path.chmod(_STAGED_EXEC_MODE if executable else _STAGED_FILE_MODE)
+        Path(dirpath).chmod(_STAGED_DIR_MODE)
+
+
+def _remove_tree(path: Path) -> None:
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
+        return
+    if not path.exists():
+        return
+    # Read-only directories must become writable again before their entries can be removed.
+    for dirpath, _dirnames, _filenames in os.walk(path):
+        Path(dirpath).chmod(_DIR_MODE)
+    shutil.rmtree(path)
+
+
+def _tree_fingerprint(root: Path) -> dict[str, list[int]]:
+    tree: dict[str, list[int]] = {}
+    for dirpath, _dirnames, filenames in os.walk(root):
+        for filename in filenames:
+            path = Path(dirpath) / filename
+            info = path.lstat()
+            tree[path.relative_to(root).as_posix()] = [info.st_mtime_ns, info.st_size, info.st_mode]
+    return tree

@@ -1,0 +1,88 @@
+"""Send one message from the command line and print the visible transcript of that turn."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from ...models import Approval, Conversation, Message
+from ...services import runs
+from ...services.presenters import message_plain_text
+
+
+class Command(BaseCommand):
+    help = (
+        "Send MESSAGE (a slash command works too) to a conversation, run the agent, and print "
+        "the visible transcript of that turn. Hidden skill instructions are never printed."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("message", help='Text to send, e.g. "hello" or "/release-notes v2"')
+        parser.add_argument("--conversation", type=int, help="Continue this conversation id.")
+        parser.add_argument("--user", help="Username (default: the first administrator).")
+        parser.add_argument(
+            "--yes",
+            action="store_true",
+            help='Answer every approval with "allow once" (without it, approvals are denied).',
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        user = self._user(options.get("user"))
+        conversation = self._conversation(user, options.get("conversation"), options["message"])
+        before = conversation.messages.count() and (
+            conversation.messages.order_by("-seq").values_list("seq", flat=True).first() or 0
+        )
+        answer = Approval.ALLOW_ONCE if options["yes"] else Approval.DENY
+        try:
+            run = asyncio.run(self._run(conversation.pk, options["message"], user.pk, answer))
+        except runs.RunError as exc:
+            raise CommandError(str(exc)) from exc
+        label = run.model_label or run.model
+        self.stdout.write(f"[conversation {conversation.pk} · {label}]")
+        for row in conversation.messages.filter(seq__gt=before, is_meta=False).order_by("seq"):
+            self._print(row)
+        if not options["yes"] and run.approvals.filter(status=Approval.DENY).exists():
+            self.stdout.write(
+                "(Approvals were denied because no one could answer them; "
+                "re-run with --yes to allow them once.)"
+            )
+        run.refresh_from_db()
+        if run.status == run.FAILED:
+            self.stdout.write(self.style.ERROR(f"Run failed: {run.error}"))
+        self.stdout.write(f"conversation id: {conversation.pk}")
+
+    async def _run(self, conversation_id: int, text: str, user_id: int, answer: str) -> Any:
+        run = await runs.start_run(conversation_id, text, user_id=user_id, auto_answer=answer)
+        await runs.wait_for_run(run.pk)
+        run.status = (await run.__class__.objects.aget(pk=run.pk)).status
+        return run
+
+    def _user(self, username: str | None) -> Any:
+        User = get_user_model()
+        if username:
+            try:
+                return User.objects.get(username=username)
+            except User.DoesNotExist:
+                raise CommandError(f'No user "{username}". Create one in the admin first.') from None
+        user = User.objects.filter(is_superuser=True).order_by("pk").first()
+        if user is None:
+            raise CommandError("No users yet. Run `python manage.py bootstrap` or pass --user.")
+        return user
+
+    def _conversation(self, user: Any, conversation_id: int | None, text: str) -> Conversation:
+        if conversation_id is None:
+            return Conversation.objects.create(owner=user, title=text.strip()[:60] or "Chat")
+        try:
+            return Conversation.objects.get(pk=conversation_id, owner=user)
+        except Conversation.DoesNotExist:
+            raise CommandError(
+                f"Conversation {conversation_id} does not exist or belongs to another user."
+            ) from None
+
+    def _print(self, row: Message) -> None:
+        text = message_plain_text(row)
+        if text:
+            self.stdout.write(text)

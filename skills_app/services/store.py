@@ -1,0 +1,113 @@
+"""Rows in, rows out: persisting messages and run events, and rebuilding the model request."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
+
+from ..core.agent import AgentConfig, compose_request
+from ..core.llm import ModelRequest
+from ..core.tools import default_tools
+from ..core.transcript import StoredMessage
+from ..models import Conversation, Message, RunEvent
+from .skills import get_registry
+
+GROUP_PREFIX = "conversation-"
+
+
+def group_name(conversation_id: int) -> str:
+    """The channel-layer group every subscriber of a conversation joins."""
+    return f"{GROUP_PREFIX}{conversation_id}"
+
+
+def stored_message(row: Message) -> StoredMessage:
+    return StoredMessage(
+        role=row.role,
+        content=tuple(row.content),
+        kind=row.kind,
+        is_meta=row.is_meta,
+        to_model=row.to_model,
+        meta=dict(row.meta or {}),
+    )
+
+
+def history(conversation: Conversation) -> list[StoredMessage]:
+    return [stored_message(m) for m in conversation.messages.order_by("seq")]
+
+
+def agent_config(conversation: Conversation, *, model: str | None = None) -> AgentConfig:
+    return AgentConfig(
+        model=model or conversation.model or settings.ANTHROPIC_MODEL,
+        max_tokens=settings.ANTHROPIC_MAX_TOKENS,
+        max_turns=settings.AGENT_MAX_TURNS,
+        session_id=str(conversation.session_id),
+        catalog_budget=settings.SKILL_CATALOG_BUDGET,
+        catalog_entry_cap=settings.SKILL_CATALOG_ENTRY_CAP,
+    )
+
+
+def build_request(conversation: Conversation, *, model: str | None = None) -> ModelRequest:
+    """The Anthropic request for this conversation, rebuilt from its stored rows."""
+    return compose_request(
+        history(conversation),
+        tools=default_tools(),
+        skills=get_registry(),
+        config=agent_config(conversation, model=model),
+    )
+
+
+def append_message(
+    conversation_id: int,
+    message: StoredMessage,
+    *,
+    run_id: int | None = None,
+    invocation_id: int | None = None,
+) -> Message:
+    with transaction.atomic():
+        # Lock the conversation row so two writers never take the same seq.
+        Conversation.objects.filter(pk=conversation_id).update(updated_at=_now())
+        last = Message.objects.filter(conversation_id=conversation_id).aggregate(m=Max("seq"))["m"]
+        return Message.objects.create(
+            conversation_id=conversation_id,
+            seq=(last or 0) + 1,
+            role=message.role,
+            content=list(message.content),
+            kind=message.kind,
+            is_meta=message.is_meta,
+            to_model=message.to_model,
+            meta=message.meta,
+            run_id=run_id,
+            invocation_id=invocation_id,
+        )
+
+
+def append_event(
+    conversation_id: int,
+    type: str,
+    data: dict[str, Any],
+    *,
+    run_id: int | None = None,
+    hidden: bool = False,
+) -> RunEvent:
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation_id).update(
+            last_event_seq=F("last_event_seq") + 1
+        )
+        seq = Conversation.objects.values_list("last_event_seq", flat=True).get(pk=conversation_id)
+        return RunEvent.objects.create(
+            conversation_id=conversation_id,
+            run_id=run_id,
+            seq=seq,
+            type=type,
+            data=data,
+            hidden=hidden,
+        )
+
+
+def _now() -> Any:
+    from django.utils import timezone
+
+    return timezone.now()

@@ -1,0 +1,89 @@
+"""Shared set-up for tests that drive whole runs against the fake Anthropic server."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from skills_app.models import Conversation, Message, Run
+from skills_app.services import runs
+
+SKILLS = {
+    "greeter": """\
+        ---
+        name: greeter
+        description: Greets someone by name in a friendly way.
+        ---
+        GREETER-BODY-MARKER: greet $ARGUMENTS warmly and mention the weather.
+        """,
+    "manual-only": """\
+        ---
+        name: manual-only
+        description: Only a person may start this one.
+        disable-model-invocation: true
+        ---
+        MANUAL-ONLY-BODY
+        """,
+    "model-only": """\
+        ---
+        name: model-only
+        description: Background knowledge the model loads itself.
+        user-invocable: false
+        ---
+        MODEL-ONLY-BODY
+        """,
+    "echoer": """\
+        ---
+        name: echoer
+        description: Echoes things with the shell.
+        allowed-tools: Bash(echo *)
+        ---
+        Run `echo` with the user's words.
+        """,
+    "switcher": """\
+        ---
+        name: switcher
+        description: Needs a different model.
+        model: claude-switched-model
+        ---
+        SWITCHER-BODY
+        """,
+}
+
+
+def write_skills(root: Path, skills: dict[str, str] | None = None) -> Path:
+    for name, text in (skills or SKILLS).items():
+        folder = root / name
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "SKILL.md").write_text(textwrap.dedent(text))
+    return root
+
+
+def use_fake_model(settings: Any, fake: Any) -> None:
+    settings.ANTHROPIC_API_KEY = "sk-test-fake"
+    settings.ANTHROPIC_BASE_URL = fake.base_url
+    settings.ANTHROPIC_MAX_RETRIES = 2
+    runs.set_model_client(None)
+
+
+async def run_turn(
+    conversation: Conversation, text: str | None, user: Any, *, answer: str | None = None
+) -> Run:
+    run = await runs.start_run(conversation.pk, text, user_id=user.pk, auto_answer=answer)
+    await runs.wait_for_run(run.pk, timeout=30)
+    return await Run.objects.aget(pk=run.pk)
+
+
+def rows(conversation: Conversation) -> list[Message]:
+    return list(Message.objects.filter(conversation=conversation).order_by("seq"))
+
+
+def accepted(fake: Any) -> list[dict[str, Any]]:
+    """Requests the fake server accepted (it rejects what the real API would)."""
+    return [r for r in fake.requests if r.status == 200]
+
+
+def count_in_request(request: dict[str, Any], needle: str) -> int:
+    return json.dumps(request["messages"], ensure_ascii=False).count(needle)

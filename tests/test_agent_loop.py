@@ -1,0 +1,375 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from skills_app.core.hooks import HookResult
+from skills_app.models import Conversation, PermissionRule, Run, RunEvent, SkillInvocation
+from skills_app.services import store
+from tests.fake_anthropic import Reply, tool_use_block
+from tests.loop_helpers import accepted, count_in_request, rows, run_turn, use_fake_model, write_skills
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def setup(settings, fake_anthropic, tmp_path):
+    use_fake_model(settings, fake_anthropic)
+    settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
+    settings.AGENT_HOOKS = {"UserPromptSubmit": [], "PreToolUse": [], "PostToolUse": [], "Stop": []}
+    return fake_anthropic
+
+
+@pytest.fixture
+def conversation(alice):
+    return Conversation.objects.create(owner=alice, title="test")
+
+
+def allow(rule_text, skill=""):
+    return PermissionRule.objects.create(behavior="allow", rule_text=rule_text, skill=skill)
+
+
+def deny(rule_text):
+    return PermissionRule.objects.create(behavior="deny", rule_text=rule_text)
+
+
+async def test_it_streams_a_plain_answer_and_stores_it(setup, conversation, alice):
+    setup.enqueue(Reply.text("Hello there, how can I help?", chunk=4))
+    run = await run_turn(conversation, "hi", alice)
+    assert run.status == Run.DONE
+    stored = await sync_to_async(rows)(conversation)
+    assert [(m.role, m.kind) for m in stored] == [("user", "text"), ("assistant", "text")]
+    assert stored[1].content == [{"type": "text", "text": "Hello there, how can I help?"}]
+    deltas = [
+        e.data["text"]
+        async for e in RunEvent.objects.filter(conversation=conversation, type="text.delta")
+    ]
+    assert "".join(deltas) == "Hello there, how can I help?"
+    assert run.usage.get("output_tokens", 0) > 0
+
+
+async def test_it_coalesces_text_deltas_into_few_writes(setup, conversation, alice):
+    setup.enqueue(Reply.text("x" * 2000, chunk=1))
+    await run_turn(conversation, "long please", alice)
+    writes = await RunEvent.objects.filter(conversation=conversation, type="text.delta").acount()
+    assert writes < 200  # 2,000 deltas, far fewer event rows
+
+
+async def test_it_answers_a_tool_use_and_sends_the_result_back(setup, conversation, alice, settings):
+    from skills_app.services.runs import workspace_for
+
+    ws = await sync_to_async(workspace_for)(conversation.pk)
+    (ws.work_dir / "notes.txt").write_text("alpha\nbeta\n")
+    setup.enqueue(
+        Reply.tool_use("Read", {"file_path": "work/notes.txt"}, text="Let me read it."),
+        Reply.text("It says alpha and beta."),
+    )
+    run = await run_turn(conversation, "what is in notes?", alice)
+    assert run.status == Run.DONE
+    second = accepted(setup)[1]
+    assistant, user = second["messages"][1], second["messages"][2]
+    assert [b["type"] for b in assistant["content"]] == ["text", "tool_use"]
+    assert user["content"][0]["type"] == "tool_result"
+    assert "alpha" in str(user["content"][0]["content"])
+    assert all(r.status == 200 for r in setup.requests)
+
+
+async def test_a_model_invoked_skill_delivers_status_and_hidden_body_once(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill(greeter)")
+    setup.enqueue(
+        Reply.tool_use("Skill", {"skill": "greeter", "args": "Bob"}, text="Loading it."),
+        Reply.text("Hello Bob!"),
+    )
+    run = await run_turn(conversation, "please greet Bob", alice)
+    assert run.status == Run.DONE
+    stored = await sync_to_async(rows)(conversation)
+    kinds = [(m.role, m.kind, m.is_meta) for m in stored]
+    assert kinds == [
+        ("user", "text", False),
+        ("assistant", "tool_use", False),
+        ("user", "tool_result", False),
+        ("user", "skill_status", False),
+        ("user", "skill_prompt", True),
+        ("assistant", "text", False),
+    ]
+    result = stored[2].content[0]
+    assert result["content"] == "Launching skill: greeter" and not result.get("is_error")
+    status = stored[3].content[0]["text"]
+    assert status.startswith('<command-message>The "greeter" skill is loading</command-message>')
+    assert "<command-args>Bob</command-args>" in status
+    hidden = stored[4].content[0]["text"]
+    assert hidden.startswith("Base directory for this skill: ")
+    assert "GREETER-BODY-MARKER: greet Bob warmly" in hidden
+    # The request after the tool call carries the body exactly once, in the user turn after the result.
+    follow_up = accepted(setup)[1]
+    assert count_in_request(follow_up, "GREETER-BODY-MARKER") == 1
+    user_turn = follow_up["messages"][-1]
+    assert user_turn["role"] == "user"
+    assert [b["type"] for b in user_turn["content"]] == ["tool_result", "text", "text"]
+    assert "GREETER-BODY-MARKER" not in str(user_turn["content"][0])
+    invocation = await SkillInvocation.objects.aget(conversation=conversation)
+    assert (invocation.caller, invocation.decision, invocation.args) == ("model", "allowed", "Bob")
+    assert 'rule "Skill(greeter)"' in invocation.decided_by or "Skill(greeter)" in invocation.decided_by
+    assert invocation.injected_text == hidden
+    assert len(invocation.digest) == 64
+
+
+async def test_the_skill_catalog_is_in_the_tool_description_not_the_bodies(setup, conversation, alice):
+    setup.enqueue(Reply.text("ok"))
+    await run_turn(conversation, "hi", alice)
+    request = accepted(setup)[0]
+    skill_tool = next(t for t in request["tools"] if t["name"] == "Skill")
+    assert '"greeter": Greets someone by name' in skill_tool["description"]
+    assert "manual-only" not in skill_tool["description"]
+    assert "GREETER-BODY-MARKER" not in str(request)
+
+
+async def test_a_slash_command_delivers_the_skill_without_a_tool_call(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    setup.enqueue(Reply.text("Hi Carol!"))
+    run = await run_turn(conversation, "/greeter Carol", alice)
+    assert run.status == Run.DONE
+    stored = await sync_to_async(rows)(conversation)
+    assert [(m.kind, m.is_meta) for m in stored] == [
+        ("skill_status", False),
+        ("skill_prompt", True),
+        ("text", False),
+    ]
+    request = accepted(setup)[0]
+    assert "tool_use" not in str(request["messages"])
+    assert count_in_request(request, "GREETER-BODY-MARKER: greet Carol") == 1
+    invocation = await SkillInvocation.objects.aget(conversation=conversation)
+    assert invocation.caller == "user"
+
+
+async def test_stacked_slash_commands_load_each_skill(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    setup.enqueue(Reply.text("done"))
+    await run_turn(conversation, "/greeter /manual-only Dan", alice)
+    names = [i.skill async for i in SkillInvocation.objects.filter(conversation=conversation)]
+    assert sorted(names) == ["greeter", "manual-only"]
+
+
+async def test_an_unknown_slash_word_is_ordinary_text(setup, conversation, alice):
+    setup.enqueue(Reply.text("That is a path."))
+    await run_turn(conversation, "/usr/bin is a folder", alice)
+    stored = await sync_to_async(rows)(conversation)
+    assert stored[0].content == [{"type": "text", "text": "/usr/bin is a folder"}]
+    assert not await SkillInvocation.objects.filter(conversation=conversation).aexists()
+
+
+@pytest.mark.parametrize(
+    "tool_input, code",
+    [
+        ({"skill": ""}, "empty_name"),
+        ({"skill": "nope"}, "unknown_skill"),
+        ({"skill": "manual-only"}, "model_invocation_disabled"),
+        ({"skill": "Bash"}, "not_a_skill"),
+        ({"skill": "greeter"}, "permission_denied"),
+    ],
+)
+async def test_each_failed_model_invocation_returns_an_error_and_delivers_nothing(
+    setup, conversation, alice, tool_input, code
+):
+    await PermissionRule.objects.acreate(behavior="deny", rule_text="Skill(greeter)")
+    setup.enqueue(Reply.tool_use("Skill", tool_input), Reply.text("ok"))
+    await run_turn(conversation, "go", alice)
+    stored = await sync_to_async(rows)(conversation)
+    result = stored[2].content[0]
+    assert result["type"] == "tool_result" and result["is_error"] is True
+    assert not [m for m in stored if m.kind in {"skill_status", "skill_prompt"}]
+    invocation = await SkillInvocation.objects.aget(conversation=conversation)
+    assert invocation.error_code == code
+    assert invocation.decision == ("denied" if code == "permission_denied" else "failed")
+
+
+async def test_the_legacy_command_key_is_accepted(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    setup.enqueue(Reply.tool_use("Skill", {"command": "greeter"}), Reply.text("ok"))
+    await run_turn(conversation, "go", alice)
+    assert await SkillInvocation.objects.filter(decision="allowed", skill="greeter").aexists()
+
+
+async def test_a_slash_command_for_a_model_only_skill_is_refused(setup, conversation, alice):
+    run = await run_turn(conversation, "/model-only", alice)
+    assert run.status == Run.DONE
+    invocation = await SkillInvocation.objects.aget(conversation=conversation)
+    assert invocation.error_code == "user_invocation_disabled"
+    assert setup.requests == []  # nothing was delivered, so the model was not called
+    stored = await sync_to_async(rows)(conversation)
+    assert stored[-1].kind == "error" and "user-invocable" in stored[-1].content[0]["text"]
+
+
+async def test_allowed_tools_apply_only_until_the_next_user_message(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    setup.enqueue(
+        Reply.tool_use("Skill", {"skill": "echoer"}),
+        Reply.tool_use("Bash", {"command": "echo first"}),
+        Reply.text("echoed"),
+    )
+    await run_turn(conversation, "echo please", alice, answer="deny")
+    third = accepted(setup)[2]
+    assert "first" in str(third["messages"][-1]["content"][0]["content"])
+    assert not third["messages"][-1]["content"][0].get("is_error")
+    # Next user message: the skill's grant is gone, Bash falls back to ask (denied here).
+    setup.enqueue(Reply.tool_use("Bash", {"command": "echo second"}), Reply.text("no"))
+    await run_turn(conversation, "again", alice, answer="deny")
+    last = accepted(setup)[-1]["messages"][-1]["content"][0]
+    assert last["is_error"] is True and "denied" in last["content"]
+
+
+async def test_an_admin_deny_beats_a_skills_allowed_tools(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    await PermissionRule.objects.acreate(behavior="deny", rule_text="Bash(echo *)")
+    setup.enqueue(
+        Reply.tool_use("Skill", {"skill": "echoer"}),
+        Reply.tool_use("Bash", {"command": "echo hi"}),
+        Reply.text("ok"),
+    )
+    await run_turn(conversation, "echo", alice)
+    result = accepted(setup)[2]["messages"][-1]["content"][0]
+    assert result["is_error"] is True and "Bash(echo *)" in result["content"]
+
+
+async def test_a_skills_model_applies_for_the_rest_of_its_turn_only(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    setup.enqueue(Reply.tool_use("Skill", {"skill": "switcher"}), Reply.text("switched"))
+    await run_turn(conversation, "switch", alice)
+    first, second = accepted(setup)[0], accepted(setup)[1]
+    assert first["model"] != "claude-switched-model"
+    assert second["model"] == "claude-switched-model"
+    setup.enqueue(Reply.text("back"))
+    await run_turn(conversation, "next", alice)
+    assert accepted(setup)[-1]["model"] != "claude-switched-model"
+
+
+async def test_reinvoking_an_unchanged_skill_adds_an_already_loaded_note(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    setup.enqueue(Reply.text("one"))
+    await run_turn(conversation, "/greeter Eve", alice)
+    setup.enqueue(Reply.text("two"))
+    await run_turn(conversation, "/greeter Eve", alice)
+    hidden = [m for m in await sync_to_async(rows)(conversation) if m.kind == "skill_prompt"]
+    assert "GREETER-BODY-MARKER" in hidden[0].content[0]["text"]
+    assert "already loaded" in hidden[1].content[0]["text"]
+    assert count_in_request(accepted(setup)[-1], "GREETER-BODY-MARKER") == 1
+
+
+async def test_the_turn_limit_ends_the_run_with_a_clear_message(setup, conversation, alice, settings):
+    settings.AGENT_MAX_TURNS = 3
+    setup.set_responder(lambda request: Reply.tool_use("Glob", {"pattern": "*"}))
+    run = await run_turn(conversation, "loop forever", alice)
+    assert run.status == Run.FAILED and run.error_kind == "turn_limit"
+    assert "turn limit" in run.error
+    assert len(accepted(setup)) == 3
+
+
+def block_bash(payload):
+    if payload["tool_name"] == "Bash":
+        return HookResult(block=True, reason="no shell on Sundays")
+    return None
+
+
+async def test_a_pre_tool_use_hook_can_block_a_call(setup, conversation, alice, settings):
+    settings.AGENT_HOOKS = {**settings.AGENT_HOOKS, "PreToolUse": ["tests.test_agent_loop.block_bash"]}
+    setup.enqueue(Reply.tool_use("Bash", {"command": "ls"}), Reply.text("ok"))
+    await run_turn(conversation, "ls", alice, answer="allow_once")
+    result = accepted(setup)[1]["messages"][-1]["content"][0]
+    assert result["is_error"] is True and "no shell on Sundays" in result["content"]
+
+
+async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
+    setup, conversation, alice
+):
+    from skills_app.services import runs
+
+    gate, reached = threading.Event(), threading.Event()
+    setup.enqueue(
+        Reply.text("The first part is here. " * 5, chunk=5, wait_for=gate, wait_after_events=6, reached=reached)
+    )
+    run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
+    await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
+    await asyncio.sleep(0.2)
+    assert await runs.stop_run(run.pk)
+    gate.set()
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == Run.STOPPED
+    stored = await sync_to_async(rows)(conversation)
+    assert stored[-1].role == "assistant" and stored[-1].meta.get("partial") is True
+    assert stored[-1].content[0]["text"].startswith("The first")
+    setup.enqueue(Reply.text("continuing"))
+    await run_turn(conversation, "go on", alice)
+    assert setup.requests[-1].status == 200
+
+
+async def test_stopping_during_an_approval_answers_the_tool_use(setup, conversation, alice):
+    from skills_app.models import Approval
+    from skills_app.services import runs
+
+    setup.enqueue(Reply.tool_use("Bash", {"command": "rm -rf work"}))
+    run = await runs.start_run(conversation.pk, "clean", user_id=alice.pk)
+    for _ in range(100):
+        if await Approval.objects.filter(run_id=run.pk).aexists():
+            break
+        await asyncio.sleep(0.05)
+    assert await runs.stop_run(run.pk)
+    approval = await Approval.objects.aget(run_id=run.pk)
+    assert approval.status == Approval.CANCELLED
+    setup.enqueue(Reply.text("ok"))
+    await run_turn(conversation, "never mind", alice)
+    last = setup.requests[-1]
+    assert last.status == 200
+    assert "Interrupted" in str(last["messages"])
+
+
+@pytest.mark.parametrize(
+    "replies, kind",
+    [
+        ([Reply.error(529, "overloaded_error", "Overloaded")] * 3, "overloaded"),
+        ([Reply.error(500, "api_error", "boom")] * 3, "server"),
+        ([Reply.text("partial words here and more", chunk=3, cut_after_events=6)], "stream_cut"),
+        ([Reply.text("no stop event", no_message_stop=True)], "stream_cut"),
+        (
+            [Reply.blocks([{"type": "text", "text": "Calling."}, tool_use_block("Read", {"file_path": "x"})], cut_after_events=7)],
+            "stream_cut",
+        ),
+    ],
+)
+async def test_each_model_fault_fails_the_run_readably_and_keeps_history_valid(
+    setup, conversation, alice, replies, kind
+):
+    setup.enqueue(*replies)
+    run = await run_turn(conversation, "hello", alice)
+    assert run.status == Run.FAILED
+    assert run.error_kind == kind
+    assert run.error and "Traceback" not in run.error
+    stored = await sync_to_async(rows)(conversation)
+    assert stored[-1].kind == "error" and stored[-1].to_model is False
+    assert not [m for m in stored if any(b.get("type") == "tool_use" for b in m.content)]
+    setup.enqueue(Reply.text("recovered"))
+    run = await run_turn(conversation, "try again", alice)
+    assert run.status == Run.DONE
+    assert setup.requests[-1].status == 200
+
+
+async def test_a_429_is_retried_with_backoff_then_succeeds(setup, conversation, alice):
+    setup.enqueue(Reply.error(429, "rate_limit_error", "slow down"), Reply.text("fine now"))
+    run = await run_turn(conversation, "hi", alice)
+    assert run.status == Run.DONE
+    assert [r.status for r in setup.requests] == [429, 200]
+
+
+async def test_build_request_is_a_pure_function_of_the_rows(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    setup.enqueue(Reply.tool_use("Skill", {"skill": "greeter", "args": "Fay"}), Reply.text("Hi Fay"))
+    await run_turn(conversation, "greet Fay", alice)
+    one = await sync_to_async(store.build_request)(conversation)
+    two = await sync_to_async(store.build_request)(conversation)
+    assert one.as_kwargs() == two.as_kwargs()
+    last_sent = accepted(setup)[-1]
+    # Rebuilt from rows, the history equals what was sent plus the final answer.
+    assert one.messages[: len(last_sent["messages"])] == last_sent["messages"]
+    assert one.messages[-1]["role"] == "assistant"

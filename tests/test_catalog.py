@@ -1,0 +1,103 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+from skills_app.core.catalog import CATALOG_INTRO, ELLIPSIS, build_catalog
+from skills_app.core.skillfile import parse_skill_text
+
+
+def spec(name: str, description: str = "d", *, when: str | None = None, extra: str = ""):
+    lines = [f"description: {description!r}"]
+    if when:
+        lines.append(f"when_to_use: {when!r}")
+    text = "---\n" + "\n".join(lines) + f"\n{extra}---\nBody.\n"
+    return parse_skill_text(text, directory=Path("/nowhere") / name, name=name)
+
+
+def entries(catalog: str) -> list[str]:
+    inside = catalog.split("<available_skills>\n", 1)[1].split("</available_skills>", 1)[0]
+    return inside.splitlines()
+
+
+def test_it_puts_the_intro_before_the_tagged_list():
+    catalog = build_catalog(
+        [spec("b-skill", "Does B.", when="When B."), spec("a-skill", "Does A.")]
+    )
+    assert catalog.startswith(CATALOG_INTRO + "\n\n<available_skills>\n")
+    assert catalog.endswith("</available_skills>")
+    assert entries(catalog) == ['"a-skill": Does A.', '"b-skill": Does B. - When B.']
+
+
+def test_the_intro_explains_the_skill_tool_slash_names_and_loaded_skills():
+    assert "Skill tool" in CATALOG_INTRO
+    assert '"/<name>"' in CATALOG_INTRO
+    assert "already loaded" in CATALOG_INTRO
+
+
+def test_it_lists_only_model_invocable_skills_with_mode_skills_first():
+    skills = [
+        spec("zeta"),
+        spec("alpha"),
+        spec("hidden", extra="disable-model-invocation: true\n"),
+        spec("moded", extra="mode: true\n"),
+    ]
+    assert [e.split('"')[1] for e in entries(build_catalog(skills))] == ["moded", "alpha", "zeta"]
+
+
+def test_it_puts_each_entry_on_one_line():
+    text = "---\ndescription: |\n  Line one.\n    Line two.\n---\n"
+    multi = parse_skill_text(text, directory=Path("/nowhere/multi"), name="multi")
+    assert multi.description == "Line one.\n  Line two.\n"
+    assert entries(build_catalog([multi])) == ['"multi": Line one. Line two.']
+
+
+def test_it_caps_description_and_when_to_use_together():
+    catalog = build_catalog([spec("capped", "x" * 100, when="y" * 100)], entry_cap=150)
+    [line] = entries(catalog)
+    text = line.split(": ", 1)[1]
+    assert len(text) == 150
+    assert text.startswith("x" * 100 + " - y")
+    assert text.endswith(ELLIPSIS)
+
+
+def test_it_keeps_everything_when_within_budget():
+    skills = [spec(f"s{i}", "word " * 20) for i in range(5)]
+    catalog = build_catalog(skills)
+    assert ELLIPSIS not in catalog
+    assert len(catalog) < 15_000
+
+
+def test_300_long_descriptions_fit_the_budget_with_every_name():
+    skills = [spec(f"skill-{i:03d}", ("lorem ipsum " * 130)[:1500]) for i in range(300)]
+    catalog = build_catalog(skills, budget=15_000)
+    assert len(catalog) <= 15_000
+    names = [e.split('"')[1] for e in entries(catalog)]
+    assert names == [f"skill-{i:03d}" for i in range(300)]
+    assert all(": lorem" in e for e in entries(catalog))  # shortened, not dropped
+
+
+def test_it_shortens_the_longest_descriptions_first():
+    skills = [spec("short", "Short and whole."), spec("long", "long " * 400)]
+    budget = len(build_catalog([spec("short", "Short and whole."), spec("long", "x")])) + 200
+    catalog = build_catalog(skills, budget=budget)
+    assert len(catalog) <= budget
+    lines = dict(e.split(": ", 1) for e in entries(catalog))
+    assert lines['"short"'] == "Short and whole."
+    assert lines['"long"'].endswith(ELLIPSIS)
+    assert len(lines['"long"']) > 150
+
+
+def test_when_cuts_would_be_useless_it_drops_the_longest_descriptions():
+    skills = [spec("tiny", "Tiny."), *(spec(f"big-{i}", "b" * 500) for i in range(10))]
+    bare = len(build_catalog([spec("tiny", "Tiny."), *(spec(f"big-{i}", "") for i in range(10))]))
+    catalog = build_catalog(skills, budget=bare + 60)
+    assert len(catalog) <= bare + 60
+    assert '"tiny": Tiny.' in entries(catalog)
+    assert '"big-0"' in entries(catalog)
+
+
+def test_it_lists_every_name_even_when_bare_names_overflow():
+    skills = [spec(f"overflowing-name-{i}", "desc") for i in range(50)]
+    catalog = build_catalog(skills, budget=200)
+    assert len(catalog) > 200
+    assert entries(catalog) == sorted(f'"overflowing-name-{i}"' for i in range(50))
