@@ -41,14 +41,24 @@ def make_conversation() -> Conversation:
     while seq < MESSAGES:
         turn = seq // 5
         batch = [
-            ("user", "text", False, [{"type": "text", "text": f"Question {turn}: " + "words " * 40}]),
+            (
+                "user",
+                "text",
+                False,
+                [{"type": "text", "text": f"Question {turn}: " + "words " * 40}],
+            ),
             (
                 "assistant",
                 "tool_use",
                 False,
                 [
                     {"type": "text", "text": "Let me check. " * 10},
-                    {"type": "tool_use", "id": f"toolu_{turn}", "name": "Read", "input": {"file_path": "work/a.txt"}},
+                    {
+                        "type": "tool_use",
+                        "id": f"toolu_{turn}",
+                        "name": "Read",
+                        "input": {"file_path": "work/a.txt"},
+                    },
                 ],
             ),
             (
@@ -57,14 +67,24 @@ def make_conversation() -> Conversation:
                 False,
                 [{"type": "tool_result", "tool_use_id": f"toolu_{turn}", "content": "line\n" * 60}],
             ),
-            ("user", "skill_status", False, [{"type": "text", "text": status_message_text("release-notes", "v1")}]),
+            (
+                "user",
+                "skill_status",
+                False,
+                [{"type": "text", "text": status_message_text("release-notes", "v1")}],
+            ),
             ("assistant", "text", False, [{"type": "text", "text": "Here is the answer. " * 30}]),
         ]
         for role, kind, is_meta, content in batch:
             seq += 1
             rows.append(
                 Message(
-                    conversation=conversation, seq=seq, role=role, kind=kind, is_meta=is_meta, content=content
+                    conversation=conversation,
+                    seq=seq,
+                    role=role,
+                    kind=kind,
+                    is_meta=is_meta,
+                    content=content,
                 )
             )
     Message.objects.bulk_create(rows)
@@ -82,7 +102,9 @@ def main() -> None:
         timings.append((time.perf_counter() - start) * 1000)
     median = statistics.median(timings)
     print(f"build_request over {MESSAGES} stored messages -> {len(request.messages)} API turns")
-    print(f"  median {median:.1f} ms, p90 {sorted(timings)[int(len(timings) * 0.9)]:.1f} ms, min {min(timings):.1f} ms")
+    print(
+        f"  median {median:.1f} ms, p90 {sorted(timings)[int(len(timings) * 0.9)]:.1f} ms, min {min(timings):.1f} ms"
+    )
     print(f"  target < {TARGET_MS:.0f} ms: {'PASS' if median < TARGET_MS else 'MISS'}")
 
 

@@ -104,9 +104,7 @@ class SkillPackage(models.Model):
     class Meta:
         ordering = ["name"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["name", "owner"], name="unique_package_per_owner"
-            ),
+            models.UniqueConstraint(fields=["name", "owner"], name="unique_package_per_owner"),
             models.UniqueConstraint(
                 fields=["name"],
                 condition=models.Q(owner__isnull=True),
@@ -235,10 +233,10 @@ class Message(models.Model):
 class RunEvent(models.Model):
     """Append-only log of what a run did; browsers resume from the last seq they saw."""
 
-    conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="events"
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="events")
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.CASCADE, related_name="events"
     )
-    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
     seq = models.BigIntegerField()
     type = models.CharField(max_length=40)
     data = models.JSONField(default=dict)
@@ -301,9 +299,7 @@ class Approval(models.Model):
 class ConversationGrant(models.Model):
     """An "allow for this conversation" answer: a rule that holds only inside one conversation."""
 
-    conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="grants"
-    )
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="grants")
     rule_text = models.CharField(max_length=500)
     approval = models.ForeignKey(Approval, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -319,7 +315,9 @@ class PermissionRule(models.Model):
     BEHAVIOR_CHOICES = [(DENY, "deny"), (ASK, "ask"), (ALLOW, "allow")]
 
     behavior = models.CharField(max_length=5, choices=BEHAVIOR_CHOICES)
-    rule_text = models.CharField(max_length=500, help_text='e.g. Skill(pdf), Bash(git diff *), Read(./docs/**)')
+    rule_text = models.CharField(
+        max_length=500, help_text="e.g. Skill(pdf), Bash(git diff *), Read(./docs/**)"
+    )
     skill = models.CharField(
         max_length=200,
         blank=True,

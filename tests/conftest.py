@@ -29,7 +29,9 @@ def bob(django_user_model):
 @pytest.fixture
 def auditor(django_user_model):
     """Staff with the inspect-injected-content permission."""
-    user = django_user_model.objects.create_user("audrey", password="audrey-pass-123", is_staff=True)
+    user = django_user_model.objects.create_user(
+        "audrey", password="audrey-pass-123", is_staff=True
+    )
     user.user_permissions.add(Permission.objects.get(codename="inspect_injected_content"))
     return user
 

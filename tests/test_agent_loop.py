@@ -10,7 +10,14 @@ from skills_app.core.hooks import HookResult
 from skills_app.models import Conversation, PermissionRule, Run, RunEvent, SkillInvocation
 from skills_app.services import store
 from tests.fake_anthropic import Reply, tool_use_block
-from tests.loop_helpers import accepted, count_in_request, rows, run_turn, use_fake_model, write_skills
+from tests.loop_helpers import (
+    accepted,
+    count_in_request,
+    rows,
+    run_turn,
+    use_fake_model,
+    write_skills,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -58,7 +65,9 @@ async def test_it_coalesces_text_deltas_into_few_writes(setup, conversation, ali
     assert writes < 200  # 2,000 deltas, far fewer event rows
 
 
-async def test_it_answers_a_tool_use_and_sends_the_result_back(setup, conversation, alice, settings):
+async def test_it_answers_a_tool_use_and_sends_the_result_back(
+    setup, conversation, alice, settings
+):
     from skills_app.services.runs import workspace_for
 
     ws = await sync_to_async(workspace_for)(conversation.pk)
@@ -77,7 +86,9 @@ async def test_it_answers_a_tool_use_and_sends_the_result_back(setup, conversati
     assert all(r.status == 200 for r in setup.requests)
 
 
-async def test_a_model_invoked_skill_delivers_status_and_hidden_body_once(setup, conversation, alice):
+async def test_a_model_invoked_skill_delivers_status_and_hidden_body_once(
+    setup, conversation, alice
+):
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill(greeter)")
     setup.enqueue(
         Reply.tool_use("Skill", {"skill": "greeter", "args": "Bob"}, text="Loading it."),
@@ -112,12 +123,17 @@ async def test_a_model_invoked_skill_delivers_status_and_hidden_body_once(setup,
     assert "GREETER-BODY-MARKER" not in str(user_turn["content"][0])
     invocation = await SkillInvocation.objects.aget(conversation=conversation)
     assert (invocation.caller, invocation.decision, invocation.args) == ("model", "allowed", "Bob")
-    assert 'rule "Skill(greeter)"' in invocation.decided_by or "Skill(greeter)" in invocation.decided_by
+    assert (
+        'rule "Skill(greeter)"' in invocation.decided_by
+        or "Skill(greeter)" in invocation.decided_by
+    )
     assert invocation.injected_text == hidden
     assert len(invocation.digest) == 64
 
 
-async def test_the_skill_catalog_is_in_the_tool_description_not_the_bodies(setup, conversation, alice):
+async def test_the_skill_catalog_is_in_the_tool_description_not_the_bodies(
+    setup, conversation, alice
+):
     setup.enqueue(Reply.text("ok"))
     await run_turn(conversation, "hi", alice)
     request = accepted(setup)[0]
@@ -246,7 +262,9 @@ async def test_a_skills_model_applies_for_the_rest_of_its_turn_only(setup, conve
     assert accepted(setup)[-1]["model"] != "claude-switched-model"
 
 
-async def test_reinvoking_an_unchanged_skill_adds_an_already_loaded_note(setup, conversation, alice):
+async def test_reinvoking_an_unchanged_skill_adds_an_already_loaded_note(
+    setup, conversation, alice
+):
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
     setup.enqueue(Reply.text("one"))
     await run_turn(conversation, "/greeter Eve", alice)
@@ -258,7 +276,9 @@ async def test_reinvoking_an_unchanged_skill_adds_an_already_loaded_note(setup, 
     assert count_in_request(accepted(setup)[-1], "GREETER-BODY-MARKER") == 1
 
 
-async def test_the_turn_limit_ends_the_run_with_a_clear_message(setup, conversation, alice, settings):
+async def test_the_turn_limit_ends_the_run_with_a_clear_message(
+    setup, conversation, alice, settings
+):
     settings.AGENT_MAX_TURNS = 3
     setup.set_responder(lambda request: Reply.tool_use("Glob", {"pattern": "*"}))
     run = await run_turn(conversation, "loop forever", alice)
@@ -274,7 +294,10 @@ def block_bash(payload):
 
 
 async def test_a_pre_tool_use_hook_can_block_a_call(setup, conversation, alice, settings):
-    settings.AGENT_HOOKS = {**settings.AGENT_HOOKS, "PreToolUse": ["tests.test_agent_loop.block_bash"]}
+    settings.AGENT_HOOKS = {
+        **settings.AGENT_HOOKS,
+        "PreToolUse": ["tests.test_agent_loop.block_bash"],
+    }
     setup.enqueue(Reply.tool_use("Bash", {"command": "ls"}), Reply.text("ok"))
     await run_turn(conversation, "ls", alice, answer="allow_once")
     result = accepted(setup)[1]["messages"][-1]["content"][0]
@@ -288,7 +311,13 @@ async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
 
     gate, reached = threading.Event(), threading.Event()
     setup.enqueue(
-        Reply.text("The first part is here. " * 5, chunk=5, wait_for=gate, wait_after_events=6, reached=reached)
+        Reply.text(
+            "The first part is here. " * 5,
+            chunk=5,
+            wait_for=gate,
+            wait_after_events=6,
+            reached=reached,
+        )
     )
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
     await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
@@ -333,7 +362,15 @@ async def test_stopping_during_an_approval_answers_the_tool_use(setup, conversat
         ([Reply.text("partial words here and more", chunk=3, cut_after_events=6)], "stream_cut"),
         ([Reply.text("no stop event", no_message_stop=True)], "stream_cut"),
         (
-            [Reply.blocks([{"type": "text", "text": "Calling."}, tool_use_block("Read", {"file_path": "x"})], cut_after_events=7)],
+            [
+                Reply.blocks(
+                    [
+                        {"type": "text", "text": "Calling."},
+                        tool_use_block("Read", {"file_path": "x"}),
+                    ],
+                    cut_after_events=7,
+                )
+            ],
             "stream_cut",
         ),
     ],
@@ -364,7 +401,9 @@ async def test_a_429_is_retried_with_backoff_then_succeeds(setup, conversation, 
 
 async def test_build_request_is_a_pure_function_of_the_rows(setup, conversation, alice):
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
-    setup.enqueue(Reply.tool_use("Skill", {"skill": "greeter", "args": "Fay"}), Reply.text("Hi Fay"))
+    setup.enqueue(
+        Reply.tool_use("Skill", {"skill": "greeter", "args": "Fay"}), Reply.text("Hi Fay")
+    )
     await run_turn(conversation, "greet Fay", alice)
     one = await sync_to_async(store.build_request)(conversation)
     two = await sync_to_async(store.build_request)(conversation)
@@ -373,3 +412,18 @@ async def test_build_request_is_a_pure_function_of_the_rows(setup, conversation,
     # Rebuilt from rows, the history equals what was sent plus the final answer.
     assert one.messages[: len(last_sent["messages"])] == last_sent["messages"]
     assert one.messages[-1]["role"] == "assistant"
+
+
+async def test_a_bare_admin_deny_removes_the_tool_from_the_request(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="deny", rule_text="Bash")
+    setup.enqueue(Reply.text("ok"))
+    await run_turn(conversation, "hi", alice)
+    names = [t["name"] for t in accepted(setup)[0]["tools"]]
+    assert "Bash" not in names and "Read" in names
+
+
+async def test_a_bare_skill_deny_removes_the_skill_tool(setup, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="deny", rule_text="Skill")
+    setup.enqueue(Reply.text("ok"))
+    await run_turn(conversation, "hi", alice)
+    assert "Skill" not in [t["name"] for t in accepted(setup)[0]["tools"]]

@@ -12,7 +12,6 @@ import pytest
 
 from tests.fake_anthropic import FakeAnthropic, Reply, tool_use_block
 
-
 USER_HI = [{"role": "user", "content": "hi"}]
 BASH_TOOL = {
     "name": "Bash",

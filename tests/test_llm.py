@@ -23,7 +23,6 @@ from skills_app.core.llm import (
 )
 from tests.fake_anthropic import FakeAnthropic, Reply, tool_use_block
 
-
 BASH_TOOL = {
     "name": "Bash",
     "description": "Run a shell command.",

@@ -33,7 +33,9 @@ def env_bool(name: str, default: bool) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use true/false, yes/no, on/off or 1/0")
+    raise ImproperlyConfigured(
+        f"{name}={raw!r} is not a boolean: use true/false, yes/no, on/off or 1/0"
+    )
 
 
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:

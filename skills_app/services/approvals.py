@@ -28,6 +28,7 @@ from ..core.permissions import (
     decide,
     grant_rule_for,
     parse_rule,
+    removed_tools,
 )
 from ..core.tools.workspace import Workspace
 from ..models import Approval, ConversationGrant, PermissionRule, Run
@@ -98,6 +99,9 @@ class PermissionGate:
             readable_roots=(self.workspace.skills_dir,),
         )
 
+    def removed_tools(self, names: list[str]) -> frozenset[str]:
+        return removed_tools(names, self.context(TurnState()))
+
     async def decide(self, call: ToolCall, state: TurnState) -> Decision:
         self.last_approval_id = None
         context = await sync_to_async(self.context)(state)
@@ -121,8 +125,10 @@ class PermissionGate:
             },
         )
         if self.auto_answer is not None:
-            reason = "" if self.auto_answer != Approval.DENY else (
-                "No one was asked: run the chat command with --yes to allow such calls."
+            reason = (
+                ""
+                if self.auto_answer != Approval.DENY
+                else ("No one was asked: run the chat command with --yes to allow such calls.")
             )
             await sync_to_async(answer_approval)(
                 approval.pk, self.user_id, self.auto_answer, reason=reason
@@ -147,9 +153,7 @@ class PermissionGate:
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     await sync_to_async(_expire)(approval_id)
-                    return await Approval.objects.select_related("answered_by").aget(
-                        pk=approval_id
-                    )
+                    return await Approval.objects.select_related("answered_by").aget(pk=approval_id)
                 try:
                     await asyncio.wait_for(event.wait(), timeout=min(POLL_SECONDS, remaining))
                 except TimeoutError:
@@ -244,9 +248,7 @@ def answer_approval(approval_id: int, user_id: int, answer: str, *, reason: str 
 
 
 def pending_approvals(conversation_id: int) -> list[Approval]:
-    return list(
-        Approval.objects.filter(conversation_id=conversation_id, status=Approval.PENDING)
-    )
+    return list(Approval.objects.filter(conversation_id=conversation_id, status=Approval.PENDING))
 
 
 def describe(approval: Approval) -> dict[str, Any]:

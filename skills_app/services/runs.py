@@ -351,9 +351,12 @@ async def execute_run(
     async def stage(spec: SkillSpec) -> str:
         return str(await sync_to_async(workspace.stage_skill)(spec.name, spec.path, spec.digest))
 
+    tools = default_tools()
+    # A bare admin deny (e.g. "Bash") removes the tool from the request altogether.
+    removed = await sync_to_async(gate.removed_tools)([*tools.names(), "Skill"])
     agent = Agent(
         client=client,
-        tools=default_tools(),
+        tools=tools.without(removed),
         tool_context=ToolContext(
             workspace=workspace,
             sandbox=settings.SANDBOX,
@@ -368,8 +371,12 @@ async def execute_run(
         config=await sync_to_async(store.agent_config)(conversation, model=run.model or None),
         hooks=hooks,
     )
+    agent.state.disallowed_tools.update(removed)
     rows = await sync_to_async(store.history)(conversation)
-    await recorder.record("run.started", {"run_id": run.pk, "model": run.model, "label": run.model_label, "demo": run.is_demo})
+    await recorder.record(
+        "run.started",
+        {"run_id": run.pk, "model": run.model, "label": run.model_label, "demo": run.is_demo},
+    )
     status, error, kind = Run.DONE, "", ""
     outcome: RunOutcome | None = None
     try:
@@ -397,7 +404,9 @@ async def _finish(run_id: int, recorder: RunRecorder, status: str, error: str, k
     await Run.objects.filter(pk=run_id).aupdate(
         status=status, error=error, error_kind=kind, finished_at=timezone.now()
     )
-    await recorder.record("run.finished", {"run_id": run_id, "status": status, "error": error, "kind": kind})
+    await recorder.record(
+        "run.finished", {"run_id": run_id, "status": status, "error": error, "kind": kind}
+    )
 
 
 async def stop_run(run_id: int) -> bool:

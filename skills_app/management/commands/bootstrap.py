@@ -43,4 +43,6 @@ class Command(BaseCommand):
                     f"Log in at {url} as {admin.get_username()} with the password in {password_file}"
                 )
                 return
-        self.stdout.write(f"Log in at {url} with your administrator account ({admin.get_username()}).")
+        self.stdout.write(
+            f"Log in at {url} with your administrator account ({admin.get_username()})."
+        )

@@ -66,7 +66,9 @@ class Command(BaseCommand):
             try:
                 return User.objects.get(username=username)
             except User.DoesNotExist:
-                raise CommandError(f'No user "{username}". Create one in the admin first.') from None
+                raise CommandError(
+                    f'No user "{username}". Create one in the admin first.'
+                ) from None
         user = User.objects.filter(is_superuser=True).order_by("pk").first()
         if user is None:
             raise CommandError("No users yet. Run `python manage.py bootstrap` or pass --user.")

@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from skills_app.core.demo import DemoModel
+from skills_app.models import Conversation, Message, PermissionRule
+from skills_app.services import runs
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def demo_model(settings):
+    settings.ANTHROPIC_API_KEY = ""
+    settings.SKILLS_DIRS = []
+    runs.set_model_client(DemoModel(delay=0))
+    yield
+    runs.set_model_client(None)
+
+
+def chat(*args):
+    out = io.StringIO()
+    call_command("chat", *args, stdout=out)
+    return out.getvalue()
+
+
+def test_it_sends_a_message_and_prints_the_visible_turn(admin_user):
+    output = chat("hello there")
+    assert output.startswith("[conversation ")
+    assert "Demo model (offline)" in output
+    assert "you: hello there" in output
+    conversation_id = int(re.search(r"conversation id: (\d+)", output).group(1))
+    assert Conversation.objects.get(pk=conversation_id).owner == admin_user
+
+
+def test_it_runs_a_skill_and_never_prints_the_hidden_text(admin_user):
+    PermissionRule.objects.create(behavior="allow", rule_text="Skill")
+    output = chat("--yes", "please use text-stats on some words here")
+    assert '[skill] The "text-stats" skill is loading' in output
+    assert "[tool] Bash: python3" in output
+    assert "3 words" in output or "words" in output
+    hidden = Message.objects.get(kind="skill_prompt").content[0]["text"]
+    assert "Base directory for this skill" not in output
+    assert hidden.splitlines()[-1] not in output
+
+
+def test_without_yes_approvals_are_denied_with_a_message(admin_user, settings, tmp_path):
+    skill = tmp_path / "skills" / "shouter"
+    skill.mkdir(parents=True)
+    (skill / "SKILL.md").write_text(
+        "---\ndescription: Shouts.\n---\nRun this:\n\n```bash\necho HELLO\n```\n"
+    )
+    settings.SKILLS_DIRS = [tmp_path / "skills"]
+    PermissionRule.objects.create(behavior="allow", rule_text="Skill")
+    output = chat("please use shouter now")
+    assert "Approvals were denied" in output
+    result = Message.objects.filter(kind="tool_result").last().content[0]
+    assert result["is_error"] is True and "--yes" in result["content"]
+
+
+def test_a_slash_command_works(admin_user):
+    PermissionRule.objects.create(behavior="allow", rule_text="Skill(release-notes)")
+    output = chat("/release-notes fixed login, faster search")
+    assert (
+        '[skill] The "release-notes" skill is loading (args: fixed login, faster search)' in output
+    )
+    assert "<command-message>" not in output
+
+
+def test_it_continues_a_conversation(admin_user):
+    first = chat("one")
+    conversation_id = re.search(r"conversation id: (\d+)", first).group(1)
+    second = chat("--conversation", conversation_id, "two")
+    assert f"conversation id: {conversation_id}" in second
+    assert "you: one" not in second  # only the new turn is printed
+
+
+def test_it_refuses_another_users_conversation(admin_user, bob):
+    conversation = Conversation.objects.create(owner=bob)
+    with pytest.raises(CommandError, match="belongs to another user"):
+        chat("--conversation", str(conversation.pk), "hi")
