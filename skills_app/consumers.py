@@ -292,7 +292,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if row is None or (row.is_meta and not self.can_inspect):
             return None
         ctx: dict[str, Any] = {}
-        if row.role == "assistant" and row.kind == "text":
+        if row.role == "assistant" and row.kind in rendering.ASSISTANT_CONTENT_KINDS:
             ctx = conv.transcript_context(row.conversation, [row], can_inspect=self.can_inspect)
         frame.update(message_id=row.pk, role=row.role, kind=row.kind)
         frame["html"] = rendering.render_message(row, can_inspect=self.can_inspect, ctx=ctx)

@@ -41,6 +41,8 @@ ALLOWED_ATTRIBUTES = {
 ALLOWED_STYLES = {"text-align"}
 
 _FORMATTER = HtmlFormatter(nowrap=True)
+# Assistant rows whose blocks are rendered as text and tool cards.
+ASSISTANT_CONTENT_KINDS = frozenset({"text", "tool_use"})
 
 
 def _highlight(code: str, lang: str, _attrs: str) -> str:
@@ -106,7 +108,7 @@ def render_message(row: Message, *, can_inspect: bool, ctx: dict[str, Any] | Non
             context["state"] = skill_state(row.invocation)
     elif row.kind in {"skill_prompt", "permissions"} or row.is_meta:
         context["hidden_text"] = message_text(row)
-    elif row.role == "assistant" and row.kind == "text":
+    elif row.role == "assistant" and row.kind in ASSISTANT_CONTENT_KINDS:
         context["parts"] = _assistant_parts(row, ctx)
     elif row.kind in {"error", "notice"}:
         context["text"] = message_text(row)

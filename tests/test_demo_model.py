@@ -177,7 +177,7 @@ def test_after_a_skill_with_a_bash_block_loads_it_runs_the_first_command() -> No
     assert "release-notes" in tool["input"]["description"]
 
 
-def test_after_a_skill_loads_without_bash_it_quotes_the_instructions() -> None:
+def test_after_a_skill_loads_without_bash_it_says_so_without_quoting_the_hidden_body() -> None:
     messages = [
         {"role": "user", "content": "use pdf"},
         skill_call_turn("pdf"),
@@ -186,9 +186,9 @@ def test_after_a_skill_loads_without_bash_it_quotes_the_instructions() -> None:
     reply = plan_reply(request(messages))
     text = text_of(reply.content)
     assert reply.stop_reason == "end_turn"
-    assert 'The "pdf" skill is loaded.' in text
-    assert "> Read the file with the Read tool first." in text
-    assert "> Then summarise each page." in text
+    assert 'The "pdf" skill is loaded:' in text
+    assert "Read the file with the Read tool first." not in text
+    assert "Then summarise each page." not in text
     assert "ANTHROPIC_API_KEY" in text
 
 
@@ -200,7 +200,7 @@ def test_a_bash_block_is_not_run_when_bash_is_not_offered() -> None:
     ]
     reply = plan_reply(request(messages, tools=[SKILL_TOOL]))
     assert reply.stop_reason == "end_turn"
-    assert "> Collect the commits since the last tag." in text_of(reply.content)
+    assert "> Collect the commits since the last tag." not in text_of(reply.content)
 
 
 def test_a_slash_command_delivery_counts_as_a_loaded_skill() -> None:
@@ -217,7 +217,7 @@ def test_a_slash_command_delivery_counts_as_a_loaded_skill() -> None:
         }
     ]
     reply = plan_reply(request(messages))
-    assert 'The "pdf" skill is loaded.' in text_of(reply.content)
+    assert 'The "pdf" skill is loaded:' in text_of(reply.content)
 
 
 def test_a_load_skill_tool_result_counts_as_a_loaded_skill() -> None:
@@ -242,8 +242,8 @@ def test_a_load_skill_tool_result_counts_as_a_loaded_skill() -> None:
     ]
     reply = plan_reply(request(messages, tools=[LOAD_SKILL_TOOL]))
     text = text_of(reply.content)
-    assert 'The "pdf" skill is loaded.' in text
-    assert "> Open the PDF first." in text
+    assert 'The "pdf" skill is loaded:' in text
+    assert "> Open the PDF first." not in text
 
 
 def test_after_a_bash_result_it_reports_the_first_lines() -> None:

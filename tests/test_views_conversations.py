@@ -9,7 +9,9 @@ from skills_app.services.runs import workspace_for
 
 pytestmark = pytest.mark.django_db
 
-HIDDEN_BODY = "Base directory for this skill: /ws/skills/notes\n\nSECRET-INSTRUCTIONS-7f3a: count words"
+HIDDEN_BODY = (
+    "Base directory for this skill: /ws/skills/notes\n\nSECRET-INSTRUCTIONS-7f3a: count words"
+)
 
 
 def _client(user) -> Client:
@@ -422,7 +424,14 @@ def test_it_links_artifacts_from_tool_results(alice, conversation):
         1,
         "assistant",
         "",
-        content=[{"type": "tool_use", "id": "toolu_9", "name": "Write", "input": {"file_path": "out/r.md"}}],
+        content=[
+            {
+                "type": "tool_use",
+                "id": "toolu_9",
+                "name": "Write",
+                "input": {"file_path": "out/r.md"},
+            }
+        ],
     )
     _message(
         conversation,

@@ -203,6 +203,7 @@ USE_TZ = True
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start without it
 # WhiteNoise serves static files from the finders too, so a local run needs no collectstatic.
 WHITENOISE_USE_FINDERS = True
 STORAGES = {

@@ -211,12 +211,6 @@ def _first_command(body: str) -> str | None:
     return "\n".join(lines) or None
 
 
-def _first_instructions(body: str, count: int = 2) -> list[str]:
-    lines = [line.strip() for line in body.splitlines() if line.strip()]
-    prose = [line for line in lines if not line.startswith(("#", "```", "---"))]
-    return (prose or lines)[:count]
-
-
 def _previous_tool_uses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     if len(messages) < 2 or messages[-2].get("role") != "assistant":
         return []
@@ -237,12 +231,12 @@ def _after_skill_load(request: ModelRequest, name: str, body: str) -> DemoReply:
             "Bash",
             {"command": command, "description": f'First command from the "{name}" skill'},
         )
-    quoted = "\n".join(f"> {line}" for line in _first_instructions(body))
-    opening = f'The "{name}" skill is loaded.'
-    if quoted:
-        opening += f" Its instructions begin:\n\n{quoted}\n"
+    # Never quote the body: it is hidden from the user, and the demo must not leak it.
+    lines = len([line for line in body.splitlines() if line.strip()])
     return _text(
-        f"{opening}\n\nI'm the offline demo model, so I can't follow them myself. "
+        f'The "{name}" skill is loaded: its instructions ({lines} lines) reached me as a '
+        "hidden message that the transcript does not show you.\n\n"
+        "I'm the offline demo model, so I can't follow them myself. "
         "A real Claude model (set ANTHROPIC_API_KEY) would now follow these instructions."
     )
 

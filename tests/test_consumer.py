@@ -1,0 +1,411 @@
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from skills_app.core.transcript import status_message_text
+from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
+from skills_app.services import runs
+from tests.fake_anthropic import Reply
+from webapp.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+HIDDEN_BODY = "Base directory for this skill: /x\n\nHIDDEN-BODY-91c2 do the thing"
+
+
+def _session_cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def _connect(user, conversation_id: int, *, origin: tuple[bytes, bytes] = ORIGIN):
+    headers = [origin]
+    if user is not None:
+        cookie = await sync_to_async(_session_cookie)(user)
+        headers.append((b"cookie", f"sessionid={cookie}".encode()))
+    communicator = WebsocketCommunicator(
+        application, f"/ws/conversations/{conversation_id}/", headers=headers
+    )
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+async def _frames_until(communicator, predicate, *, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """Collect frames until one satisfies predicate (inclusive)."""
+    frames: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        frame = await communicator.receive_json_from(timeout=max(0.1, deadline - loop.time()))
+        frames.append(frame)
+        if predicate(frame):
+            return frames
+
+
+def _finished(frame: dict[str, Any]) -> bool:
+    return frame.get("type") == "run.finished"
+
+
+async def _wait_runs_done(conversation_id: int) -> None:
+    for run in [r async for r in Run.objects.filter(conversation_id=conversation_id)]:
+        await runs.wait_for_run(run.pk, timeout=15)
+
+
+@pytest.fixture
+def conversation(alice):
+    return Conversation.objects.create(owner=alice, title="Chat")
+
+
+@pytest.fixture
+def fake_model(settings, fake_anthropic):
+    settings.ANTHROPIC_API_KEY = "test"
+    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
+    settings.ANTHROPIC_MAX_RETRIES = 0
+    runs.set_model_client(None)
+    return fake_anthropic
+
+
+# -- who may connect ----------------------------------------------------------------------------
+
+
+async def test_it_refuses_anonymous_users(conversation):
+    communicator, connected, code = await _connect(None, conversation.pk)
+    assert not connected
+    assert code == 4403
+    await communicator.disconnect()
+
+
+async def test_it_refuses_a_foreign_conversation(bob, conversation):
+    communicator, connected, code = await _connect(bob, conversation.pk)
+    assert not connected
+    assert code == 4403
+    await communicator.disconnect()
+
+
+async def test_it_refuses_a_wrong_origin(alice, conversation):
+    communicator, connected, _code = await _connect(
+        alice, conversation.pk, origin=(b"origin", b"http://evil.example")
+    )
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_it_accepts_the_owner(alice, conversation):
+    communicator, connected, _code = await _connect(alice, conversation.pk)
+    assert connected
+    await communicator.send_json_to({"action": "resume", "after": 0})
+    assert await communicator.receive_json_from() == {"type": "resumed", "last_seq": 0}
+    await communicator.disconnect()
+
+
+# -- replay -------------------------------------------------------------------------------------
+
+
+def _store_events(conversation: Conversation) -> dict[str, int]:
+    """A stored run with a visible and a hidden message; returns the message ids."""
+    run = Run.objects.create(conversation=conversation, status=Run.DONE)
+    status = Message.objects.create(
+        conversation=conversation,
+        seq=1,
+        role="user",
+        kind="skill_status",
+        content=[{"type": "text", "text": status_message_text("notes", "a.md")}],
+        run=run,
+    )
+    hidden = Message.objects.create(
+        conversation=conversation,
+        seq=2,
+        role="user",
+        kind="skill_prompt",
+        is_meta=True,
+        content=[{"type": "text", "text": HIDDEN_BODY}],
+        run=run,
+    )
+    events = [
+        ("run.started", {"run_id": run.pk, "demo": True, "label": "Demo"}, False),
+        ("text.delta", {"index": 0, "text": "Hel"}, False),
+        (
+            "message",
+            {"message_id": status.pk, "role": "user", "kind": "skill_status", "is_meta": False},
+            False,
+        ),
+        (
+            "message",
+            {"message_id": hidden.pk, "role": "user", "kind": "skill_prompt", "is_meta": True},
+            True,
+        ),
+        ("audit.tool", {"tool": "Read"}, False),
+        ("run.finished", {"run_id": run.pk, "status": "done", "error": "", "kind": ""}, False),
+    ]
+    for seq, (type_, data, hidden_flag) in enumerate(events, start=1):
+        RunEvent.objects.create(
+            conversation=conversation, run=run, seq=seq, type=type_, data=data, hidden=hidden_flag
+        )
+    Conversation.objects.filter(pk=conversation.pk).update(last_event_seq=len(events))
+    return {"status": status.pk, "hidden": hidden.pk}
+
+
+async def test_it_replays_events_after_the_given_seq(alice, conversation):
+    await sync_to_async(_store_events)(conversation)
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "resume", "after": 2})
+    frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
+    assert [f.get("seq") for f in frames] == [3, 6, None]
+    assert frames[0]["type"] == "message"
+    assert 'The "notes" skill is loading' in frames[0]["html"]
+    assert "<command-message>" not in frames[0]["html"]
+    assert frames[-1]["last_seq"] == 6
+    await communicator.disconnect()
+
+
+async def test_it_never_sends_hidden_content_to_an_ordinary_user(alice, conversation):
+    await sync_to_async(_store_events)(conversation)
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "resume", "after": 0})
+    frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
+    assert "HIDDEN-BODY" not in repr(frames)
+    assert "audit.tool" not in {f["type"] for f in frames}
+    assert [f.get("seq") for f in frames] == [1, 2, 3, 6, None]
+    await communicator.disconnect()
+
+
+async def test_it_sends_hidden_content_to_an_auditor(auditor, conversation):
+    await sync_to_async(Conversation.objects.filter(pk=conversation.pk).update)(owner=auditor)
+    ids = await sync_to_async(_store_events)(conversation)
+    communicator, _connected, _code = await _connect(auditor, conversation.pk)
+    await communicator.send_json_to({"action": "resume", "after": 0})
+    frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
+    hidden = [f for f in frames if f.get("message_id") == ids["hidden"]]
+    assert len(hidden) == 1
+    assert "HIDDEN-BODY-91c2" in hidden[0]["html"]
+    assert "Hidden from the user · sent to the model" in hidden[0]["html"]
+    await communicator.disconnect()
+
+
+# -- sending and streaming ----------------------------------------------------------------------
+
+
+async def test_it_streams_a_reply_to_a_sent_message(alice, conversation, fake_model):
+    fake_model.enqueue(Reply.text("Hello **there**, friend", chunk=4, delay=0.01))
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "resume", "after": 0})
+    await _frames_until(communicator, lambda f: f["type"] == "resumed")
+    await communicator.send_json_to({"action": "send", "text": "hi there"})
+    frames = await _frames_until(communicator, _finished)
+    await _wait_runs_done(conversation.pk)
+    types = [f["type"] for f in frames]
+    assert types[0] == "run.started"
+    assert "text.delta" in types
+    streamed = "".join(f["text"] for f in frames if f["type"] == "text.delta")
+    assert streamed == "Hello **there**, friend"
+    seqs = [f["seq"] for f in frames]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    messages = [f for f in frames if f["type"] == "message"]
+    assert messages[0]["role"] == "user" and "hi there" in messages[0]["html"]
+    assert "<strong>there</strong>" in messages[-1]["html"]
+    assert frames[-1]["status"] == "done"
+    await communicator.disconnect()
+
+
+async def test_a_second_tab_sees_the_same_stream(alice, conversation, fake_model):
+    fake_model.enqueue(Reply.text("Shared answer", chunk=3))
+    first, _c1, _ = await _connect(alice, conversation.pk)
+    second, _c2, _ = await _connect(alice, conversation.pk)
+    for tab in (first, second):
+        await tab.send_json_to({"action": "resume", "after": 0})
+        await _frames_until(tab, lambda f: f["type"] == "resumed")
+    await first.send_json_to({"action": "send", "text": "go"})
+    one = await _frames_until(first, _finished)
+    two = await _frames_until(second, _finished)
+    await _wait_runs_done(conversation.pk)
+    assert [f["seq"] for f in one] == [f["seq"] for f in two]
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_it_rate_limits_messages_per_minute(alice, conversation, settings):
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1
+    await Run.objects.acreate(conversation=conversation, status=Run.DONE)
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "send", "text": "hello"})
+    frame = await communicator.receive_json_from(timeout=5)
+    assert frame["type"] == "error"
+    assert "limit is 1" in frame["message"]
+    assert 'data-action="retry"' in frame["html"]
+    assert await Run.objects.filter(conversation=conversation).acount() == 1
+    await communicator.disconnect()
+
+
+async def test_it_limits_concurrent_runs(alice, conversation, settings):
+    settings.RATE_LIMIT_CONCURRENT_RUNS = 1
+    other = await Conversation.objects.acreate(owner=alice, title="Other")
+    await Run.objects.acreate(conversation=other, status=Run.RUNNING)
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "send", "text": "hello"})
+    frame = await communicator.receive_json_from(timeout=5)
+    assert frame["type"] == "error"
+    assert "in progress" in frame["message"]
+    await communicator.disconnect()
+
+
+async def test_it_retries_the_last_user_message(alice, conversation, fake_model):
+    await Message.objects.acreate(
+        conversation=conversation,
+        seq=1,
+        role="user",
+        content=[{"type": "text", "text": "again please"}],
+    )
+    fake_model.enqueue(Reply.text("Second try"))
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "resume", "after": 0})
+    await _frames_until(communicator, lambda f: f["type"] == "resumed")
+    await communicator.send_json_to({"action": "retry"})
+    frames = await _frames_until(communicator, _finished)
+    await _wait_runs_done(conversation.pk)
+    assert any("again please" in f.get("html", "") for f in frames if f["type"] == "message")
+    assert fake_model.requests[-1]["messages"][-1]["content"][-1]["text"] == "again please"
+    await communicator.disconnect()
+
+
+# -- approvals and stop -------------------------------------------------------------------------
+
+
+async def test_it_answers_an_approval_over_the_socket(alice, conversation, fake_model):
+    await PermissionRule.objects.acreate(behavior="ask", rule_text="Bash(echo *)")
+    fake_model.enqueue(
+        Reply.tool_use("Bash", {"command": "echo approved-ok"}), Reply.text("All done")
+    )
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "resume", "after": 0})
+    await _frames_until(communicator, lambda f: f["type"] == "resumed")
+    await communicator.send_json_to({"action": "send", "text": "run it"})
+    frames = await _frames_until(communicator, lambda f: f["type"] == "approval.requested")
+    requested = frames[-1]
+    assert f'id="approval-{requested["approval_id"]}"' in requested["html"]
+    assert "Allow once" in requested["html"]
+    await communicator.send_json_to(
+        {"action": "approve", "approval_id": requested["approval_id"], "answer": "allow_once"}
+    )
+    frames = await _frames_until(communicator, _finished)
+    await _wait_runs_done(conversation.pk)
+    answered = [f for f in frames if f["type"] == "approval.answered"]
+    assert answered and answered[0]["status"] == "allow_once"
+    results = [f for f in frames if f["type"] == "tool.result"]
+    assert results and "approved-ok" in results[0]["html"]
+    assert frames[-1]["status"] == "done"
+    await communicator.disconnect()
+
+
+async def test_a_second_answer_is_told_already_answered(alice, conversation):
+    run = await Run.objects.acreate(conversation=conversation, status=Run.DONE)
+    approval = await Approval.objects.acreate(
+        conversation=conversation, run=run, tool="Bash", call_text="Bash(x)", status=Approval.DENY
+    )
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to(
+        {"action": "approve", "approval_id": approval.pk, "answer": "allow_once"}
+    )
+    frame = await communicator.receive_json_from(timeout=5)
+    assert frame["type"] == "error"
+    assert "already answered" in frame["message"]
+    await communicator.disconnect()
+
+
+async def test_it_refuses_answering_another_conversations_approval(alice, bob, conversation):
+    foreign = await Conversation.objects.acreate(owner=bob, title="Bob")
+    run = await Run.objects.acreate(conversation=foreign, status=Run.WAITING)
+    approval = await Approval.objects.acreate(
+        conversation=foreign, run=run, tool="Bash", call_text="Bash(x)"
+    )
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to(
+        {"action": "approve", "approval_id": approval.pk, "answer": "allow_once"}
+    )
+    frame = await communicator.receive_json_from(timeout=5)
+    assert frame["type"] == "error"
+    await approval.arefresh_from_db()
+    assert approval.status == Approval.PENDING
+    await communicator.disconnect()
+
+
+async def test_it_stops_a_running_answer(alice, conversation, fake_model):
+    release = threading.Event()
+    reached = threading.Event()
+    fake_model.enqueue(
+        Reply.text(
+            "partial words then more",
+            chunk=4,
+            wait_for=release,
+            wait_after_events=5,
+            reached=reached,
+        )
+    )
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "resume", "after": 0})
+    await _frames_until(communicator, lambda f: f["type"] == "resumed")
+    try:
+        await communicator.send_json_to({"action": "send", "text": "talk"})
+        await _frames_until(communicator, lambda f: f["type"] == "text.delta")
+        await communicator.send_json_to({"action": "stop"})
+        frames = await _frames_until(communicator, _finished)
+    finally:
+        release.set()
+    await _wait_runs_done(conversation.pk)
+    assert frames[-1]["status"] == "stopped"
+    assert "Stopped." in frames[-1]["html"]
+    run = await Run.objects.aget(conversation=conversation)
+    assert run.status == Run.STOPPED
+    await communicator.disconnect()
+
+
+async def test_stop_without_a_run_says_nothing_is_running(alice, conversation):
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "stop"})
+    frame = await communicator.receive_json_from(timeout=5)
+    assert frame == {"type": "info", "message": "Nothing is running."}
+    await communicator.disconnect()
+
+
+# -- malformed frames ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"action": "dance"}', "Unknown action"),
+        ('{"action": "resume", "after": "x"}', "whole number"),
+        ('{"action": "send", "text": ""}', "Type a message"),
+        ('{"action": "approve", "approval_id": "1"}', "approval_id"),
+    ],
+)
+async def test_it_answers_malformed_frames_with_an_error(alice, conversation, payload, expected):
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_to(text_data=payload)
+    frame = await communicator.receive_json_from(timeout=5)
+    assert frame["type"] == "error"
+    assert expected in frame["message"]
+    # The socket is still usable afterwards.
+    await communicator.send_json_to({"action": "resume", "after": 0})
+    assert (await communicator.receive_json_from(timeout=5))["type"] == "resumed"
+    await communicator.disconnect()
+
+
+async def test_it_refuses_oversized_frames(alice, conversation):
+    communicator, _connected, _code = await _connect(alice, conversation.pk)
+    await communicator.send_json_to({"action": "send", "text": "x" * (70 * 1024)})
+    frame = await communicator.receive_json_from(timeout=5)
+    assert frame["type"] == "error"
+    assert "too large" in frame["message"]
+    assert not await Run.objects.filter(conversation=conversation).aexists()
+    await communicator.disconnect()
