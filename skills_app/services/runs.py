@@ -433,3 +433,55 @@ async def wait_for_run(run_id: int, timeout: float | None = None) -> None:
 def visible_transcript(conversation: Conversation, *, after_seq: int = 0) -> list[Message]:
     """Rows a user without the inspect permission may see (never is_meta)."""
     return list(conversation.messages.filter(is_meta=False, seq__gt=after_seq).order_by("seq"))
+
+
+def interrupt_orphaned_runs() -> int:
+    """Mark runs left active by a process that died as interrupted, keeping their history valid.
+
+    Call it when no run can be executing (single-process start-up); returns how many were fixed.
+    """
+    from ..core.transcript import INTERRUPTED_RESULT, tool_result_block, unanswered_tool_uses
+    from ..models import Approval
+
+    fixed = 0
+    for run in Run.objects.filter(status__in=Run.ACTIVE).select_related("conversation"):
+        with transaction.atomic():
+            conversation = run.conversation
+            open_uses = unanswered_tool_uses(store.history(conversation))
+            if open_uses:
+                store.append_message(
+                    conversation.pk,
+                    StoredMessage(
+                        role="user",
+                        kind="tool_result",
+                        content=tuple(
+                            tool_result_block(b["id"], INTERRUPTED_RESULT, is_error=True)
+                            for b in open_uses
+                        ),
+                    ),
+                    run_id=run.pk,
+                )
+            message = "The server stopped while this run was active. Retry to continue."
+            store.append_message(
+                conversation.pk,
+                StoredMessage.text(
+                    "assistant", message, kind="error", to_model=False, meta={"code": "interrupted"}
+                ),
+                run_id=run.pk,
+            )
+            Approval.objects.filter(run=run, status=Approval.PENDING).update(
+                status=Approval.CANCELLED, answered_at=timezone.now()
+            )
+            run.status = Run.INTERRUPTED
+            run.error = message
+            run.error_kind = "interrupted"
+            run.finished_at = timezone.now()
+            run.save(update_fields=["status", "error", "error_kind", "finished_at"])
+            store.append_event(
+                conversation.pk,
+                "run.finished",
+                {"run_id": run.pk, "status": Run.INTERRUPTED, "error": message, "kind": "interrupted"},
+                run_id=run.pk,
+            )
+        fixed += 1
+    return fixed

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from skills_app.core.transcript import StoredMessage
+from skills_app.models import Approval, Conversation, Message, Run
+from skills_app.services import store
+from skills_app.services.runs import interrupt_orphaned_runs
+from tests.fake_anthropic import validate_request
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_marks_runs_left_active_as_interrupted_and_answers_open_tool_uses(alice):
+    conversation = Conversation.objects.create(owner=alice)
+    run = Run.objects.create(conversation=conversation, status=Run.WAITING)
+    store.append_message(conversation.pk, StoredMessage.text("user", "run ls"), run_id=run.pk)
+    store.append_message(
+        conversation.pk,
+        StoredMessage(
+            role="assistant",
+            kind="tool_use",
+            content=({"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},),
+        ),
+        run_id=run.pk,
+    )
+    Approval.objects.create(conversation=conversation, run=run, tool="Bash", call_text="Bash(ls)")
+    done = Run.objects.create(conversation=conversation, status=Run.DONE)
+
+    assert interrupt_orphaned_runs() == 1
+
+    run.refresh_from_db()
+    done.refresh_from_db()
+    assert run.status == Run.INTERRUPTED and "Retry" in run.error
+    assert done.status == Run.DONE
+    assert Approval.objects.get(run=run).status == Approval.CANCELLED
+    last = Message.objects.filter(conversation=conversation).order_by("-seq")[:2]
+    assert last[0].kind == "error" and last[0].to_model is False
+    assert last[1].content[0]["tool_use_id"] == "toolu_1" and last[1].content[0]["is_error"]
+    request = store.build_request(conversation).as_kwargs()
+    request["messages"].append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
+    request["messages"].append({"role": "user", "content": [{"type": "text", "text": "again"}]})
+    assert validate_request(request) is None
+
+
+def test_bootstrap_recovers_runs_on_start(alice, admin_user):
+    conversation = Conversation.objects.create(owner=alice)
+    Run.objects.create(conversation=conversation, status=Run.RUNNING)
+    out = io.StringIO()
+    call_command("bootstrap", stdout=out)
+    assert "Marked 1 run(s)" in out.getvalue()
+    assert Run.objects.get().status == Run.INTERRUPTED
