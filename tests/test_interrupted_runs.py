@@ -23,7 +23,9 @@ def test_it_marks_runs_left_active_as_interrupted_and_answers_open_tool_uses(ali
         StoredMessage(
             role="assistant",
             kind="tool_use",
-            content=({"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},),
+            content=(
+                {"type": "tool_use", "id": "toolu_1", "name": "Bash", "input": {"command": "ls"}},
+            ),
         ),
         run_id=run.pk,
     )

@@ -4,7 +4,8 @@ Semantics follow Claude Code's permission rules: deny, then ask, then allow; the
 wins and specificity does not matter. Bash wrappers stripped before matching: `timeout [opts] N`,
 `nice [-n N]`, `nohup`, `time [-p]` and bare `xargs`; `VAR=x` prefixes and `env` are NOT
 stripped (they can change what a command does). In Bash and Skill specifiers `\\*` is a
-literal star, so a conversation grant can name one exact command.
+literal star, so a conversation grant can name one exact command. The pure text matchers
+(shell splitting, globs, paths, domains) live in `rulematch`.
 """
 
 from __future__ import annotations
@@ -14,11 +15,25 @@ import posixpath
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import urlsplit
+
+from .rulematch import (
+    bash_subjects,
+    command_regex,
+    domain_matches,
+    domain_of,
+    escape_stars,
+    glob_escape,
+    glob_regex,
+    is_inside,
+    literal_text,
+    norm_path,
+    path_matches,
+    split_shell,
+    strip_wrappers,
+)
 
 BEHAVIORS = ("allow", "ask", "deny")
 SOURCES = ("admin", "skill", "conversation", "default")
@@ -67,15 +82,6 @@ _PRIMARY_FIELD = {
     "skill_run": "command",
 }
 _MCP_PART = re.compile(r"[A-Za-z0-9_-]+")
-_WRAPPER = re.compile(
-    r"""^(?:
-        timeout(?:\s+(?:-[sk]\s*\S+|--(?:signal|kill-after)=\S+|--preserve-status|--foreground|-v))*
-            \s+\d+(?:\.\d+)?[smhd]?
-      | nice(?:\s+(?:-n\s*-?\d+|-\d+|--adjustment=-?\d+))?
-      | nohup | time(?:\s+-p)? | xargs
-    )\s+""",
-    re.VERBOSE,
-)
 
 
 class RuleSyntaxError(ValueError):
@@ -217,7 +223,7 @@ def _normalise_specifier(tool: str, spec: str) -> str | None:
                 f"Home-relative path {spec!r} is not supported: use //absolute/path or ./relative."
             )
         try:
-            re.compile(_glob_regex(spec))
+            re.compile(glob_regex(spec))
         except re.error as exc:
             raise RuleSyntaxError(f"Invalid path pattern {spec!r}: {exc}.") from None
     if tool == "WebFetch":
@@ -260,122 +266,6 @@ def parse_rule(
 # ---------------------------------------------------------------- matching helpers
 
 
-def _escape_stars(text: str) -> str:
-    return text.replace("*", "\\*")
-
-
-@lru_cache(maxsize=4096)
-def _command_regex(spec: str) -> re.Pattern[str]:
-    """Compile a Bash/Skill pattern: `*` spans anything; a trailing ` *` keeps the word boundary."""
-    tail = ""
-    if spec.endswith(" *"):
-        spec, tail = spec[:-2].rstrip(), r"(?:\s.*)?"
-    out, i = [], 0
-    while i < len(spec):
-        if spec.startswith("\\*", i):
-            out.append(re.escape("*"))
-            i += 2
-            continue
-        out.append(".*" if spec[i] == "*" else re.escape(spec[i]))
-        i += 1
-    return re.compile("".join(out) + tail, re.DOTALL)
-
-
-def _literal(spec: str) -> str | None:
-    """The exact text a wildcard-free pattern stands for, or None when it has a `*`."""
-    out, i = [], 0
-    while i < len(spec):
-        if spec.startswith("\\*", i):
-            out.append("*")
-            i += 2
-        elif spec[i] == "*":
-            return None
-        else:
-            out.append(spec[i])
-            i += 1
-    return "".join(out)
-
-
-def _glob_regex(pattern: str) -> str:
-    """Translate a gitignore-style glob (`*`, `**`, `?`, `[...]`, `\\x`) into a regex."""
-    out, i, n = [], 0, len(pattern)
-    while i < n:
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < n:
-            out.append(re.escape(pattern[i + 1]))
-            i += 2
-        elif pattern.startswith("**", i) and (i == 0 or pattern[i - 1] == "/"):
-            if i + 2 < n and pattern[i + 2] == "/":
-                out.append("(?:.*/)?")
-                i += 3
-            else:
-                out.append(".*" if i + 2 == n else "[^/]*")
-                i += 2
-        elif ch == "*":
-            out.append("[^/]*")
-            i += 1
-        elif ch == "?":
-            out.append("[^/]")
-            i += 1
-        elif ch == "[" and (close := pattern.find("]", i + 2)) != -1:
-            body = pattern[i + 1 : close]
-            negate = body[:1] in ("!", "^")
-            body = "".join("\\" + c if c in "\\[]^" else c for c in body[negate:])
-            out.append(
-                f"[{'^' if negate else ''}{body}]" if body else re.escape(pattern[i : close + 1])
-            )
-            i = close + 1
-        else:
-            out.append(re.escape(ch))
-            i += 1
-    return "".join(out)
-
-
-def _glob_escape(text: str) -> str:
-    return re.sub(r"([\\*?\[])", r"\\\1", text)
-
-
-def _norm(path: str) -> str:
-    result = posixpath.normpath(path)
-    return "/" + result.lstrip("/") if result.startswith("//") else result
-
-
-@lru_cache(maxsize=4096)
-def _path_regex(spec: str, workspace: str) -> re.Pattern[str]:
-    """Anchor a Read/Edit pattern to an absolute glob and compile it."""
-    base = _glob_escape(workspace)
-    if spec.startswith("//"):
-        base, rest = "/", spec[2:]
-    elif spec.startswith("/"):
-        rest = spec[1:]
-    else:
-        rest = spec
-        anchored = spec.startswith(("./", "../")) or spec in (".", "..")
-        # gitignore: a pattern with no slash (except a trailing one) matches at any depth
-        if not anchored and "/" not in spec.rstrip("/"):
-            rest = "**/" + spec
-    rest = rest.rstrip("/")
-    full = _norm(posixpath.join(base, rest)) if rest else base
-    return re.compile(_glob_regex(full), re.DOTALL)
-
-
-def _path_matches(spec: str, target: str, workspace: str) -> bool:
-    """True when the pattern matches the path or one of its parent directories (gitignore)."""
-    regex = _path_regex(spec, workspace)
-    path = target
-    while True:
-        if regex.fullmatch(path):
-            return True
-        parent = posixpath.dirname(path)
-        if parent == path:
-            return False
-        path = parent
-
-
-def _inside(path: str, root: str) -> bool:
-    return root == "/" or path == root or path.startswith(root.rstrip("/") + "/")
-
-
 def _str(mapping: Mapping[str, Any], *keys: str) -> str:
     for key in keys:
         value = mapping.get(key)
@@ -395,135 +285,13 @@ def _target_path(call: ToolCall, workspace: str) -> str:
             prefix = pattern[: wild.start()]
             pattern = prefix.rsplit("/", 1)[0] + "/" if "/" in prefix else ""
         raw = posixpath.join(raw or ".", pattern)
-    return _norm(posixpath.join(workspace, raw or "."))
+    return norm_path(posixpath.join(workspace, raw or "."))
 
 
 def _skill_subjects(call: ToolCall) -> list[str]:
     name = _str(call.input, "skill", "command", "name").strip().lstrip("/")
     args = _str(call.input, "args").strip()
     return [name, f"{name} {args}"] if args else [name]
-
-
-def _domain_matches(pattern: str, url: str) -> bool:
-    host = _domain_of(url)
-    pattern = pattern.lower()
-    if pattern.startswith("*."):
-        return host.endswith(pattern[1:]) and len(host) > len(pattern) - 1
-    label = "".join("[^.]*" if c == "*" else re.escape(c) for c in pattern)
-    return re.fullmatch(label, host) is not None
-
-
-# ---------------------------------------------------------------- Bash commands
-
-
-@dataclass(frozen=True, slots=True)
-class _Shell:
-    parts: tuple[str, ...]  # top-level commands between &&, ||, ;, |, &, newline
-    substituted: tuple[bool, ...]  # the part contains $(...), `...`, <(...) or >(...)
-    nested: tuple[str, ...]  # commands inside substitutions: deny and ask rules see them too
-
-
-def _find_close(text: str, start: int) -> int:
-    """Index of the ')' closing a '(' opened just before start, or len(text)."""
-    depth, quote, i = 1, "", start
-    while i < len(text):
-        ch = text[i]
-        if quote == "'":
-            quote = "" if ch == "'" else quote
-        elif ch == "\\":
-            i += 1
-        elif quote == '"':
-            quote = "" if ch == '"' else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-        i += 1
-    return len(text)
-
-
-@lru_cache(maxsize=1024)
-def _split_shell(command: str, depth: int = 0) -> _Shell:
-    """Split a command at control operators outside quotes, noting substitutions."""
-    parts: list[str] = []
-    flags: list[bool] = []
-    nested: list[str] = []
-    buf: list[str] = []
-    quote, substituted, i, n = "", False, 0, len(command)
-
-    def flush() -> None:
-        text = "".join(buf).strip()
-        if text:
-            parts.append(text)
-            flags.append(substituted)
-        buf.clear()
-
-    while i < n:
-        ch = command[i]
-        if quote == "'":
-            quote = "" if ch == "'" else quote
-            buf.append(ch)
-            i += 1
-        elif ch == "\\" and i + 1 < n:
-            buf.append(" " if command[i + 1] == "\n" else command[i : i + 2])
-            i += 2
-        elif (
-            command.startswith("$(", i)
-            or ch == "`"
-            or (not quote and command.startswith(("<(", ">("), i))
-        ):
-            if ch == "`":
-                end = command.find("`", i + 1)
-                end, inner = (n, command[i + 1 :]) if end == -1 else (end, command[i + 1 : end])
-            else:
-                end = _find_close(command, i + 2)
-                inner = command[i + 2 : end]
-            if depth < 16:
-                inner_shell = _split_shell(inner, depth + 1)
-                nested.extend(inner_shell.parts + inner_shell.nested)
-            buf.append(command[i : end + 1])
-            substituted, i = True, end + 1
-        elif quote == '"' or ch in "'\"":
-            quote = ("" if ch == '"' else quote) if quote else ch
-            buf.append(ch)
-            i += 1
-        else:
-            prev = command[i - 1] if i else ""
-            nxt = command[i + 1] if i + 1 < n else ""
-            redirect = (ch == "&" and (prev in ("<", ">") or nxt == ">")) or (
-                ch == "|" and prev == ">"
-            )
-            if ch in ";\n&|" and not redirect:
-                flush()
-                substituted = False
-                i += 2 if ch in "&|" and nxt in ("&", "|") else 1
-            else:
-                buf.append(ch)
-                i += 1
-    flush()
-    return _Shell(tuple(parts), tuple(flags), tuple(nested))
-
-
-def _strip_wrappers(part: str) -> str:
-    while match := _WRAPPER.match(part):
-        part = part[match.end() :]
-    return part
-
-
-def _bash_subjects(command: str) -> list[str]:
-    """Everything a deny or ask rule is matched against: the whole, each part, nested parts."""
-    shell = _split_shell(command)
-    subjects = [command]
-    for part in shell.parts + shell.nested:
-        subjects += [part, _strip_wrappers(part)]
-    return subjects
-
-
-# ---------------------------------------------------------------- decisions
 
 
 def _covers(rule: Rule, tool: str) -> bool:
@@ -547,22 +315,22 @@ def _specifier_matches(rule: Rule, call: ToolCall, workspace: str, subjects: lis
     if spec is None:
         return True
     if rule.tool in ("Bash", "Skill"):
-        regex = _command_regex(spec)
+        regex = command_regex(spec)
         return any(regex.fullmatch(subject) for subject in subjects)
     if rule.tool in ("Read", "Edit"):
         target = _target_path(call, workspace)
         # Glob and Grep search a directory: a rule covering its contents covers the search.
         dir_tool = call.tool in ("Glob", "Grep")
         targets = (target, posixpath.join(target, "\0")) if dir_tool else (target,)
-        return any(_path_matches(spec, t, workspace) for t in targets)
+        return any(path_matches(spec, t, workspace) for t in targets)
     if rule.tool == "WebFetch":
-        return _domain_matches(spec.removeprefix("domain:"), _str(call.input, "url"))
+        return domain_matches(spec.removeprefix("domain:"), _str(call.input, "url"))
     key, sep, value = spec.partition(":")
     if sep and key.isidentifier() and key in call.input:
-        return _command_regex(value).fullmatch(str(call.input[key])) is not None
+        return command_regex(value).fullmatch(str(call.input[key])) is not None
     primary = _PRIMARY_FIELD.get(call.tool)
     values = [call.input.get(primary)] if primary else list(call.input.values())
-    regex = _command_regex(spec)
+    regex = command_regex(spec)
     return any(isinstance(v, str) and regex.fullmatch(v) for v in values)
 
 
@@ -584,21 +352,21 @@ def _describe(rule: Rule) -> str:
 def _allow_bash(command: str, allows: list[Rule]) -> Decision | None:
     """Allow only when every part of a compound command is allowed by some allow rule."""
     for rule in allows:
-        if rule.specifier is None or (command and _literal(rule.specifier) == command):
+        if rule.specifier is None or (command and literal_text(rule.specifier) == command):
             return Decision("allow", _describe(rule), rule)
-    shell = _split_shell(command)
+    shell = split_shell(command)
     if not shell.parts:
         return None
     used: list[Rule] = []
     for part, substituted in zip(shell.parts, shell.substituted, strict=True):
         if substituted:
             return None  # a substitution runs commands no allow rule has seen
-        candidates = (part, _strip_wrappers(part))
+        candidates = (part, strip_wrappers(part))
         rule = next(
             (
                 r
                 for r in allows
-                if any(_command_regex(r.specifier or "*").fullmatch(c) for c in candidates)
+                if any(command_regex(r.specifier or "*").fullmatch(c) for c in candidates)
             ),
             None,
         )
@@ -617,8 +385,8 @@ def _default(call: ToolCall, context: PermissionContext, workspace: str) -> Deci
         target = _target_path(call, workspace)
         roots = [workspace]
         if tool in _READ_TOOLS:
-            roots += [_norm(posixpath.join(workspace, str(r))) for r in context.readable_roots]
-        if not any(_inside(target, root) for root in roots):
+            roots += [norm_path(posixpath.join(workspace, str(r))) for r in context.readable_roots]
+        if not any(is_inside(target, root) for root in roots):
             where = "the workspace and readable roots" if tool in _READ_TOOLS else "the workspace"
             return Decision("deny", f"default for {tool}: {target} is outside {where}", None)
     return Decision(behavior, f"default for {tool}: {behavior}", None)
@@ -642,11 +410,11 @@ def removed_tools(tools: Iterable[str], context: PermissionContext) -> frozenset
 
 def decide(call: ToolCall, context: PermissionContext) -> Decision:
     """Decide allow / ask / deny for a tool call: deny rules, then ask, then allow, then default."""
-    workspace = _norm(str(context.workspace))
+    workspace = norm_path(str(context.workspace))
     rules = [r for r in _active_rules(context) if _covers(r, call.tool)]
     command = _str(call.input, "command").strip()
     if call.tool == "Bash":
-        subjects = _bash_subjects(command)
+        subjects = bash_subjects(command)
     elif call.tool == "Skill" or call.tool in _SKILL_LOADERS:
         subjects = _skill_subjects(call)
     else:
@@ -675,9 +443,9 @@ def decide(call: ToolCall, context: PermissionContext) -> Decision:
 
 def _rule_path(path: str, *, escape: bool = False) -> str:
     """A call path as rule text: `//abs/path` or `./relative/path`."""
-    path = _norm(path or ".")
+    path = norm_path(path or ".")
     if escape:
-        path = _glob_escape(path)
+        path = glob_escape(path)
         # rule text is stripped when parsed, so trailing whitespace goes into a character class
         path = re.sub(r"\s+$", lambda m: "".join(f"[{c}]" for c in m.group()), path)
     if path.startswith("/"):
@@ -694,29 +462,22 @@ def grant_rule_for(call: ToolCall) -> Rule:
         command = _str(call.input, "command").strip()
         if not command:
             raise RuleSyntaxError("Cannot grant an empty Bash command; ask again with the command.")
-        spec = _escape_stars(command)
+        spec = escape_stars(command)
     elif tool == "Skill" or tool in _SKILL_LOADERS:
         name = _skill_subjects(call)[0]
         if not name:
             raise RuleSyntaxError("Cannot grant a Skill call without a skill name.")
-        tool, spec = "Skill", _escape_stars(name)
+        tool, spec = "Skill", escape_stars(name)
     elif tool in _READ_TOOLS + _EDIT_TOOLS:
         spec = _rule_path(_target_path(call, "."), escape=True)
         tool = "Read" if tool in _READ_TOOLS else "Edit"
     elif tool == "WebFetch":
-        host = _domain_of(_str(call.input, "url"))
+        host = domain_of(_str(call.input, "url"))
         if not host:
             raise RuleSyntaxError("Cannot grant a WebFetch call without a URL host.")
         spec = f"domain:{host}"
     text = f"{tool}({spec})" if spec else tool
     return Rule("allow", tool, spec, text, "conversation")
-
-
-def _domain_of(url: str) -> str:
-    try:
-        return (urlsplit(url).hostname or "").rstrip(".")
-    except ValueError:
-        return ""
 
 
 def call_as_rule_text(call: ToolCall) -> str:

@@ -480,7 +480,12 @@ def interrupt_orphaned_runs() -> int:
             store.append_event(
                 conversation.pk,
                 "run.finished",
-                {"run_id": run.pk, "status": Run.INTERRUPTED, "error": message, "kind": "interrupted"},
+                {
+                    "run_id": run.pk,
+                    "status": Run.INTERRUPTED,
+                    "error": message,
+                    "kind": "interrupted",
+                },
                 run_id=run.pk,
             )
         fixed += 1

@@ -35,7 +35,21 @@ def stored_message(row: Message) -> StoredMessage:
 
 
 def history(conversation: Conversation) -> list[StoredMessage]:
-    return [stored_message(m) for m in conversation.messages.order_by("seq")]
+    # values_list skips model instantiation: this runs before every model call.
+    fields = ("role", "content", "kind", "is_meta", "to_model", "meta")
+    return [
+        StoredMessage(
+            role=role,
+            content=tuple(content),
+            kind=kind,
+            is_meta=is_meta,
+            to_model=to_model,
+            meta=dict(meta or {}),
+        )
+        for role, content, kind, is_meta, to_model, meta in conversation.messages.order_by(
+            "seq"
+        ).values_list(*fields)
+    ]
 
 
 def agent_config(conversation: Conversation, *, model: str | None = None) -> AgentConfig:

@@ -22,7 +22,9 @@ class Command(BaseCommand):
         # Single-process start-up: any run still marked active died with the previous process.
         fixed = interrupt_orphaned_runs()
         if fixed:
-            self.stdout.write(f"Marked {fixed} run(s) left active by a stopped server as interrupted.")
+            self.stdout.write(
+                f"Marked {fixed} run(s) left active by a stopped server as interrupted."
+            )
         User = get_user_model()
         password_file = settings.VAR_DIR / "admin-password.txt"
         url = "http://127.0.0.1:8000/accounts/login/"
