@@ -161,7 +161,7 @@ async def test_it_replays_events_after_the_given_seq(alice, conversation):
     frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
     assert [f.get("seq") for f in frames] == [3, 6, None]
     assert frames[0]["type"] == "message"
-    assert 'The "notes" skill is loading' in frames[0]["html"]
+    assert 'The "notes" skill' in frames[0]["html"]
     assert "<command-message>" not in frames[0]["html"]
     assert frames[-1]["last_seq"] == 6
     await communicator.disconnect()

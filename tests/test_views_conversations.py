@@ -265,7 +265,7 @@ def test_it_refuses_posting_to_the_chat_page(alice, conversation):
 
 def test_it_shows_a_skill_chip_not_raw_tags(alice, skill_conversation):
     body = _client(alice).get(f"/c/{skill_conversation.pk}/").content.decode()
-    assert 'The "notes" skill is loading' in body
+    assert 'The "notes" skill loaded' in body and 'data-state="loaded"' in body
     assert "draft.md" in body
     assert "<command-message>" not in body
     assert "&lt;command-message&gt;" not in body

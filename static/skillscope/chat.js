@@ -245,6 +245,8 @@
     menu.replaceChildren(...options.map(option));
     active = 0;
     menu.hidden = false;
+    // Open downwards when there is not enough room above the composer (e.g. an empty conversation).
+    menu.classList.toggle("below", input.getBoundingClientRect().top < Math.min(menu.scrollHeight, 260) + 8);
     input.setAttribute("aria-expanded", "true");
     highlight();
   }

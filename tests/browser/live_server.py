@@ -1,0 +1,170 @@
+"""The real ASGI app served by daphne in a subprocess, with its own var dir, users and rules."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+# The personas of tests/conftest.py, recreated in the live server's own database.
+USERS = {
+    "alice": "alice-pass-123",
+    "audrey": "audrey-pass-123",
+}
+
+# Runs in a separate interpreter with the live server's environment: migrate, users, rules.
+_SETUP = """
+import django
+django.setup()
+from django.core.management import call_command
+call_command("migrate", verbosity=0, interactive=False)
+from django.contrib.auth.models import Permission, User
+from skills_app.models import PermissionRule
+alice = User.objects.create_user("alice", password={alice!r})
+audrey = User.objects.create_user("audrey", password={audrey!r}, is_staff=True)
+audrey.user_permissions.add(Permission.objects.get(codename="inspect_injected_content"))
+for name in {allowed_skills!r}:
+    PermissionRule.objects.create(behavior="allow", rule_text=f"Skill({{name}})")
+"""
+
+# Settings from the developer's shell that would point the live server elsewhere.
+_DROPPED_ENV = ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH", "WORKSPACE_ROOT", "MEDIA_ROOT")
+
+
+class LiveServerError(Exception):
+    """The live server could not be prepared or did not come up; the message includes its log."""
+
+
+@dataclass(frozen=True, slots=True)
+class LiveServerConfig:
+    """Where the live server keeps its state and which model endpoint and skills it uses."""
+
+    var_dir: Path
+    skills_dir: Path
+    model_url: str
+    log_path: Path
+    allowed_skills: tuple[str, ...] = ()
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env(config: LiveServerConfig) -> dict[str, str]:
+    """The environment of the setup script and of daphne."""
+    env = {k: v for k, v in os.environ.items() if k not in _DROPPED_ENV}
+    env.update(
+        DJANGO_SETTINGS_MODULE="webapp.settings",
+        SKILLSCOPE_VAR_DIR=str(config.var_dir),
+        ANTHROPIC_API_KEY="sk-test",
+        ANTHROPIC_BASE_URL=config.model_url,
+        ANTHROPIC_MAX_RETRIES="0",
+        SKILLS_DIRS=str(config.skills_dir),
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        APPROVAL_TIMEOUT="60",
+        # Every test sends messages as the same users within a minute or two.
+        RATE_LIMIT_MESSAGES_PER_MINUTE="1000",
+        RATE_LIMIT_CONCURRENT_RUNS="50",
+        DEBUG="false",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+class LiveServer:
+    """daphne serving webapp.asgi:application on a free loopback port."""
+
+    def __init__(self, config: LiveServerConfig) -> None:
+        self.config = config
+        self.port = free_port()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log = None
+
+    @property
+    def url(self) -> str:
+        """The base URL, without a trailing slash."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def prepare(self) -> None:
+        """Migrate the live server's database and create its users and skill rules."""
+        self.config.var_dir.mkdir(parents=True, exist_ok=True)
+        script = _SETUP.format(
+            alice=USERS["alice"],
+            audrey=USERS["audrey"],
+            allowed_skills=list(self.config.allowed_skills),
+        )
+        done = subprocess.run(
+            [str(VENV_BIN / "python"), "-c", script],
+            cwd=REPO,
+            env=server_env(self.config),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise LiveServerError(f"Setting up the live server failed:\n{done.stderr[-4000:]}")
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Start daphne and wait until the login page answers."""
+        self.config.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = self.config.log_path.open("wb")
+        self._process = subprocess.Popen(
+            [
+                str(VENV_BIN / "daphne"),
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "webapp.asgi:application",
+            ],
+            cwd=REPO,
+            env=server_env(self.config),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise LiveServerError(f"daphne exited at start-up:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/accounts/login/", timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise LiveServerError(f"daphne did not answer within {timeout} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        """Terminate daphne (kill it if it does not exit) and close its log."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            try:
+                self._process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=5)
+        self._process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def log_tail(self, chars: int = 4000) -> str:
+        """The end of daphne's output, for failure messages."""
+        try:
+            return self.config.log_path.read_text(errors="replace")[-chars:]
+        except OSError:
+            return "(no log)"

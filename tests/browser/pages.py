@@ -1,0 +1,142 @@
+"""Page helpers for the browser tests: log in, open a chat, send, watch websocket frames, screenshots."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Locator, Page, WebSocket, expect
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+
+
+def login(page: Page, base_url: str, username: str, password: str) -> None:
+    """Log in through the login form and wait for the conversation list."""
+    page.goto(f"{base_url}/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Conversations")).to_be_visible()
+
+
+def screenshot(page: Page, name: str) -> Path:
+    """Save a full-page PNG under test-artifacts/screenshots/ and return its path."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+class ChatPage:
+    """One tab on the chat page, recording every websocket frame it receives."""
+
+    def __init__(self, page: Page, base_url: str) -> None:
+        self.page = page
+        self.base_url = base_url
+        self.frames: list[str] = []
+        page.on("websocket", self._on_socket)
+
+    def _on_socket(self, socket: WebSocket) -> None:
+        socket.on("framereceived", self._on_frame)
+
+    def _on_frame(self, payload: str | bytes) -> None:
+        self.frames.append(
+            payload if isinstance(payload, str) else payload.decode("utf-8", "replace")
+        )
+
+    # -- frames ----------------------------------------------------------------------------
+
+    def parsed_frames(self) -> list[dict[str, Any]]:
+        """The frames received so far, parsed (non-JSON frames are skipped)."""
+        parsed = []
+        for raw in list(self.frames):
+            try:
+                parsed.append(json.loads(raw))
+            except json.JSONDecodeError:
+                continue
+        return parsed
+
+    def resumed_count(self) -> int:
+        return sum(1 for f in self.parsed_frames() if f.get("type") == "resumed")
+
+    def wait_until(self, predicate: Callable[[], bool], what: str, timeout: float = 5.0) -> None:
+        """Poll predicate while letting Playwright deliver events; fail with `what` on timeout."""
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"Timed out after {timeout} s waiting for {what}")
+            self.page.wait_for_timeout(25)
+
+    # -- navigation ------------------------------------------------------------------------
+
+    def _after_navigation(self, before: int) -> None:
+        # Sending before the socket has resumed would only show "Not connected yet".
+        self.wait_until(lambda: self.resumed_count() > before, "the websocket to resume")
+
+    def new_conversation(self) -> int:
+        """Create a conversation from the list page, open it and wait for the live socket."""
+        self.page.goto(f"{self.base_url}/")
+        before = self.resumed_count()
+        self.page.get_by_role("button", name="New conversation").click()
+        self.page.wait_for_url(re.compile(r"/c/\d+/$"))
+        self._after_navigation(before)
+        return self.conversation_id
+
+    def open(self, conversation_id: int) -> None:
+        """Open an existing conversation and wait for the live socket."""
+        before = self.resumed_count()
+        self.page.goto(f"{self.base_url}/c/{conversation_id}/")
+        self._after_navigation(before)
+
+    def reload(self) -> None:
+        """Reload the page and wait for the new socket to resume."""
+        before = self.resumed_count()
+        self.page.reload()
+        self._after_navigation(before)
+
+    @property
+    def conversation_id(self) -> int:
+        match = re.search(r"/c/(\d+)/", self.page.url)
+        assert match, f"not on a chat page: {self.page.url}"
+        return int(match.group(1))
+
+    # -- the chat ------------------------------------------------------------------------
+
+    @property
+    def transcript(self) -> Locator:
+        return self.page.get_by_role("log", name="Transcript")
+
+    @property
+    def message_box(self) -> Locator:
+        return self.page.get_by_role("textbox", name="Message")
+
+    @property
+    def live_text(self) -> Locator:
+        return self.transcript.locator(".live .live-text")
+
+    def send(self, text: str) -> None:
+        """Type a message and press Send."""
+        self.message_box.fill(text)
+        self.page.get_by_role("button", name="Send").click()
+        expect(self.message_box).to_have_value("")
+
+    def chip(self, skill: str) -> Locator:
+        return self.transcript.locator(f'.chip[data-skill="{skill}"]')
+
+    def approval(self) -> Locator:
+        return self.transcript.get_by_role("group", name="Approval request")
+
+    def wait_run_finished(self, count: int = 1, timeout: float = 10.0) -> None:
+        """Wait until `count` run.finished frames arrived on this tab."""
+        self.wait_until(
+            lambda: (
+                sum(1 for f in self.parsed_frames() if f.get("type") == "run.finished") >= count
+            ),
+            f"{count} finished run(s)",
+            timeout=timeout,
+        )

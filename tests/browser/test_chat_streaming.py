@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.pages import screenshot
+from tests.fake_anthropic import Reply
+
+pytestmark = pytest.mark.browser
+
+# Events the fake sends before the first text delta: message_start, ping, content_block_start.
+EVENTS_BEFORE_TEXT = 3
+
+
+def test_it_streams_the_answer_and_renders_markdown_when_it_completes(tab, model):
+    answer = "Streaming starts here, then **bold words** arrive, and the answer ends with a tail."
+    release, reached = model.pause()
+    # Slow chunks, then a pause after the first half, so the test sees text before the end.
+    model.enqueue(
+        Reply.text(
+            answer,
+            chunk=6,
+            delay=0.03,
+            wait_for=release,
+            wait_after_events=EVENTS_BEFORE_TEXT + 7,
+            reached=reached,
+        )
+    )
+    chat = tab("alice")
+    chat.new_conversation()
+    chat.send("Tell me something")
+
+    expect(chat.transcript.locator(".row-user")).to_have_text("Tell me something")
+    assert reached.wait(10), "the model was never asked"
+    expect(chat.live_text).to_have_text(answer[:42])
+    expect(chat.transcript).not_to_contain_text("tail")
+    expect(chat.transcript.locator("strong")).to_have_count(0)
+    expect(chat.page.get_by_role("button", name="Stop")).to_be_visible()
+    screenshot(chat.page, "01-streaming-partial")
+
+    release.set()
+    bold = chat.transcript.locator(".row-assistant .md strong")
+    expect(bold).to_have_text("bold words")
+    expect(chat.transcript.locator(".row-assistant .md")).to_have_text(answer.replace("**", ""))
+    expect(chat.transcript.locator(".live")).to_have_count(0)
+    expect(chat.page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(chat.transcript).not_to_contain_text("**")
+    screenshot(chat.page, "02-streaming-done-markdown")
+
+
+def test_it_stops_a_run_and_keeps_the_partial_text_marked(tab, model):
+    answer = "The first part made it out before the stop; this second part never does."
+    partial = answer[:40]
+    release, reached = model.pause()
+    model.enqueue(
+        Reply.text(
+            answer,
+            chunk=8,
+            wait_for=release,
+            wait_after_events=EVENTS_BEFORE_TEXT + 5,
+            reached=reached,
+        )
+    )
+    chat = tab("alice")
+    chat.new_conversation()
+    chat.send("Write a long answer")
+    assert reached.wait(10), "the model was never asked"
+    expect(chat.live_text).to_have_text(partial)
+
+    chat.page.get_by_role("button", name="Stop").click()
+
+    chat.wait_run_finished()
+    stopped = [f for f in chat.parsed_frames() if f.get("type") == "run.finished"]
+    assert stopped[-1]["status"] == "stopped"
+    kept = chat.transcript.locator(".row-assistant").last
+    expect(kept.locator(".md")).to_have_text(partial)
+    expect(kept.locator(".interrupted")).to_have_text("(interrupted)")
+    expect(chat.transcript).to_contain_text("Stopped.")
+    expect(chat.page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(chat.transcript).not_to_contain_text("never does")
+    screenshot(chat.page, "03-stopped")
+
+    # The stop is stored: a reload shows the same marked partial answer, not a running stream.
+    chat.reload()
+    expect(chat.transcript.locator(".row-assistant .md")).to_have_text(partial)
+    expect(chat.transcript.locator(".interrupted")).to_have_count(1)
+    expect(chat.page.get_by_role("button", name="Stop")).to_be_hidden()
+
+
+def test_it_shows_the_full_answer_exactly_once_after_a_reload_mid_stream(tab, model):
+    words = [f"w{i:02d}" for i in range(40)]
+    answer = " ".join(words) + "."
+    chunks = -(-len(answer) // 5)
+    release, reached = model.pause()
+    # Keeps streaming through the reload, then pauses with every delta sent but the block open.
+    model.enqueue(
+        Reply.text(
+            answer,
+            chunk=5,
+            delay=0.05,
+            wait_for=release,
+            wait_after_events=EVENTS_BEFORE_TEXT + chunks,
+            reached=reached,
+        )
+    )
+    chat = tab("alice")
+    chat.new_conversation()
+    chat.send("Count for me")
+    expect(chat.live_text).to_contain_text("w03")
+    assert not reached.is_set(), "the stream ended before the reload; slow it down"
+
+    chat.reload()
+
+    # Text from before the reload (server-rendered), the replay and the live tail, once each.
+    assert reached.wait(10), "the stream never reached its pause"
+    expect(chat.live_text).to_have_count(1)
+    expect(chat.live_text).to_have_text(answer)
+    screenshot(chat.page, "04-reloaded-mid-stream")
+
+    release.set()
+    final = chat.transcript.locator(".row-assistant .md")
+    expect(final).to_have_count(1)
+    expect(final).to_have_text(answer)
+    expect(chat.transcript.locator(".live")).to_have_count(0)
+    text = chat.transcript.inner_text()
+    assert all(text.count(word) == 1 for word in words), text
