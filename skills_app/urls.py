@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
 from . import views
 
@@ -11,4 +11,7 @@ urlpatterns = [
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation-rename"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation-delete"),
     path("c/<int:pk>/files/<path:path>", views.conversation_file, name="conversation-file"),
+    path("skills/", include("skills_app.skills_urls")),
+    path("audit/", include("skills_app.audit_urls")),
+    path("compare/", include("skills_app.compare_urls")),
 ]

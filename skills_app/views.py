@@ -16,7 +16,7 @@ from .models import Conversation
 from .services import conversations as conv
 from .services.approvals import pending_approvals
 from .services.runs import workspace_for
-from .services.skills import get_registry
+from .services.skills import skills_for_user
 
 INSPECT_PERMISSION = "skills_app.inspect_injected_content"
 
@@ -98,7 +98,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     approvals_html = [rendering.render_approval(a) for a in pending_approvals(pk)]
     skills = [
         {"name": s.name, "description": s.description, "hint": s.argument_hint or ""}
-        for s in get_registry().skills()
+        for s in skills_for_user(request.user.pk).skills()
         if s.user_invocable
     ]
     return render(

@@ -29,7 +29,7 @@ from ..core.transcript import StoredMessage
 from ..models import Conversation, Message, Run, SkillInvocation
 from . import store
 from .approvals import PermissionGate
-from .skills import get_registry
+from .skills import skills_for_user
 
 logger = logging.getLogger(__name__)
 
@@ -346,7 +346,7 @@ async def execute_run(
         auto_answer=auto_answer,
     )
     recorder.gate = gate
-    registry = get_registry()
+    registry = skills_for_user(user_id)
 
     async def stage(spec: SkillSpec) -> str:
         return str(await sync_to_async(workspace.stage_skill)(spec.name, spec.path, spec.digest))

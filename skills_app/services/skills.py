@@ -56,3 +56,8 @@ def current_catalog(registry: SkillRegistry | None = None, *, budget: int | None
         budget=settings.SKILL_CATALOG_BUDGET if budget is None else budget,
         entry_cap=settings.SKILL_CATALOG_ENTRY_CAP,
     )
+
+
+def skills_for_user(user_id: int | None) -> SkillRegistry:
+    """The skills one user may see and invoke (personal skills are added by the uploads work)."""
+    return get_registry()

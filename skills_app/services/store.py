@@ -13,7 +13,7 @@ from ..core.llm import ModelRequest
 from ..core.tools import default_tools
 from ..core.transcript import StoredMessage
 from ..models import Conversation, Message, RunEvent
-from .skills import get_registry
+from .skills import skills_for_user
 
 GROUP_PREFIX = "conversation-"
 
@@ -68,7 +68,7 @@ def build_request(conversation: Conversation, *, model: str | None = None) -> Mo
     return compose_request(
         history(conversation),
         tools=default_tools(),
-        skills=get_registry(),
+        skills=skills_for_user(conversation.owner_id),
         config=agent_config(conversation, model=model),
     )
 
