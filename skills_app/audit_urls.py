@@ -1,5 +1,23 @@
 from __future__ import annotations
 
-from typing import Any
+from django.urls import path
 
-urlpatterns: list[Any] = []
+from . import audit_views as views
+
+urlpatterns = [
+    path("invocations/", views.invocation_list, name="audit-invocations"),
+    path("invocations/<int:pk>/", views.invocation_detail, name="audit-invocation"),
+    path("conversations/", views.conversation_list, name="audit-conversations"),
+    path("conversations/<int:pk>/", views.conversation_audit, name="audit-conversation"),
+    path(
+        "conversations/<int:pk>/runs/<int:run_id>/calls/<int:call>.json",
+        views.request_json,
+        name="audit-request-json",
+    ),
+    path(
+        "conversations/<int:pk>/export.jsonl",
+        views.conversation_export,
+        name="conversation-export",
+    ),
+    path("import/", views.transcript_import, name="transcript-import"),
+]

@@ -79,7 +79,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             return
         try:
             content = json.loads(raw)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: absurdly deep nesting
             await self._error("That frame is not valid JSON.")
             return
         if not isinstance(content, dict):
@@ -126,6 +126,14 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         text = content.get("text")
         if not isinstance(text, str) or not text.strip():
             await self._error("Type a message first.", retry=False)
+            return
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate (\ud800) would be stored and then break every later model request.
+            await self._error(
+                "That message contains characters that are not valid text.", retry=False
+            )
             return
         if len(text) > MAX_MESSAGE_CHARS:
             await self._error(

@@ -22,6 +22,8 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200, default="New conversation")
     profile = models.CharField(max_length=20, choices=PROFILE_CHOICES, default="meta-message")
     model = models.CharField(max_length=100, blank=True, help_text="Empty: the configured default.")
+    # Names of the only skills offered in this conversation (the comparison page); empty: all.
+    skill_filter = models.JSONField(default=list, blank=True)
     session_id = models.UUIDField(default=uuid.uuid4, editable=False, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -67,7 +69,13 @@ class Run(models.Model):
     model_calls = models.PositiveIntegerField(default=0)
     # Requests actually sent, as (model, system hash) facts the audit can show; messages are rebuilt from rows.
     requests = models.JSONField(default=list, blank=True)
+    # Who executes the run ("host pid N"); for a Channels worker, `channel` takes its stop message.
     worker = models.CharField(max_length=200, blank=True)
+    channel = models.CharField(max_length=200, blank=True)
+    # Touched every RUN_HEARTBEAT_SECONDS by the executing process; a stale one means it died.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Set by a stop from another process; the executing process polls it with the heartbeat.
+    stop_requested = models.BooleanField(default=False)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -176,6 +184,10 @@ class SkillInvocation(models.Model):
     disallowed_tools = models.JSONField(default=list, blank=True)
     model_override = models.CharField(max_length=100, blank=True)
     already_loaded = models.BooleanField(default=False)
+    # `!` commands of the body: [{command, form, status, exit_code, output, reason}].
+    shell_commands = models.JSONField(default=list, blank=True)
+    # Skill hooks this invocation registered for the rest of the conversation (SkillHook.as_dict).
+    hooks = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -338,3 +350,21 @@ class PermissionRule(models.Model):
     def __str__(self) -> str:
         scope = f" [{self.skill}]" if self.skill else ""
         return f"{self.behavior} {self.rule_text}{scope}"
+
+
+class Comparison(models.Model):
+    """One prompt run under each delivery profile, side by side (staff tool)."""
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="comparisons"
+    )
+    prompt = models.TextField()
+    skills = models.JSONField(default=list, blank=True)
+    conversations = models.ManyToManyField(Conversation, related_name="comparisons")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Comparison #{self.pk}"

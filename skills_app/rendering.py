@@ -12,6 +12,7 @@ from typing import Any
 
 import nh3
 from django.template.loader import render_to_string
+from django.utils.html import escape
 from markdown_it import MarkdownIt
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
@@ -107,7 +108,10 @@ def render_message(row: Message, *, can_inspect: bool, ctx: dict[str, Any] | Non
         if row.invocation_id and row.invocation is not None:
             context["state"] = skill_state(row.invocation)
     elif row.kind in {"skill_prompt", "permissions"} or row.is_meta:
-        context["hidden_text"] = message_text(row)
+        # The tool-result profile carries the body in a tool_result block.
+        context["hidden_text"] = message_text(row) or "\n".join(
+            result_text(b) for b in row.content if b.get("type") == "tool_result"
+        )
     elif row.role == "assistant" and row.kind in ASSISTANT_CONTENT_KINDS:
         context["parts"] = _assistant_parts(row, ctx)
     elif row.kind in {"error", "notice"}:
@@ -115,7 +119,16 @@ def render_message(row: Message, *, can_inspect: bool, ctx: dict[str, Any] | Non
         context["code"] = row.meta.get("code", "")
     else:
         context["text"] = message_text(row)
-    return render_to_string("skills_app/_message.html", context)
+    html = render_to_string("skills_app/_message.html", context)
+    subagent = row.meta.get("subagent_run") if isinstance(row.meta, dict) else None
+    if subagent:
+        # Rows of a forked skill's subagent sit in a nested, labelled block.
+        label = escape(f'Subagent of the "{row.meta.get("subagent_skill", "")}" skill')
+        html = (
+            f'<div class="subagent" data-subagent-run="{int(subagent)}" data-label="{label}">'
+            f"{html}</div>"
+        )
+    return html
 
 
 def _assistant_parts(row: Message, ctx: dict[str, Any]) -> list[dict[str, Any]]:

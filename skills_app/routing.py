@@ -7,8 +7,11 @@ from typing import Any
 from django.urls import path
 
 from .consumers import ConversationConsumer
+from .services.runs import RUN_CHANNEL
+from .workers import RunConsumer
 
 websocket_urlpatterns: list[Any] = [
     path("ws/conversations/<int:conversation_id>/", ConversationConsumer.as_asgi()),
 ]
-channel_routes: dict[str, Any] = {}
+# `manage.py runworker skillscope-runs` executes agent runs (RUN_EXECUTOR=worker).
+channel_routes: dict[str, Any] = {RUN_CHANNEL: RunConsumer.as_asgi()}

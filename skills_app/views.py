@@ -47,8 +47,15 @@ def home(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def conversation_new(request: HttpRequest) -> HttpResponse:
-    """Start an empty conversation and open it."""
-    conversation = Conversation.objects.create(owner=request.user)
+    """Start an empty conversation (with the chosen delivery profile) and open it."""
+    profile = request.POST.get("profile") or "meta-message"
+    if profile not in dict(Conversation.PROFILE_CHOICES):
+        return HttpResponse(
+            f"Unknown delivery profile {profile!r}; choose one of: "
+            + ", ".join(dict(Conversation.PROFILE_CHOICES)),
+            status=400,
+        )
+    conversation = Conversation.objects.create(owner=request.user, profile=profile)
     return _redirect(request, reverse("conversation", args=[conversation.pk]))
 
 

@@ -83,3 +83,20 @@ def test_it_refuses_another_users_conversation(admin_user, bob):
     conversation = Conversation.objects.create(owner=bob)
     with pytest.raises(CommandError, match="belongs to another user"):
         chat("--conversation", str(conversation.pk), "hi")
+
+
+@pytest.mark.parametrize("profile", ["meta-message", "tool-result", "system-prompt"])
+def test_the_demo_model_runs_a_script_skill_under_every_profile(admin_user, profile):
+    PermissionRule.objects.create(behavior="allow", rule_text="Skill")
+    output = chat("--yes", "--profile", profile, "please use text-stats one two three")
+    assert '[skill] The "text-stats" skill is loading' in output
+    if profile == "meta-message":
+        assert "3 words" in output  # only the Skill tool carries arguments
+    else:
+        runner = "skill_run" if profile == "system-prompt" else "Bash"
+        assert f"[tool] {runner}" in output and "stats.py" in output
+    conversation = Conversation.objects.get()
+    assert conversation.profile == profile
+    hidden = [m for m in Message.objects.filter(is_meta=True)]
+    assert hidden, "the skill body is stored as hidden content in every profile"
+    assert "Base directory for this skill" not in output

@@ -111,6 +111,8 @@ SESSION_COOKIE_SECURE = SECURE_COOKIES
 CSRF_COOKIE_SECURE = SECURE_COOKIES
 if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Strict-Transport-Security max-age; set it (e.g. 31536000) once the site is served only over HTTPS.
+SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 0, minimum=0)
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -123,9 +125,10 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    # Before "channels": its `runworker` command adds the stale-run sweep to Channels' own.
+    "skills_app",
     "channels",
     "django_htmx",
-    "skills_app",
 ]
 
 MIDDLEWARE = [
@@ -162,6 +165,8 @@ TEMPLATES = [
 
 DATABASE_URL = env_secret("DATABASE_URL")
 if DATABASE_URL:
+    # conn_max_age=0: ASGI code reaches the database from several threads, and a connection kept
+    # per thread outlives PostgreSQL restarts; a fresh connection per unit of work is the safe default.
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
@@ -180,7 +185,14 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 5000, "expiry": 60},
+            "CONFIG": {
+                # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s that
+                # channels-redis blocks in BZPOPMIN for: idle workers and consumers would fail
+                # with "Timeout reading". A longer socket timeout keeps that wait legal.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                "capacity": 5000,
+                "expiry": 60,
+            },
         }
     }
 else:
@@ -206,9 +218,16 @@ STATIC_ROOT = Path(env_str("STATIC_ROOT", str(VAR_DIR / "static")))
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns on every start without it
 # WhiteNoise serves static files from the finders too, so a local run needs no collectstatic.
 WHITENOISE_USE_FINDERS = True
+# After `manage.py collectstatic`, STATIC_MANIFEST=true serves compressed files with hashed names
+# and far-future cache headers (production). Without collectstatic it must stay off.
+STATIC_MANIFEST = env_bool("STATIC_MANIFEST", False)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if STATIC_MANIFEST
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
 }
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 
@@ -258,5 +277,35 @@ SANDBOX = env_choice("SANDBOX", "none", ("none", "bwrap"))
 # --- Runs ----------------------------------------------------------------------------------
 
 RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "inline", ("inline", "worker"))
+if RUN_EXECUTOR == "worker" and not REDIS_URL:
+    raise ImproperlyConfigured(
+        "RUN_EXECUTOR=worker hands runs to `manage.py runworker skillscope-runs` through Redis: "
+        "set REDIS_URL too (or use RUN_EXECUTOR=inline)."
+    )
+# The executing process touches Run.heartbeat_at this often; a run whose heartbeat is older than
+# RUN_STALE_SECONDS is taken as orphaned (its process died) and marked interrupted.
+RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 5.0)
+RUN_STALE_SECONDS = env_float("RUN_STALE_SECONDS", 30.0)
+if RUN_HEARTBEAT_SECONDS <= 0 or RUN_STALE_SECONDS < 2 * RUN_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        f"RUN_HEARTBEAT_SECONDS={RUN_HEARTBEAT_SECONDS} and RUN_STALE_SECONDS={RUN_STALE_SECONDS}: "
+        "the heartbeat must be positive and the stale limit at least twice the heartbeat, "
+        "or live runs would be taken for dead ones."
+    )
 RATE_LIMIT_MESSAGES_PER_MINUTE = env_int("RATE_LIMIT_MESSAGES_PER_MINUTE", 20, minimum=1)
 RATE_LIMIT_CONCURRENT_RUNS = env_int("RATE_LIMIT_CONCURRENT_RUNS", 3, minimum=1)
+
+# --- Uploads -------------------------------------------------------------------------------
+
+# Users may upload skills visible only to themselves (the "Skills" page); admins upload for everyone.
+ALLOW_PERSONAL_SKILLS = env_bool("ALLOW_PERSONAL_SKILLS", True)
+UPLOAD_MAX_TOTAL_BYTES = env_int("UPLOAD_MAX_TOTAL_BYTES", 30 * 1024 * 1024, minimum=1024)
+UPLOAD_MAX_FILES = env_int("UPLOAD_MAX_FILES", 5_000, minimum=1)
+UPLOAD_MAX_FILE_BYTES = env_int("UPLOAD_MAX_FILE_BYTES", 10 * 1024 * 1024, minimum=1024)
+UPLOAD_MAX_RATIO = env_int("UPLOAD_MAX_RATIO", 100, minimum=1)
+# Installed versions live in <root>/<package id>/<digest>/. Empty: MEDIA_ROOT/skills, resolved
+# when used, so a changed MEDIA_ROOT (tests, a second instance) moves the skills with it.
+_skill_storage_root = env_str("SKILL_STORAGE_ROOT")
+SKILL_STORAGE_ROOT: Path | None = Path(_skill_storage_root) if _skill_storage_root else None
+# A browser folder upload sends one form field per file; Django refuses more than this many.
+DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES

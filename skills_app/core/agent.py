@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from .dynamic import DynamicContextError, DynamicRender, render_dynamic, run_shell
 from .hooks import HookResult, Hooks
 from .llm import (
     BlockDone,
@@ -26,8 +27,19 @@ from .llm import (
     TextDelta,
 )
 from .permissions import Decision, Rule, RuleSyntaxError, ToolCall, parse_rule
-from .render import render_skill
+from .profile_tools import ProfileToolsMixin
+from .profiles import (
+    LOAD_SKILL_TOOL,
+    META_MESSAGE,
+    SYSTEM_PROMPT_PROFILE,
+    TOOL_RESULT,
+    TOOLSET,
+    state_message,
+    tool_result_system,
+    toolset_system,
+)
 from .skillfile import SkillSpec
+from .skillhooks import SkillHook, SkillHookRunner, parse_skill_hooks
 from .skilltool import (
     CANNOT_LOAD,
     PERMISSION_DENIED,
@@ -39,6 +51,7 @@ from .skilltool import (
     validate_invocation,
 )
 from .tools.base import ToolContext, ToolRegistry, ToolResult
+from .tools.bash import BashTool
 from .transcript import (
     HIDDEN_PREFIX,
     INTERRUPTED_RESULT,
@@ -52,8 +65,8 @@ logger = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = (
     "You are Skillscope's assistant. You help the user with their task and can load skills: "
-    "folders of instructions, references and scripts. Use the Skill tool when a listed skill fits "
-    "the request; once a skill is loaded, follow its instructions. Tools run inside this "
+    "folders of instructions, references and scripts. When a listed skill fits the request, "
+    "load it with the skill tool you are given; once a skill is loaded, follow its instructions. Tools run inside this "
     "conversation's workspace: write files for the user under out/. Be concise."
 )
 ALREADY_LOADED = (
@@ -76,6 +89,9 @@ class AgentConfig:
     session_id: str = ""
     catalog_budget: int = 15_000
     catalog_entry_cap: int = 1_536
+    profile: str = META_MESSAGE
+    # Replace `!` commands in skill bodies with a notice instead of running them.
+    disable_skill_shell: bool = False
 
 
 @dataclass(slots=True)
@@ -108,13 +124,14 @@ class SkillProvider(Protocol):
 DecideFn = Callable[[ToolCall, TurnState], Awaitable[Decision]]
 EmitFn = Callable[[AgentEvent], Awaitable[Any]]
 StageFn = Callable[[SkillSpec], Awaitable[str]]
+ForkFn = Callable[[SkillSpec, str], Awaitable["ForkResult"]]
 
 
 class TurnLimitError(Exception):
     pass
 
 
-class Agent:
+class Agent(ProfileToolsMixin):
     """One agent run: a user turn until the model stops."""
 
     def __init__(
@@ -129,6 +146,8 @@ class Agent:
         stage_skill: StageFn,
         config: AgentConfig,
         hooks: Hooks | None = None,
+        check: DecideFn | None = None,
+        fork: ForkFn | None = None,
     ) -> None:
         self.client = client
         self.tools = tools
@@ -139,6 +158,18 @@ class Agent:
         self.stage_skill = stage_skill
         self.config = config
         self.hooks = hooks or Hooks()
+        # A permission check that never asks (None: nothing is allowed); gates `!` commands and
+        # skill hooks, which run without a person to answer.
+        self.check = check
+        self.fork = fork
+        self.skill_hooks = SkillHookRunner(
+            self.hooks,
+            check=self._check_hook_command if check else None,
+            context=lambda: self.tool_context,
+            report=lambda data: self.emit(AgentEvent("audit.hook", data)),
+            session_id=config.session_id,
+            bash=self._bash_tool(),
+        )
         self.state = TurnState()
         self.history: list[StoredMessage] = []
         self.model_calls = 0
@@ -182,13 +213,54 @@ class Agent:
         delivered = 0
         for name in command.names:
             outcome = await self._invoke_skill(name, command.args, caller="user", tool_use_id=None)
-            if outcome.ok:
-                for message in outcome.messages:
+            if outcome.ok and self._forks(name):
+                forked = await self._run_fork(name, outcome)
+                if forked.ok:
+                    await self._store(
+                        StoredMessage.text(
+                            "user",
+                            f'Result of the "{name}" skill (run as a subagent):\n\n{forked.text}',
+                            meta={
+                                "skill": name,
+                                "subagent_result": True,
+                                "subagent_run": forked.run,
+                            },
+                        )
+                    )
+                    delivered += 1
+                else:
+                    await self._notice("error", forked.error, skill=name, code="subagent_failed")
+            elif outcome.ok:
+                for message in self._user_delivery(outcome.messages):
                     await self._store(message, invocation=outcome.invocation)
                 delivered += 1
             else:
                 await self._notice("error", outcome.error, skill=name, code=outcome.code)
         return delivered > 0
+
+    def _forks(self, name: str) -> bool:
+        spec = self.skills.get(name)
+        return self.fork is not None and spec is not None and spec.context == "fork"
+
+    async def _run_fork(self, name: str, outcome: SkillOutcome) -> ForkResult:
+        """Run a `context: fork` skill as a subagent; its context change stays in the subagent."""
+        spec = self.skills.get(name)
+        assert spec is not None and self.fork is not None
+        self.state.skill_rules = [r for r in self.state.skill_rules if r.scope_skill != spec.name]
+        if spec.model and self.state.model_override == spec.model:
+            self.state.model_override = None
+        await self._store(outcome.messages[0], invocation=outcome.invocation)
+        prompt = outcome.messages[1].plain_text
+        return await self.fork(spec, prompt)
+
+    def _user_delivery(self, messages: list[StoredMessage]) -> list[StoredMessage]:
+        """A slash command's rows: the toolset profile keeps the body in its state, not a message."""
+        if self.config.profile != SYSTEM_PROMPT_PROFILE or len(messages) < 2:
+            return messages
+        status, hidden = messages[0], messages[1]
+        skill = str(hidden.meta.get("skill", ""))
+        body = hidden.plain_text.partition("\n\n")[2] or hidden.plain_text
+        return [status, state_message(skill, "load", body), *messages[2:]]
 
     async def _notice(self, kind: str, text: str, **meta: Any) -> None:
         await self._store(
@@ -381,7 +453,11 @@ class Agent:
                     outcome = await self._invoke_skill(
                         name, args, caller="model", tool_use_id=block["id"]
                     )
-                    if outcome.ok:
+                    if outcome.ok and self._forks(name):
+                        forked = await self._run_fork(name, outcome)
+                        text = forked.text if forked.ok else f"Error: {forked.error}"
+                        results.append(tool_result_block(block["id"], text, is_error=not forked.ok))
+                    elif outcome.ok:
                         results.append(tool_result_block(block["id"], f"Launching skill: {name}"))
                         after.extend((m, outcome.invocation) for m in outcome.messages)
                     else:
@@ -401,6 +477,12 @@ class Agent:
                         )
                     )
                     continue
+                if self._is_profile_tool(block["name"]):
+                    answer, extra = await self._profile_tool(block)
+                    if answer is not None:
+                        results.append(answer)
+                    after.extend(extra)
+                    continue
                 result = await self._run_tool(block)
                 results.append(
                     tool_result_block(block["id"], result.content, is_error=result.is_error)
@@ -418,7 +500,10 @@ class Agent:
             for message, invocation in after:
                 await self._store(message, invocation=invocation)
             raise
-        await self._store(StoredMessage(role="user", kind="tool_result", content=tuple(results)))
+        if results:
+            await self._store(
+                StoredMessage(role="user", kind="tool_result", content=tuple(results))
+            )
         for message, invocation in after:
             await self._store(message, invocation=invocation)
 
@@ -515,9 +600,11 @@ class Agent:
                 )
             try:
                 skill_dir = await self.stage_skill(spec)
-                hidden = render_skill(
-                    spec, args, skill_dir=skill_dir, session_id=self.config.session_id
-                )
+                rendered = await self._render_body(spec, args, skill_dir)
+                hidden = rendered.text
+            except DynamicContextError as exc:
+                audit["shell_commands"] = [r.as_audit() for r in exc.runs]
+                raise SkillInvocationError(exc.code, exc.message) from exc
             except Exception as exc:
                 logger.warning("skill %s cannot be loaded", name, exc_info=True)
                 raise SkillInvocationError(
@@ -532,7 +619,10 @@ class Agent:
             await self._audit(audit)
             return SkillOutcome(ok=False, error=exc.message, code=exc.code)
 
-        already = any(m.kind == "skill_prompt" and m.plain_text == hidden for m in self.history)
+        already = any(m.kind == "skill_prompt" and m.to_model and m.plain_text == hidden for m in self.history)
+        skill_hooks, hook_notes = parse_skill_hooks(spec.name, spec.hooks)
+        for note in hook_notes:
+            logger.warning("skill %s: %s", spec.name, note)
         allowed = _skill_rules(spec, "allow", skill_dir)
         denied = _skill_rules(spec, "deny", skill_dir)
         self.state.active_skills.append(spec.name)
@@ -551,8 +641,11 @@ class Agent:
             model_override=spec.model or "",
             already_loaded=already,
             skill_dir=skill_dir,
+            shell_commands=[r.as_audit() for r in rendered.runs],
+            hooks=[h.as_dict() for h in skill_hooks],
         )
         invocation = await self._audit(audit)
+        self.register_skill_hooks(skill_hooks)
         self.state.current_invocation = invocation
         self.state.invocation_refs[spec.name] = invocation
         messages = [
@@ -576,6 +669,48 @@ class Agent:
             )
         return SkillOutcome(ok=True, messages=messages, invocation=invocation)
 
+    async def _render_body(self, spec: SkillSpec, args: str, skill_dir: str) -> DynamicRender:
+        """The hidden message, with `!` commands run under the rules the skill's turn would have."""
+        state = TurnState(
+            active_skills=[*self.state.active_skills, spec.name],
+            skill_rules=[
+                *self.state.skill_rules,
+                *_skill_rules(spec, "allow", skill_dir),
+                *_skill_rules(spec, "deny", skill_dir),
+            ],
+        )
+        ctx = replace(self.tool_context, env={**self.tool_context.env, "SKILL_DIR": skill_dir})
+        check = self.check
+
+        async def allowed(command: str) -> Decision:
+            assert check is not None
+            return await check(ToolCall(tool="Bash", input={"command": command}), state)
+
+        return await render_dynamic(
+            spec,
+            args,
+            skill_dir=skill_dir,
+            session_id=self.config.session_id,
+            check=allowed if check else None,
+            execute=lambda command: run_shell(command, ctx, bash=self._bash_tool()),
+            disabled=self.config.disable_skill_shell,
+        )
+
+    def register_skill_hooks(self, skill_hooks: Sequence[SkillHook]) -> list[SkillHook]:
+        """Run these skill hooks from now on (each once, however often it is registered)."""
+        return self.skill_hooks.register(skill_hooks)
+
+    async def _check_hook_command(self, command: str, skill: str) -> Decision:
+        # Admin rules (also those scoped to the hook's skill) and grants; not the skill's own
+        # allowed-tools: a hook outlives the turn of its skill and must not approve itself.
+        assert self.check is not None
+        state = TurnState(active_skills=[skill])
+        return await self.check(ToolCall(tool="Bash", input={"command": command}), state)
+
+    def _bash_tool(self) -> BashTool:
+        tool = self.tools.get("Bash")
+        return tool if isinstance(tool, BashTool) else BashTool()
+
     async def _audit(self, data: dict[str, Any]) -> Any:
         results = await self.hooks.run("SkillInvocation", data)
         await self.emit(
@@ -598,8 +733,18 @@ def compose_request(
     """A pure function of the stored rows and the turn's context."""
     state = state or TurnState()
     schemas = [s for s in tools.schemas() if s["name"] not in state.disallowed_tools]
-    if SKILL_TOOL not in state.disallowed_tools:
-        invocable = [s for s in skills.skills() if s.model_invocable]
+    system = config.system_prompt
+    skills_allowed = SKILL_TOOL not in state.disallowed_tools
+    invocable = [s for s in skills.skills() if s.model_invocable] if skills_allowed else []
+    if config.profile == TOOL_RESULT:
+        if skills_allowed:
+            schemas.append(LOAD_SKILL_TOOL)
+            system = tool_result_system(system, invocable)
+    elif config.profile == SYSTEM_PROMPT_PROFILE:
+        if skills_allowed:
+            schemas.extend(TOOLSET)
+        system = toolset_system(system, invocable, history)
+    elif skills_allowed:
         schemas.append(
             skill_tool_schema(
                 invocable, budget=config.catalog_budget, entry_cap=config.catalog_entry_cap
@@ -607,11 +752,21 @@ def compose_request(
         )
     return ModelRequest(
         model=state.model_override or config.model,
-        system=config.system_prompt,
+        system=system,
         tools=schemas,
         messages=to_api_messages(history),
         max_tokens=config.max_tokens,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ForkResult:
+    """What a subagent hands back: its final text, or why it failed."""
+
+    ok: bool
+    text: str = ""
+    error: str = ""
+    run: Any = None
 
 
 @dataclass(frozen=True, slots=True)

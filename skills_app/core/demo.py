@@ -28,6 +28,11 @@ _LOAD_SKILL_ENTRY = re.compile(r"^\s*-\s*(?P<name>[A-Za-z0-9][\w:.-]*)\s*:\s*(?P
 _BASH_FENCE = re.compile(r"```(?:bash|sh|shell)[^\n]*\n(?P<code>.*?)```", re.DOTALL)
 _SKILL_XML = re.compile(r'<skill name="(?P<name>[^"]+)">(?P<body>.*?)(?:</skill>|$)', re.DOTALL)
 _COMMAND_NAME = re.compile(r"<command-name>/?(?P<name>[^<]+)</command-name>")
+_TOOLSET_LOADED = re.compile(r'^Loaded the skill "(?P<name>[^"]+)"')
+_LOADED_XML = re.compile(
+    r'<loaded_skill name="(?P<name>[^"]+)">\n(?P<body>.*?)\n</loaded_skill>', re.DOTALL
+)
+LOADERS = ("Skill", "load_skill", "skill_load")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +61,11 @@ def read_catalog(request: ModelRequest) -> list[CatalogEntry]:
             for line in inner.splitlines():
                 if match := _SKILL_TOOL_ENTRY.match(line):
                     entries.append(CatalogEntry(match["name"].strip(), match["desc"].strip()))
-    if not entries and "Skills available:" in request.system:
-        listing = request.system.split("Skills available:", 1)[1]
+    heading = next(
+        (h for h in ("Skills available:", "Available skills:") if h in request.system), None
+    )
+    if not entries and heading is not None:
+        listing = request.system.split(heading, 1)[1]
         for line in listing.splitlines()[1:]:
             if match := _LOAD_SKILL_ENTRY.match(line):
                 entries.append(CatalogEntry(match["name"], match["desc"].strip()))
@@ -73,7 +81,7 @@ def plan_reply(request: ModelRequest) -> DemoReply:
     if not messages or messages[-1].get("role") != "user":
         return _text(_intro(catalog, ""))
     blocks = _blocks(messages[-1].get("content"))
-    loaded = _loaded_skill(blocks)
+    loaded = _loaded_skill(blocks) or _toolset_loaded(request, blocks)
     if loaded is not None:
         return _after_skill_load(request, loaded[0], loaded[1])
     results = [b for b in blocks if b.get("type") == "tool_result"]
@@ -195,6 +203,23 @@ def _loaded_skill(blocks: list[dict[str, Any]]) -> tuple[str, str] | None:
     return name or "unnamed", body or ""
 
 
+def _toolset_loaded(request: ModelRequest, blocks: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """The toolset profile: the body sits in the system prompt, the turn only names the skill."""
+    name = ""
+    for block in blocks:
+        if block.get("type") == "tool_result" and not block.get("is_error"):
+            if match := _TOOLSET_LOADED.match(_result_text(block)):
+                name = match["name"]
+        elif block.get("type") == "text" and (match := _COMMAND_NAME.search(block.get("text", ""))):
+            name = name or match["name"].strip()
+    if not name:
+        return None
+    for match in _LOADED_XML.finditer(request.system):
+        if match["name"] == name:
+            return name, match["body"]
+    return None
+
+
 def _first_command(body: str) -> str | None:
     match = _BASH_FENCE.search(body)
     if match is None:
@@ -219,17 +244,23 @@ def _previous_tool_uses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _after_skill_load(request: ModelRequest, name: str, body: str) -> DemoReply:
     command = _first_command(body)
-    has_bash = any(tool.get("name") == "Bash" for tool in request.tools)
+    names = {tool.get("name") for tool in request.tools}
+    runner = "skill_run" if "skill_run" in names else "Bash" if "Bash" in names else None
     already_ran = any(
-        use.get("name") == "Bash" and use.get("input", {}).get("command") == command
+        use.get("name") == runner and use.get("input", {}).get("command") == command
         for use in _previous_tool_uses(request.messages)
     )
-    if command and has_bash and not already_ran:
+    if command and runner and not already_ran:
+        tool_input: dict[str, Any] = {"command": command}
+        if runner == "skill_run":
+            tool_input = {"skill": name, "command": command, "output_files": ["out/*"]}
+        else:
+            tool_input["description"] = f'First command from the "{name}" skill'
         return _tool_call(
             request,
             f'The "{name}" skill is loaded. I\'ll run the first command it gives.',
-            "Bash",
-            {"command": command, "description": f'First command from the "{name}" skill'},
+            runner,
+            tool_input,
         )
     # Never quote the body: it is hidden from the user, and the demo must not leak it.
     lines = len([line for line in body.splitlines() if line.strip()])
@@ -290,6 +321,8 @@ def _skill_tool_call(request: ModelRequest, skill: str, args: str) -> tuple[str,
     names = {tool.get("name"): tool for tool in request.tools}
     if "Skill" in names:
         return "Skill", {"skill": skill, "args": args}
+    if "skill_load" in names:
+        return "skill_load", {"skill": skill}
     tool = names.get("load_skill", {})
     properties = list(tool.get("input_schema", {}).get("properties", {}) or {"name": None})
     return "load_skill", {properties[0]: skill}
@@ -297,7 +330,7 @@ def _skill_tool_call(request: ModelRequest, skill: str, args: str) -> tuple[str,
 
 def _answer_user(request: ModelRequest, catalog: list[CatalogEntry], question: str) -> DemoReply:
     found = _find_skill(question, catalog)
-    can_load = any(tool.get("name") in ("Skill", "load_skill") for tool in request.tools)
+    can_load = any(tool.get("name") in LOADERS for tool in request.tools)
     if found is None or not can_load:
         return _text(_intro(catalog, question))
     entry, args = found
@@ -318,7 +351,7 @@ def _last_skill_call(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any
         if message.get("role") != "assistant":
             continue
         for block in reversed(_blocks(message.get("content"))):
-            if block.get("type") == "tool_use" and block.get("name") in ("Skill", "load_skill"):
+            if block.get("type") == "tool_use" and block.get("name") in LOADERS:
                 return block["name"], block.get("input", {})
     return None
 

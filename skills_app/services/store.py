@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max
 
-from ..core.agent import AgentConfig, compose_request
+from ..core.agent import AgentConfig, SkillProvider, compose_request
 from ..core.llm import ModelRequest
+from ..core.skillfile import SkillSpec
 from ..core.tools import default_tools
 from ..core.transcript import StoredMessage
 from ..models import Conversation, Message, RunEvent
@@ -21,6 +23,28 @@ GROUP_PREFIX = "conversation-"
 def group_name(conversation_id: int) -> str:
     """The channel-layer group every subscriber of a conversation joins."""
     return f"{GROUP_PREFIX}{conversation_id}"
+
+
+class FilteredSkills:
+    """Only the named skills of a provider (a conversation's `skill_filter`)."""
+
+    def __init__(self, provider: SkillProvider, names: Sequence[str]) -> None:
+        self.provider = provider
+        self.names = frozenset(names)
+
+    def get(self, name: str) -> SkillSpec | None:
+        return self.provider.get(name) if name in self.names else None
+
+    def skills(self) -> list[SkillSpec]:
+        return [s for s in self.provider.skills() if s.name in self.names]
+
+
+def skills_for_conversation(conversation: Conversation) -> SkillProvider:
+    """The skills offered in a conversation: its owner's, narrowed by its skill filter."""
+    provider: SkillProvider = skills_for_user(conversation.owner_id)
+    if conversation.skill_filter:
+        return FilteredSkills(provider, conversation.skill_filter)
+    return provider
 
 
 def stored_message(row: Message) -> StoredMessage:
@@ -60,6 +84,7 @@ def agent_config(conversation: Conversation, *, model: str | None = None) -> Age
         session_id=str(conversation.session_id),
         catalog_budget=settings.SKILL_CATALOG_BUDGET,
         catalog_entry_cap=settings.SKILL_CATALOG_ENTRY_CAP,
+        profile=conversation.profile,
     )
 
 
@@ -68,7 +93,7 @@ def build_request(conversation: Conversation, *, model: str | None = None) -> Mo
     return compose_request(
         history(conversation),
         tools=default_tools(),
-        skills=skills_for_user(conversation.owner_id),
+        skills=skills_for_conversation(conversation),
         config=agent_config(conversation, model=model),
     )
 

@@ -24,6 +24,12 @@ class Command(BaseCommand):
         parser.add_argument("--conversation", type=int, help="Continue this conversation id.")
         parser.add_argument("--user", help="Username (default: the first administrator).")
         parser.add_argument(
+            "--profile",
+            choices=[value for value, _label in Conversation.PROFILE_CHOICES],
+            default="meta-message",
+            help="Delivery profile of a new conversation (default: meta-message).",
+        )
+        parser.add_argument(
             "--yes",
             action="store_true",
             help='Answer every approval with "allow once" (without it, approvals are denied).',
@@ -31,7 +37,9 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = self._user(options.get("user"))
-        conversation = self._conversation(user, options.get("conversation"), options["message"])
+        conversation = self._conversation(
+            user, options.get("conversation"), options["message"], options["profile"]
+        )
         before = conversation.messages.count() and (
             conversation.messages.order_by("-seq").values_list("seq", flat=True).first() or 0
         )
@@ -74,9 +82,13 @@ class Command(BaseCommand):
             raise CommandError("No users yet. Run `python manage.py bootstrap` or pass --user.")
         return user
 
-    def _conversation(self, user: Any, conversation_id: int | None, text: str) -> Conversation:
+    def _conversation(
+        self, user: Any, conversation_id: int | None, text: str, profile: str
+    ) -> Conversation:
         if conversation_id is None:
-            return Conversation.objects.create(owner=user, title=text.strip()[:60] or "Chat")
+            return Conversation.objects.create(
+                owner=user, title=text.strip()[:60] or "Chat", profile=profile
+            )
         try:
             return Conversation.objects.get(pk=conversation_id, owner=user)
         except Conversation.DoesNotExist:

@@ -1,4 +1,5 @@
-"""`manage.py skills list|validate|catalog|render`: inspect the skills Skillscope would load."""
+"""`manage.py skills list|validate|catalog|render|import`: inspect the skills Skillscope would load,
+and install uploaded skills from the command line."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from skills_app.core.registry import SkillRegistry, discover
 from skills_app.core.render import render_skill
 from skills_app.core.skillfile import Problem, SkillSpec, find_skill_file, lint_skill_dir
+from skills_app.services import uploads
 from skills_app.services.skills import current_catalog, get_registry, registry_for_dirs
 
 CLI_SESSION_ID = "cli"
@@ -26,7 +29,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(
-            dest="subcommand", required=True, metavar="{list,validate,catalog,render}"
+            dest="subcommand", required=True, metavar="{list,validate,catalog,render,import}"
         )
 
         def dirs_option(p: Any) -> None:
@@ -57,6 +60,15 @@ class Command(BaseCommand):
             "skill_args", nargs="*", metavar="ARGS", help="arguments as typed after /NAME"
         )
         dirs_option(p)
+        p = sub.add_parser(
+            "import",
+            help="install a skill (folder, .zip or .skill), a plugin, or a folder of skills",
+        )
+        p.add_argument("path")
+        p.add_argument("--user", default=None, help="the uploader (owner with --personal)")
+        p.add_argument(
+            "--personal", action="store_true", help="install as the user's personal skill"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         getattr(self, f"_{options['subcommand']}")(options)
@@ -179,3 +191,58 @@ class Command(BaseCommand):
         # One argument is passed through as typed; several are re-quoted so their split survives.
         args = words[0] if len(words) == 1 else shlex.join(words)
         self.stdout.write(render_skill(spec, args, session_id=CLI_SESSION_ID))
+
+    # --- import ----------------------------------------------------------------------------
+
+    def _import(self, options: dict[str, Any]) -> None:
+        path = Path(options["path"]).absolute()
+        user = None
+        if options["user"]:
+            try:
+                user = get_user_model().objects.get_by_natural_key(options["user"])
+            except get_user_model().DoesNotExist:
+                raise CommandError(f"no user named {options['user']!r}") from None
+        elif options["personal"]:
+            raise CommandError("--personal needs --user NAME: the owner of the personal skill")
+        if path.is_file():
+            installs = [
+                lambda: uploads.install_archive(
+                    path.read_bytes(), path.name, user=user, personal=options["personal"]
+                )
+            ]
+            label = [path]
+        elif path.is_dir():
+            folders = self._import_folders(path)
+            label = folders
+            installs = [
+                (lambda f=f: uploads.install_directory(f, user=user, personal=options["personal"]))
+                for f in folders
+            ]
+        else:
+            raise CommandError(
+                f"{path} does not exist; give a skill folder, a .zip or a .skill file"
+            )
+        failed = 0
+        for where, install in zip(label, installs, strict=True):
+            try:
+                results = install()
+            except uploads.UploadError as exc:
+                failed += 1
+                self.stderr.write(f"{where}: refused: {exc.message}")
+                for p in exc.problems:
+                    self.stderr.write(f"  {p}")
+                continue
+            for result in results:
+                self.stdout.write(result.message)
+                for p in result.warnings:
+                    self.stdout.write(f"  {p}")
+        if failed:
+            raise CommandError(f"{failed} of {len(installs)} upload(s) refused")
+
+    @staticmethod
+    def _import_folders(path: Path) -> list[Path]:
+        """The folder itself when it is a skill or a plugin, else each skill folder inside it."""
+        if find_skill_file(path) or (path / "skills").is_dir():
+            return [path]
+        folders = sorted(p for p in path.iterdir() if p.is_dir() and find_skill_file(p))
+        return folders or [path]

@@ -1,0 +1,317 @@
+"""Real PostgreSQL, Redis, daphne and `runworker` processes on loopback, for the multi-process tests.
+
+Every wait is bounded, and every process started here is killed at teardown, also on failure.
+As root, PostgreSQL runs as the `postgres` user (it refuses to run as root).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 40.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(
+    port: int, timeout: float, *, process: subprocess.Popen[Any] | None = None
+) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"the process exited with {process.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on port {port} after {timeout} s")
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    return Path(found[-1]).parent if found else None
+
+
+@dataclass(slots=True)
+class Postgres:
+    url: str
+    port: int
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Postgres]:
+    """A throw-away PostgreSQL cluster with a `skillscope` database."""
+    bindir = _pg_bin()
+    if bindir is None:
+        pytest.skip("PostgreSQL is not installed: ./scripts/test.sh installs it (apt postgresql)")
+    base = Path(tempfile.mkdtemp(prefix="skillscope-pg-"))
+    as_postgres: list[str] = []
+    if os.geteuid() == 0:
+        # PostgreSQL will not run as root: hand the cluster to the postgres user.
+        shutil.chown(base, "postgres", "postgres")
+        as_postgres = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    data = base / "data"
+
+    def run(*args: str, timeout: float = 60) -> None:
+        subprocess.run([*as_postgres, *args], check=True, capture_output=True, timeout=timeout)
+
+    try:
+        run(
+            str(bindir / "initdb"),
+            "-D",
+            str(data),
+            "-A",
+            "trust",
+            "-U",
+            "postgres",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        )
+        run(
+            str(bindir / "pg_ctl"),
+            "-D", str(data),
+            "-l", str(base / "server.log"),
+            "-o", f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off",
+            "-w", "-t", "30",
+            "start",
+        )  # fmt: skip
+        run(
+            str(bindir / "createdb"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-U",
+            "postgres",
+            "skillscope",
+        )
+        yield Postgres(url=f"postgres://postgres@127.0.0.1:{port}/skillscope", port=port)
+    except subprocess.CalledProcessError as exc:
+        log = base / "server.log"
+        detail = log.read_text()[-2000:] if log.exists() else ""
+        raise RuntimeError(
+            f"{exc.cmd[-1]} failed: {exc.stderr.decode()[-2000:]}\n{detail}"
+        ) from exc
+    finally:
+        subprocess.run(
+            [
+                *as_postgres,
+                str(bindir / "pg_ctl"),
+                "-D",
+                str(data),
+                "-m",
+                "immediate",
+                "-w",
+                "stop",
+            ],
+            capture_output=True,
+            timeout=60,
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """A throw-away redis-server on a free loopback port, without persistence."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip(
+            "redis-server is not installed: ./scripts/test.sh installs it (apt redis-server)"
+        )
+    port = free_port()
+    process = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for_port(port, START_TIMEOUT, process=process)
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@dataclass
+class Deployment:
+    """Skillscope's processes against one PostgreSQL and one Redis, like a small production."""
+
+    env: dict[str, str]
+    logs: Path
+    processes: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+
+    def manage(self, *args: str, timeout: float = 120) -> str:
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+        return result.stdout
+
+    def db_tool(self, *args: str) -> Any:
+        result = subprocess.run(
+            [sys.executable, "-m", "tests.multiprocess.db_tool", *args],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"db_tool {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+        return json.loads(result.stdout)
+
+    def _spawn(self, name: str, command: list[str]) -> subprocess.Popen[Any]:
+        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        process = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()  # the child holds its own descriptor
+        self.processes[name] = process
+        return process
+
+    def start_web(self, name: str) -> int:
+        """A daphne process on a free port; returns the port once it answers HTTP."""
+        port = free_port()
+        process = self._spawn(
+            name,
+            [
+                sys.executable,
+                "-m",
+                "daphne",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(port),
+                "webapp.asgi:application",
+            ],
+        )
+        wait_for_port(port, START_TIMEOUT, process=process)
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            try:
+                with urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/accounts/login/", timeout=5
+                ) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        self.ports[name] = port
+        return port
+
+    def start_worker(self, name: str) -> subprocess.Popen[Any]:
+        process = self._spawn(name, [sys.executable, "manage.py", "runworker", "skillscope-runs"])
+        # The worker has no port; its start-up is done when it logs that it listens.
+        deadline = time.monotonic() + START_TIMEOUT
+        while "Running worker for channels" not in self.log(name):
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the worker {name} did not start:\n{self.log(name)[-3000:]}")
+            time.sleep(0.1)
+        return process
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        process = self.processes.pop(name)
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=15)
+
+    def log(self, name: str) -> str:
+        path = self.logs / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def all_logs(self) -> str:
+        return "\n".join(
+            f"----- {path.name}\n{path.read_text(errors='replace')[-4000:]}"
+            for path in sorted(self.logs.glob("*.log"))
+        )
+
+    def stop_all(self) -> None:
+        for name in list(self.processes):
+            process = self.processes[name]
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                    process.wait(timeout=5)
+                except (ProcessLookupError, subprocess.TimeoutExpired):
+                    try:
+                        os.killpg(process.pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                    process.wait(timeout=10)
+            self.processes.pop(name, None)
+
+
+@pytest.fixture
+def deployment(postgres, redis_url, fake_anthropic, tmp_path) -> Iterator[Deployment]:
+    """A migrated database and the environment the processes share; processes start in the test."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webapp.settings",
+        "DATABASE_URL": postgres.url,
+        "REDIS_URL": redis_url,
+        "RUN_EXECUTOR": "worker",
+        "RUN_HEARTBEAT_SECONDS": "0.5",
+        "RUN_STALE_SECONDS": "2",
+        "SECRET_KEY": secrets.token_urlsafe(40),
+        "SKILLSCOPE_VAR_DIR": str(tmp_path / "var"),
+        "WORKSPACE_ROOT": str(tmp_path / "workspaces"),
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "DEBUG": "false",
+        "ANTHROPIC_API_KEY": "sk-test-fake",
+        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+        "ANTHROPIC_MAX_RETRIES": "0",
+        "LOG_LEVEL": "INFO",
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("SQLITE_PATH", None)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    deployment = Deployment(env=env, logs=logs)
+    deployment.manage("migrate", "--noinput", "--verbosity", "0")
+    try:
+        yield deployment
+    finally:
+        deployment.stop_all()

@@ -1,0 +1,109 @@
+"""Database chores the multi-process test runs in a child process against its PostgreSQL.
+
+The test process's own Django talks to the pytest database, so anything that must read or write
+the deployment's database runs here: `python -m tests.multiprocess.db_tool COMMAND ...`, printing
+JSON on stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sys
+from typing import Any
+
+
+def setup_user(username: str) -> dict[str, Any]:
+    """An ordinary user, a conversation of theirs, and a logged-in session cookie."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    from skills_app.models import Conversation
+
+    user = get_user_model().objects.create_user(username, password=f"{username}-pass-123")
+    conversation = Conversation.objects.create(owner=user, title="Across processes")
+    client = Client()
+    client.force_login(user)
+    return {"conversation": conversation.pk, "session": client.cookies["sessionid"].value}
+
+
+def state(conversation_id: int) -> dict[str, Any]:
+    """The runs, the stored rows, and the request the next user message would produce."""
+    from skills_app.models import Conversation, Run, RunEvent
+    from skills_app.services import store
+
+    conversation = Conversation.objects.get(pk=conversation_id)
+    runs = list(
+        Run.objects.filter(conversation=conversation)
+        .order_by("pk")
+        .values("pk", "status", "worker", "channel", "error_kind")
+    )
+    rows = [
+        {"role": r.role, "kind": r.kind, "to_model": r.to_model, "meta": r.meta}
+        for r in conversation.messages.order_by("seq")
+    ]
+    # What the model gets after the user's next message (a Retry, say): that message is merged
+    # into a trailing user turn, exactly as the stored rows would be.
+    request = store.build_request(conversation).as_kwargs()
+    messages = request["messages"]
+    follow_up = {"type": "text", "text": "and now?"}
+    if messages and messages[-1]["role"] == "user":
+        messages[-1]["content"] = [*messages[-1]["content"], follow_up]
+    else:
+        messages.append({"role": "user", "content": [follow_up]})
+    seqs = list(RunEvent.objects.filter(conversation=conversation).values_list("seq", flat=True))
+    return {"runs": runs, "rows": rows, "request": request, "event_seqs": sorted(seqs)}
+
+
+def _append_many(args: tuple[int, int, int]) -> None:
+    import django
+
+    django.setup()
+    from skills_app.core.transcript import StoredMessage
+    from skills_app.services import store
+
+    conversation_id, worker, count = args
+    for i in range(count):
+        store.append_event(conversation_id, "text.delta", {"index": 0, "text": f"{worker}:{i}"})
+        if i % 5 == 0:
+            store.append_message(conversation_id, StoredMessage.text("user", f"{worker}:{i}"))
+
+
+def hammer(conversation_id: int, processes: int, count: int) -> dict[str, Any]:
+    """Append events and messages to one conversation from several processes at once."""
+    from django.db import connections
+
+    connections.close_all()  # children must not share this process's connection
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(processes) as pool:
+        pool.map(_append_many, [(conversation_id, w, count) for w in range(processes)])
+    from skills_app.models import Message, RunEvent
+
+    return {
+        "event_seqs": sorted(
+            RunEvent.objects.filter(conversation_id=conversation_id).values_list("seq", flat=True)
+        ),
+        "message_seqs": sorted(
+            Message.objects.filter(conversation_id=conversation_id).values_list("seq", flat=True)
+        ),
+    }
+
+
+def main(argv: list[str]) -> None:
+    import django
+
+    django.setup()
+    command, *args = argv
+    if command == "setup":
+        result = setup_user(args[0])
+    elif command == "state":
+        result = state(int(args[0]))
+    elif command == "hammer":
+        result = hammer(int(args[0]), int(args[1]), int(args[2]))
+    else:
+        raise SystemExit(f"unknown command {command!r}: use setup, state or hammer")
+    json.dump(result, sys.stdout, default=str)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,304 @@
+"""Browser-side faults on the chat websocket, beyond what test_consumer.py covers.
+
+test_consumer.py has: anonymous / foreign conversation / wrong Origin refused, a handful of
+malformed frames, one oversized frame, answering an approval twice in sequence. Here: a drop
+mid-run with resume from seq, two tabs racing to answer one approval, more hostile frames, ids
+that do not exist or overflow, and a missing Origin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from skills_app.consumers import MAX_MESSAGE_CHARS
+from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
+from skills_app.services import runs
+from tests.fake_anthropic import Reply
+from webapp.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+ANSWER = "The quick brown fox jumps over the lazy dog, " * 12
+
+
+def _session_cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def _open(user, path: str, headers: list[tuple[bytes, bytes]] | None = None):
+    cookie = await sync_to_async(_session_cookie)(user)
+    all_headers = [ORIGIN] if headers is None else list(headers)
+    all_headers.append((b"cookie", f"sessionid={cookie}".encode()))
+    communicator = WebsocketCommunicator(application, path, headers=all_headers)
+    connected, code = await communicator.connect()
+    return communicator, connected, code
+
+
+async def _tab(user, conversation_id: int, after: int = 0):
+    """A connected, resumed tab; returns it with the frames the resume replayed."""
+    tab, connected, _ = await _open(user, f"/ws/conversations/{conversation_id}/")
+    assert connected
+    await tab.send_json_to({"action": "resume", "after": after})
+    frames = await _until(tab, lambda f: f["type"] == "resumed")
+    return tab, frames
+
+
+async def _until(tab, predicate, *, timeout: float = 15.0) -> list[dict[str, Any]]:
+    frames: list[dict[str, Any]] = []
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        frame = await tab.receive_json_from(timeout=max(0.1, deadline - loop.time()))
+        frames.append(frame)
+        if predicate(frame):
+            return frames
+
+
+async def _wait_runs(conversation_id: int) -> None:
+    for run in [r async for r in Run.objects.filter(conversation_id=conversation_id)]:
+        await runs.wait_for_run(run.pk, timeout=20)
+
+
+@pytest.fixture
+def conversation(alice):
+    return Conversation.objects.create(owner=alice, title="Faults")
+
+
+@pytest.fixture
+def fake_model(settings, fake_anthropic):
+    settings.ANTHROPIC_API_KEY = "test"
+    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
+    settings.ANTHROPIC_MAX_RETRIES = 0
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
+    runs.set_model_client(None)
+    return fake_anthropic
+
+
+# -- a drop mid-run ------------------------------------------------------------------------------
+
+
+async def test_a_dropped_socket_resumes_from_its_seq_without_loss_or_duplicates(
+    alice, conversation, fake_model
+):
+    release, reached = threading.Event(), threading.Event()
+    fake_model.enqueue(
+        Reply.text(
+            ANSWER, chunk=5, delay=0.004, wait_for=release, wait_after_events=12, reached=reached
+        )
+    )
+    tab, _ = await _tab(alice, conversation.pk)
+    await tab.send_json_to({"action": "send", "text": "tell me about foxes"})
+    first = await _until(tab, lambda f: f["type"] == "text.delta")
+    await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
+    await asyncio.sleep(0.1)
+    # Drain what already arrived, then drop the connection while the answer keeps streaming.
+    while not await tab.receive_nothing(timeout=0.2):
+        first.append(await tab.receive_json_from())
+    await tab.disconnect()
+    last_seen = max(f["seq"] for f in first if "seq" in f)
+    release.set()
+    await asyncio.sleep(0.3)  # events are stored while nobody listens
+    tab, replayed = await _tab(alice, conversation.pk, after=last_seen)
+    rest = list(replayed)
+    if not any(f["type"] == "run.finished" for f in rest):
+        rest += await _until(tab, lambda f: f["type"] == "run.finished")
+    await _wait_runs(conversation.pk)
+    await tab.disconnect()
+
+    frames = [f for f in first + rest if "seq" in f]
+    seqs = [f["seq"] for f in frames]
+    assert seqs == sorted(seqs) and len(seqs) == len(set(seqs)), "duplicate or out-of-order seq"
+    assert min(f["seq"] for f in rest if "seq" in f) > last_seen
+    assert any(f["type"] == "text.delta" for f in rest), "the drop happened after the stream"
+    streamed = "".join(f["text"] for f in frames if f["type"] == "text.delta")
+    assert streamed == ANSWER
+    stored = await RunEvent.objects.filter(conversation=conversation).exclude(
+        type__in=["model.call", "block.done", "audit.tool", "tool.call"]
+    ).acount()
+    assert len(frames) == stored  # every relayable event reached the browser exactly once
+
+
+async def test_a_resume_from_the_future_sends_nothing_old(alice, conversation, fake_model):
+    fake_model.enqueue(Reply.text("short"))
+    tab, _ = await _tab(alice, conversation.pk)
+    await tab.send_json_to({"action": "send", "text": "hi"})
+    await _until(tab, lambda f: f["type"] == "run.finished")
+    await _wait_runs(conversation.pk)
+    await tab.disconnect()
+    tab, frames = await _tab(alice, conversation.pk, after=10_000)
+    assert frames == [{"type": "resumed", "last_seq": 10_000}]
+    await tab.disconnect()
+
+
+# -- two tabs, one approval ----------------------------------------------------------------------
+
+
+async def test_two_tabs_answering_one_approval_first_wins_second_is_told(
+    alice, conversation, fake_model
+):
+    await PermissionRule.objects.acreate(behavior="ask", rule_text="Bash(echo *)")
+    fake_model.enqueue(Reply.tool_use("Bash", {"command": "echo raced"}), Reply.text("Finished"))
+    one, _ = await _tab(alice, conversation.pk)
+    two, _ = await _tab(alice, conversation.pk)
+    await one.send_json_to({"action": "send", "text": "run it"})
+    asked = (await _until(one, lambda f: f["type"] == "approval.requested"))[-1]
+    await _until(two, lambda f: f["type"] == "approval.requested")
+    approval_id = asked["approval_id"]
+    await asyncio.gather(
+        one.send_json_to({"action": "approve", "approval_id": approval_id, "answer": "allow_once"}),
+        two.send_json_to({"action": "approve", "approval_id": approval_id, "answer": "deny"}),
+    )
+    frames_one = await _until(one, lambda f: f["type"] == "run.finished")
+    frames_two = await _until(two, lambda f: f["type"] == "run.finished")
+    await _wait_runs(conversation.pk)
+    errors = {
+        name: [f for f in frames if f["type"] == "error"]
+        for name, frames in (("allow_once", frames_one), ("deny", frames_two))
+    }
+    losers = [name for name, found in errors.items() if found]
+    assert len(losers) == 1, errors
+    assert "already answered" in errors[losers[0]][0]["message"]
+    winner = "deny" if losers == ["allow_once"] else "allow_once"
+    approval = await Approval.objects.aget(pk=approval_id)
+    assert approval.status == winner
+    # Both tabs see the same single answer.
+    for frames in (frames_one, frames_two):
+        answered = [f for f in frames if f["type"] == "approval.answered"]
+        assert [f["status"] for f in answered] == [winner]
+    await one.disconnect()
+    await two.disconnect()
+
+
+# -- hostile frames ------------------------------------------------------------------------------
+
+HOSTILE = [
+    pytest.param(b"\xff\xfe\x00garbage", "not valid JSON", id="invalid-utf8-bytes"),
+    pytest.param(b'{"action": "resume", "after": 0}', None, id="json-as-bytes"),
+    pytest.param("null", "JSON object", id="null"),
+    pytest.param("42", "JSON object", id="number"),
+    pytest.param('"resume"', "JSON object", id="string"),
+    pytest.param("{}", "Unknown action", id="no-action"),
+    pytest.param('{"action": ["resume"]}', "Unknown action", id="action-list"),
+    pytest.param('{"action": "RESUME"}', "Unknown action", id="action-case"),
+    pytest.param('{"action": "__init__"}', "Unknown action", id="action-dunder"),
+    pytest.param('{"action": "resume", "after": -1}', "whole number", id="negative-after"),
+    pytest.param('{"action": "resume", "after": true}', "whole number", id="bool-after"),
+    pytest.param('{"action": "resume", "after": 1.5}', "whole number", id="float-after"),
+    pytest.param('{"action": "send", "text": 42}', "Type a message", id="send-number"),
+    pytest.param('{"action": "send", "text": "   "}', "Type a message", id="send-blank"),
+    pytest.param(
+        '{"action": "approve", "approval_id": 1, "answer": 7}', "approval_id", id="answer-number"
+    ),
+    pytest.param(
+        '{"action": "approve", "approval_id": 99999, "answer": "allow_once"}',
+        "no such approval",
+        id="approve-unknown-id",
+    ),
+    pytest.param("[" * 20_000 + "]" * 20_000, "not valid JSON", id="deep-nesting"),
+    pytest.param('{"action": "send", "text": "a\\ud800b"}', "not valid text", id="lone-surrogate"),
+]
+
+
+@pytest.mark.parametrize(("payload", "expected"), HOSTILE)
+async def test_hostile_frames_get_an_error_and_leave_the_socket_usable(
+    alice, conversation, payload, expected
+):
+    tab, _ = await _tab(alice, conversation.pk)
+    if isinstance(payload, bytes):
+        await tab.send_to(bytes_data=payload)
+    else:
+        await tab.send_to(text_data=payload)
+    frame = await tab.receive_json_from(timeout=5)
+    if expected is None:
+        assert frame["type"] == "resumed"
+    else:
+        assert frame["type"] == "error", frame
+        assert expected.lower() in frame["message"].lower()
+        assert "Traceback" not in frame["message"]
+    assert not await Run.objects.filter(conversation=conversation).aexists()
+    await tab.send_json_to({"action": "stop"})
+    assert await _skip_to(tab, "info") == {"type": "info", "message": "Nothing is running."}
+    await tab.disconnect()
+    await _wait_runs(conversation.pk)
+
+
+async def _skip_to(tab, frame_type: str) -> dict[str, Any]:
+    frames = await _until(tab, lambda f: f["type"] == frame_type, timeout=10)
+    return frames[-1]
+
+
+async def test_a_message_over_the_character_limit_starts_nothing(alice, conversation):
+    tab, _ = await _tab(alice, conversation.pk)
+    await tab.send_json_to({"action": "send", "text": "y" * (MAX_MESSAGE_CHARS + 1)})
+    frame = await tab.receive_json_from(timeout=5)
+    assert frame["type"] == "error" and "too long" in frame["message"]
+    assert not await Run.objects.filter(conversation=conversation).aexists()
+    assert not await Message.objects.filter(conversation=conversation).aexists()
+    await tab.disconnect()
+
+
+async def test_a_flood_of_frames_is_answered_in_order(alice, conversation):
+    tab, _ = await _tab(alice, conversation.pk)
+    for after in range(200):
+        await tab.send_to(text_data=json.dumps({"action": "resume", "after": after}))
+    answers = [await tab.receive_json_from(timeout=10) for _ in range(200)]
+    assert [a["last_seq"] for a in answers] == list(range(200))
+    await tab.disconnect()
+
+
+# -- ids and origins -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "conversation_id", ["999999", "99999999999999999999999", "0"], ids=["missing", "huge", "zero"]
+)
+async def test_a_conversation_that_does_not_exist_is_refused(alice, conversation_id):
+    tab, connected, code = await _open(alice, f"/ws/conversations/{conversation_id}/")
+    assert not connected and code == 4403
+    await tab.disconnect()
+
+
+async def test_actions_in_ones_own_socket_cannot_reach_another_users_run(
+    alice, bob, conversation, fake_model
+):
+    """Stop and retry act on the socket's conversation only, never on a foreign active run."""
+    foreign = await Conversation.objects.acreate(owner=bob, title="Bob's")
+    bob_run = await Run.objects.acreate(conversation=foreign, status=Run.RUNNING)
+    tab, _ = await _tab(alice, conversation.pk)
+    await tab.send_json_to({"action": "stop", "run_id": bob_run.pk, "conversation_id": foreign.pk})
+    assert await tab.receive_json_from(timeout=5) == {"type": "info", "message": "Nothing is running."}
+    await tab.send_json_to({"action": "retry", "conversation_id": foreign.pk})
+    frame = await tab.receive_json_from(timeout=5)
+    assert frame["type"] == "error" and "no earlier message" in frame["message"]
+    await bob_run.arefresh_from_db()
+    assert bob_run.status == Run.RUNNING
+    await tab.disconnect()
+
+
+async def test_a_missing_origin_is_refused(alice, conversation):
+    tab, connected, _ = await _open(alice, f"/ws/conversations/{conversation.pk}/", headers=[])
+    assert not connected
+    await tab.disconnect()
+
+
+@pytest.mark.parametrize(
+    "origin",
+    [b"null", b"http://127.0.0.1.evil.example", b"http://evil.example:80", b"file://"],
+)
+async def test_a_lookalike_origin_is_refused(alice, conversation, origin):
+    tab, connected, _ = await _open(
+        alice, f"/ws/conversations/{conversation.pk}/", headers=[(b"origin", origin)]
+    )
+    assert not connected
+    await tab.disconnect()

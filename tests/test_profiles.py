@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from skills_app.models import Conversation, PermissionRule, SkillInvocation
+from skills_app.services import store
+from tests.fake_anthropic import Reply
+from tests.loop_helpers import (
+    accepted,
+    count_in_request,
+    rows,
+    run_turn,
+    use_fake_model,
+    write_skills,
+)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+GUIDE = """\
+---
+description: Writes in the house style.
+metadata:
+  tags: [writing, style]
+---
+GUIDE-BODY-MARKER: read references/voice.md when tone matters.
+"""
+
+
+@pytest.fixture
+def fake(settings, fake_anthropic, tmp_path):
+    use_fake_model(settings, fake_anthropic)
+    root = write_skills(tmp_path / "skills")
+    write_skills(root, {"guide": GUIDE})
+    (root / "guide" / "references").mkdir()
+    (root / "guide" / "references" / "voice.md").write_text("VOICE-DOC-MARKER: warm, short.\n")
+    settings.SKILLS_DIRS = [root]
+    PermissionRule.objects.create(behavior="allow", rule_text="Skill")
+    return fake_anthropic
+
+
+def conversation_with(alice, profile):
+    return Conversation.objects.create(owner=alice, title=profile, profile=profile)
+
+
+async def test_tool_result_profile_lists_skills_in_the_system_prompt(fake, alice):
+    conversation = await sync_to_async(conversation_with)(alice, "tool-result")
+    fake.enqueue(Reply.text("ok"))
+    await run_turn(conversation, "hi", alice)
+    request = accepted(fake)[0]
+    assert "Skills available:\n" in request["system"]
+    assert "  - guide: Writes in the house style. [writing, style]" in request["system"]
+    names = [t["name"] for t in request["tools"]]
+    assert "load_skill" in names and "Skill" not in names
+    assert "GUIDE-BODY-MARKER" not in json.dumps(request)
+
+
+async def test_load_skill_returns_the_body_as_a_hidden_tool_result(fake, alice):
+    conversation = await sync_to_async(conversation_with)(alice, "tool-result")
+    fake.enqueue(Reply.tool_use("load_skill", {"name": "guide"}), Reply.text("Styled."))
+    await run_turn(conversation, "write nicely", alice)
+    follow_up = accepted(fake)[1]
+    result = follow_up["messages"][-1]["content"][0]
+    assert result["type"] == "tool_result"
+    assert result["content"].startswith('<skill name="guide">\n')
+    assert result["content"].endswith("\n</skill>")
+    assert count_in_request(follow_up, "GUIDE-BODY-MARKER") == 1
+    stored = await sync_to_async(rows)(conversation)
+    hidden = [m for m in stored if m.is_meta]
+    assert [m.kind for m in hidden] == ["skill_prompt"]
+    visible = [m for m in stored if not m.is_meta]
+    assert "GUIDE-BODY-MARKER" not in json.dumps([m.content for m in visible])
+    chip = next(m for m in stored if m.kind == "skill_status")
+    assert chip.to_model is False
+    invocation = await SkillInvocation.objects.aget(conversation=conversation)
+    assert invocation.decision == "allowed" and invocation.injected_text in result["content"]
+
+
+async def test_load_skill_with_an_unknown_name_lists_the_available_ones(fake, alice):
+    conversation = await sync_to_async(conversation_with)(alice, "tool-result")
+    fake.enqueue(Reply.tool_use("load_skill", {"name": "nope"}), Reply.text("ok"))
+    await run_turn(conversation, "go", alice)
+    result = accepted(fake)[1]["messages"][-1]["content"][0]
+    assert result["is_error"] is True
+    assert 'unknown skill "nope"' in result["content"] and "guide" in result["content"]
+
+
+async def test_skill_loading_is_gated_by_skill_rules_in_every_profile(fake, alice):
+    await PermissionRule.objects.acreate(behavior="deny", rule_text="Skill(guide)")
+    for profile, tool, key in [
+        ("tool-result", "load_skill", "name"),
+        ("system-prompt", "skill_load", "skill"),
+    ]:
+        conversation = await sync_to_async(conversation_with)(alice, profile)
+        fake.enqueue(Reply.tool_use(tool, {key: "guide"}), Reply.text("ok"))
+        await run_turn(conversation, "go", alice)
+        result = accepted(fake)[-1]["messages"][-1]["content"][0]
+        assert result["is_error"] is True and "Skill(guide)" in result["content"]
+
+
+async def test_system_prompt_profile_merges_loaded_bodies_and_docs_into_the_system(fake, alice):
+    conversation = await sync_to_async(conversation_with)(alice, "system-prompt")
+    fake.enqueue(
+        Reply.tool_use("skill_list", {}),
+        Reply.tool_use("skill_load", {"skill": "guide"}),
+        Reply.tool_use("skill_select_docs", {"skill": "guide", "docs": ["references/voice.md"]}),
+        Reply.text("Done."),
+    )
+    await run_turn(conversation, "write nicely", alice)
+    first, second, third, fourth = accepted(fake)[:4]
+    assert {"skill_list", "skill_load", "skill_select_docs", "skill_run"} <= {
+        t["name"] for t in first["tools"]
+    }
+    assert "skill_load before" in first["system"]
+    assert "guide: Writes in the house style." in second["messages"][-1]["content"][0]["content"]
+    assert "GUIDE-BODY-MARKER" not in first["system"] and "GUIDE-BODY-MARKER" in third["system"]
+    assert "GUIDE-BODY-MARKER" not in json.dumps(third["messages"])
+    assert "VOICE-DOC-MARKER" in fourth["system"]
+    # What the model saw stays reconstructible from the stored rows.
+    rebuilt = await sync_to_async(store.build_request)(conversation)
+    assert rebuilt.system == fourth["system"]
+
+
+async def test_skill_run_needs_a_loaded_skill_and_the_bash_rules(fake, alice):
+    conversation = await sync_to_async(conversation_with)(alice, "system-prompt")
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Bash(echo *)")
+    command = 'echo "$SKILL_NAME" > "$OUTPUT_DIR/name.txt"; echo ran'
+    fake.enqueue(
+        Reply.tool_use("skill_run", {"skill": "guide", "command": "echo early"}),
+        Reply.tool_use("skill_load", {"skill": "guide"}),
+        Reply.tool_use(
+            "skill_run", {"skill": "guide", "command": command, "output_files": ["out/*.txt"]}
+        ),
+        Reply.tool_use("skill_run", {"skill": "guide", "command": "rm -rf work"}),
+        Reply.text("ok"),
+    )
+    await run_turn(conversation, "run it", alice, answer="deny")
+    sent = accepted(fake)
+    early = sent[1]["messages"][-1]["content"][0]
+    assert early["is_error"] and "skill_load" in early["content"]
+    ran = json.loads(sent[3]["messages"][-1]["content"][0]["content"])
+    assert ran["exit_code"] == 0 and ran["stdout"].strip() == "ran" and ran["timed_out"] is False
+    assert ran["output_files"] == ["out/name.txt"]
+    denied = sent[4]["messages"][-1]["content"][0]
+    assert denied["is_error"] and "Permission denied" in denied["content"]
+
+
+async def test_a_slash_command_in_the_toolset_profile_loads_into_the_system_prompt(fake, alice):
+    conversation = await sync_to_async(conversation_with)(alice, "system-prompt")
+    fake.enqueue(Reply.text("ok"))
+    await run_turn(conversation, "/guide be brief", alice)
+    request = accepted(fake)[0]
+    assert "GUIDE-BODY-MARKER" in request["system"]
+    assert "GUIDE-BODY-MARKER" not in json.dumps(request["messages"])

@@ -1,0 +1,594 @@
+"""Every URL and websocket route, checked for owner / other user / anonymous / staff, plus CSRF.
+
+Routes are discovered by walking `get_resolver()` (and the websocket URLRouter), so a view added
+later is checked without editing this file. Expectations are inferred: a route with an object
+argument is owner-only (owner 200, anyone else 403/404, anonymous to the login page), one without
+is for any signed-in user. `RULES` lists only the routes that differ (public pages, staff pages,
+POST-only views, objects other than a conversation). The Django admin has its own checks.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.apps import apps
+from django.conf import settings
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from skills_app.core.transcript import status_message_text
+from skills_app.models import (
+    Approval,
+    Conversation,
+    Message,
+    Run,
+    RunEvent,
+    SkillInvocation,
+    SkillPackage,
+    SkillVersion,
+)
+from skills_app.routing import websocket_urlpatterns
+
+# One unique marker for hidden content; test_security_hidden.py asserts it never leaks.
+HIDDEN_MARKER = "HIDDEN-MARKER-7f3a91c4"
+PERSONAS = ("anonymous", "owner", "other", "staff")
+
+LOGIN = "login"  # a redirect to settings.LOGIN_URL
+OK = frozenset({200})
+DENIED = frozenset({403, 404})
+NOT_ALLOWED = frozenset({405})
+
+
+# -- route discovery ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One URL pattern: its reversible name, its arguments and where it was found."""
+
+    name: str  # "namespace:name" when namespaced
+    route: str  # the concatenated pattern text, for messages
+    params: tuple[tuple[str, str], ...]  # (kwarg, converter or "re")
+    namespace: str = ""
+
+    @property
+    def short(self) -> str:
+        return self.name.split(":")[-1]
+
+
+def _params(pattern: Any) -> list[tuple[str, str]]:
+    converters = getattr(pattern, "converters", None)
+    if converters:
+        return [(name, type(conv).__name__) for name, conv in converters.items()]
+    regex = getattr(pattern, "regex", None)
+    return [(name, "re") for name in regex.groupindex] if regex is not None else []
+
+
+def walk(
+    patterns: list[Any], prefix: str = "", namespace: str = "", params: tuple = ()
+) -> Iterator[tuple[URLPattern, str, str, tuple]]:
+    """(pattern, full route text, namespace, inherited params) for every leaf pattern."""
+    for entry in patterns:
+        here = (*params, *_params(entry.pattern))
+        text = prefix + str(entry.pattern)
+        if isinstance(entry, URLResolver):
+            ns = ":".join(p for p in (namespace, entry.namespace or "") if p)
+            yield from walk(entry.url_patterns, text, ns, here)
+        else:
+            yield entry, text, namespace, here
+
+
+def http_routes() -> list[Route]:
+    found: dict[str, Route] = {}
+    for pattern, text, namespace, params in walk(get_resolver().url_patterns):
+        if not pattern.name:
+            continue  # unnamed (the admin catch-all): not reversible, checked by the admin test
+        name = f"{namespace}:{pattern.name}" if namespace else pattern.name
+        found.setdefault(name, Route(name, text, tuple(params), namespace))
+    return list(found.values())
+
+
+ROUTES = http_routes()
+APP_ROUTES = [r for r in ROUTES if r.namespace != "admin"]
+ADMIN_ROUTES = [r for r in ROUTES if r.namespace == "admin"]
+
+
+# -- expectations -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Expect:
+    """Acceptable answers to a GET per persona; `LOGIN` means a redirect to the login page."""
+
+    anonymous: Any = LOGIN
+    owner: Any = OK
+    other: Any = DENIED
+    staff: Any = DENIED
+    obj: str = "conversation"  # which of the owner's objects fills `pk`
+    post_only: bool = False  # GET is 405 for signed-in users
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def for_persona(self, persona: str) -> Any:
+        expected = getattr(self, persona)
+        if self.post_only and expected == OK:
+            return NOT_ALLOWED
+        if self.post_only and expected != LOGIN:
+            return expected | NOT_ALLOWED  # the method check may come before the ownership check
+        return expected
+
+
+PUBLIC = Expect(anonymous=OK, owner=OK, other=OK, staff=OK)
+SIGNED_IN = Expect(owner=OK, other=OK, staff=OK)
+STAFF_ONLY = Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK)
+# Signed-in users are sent away from the login page or shown it; either is fine.
+LOGIN_PAGE = Expect(anonymous=OK, owner=frozenset({200, 302}), other=frozenset({200, 302}),
+                    staff=frozenset({200, 302}))  # fmt: skip
+
+RULES: dict[str, Expect] = {
+    "login": LOGIN_PAGE,
+    "logout": Expect(anonymous=NOT_ALLOWED, owner=NOT_ALLOWED, other=NOT_ALLOWED,
+                     staff=NOT_ALLOWED),  # fmt: skip
+    "password_reset": PUBLIC,
+    "password_reset_done": PUBLIC,
+    "password_reset_confirm": PUBLIC,
+    "password_reset_complete": PUBLIC,
+    "password_change": SIGNED_IN,
+    "password_change_done": SIGNED_IN,
+    "skills-home": SIGNED_IN,
+    "conversation-new": Expect(owner=OK, other=OK, staff=OK, post_only=True),
+    "conversation-rename": Expect(post_only=True),
+    "audit-invocations": STAFF_ONLY,
+    "audit-invocation": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK,
+                               obj="invocation"),  # fmt: skip
+    # The auditor persona has the inspect permission: it may open anyone's conversation audit.
+    "audit-conversations": STAFF_ONLY,
+    "audit-conversation": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK),
+    "audit-request-json": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK),
+    "conversation-export": Expect(owner=OK, other=DENIED, staff=OK),
+    "transcript-import": SIGNED_IN,
+    "compare": STAFF_ONLY,
+    "compare-start": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK,
+                            post_only=True),  # fmt: skip
+    # A comparison belongs to the staff member who made it.
+    "compare-detail": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK,
+                             obj="comparison"),  # fmt: skip
+}
+
+# Object kinds chosen by a word in the route name when RULES says nothing.
+OBJECT_WORDS = (
+    ("invocation", "invocation"),
+    ("version", "version"),
+    ("package", "package"),
+    ("skill", "package"),
+    ("approval", "approval"),
+    ("compare", "comparison"),
+    ("run", "run"),
+)
+
+
+def expectation(route: Route) -> Expect:
+    if route.short in RULES:
+        return RULES[route.short]
+    if not route.params:
+        return SIGNED_IN
+    obj = next((kind for word, kind in OBJECT_WORDS if word in route.short), "conversation")
+    return Expect(obj=obj)
+
+
+# -- the world: one of everything, owned by alice (comparisons by the staff auditor) -------------
+
+
+@dataclass(slots=True)
+class World:
+    users: dict[str, Any]
+    ids: dict[str, int]
+
+
+def build_world(alice: Any, bob: Any, auditor: Any, tmp_path: Path) -> World:
+    """Alice's conversation with a run, visible and hidden rows, an invocation, a file, and more."""
+    conversation = Conversation.objects.create(owner=alice, title="Alice's plans")
+    run = Run.objects.create(conversation=conversation, status=Run.DONE, model="claude-test")
+    run.requests = [{"call": 1, "model": "claude-test", "at": "2025-01-01T00:00:00+00:00"}]
+    run.model_calls = 1
+    run.save()
+    ids = {"conversation": conversation.pk, "run": run.pk}
+    hidden = f"Base directory for this skill: /skills/notes\n\n{HIDDEN_MARKER} follow these steps."
+    rows = [
+        ("user", "text", False, True, "Please summarise my notes."),
+        ("user", "skill_status", False, True, status_message_text("notes", "a.md")),
+        ("user", "skill_prompt", True, True, hidden),
+        ("user", "permissions", True, False, f"allowed-tools: Read {HIDDEN_MARKER}"),
+        ("assistant", "text", False, True, "Here is the summary."),
+    ]
+    invocation = SkillInvocation.objects.create(
+        conversation=conversation,
+        run=run,
+        skill="notes",
+        source="bundled",
+        caller="user",
+        args="a.md",
+        decision="allowed",
+        decided_by="rule",
+        status_text=status_message_text("notes", "a.md"),
+        injected_text=hidden,
+    )
+    ids["invocation"] = invocation.pk
+    messages = []
+    for seq, (role, kind, is_meta, to_model, text) in enumerate(rows, start=1):
+        messages.append(
+            Message.objects.create(
+                conversation=conversation,
+                seq=seq,
+                role=role,
+                kind=kind,
+                is_meta=is_meta,
+                to_model=to_model,
+                content=[{"type": "text", "text": text}],
+                run=run,
+                invocation=invocation if kind.startswith(("skill", "perm")) else None,
+            )
+        )
+    events = [("run.started", {"run_id": run.pk, "label": "Claude"}, False)]
+    events += [
+        ("message", {"message_id": m.pk, "role": m.role, "kind": m.kind, "is_meta": m.is_meta},
+         m.is_meta)  # fmt: skip
+        for m in messages
+    ]
+    events += [
+        ("model.call", {"call": 1, "model": "claude-test"}, False),
+        ("run.finished", {"run_id": run.pk, "status": "done", "error": "", "kind": ""}, False),
+    ]
+    for seq, (type_, data, hidden_flag) in enumerate(events, start=1):
+        RunEvent.objects.create(
+            conversation=conversation, run=run, seq=seq, type=type_, data=data, hidden=hidden_flag
+        )
+    Conversation.objects.filter(pk=conversation.pk).update(last_event_seq=len(events))
+    approval = Approval.objects.create(
+        conversation=conversation, run=run, tool="Bash", call_text="Bash(ls)"
+    )
+    ids["approval"] = approval.pk
+    package = SkillPackage.objects.create(name="alice-notes", owner=alice)
+    version = SkillVersion.objects.create(
+        package=package,
+        digest="0" * 64,
+        number=1,
+        storage_path=str(tmp_path / "storage" / "alice-notes"),
+        skill_md="---\nname: alice-notes\ndescription: Alice's notes.\n---\nBody\n",
+        frontmatter={"name": "alice-notes", "description": "Alice's notes."},
+        uploaded_by=alice,
+    )
+    package.active_version = version
+    package.save()
+    ids.update(package=package.pk, version=version.pk)
+    comparison_model = _model("Comparison")
+    if comparison_model is not None:
+        comparison = comparison_model.objects.create(created_by=auditor, prompt="Compare these")
+        comparison.conversations.add(conversation)
+        ids["comparison"] = comparison.pk
+    from skills_app.services.runs import workspace_for
+
+    out = Path(workspace_for(conversation.pk).root) / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.txt").write_text("the report\n")
+    return World(users={"owner": alice, "other": bob, "staff": auditor}, ids=ids)
+
+
+def _model(name: str) -> Any:
+    try:
+        return apps.get_model("skills_app", name)
+    except LookupError:
+        return None
+
+
+def url_for(route: Route, world: World, expect: Expect | None = None) -> str:
+    """The route reversed with the owner's objects as arguments."""
+    expect = expect or expectation(route)
+    kwargs: dict[str, Any] = {}
+    for name, converter in route.params:
+        if name in ("pk", "id", "object_id", "conversation_id"):
+            kwargs[name] = world.ids.get(expect.obj, world.ids["conversation"])
+        elif name == "run_id":
+            kwargs[name] = world.ids["run"]
+        elif name == "call":
+            kwargs[name] = 1
+        elif name == "path":
+            kwargs[name] = "out/report.txt"
+        elif name in expect.extra:
+            kwargs[name] = expect.extra[name]
+        elif converter == "IntConverter":
+            kwargs[name] = world.ids["conversation"]
+        else:
+            kwargs[name] = "x"
+    return reverse(route.name, kwargs=kwargs)
+
+
+def client_for(persona: str, world: World, **options: Any) -> Client:
+    client = Client(**options)
+    if persona != "anonymous":
+        client.force_login(world.users[persona])
+    return client
+
+
+def check(response: Any, expected: Any) -> str | None:
+    """Why the response does not match the expectation, or None."""
+    if expected == LOGIN:
+        location = response.get("Location", "")
+        if response.status_code == 302 and urlsplit(location).path == settings.LOGIN_URL:
+            return None
+        return f"expected a redirect to {settings.LOGIN_URL}, got {response.status_code} {location}"
+    if response.status_code not in expected:
+        return f"expected {sorted(expected)}, got {response.status_code}"
+    return None
+
+
+@pytest.fixture
+def world(alice, bob, auditor, tmp_path) -> World:
+    return build_world(alice, bob, auditor, tmp_path)
+
+
+# -- HTTP: persona matrix -----------------------------------------------------------------------
+
+
+def test_discovery_finds_the_known_routes():
+    names = {r.name for r in ROUTES}
+    assert {"skills-home", "conversation", "login", "admin:index"} <= names
+    assert len(APP_ROUTES) >= 10
+
+
+def test_every_rule_names_a_route_that_exists():
+    assert set(RULES) - {r.short for r in ROUTES} == set()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("persona", PERSONAS)
+@pytest.mark.parametrize("route", APP_ROUTES, ids=lambda r: r.name)
+def test_each_route_answers_each_persona_as_expected(route, persona, world):
+    expect = expectation(route)
+    url = url_for(route, world, expect)
+    response = client_for(persona, world).get(url)
+    problem = check(response, expect.for_persona(persona))
+    assert problem is None, f"GET {url} as {persona}: {problem}"
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("persona", ["anonymous", "other", "staff", "owner"])
+@pytest.mark.parametrize("route", APP_ROUTES, ids=lambda r: r.name)
+def test_a_post_by_someone_without_access_changes_nothing(route, persona, world):
+    expect = expectation(route)
+    allowed = expect.for_persona(persona)
+    if persona != "anonymous" and allowed not in (DENIED, frozenset({403}), frozenset({404})):
+        pytest.skip(f"{persona} may use {route.name}; its own tests cover what a POST does")
+    if expect.anonymous != LOGIN and persona == "anonymous":
+        pytest.skip(f"{route.name} is public")
+    before = _counts()
+    response = client_for(persona, world).post(url_for(route, world, expect), {"title": "pwned"})
+    expected = LOGIN if persona == "anonymous" else frozenset({403, 404, 405})
+    problem = check(response, expected)
+    assert problem is None, f"POST {route.name} as {persona}: {problem}"
+    assert _counts() == before
+    assert Conversation.objects.get(pk=world.ids["conversation"]).title == "Alice's plans"
+
+
+def _counts() -> dict[str, int]:
+    models = [Conversation, Message, Run, RunEvent, SkillInvocation, SkillPackage, Approval]
+    extra = _model("Comparison")
+    return {m.__name__: m.objects.count() for m in [*models, *([extra] if extra else [])]}
+
+
+# -- the Django admin ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("persona", ["anonymous", "owner", "other"])
+@pytest.mark.parametrize("route", ADMIN_ROUTES, ids=lambda r: r.name)
+def test_the_admin_is_closed_to_anyone_who_is_not_staff(route, persona, world):
+    url = _admin_url(route, world)
+    response = client_for(persona, world).get(url)
+    assert response.status_code in (302, 404), f"GET {url} as {persona}: {response.status_code}"
+    if response.status_code == 302:
+        assert urlsplit(response["Location"]).path in (reverse("admin:login"), url)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", ADMIN_ROUTES, ids=lambda r: r.name)
+def test_the_admin_answers_a_superuser_without_server_errors(route, world, admin_user):
+    client = Client()
+    client.force_login(admin_user)
+    response = client.get(_admin_url(route, world))
+    assert response.status_code < 500
+
+
+def _admin_url(route: Route, world: World) -> str:
+    kwargs: dict[str, Any] = {}
+    match = re.match(r"admin:(\w+?)_(\w+?)_(change|delete|history|password_change)$", route.name)
+    for name, _converter in route.params:
+        if name == "app_label":
+            kwargs[name] = "skills_app"
+        elif name in ("object_id", "id") and match:
+            kwargs[name] = _admin_object_id(match.group(1), match.group(2), world)
+        elif name == "content_type_id":
+            from django.contrib.contenttypes.models import ContentType
+
+            kwargs[name] = ContentType.objects.get_for_model(Conversation).pk
+        elif name == "object_id":
+            kwargs[name] = world.ids["conversation"]
+        else:
+            kwargs[name] = "x"
+    return reverse(route.name, kwargs=kwargs)
+
+
+def _admin_object_id(app_label: str, model_name: str, world: World) -> Any:
+    try:
+        model = apps.get_model(app_label, model_name)
+    except LookupError:
+        return 1
+    first = model.objects.order_by("pk").values_list("pk", flat=True).first()
+    return first if first is not None else 1
+
+
+# -- CSRF ---------------------------------------------------------------------------------------
+
+
+def _authorised_persona(route: Route) -> str | None:
+    expect = expectation(route)
+    for persona in ("owner", "staff", "other", "anonymous"):
+        if expect.for_persona(persona) in (OK, NOT_ALLOWED, LOGIN_PAGE.owner):
+            return persona
+    return None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", APP_ROUTES, ids=lambda r: r.name)
+def test_a_post_without_the_csrf_token_is_refused(route, world):
+    persona = _authorised_persona(route) or "owner"
+    client = client_for(persona, world, enforce_csrf_checks=True)
+    before = _counts()
+    response = client.post(url_for(route, world), {"title": "forged"})
+    assert response.status_code == 403, f"POST {route.name} as {persona}"
+    assert b"CSRF verification failed" in response.content
+    assert _counts() == before
+
+
+@pytest.mark.django_db
+def test_the_admin_refuses_a_post_without_the_csrf_token(world, admin_user):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin_user)
+    url = reverse("admin:skills_app_conversation_delete", args=[world.ids["conversation"]])
+    response = client.post(url, {"post": "yes"})
+    assert response.status_code == 403 and b"CSRF verification failed" in response.content
+    assert Conversation.objects.filter(pk=world.ids["conversation"]).exists()
+
+
+class _FormFinder(HTMLParser):
+    """POST forms (with whether they carry the token) and htmx posting elements of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.forms: list[dict[str, Any]] = []
+        self.hx_posts: list[str] = []
+        self.hx_csrf = False
+        self._open: dict[str, Any] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if "X-CSRFToken" in a.get("hx-headers", ""):
+            self.hx_csrf = True
+        for verb in ("hx-post", "hx-put", "hx-patch", "hx-delete"):
+            if verb in a:
+                self.hx_posts.append(a[verb])
+        if tag == "form" and a.get("method", "get").lower() == "post":
+            self._open = {"action": a.get("action", ""), "token": False}
+            self.forms.append(self._open)
+        if tag == "input" and a.get("name") == "csrfmiddlewaretoken" and self._open is not None:
+            self._open["token"] = bool(a.get("value"))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "form":
+            self._open = None
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("route", APP_ROUTES, ids=lambda r: r.name)
+def test_every_post_form_on_a_page_carries_the_csrf_token(route, world):
+    persona = _authorised_persona(route)
+    if persona is None:
+        pytest.skip("nobody among the personas may open it")
+    response = client_for(persona, world).get(url_for(route, world))
+    if response.status_code != 200 or "html" not in response.get("Content-Type", ""):
+        pytest.skip("not an HTML page")
+    finder = _FormFinder()
+    finder.feed(response.content.decode())
+    missing = [f["action"] or "(this page)" for f in finder.forms if not f["token"]]
+    assert missing == [], f"POST forms without csrfmiddlewaretoken on {route.name}: {missing}"
+    if finder.hx_posts:
+        assert finder.hx_csrf, f"htmx posts on {route.name} without X-CSRFToken in hx-headers"
+
+
+@pytest.mark.django_db
+def test_a_form_post_with_the_token_is_accepted(world):
+    """The positive control: the same client passes the check when it sends the token."""
+    client = client_for("owner", world, enforce_csrf_checks=True)
+    page = client.get(reverse("conversation", args=[world.ids["conversation"]]))
+    token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content)
+    assert token is not None
+    response = client.post(
+        reverse("conversation-rename", args=[world.ids["conversation"]]),
+        {"title": "Renamed", "csrfmiddlewaretoken": token.group(1).decode()},
+    )
+    assert response.status_code == 302
+    assert Conversation.objects.get(pk=world.ids["conversation"]).title == "Renamed"
+
+
+# -- websocket routes ---------------------------------------------------------------------------
+
+WS_ROUTES = [
+    (text, tuple(params)) for _pattern, text, _ns, params in walk(list(websocket_urlpatterns))
+]
+ORIGIN = (b"origin", b"http://127.0.0.1")
+
+
+def _ws_path(text: str, world: World) -> str:
+    def fill(match: re.Match[str]) -> str:
+        name = match.group(2)
+        return str(world.ids["conversation"] if "id" in name or name == "pk" else "x")
+
+    return "/" + re.sub(r"<(?:(\w+):)?(\w+)>", fill, text).lstrip("/")
+
+
+def _cookie(user: Any) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("persona", "origin", "accepted"),
+    [
+        ("owner", ORIGIN, True),
+        ("other", ORIGIN, False),
+        ("staff", ORIGIN, False),
+        ("anonymous", ORIGIN, False),
+        ("owner", None, False),
+        ("owner", (b"origin", b"https://evil.example"), False),
+    ],
+    ids=["owner", "other", "staff", "anonymous", "owner-no-origin", "owner-wrong-origin"],
+)
+@pytest.mark.parametrize("ws_route", WS_ROUTES, ids=lambda r: r[0])
+async def test_each_websocket_route_admits_only_the_owner(
+    ws_route, persona, origin, accepted, alice, bob, auditor, tmp_path
+):
+    from webapp.asgi import application
+
+    world = await sync_to_async(build_world)(alice, bob, auditor, tmp_path)
+    headers = [origin] if origin else []
+    if persona != "anonymous":
+        cookie = await sync_to_async(_cookie)(world.users[persona])
+        headers.append((b"cookie", f"sessionid={cookie}".encode()))
+    communicator = WebsocketCommunicator(
+        application, _ws_path(ws_route[0], world), headers=headers
+    )
+    connected, _code = await communicator.connect()
+    try:
+        assert connected is accepted
+        if connected:
+            await communicator.send_json_to({"action": "resume", "after": 0})
+            frames = []
+            while not frames or frames[-1].get("type") != "resumed":
+                frames.append(await communicator.receive_json_from(timeout=5))
+            assert any(f.get("type") == "message" for f in frames)
+    finally:
+        await communicator.disconnect()
+
+
+def test_websocket_discovery_finds_the_conversation_route():
+    assert any("conversations" in text for text, _ in WS_ROUTES)
