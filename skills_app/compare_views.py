@@ -145,5 +145,7 @@ def compare_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "columns": columns,
         "active": any(c["active"] for c in columns),
     }
-    template = "skills_app/_compare_columns.html" if request.htmx else "skills_app/compare_detail.html"
+    template = (
+        "skills_app/_compare_columns.html" if request.htmx else "skills_app/compare_detail.html"
+    )
     return render(request, template, context)

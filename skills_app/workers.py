@@ -15,10 +15,12 @@ import asyncio
 import logging
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
 from channels.db import database_sync_to_async
 from channels.worker import Worker
 from django.conf import settings
+from django.db import close_old_connections
 
 from .services import runs
 
@@ -84,6 +86,9 @@ async def sweep_stale_runs_forever() -> None:
     """Mark runs with a stale heartbeat interrupted now, then every RUN_HEARTBEAT_SECONDS."""
     while True:
         try:
+            # Runs share this process's database thread; a connection broken by a database
+            # restart is replaced here instead of failing every run from now on.
+            await sync_to_async(close_old_connections)()
             fixed = await runs.interrupt_stale_runs()
             if fixed:
                 logger.warning("marked %s orphaned run(s) as interrupted", fixed)

@@ -240,3 +240,27 @@ def test_it_reads_rule_changes_at_the_next_decision(admin_user):
     assert admin_rules() == []
     decision = _test(client, "Bash(make test)").context["result"].decision
     assert (decision.behavior, decision.rule) == ("ask", None)
+
+
+def test_it_applies_the_active_skills_allowed_tools_but_admin_denies_still_win(
+    admin_user, settings, tmp_path
+):
+    folder = tmp_path / "skills" / "pdf-fill"
+    folder.mkdir(parents=True)
+    (folder / "SKILL.md").write_text(
+        "---\nname: pdf-fill\ndescription: Fills PDF forms.\nallowed-tools: Bash(python *)\n---\n\n"
+        "Run the filler.\n"
+    )
+    settings.SKILLS_DIRS = [str(tmp_path / "skills")]
+    _rule("deny", "Bash(python -c *)")
+    client = _client(admin_user)
+
+    plain = _test(client, "Bash(python fill.py)").context["result"]
+    within = _test(client, "Bash(python fill.py)", skill="pdf-fill").context["result"]
+    denied = _test(client, "Bash(python -c 'import os')", skill="pdf-fill").context["result"]
+
+    assert plain.decision.behavior == "ask"
+    assert (within.decision.behavior, within.decision.rule.source) == ("allow", "skill")
+    assert [r.text for r in within.skill_rules] == ["Bash(python *)"]
+    assert "allowed-tools of skill" in within.decision.reason
+    assert (denied.decision.behavior, denied.decision.rule.source) == ("deny", "admin")

@@ -97,6 +97,6 @@ def test_the_demo_model_runs_a_script_skill_under_every_profile(admin_user, prof
         assert f"[tool] {runner}" in output and "stats.py" in output
     conversation = Conversation.objects.get()
     assert conversation.profile == profile
-    hidden = [m for m in Message.objects.filter(is_meta=True)]
+    hidden = list(Message.objects.filter(is_meta=True))
     assert hidden, "the skill body is stored as hidden content in every profile"
     assert "Base directory for this skill" not in output

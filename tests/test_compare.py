@@ -28,7 +28,9 @@ def test_it_is_for_staff_only(alice, auditor):
     ordinary = Client()
     ordinary.force_login(alice)
     assert ordinary.get("/compare/").status_code == 403
-    assert ordinary.post("/compare/start/", {"prompt": "x", "skills": ["greeter"]}).status_code == 403
+    assert (
+        ordinary.post("/compare/start/", {"prompt": "x", "skills": ["greeter"]}).status_code == 403
+    )
     staff = Client()
     staff.force_login(auditor)
     page = staff.get("/compare/")
@@ -39,7 +41,9 @@ def test_it_is_for_staff_only(alice, auditor):
 def test_it_refuses_an_empty_prompt_or_unknown_skills(auditor):
     client = Client()
     client.force_login(auditor)
-    assert "Write a prompt" in client.post("/compare/start/", {"skills": ["greeter"]}).content.decode()
+    assert (
+        "Write a prompt" in client.post("/compare/start/", {"skills": ["greeter"]}).content.decode()
+    )
     response = client.post("/compare/start/", {"prompt": "hi", "skills": ["ghost"]})
     assert response.status_code == 400 and "Unknown skill(s): ghost" in response.content.decode()
     assert not Comparison.objects.exists()
@@ -55,7 +59,11 @@ async def test_it_runs_the_prompt_under_every_profile_and_shows_them_side_by_sid
     assert response.status_code == 302
     comparison = await Comparison.objects.aget()
     conversations = [c async for c in comparison.conversations.all()]
-    assert sorted(c.profile for c in conversations) == ["meta-message", "system-prompt", "tool-result"]
+    assert sorted(c.profile for c in conversations) == [
+        "meta-message",
+        "system-prompt",
+        "tool-result",
+    ]
     assert all(c.skill_filter == ["greeter"] for c in conversations)
     for _ in range(200):
         if not await Run.objects.filter(status__in=Run.ACTIVE).aexists():

@@ -17,8 +17,8 @@ from asgiref.sync import sync_to_async
 
 from skills_app.models import Conversation, Message, PermissionRule, Run
 from skills_app.services import store
-from tests.fake_anthropic import Reply, tool_use_block, validate_request
 from tests.browser.live_server import free_port
+from tests.fake_anthropic import Reply, tool_use_block, validate_request
 from tests.loop_helpers import rows, run_turn, use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -63,7 +63,9 @@ def history_problem(conversation: Conversation) -> str | None:
     for message in request["messages"]:
         if merged and merged[-1]["role"] == message["role"] == "user":
             previous = merged[-1]["content"]
-            previous = [{"type": "text", "text": previous}] if isinstance(previous, str) else previous
+            previous = (
+                [{"type": "text", "text": previous}] if isinstance(previous, str) else previous
+            )
             current = message["content"]
             current = [{"type": "text", "text": current}] if isinstance(current, str) else current
             merged[-1] = {"role": "user", "content": [*previous, *current]}
@@ -90,7 +92,9 @@ async def assert_next_turn_works(fake, conversation, alice) -> None:
     assert fake.requests[-1].status == 200
 
 
-async def test_a_refused_connection_fails_readably_after_retries(settings, fake, conversation, alice):
+async def test_a_refused_connection_fails_readably_after_retries(
+    settings, fake, conversation, alice
+):
     settings.ANTHROPIC_BASE_URL = f"http://127.0.0.1:{free_port()}"
     settings.ANTHROPIC_MAX_RETRIES = 1
     run = await run_turn(conversation, "anyone there?", alice)

@@ -123,9 +123,11 @@ async def test_a_dropped_socket_resumes_from_its_seq_without_loss_or_duplicates(
     assert any(f["type"] == "text.delta" for f in rest), "the drop happened after the stream"
     streamed = "".join(f["text"] for f in frames if f["type"] == "text.delta")
     assert streamed == ANSWER
-    stored = await RunEvent.objects.filter(conversation=conversation).exclude(
-        type__in=["model.call", "block.done", "audit.tool", "tool.call"]
-    ).acount()
+    stored = (
+        await RunEvent.objects.filter(conversation=conversation)
+        .exclude(type__in=["model.call", "block.done", "audit.tool", "tool.call"])
+        .acount()
+    )
     assert len(frames) == stored  # every relayable event reached the browser exactly once
 
 
@@ -277,7 +279,10 @@ async def test_actions_in_ones_own_socket_cannot_reach_another_users_run(
     bob_run = await Run.objects.acreate(conversation=foreign, status=Run.RUNNING)
     tab, _ = await _tab(alice, conversation.pk)
     await tab.send_json_to({"action": "stop", "run_id": bob_run.pk, "conversation_id": foreign.pk})
-    assert await tab.receive_json_from(timeout=5) == {"type": "info", "message": "Nothing is running."}
+    assert await tab.receive_json_from(timeout=5) == {
+        "type": "info",
+        "message": "Nothing is running.",
+    }
     await tab.send_json_to({"action": "retry", "conversation_id": foreign.pk})
     frame = await tab.receive_json_from(timeout=5)
     assert frame["type"] == "error" and "no earlier message" in frame["message"]

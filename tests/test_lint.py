@@ -199,9 +199,12 @@ def test_it_returns_problems_instead_of_raising(tmp_path):
 def test_the_bundled_skills_lint_clean():
     folders = sorted(p for p in (ROOT / "skills").iterdir() if p.is_dir())
     assert [p.name for p in folders] == [
+        "change-scout",
         "commit-message",
         "release-notes",
+        "release-prep",
         "style-guide",
+        "table-kit",
         "text-stats",
     ]
     for folder in folders:

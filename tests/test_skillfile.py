@@ -306,3 +306,20 @@ def test_it_exposes_errors_and_warnings_separately(tmp_path):
     spec = parse_skill_dir(write_skill(tmp_path, "good-dir", text))
     assert {p.rule for p in spec.errors} == {"name-format"}
     assert {p.rule for p in spec.warnings} == {"unknown-key", "name-matches-directory"}
+
+
+def test_an_impossible_date_is_a_yaml_error_naming_the_file_not_a_crash(tmp_path):
+    from skills_app.core.registry import SkillRegistry, SkillSource
+
+    bad = tmp_path / "root" / "dated"
+    bad.mkdir(parents=True)
+    (bad / "SKILL.md").write_text("---\ndescription: x\nversion: 2024-13-45\n---\nbody\n")
+    good = tmp_path / "root" / "fine"
+    good.mkdir()
+    (good / "SKILL.md").write_text("---\ndescription: fine\n---\nbody\n")
+    with pytest.raises(SkillFileError) as info:
+        parse_skill_dir(bad)
+    assert info.value.problem.rule == "yaml" and "quote it" in info.value.problem.message
+    registry = SkillRegistry([SkillSource("dirs", tmp_path / "root")])
+    assert [s.name for s in registry.skills()] == ["fine"]
+    assert any("dated" in p.file for p in registry.errors)

@@ -89,7 +89,7 @@ def test_list_prints_a_readable_table():
 def test_validate_passes_the_bundled_skills_with_exit_code_0():
     result = manage("validate", str(ROOT / "skills"))
     assert result.returncode == 0, result.stderr
-    assert "4 skill(s) checked: 0 error(s), 0 warning(s)" in result.stdout
+    assert "7 skill(s) checked: 0 error(s), 0 warning(s)" in result.stdout
 
 
 def test_validate_fails_a_skill_with_errors_with_exit_code_1(tmp_path):
@@ -129,6 +129,7 @@ def test_render_prints_the_hidden_message_with_arguments():
     )
 
 
+@pytest.mark.django_db  # the configured registry includes uploaded skills (database)
 def test_render_of_the_bundled_text_stats_skill_names_its_script():
     out = run("render", "text-stats", "notes.txt")
     assert f"python3 {ROOT / 'skills' / 'text-stats'}/scripts/stats.py notes.txt" in out
@@ -139,6 +140,7 @@ def test_render_of_an_unknown_skill_fails():
         run("render", "nope", "--dir", str(FIXTURES))
 
 
+@pytest.mark.django_db  # the configured registry includes uploaded skills (database)
 def test_the_configured_registry_puts_skills_dirs_before_bundled(tmp_path):
     make(tmp_path / "bundled", "same", "---\ndescription: bundled one\n---\n")
     make(tmp_path / "extra", "same", "---\ndescription: admin one\n---\n")

@@ -104,7 +104,7 @@ def test_a_user_uploads_a_personal_zip_and_sees_the_report(alice):
     response = upload_zip(client_for(alice), {"mine/SKILL.md": text})
     html = response.content.decode()
     assert response.status_code == 200
-    assert "installed mine version 1 (personal" in html
+    assert "Installed mine version 1 (personal" in html
     assert "unknown frontmatter key `colour`" in html
     package = SkillPackage.objects.get(name="mine")
     assert package.owner == alice

@@ -619,7 +619,9 @@ class Agent(ProfileToolsMixin):
             await self._audit(audit)
             return SkillOutcome(ok=False, error=exc.message, code=exc.code)
 
-        already = any(m.kind == "skill_prompt" and m.to_model and m.plain_text == hidden for m in self.history)
+        already = any(
+            m.kind == "skill_prompt" and m.to_model and m.plain_text == hidden for m in self.history
+        )
         skill_hooks, hook_notes = parse_skill_hooks(spec.name, spec.hooks)
         for note in hook_notes:
             logger.warning("skill %s: %s", spec.name, note)

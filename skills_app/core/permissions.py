@@ -486,7 +486,8 @@ def call_as_rule_text(call: ToolCall) -> str:
     if tool == "Bash":
         spec = _str(data, "command")
     elif tool == "Skill" or tool in _SKILL_LOADERS:
-        spec = _skill_subjects(call)[-1]
+        # Skill names hold no whitespace, so any run of it reads back as one separator.
+        spec = " ".join(_skill_subjects(call)[-1].split())
     elif tool in ("Read", "Edit", "Write"):
         path = _str(data, "file_path", "path")
         spec = _rule_path(path) if path else ""

@@ -11,6 +11,7 @@ import json
 import shlex
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from .tools.bash import BashTool
 from .transcript import HIDDEN_PREFIX, StoredMessage, tool_result_block
 
 if TYPE_CHECKING:
-    from .agent import Agent
+    from .agent import Agent, SkillOutcome
 
 # (the tool_result for the turn's visible result row, or None when a hidden row carries it; extra rows)
 ToolAnswer = tuple[dict[str, Any] | None, list[tuple[StoredMessage, Any]]]
@@ -103,6 +104,8 @@ class ProfileToolsMixin:
         outcome = await self._invoke_skill(name, "", caller="model", tool_use_id=tool_use_id)
         if not outcome.ok:
             return tool_result_block(tool_use_id, f"Error: {outcome.error}", is_error=True), []
+        if self._forks(name):
+            return await self._forked_answer(tool_use_id, name, outcome)
         status, hidden = outcome.messages[0], outcome.messages[1]
         wrapped = f'<skill name="{name}">\n{hidden.plain_text}\n</skill>'
         block = tool_result_block(tool_use_id, wrapped)
@@ -122,12 +125,25 @@ class ProfileToolsMixin:
         outcome = await self._invoke_skill(name, "", caller="model", tool_use_id=tool_use_id)
         if not outcome.ok:
             return tool_result_block(tool_use_id, f"Error: {outcome.error}", is_error=True), []
+        if self._forks(name):
+            return await self._forked_answer(tool_use_id, name, outcome)
         status, hidden = outcome.messages[0], outcome.messages[1]
         state = state_message(name, "load", _body_of(hidden.plain_text))
         extra = [(state, outcome.invocation), (_not_to_model(status), outcome.invocation)]
         extra += [(m, outcome.invocation) for m in outcome.messages[2:]]
         text = f'Loaded the skill "{name}": its instructions are now in the system prompt.'
         return tool_result_block(tool_use_id, text), extra
+
+    async def _forked_answer(
+        self: Agent, tool_use_id: str, name: str, outcome: SkillOutcome
+    ) -> ToolAnswer:
+        """A `context: fork` skill runs as a subagent in every profile; its final text is the result."""
+        chip = _not_to_model(outcome.messages[0])
+        forked = await self._run_fork(
+            name, replace(outcome, messages=[chip, *outcome.messages[1:]])
+        )
+        text = forked.text if forked.ok else f"Error: {forked.error}"
+        return tool_result_block(tool_use_id, text, is_error=not forked.ok), []
 
     def _skill_select_docs(self: Agent, tool_use_id: str, tool_input: dict[str, Any]) -> ToolAnswer:
         name = str(tool_input.get("skill") or "")
@@ -202,8 +218,6 @@ class ProfileToolsMixin:
         if tool_input.get("timeout"):
             run_input["timeout"] = tool_input["timeout"]
         started = time.monotonic()
-        from dataclasses import replace
-
         result = await BashTool().run(run_input, replace(ctx, env={**ctx.env, **env}))
         duration = round(time.monotonic() - started, 3)
         stderr = err_file.read_text(errors="replace") if err_file.exists() else ""

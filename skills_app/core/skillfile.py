@@ -203,6 +203,10 @@ def _decode(data: bytes, file: Path) -> str:
 def _load_yaml(source: str, file: Path, probs: list[Problem]) -> dict[str, Any]:
     try:
         data = yaml.load(source, Loader=_Loader)  # noqa: S506 - a safe loader
+    except (ValueError, TypeError, OverflowError) as exc:
+        # Values YAML recognises but cannot build, e.g. the date 2024-13-45.
+        msg = f"the frontmatter has a value YAML cannot read ({exc}); quote it to keep it as text"
+        raise SkillFileError(Problem("error", "yaml", msg, str(file), None)) from None
     except yaml.YAMLError as exc:
         # The client guide's tip: a value with an unquoted ": " is the usual culprit; retry quoted.
         fixed = _UNQUOTED_COLON.sub(lambda m: f"{m[1]}: {_yaml_quote(m[2])}", source)

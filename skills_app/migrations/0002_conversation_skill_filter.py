@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('skills_app', '0001_initial'),
+        ("skills_app", "0001_initial"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='conversation',
-            name='skill_filter',
+            model_name="conversation",
+            name="skill_filter",
             field=models.JSONField(blank=True, default=list),
         ),
     ]

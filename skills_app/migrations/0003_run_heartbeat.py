@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('skills_app', '0002_conversation_skill_filter'),
+        ("skills_app", "0002_conversation_skill_filter"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='channel',
+            model_name="run",
+            name="channel",
             field=models.CharField(blank=True, max_length=200),
         ),
         migrations.AddField(
-            model_name='run',
-            name='heartbeat_at',
+            model_name="run",
+            name="heartbeat_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='stop_requested',
+            model_name="run",
+            name="stop_requested",
             field=models.BooleanField(default=False),
         ),
     ]

@@ -91,6 +91,7 @@ def make_fork(
     config: AgentConfig,
     recorder_factory: Any,
     stage_skill: Any,
+    check: Any = None,
 ) -> Any:
     """The `fork` callable the parent Agent uses for skills with `context: fork`."""
 
@@ -136,6 +137,7 @@ def make_fork(
             stage_skill=stage_skill,
             config=child_config,
             hooks=hooks,
+            check=check,
         )
         await recorder.record(
             "subagent.started",

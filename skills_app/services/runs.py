@@ -339,7 +339,8 @@ def _create_run(
         events: list[RunEvent] = []
         for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
             # A run whose process died does not block the conversation forever.
-            events.extend(_interrupt(active, stale_before=_stale_cutoff()))
+            if not _executing_here(active):
+                events.extend(_interrupt(active, stale_before=_stale_cutoff()))
         if conversation.runs.filter(status__in=Run.ACTIVE).exists():
             raise RunError(
                 "A run is already in progress in this conversation. Wait for it or stop it first."
@@ -543,6 +544,7 @@ async def execute_run(
         config=agent.config,
         recorder_factory=lambda child_id: RunRecorder(conversation.pk, child_id, user_id),
         stage_skill=stage,
+        check=check,
     )
     agent.config = replace(agent.config, disable_skill_shell=settings.DISABLE_SKILL_SHELL)
     agent.register_skill_hooks(await sync_to_async(_stored_skill_hooks)(conversation.pk, registry))

@@ -137,6 +137,27 @@ def postgres() -> Iterator[Postgres]:
 
 
 @pytest.fixture(scope="session")
+def migrated(postgres: Postgres, tmp_path_factory: pytest.TempPathFactory) -> Postgres:
+    """The PostgreSQL database with Skillscope's tables (migrated once for the session)."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": postgres.url,
+        "SKILLSCOPE_VAR_DIR": str(tmp_path_factory.mktemp("migrate-var")),
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput", "--verbosity", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"migrate failed against PostgreSQL:\n{result.stderr[-3000:]}")
+    return postgres
+
+
+@pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """A throw-away redis-server on a free loopback port, without persistence."""
     binary = shutil.which("redis-server")
@@ -168,20 +189,8 @@ class Deployment:
     processes: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
 
-    def manage(self, *args: str, timeout: float = 120) -> str:
-        result = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if result.returncode != 0:
-            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stderr[-3000:]}")
-        return result.stdout
-
     def db_tool(self, *args: str) -> Any:
+        """Run tests/multiprocess/db_tool.py against the deployment's database; its JSON answer."""
         result = subprocess.run(
             [sys.executable, "-m", "tests.multiprocess.db_tool", *args],
             cwd=ROOT,
@@ -194,60 +203,48 @@ class Deployment:
             raise RuntimeError(f"db_tool {' '.join(args)} failed:\n{result.stderr[-3000:]}")
         return json.loads(result.stdout)
 
-    def _spawn(self, name: str, command: list[str]) -> subprocess.Popen[Any]:
-        log = open(self.logs / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        process = subprocess.Popen(
-            command,
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        log.close()  # the child holds its own descriptor
-        self.processes[name] = process
-        return process
-
-    def start_web(self, name: str) -> int:
-        """A daphne process on a free port; returns the port once it answers HTTP."""
+    def spawn_web(self, name: str) -> None:
+        """Start a daphne process on a free port (then `wait_ready`)."""
         port = free_port()
-        process = self._spawn(
-            name,
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "webapp.asgi:application",
-            ],
-        )
-        wait_for_port(port, START_TIMEOUT, process=process)
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            try:
-                with urllib.request.urlopen(
-                    f"http://127.0.0.1:{port}/accounts/login/", timeout=5
-                ) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+        self._spawn(name, [*command, "webapp.asgi:application"])
         self.ports[name] = port
-        return port
 
-    def start_worker(self, name: str) -> subprocess.Popen[Any]:
-        process = self._spawn(name, [sys.executable, "manage.py", "runworker", "skillscope-runs"])
-        # The worker has no port; its start-up is done when it logs that it listens.
+    def spawn_worker(self, name: str) -> None:
+        """Start `manage.py runworker skillscope-runs` (then `wait_ready`)."""
+        self._spawn(name, [sys.executable, "manage.py", "runworker", "skillscope-runs"])
+
+    def wait_ready(self, *names: str) -> None:
+        """Wait until these serve: web processes answer HTTP, workers log that they listen."""
         deadline = time.monotonic() + START_TIMEOUT
-        while "Running worker for channels" not in self.log(name):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the worker {name} did not start:\n{self.log(name)[-3000:]}")
-            time.sleep(0.1)
+        for name in names:
+            process = self.processes[name]
+            while not self._ready(name):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} did not start:\n{self.log(name)[-3000:]}")
+                time.sleep(0.1)
+
+    def _ready(self, name: str) -> bool:
+        if name not in self.ports:
+            return "Running worker for channels" in self.log(name)
+        url = f"http://127.0.0.1:{self.ports[name]}/accounts/login/"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    def _spawn(self, name: str, command: list[str]) -> subprocess.Popen[Any]:
+        with open(self.logs / f"{name}.log", "ab") as log:  # the child keeps its own descriptor
+            process = subprocess.Popen(
+                command,
+                cwd=ROOT,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self.processes[name] = process
         return process
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
@@ -269,28 +266,31 @@ class Deployment:
         )
 
     def stop_all(self) -> None:
+        """SIGTERM every process group, SIGKILL what is still there after 5 s."""
         for name in list(self.processes):
-            process = self.processes[name]
-            if process.poll() is None:
+            process = self.processes.pop(name)
+            if process.poll() is not None:
+                continue
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.wait(timeout=5)
+            except ProcessLookupError:
+                pass
+            except subprocess.TimeoutExpired:
                 try:
-                    os.killpg(process.pid, signal.SIGTERM)
-                    process.wait(timeout=5)
-                except (ProcessLookupError, subprocess.TimeoutExpired):
-                    try:
-                        os.killpg(process.pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
-                    process.wait(timeout=10)
-            self.processes.pop(name, None)
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait(timeout=10)
 
 
 @pytest.fixture
-def deployment(postgres, redis_url, fake_anthropic, tmp_path) -> Iterator[Deployment]:
-    """A migrated database and the environment the processes share; processes start in the test."""
+def deployment(migrated, redis_url, fake_anthropic, tmp_path) -> Iterator[Deployment]:
+    """The environment Skillscope's processes share; the test starts the processes it needs."""
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "webapp.settings",
-        "DATABASE_URL": postgres.url,
+        "DATABASE_URL": migrated.url,
         "REDIS_URL": redis_url,
         "RUN_EXECUTOR": "worker",
         "RUN_HEARTBEAT_SECONDS": "0.5",
@@ -310,7 +310,6 @@ def deployment(postgres, redis_url, fake_anthropic, tmp_path) -> Iterator[Deploy
     logs = tmp_path / "logs"
     logs.mkdir()
     deployment = Deployment(env=env, logs=logs)
-    deployment.manage("migrate", "--noinput", "--verbosity", "0")
     try:
         yield deployment
     finally:

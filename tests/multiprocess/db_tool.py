@@ -8,8 +8,9 @@ JSON on stdout.
 from __future__ import annotations
 
 import json
-import multiprocessing
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 
@@ -55,30 +56,38 @@ def state(conversation_id: int) -> dict[str, Any]:
     return {"runs": runs, "rows": rows, "request": request, "event_seqs": sorted(seqs)}
 
 
-def _append_many(args: tuple[int, int, int]) -> None:
-    import django
+def hammer(username: str, writers: int, count: int) -> dict[str, Any]:
+    """Append events and messages to a new conversation from several connections at once."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
 
-    django.setup()
     from skills_app.core.transcript import StoredMessage
+    from skills_app.models import Conversation, Message, RunEvent
     from skills_app.services import store
 
-    conversation_id, worker, count = args
-    for i in range(count):
-        store.append_event(conversation_id, "text.delta", {"index": 0, "text": f"{worker}:{i}"})
-        if i % 5 == 0:
-            store.append_message(conversation_id, StoredMessage.text("user", f"{worker}:{i}"))
+    owner = get_user_model().objects.create_user(username)
+    conversation_id = Conversation.objects.create(owner=owner).pk
+    connection.close()  # the writers open their own
 
+    start = threading.Barrier(writers)
 
-def hammer(conversation_id: int, processes: int, count: int) -> dict[str, Any]:
-    """Append events and messages to one conversation from several processes at once."""
-    from django.db import connections
+    def write(writer: int) -> None:
+        # Each thread has its own database connection: real concurrent transactions.
+        try:
+            start.wait(timeout=30)
+            for i in range(count):
+                store.append_event(
+                    conversation_id, "text.delta", {"index": 0, "text": f"{writer}:{i}"}
+                )
+                if i % 5 == 0:
+                    store.append_message(
+                        conversation_id, StoredMessage.text("user", f"{writer}:{i}")
+                    )
+        finally:
+            connection.close()
 
-    connections.close_all()  # children must not share this process's connection
-    context = multiprocessing.get_context("spawn")
-    with context.Pool(processes) as pool:
-        pool.map(_append_many, [(conversation_id, w, count) for w in range(processes)])
-    from skills_app.models import Message, RunEvent
-
+    with ThreadPoolExecutor(writers) as pool:
+        list(pool.map(write, range(writers)))
     return {
         "event_seqs": sorted(
             RunEvent.objects.filter(conversation_id=conversation_id).values_list("seq", flat=True)
@@ -99,7 +108,7 @@ def main(argv: list[str]) -> None:
     elif command == "state":
         result = state(int(args[0]))
     elif command == "hammer":
-        result = hammer(int(args[0]), int(args[1]), int(args[2]))
+        result = hammer(args[0], int(args[1]), int(args[2]))
     else:
         raise SystemExit(f"unknown command {command!r}: use setup, state or hammer")
     json.dump(result, sys.stdout, default=str)

@@ -73,10 +73,13 @@ async def _wait_event(event: threading.Event, timeout: float = 20) -> None:
 async def test_a_run_executes_in_a_worker_streams_to_every_web_process_and_survives_its_death(
     deployment, fake_anthropic
 ):
-    a = deployment.start_web("web-a")
-    b = deployment.start_web("web-b")
-    worker = deployment.start_worker("worker-1")
-    user = deployment.db_tool("setup", "walter")
+    for name in ("web-a", "web-b"):
+        deployment.spawn_web(name)
+    deployment.spawn_worker("worker-1")
+    user = deployment.db_tool("setup", "walter")  # while they start
+    deployment.wait_ready("web-a", "web-b", "worker-1")
+    a, b = deployment.ports["web-a"], deployment.ports["web-b"]
+    worker = deployment.processes["worker-1"]
     conversation, session = user["conversation"], user["session"]
     ws_a = await _open(a, conversation, session)
     ws_b = await _open(b, conversation, session)
@@ -107,7 +110,8 @@ async def test_a_run_executes_in_a_worker_streams_to_every_web_process_and_survi
         # 2. The worker dies mid-run; a new worker finds the stale heartbeat and interrupts it.
         deployment.kill("worker-1")
         gate.set()
-        deployment.start_worker("worker-2")
+        deployment.spawn_worker("worker-2")
+        deployment.wait_ready("worker-2")
         await _until(ws_b, _finished("interrupted"), seen_b, timeout=30)
         errors = [f for f in seen_b if f.get("type") == "message" and f.get("kind") == "error"]
         assert errors and "Retry" in errors[-1]["html"]
@@ -164,8 +168,7 @@ async def test_a_run_executes_in_a_worker_streams_to_every_web_process_and_survi
 
 
 def test_event_and_message_numbers_stay_gap_free_under_concurrent_writers(deployment):
-    """The F() counter and the row lock hold on PostgreSQL with several processes writing at once."""
-    conversation = deployment.db_tool("setup", "hammer")["conversation"]
-    result = deployment.db_tool("hammer", str(conversation), "4", "40")
+    """The F() counter and the row lock hold on PostgreSQL with several connections writing at once."""
+    result = deployment.db_tool("hammer", "hammer", "4", "40")
     assert result["event_seqs"] == list(range(1, 4 * 40 + 1))
     assert result["message_seqs"] == list(range(1, 4 * 8 + 1))
