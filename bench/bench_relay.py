@@ -44,7 +44,7 @@ async def through_skillscope(server: Daphne, conversation_id: int, command: str)
     tab = await Socket(
         server.port, f"/ws/conversations/{conversation_id}/", server.session
     ).connect()
-    tab.send({"action": "resume", "after": 10**9})
+    tab.send({"action": "resume", "after": 0})
     await tab.until("resumed")
     start = time.perf_counter()
     tab.send({"action": "send", "text": command})

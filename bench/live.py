@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import multiprocessing
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -39,9 +39,11 @@ def free_port() -> int:
 def fast_text(chars: int) -> str:
     """The deterministic long answer of "fast" mode."""
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
-    out, i = [], 0
-    while sum(map(len, out)) < chars:
-        out.append(f"{words[i % len(words)]}{i} ")
+    out, size, i = [], 0, 0
+    while size < chars:
+        word = f"{words[i % len(words)]}{i} "
+        out.append(word)
+        size += len(word)
         i += 1
     return "".join(out)[:chars]
 
@@ -172,16 +174,16 @@ class FakeModel:
 
     def __init__(self) -> None:
         self.port = free_port()
-        self._process = multiprocessing.get_context("spawn").Process(
-            target=_serve, args=(self.port,), daemon=True
-        )
+        self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def __enter__(self) -> FakeModel:
-        self._process.start()
+        self._process = subprocess.Popen(
+            [str(VENV_BIN / "python"), "-m", "bench.live", "serve", str(self.port)], cwd=REPO
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -192,8 +194,9 @@ class FakeModel:
         raise RuntimeError("the fake model did not start")
 
     def __exit__(self, *exc: object) -> None:
+        assert self._process is not None
         self._process.terminate()
-        self._process.join(5)
+        self._process.wait(5)
 
 
 # -- daphne -------------------------------------------------------------------------------------
@@ -297,6 +300,8 @@ class Daphne:
             except subprocess.TimeoutExpired:
                 self.process.kill()
         self.log.close()
+        if not os.environ.get("BENCH_KEEP"):
+            shutil.rmtree(self.var_dir, ignore_errors=True)
 
     def rss_kb(self) -> tuple[int, int]:
         """(current RSS, peak RSS) of daphne in kB, from /proc."""
@@ -402,3 +407,7 @@ def percentile(values: list[float], p: float) -> float:
 def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
+    _serve(int(sys.argv[2]))

@@ -1,0 +1,99 @@
+"""Database writes per assistant message, and per 1,000 deltas, in-process against the fake model.
+
+Run: .venv/bin/python bench/bench_db_writes.py
+Drives whole runs (real SDK, RunRecorder, SQLite in a temp dir) with answers of different lengths
+and pacing; counts INSERT/UPDATE/DELETE statements on every connection (execute_wrapper installed
+on connection creation) and the RunEvent / Message rows each run added.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+os.environ["SKILLSCOPE_VAR_DIR"] = tempfile.mkdtemp(prefix="skillscope-bench-db-")
+for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH"):
+    os.environ.pop(name, None)
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.core.management import call_command  # noqa: E402
+from django.db.backends.signals import connection_created  # noqa: E402
+
+from skills_app.models import Conversation, Message, RunEvent  # noqa: E402
+from skills_app.services import runs  # noqa: E402
+from tests.fake_anthropic import FakeAnthropic, Reply  # noqa: E402
+
+COUNTS = {"write": 0, "read": 0}
+
+
+def _counter(execute, sql, params, many, context):
+    verb = sql.lstrip().split(" ", 1)[0].upper()
+    COUNTS["write" if verb in ("INSERT", "UPDATE", "DELETE") else "read"] += 1
+    return execute(sql, params, many, context)
+
+
+def _install(sender, connection, **kwargs):
+    connection.execute_wrappers.append(_counter)
+
+
+CASES = [
+    # (label, characters, chunk, seconds between deltas)
+    ("1,000 deltas, as fast as possible", 8_000, 8, 0.0),
+    ("10,000 deltas, as fast as possible", 80_000, 8, 0.0),
+    ("1,000 deltas at ~200/s (5 s)", 8_000, 8, 0.005),
+    ("500 deltas at ~50/s (10 s)", 4_000, 8, 0.02),
+]
+
+
+async def one_run(fake: FakeAnthropic, user, chars: int, chunk: int, delay: float):
+    conversation = await Conversation.objects.acreate(owner=user, title="bench")
+    fake.enqueue(Reply.text("x" * chars, chunk=chunk, delay=delay))
+    before = dict(COUNTS)
+    run = await runs.start_run(conversation.pk, "write it", user_id=user.pk)
+    await runs.wait_for_run(run.pk, timeout=600)
+    writes = COUNTS["write"] - before["write"]
+    events = await RunEvent.objects.filter(conversation=conversation).acount()
+    deltas = await RunEvent.objects.filter(conversation=conversation, type="text.delta").acount()
+    messages = await Message.objects.filter(conversation=conversation, role="assistant").acount()
+    stored = await Message.objects.filter(conversation=conversation, role="assistant").afirst()
+    assert stored is not None and stored.content[0]["text"] == "x" * chars
+    return writes, events, deltas, messages
+
+
+async def main_async() -> None:
+    connection_created.connect(_install)
+    call_command("migrate", verbosity=0, interactive=False)
+    user = await get_user_model().objects.acreate(username="bench")
+    with FakeAnthropic() as fake:
+        settings.ANTHROPIC_API_KEY = "sk-bench"
+        settings.ANTHROPIC_BASE_URL = fake.base_url
+        settings.RATE_LIMIT_CONCURRENT_RUNS = 1000
+        runs.set_model_client(None)
+        await one_run(fake, user, 80, 8, 0.0)  # warm up
+        print(
+            "| answer | model deltas | text.delta events | all RunEvents | assistant Messages "
+            "| DB writes per run | writes per 1,000 deltas |"
+        )
+        print("|---|---|---|---|---|---|---|")
+        for label, chars, chunk, delay in CASES:
+            model_deltas = -(-chars // chunk)
+            writes, events, deltas, messages = await one_run(fake, user, chars, chunk, delay)
+            print(
+                f"| {label} | {model_deltas} | {deltas} | {events} | {messages} | {writes} "
+                f"| {writes / model_deltas * 1000:.0f} |"
+            )
+
+
+if __name__ == "__main__":
+    asyncio.run(main_async())
