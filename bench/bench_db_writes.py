@@ -9,7 +9,9 @@ on connection creation) and the RunEvent / Message rows each run added.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -17,11 +19,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-os.environ["SKILLSCOPE_VAR_DIR"] = tempfile.mkdtemp(prefix="skillscope-bench-db-")
+_VAR_DIR = tempfile.mkdtemp(prefix="skillscope-bench-db-")
+atexit.register(shutil.rmtree, _VAR_DIR, ignore_errors=True)
+os.environ["SKILLSCOPE_VAR_DIR"] = _VAR_DIR
 for name in ("DATABASE_URL", "REDIS_URL", "SQLITE_PATH"):
     os.environ.pop(name, None)
 
+import logging  # noqa: E402
+
 import django  # noqa: E402
+
+logging.getLogger("httpx").setLevel(logging.WARNING)
 
 django.setup()
 
@@ -71,10 +79,7 @@ async def one_run(fake: FakeAnthropic, user, chars: int, chunk: int, delay: floa
     return writes, events, deltas, messages
 
 
-async def main_async() -> None:
-    connection_created.connect(_install)
-    call_command("migrate", verbosity=0, interactive=False)
-    user = await get_user_model().objects.acreate(username="bench")
+async def main_async(user) -> None:
     with FakeAnthropic() as fake:
         settings.ANTHROPIC_API_KEY = "sk-bench"
         settings.ANTHROPIC_BASE_URL = fake.base_url
@@ -96,4 +101,6 @@ async def main_async() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main_async())
+    connection_created.connect(_install)
+    call_command("migrate", verbosity=0, interactive=False)
+    asyncio.run(main_async(get_user_model().objects.create(username="bench")))

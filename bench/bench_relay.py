@@ -73,7 +73,16 @@ async def main_async(opts: argparse.Namespace) -> int:
             elapsed, text, frames_seen, in_order, status = await through_skillscope(
                 server, server.conversation_ids[i], command
             )
-            ok &= text == expected and in_order and status == "done"
+            if text != expected or not in_order or status != "done":
+                same = next(
+                    (k for k, (a, b) in enumerate(zip(text, expected, strict=False)) if a != b),
+                    None,
+                )
+                print(
+                    f"  relay problem: {len(text)}/{len(expected)} chars, first difference at "
+                    f"{same}, in order: {in_order}, status: {status}"
+                )
+                ok = False
             ws_times.append(elapsed)
             print(f"round {i + 1}: sdk {sdk_times[-1]:.3f} s   websocket {elapsed:.3f} s")
     sdk, ws = statistics.median(sdk_times), statistics.median(ws_times)

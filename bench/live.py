@@ -38,7 +38,20 @@ def free_port() -> int:
 
 def fast_text(chars: int) -> str:
     """The deterministic long answer of "fast" mode."""
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa", "lambda", "mu"]
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "iota",
+        "kappa",
+        "lambda",
+        "mu",
+    ]
     out, size, i = [], 0, 0
     while size < chars:
         word = f"{words[i % len(words)]}{i} "

@@ -197,6 +197,16 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         seq = int(event["seq"])
         if not self.ready or seq <= self.last_sent:
             return  # not resumed yet (the replay will include it) or already sent
+        if seq > self.last_sent + 1:
+            # A gap: the channel layer drops messages when this consumer's channel is full
+            # (a slow client), and some events are stored without a broadcast. The database
+            # has them all, so send what is missing from there, in order.
+            for frame in await self._replay(self.last_sent):
+                if frame["seq"] > self.last_sent:
+                    await self.send_json(frame)
+                    self.last_sent = frame["seq"]
+            self.last_sent = max(self.last_sent, seq)
+            return
         self.last_sent = seq
         frame = await database_sync_to_async(self._frame)(
             seq, event["event_type"], event.get("data") or {}, bool(event.get("hidden"))

@@ -307,3 +307,24 @@ async def test_a_lookalike_origin_is_refused(alice, conversation, origin):
     )
     assert not connected
     await tab.disconnect()
+
+
+# -- a slow tab whose channel overflowed ---------------------------------------------------------
+
+
+async def test_events_the_channel_layer_dropped_are_sent_from_the_database(alice, conversation):
+    """The in-memory and Redis layers drop messages for a full channel; the next one fills the gap."""
+    from skills_app.services import store
+
+    tab, _ = await _tab(alice, conversation.pk)
+    for piece in ("one ", "two ", "three"):
+        event = await sync_to_async(store.append_event)(
+            conversation.pk, "text.delta", {"index": 0, "text": piece}
+        )
+    # Only the last event is broadcast, as if the first two had been dropped on a full channel.
+    await runs.broadcast(conversation.pk, event.seq, "text.delta", {"index": 0, "text": "three"})
+    frames = [await tab.receive_json_from(timeout=5) for _ in range(3)]
+    assert [f["seq"] for f in frames] == [1, 2, 3]
+    assert "".join(f["text"] for f in frames) == "one two three"
+    assert await tab.receive_nothing(timeout=0.3)
+    await tab.disconnect()

@@ -173,7 +173,8 @@ class Agent(ProfileToolsMixin):
         self.state = TurnState()
         self.history: list[StoredMessage] = []
         self.model_calls = 0
-        self._partial_text: dict[int, str] = {}
+        # Text pieces per block (joined on demand: growing a str would be quadratic).
+        self._partial_text: dict[int, list[str]] = {}
         self._partial_blocks: dict[int, dict[str, Any]] = {}
 
     # -- storage --------------------------------------------------------------------------
@@ -366,9 +367,7 @@ class Agent(ProfileToolsMixin):
         final: dict[str, Any] | None = None
         async for event in self.client.stream(request):
             if isinstance(event, TextDelta):
-                self._partial_text[event.index] = (
-                    self._partial_text.get(event.index, "") + event.text
-                )
+                self._partial_text.setdefault(event.index, []).append(event.text)
                 await self.emit(
                     AgentEvent("text.delta", {"index": event.index, "text": event.text})
                 )
@@ -420,7 +419,7 @@ class Agent(ProfileToolsMixin):
                         if done.get("type") == "text":
                             blocks.append(done)
                     elif index in self._partial_text:
-                        blocks.append({"type": "text", "text": self._partial_text[index]})
+                        blocks.append({"type": "text", "text": "".join(self._partial_text[index])})
                 await self._store_partial(blocks)
                 self._partial_text, self._partial_blocks = {}, {}
             from .transcript import unanswered_tool_uses

@@ -128,15 +128,16 @@ class _Progress:
 
     done: dict[int, dict[str, Any]] = field(default_factory=dict)
     open_types: dict[int, str] = field(default_factory=dict)
-    texts: dict[int, str] = field(default_factory=dict)
+    # Pieces per block, joined only when needed: appending to a str would be quadratic.
+    texts: dict[int, list[str]] = field(default_factory=dict)
     json_bufs: dict[int, str] = field(default_factory=dict)
 
     def partial_content(self) -> list[dict[str, Any]]:
         """Completed blocks plus any text still streaming; a half tool_use is dropped."""
         blocks = dict(self.done)
         for index, kind in self.open_types.items():
-            if kind == "text" and self.texts.get(index):
-                blocks[index] = {"type": "text", "text": self.texts[index]}
+            if kind == "text" and "".join(self.texts.get(index, ())):
+                blocks[index] = {"type": "text", "text": "".join(self.texts[index])}
         return [blocks[i] for i in sorted(blocks)]
 
 
@@ -269,7 +270,7 @@ class AnthropicModel:
             block = event.content_block
             progress.open_types[event.index] = block.type
             if block.type == "text":
-                progress.texts[event.index] = block.text or ""
+                progress.texts[event.index] = [block.text or ""]
             is_tool = block.type in ("tool_use", "server_tool_use")
             return [
                 BlockStart(
@@ -282,7 +283,7 @@ class AnthropicModel:
         if event.type == "content_block_delta":
             delta = event.delta
             if delta.type == "text_delta":
-                progress.texts[event.index] = progress.texts.get(event.index, "") + delta.text
+                progress.texts.setdefault(event.index, []).append(delta.text)
                 return [TextDelta(index=event.index, text=delta.text)]
             if delta.type == "input_json_delta":
                 progress.json_bufs[event.index] = (
