@@ -97,15 +97,28 @@ class ProfileToolsMixin:
     def _available_names(self: Agent) -> str:
         return ", ".join(s.name for s in self.skills.skills() if s.model_invocable) or "(none)"
 
-    async def _load_skill(self: Agent, tool_use_id: str, name: str) -> ToolAnswer:
+    async def _load_through_tool(
+        self: Agent, tool_use_id: str, name: str
+    ) -> tuple[SkillOutcome | None, ToolAnswer | None]:
+        """The shared start of `load_skill` and `skill_load`: an outcome to deliver, or the answer."""
         if self.skills.get(name) is None:
             message = f'Error: unknown skill "{name}". Available skills: {self._available_names()}'
-            return tool_result_block(tool_use_id, message, is_error=True), []
+            return None, (tool_result_block(tool_use_id, message, is_error=True), [])
         outcome = await self._invoke_skill(name, "", caller="model", tool_use_id=tool_use_id)
         if not outcome.ok:
-            return tool_result_block(tool_use_id, f"Error: {outcome.error}", is_error=True), []
+            return None, (
+                tool_result_block(tool_use_id, f"Error: {outcome.error}", is_error=True),
+                [],
+            )
         if self._forks(name):
-            return await self._forked_answer(tool_use_id, name, outcome)
+            return None, await self._forked_answer(tool_use_id, name, outcome)
+        return outcome, None
+
+    async def _load_skill(self: Agent, tool_use_id: str, name: str) -> ToolAnswer:
+        outcome, answer = await self._load_through_tool(tool_use_id, name)
+        if outcome is None:
+            assert answer is not None
+            return answer
         status, hidden = outcome.messages[0], outcome.messages[1]
         wrapped = f'<skill name="{name}">\n{hidden.plain_text}\n</skill>'
         block = tool_result_block(tool_use_id, wrapped)
@@ -113,20 +126,15 @@ class ProfileToolsMixin:
         row = StoredMessage(
             role="user", kind="skill_prompt", content=(block,), is_meta=True, meta={"skill": name}
         )
-        chip = _not_to_model(status)
-        extra = [(row, outcome.invocation), (chip, outcome.invocation)]
+        extra = [(row, outcome.invocation), (_not_to_model(status), outcome.invocation)]
         extra += [(m, outcome.invocation) for m in outcome.messages[2:]]
         return None, extra
 
     async def _skill_load(self: Agent, tool_use_id: str, name: str) -> ToolAnswer:
-        if self.skills.get(name) is None:
-            message = f'Error: unknown skill "{name}". Available skills: {self._available_names()}'
-            return tool_result_block(tool_use_id, message, is_error=True), []
-        outcome = await self._invoke_skill(name, "", caller="model", tool_use_id=tool_use_id)
-        if not outcome.ok:
-            return tool_result_block(tool_use_id, f"Error: {outcome.error}", is_error=True), []
-        if self._forks(name):
-            return await self._forked_answer(tool_use_id, name, outcome)
+        outcome, answer = await self._load_through_tool(tool_use_id, name)
+        if outcome is None:
+            assert answer is not None
+            return answer
         status, hidden = outcome.messages[0], outcome.messages[1]
         state = state_message(name, "load", _body_of(hidden.plain_text))
         extra = [(state, outcome.invocation), (_not_to_model(status), outcome.invocation)]
