@@ -61,10 +61,11 @@ def write_skills(root: Path, skills: dict[str, str] | None = None) -> Path:
     return root
 
 
-def use_fake_model(settings: Any, fake: Any) -> None:
+def use_fake_model(settings: Any, fake: Any, *, retries: int = 2) -> None:
+    """Point the real SDK adapter at the fake Anthropic server."""
     settings.ANTHROPIC_API_KEY = "sk-test-fake"
     settings.ANTHROPIC_BASE_URL = fake.base_url
-    settings.ANTHROPIC_MAX_RETRIES = 2
+    settings.ANTHROPIC_MAX_RETRIES = retries
     runs.set_model_client(None)
 
 

@@ -22,6 +22,7 @@ from skills_app.consumers import MAX_MESSAGE_CHARS
 from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
 from skills_app.services import runs
 from tests.fake_anthropic import Reply
+from tests.loop_helpers import use_fake_model
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,11 +78,8 @@ def conversation(alice):
 
 @pytest.fixture
 def fake_model(settings, fake_anthropic):
-    settings.ANTHROPIC_API_KEY = "test"
-    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
-    settings.ANTHROPIC_MAX_RETRIES = 0
+    use_fake_model(settings, fake_anthropic, retries=0)
     settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
-    runs.set_model_client(None)
     return fake_anthropic
 
 

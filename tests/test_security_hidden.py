@@ -23,7 +23,7 @@ from django.urls import include, path, reverse
 from skills_app.models import Conversation, PermissionRule, Run
 from skills_app.services import runs
 from tests.fake_anthropic import Reply
-from tests.loop_helpers import write_skills
+from tests.loop_helpers import use_fake_model, write_skills
 from tests.test_security_urls import (
     APP_ROUTES,
     HIDDEN_MARKER,
@@ -220,11 +220,8 @@ async def test_replayed_frames_carry_no_hidden_content(alice, bob, auditor, tmp_
 async def test_live_frames_of_a_skill_run_carry_no_hidden_content(
     alice, settings, fake_anthropic, tmp_path
 ):
-    settings.ANTHROPIC_API_KEY = "test"
-    settings.ANTHROPIC_BASE_URL = fake_anthropic.base_url
-    settings.ANTHROPIC_MAX_RETRIES = 0
+    use_fake_model(settings, fake_anthropic, retries=0)
     settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
-    runs.set_model_client(None)
     skill = (
         "---\nname: secret-notes\ndescription: Notes with a hidden body.\n"
         "allowed-tools: Read\n---\n"
