@@ -35,8 +35,7 @@ from django.db.models import Max
 from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
 from skills_app.core.skilltypes import Problem
 
-from ..models import SkillInvocation, SkillPackage, SkillVersion
-from .upload_checks import (
+from ..core.upload_checks import (
     Candidate,
     Layout,
     Limits,
@@ -47,6 +46,7 @@ from .upload_checks import (
     read_directory,
     read_zip,
 )
+from ..models import SkillInvocation, SkillPackage, SkillVersion
 
 __all__ = [
     "InstallResult",

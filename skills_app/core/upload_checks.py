@@ -31,9 +31,9 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from skills_app.core.lint import name_format_problem
-from skills_app.core.skilltypes import Problem
-from skills_app.core.tree import MAX_TREE_DEPTH, SKIP_NAMES
+from .lint import name_format_problem
+from .skilltypes import Problem
+from .tree import MAX_TREE_DEPTH, SKIP_NAMES
 
 ARCHIVE_SUFFIXES = (".zip", ".skill")
 # Below this size a high ratio is ordinary (a file of blank lines); the total cap still applies.
