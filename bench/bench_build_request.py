@@ -27,7 +27,7 @@ from django.core.management import call_command  # noqa: E402
 
 from skills_app.core.transcript import status_message_text  # noqa: E402
 from skills_app.models import Conversation, Message  # noqa: E402
-from skills_app.services import store  # noqa: E402
+from skills_app.runs import store  # noqa: E402
 
 TARGET_MS = 30.0
 MESSAGES = 500

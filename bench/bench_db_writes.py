@@ -39,7 +39,7 @@ from django.core.management import call_command  # noqa: E402
 from django.db.backends.signals import connection_created  # noqa: E402
 
 from skills_app.models import Conversation, Message, RunEvent  # noqa: E402
-from skills_app.services import runs  # noqa: E402
+from skills_app.runs import supervisor as runs  # noqa: E402
 from tests.fake_anthropic import FakeAnthropic, Reply  # noqa: E402
 
 COUNTS = {"write": 0, "read": 0}
@@ -84,7 +84,6 @@ async def main_async(user) -> None:
         settings.ANTHROPIC_API_KEY = "sk-bench"
         settings.ANTHROPIC_BASE_URL = fake.base_url
         settings.RATE_LIMIT_CONCURRENT_RUNS = 1000
-        runs.set_model_client(None)
         await one_run(fake, user, 80, 8, 0.0)  # warm up
         print(
             "| answer | model deltas | text.delta events | all RunEvents | assistant Messages "

@@ -6,9 +6,9 @@ from typing import Any
 
 from django.urls import path
 
-from .consumers import ConversationConsumer
-from .services.runs import RUN_CHANNEL
-from .workers import RunConsumer
+from skills_app.chat.consumers import ConversationConsumer
+from skills_app.runs.supervisor import RUN_CHANNEL
+from skills_app.runs.workers import RunConsumer
 
 websocket_urlpatterns: list[Any] = [
     path("ws/conversations/<int:conversation_id>/", ConversationConsumer.as_asgi()),

@@ -1,17 +1,12 @@
+"""The app's URLs, one include per feature package."""
+
 from __future__ import annotations
 
 from django.urls import include, path
 
-from . import views
-
 urlpatterns = [
-    path("", views.home, name="skills-home"),
-    path("c/new/", views.conversation_new, name="conversation-new"),
-    path("c/<int:pk>/", views.conversation_detail, name="conversation"),
-    path("c/<int:pk>/rename/", views.conversation_rename, name="conversation-rename"),
-    path("c/<int:pk>/delete/", views.conversation_delete, name="conversation-delete"),
-    path("c/<int:pk>/files/<path:path>", views.conversation_file, name="conversation-file"),
-    path("skills/", include("skills_app.skills_urls")),
-    path("audit/", include("skills_app.audit_urls")),
-    path("compare/", include("skills_app.compare_urls")),
+    path("", include("skills_app.chat.urls")),
+    path("skills/", include("skills_app.registry.urls")),
+    path("audit/", include("skills_app.audit.urls")),
+    path("compare/", include("skills_app.compare.urls")),
 ]

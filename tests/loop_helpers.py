@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from skills_app.models import Conversation, Message, Run
-from skills_app.services import runs
+from skills_app.runs import supervisor as runs
 
 SKILLS = {
     "greeter": """\
@@ -66,7 +66,6 @@ def use_fake_model(settings: Any, fake: Any, *, retries: int = 2) -> None:
     settings.ANTHROPIC_API_KEY = "sk-test-fake"
     settings.ANTHROPIC_BASE_URL = fake.base_url
     settings.ANTHROPIC_MAX_RETRIES = retries
-    runs.set_model_client(None)
 
 
 async def run_turn(

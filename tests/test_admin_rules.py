@@ -9,7 +9,7 @@ from django.test import Client
 from django.urls import reverse
 
 from skills_app.models import PermissionRule
-from skills_app.services.approvals import admin_rules
+from skills_app.permissions.approvals import admin_rules
 
 pytestmark = pytest.mark.django_db
 

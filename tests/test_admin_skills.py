@@ -15,7 +15,7 @@ from django.test import Client
 from django.urls import reverse
 
 from skills_app.models import Conversation, SkillInvocation, SkillPackage, SkillVersion
-from skills_app.services.uploads import storage_root
+from skills_app.registry.uploads import storage_root
 
 pytestmark = pytest.mark.django_db
 

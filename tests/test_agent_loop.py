@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 
 from skills_app.core.hooks import HookResult
 from skills_app.models import Conversation, PermissionRule, Run, RunEvent, SkillInvocation
-from skills_app.services import store
+from skills_app.runs import store
 from tests.fake_anthropic import Reply, tool_use_block
 from tests.loop_helpers import (
     accepted,
@@ -68,7 +68,7 @@ async def test_it_coalesces_text_deltas_into_few_writes(setup, conversation, ali
 async def test_it_answers_a_tool_use_and_sends_the_result_back(
     setup, conversation, alice, settings
 ):
-    from skills_app.services.runs import workspace_for
+    from skills_app.runs.execute import workspace_for
 
     ws = await sync_to_async(workspace_for)(conversation.pk)
     (ws.work_dir / "notes.txt").write_text("alpha\nbeta\n")
@@ -307,7 +307,7 @@ async def test_a_pre_tool_use_hook_can_block_a_call(setup, conversation, alice, 
 async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
     setup, conversation, alice
 ):
-    from skills_app.services import runs
+    from skills_app.runs import supervisor as runs
 
     gate, reached = threading.Event(), threading.Event()
     setup.enqueue(
@@ -336,7 +336,7 @@ async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
 
 async def test_stopping_during_an_approval_answers_the_tool_use(setup, conversation, alice):
     from skills_app.models import Approval
-    from skills_app.services import runs
+    from skills_app.runs import supervisor as runs
 
     setup.enqueue(Reply.tool_use("Bash", {"command": "rm -rf work"}))
     run = await runs.start_run(conversation.pk, "clean", user_id=alice.pk)

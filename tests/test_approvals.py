@@ -6,8 +6,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.models import Approval, Conversation, ConversationGrant, Run
-from skills_app.services import runs
-from skills_app.services.approvals import ApprovalError, answer_approval
+from skills_app.permissions.approvals import ApprovalError, answer_approval
+from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, use_fake_model
 

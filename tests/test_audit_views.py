@@ -8,6 +8,7 @@ from asgiref.sync import sync_to_async
 from django.urls import reverse
 from django.utils import timezone
 
+from skills_app.audit import requests as audit
 from skills_app.core.llm import ModelRequest
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import (
@@ -18,8 +19,8 @@ from skills_app.models import (
     RunEvent,
     SkillInvocation,
 )
-from skills_app.services import audit, store
-from skills_app.services.skills import skills_for_user
+from skills_app.registry.skills import skills_for_user
+from skills_app.runs import store
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 

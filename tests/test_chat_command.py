@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 
 from skills_app.core.demo import DemoModel
 from skills_app.models import Conversation, Message, PermissionRule
-from skills_app.services import runs
+from skills_app.runs import supervisor as runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,9 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def demo_model(settings):
     settings.ANTHROPIC_API_KEY = ""
     settings.SKILLS_DIRS = []
-    runs.set_model_client(DemoModel(delay=0))
-    yield
-    runs.set_model_client(None)
+    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
 
 
 def chat(*args):

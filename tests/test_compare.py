@@ -8,7 +8,7 @@ from django.test import AsyncClient, Client
 
 from skills_app.core.demo import DemoModel
 from skills_app.models import Comparison, PermissionRule, Run
-from skills_app.services import runs
+from skills_app.runs import supervisor as runs
 from tests.loop_helpers import write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -17,9 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def demo(settings, tmp_path):
     settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
-    runs.set_model_client(DemoModel(delay=0))
-    yield
-    runs.set_model_client(None)
+    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
 
 
 def test_it_is_for_staff_only(alice, auditor):

@@ -11,7 +11,7 @@ from django.test import Client
 
 from skills_app.core.transcript import status_message_text
 from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
-from skills_app.services import runs
+from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import use_fake_model
 from webapp.asgi import application

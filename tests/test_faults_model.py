@@ -16,7 +16,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.models import Conversation, Message, PermissionRule, Run
-from skills_app.services import store
+from skills_app.runs import store
 from tests.browser.live_server import free_port
 from tests.fake_anthropic import Reply, tool_use_block, validate_request
 from tests.loop_helpers import rows, run_turn, use_fake_model

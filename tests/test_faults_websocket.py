@@ -18,9 +18,9 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from skills_app.consumers import MAX_MESSAGE_CHARS
+from skills_app.chat.consumers import MAX_MESSAGE_CHARS
 from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
-from skills_app.services import runs
+from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import use_fake_model
 from webapp.asgi import application
@@ -312,7 +312,8 @@ async def test_a_lookalike_origin_is_refused(alice, conversation, origin):
 
 async def test_events_the_channel_layer_dropped_are_sent_from_the_database(alice, conversation):
     """The in-memory and Redis layers drop messages for a full channel; the next one fills the gap."""
-    from skills_app.services import store
+    from skills_app.runs import store
+    from skills_app.runs.broadcast import broadcast
 
     tab, _ = await _tab(alice, conversation.pk)
     for piece in ("one ", "two ", "three"):
@@ -320,7 +321,7 @@ async def test_events_the_channel_layer_dropped_are_sent_from_the_database(alice
             conversation.pk, "text.delta", {"index": 0, "text": piece}
         )
     # Only the last event is broadcast, as if the first two had been dropped on a full channel.
-    await runs.broadcast(conversation.pk, event.seq, "text.delta", {"index": 0, "text": "three"})
+    await broadcast(conversation.pk, event.seq, "text.delta", {"index": 0, "text": "three"})
     frames = [await tab.receive_json_from(timeout=5) for _ in range(3)]
     assert [f["seq"] for f in frames] == [1, 2, 3]
     assert "".join(f["text"] for f in frames) == "one two three"

@@ -7,8 +7,8 @@ from django.core.management import call_command
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run
-from skills_app.services import store
-from skills_app.services.runs import interrupt_orphaned_runs
+from skills_app.runs import store
+from skills_app.runs.recovery import interrupt_orphaned_runs
 from tests.fake_anthropic import validate_request
 
 pytestmark = pytest.mark.django_db

@@ -6,7 +6,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.models import Conversation, PermissionRule, SkillInvocation
-from skills_app.services import store
+from skills_app.runs import store
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import (
     accepted,

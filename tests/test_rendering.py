@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from skills_app.rendering import markdown_html
+from skills_app.chat.rendering import markdown_html
 
 
 def test_it_renders_commonmark_with_tables():

@@ -15,7 +15,9 @@ from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run, RunEvent
-from skills_app.services import runs, store
+from skills_app.runs import store
+from skills_app.runs import recovery
+from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import use_fake_model
 
@@ -61,7 +63,7 @@ async def test_the_sweep_marks_runs_with_a_stale_heartbeat_and_leaves_live_ones(
     queued = await sync_to_async(_run)(alice, heartbeat_age=None, age=3)
     never_taken = await sync_to_async(_run)(alice, heartbeat_age=None, age=90)
 
-    assert await runs.interrupt_stale_runs() == 2
+    assert await recovery.interrupt_stale_runs() == 2
 
     assert await sync_to_async(_statuses)(stale, live, queued, never_taken) == [
         Run.INTERRUPTED,
@@ -80,7 +82,7 @@ def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
             conversation.pk, "text.delta", {"index": 0, "text": piece}, run_id=run.pk
         )
 
-    assert runs.interrupt_orphaned_runs() == 1
+    assert recovery.interrupt_orphaned_runs() == 1
 
     rows = list(Message.objects.filter(conversation=conversation).order_by("seq"))
     assert [(r.role, r.kind) for r in rows] == [
@@ -103,7 +105,7 @@ def test_text_already_stored_as_a_message_is_not_kept_twice(alice):
     )
     store.append_event(conversation.pk, "message", {"message_id": row.pk}, run_id=run.pk)
 
-    runs.interrupt_orphaned_runs()
+    recovery.interrupt_orphaned_runs()
 
     kinds = list(
         Message.objects.filter(conversation=conversation).order_by("seq").values_list("kind")
@@ -130,7 +132,7 @@ def test_open_tool_uses_are_answered_and_pending_approvals_cancelled_with_events
         conversation=conversation, run=run, tool="Bash", call_text="Bash(ls)"
     )
 
-    assert runs.interrupt_orphaned_runs() == 1
+    assert recovery.interrupt_orphaned_runs() == 1
 
     answered = Message.objects.filter(conversation=conversation, kind="tool_result").get()
     assert [b["tool_use_id"] for b in answered.content] == ["toolu_a", "toolu_b"]
@@ -147,7 +149,7 @@ async def test_browsers_watching_the_conversation_are_told(workers, alice):
     watcher = await layer.new_channel()
     await layer.group_add(store.group_name(run.conversation_id), watcher)
 
-    await runs.interrupt_stale_runs()
+    await recovery.interrupt_stale_runs()
 
     received = [await asyncio.wait_for(layer.receive(watcher), 5) for _ in range(2)]
     assert [m["event_type"] for m in received] == ["message", "run.finished"]
@@ -220,7 +222,7 @@ async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_
     assert await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
     await asyncio.sleep(0.2)
     # Another process declares it dead; this one notices at its next heartbeat.
-    await sync_to_async(runs._interrupt)(run.pk, stale_before=timezone.now(), force=True)
+    await sync_to_async(recovery._interrupt)(run.pk, stale_before=timezone.now(), force=True)
     try:
         await runs.wait_for_run(run.pk, timeout=10)
     finally:

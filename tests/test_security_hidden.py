@@ -21,7 +21,7 @@ from django.test import Client
 from django.urls import include, path, reverse
 
 from skills_app.models import Conversation, PermissionRule, Run
-from skills_app.services import runs
+from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import use_fake_model, write_skills
 from tests.test_security_urls import (

@@ -13,7 +13,7 @@ from django.core.management.base import CommandError
 from django.test import override_settings
 
 from skills_app.core.catalog import CATALOG_INTRO
-from skills_app.services.skills import get_registry
+from skills_app.registry.skills import get_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures" / "skills"

@@ -10,8 +10,8 @@ from django.test import Client
 from django.urls import reverse
 
 from skills_app.models import SkillPackage
-from skills_app.services import uploads
-from skills_app.services.skills import skills_for_user
+from skills_app.registry import uploads
+from skills_app.registry.skills import skills_for_user
 from tests.upload_helpers import make_zip, skill_md, snapshot, write_folder
 
 pytestmark = pytest.mark.django_db

@@ -7,16 +7,16 @@ from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from skills_app.core.transcript import StoredMessage
-from skills_app.models import Conversation, Message, PermissionRule
-from skills_app.services import store
-from skills_app.services.transcript_io import (
+from skills_app.audit.transcript_io import (
     TranscriptImportError,
     export_jsonl,
     import_transcript,
     line_uuid,
     parse_jsonl,
 )
+from skills_app.core.transcript import StoredMessage
+from skills_app.models import Conversation, Message, PermissionRule
+from skills_app.runs import store
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import run_turn, use_fake_model, write_skills
 

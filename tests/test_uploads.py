@@ -18,9 +18,9 @@ from skills_app.models import (
     SkillPackage,
     SkillVersion,
 )
-from skills_app.services import uploads
-from skills_app.services.skills import extra_skills, get_registry, skills_for_user
-from skills_app.services.uploads import UploadError, UploadFile
+from skills_app.registry import uploads
+from skills_app.registry.skills import extra_skills, get_registry, skills_for_user
+from skills_app.registry.uploads import UploadError, UploadFile
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import rows, run_turn, use_fake_model
 from tests.upload_helpers import make_zip, skill_md, snapshot, write_folder
@@ -319,7 +319,7 @@ def test_extra_skills_reparses_nothing_while_packages_are_unchanged(monkeypatch)
     install({"cached/SKILL.md": skill_md("cached")})
     assert [s.name for s in extra_skills()] == ["cached"]
     calls = []
-    import skills_app.services.skills as skills_module
+    import skills_app.registry.skills as skills_module
 
     real = skills_module.parse_skill_dir
     monkeypatch.setattr(

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from skills_app.services import uploads
-from skills_app.services.uploads import UploadError, UploadFile
+from skills_app.registry import uploads
+from skills_app.registry.uploads import UploadError, UploadFile
 from tests.upload_helpers import make_zip, skill_md, snapshot
 
 pytestmark = pytest.mark.django_db

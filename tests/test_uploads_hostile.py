@@ -9,8 +9,8 @@ import zipfile
 import pytest
 
 from skills_app.models import SkillVersion
-from skills_app.services import uploads
-from skills_app.services.uploads import UploadError, UploadFile
+from skills_app.registry import uploads
+from skills_app.registry.uploads import UploadError, UploadFile
 from tests.upload_helpers import (
     make_zip,
     patch_headers,

@@ -19,8 +19,10 @@ from channels.routing import ChannelNameRouter
 
 from skills_app.models import Conversation, Message, Run
 from skills_app.routing import channel_routes
-from skills_app.services import runs, store
-from skills_app.workers import RunWorker
+from skills_app.runs import store
+from skills_app.runs import supervisor as runs
+from skills_app.runs import tasks
+from skills_app.runs.workers import RunWorker
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import use_fake_model
 
@@ -82,7 +84,7 @@ async def test_it_hands_the_run_to_a_worker_which_executes_it(
     await layer.group_add(store.group_name(conversation.pk), watcher)
 
     run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
-    assert run.pk not in runs._TASKS  # nothing executes in the "web" side
+    assert run.pk not in tasks.RUNNING  # nothing executes in the "web" side
     await runs.wait_for_run(run.pk, timeout=20)
 
     run = await Run.objects.aget(pk=run.pk)

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 from skills_app.models import SkillPackage, SkillVersion
-from skills_app.services.uploads import storage_root
+from skills_app.registry.uploads import storage_root
 
 
 def skill_md(name: str, description: str = "Does a small thing well.", body: str = "Body.") -> str:

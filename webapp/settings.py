@@ -256,6 +256,11 @@ ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-5-5")
 ANTHROPIC_MAX_TOKENS = env_int("ANTHROPIC_MAX_TOKENS", 8192, minimum=1)
 ANTHROPIC_MAX_RETRIES = env_int("ANTHROPIC_MAX_RETRIES", 2, minimum=0)
 ANTHROPIC_TIMEOUT = env_float("ANTHROPIC_TIMEOUT", 600.0)
+# The factory (a dotted path to a callable with no arguments) that builds each run's model client:
+# by default Claude when ANTHROPIC_API_KEY is set, else the offline demo model.
+MODEL_CLIENT = env_str("MODEL_CLIENT", "skills_app.runs.client.default_client")
+# Seconds between the demo model's streamed chunks (so its answers stream like a real model's).
+DEMO_MODEL_DELAY = env_float("DEMO_MODEL_DELAY", 0.02)
 AGENT_MAX_TURNS = env_int("AGENT_MAX_TURNS", 30, minimum=1)
 # Dotted paths of hook callables per event, e.g. AGENT_HOOKS_PRE_TOOL_USE=myhooks.block_rm
 AGENT_HOOKS = {

@@ -33,7 +33,7 @@ _CLEAN_UP = """
 import django
 django.setup()
 from skills_app.models import PermissionRule, SkillPackage
-from skills_app.services.uploads import delete_package
+from skills_app.registry.uploads import delete_package
 for package in SkillPackage.objects.filter(name__in={names!r}):
     delete_package(package)
 PermissionRule.objects.filter(author__username={admin!r}).delete()

@@ -31,7 +31,7 @@ def setup_user(username: str) -> dict[str, Any]:
 def state(conversation_id: int) -> dict[str, Any]:
     """The runs, the stored rows, and the request the next user message would produce."""
     from skills_app.models import Conversation, Run, RunEvent
-    from skills_app.services import store
+    from skills_app.runs import store
 
     conversation = Conversation.objects.get(pk=conversation_id)
     runs = list(
@@ -63,7 +63,7 @@ def hammer(username: str, writers: int, count: int) -> dict[str, Any]:
 
     from skills_app.core.transcript import StoredMessage
     from skills_app.models import Conversation, Message, RunEvent
-    from skills_app.services import store
+    from skills_app.runs import store
 
     owner = get_user_model().objects.create_user(username)
     conversation_id = Conversation.objects.create(owner=owner).pk

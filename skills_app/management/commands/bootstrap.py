@@ -17,7 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("--username", default="admin")
 
     def handle(self, *args: Any, username: str, **options: Any) -> None:
-        from ...services.runs import interrupt_orphaned_runs
+        from skills_app.runs.recovery import interrupt_orphaned_runs
 
         # Single-process start-up: any run still marked active died with the previous process.
         fixed = interrupt_orphaned_runs()

@@ -8,9 +8,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from ...models import Approval, Conversation, Message
-from ...services import runs
-from ...services.presenters import message_plain_text
+from skills_app.chat.presenters import message_plain_text
+from skills_app.models import Approval, Conversation, Message
+from skills_app.runs import supervisor as runs
 
 
 class Command(BaseCommand):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from channels.management.commands.runworker import Command as ChannelsRunworker
 
-from ...workers import RunWorker
+from skills_app.runs.workers import RunWorker
 
 
 class Command(ChannelsRunworker):

@@ -14,8 +14,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from skills_app.core.registry import SkillRegistry, discover
 from skills_app.core.render import render_skill
 from skills_app.core.skillfile import Problem, SkillSpec, find_skill_file, lint_skill_dir
-from skills_app.services import uploads
-from skills_app.services.skills import current_catalog, get_registry, registry_for_dirs
+from skills_app.registry import uploads
+from skills_app.registry.skills import current_catalog, get_registry, registry_for_dirs
 
 CLI_SESSION_ID = "cli"
 

@@ -1,0 +1,361 @@
+"""The audit's computations: rebuild "what the model saw" for every model call, and measure it.
+
+How the rows before each call are found: the agent stores a message (a `message` RunEvent carrying
+`message_id`) before it emits the `model.call` RunEvent of the request that includes it, and both
+events take gap-free per-conversation sequence numbers. So the rows of call k are the rows whose
+`message` event has a lower seq than that call's `model.call` event, plus any row written without an
+event (interrupted-run repairs, imports) whose `created_at` is not later than the call event's.
+The turn's context (tools removed by a skill's `disallowed-tools`, its `model`) is replayed from
+the run's allowed SkillInvocation rows that produced one of those rows. The model is the one the run
+recorded for that call; the tool list and the catalog come from the current skill registry and
+admin rules, so they match what was sent unless skills or bare-deny rules changed since.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+
+from skills_app.core.agent import SkillProvider, TurnState, compose_request
+from skills_app.core.catalog import build_catalog
+from skills_app.core.llm import ModelRequest
+from skills_app.core.permissions import (
+    PermissionContext,
+    RuleSyntaxError,
+    parse_rule,
+    removed_tools,
+)
+from skills_app.core.skilltool import SKILL_TOOL
+from skills_app.core.tools import default_tools
+from skills_app.core.transcript import HIDDEN_PREFIX, StoredMessage
+from skills_app.models import Conversation, Message, Run, RunEvent, SkillInvocation
+from skills_app.permissions.approvals import admin_rules
+from skills_app.runs import store
+
+CHARS_PER_TOKEN = 4
+# The load_skill delivery profile puts the body in a tool_result wrapped in this tag.
+SKILL_RESULT_PREFIX = "<skill "
+# The other profiles put the catalog, and (toolset) the loaded bodies, in the system prompt.
+_SYSTEM_CATALOG = re.compile(
+    r"(?:Skills available|Available skills):\n.*?(?=\n\n<loaded_skill |\n\n<skill_document |\Z)",
+    re.S,
+)
+_SYSTEM_BODIES = re.compile(
+    r"<loaded_skill name=.*?</loaded_skill>|<skill_document skill=.*?</skill_document>", re.S
+)
+SIZE_PARTS = (
+    ("system_prompt", "System prompt"),
+    ("tool_schemas", "Tool schemas (without the catalog)"),
+    ("catalog", "Skill catalog (Skill tool description)"),
+    ("skill_bodies", "Injected skill bodies"),
+    ("tool_results", "Tool results"),
+    ("conversation", "Conversation"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestView:
+    """One model request of a run, rebuilt from the stored rows."""
+
+    run_id: int
+    call: int
+    request: ModelRequest
+    message_ids: tuple[int, ...]
+    at: str = ""
+    disallowed_tools: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def model(self) -> str:
+        return self.request.model
+
+    @property
+    def system(self) -> str:
+        return self.request.system
+
+    @property
+    def tools(self) -> list[dict[str, Any]]:
+        return self.request.tools
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.request.messages
+
+    @property
+    def catalog(self) -> str:
+        """The Skill tool's description (Layer 1), empty when the tool was not offered."""
+        return catalog_of(self.request.tools)
+
+
+def catalog_of(tools: Sequence[dict[str, Any]]) -> str:
+    for tool in tools:
+        if tool.get("name") == SKILL_TOOL:
+            return str(tool.get("description", ""))
+    return ""
+
+
+# -- rebuilding requests ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Row:
+    pk: int
+    created_at: datetime
+    invocation_id: int | None
+    stored: StoredMessage
+
+
+def requests_for_run(run: Run) -> list[RequestView]:
+    """Every model request of `run`, in call order, rebuilt from the database."""
+    return requests_for_conversation(run.conversation, runs=[run]).get(run.pk, [])
+
+
+def requests_for_conversation(
+    conversation: Conversation, *, runs: Iterable[Run] | None = None
+) -> dict[int, list[RequestView]]:
+    """run id -> its rebuilt requests, for the given runs (default: all runs of the conversation)."""
+    run_list = list(runs) if runs is not None else list(conversation.runs.order_by("started_at"))
+    if not run_list:
+        return {}
+    rows = _rows(conversation)
+    events = list(
+        RunEvent.objects.filter(conversation=conversation, type__in=("message", "model.call"))
+        .order_by("seq")
+        .values("seq", "type", "data", "run_id", "created_at")
+    )
+    evented = {e["data"].get("message_id") for e in events if e["type"] == "message"}
+    tools = default_tools()
+    removed = sorted(_removed_by_admin([*tools.names(), SKILL_TOOL]))
+    registry = store.skills_for_conversation(conversation)
+    wanted = {r.pk: r for r in run_list}
+    invocations = {
+        inv.pk: inv
+        for inv in SkillInvocation.objects.filter(run_id__in=list(wanted), decision="allowed").only(
+            "pk", "run_id", "disallowed_tools", "model_override"
+        )
+    }
+    views: dict[int, list[RequestView]] = {pk: [] for pk in wanted}
+    seen: set[int] = set()
+    for event in events:
+        if event["type"] == "message":
+            seen.add(event["data"].get("message_id"))
+            continue
+        run = wanted.get(event["run_id"])
+        if run is None:
+            continue
+        included = [
+            r
+            for r in rows
+            if r.pk in seen or (r.pk not in evented and r.created_at <= event["created_at"])
+        ]
+        state = _turn_state(run.pk, included, invocations, removed)
+        call = int(event["data"].get("call") or len(views[run.pk]) + 1)
+        recorded = _recorded_call(run, call)
+        request = compose_request(
+            [r.stored for r in included],
+            tools=tools.without(removed),
+            skills=registry,
+            config=store.agent_config(conversation, model=run.model or None),
+            state=state,
+        )
+        sent_model = recorded.get("model") or event["data"].get("model")
+        notes: list[str] = []
+        if sent_model and sent_model != request.model:
+            notes.append(f"Rebuilt model {request.model} differs; the run recorded {sent_model}.")
+            request = ModelRequest(
+                model=sent_model,
+                system=request.system,
+                tools=request.tools,
+                messages=request.messages,
+                max_tokens=request.max_tokens,
+            )
+        views[run.pk].append(
+            RequestView(
+                run_id=run.pk,
+                call=call,
+                request=request,
+                message_ids=tuple(r.pk for r in included),
+                at=str(recorded.get("at") or event["created_at"].isoformat()),
+                disallowed_tools=tuple(sorted(state.disallowed_tools)),
+                notes=tuple(notes),
+            )
+        )
+    return views
+
+
+def _rows(conversation: Conversation) -> list[_Row]:
+    fields = ("pk", "created_at", "invocation_id", "role", "content", "kind", "is_meta")
+    fields += ("to_model", "meta")
+    return [
+        _Row(
+            pk=pk,
+            created_at=created_at,
+            invocation_id=invocation_id,
+            stored=StoredMessage(
+                role=role,
+                content=tuple(content),
+                kind=kind,
+                is_meta=is_meta,
+                to_model=to_model,
+                meta=dict(meta or {}),
+            ),
+        )
+        for pk, created_at, invocation_id, role, content, kind, is_meta, to_model, meta in (
+            Message.objects.filter(conversation=conversation).order_by("seq").values_list(*fields)
+        )
+    ]
+
+
+def _removed_by_admin(names: list[str]) -> frozenset[str]:
+    context = PermissionContext(workspace=settings.WORKSPACE_ROOT, admin_rules=admin_rules())
+    return removed_tools(names, context)
+
+
+def _turn_state(
+    run_id: int,
+    included: Sequence[_Row],
+    invocations: dict[int, SkillInvocation],
+    removed: Sequence[str],
+) -> TurnState:
+    """The run's turn context at this call: admin removals plus what loaded skills applied."""
+    state = TurnState()
+    state.disallowed_tools.update(removed)
+    done: set[int] = set()
+    for row in included:
+        inv = invocations.get(row.invocation_id) if row.invocation_id else None
+        if inv is None or inv.run_id != run_id or inv.pk in done:
+            continue
+        done.add(inv.pk)
+        for text in inv.disallowed_tools or []:
+            try:
+                rule = parse_rule(text, "deny", source="skill")
+            except RuleSyntaxError:
+                continue
+            if rule.specifier is None:
+                state.disallowed_tools.add(rule.tool)
+        if inv.model_override:
+            state.model_override = inv.model_override
+    return state
+
+
+def _recorded_call(run: Run, call: int) -> dict[str, Any]:
+    for item in run.requests or []:
+        if isinstance(item, dict) and item.get("call") == call:
+            return item
+    return {}
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+
+def estimate_tokens(chars: int) -> int:
+    """A rough token estimate: characters / 4."""
+    return round(chars / CHARS_PER_TOKEN)
+
+
+def size_breakdown(request: ModelRequest | RequestView) -> dict[str, dict[str, int]]:
+    """Characters and estimated tokens per part of a request, plus `total`."""
+    if isinstance(request, RequestView):
+        request = request.request
+    chars = dict.fromkeys((key for key, _label in SIZE_PARTS), 0)
+    system = request.system or ""
+    catalog = catalog_of(request.tools)
+    in_system = sum(len(m.group(0)) for m in _SYSTEM_CATALOG.finditer(system))
+    bodies_in_system = sum(len(m.group(0)) for m in _SYSTEM_BODIES.finditer(system))
+    chars["system_prompt"] = len(system) - in_system - bodies_in_system
+    chars["catalog"] = len(catalog) + in_system
+    chars["skill_bodies"] = bodies_in_system
+    schemas = [
+        {**t, "description": ""} if t.get("name") == SKILL_TOOL else t for t in request.tools
+    ]
+    chars["tool_schemas"] = _json_len(schemas) if request.tools else 0
+    for message in request.messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            chars["conversation"] += len(content)
+            continue
+        for block in content or []:
+            part, size = _classify(block)
+            chars[part] += size
+    result = {key: {"chars": n, "tokens": estimate_tokens(n)} for key, n in chars.items()}
+    total = sum(chars.values())
+    result["total"] = {"chars": total, "tokens": estimate_tokens(total)}
+    return result
+
+
+def _classify(block: dict[str, Any]) -> tuple[str, int]:
+    kind = block.get("type")
+    if kind == "text":
+        text = str(block.get("text", ""))
+        return ("skill_bodies" if text.startswith(HIDDEN_PREFIX) else "conversation", len(text))
+    if kind == "tool_result":
+        text = _result_text(block.get("content"))
+        return ("skill_bodies" if text.startswith(SKILL_RESULT_PREFIX) else "tool_results"), len(
+            text
+        )
+    if kind == "tool_use":
+        return "conversation", len(str(block.get("name", ""))) + _json_len(block.get("input", {}))
+    return "conversation", _json_len(block)
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            str(b.get("text", "")) if b.get("type") == "text" else json.dumps(b) for b in content
+        )
+    return ""
+
+
+def _json_len(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False))
+
+
+@dataclass(frozen=True, slots=True)
+class LayerSaving:
+    """The catalog the model gets vs every skill body placed in the system prompt up front."""
+
+    skills: int
+    catalog_chars: int
+    all_bodies_chars: int
+
+    @property
+    def catalog_tokens(self) -> int:
+        return estimate_tokens(self.catalog_chars)
+
+    @property
+    def all_bodies_tokens(self) -> int:
+        return estimate_tokens(self.all_bodies_chars)
+
+    @property
+    def saved_chars(self) -> int:
+        return self.all_bodies_chars - self.catalog_chars
+
+
+def layer_saving(provider: SkillProvider) -> LayerSaving:
+    """Compare Layer 1 (the catalog) with eager loading, for the skills a provider offers."""
+    skills = [s for s in provider.skills() if s.model_invocable]
+    catalog = build_catalog(
+        skills,
+        budget=settings.SKILL_CATALOG_BUDGET,
+        entry_cap=settings.SKILL_CATALOG_ENTRY_CAP,
+    )
+    bodies = sum(len(f'<skill name="{s.name}">\n{s.body}\n</skill>\n') for s in skills)
+    return LayerSaving(skills=len(skills), catalog_chars=len(catalog), all_bodies_chars=bodies)
+
+
+def common_prefix(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> int:
+    """How many leading messages two requests share exactly (for showing only what is new)."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -1,0 +1,23 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from skills_app.audit import views
+
+urlpatterns = [
+    path("invocations/", views.invocation_list, name="audit-invocations"),
+    path("invocations/<int:pk>/", views.invocation_detail, name="audit-invocation"),
+    path("conversations/", views.conversation_list, name="audit-conversations"),
+    path("conversations/<int:pk>/", views.conversation_audit, name="audit-conversation"),
+    path(
+        "conversations/<int:pk>/runs/<int:run_id>/calls/<int:call>.json",
+        views.request_json,
+        name="audit-request-json",
+    ),
+    path(
+        "conversations/<int:pk>/export.jsonl",
+        views.conversation_export,
+        name="conversation-export",
+    ),
+    path("import/", views.transcript_import, name="transcript-import"),
+]

@@ -1,0 +1,135 @@
+"""Conversation helpers for the web pages: listing and search, the visible transcript, retry text."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.db.models import Q, QuerySet
+
+from skills_app.chat.presenters import result_text
+from skills_app.core.transcript import parse_status_message
+from skills_app.models import Conversation, Message, Run, RunEvent, SkillInvocation
+
+SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
+
+
+def _visible_text(row: Message) -> str:
+    return "\n".join(b.get("text", "") for b in row.content if b.get("type") == "text")
+
+
+def search_conversations(owner_id: int, query: str = "") -> QuerySet[Conversation]:
+    """The owner's conversations, newest activity first, matching `query` in title or visible text."""
+    conversations = Conversation.objects.filter(owner_id=owner_id).order_by("-updated_at", "-pk")
+    query = query.strip()
+    if not query:
+        return conversations
+    # JSON text is stored with \u escapes for non-ASCII, so look for both spellings.
+    escaped = json.dumps(query)[1:-1]
+    candidates = Message.objects.filter(
+        conversation__owner_id=owner_id, is_meta=False, kind__in=SEARCHABLE_KINDS
+    ).filter(Q(content__icontains=query) | Q(content__icontains=escaped))
+    # The JSON match also hits keys and other blocks; confirm against the visible text itself.
+    needle = query.casefold()
+    matching_ids = {
+        row.conversation_id
+        for row in candidates.only("conversation_id", "content")
+        if needle in _visible_text(row).casefold()
+    }
+    return conversations.filter(Q(title__icontains=query) | Q(pk__in=matching_ids))
+
+
+def visible_messages(conversation: Conversation, *, can_inspect: bool) -> list[Message]:
+    """The rows a viewer may see, in order; hidden rows only for inspectors."""
+    rows = conversation.messages.select_related("run", "invocation").order_by("seq")
+    if not can_inspect:
+        rows = rows.filter(is_meta=False)
+    return list(rows)
+
+
+def transcript_context(
+    conversation: Conversation, rows: list[Message], *, can_inspect: bool
+) -> dict[str, Any]:
+    """Facts the partials need beyond one row: tool results, invocation states, delivered skills."""
+    results: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.kind == "tool_result":
+            for block in row.content:
+                if block.get("type") == "tool_result":
+                    results[block.get("tool_use_id", "")] = {
+                        "content": result_text(block),
+                        "is_error": bool(block.get("is_error")),
+                    }
+    events = RunEvent.objects.filter(conversation=conversation, type="tool.result")
+    if not can_inspect:
+        events = events.filter(hidden=False)
+    for event in events.only("data"):
+        tool_use_id = event.data.get("tool_use_id", "")
+        # Artifacts and decisions live only in the event; the stored block has the full text.
+        merged = {**event.data, **results.get(tool_use_id, {})}
+        results[tool_use_id] = merged
+    invocations = {
+        inv.tool_use_id: inv
+        for inv in SkillInvocation.objects.filter(conversation=conversation).exclude(tool_use_id="")
+    }
+    delivered = {
+        row.invocation.tool_use_id
+        for row in rows
+        if row.kind == "skill_status" and row.invocation is not None and row.invocation.tool_use_id
+    }
+    return {"results": results, "invocations": invocations, "delivered": delivered}
+
+
+def active_run(conversation_id: int) -> Run | None:
+    return Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE).last()
+
+
+def live_text(run: Run, *, upto_seq: int) -> list[dict[str, Any]]:
+    """Text streamed by the run's current model call and not stored yet: [{index, text}]."""
+    events = list(
+        RunEvent.objects.filter(
+            run=run, seq__lte=upto_seq, type__in=("model.call", "text.delta", "message")
+        ).order_by("seq")
+    )
+    start = 0
+    for i, event in enumerate(events):
+        # A new call starts fresh; a stored assistant row holds everything streamed before it.
+        if event.type == "model.call" or (
+            event.type == "message" and event.data.get("role") == "assistant"
+        ):
+            start = i + 1
+    blocks: dict[int, str] = {}
+    for event in events[start:]:
+        if event.type == "text.delta":
+            index = int(event.data.get("index", 0))
+            blocks[index] = blocks.get(index, "") + str(event.data.get("text", ""))
+    return [{"index": index, "text": text} for index, text in sorted(blocks.items())]
+
+
+def last_user_text(conversation_id: int) -> str | None:
+    """What the user last sent (a slash command rebuilt from its status row), for Retry."""
+    rows = Message.objects.filter(
+        conversation_id=conversation_id,
+        role="user",
+        is_meta=False,
+        kind__in=("text", "skill_status"),
+    ).order_by("-seq")
+    for row in rows[:50]:
+        text = _visible_text(row)
+        if row.kind == "text" and text.strip():
+            return text
+        if row.kind == "skill_status" and row.invocation_id:
+            invocation = row.invocation
+            if invocation is not None and invocation.caller == SkillInvocation.USER:
+                status = parse_status_message(text)
+                if status:
+                    return f"/{status['name']} {status['args']}".rstrip()
+    return None
+
+
+def rename_conversation(conversation: Conversation, title: str) -> Conversation:
+    """Give a conversation a new title (trimmed, never empty)."""
+    conversation.title = " ".join(title.split())[:200] or "New conversation"
+    # update() leaves updated_at alone: renaming is not activity and must not reorder the list.
+    Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
+    return conversation

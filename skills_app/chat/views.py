@@ -1,0 +1,150 @@
+"""Conversation pages: the list with search, new/rename/delete, the chat page and artifact downloads."""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from skills_app.chat import conversations as conv
+from skills_app.chat import rendering
+from skills_app.chat.forms import RenameForm, SearchForm
+from skills_app.models import Conversation
+from skills_app.permissions.approvals import pending_approvals
+from skills_app.registry.skills import skills_for_user
+from skills_app.runs.execute import workspace_for
+from skills_app.visibility import INSPECT_PERMISSION
+
+
+def _get_conversation_for_user(request: HttpRequest, pk: int) -> Conversation:
+    """The conversation if the requesting user owns it; 404 otherwise (no hint that it exists)."""
+    try:
+        return Conversation.objects.get(pk=pk, owner=request.user)
+    except Conversation.DoesNotExist:
+        raise Http404("No such conversation.") from None
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """The conversation list, newest activity first, with search over titles and visible text."""
+    form = SearchForm(request.GET)
+    query = form.cleaned_data["q"] if form.is_valid() else ""
+    context = {
+        "conversations": conv.search_conversations(request.user.pk, query),
+        "q": query,
+    }
+    if request.htmx and request.htmx.target == "conversation-list":
+        return render(request, "skills_app/chat/_conversation_list.html", context)
+    return render(request, "skills_app/chat/home.html", context)
+
+
+@login_required
+@require_POST
+def conversation_new(request: HttpRequest) -> HttpResponse:
+    """Start an empty conversation (with the chosen delivery profile) and open it."""
+    profile = request.POST.get("profile") or "meta-message"
+    if profile not in dict(Conversation.PROFILE_CHOICES):
+        return HttpResponse(
+            f"Unknown delivery profile {profile!r}; choose one of: "
+            + ", ".join(dict(Conversation.PROFILE_CHOICES)),
+            status=400,
+        )
+    conversation = Conversation.objects.create(owner=request.user, profile=profile)
+    return _redirect(request, reverse("conversation", args=[conversation.pk]))
+
+
+@login_required
+@require_POST
+def conversation_rename(request: HttpRequest, pk: int) -> HttpResponse:
+    """Rename; htmx gets the updated list row, a plain form post goes back to the list."""
+    conversation = _get_conversation_for_user(request, pk)
+    form = RenameForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("A title is required (at most 200 characters).", status=400)
+    conv.rename_conversation(conversation, form.cleaned_data["title"])
+    if request.htmx:
+        return render(request, "skills_app/chat/_conversation_row.html", {"c": conversation})
+    if request.POST.get("next") == "chat":
+        return redirect("conversation", pk=conversation.pk)
+    return redirect("skills-home")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def conversation_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """GET asks for confirmation; POST deletes the conversation with its messages and runs."""
+    conversation = _get_conversation_for_user(request, pk)
+    if request.method == "GET":
+        return render(
+            request, "skills_app/chat/confirm_delete.html", {"conversation": conversation}
+        )
+    conversation.delete()
+    return _redirect(request, reverse("skills-home"))
+
+
+@login_required
+@require_GET
+def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """The chat page: the stored transcript rendered with the partials the websocket pushes."""
+    conversation = _get_conversation_for_user(request, pk)
+    can_inspect = request.user.has_perm(INSPECT_PERMISSION)
+    # Read the event position first: anything stored after it is replayed by the socket, and
+    # the client replaces elements by id, so a row rendered here and replayed is not duplicated.
+    last_seq = Conversation.objects.values_list("last_event_seq", flat=True).get(pk=pk)
+    rows = conv.visible_messages(conversation, can_inspect=can_inspect)
+    ctx = conv.transcript_context(conversation, rows, can_inspect=can_inspect)
+    messages_html = [
+        rendering.render_message(row, can_inspect=can_inspect, ctx=ctx) for row in rows
+    ]
+    run = conv.active_run(pk)
+    live = conv.live_text(run, upto_seq=last_seq) if run is not None else []
+    approvals_html = [rendering.render_approval(a) for a in pending_approvals(pk)]
+    skills = [
+        {"name": s.name, "description": s.description, "hint": s.argument_hint or ""}
+        for s in skills_for_user(request.user.pk).skills()
+        if s.user_invocable
+    ]
+    return render(
+        request,
+        "skills_app/chat/chat.html",
+        {
+            "conversation": conversation,
+            "messages_html": messages_html,
+            "approvals_html": approvals_html,
+            "live": live,
+            "last_seq": last_seq,
+            "running": run is not None,
+            "skills": skills,
+            "can_inspect": can_inspect,
+        },
+    )
+
+
+@login_required
+@require_GET
+def conversation_file(request: HttpRequest, pk: int, path: str) -> FileResponse:
+    """Download an artifact from the conversation's workspace; only regular files under out/."""
+    _get_conversation_for_user(request, pk)
+    parts = PurePosixPath(path).parts
+    if len(parts) < 2 or parts[0] != "out" or any(p in {"..", "."} for p in parts):
+        raise Http404("Only files under out/ can be downloaded.")
+    out_dir = (Path(workspace_for(pk).root) / "out").resolve()
+    # Resolve symlinks too, then check containment: a link out of out/ is not a download.
+    target = out_dir.joinpath(*parts[1:]).resolve()
+    if not target.is_relative_to(out_dir) or not target.is_file():
+        raise Http404("No such file.")
+    return FileResponse(target.open("rb"), as_attachment=True, filename=target.name)
+
+
+def _redirect(request: HttpRequest, url: str) -> HttpResponse:
+    """A redirect that htmx follows as a full page change."""
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = url
+        return response
+    return redirect(url)

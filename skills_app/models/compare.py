@@ -1,0 +1,24 @@
+"""The delivery-profile comparison (staff tool)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Comparison(models.Model):
+    """One prompt run under each delivery profile, side by side (staff tool)."""
+
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="comparisons"
+    )
+    prompt = models.TextField()
+    skills = models.JSONField(default=list, blank=True)
+    conversations = models.ManyToManyField("skills_app.Conversation", related_name="comparisons")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Comparison #{self.pk}"

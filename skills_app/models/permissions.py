@@ -1,0 +1,96 @@
+"""Admin permission rules, approvals that answer an `ask`, and per-conversation grants."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class PermissionRule(models.Model):
+    ALLOW = "allow"
+    ASK = "ask"
+    DENY = "deny"
+    BEHAVIOR_CHOICES = [(DENY, "deny"), (ASK, "ask"), (ALLOW, "allow")]
+
+    behavior = models.CharField(max_length=5, choices=BEHAVIOR_CHOICES)
+    rule_text = models.CharField(
+        max_length=500, help_text="e.g. Skill(pdf), Bash(git diff *), Read(./docs/**)"
+    )
+    skill = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Empty: a global rule. A skill name: applies only while that skill's turn is active.",
+    )
+    enabled = models.BooleanField(default=True)
+    note = models.TextField(blank=True)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    position = models.PositiveIntegerField(default=0, help_text="Order within the same behaviour.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        scope = f" [{self.skill}]" if self.skill else ""
+        return f"{self.behavior} {self.rule_text}{scope}"
+
+
+class Approval(models.Model):
+    PENDING = "pending"
+    ALLOW_ONCE = "allow_once"
+    ALLOW_CONVERSATION = "allow_conversation"
+    DENY = "deny"
+    TIMEOUT = "timeout"
+    CANCELLED = "cancelled"
+    ANSWER_CHOICES = [
+        (PENDING, "pending"),
+        (ALLOW_ONCE, "allow once"),
+        (ALLOW_CONVERSATION, "allow for this conversation"),
+        (DENY, "deny"),
+        (TIMEOUT, "timed out"),
+        (CANCELLED, "cancelled"),
+    ]
+
+    conversation = models.ForeignKey(
+        "skills_app.Conversation", on_delete=models.CASCADE, related_name="approvals"
+    )
+    run = models.ForeignKey("skills_app.Run", on_delete=models.CASCADE, related_name="approvals")
+    tool_use_id = models.CharField(max_length=100, blank=True)
+    tool = models.CharField(max_length=100)
+    input = models.JSONField(default=dict)
+    call_text = models.TextField()
+    skill = models.CharField(max_length=200, blank=True, help_text="Active skill, if any.")
+    rule_text = models.CharField(max_length=500, blank=True)
+    reason = models.TextField(blank=True, help_text="Why the rules engine asked.")
+    status = models.CharField(max_length=20, choices=ANSWER_CHOICES, default=PENDING)
+    deny_reason = models.TextField(blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.call_text}: {self.status}"
+
+
+class ConversationGrant(models.Model):
+    """An "allow for this conversation" answer: a rule that holds only inside one conversation."""
+
+    conversation = models.ForeignKey(
+        "skills_app.Conversation", on_delete=models.CASCADE, related_name="grants"
+    )
+    rule_text = models.CharField(max_length=500)
+    approval = models.ForeignKey(
+        "skills_app.Approval", null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]

@@ -1,0 +1,70 @@
+"""Uploaded skills and their immutable versions."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class SkillPackage(models.Model):
+    """An uploaded skill; its content lives in immutable SkillVersions."""
+
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="personal_skills",
+        help_text="Empty: organisation-wide. Set: a personal skill visible only to this user.",
+    )
+    active_version = models.ForeignKey(
+        "skills_app.SkillVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["name", "owner"], name="unique_package_per_owner"),
+            models.UniqueConstraint(
+                fields=["name"],
+                condition=models.Q(owner__isnull=True),
+                name="unique_org_package_name",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class SkillVersion(models.Model):
+    package = models.ForeignKey(
+        "skills_app.SkillPackage", on_delete=models.CASCADE, related_name="versions"
+    )
+    digest = models.CharField(max_length=64)
+    number = models.PositiveIntegerField()
+    storage_path = models.CharField(max_length=500)
+    skill_md = models.TextField()
+    frontmatter = models.JSONField(default=dict)
+    lint = models.JSONField(default=list)
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["package", "-number"]
+        constraints = [
+            models.UniqueConstraint(fields=["package", "digest"], name="unique_version_digest"),
+            models.UniqueConstraint(fields=["package", "number"], name="unique_version_number"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.package.name} v{self.number} ({self.digest[:12]})"

@@ -1,0 +1,234 @@
+"""The admin of permission rules, with the rule tester."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.text import Truncator
+
+from skills_app.core.permissions import (
+    Decision,
+    PermissionContext,
+    Rule,
+    RuleSyntaxError,
+    ToolCall,
+    call_as_rule_text,
+    decide,
+    parse_rule,
+)
+from skills_app.models import (
+    PermissionRule,
+)
+from skills_app.permissions import approvals
+from skills_app.permissions.forms import PermissionRuleForm, RuleTesterForm
+from skills_app.registry.skills import skills_for_user
+
+# The rule tester decides as if a conversation's workspace were here; rules like Edit(./out/**)
+# are anchored to it, and paths outside it fall to the "outside the workspace" default.
+TESTER_WORKSPACE = Path("/workspace")
+
+
+class RuleScopeFilter(admin.SimpleListFilter):
+    title = "scope"
+    parameter_name = "scope"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("global", "global"), ("skill", "one skill")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "global":
+            return queryset.filter(skill="")
+        if self.value() == "skill":
+            return queryset.exclude(skill="")
+        return queryset
+
+
+@dataclass(frozen=True, slots=True)
+class TesterResult:
+    """What the rule tester shows: the decision and everything that went into it."""
+
+    call: ToolCall
+    call_text: str
+    decision: Decision
+    rule_url: str
+    active_skill: str
+    rules_considered: int
+    scoped_elsewhere: int
+    skill_rules: tuple[Rule, ...]
+
+    @property
+    def input_json(self) -> str:
+        return json.dumps(dict(self.call.input), ensure_ascii=False)
+
+
+def tester_skill_rules(user_id: int | None, skill: str) -> tuple[Rule, ...]:
+    """The active skill's allowed-tools and disallowed-tools, as the agent applies them."""
+    if not skill:
+        return ()
+    spec = skills_for_user(user_id).get(skill)
+    if spec is None:
+        return ()
+    skill_dir = f"{TESTER_WORKSPACE}/skills/{spec.name}"
+    rules: list[Rule] = []
+    for behavior, texts in (("allow", spec.allowed_tools), ("deny", spec.disallowed_tools)):
+        for text in texts:
+            try:
+                rules.append(
+                    parse_rule(
+                        text.replace("${CLAUDE_SKILL_DIR}", skill_dir),
+                        behavior,
+                        source="skill",
+                        scope_skill=spec.name,
+                    )
+                )
+            except RuleSyntaxError:
+                continue  # the agent skips it too, with a warning in the log
+    return tuple(rules)
+
+
+def try_call(call: ToolCall, skill: str, *, user_id: int | None = None) -> TesterResult:
+    """Decide a call as a run would: the enabled admin rules of this moment, the active skill."""
+    rules = approvals.admin_rules()
+    skill_rules = tester_skill_rules(user_id, skill)
+    context = PermissionContext(
+        workspace=TESTER_WORKSPACE,
+        admin_rules=rules,
+        active_skills=(skill,) if skill else (),
+        skill_rules=skill_rules,
+        readable_roots=(TESTER_WORKSPACE / "skills",),
+    )
+    decision = decide(call, context)
+    rule = decision.rule
+    rule_url = ""
+    if rule is not None and rule.source == "admin" and rule.rule_id is not None:
+        rule_url = reverse("admin:skills_app_permissionrule_change", args=[rule.rule_id])
+    scoped = [r for r in rules if r.scope_skill and r.scope_skill != skill]
+    return TesterResult(
+        call=call,
+        call_text=call_as_rule_text(call),
+        decision=decision,
+        rule_url=rule_url,
+        active_skill=skill,
+        rules_considered=len(rules) - len(scoped),
+        scoped_elsewhere=len(scoped),
+        skill_rules=skill_rules,
+    )
+
+
+@admin.register(PermissionRule)
+class PermissionRuleAdmin(admin.ModelAdmin):
+    form = PermissionRuleForm
+    list_display = (
+        "decides",
+        "rule_text",
+        "scope",
+        "enabled",
+        "short_note",
+        "author",
+        "position",
+    )
+    list_display_links = ("rule_text",)
+    list_filter = ("behavior", "enabled", RuleScopeFilter)
+    list_select_related = ("author",)
+    search_fields = ("rule_text", "skill", "note")
+    readonly_fields = ("author", "created_at", "updated_at")
+    fieldsets = (
+        (None, {"fields": ("behavior", "rule_text", "skill", "enabled", "position")}),
+        ("About", {"fields": ("note", "author", "created_at", "updated_at")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[PermissionRule]:
+        # Built here rather than by super(), which orders before the rank exists.
+        rank = Case(
+            When(behavior=PermissionRule.DENY, then=Value(0)),
+            When(behavior=PermissionRule.ASK, then=Value(1)),
+            default=Value(2),
+            output_field=IntegerField(),
+        )
+        queryset = self.model._default_manager.get_queryset().annotate(evaluation_rank=rank)
+        return queryset.order_by(*self.get_ordering(request))
+
+    def get_ordering(self, request: HttpRequest) -> list[str]:
+        # The order the engine reads them: deny, then ask, then allow; position within each.
+        return ["evaluation_rank", "position", "id"]
+
+    @admin.display(description="behaviour", ordering="evaluation_rank")
+    def decides(self, rule: PermissionRule) -> str:
+        return rule.behavior
+
+    @admin.display(description="scope", ordering="skill")
+    def scope(self, rule: PermissionRule) -> str:
+        return f"skill: {rule.skill}" if rule.skill else "global"
+
+    @admin.display(description="note")
+    def short_note(self, rule: PermissionRule) -> str:
+        return Truncator(rule.note).chars(60)
+
+    def save_model(
+        self, request: HttpRequest, obj: PermissionRule, form: Any, change: bool
+    ) -> None:
+        obj.author = request.user
+        super().save_model(request, obj, form, change)
+
+    def get_urls(self) -> list[URLPattern]:
+        name = f"{self.opts.app_label}_{self.opts.model_name}_test"
+        return [
+            path("test/", self.admin_site.admin_view(self.tester_view), name=name),
+            *super().get_urls(),
+        ]
+
+    def _tester_context(self, request: HttpRequest) -> dict[str, Any]:
+        names = {spec.name for spec in skills_for_user(request.user.pk).skills()}
+        names.update(
+            PermissionRule.objects.exclude(skill="").values_list("skill", flat=True).distinct()
+        )
+        return {
+            "tester_url": reverse(
+                f"admin:{self.opts.app_label}_{self.opts.model_name}_test",
+                current_app=self.admin_site.name,
+            ),
+            "tester_skills": sorted(names),
+        }
+
+    def changelist_view(
+        self, request: HttpRequest, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        extra = {
+            **(extra_context or {}),
+            **self._tester_context(request),
+            "tester_form": RuleTesterForm(),
+        }
+        return super().changelist_view(request, extra_context=extra)
+
+    def tester_view(self, request: HttpRequest) -> HttpResponse:
+        """Type a call and an optional active skill; see the decision and the rule that made it."""
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        result: TesterResult | None = None
+        if "call" in request.GET:
+            form = RuleTesterForm(request.GET)
+            if form.is_valid():
+                result = try_call(
+                    form.cleaned_data["call"], form.cleaned_data["skill"], user_id=request.user.pk
+                )
+        else:
+            form = RuleTesterForm()
+        context = {
+            **self.admin_site.each_context(request),
+            **self._tester_context(request),
+            "opts": self.opts,
+            "title": "Test a call against the permission rules",
+            "tester_form": form,
+            "result": result,
+            "workspace": TESTER_WORKSPACE,
+        }
+        return TemplateResponse(request, "admin/skills_app/permissionrule/tester.html", context)

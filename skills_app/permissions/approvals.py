@@ -1,0 +1,263 @@
+"""Permission decisions for a run, and the approvals that answer an `ask`.
+
+The question lives in the database (`Approval`), so any tab, a reload or another process can
+answer it; `answer_approval` is the API the browser and the CLI call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from skills_app.core.agent import TurnState
+from skills_app.core.permissions import (
+    Decision,
+    PermissionContext,
+    Rule,
+    RuleSyntaxError,
+    ToolCall,
+    call_as_rule_text,
+    decide,
+    grant_rule_for,
+    parse_rule,
+    removed_tools,
+)
+from skills_app.core.tools.workspace import Workspace
+from skills_app.models import Approval, ConversationGrant, PermissionRule, Run
+
+logger = logging.getLogger(__name__)
+
+ANSWERS = (Approval.ALLOW_ONCE, Approval.ALLOW_CONVERSATION, Approval.DENY)
+POLL_SECONDS = 0.25
+
+# approval id -> event set when an answer arrives in this process (other processes poll the row).
+_WAITERS: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
+
+
+class ApprovalError(Exception):
+    """An answer that cannot be taken; the message says why."""
+
+
+def admin_rules() -> list[Rule]:
+    """Enabled admin rules as the core sees them; read at every decision, so edits apply at once."""
+    rules: list[Rule] = []
+    for row in PermissionRule.objects.filter(enabled=True).order_by("position", "id"):
+        try:
+            rules.append(
+                parse_rule(
+                    row.rule_text,
+                    row.behavior,
+                    source="admin",
+                    rule_id=row.pk,
+                    scope_skill=row.skill or None,
+                    note=row.note,
+                )
+            )
+        except RuleSyntaxError as exc:
+            logger.warning("ignoring malformed permission rule #%s: %s", row.pk, exc)
+    return rules
+
+
+def conversation_grants(conversation_id: int) -> list[Rule]:
+    grants: list[Rule] = []
+    for row in ConversationGrant.objects.filter(conversation_id=conversation_id):
+        try:
+            grants.append(parse_rule(row.rule_text, "allow", source="conversation", rule_id=row.pk))
+        except RuleSyntaxError:
+            logger.warning("ignoring malformed grant #%s", row.pk)
+    return grants
+
+
+@dataclass(slots=True)
+class PermissionGate:
+    """The `decide` callable of one run: rules first, then the user when the rules say ask."""
+
+    conversation_id: int
+    run_id: int
+    user_id: int
+    workspace: Workspace
+    record: Callable[..., Awaitable[int]]
+    auto_answer: str | None = None
+    timeout: float = field(default_factory=lambda: float(settings.APPROVAL_TIMEOUT))
+    last_approval_id: int | None = None
+
+    def context(self, state: TurnState) -> PermissionContext:
+        return PermissionContext(
+            workspace=self.workspace.root,
+            admin_rules=admin_rules(),
+            active_skills=tuple(state.active_skills),
+            skill_rules=tuple(state.skill_rules),
+            grants=tuple(conversation_grants(self.conversation_id)),
+            readable_roots=(self.workspace.skills_dir,),
+        )
+
+    def removed_tools(self, names: list[str]) -> frozenset[str]:
+        return removed_tools(names, self.context(TurnState()))
+
+    async def decide(self, call: ToolCall, state: TurnState) -> Decision:
+        self.last_approval_id = None
+        context = await sync_to_async(self.context)(state)
+        decision = decide(call, context)
+        if decision.behavior != "ask":
+            return decision
+        skill = state.active_skills[-1] if state.active_skills else ""
+        approval = await sync_to_async(_create_approval)(
+            self.conversation_id, self.run_id, call, decision, skill
+        )
+        self.last_approval_id = approval.pk
+        await self.record(
+            "approval.requested",
+            {
+                "approval_id": approval.pk,
+                "tool": approval.tool,
+                "call": approval.call_text,
+                "rule": approval.rule_text,
+                "reason": approval.reason,
+                "skill": skill,
+            },
+        )
+        if self.auto_answer is not None:
+            reason = (
+                ""
+                if self.auto_answer != Approval.DENY
+                else ("No one was asked: run the chat command with --yes to allow such calls.")
+            )
+            await sync_to_async(answer_approval)(
+                approval.pk, self.user_id, self.auto_answer, reason=reason
+            )
+        answered = await self._wait(approval.pk)
+        await self.record(
+            "approval.answered",
+            {"approval_id": answered.pk, "status": answered.status, "by": answered.answered_by_id},
+        )
+        return _decision_for(answered, call)
+
+    async def _wait(self, approval_id: int) -> Approval:
+        loop = asyncio.get_running_loop()
+        event = asyncio.Event()
+        _WAITERS[approval_id] = (loop, event)
+        deadline = loop.time() + self.timeout
+        try:
+            while True:
+                row = await Approval.objects.select_related("answered_by").aget(pk=approval_id)
+                if row.status != Approval.PENDING:
+                    return row
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    await sync_to_async(_expire)(approval_id)
+                    return await Approval.objects.select_related("answered_by").aget(pk=approval_id)
+                try:
+                    await asyncio.wait_for(event.wait(), timeout=min(POLL_SECONDS, remaining))
+                except TimeoutError:
+                    pass
+        except asyncio.CancelledError:
+            await sync_to_async(_cancel)(approval_id)
+            raise
+        finally:
+            _WAITERS.pop(approval_id, None)
+            await Run.objects.filter(pk=self.run_id, status=Run.WAITING).aupdate(status=Run.RUNNING)
+
+
+def _create_approval(
+    conversation_id: int, run_id: int, call: ToolCall, decision: Decision, skill: str
+) -> Approval:
+    with transaction.atomic():
+        approval = Approval.objects.create(
+            conversation_id=conversation_id,
+            run_id=run_id,
+            tool=call.tool,
+            input=dict(call.input),
+            call_text=call_as_rule_text(call),
+            skill=skill,
+            rule_text=decision.rule.text if decision.rule else "",
+            reason=decision.reason,
+        )
+        Run.objects.filter(pk=run_id).update(status=Run.WAITING)
+    return approval
+
+
+def _expire(approval_id: int) -> None:
+    Approval.objects.filter(pk=approval_id, status=Approval.PENDING).update(
+        status=Approval.TIMEOUT, answered_at=timezone.now()
+    )
+
+
+def _cancel(approval_id: int) -> None:
+    Approval.objects.filter(pk=approval_id, status=Approval.PENDING).update(
+        status=Approval.CANCELLED, answered_at=timezone.now()
+    )
+
+
+def _decision_for(approval: Approval, call: ToolCall) -> Decision:
+    who = approval.answered_by.get_username() if approval.answered_by else "the user"
+    if approval.status == Approval.ALLOW_ONCE:
+        return Decision("allow", f"approved once by {who}", None)
+    if approval.status == Approval.ALLOW_CONVERSATION:
+        return Decision("allow", f"approved by {who} for this conversation", None)
+    if approval.status == Approval.TIMEOUT:
+        return Decision(
+            "deny",
+            f"nobody answered the approval request within {settings.APPROVAL_TIMEOUT} s, "
+            "so it counts as denied",
+            None,
+        )
+    if approval.status == Approval.CANCELLED:
+        return Decision("deny", "the approval request was cancelled", None)
+    reason = f"denied by {who}"
+    if approval.deny_reason:
+        reason += f": {approval.deny_reason}"
+    return Decision("deny", reason, None)
+
+
+def answer_approval(approval_id: int, user_id: int, answer: str, *, reason: str = "") -> Approval:
+    """Answer a pending approval; the first answer wins, a later one raises ApprovalError."""
+    if answer not in ANSWERS:
+        raise ApprovalError(f"Unknown answer {answer!r}; use one of {', '.join(ANSWERS)}.")
+    with transaction.atomic():
+        updated = Approval.objects.filter(pk=approval_id, status=Approval.PENDING).update(
+            status=answer,
+            answered_by_id=user_id,
+            answered_at=timezone.now(),
+            deny_reason=reason[:2000] if answer == Approval.DENY else "",
+        )
+        approval = Approval.objects.select_related("answered_by").get(pk=approval_id)
+        if not updated:
+            raise ApprovalError(
+                f"This request was already answered ({approval.get_status_display()})."
+            )
+        if answer == Approval.ALLOW_CONVERSATION:
+            call = ToolCall(tool=approval.tool, input=approval.input)
+            ConversationGrant.objects.create(
+                conversation_id=approval.conversation_id,
+                rule_text=grant_rule_for(call).text,
+                approval=approval,
+            )
+    waiter = _WAITERS.get(approval_id)
+    if waiter is not None:
+        loop, event = waiter
+        loop.call_soon_threadsafe(event.set)
+    return approval
+
+
+def pending_approvals(conversation_id: int) -> list[Approval]:
+    return list(Approval.objects.filter(conversation_id=conversation_id, status=Approval.PENDING))
+
+
+def describe(approval: Approval) -> dict[str, Any]:
+    return {
+        "id": approval.pk,
+        "tool": approval.tool,
+        "call": approval.call_text,
+        "rule": approval.rule_text,
+        "reason": approval.reason,
+        "skill": approval.skill,
+        "status": approval.status,
+    }

@@ -1,0 +1,66 @@
+"""Forms of the rules admin: permission rules (validated by the core parser) and the rule tester."""
+
+from __future__ import annotations
+
+from django import forms
+
+from skills_app.core.permissions import RuleSyntaxError, ToolCall, parse_call, parse_rule
+from skills_app.models import PermissionRule
+
+
+class PermissionRuleForm(forms.ModelForm):
+    """The admin form of a rule: `rule_text` must parse, so a typo never silently matches nothing."""
+
+    class Meta:
+        model = PermissionRule
+        fields = ["behavior", "rule_text", "skill", "enabled", "position", "note"]
+        widgets = {
+            "rule_text": forms.TextInput(attrs={"size": 60, "spellcheck": "false"}),
+            "note": forms.Textarea(attrs={"rows": 3, "cols": 60}),
+        }
+
+    def clean_rule_text(self) -> str:
+        text = self.cleaned_data["rule_text"].strip()
+        try:
+            # The behaviour does not change what parses; "allow" keeps this independent of field order.
+            parse_rule(text, "allow", source="admin")
+        except RuleSyntaxError as exc:
+            raise forms.ValidationError(str(exc), code="rule_syntax") from None
+        return text
+
+    def clean_skill(self) -> str:
+        return self.cleaned_data["skill"].strip().lstrip("/")
+
+
+class RuleTesterForm(forms.Form):
+    """A tool call as rule text plus an optional active skill, for the rule tester."""
+
+    call = forms.CharField(
+        label="Tool call",
+        max_length=2000,
+        strip=True,
+        widget=forms.TextInput(
+            attrs={"size": 50, "spellcheck": "false", "placeholder": "Bash(git push origin main)"}
+        ),
+        help_text="As rule text: Skill(pdf), Bash(git push origin main), Edit(./out/report.md).",
+    )
+    skill = forms.CharField(
+        label="Active skill",
+        max_length=200,
+        required=False,
+        strip=True,
+        widget=forms.TextInput(attrs={"size": 20, "list": "tester-skills", "spellcheck": "false"}),
+        help_text="Optional: the skill whose turn is running (its scoped rules then apply).",
+    )
+
+    def clean_call(self) -> ToolCall:
+        text = self.cleaned_data["call"]
+        try:
+            return parse_call(text)
+        except RuleSyntaxError as exc:
+            raise forms.ValidationError(
+                f"{exc} Write the call as Tool(argument), e.g. Bash(git status).", code="bad_call"
+            ) from None
+
+    def clean_skill(self) -> str:
+        return self.cleaned_data["skill"].lstrip("/")

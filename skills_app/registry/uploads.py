@@ -1,0 +1,429 @@
+"""Uploaded skill packages: validate, install atomically, versions, scope, and audit lookups.
+
+Accepted uploads (`upload_checks` does the reading and the hostile-input checks):
+- a zip (`.zip` or `.skill`) whose root is the skill folder: `my-skill/SKILL.md` -> `my-skill`;
+- a zip with `SKILL.md` at its root: named by its frontmatter `name:` when that is a valid
+  skill name, otherwise by the zip's file name without extension (`my-skill.zip` -> `my-skill`);
+- a plugin: `skills/<name>/SKILL.md` at the root (plugin name = the zip's file name) or
+  `<plugin>/skills/<name>/SKILL.md` (plugin name = that folder); skills become `plugin:name`,
+  files outside `skills/<name>/` are not installed (the result says so);
+- a folder chosen in the browser (relative paths start with the folder's name) or on disk (CLI).
+
+Install: files are written to a temporary folder under the storage root and linted there; lint
+errors refuse the upload. Then, inside one transaction, each skill gets its package row and an
+immutable SkillVersion keyed by the folder's digest (`core.tree.skill_digest`, the registry's
+digest), and the folder is renamed to `<root>/<package id>/<digest>/`. Any failure removes what
+was written and rolls the rows back: a refused upload leaves no file and no row.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+
+from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
+from skills_app.core.skilltypes import Problem
+from skills_app.core.upload_checks import (
+    Candidate,
+    Layout,
+    Limits,
+    UploadError,
+    archive_stem,
+    check_files,
+    find_skills,
+    read_directory,
+    read_zip,
+)
+from skills_app.models import SkillInvocation, SkillPackage, SkillVersion
+
+__all__ = [
+    "InstallResult",
+    "UploadError",
+    "UploadFile",
+    "ValidatedSkill",
+    "activate_version",
+    "delete_package",
+    "inspect_archive",
+    "install_archive",
+    "install_directory",
+    "install_files",
+    "set_enabled",
+    "skill_md_diff",
+    "storage_root",
+    "version_dir",
+    "version_for_digest",
+]
+
+logger = logging.getLogger(__name__)
+
+ORG_PERMISSION = "skills_app.add_skillpackage"
+
+
+@dataclass(frozen=True, slots=True)
+class UploadFile:
+    """One file of a browser folder upload (its webkitdirectory relative path)."""
+
+    path: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedSkill:
+    """A skill found in an upload and linted, not stored."""
+
+    name: str
+    files: tuple[str, ...]
+    problems: list[Problem]
+    digest: str = ""
+
+    @property
+    def errors(self) -> list[Problem]:
+        """Problems that would refuse the install."""
+        return [p for p in self.problems if p.severity == "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class InstallResult:
+    package: SkillPackage
+    version: SkillVersion
+    created: bool  # False: a version with this digest already existed, nothing changed
+    warnings: list[Problem]
+    message: str
+
+
+# --- storage -------------------------------------------------------------------------------
+
+
+def storage_root() -> Path:
+    """Where installed versions live: SKILL_STORAGE_ROOT, or MEDIA_ROOT/skills."""
+    root = getattr(settings, "SKILL_STORAGE_ROOT", None)
+    return Path(root) if root else Path(settings.MEDIA_ROOT) / "skills"
+
+
+def version_dir(version: SkillVersion) -> Path:
+    """The folder of one installed version (storage_path is relative to the storage root)."""
+    return storage_root() / version.storage_path
+
+
+def limits() -> Limits:
+    """The upload limits from settings."""
+    return Limits(
+        max_total_bytes=settings.UPLOAD_MAX_TOTAL_BYTES,
+        max_files=settings.UPLOAD_MAX_FILES,
+        max_file_bytes=settings.UPLOAD_MAX_FILE_BYTES,
+        max_ratio=settings.UPLOAD_MAX_RATIO,
+    )
+
+
+# --- public API ----------------------------------------------------------------------------
+
+
+def install_archive(
+    data: bytes, filename: str, *, user: Any, personal: bool = False
+) -> list[InstallResult]:
+    """Install the skill(s) of a .zip / .skill upload; several results for a plugin."""
+    _check_scope(user, personal)
+    members = read_zip(data, filename, limits())
+    return _install(find_skills(members, stem=archive_stem(filename)), user, personal)
+
+
+def install_files(
+    files: list[UploadFile], *, user: Any, personal: bool = False
+) -> list[InstallResult]:
+    """Install a folder chosen in the browser."""
+    _check_scope(user, personal)
+    members = check_files([(f.path, f.data) for f in files], limits())
+    return _install(find_skills(members, stem=None), user, personal)
+
+
+def install_directory(
+    path: Path, *, user: Any = None, personal: bool = False
+) -> list[InstallResult]:
+    """Install a skill or plugin folder from disk (`manage.py skills import`)."""
+    _check_scope(user, personal)
+    members = read_directory(Path(path), limits())
+    return _install(find_skills(members, stem=None), user, personal)
+
+
+def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
+    """Validate and lint an archive without storing anything (a "check" step)."""
+    layout = find_skills(read_zip(data, filename, limits()), stem=archive_stem(filename))
+    out: list[ValidatedSkill] = []
+    with tempfile.TemporaryDirectory(prefix="skillscope-check-") as tmp:
+        for i, candidate in enumerate(layout.skills):
+            folder = Path(tmp) / str(i)
+            _write(candidate, folder)
+            try:
+                spec = _parse(candidate, folder)
+            except UploadError as exc:
+                out.append(ValidatedSkill(candidate.name, _names(candidate), exc.problems))
+                continue
+            out.append(
+                ValidatedSkill(
+                    candidate.name,
+                    _names(candidate),
+                    _relocate(list(spec.problems), folder, candidate),
+                    spec.digest,
+                )
+            )
+    return out
+
+
+def activate_version(version: SkillVersion) -> None:
+    """Make this version the package's active one (roll back or forward)."""
+    if not version_dir(version).is_dir():
+        raise UploadError(
+            f"the files of {version.package.name} version {version.number} are missing from "
+            f"storage ({version_dir(version)}); upload that content again"
+        )
+    package = version.package
+    package.active_version = version
+    package.save(update_fields=["active_version", "updated_at"])
+
+
+def set_enabled(package: SkillPackage, enabled: bool) -> None:
+    """Enable or disable a package; a disabled one is neither listed nor invocable."""
+    package.enabled = enabled
+    package.save(update_fields=["enabled", "updated_at"])
+
+
+def skill_md_diff(a: SkillVersion, b: SkillVersion) -> str:
+    """Unified diff of SKILL.md from version `a` to version `b`."""
+    return "".join(
+        difflib.unified_diff(
+            a.skill_md.splitlines(keepends=True),
+            b.skill_md.splitlines(keepends=True),
+            fromfile=f"{a.package.name} v{a.number}/SKILL.md",
+            tofile=f"{b.package.name} v{b.number}/SKILL.md",
+        )
+    )
+
+
+def delete_package(package: SkillPackage) -> str:
+    """Delete a package with its versions and files; one a conversation used is disabled instead.
+
+    Audit rows point at the version they loaded, and versions are never deleted under them.
+    """
+    used = SkillInvocation.objects.filter(version__package=package).count()
+    if used:
+        set_enabled(package, False)
+        return (
+            f"{package.name} was used {used} time(s) in conversations, so its versions are kept "
+            "for the audit; it is disabled instead and no longer offered"
+        )
+    folder = storage_root() / str(package.pk)
+    name = package.name
+    package.delete()
+    shutil.rmtree(folder, ignore_errors=True)
+    return f"{name} was deleted"
+
+
+def version_for_digest(name: str, digest: str) -> SkillVersion | None:
+    """The uploaded version with this content, so an invocation keeps pointing at what it loaded."""
+    if not digest:
+        return None
+    return (
+        SkillVersion.objects.filter(package__name=name, digest=digest).order_by("-number").first()
+    )
+
+
+# --- install -------------------------------------------------------------------------------
+
+
+def _check_scope(user: Any, personal: bool) -> None:
+    if personal:
+        if not settings.ALLOW_PERSONAL_SKILLS:
+            raise UploadError(
+                "personal skills are turned off on this server (ALLOW_PERSONAL_SKILLS); ask an "
+                "administrator to install the skill for everyone"
+            )
+        if user is None or not getattr(user, "is_authenticated", False):
+            raise UploadError("a personal skill needs an owner; sign in or name the user")
+    elif user is not None and not user.has_perm(ORG_PERMISSION):
+        raise UploadError(
+            "only administrators can install skills for the whole organisation; upload it as a "
+            "personal skill instead"
+        )
+
+
+def _names(candidate: Candidate) -> tuple[str, ...]:
+    return tuple(sorted(m.path for m in candidate.files))
+
+
+def _write(candidate: Candidate, folder: Path) -> None:
+    folder.mkdir(parents=True)
+    for member in candidate.files:
+        target = folder / member.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open(target, "xb") as fh:
+            fh.write(member.data)
+        os.chmod(target, 0o755 if member.executable else 0o644)
+
+
+def _relocate(problems: list[Problem], folder: Path, candidate: Candidate) -> list[Problem]:
+    """Problems name files as they sit in the upload, not in the temporary folder."""
+    out: list[Problem] = []
+    prefix = str(folder)
+    for p in problems:
+        file = p.file
+        if file.startswith(prefix):
+            rel = file[len(prefix) :].lstrip(os.sep)
+            file = f"{candidate.origin}{rel}" or candidate.name
+        out.append(replace(p, file=file))
+    return out
+
+
+def _parse(candidate: Candidate, folder: Path) -> SkillSpec:
+    try:
+        return parse_skill_dir(folder, name=candidate.name, source="uploaded")
+    except SkillFileError as exc:
+        problems = _relocate([exc.problem], folder, candidate)
+        raise UploadError(f"{candidate.name}: {problems[0].message}", problems) from None
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        # PyYAML builds some values (dates) with Python constructors that raise their own errors.
+        problem = Problem(
+            "error",
+            "yaml",
+            f"the frontmatter could not be read ({exc}); quote the value",
+            f"{candidate.origin}SKILL.md",
+        )
+        raise UploadError(f"{candidate.name}: {problem.message}", [problem]) from None
+
+
+def _json_safe(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _problem_json(p: Problem) -> dict[str, Any]:
+    return {
+        "severity": p.severity,
+        "rule": p.rule,
+        "message": p.message,
+        "file": p.file,
+        "line": p.line,
+    }
+
+
+@dataclass(slots=True)
+class _Staged:
+    candidate: Candidate
+    folder: Path
+    spec: SkillSpec
+    warnings: list[Problem]
+    skill_md: str
+
+
+def _stage(candidate: Candidate, folder: Path) -> _Staged:
+    _write(candidate, folder)
+    spec = _parse(candidate, folder)
+    problems = _relocate(list(spec.problems), folder, candidate)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise UploadError(
+            f"{candidate.name} has {len(errors)} lint error(s); fix them and upload again",
+            errors + [p for p in problems if p.severity != "error"],
+        )
+    skill_md = spec.skill_file.read_bytes().decode("utf-8")
+    return _Staged(
+        candidate, folder, spec, [p for p in problems if p.severity != "error"], skill_md
+    )
+
+
+def _install(layout: Layout, user: Any, personal: bool) -> list[InstallResult]:
+    root = storage_root()
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=root))
+    written: list[Path] = []
+    try:
+        staged = [_stage(c, staging / str(i)) for i, c in enumerate(layout.skills)]
+        ignored = _ignored_warning(layout)
+        try:
+            with transaction.atomic():
+                results = [_store(s, user, personal, root, written) for s in staged]
+        except IntegrityError:
+            raise UploadError(
+                "another upload of the same skill finished at the same moment; try again"
+            ) from None
+        if ignored:
+            results = [replace(r, warnings=[*r.warnings, ignored]) for r in results]
+        return results
+    except BaseException:
+        for path in reversed(written):
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _ignored_warning(layout: Layout) -> Problem | None:
+    if not layout.ignored:
+        return None
+    shown = ", ".join(layout.ignored[:5]) + (" ..." if len(layout.ignored) > 5 else "")
+    return Problem(
+        "warning",
+        "not-installed",
+        f"{len(layout.ignored)} file(s) outside skills/<name>/ were not installed: {shown}",
+        "",
+    )
+
+
+def _store(
+    staged: _Staged, user: Any, personal: bool, root: Path, written: list[Path]
+) -> InstallResult:
+    name = staged.candidate.name
+    owner = user if personal else None
+    package, _ = SkillPackage.objects.select_for_update().get_or_create(name=name, owner=owner)
+    digest = staged.spec.digest
+    existing = package.versions.filter(digest=digest).first()
+    if existing is not None:
+        note = "" if package.active_version_id == existing.pk else " (not the active version)"
+        return InstallResult(
+            package,
+            existing,
+            False,
+            staged.warnings,
+            f"{name} is already installed as version {existing.number}{note}; nothing changed",
+        )
+    number = (package.versions.aggregate(n=Max("number"))["n"] or 0) + 1
+    package_dir = root / str(package.pk)
+    if not package_dir.exists():
+        package_dir.mkdir()
+        written.append(package_dir)
+    target = package_dir / digest
+    if target.exists():
+        # Left by an install whose transaction failed after the rename; same digest, same bytes.
+        shutil.rmtree(target)
+    os.rename(staged.folder, target)
+    written.append(target)
+    version = SkillVersion.objects.create(
+        package=package,
+        digest=digest,
+        number=number,
+        storage_path=f"{package.pk}/{digest}",
+        skill_md=staged.skill_md,
+        frontmatter=_json_safe(dict(staged.spec.frontmatter)),
+        lint=[_problem_json(p) for p in staged.warnings],
+        uploaded_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+    package.active_version = version
+    package.save(update_fields=["active_version", "updated_at"])
+    scope = "personal" if personal else "organisation-wide"
+    state = "" if package.enabled else "; the package is disabled, enable it to offer it"
+    return InstallResult(
+        package,
+        version,
+        True,
+        staged.warnings,
+        f"installed {name} version {number} ({scope}, digest {digest[:12]}){state}",
+    )

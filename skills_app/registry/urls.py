@@ -1,0 +1,12 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from skills_app.registry import views as skills_views
+
+urlpatterns = [
+    path("", skills_views.skills_page, name="skills-page"),
+    path("upload/", skills_views.skills_upload, name="skills-upload"),
+    path("packages/<int:pk>/enable/", skills_views.package_enable, name="skills-package-enable"),
+    path("packages/<int:pk>/delete/", skills_views.package_delete, name="skills-package-delete"),
+]

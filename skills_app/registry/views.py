@@ -1,0 +1,213 @@
+"""The "Skills" page: every skill a user can see, and their personal uploads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import UploadedFile
+from django.db.models import F, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from skills_app.core.skillfile import Problem, SkillSpec
+from skills_app.models import SkillPackage, SkillVersion
+from skills_app.registry import uploads
+from skills_app.registry.skills import UserSkills, skills_for_user
+
+SOURCE_LABELS = {
+    "uploaded": "uploaded",
+    "personal": "personal",
+    "dirs": "SKILLS_DIRS",
+    "bundled": "bundled",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SkillRow:
+    name: str
+    description: str
+    source: str
+    version: SkillVersion | None
+    digest: str
+    model_invocable: bool
+    user_invocable: bool
+    warnings: list[Problem]
+    errors: list[Problem]
+    shadowed_by: str | None  # the source of the skill that wins the name, when this one loses
+    loaded: bool = True
+
+
+def _get_package_for_user(request: HttpRequest, pk: int) -> SkillPackage:
+    """The user's own personal package; 404 for anyone else's (no hint that it exists)."""
+    try:
+        return SkillPackage.objects.get(pk=pk, owner=request.user)
+    except SkillPackage.DoesNotExist:
+        raise Http404("No such skill package.") from None
+
+
+def _versions_by_dir(user_id: int) -> dict[str, SkillVersion]:
+    """Active versions the user can see, keyed by their folder, to label registry entries."""
+    versions = SkillVersion.objects.filter(
+        Q(package__owner__isnull=True) | Q(package__owner_id=user_id),
+        package__active_version=F("pk"),
+    ).select_related("package")
+    return {str(uploads.version_dir(v).absolute()): v for v in versions}
+
+
+def skill_rows(provider: UserSkills, user_id: int) -> list[SkillRow]:
+    """Every loaded skill (shadowed ones included) and every skill that failed to load."""
+    winners = {s.name: s for s in provider.skills()}
+    versions = _versions_by_dir(user_id)
+    rows: list[SkillRow] = []
+    for spec in provider.candidates():
+        winner = winners.get(spec.name)
+        rows.append(_row(spec, winner, versions))
+    for failure in provider.failures:
+        rows.append(
+            SkillRow(
+                name=failure.name,
+                description="",
+                source=SOURCE_LABELS.get(failure.source, failure.source),
+                version=None,
+                digest="",
+                model_invocable=False,
+                user_invocable=False,
+                warnings=[],
+                errors=[failure.problem],
+                shadowed_by=None,
+                loaded=False,
+            )
+        )
+    rows.sort(key=lambda r: (r.name, r.shadowed_by is not None))
+    return rows
+
+
+def _row(spec: SkillSpec, winner: SkillSpec | None, versions: dict[str, SkillVersion]) -> SkillRow:
+    shadowed = winner is not None and winner is not spec
+    return SkillRow(
+        name=spec.name,
+        description=spec.description,
+        source=SOURCE_LABELS.get(spec.source, spec.source),
+        version=versions.get(str(Path(spec.path).absolute())),
+        digest=spec.digest,
+        model_invocable=spec.model_invocable,
+        user_invocable=spec.user_invocable,
+        warnings=spec.warnings,
+        errors=spec.errors,
+        shadowed_by=SOURCE_LABELS.get(winner.source, winner.source) if shadowed else None,
+    )
+
+
+def _page(request: HttpRequest, *, status: int = 200, **extra: Any) -> HttpResponse:
+    provider = skills_for_user(request.user.pk)
+    personal = (
+        SkillPackage.objects.filter(owner=request.user)
+        .select_related("active_version")
+        .order_by("name")
+    )
+    context = {
+        "rows": skill_rows(provider, request.user.pk),
+        "allow_personal": settings.ALLOW_PERSONAL_SKILLS,
+        "personal_packages": personal,
+        "limits": uploads.limits(),
+        **extra,
+    }
+    return render(request, "skills_app/registry/skills.html", context, status=status)
+
+
+@login_required
+@require_GET
+def skills_page(request: HttpRequest) -> HttpResponse:
+    """Every skill the user can see, with source, version, digest, invocability and lint."""
+    return _page(request)
+
+
+@login_required
+@require_POST
+def skills_upload(request: HttpRequest) -> HttpResponse:
+    """Install a personal skill from a .zip/.skill file or a folder; shows the lint report."""
+    if not settings.ALLOW_PERSONAL_SKILLS:
+        return _page(
+            request,
+            status=403,
+            upload_error="Personal skills are turned off on this server; ask an administrator.",
+        )
+    archive = request.FILES.get("archive")
+    folder = request.FILES.getlist("folder")
+    try:
+        if archive is not None and not folder:
+            results = uploads.install_archive(
+                _read(archive), archive.name or "upload.zip", user=request.user, personal=True
+            )
+        elif folder and archive is None:
+            results = uploads.install_files(
+                _folder_files(folder, request.POST.get("paths", "")),
+                user=request.user,
+                personal=True,
+            )
+        else:
+            raise uploads.UploadError(
+                "choose either a .zip/.skill file or a folder, then press Upload"
+            )
+    except uploads.UploadError as exc:
+        return _page(request, status=400, upload_error=exc.message, problems=exc.problems)
+    return _page(request, results=results)
+
+
+def _read(upload: UploadedFile) -> bytes:
+    limit = settings.UPLOAD_MAX_TOTAL_BYTES
+    if upload.size is not None and upload.size > limit:
+        raise uploads.UploadError(
+            f"{upload.name} is {upload.size / 1048576:.1f} MB; an upload may be at most "
+            f"{limit / 1048576:.1f} MB"
+        )
+    return upload.read(limit + 1)
+
+
+def _folder_files(files: list[UploadedFile], paths_json: str) -> list[uploads.UploadFile]:
+    """Pair each file with its relative path (sent by the page's script: Django drops folders)."""
+    try:
+        paths = json.loads(paths_json) if paths_json else None
+    except ValueError:
+        paths = None
+    if not isinstance(paths, list) or len(paths) != len(files):
+        raise uploads.UploadError(
+            "the folder's file paths did not arrive (the page needs JavaScript for folder "
+            "uploads); zip the folder and upload the zip instead"
+        )
+    total = 0
+    out: list[uploads.UploadFile] = []
+    for path, upload in zip(paths, files, strict=True):
+        data = _read(upload)
+        total += len(data)
+        if total > settings.UPLOAD_MAX_TOTAL_BYTES:
+            raise uploads.UploadError(
+                f"the folder is larger than {settings.UPLOAD_MAX_TOTAL_BYTES / 1048576:.1f} MB; "
+                "make the skill smaller"
+            )
+        out.append(uploads.UploadFile(str(path), data))
+    return out
+
+
+@login_required
+@require_POST
+def package_enable(request: HttpRequest, pk: int) -> HttpResponse:
+    """Enable or disable one of the user's personal packages."""
+    package = _get_package_for_user(request, pk)
+    uploads.set_enabled(package, request.POST.get("enabled") == "1")
+    return redirect("skills-page")
+
+
+@login_required
+@require_POST
+def package_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """Delete one of the user's personal packages (disabled instead if a conversation used it)."""
+    package = _get_package_for_user(request, pk)
+    message = uploads.delete_package(package)
+    return _page(request, notice=message)

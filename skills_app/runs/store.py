@@ -1,0 +1,152 @@
+"""Rows in, rows out: persisting messages and run events, and rebuilding the model request."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Max
+
+from skills_app.core.agent import AgentConfig, SkillProvider, compose_request
+from skills_app.core.llm import ModelRequest
+from skills_app.core.skillfile import SkillSpec
+from skills_app.core.tools import default_tools
+from skills_app.core.transcript import StoredMessage
+from skills_app.models import Conversation, Message, RunEvent
+from skills_app.registry.skills import skills_for_user
+
+GROUP_PREFIX = "conversation-"
+
+
+def group_name(conversation_id: int) -> str:
+    """The channel-layer group every subscriber of a conversation joins."""
+    return f"{GROUP_PREFIX}{conversation_id}"
+
+
+class FilteredSkills:
+    """Only the named skills of a provider (a conversation's `skill_filter`)."""
+
+    def __init__(self, provider: SkillProvider, names: Sequence[str]) -> None:
+        self.provider = provider
+        self.names = frozenset(names)
+
+    def get(self, name: str) -> SkillSpec | None:
+        return self.provider.get(name) if name in self.names else None
+
+    def skills(self) -> list[SkillSpec]:
+        return [s for s in self.provider.skills() if s.name in self.names]
+
+
+def skills_for_conversation(conversation: Conversation) -> SkillProvider:
+    """The skills offered in a conversation: its owner's, narrowed by its skill filter."""
+    provider: SkillProvider = skills_for_user(conversation.owner_id)
+    if conversation.skill_filter:
+        return FilteredSkills(provider, conversation.skill_filter)
+    return provider
+
+
+def stored_message(row: Message) -> StoredMessage:
+    return StoredMessage(
+        role=row.role,
+        content=tuple(row.content),
+        kind=row.kind,
+        is_meta=row.is_meta,
+        to_model=row.to_model,
+        meta=dict(row.meta or {}),
+    )
+
+
+def history(conversation: Conversation) -> list[StoredMessage]:
+    # values_list skips model instantiation: this runs before every model call.
+    fields = ("role", "content", "kind", "is_meta", "to_model", "meta")
+    return [
+        StoredMessage(
+            role=role,
+            content=tuple(content),
+            kind=kind,
+            is_meta=is_meta,
+            to_model=to_model,
+            meta=dict(meta or {}),
+        )
+        for role, content, kind, is_meta, to_model, meta in conversation.messages.order_by(
+            "seq"
+        ).values_list(*fields)
+    ]
+
+
+def agent_config(conversation: Conversation, *, model: str | None = None) -> AgentConfig:
+    return AgentConfig(
+        model=model or conversation.model or settings.ANTHROPIC_MODEL,
+        max_tokens=settings.ANTHROPIC_MAX_TOKENS,
+        max_turns=settings.AGENT_MAX_TURNS,
+        session_id=str(conversation.session_id),
+        catalog_budget=settings.SKILL_CATALOG_BUDGET,
+        catalog_entry_cap=settings.SKILL_CATALOG_ENTRY_CAP,
+        profile=conversation.profile,
+    )
+
+
+def build_request(conversation: Conversation, *, model: str | None = None) -> ModelRequest:
+    """The Anthropic request for this conversation, rebuilt from its stored rows."""
+    return compose_request(
+        history(conversation),
+        tools=default_tools(),
+        skills=skills_for_conversation(conversation),
+        config=agent_config(conversation, model=model),
+    )
+
+
+def append_message(
+    conversation_id: int,
+    message: StoredMessage,
+    *,
+    run_id: int | None = None,
+    invocation_id: int | None = None,
+) -> Message:
+    with transaction.atomic():
+        # Lock the conversation row so two writers never take the same seq.
+        Conversation.objects.filter(pk=conversation_id).update(updated_at=_now())
+        last = Message.objects.filter(conversation_id=conversation_id).aggregate(m=Max("seq"))["m"]
+        return Message.objects.create(
+            conversation_id=conversation_id,
+            seq=(last or 0) + 1,
+            role=message.role,
+            content=list(message.content),
+            kind=message.kind,
+            is_meta=message.is_meta,
+            to_model=message.to_model,
+            meta=message.meta,
+            run_id=run_id,
+            invocation_id=invocation_id,
+        )
+
+
+def append_event(
+    conversation_id: int,
+    type: str,
+    data: dict[str, Any],
+    *,
+    run_id: int | None = None,
+    hidden: bool = False,
+) -> RunEvent:
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation_id).update(
+            last_event_seq=F("last_event_seq") + 1
+        )
+        seq = Conversation.objects.values_list("last_event_seq", flat=True).get(pk=conversation_id)
+        return RunEvent.objects.create(
+            conversation_id=conversation_id,
+            run_id=run_id,
+            seq=seq,
+            type=type,
+            data=data,
+            hidden=hidden,
+        )
+
+
+def _now() -> Any:
+    from django.utils import timezone
+
+    return timezone.now()

@@ -1,0 +1,277 @@
+"""Starting, supervising and stopping runs.
+
+Where a run executes depends on RUN_EXECUTOR: "inline" runs it as a task of the process that
+started it; "worker" sends it to the `skillscope-runs` channel, where a Channels worker
+(`skills_app.runs.workers`) executes it. Either way the executing process touches `Run.heartbeat_at`
+every RUN_HEARTBEAT_SECONDS, so a run whose process died is recognised (its heartbeat goes stale)
+and marked interrupted (`recovery`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import os
+import socket
+import time
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from skills_app.core.agent import RunOutcome
+from skills_app.core.llm import ModelClient
+from skills_app.models import Conversation, Run, RunEvent
+from skills_app.runs import store, tasks
+from skills_app.runs.broadcast import broadcast_events
+from skills_app.runs.client import model_client
+from skills_app.runs.execute import execute_run
+from skills_app.runs.recovery import _interrupt, _stale_cutoff
+
+logger = logging.getLogger(__name__)
+
+
+# The channel Channels workers listen on (`manage.py runworker skillscope-runs`).
+RUN_CHANNEL = "skillscope-runs"
+
+
+# How long a stop waits for a run executing in another process to finish.
+STOP_WAIT_SECONDS = 10.0
+
+
+class RunError(Exception):
+    """A run cannot start; the message says why and what to do."""
+
+
+def process_identity() -> str:
+    """How this process is named in `Run.worker`: host and pid."""
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def _create_run(
+    conversation_id: int, user_id: int, client: ModelClient, *, inline: bool
+) -> tuple[Run, list[RunEvent]]:
+    """The new Run row, plus the events of an orphaned run it replaced (to broadcast)."""
+    with transaction.atomic():
+        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        events: list[RunEvent] = []
+        for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
+            # A run whose process died does not block the conversation forever.
+            if not tasks.executing_here(active):
+                events.extend(_interrupt(active, stale_before=_stale_cutoff()))
+        if conversation.runs.filter(status__in=Run.ACTIVE).exists():
+            raise RunError(
+                "A run is already in progress in this conversation. Wait for it or stop it first."
+            )
+        run = Run.objects.create(
+            conversation=conversation,
+            model=conversation.model or client.model,
+            model_label=client.label,
+            is_demo=client.is_demo,
+            # An inline run is executing from now on; a worker run gets these when a worker claims it.
+            worker=process_identity() if inline else "",
+            heartbeat_at=timezone.now() if inline else None,
+        )
+        return run, events
+
+
+async def start_run(
+    conversation_id: int,
+    text: str | None,
+    *,
+    user_id: int,
+    auto_answer: str | None = None,
+) -> Run:
+    """Create a run and execute it: a task here (RUN_EXECUTOR=inline) or in a Channels worker."""
+    client = model_client()
+    inline = settings.RUN_EXECUTOR != "worker"
+    run, events = await sync_to_async(_create_run)(conversation_id, user_id, client, inline=inline)
+    await broadcast_events(events)
+    if not inline:
+        await _send_to_worker(run, text, user_id=user_id, auto_answer=auto_answer)
+        return run
+    task = spawn_run(run.pk, text, user_id=user_id, client=client, auto_answer=auto_answer)
+    tasks.track(run.pk, task)
+    return run
+
+
+async def _send_to_worker(
+    run: Run, text: str | None, *, user_id: int, auto_answer: str | None
+) -> None:
+    layer = get_channel_layer()
+    message = {
+        "type": "run.execute",
+        "run_id": run.pk,
+        "text": text,
+        "user_id": user_id,
+        "auto_answer": auto_answer,
+    }
+    try:
+        if layer is None:
+            raise RuntimeError("no channel layer is configured")
+        await layer.send(RUN_CHANNEL, message)
+    except Exception as exc:
+        logger.exception("could not hand run %s to a worker", run.pk)
+        error = f"The run could not be handed to a worker ({exc}). Try again in a moment."
+        await Run.objects.filter(pk=run.pk).aupdate(
+            status=Run.FAILED, error=error, error_kind="dispatch", finished_at=timezone.now()
+        )
+        raise RunError(error) from exc
+
+
+def spawn_run(
+    run_id: int,
+    text: str | None,
+    *,
+    user_id: int,
+    client: ModelClient | None = None,
+    auto_answer: str | None = None,
+) -> asyncio.Task[RunOutcome | None]:
+    """Execute a claimed run as a task of this event loop, with its heartbeat beside it."""
+    # A fresh context: a run outlives the request or socket that started it, so it must not
+    # inherit their thread-sensitive executor (it is shut down when they end).
+    return asyncio.get_running_loop().create_task(
+        _supervised(run_id, text, user_id=user_id, client=client, auto_answer=auto_answer),
+        context=contextvars.Context(),
+    )
+
+
+async def _supervised(
+    run_id: int,
+    text: str | None,
+    *,
+    user_id: int,
+    client: ModelClient | None,
+    auto_answer: str | None,
+) -> RunOutcome | None:
+    task = asyncio.current_task()
+    assert task is not None
+    beat = asyncio.ensure_future(_heartbeat(run_id, task))
+    try:
+        return await execute_run(
+            run_id, text, user_id=user_id, client=client, auto_answer=auto_answer
+        )
+    finally:
+        beat.cancel()
+        tasks.ABANDONED.discard(run_id)
+
+
+async def _heartbeat(run_id: int, task: asyncio.Task[Any]) -> None:
+    """Touch the run's heartbeat; cancel the run when a stop was asked or it was finished elsewhere."""
+    while True:
+        try:
+            status, stop = await sync_to_async(_beat)(run_id)
+        except Exception:
+            # A database hiccup must not kill a live run; the next beat tries again.
+            logger.exception("heartbeat of run %s failed", run_id)
+        else:
+            if status == Run.INTERRUPTED:
+                logger.warning("run %s was marked interrupted elsewhere; abandoning it", run_id)
+                tasks.ABANDONED.add(run_id)
+                task.cancel()
+                return
+            if status in Run.ACTIVE and stop:
+                task.cancel()
+                return
+            if status not in Run.ACTIVE:
+                return  # finished by execute_run itself: nothing to keep alive
+        await asyncio.sleep(settings.RUN_HEARTBEAT_SECONDS)
+
+
+def _beat(run_id: int) -> tuple[str | None, bool]:
+    Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).update(heartbeat_at=timezone.now())
+    row = Run.objects.filter(pk=run_id).values_list("status", "stop_requested").first()
+    return (row[0], row[1]) if row else (None, False)
+
+
+def claim_run(run_id: int, *, channel: str) -> bool:
+    """Take a queued run for this worker; False when another took it or it already ended."""
+    return bool(
+        Run.objects.filter(pk=run_id, status=Run.RUNNING, channel="", heartbeat_at=None).update(
+            worker=process_identity(), channel=channel, heartbeat_at=timezone.now()
+        )
+    )
+
+
+async def stop_run(run_id: int) -> bool:
+    """Stop a run wherever it executes; the partial answer is kept. False when it could not be."""
+    task = tasks.RUNNING.get(run_id)
+    if task is not None and not task.done():
+        task.cancel()
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=STOP_WAIT_SECONDS)
+        except (asyncio.CancelledError, TimeoutError):
+            pass
+        except Exception:
+            logger.exception("run %s raised while stopping", run_id)
+        return True
+    return await _stop_elsewhere(run_id)
+
+
+async def _stop_elsewhere(run_id: int) -> bool:
+    """Stop a run another process executes: ask it directly and by flag, then wait for the row."""
+    run = await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).afirst()
+    if run is None:
+        return False
+    events = await sync_to_async(_stop_unclaimed)(run_id)
+    if not events:
+        events = await sync_to_async(_interrupt)(run_id, stale_before=_stale_cutoff())
+    if events:
+        await broadcast_events(events)
+        return True
+    await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aupdate(stop_requested=True)
+    layer = get_channel_layer()
+    if run.channel and layer is not None:
+        try:
+            await layer.send(run.channel, {"type": "run.stop", "run_id": run_id})
+        except Exception:
+            # The flag still reaches the worker with its next heartbeat.
+            logger.exception("could not send the stop of run %s to %s", run_id, run.channel)
+    deadline = time.monotonic() + STOP_WAIT_SECONDS + settings.RUN_HEARTBEAT_SECONDS
+    while time.monotonic() < deadline:
+        if not await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aexists():
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+def _stop_unclaimed(run_id: int) -> list[RunEvent]:
+    """Stop a run still waiting for a worker: it never started, so only its status changes."""
+    with transaction.atomic():
+        stopped = Run.objects.filter(
+            pk=run_id, status=Run.RUNNING, channel="", heartbeat_at=None
+        ).update(
+            status=Run.STOPPED,
+            error="Stopped by the user.",
+            error_kind="stopped",
+            finished_at=timezone.now(),
+        )
+        if not stopped:
+            return []
+        conversation_id = Run.objects.values_list("conversation_id", flat=True).get(pk=run_id)
+        data = {"run_id": run_id, "status": Run.STOPPED, "error": "Stopped by the user."}
+        return [
+            store.append_event(
+                conversation_id, "run.finished", {**data, "kind": "stopped"}, run_id=run_id
+            )
+        ]
+
+
+async def wait_for_run(run_id: int, timeout: float | None = None) -> None:
+    """Wait until the run has finished, here or in another process; TimeoutError after timeout."""
+    task = tasks.RUNNING.get(run_id)
+    if task is not None:
+        try:
+            await asyncio.wait_for(asyncio.shield(task), timeout=timeout)
+        except asyncio.CancelledError:
+            if not task.cancelled():
+                raise  # the waiter itself was cancelled
+        return
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aexists():
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TimeoutError(f"run {run_id} is still active after {timeout} s")
+        await asyncio.sleep(0.05)
