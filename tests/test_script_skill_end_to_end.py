@@ -8,7 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.models import Approval, Conversation, PermissionRule, Run, RunEvent
-from skills_app.runs.execute import workspace_for
+from skills_app.runs.factory import workspace_for
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, rows, run_turn, use_fake_model
 

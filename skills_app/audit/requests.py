@@ -22,7 +22,7 @@ from typing import Any
 
 from django.conf import settings
 
-from skills_app.core.agent import SkillProvider, TurnState, compose_request
+from skills_app.core.agent import SkillProvider, TurnState
 from skills_app.core.catalog import build_catalog
 from skills_app.core.llm import ModelRequest
 from skills_app.core.permissions import (
@@ -31,6 +31,7 @@ from skills_app.core.permissions import (
     parse_rule,
     removed_tools,
 )
+from skills_app.core.request import compose_request
 from skills_app.core.skilltool import SKILL_TOOL
 from skills_app.core.tools import default_tools
 from skills_app.core.transcript import HIDDEN_PREFIX, StoredMessage

@@ -13,10 +13,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
 from skills_app.chat.forms import RenameForm, SearchForm
+from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
 from skills_app.models import Conversation
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.registry.skills import skills_for_user
-from skills_app.runs.execute import workspace_for
+from skills_app.runs.factory import workspace_for
 from skills_app.visibility import INSPECT_PERMISSION
 
 
@@ -37,6 +38,7 @@ def home(request: HttpRequest) -> HttpResponse:
     context = {
         "conversations": conv.search_conversations(request.user.pk, query),
         "q": query,
+        "profiles": profile_choices(),
     }
     if request.htmx and request.htmx.target == "conversation-list":
         return render(request, "skills_app/chat/_conversation_list.html", context)
@@ -47,12 +49,13 @@ def home(request: HttpRequest) -> HttpResponse:
 @require_POST
 def conversation_new(request: HttpRequest) -> HttpResponse:
     """Start an empty conversation (with the chosen delivery profile) and open it."""
-    profile = request.POST.get("profile") or "meta-message"
-    if profile not in dict(Conversation.PROFILE_CHOICES):
+    profile = request.POST.get("profile") or DEFAULT_PROFILE
+    if profile not in PROFILES:
+        # Plain text: the refused value is echoed back, never as markup.
         return HttpResponse(
-            f"Unknown delivery profile {profile!r}; choose one of: "
-            + ", ".join(dict(Conversation.PROFILE_CHOICES)),
+            "Unknown delivery profile; choose one of: " + ", ".join(PROFILES),
             status=400,
+            content_type="text/plain; charset=utf-8",
         )
     conversation = Conversation.objects.create(owner=request.user, profile=profile)
     return _redirect(request, reverse("conversation", args=[conversation.pk]))

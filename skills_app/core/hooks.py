@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SkillInvocation")
+EVENTS = ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
 
 
 @dataclass(frozen=True, slots=True)

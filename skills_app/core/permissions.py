@@ -122,6 +122,8 @@ class Decision:
     behavior: str
     reason: str
     rule: Rule | None
+    # The approval that answered an "ask" (set by the services), else None.
+    approval_id: int | None = None
 
 
 # ---------------------------------------------------------------- parsing

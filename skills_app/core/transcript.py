@@ -26,7 +26,6 @@ class StoredMessage:
     is_meta: bool = False
     to_model: bool = True
     meta: dict[str, Any] = field(default_factory=dict)
-    invocation_ref: str | None = None
 
     @classmethod
     def text(cls, role: str, text: str, **kwargs: Any) -> StoredMessage:
@@ -157,6 +156,23 @@ def unanswered_tool_uses(rows: Sequence[StoredMessage]) -> list[dict[str, Any]]:
         if b.get("type") == "tool_result"
     }
     return [b for b in uses if b["id"] not in answered]
+
+
+def close_open_tool_uses(
+    rows: Sequence[StoredMessage], *, answered: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """An "interrupted" tool_result for every open tool_use of the last assistant message.
+
+    Open means no later row answers it and its id is not in `answered` (results not stored yet).
+    A stopped run, a cancelled tool turn and the recovery of a dead run all close their history
+    with this, so the next request is valid for the API.
+    """
+    done = set(answered)
+    return [
+        tool_result_block(b["id"], INTERRUPTED_RESULT, is_error=True)
+        for b in unanswered_tool_uses(rows)
+        if b["id"] not in done
+    ]
 
 
 def tool_result_block(tool_use_id: str, content: str, *, is_error: bool = False) -> dict[str, Any]:

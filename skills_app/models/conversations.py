@@ -7,19 +7,18 @@ import uuid
 from django.conf import settings
 from django.db import models
 
+from skills_app.core.profiles import DEFAULT_PROFILE, profile_choices
+
 
 class Conversation(models.Model):
-    PROFILE_CHOICES = [
-        ("meta-message", "meta-message (Claude Code)"),
-        ("tool-result", "tool-result (load_skill)"),
-        ("system-prompt", "system-prompt (skill toolset)"),
-    ]
+    # The delivery profiles, from the core's registry (the one place that names them).
+    PROFILE_CHOICES = profile_choices()
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
     )
     title = models.CharField(max_length=200, default="New conversation")
-    profile = models.CharField(max_length=20, choices=PROFILE_CHOICES, default="meta-message")
+    profile = models.CharField(max_length=20, choices=PROFILE_CHOICES, default=DEFAULT_PROFILE)
     model = models.CharField(max_length=100, blank=True, help_text="Empty: the configured default.")
     # Names of the only skills offered in this conversation (the comparison page); empty: all.
     skill_filter = models.JSONField(default=list, blank=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -87,7 +87,6 @@ class PermissionGate:
     record: Callable[..., Awaitable[int]]
     auto_answer: str | None = None
     timeout: float = field(default_factory=lambda: float(settings.APPROVAL_TIMEOUT))
-    last_approval_id: int | None = None
 
     def context(self, state: TurnState) -> PermissionContext:
         return PermissionContext(
@@ -103,7 +102,6 @@ class PermissionGate:
         return removed_tools(names, self.context(TurnState()))
 
     async def decide(self, call: ToolCall, state: TurnState) -> Decision:
-        self.last_approval_id = None
         context = await sync_to_async(self.context)(state)
         decision = decide(call, context)
         if decision.behavior != "ask":
@@ -112,7 +110,6 @@ class PermissionGate:
         approval = await sync_to_async(_create_approval)(
             self.conversation_id, self.run_id, call, decision, skill
         )
-        self.last_approval_id = approval.pk
         await self.record(
             "approval.requested",
             {
@@ -138,7 +135,7 @@ class PermissionGate:
             "approval.answered",
             {"approval_id": answered.pk, "status": answered.status, "by": answered.answered_by_id},
         )
-        return _decision_for(answered, call)
+        return replace(_decision_for(answered, call), approval_id=answered.pk)
 
     async def _wait(self, approval_id: int) -> Approval:
         loop = asyncio.get_running_loop()

@@ -9,8 +9,9 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max
 
-from skills_app.core.agent import AgentConfig, SkillProvider, compose_request
+from skills_app.core.agent import AgentConfig, SkillProvider
 from skills_app.core.llm import ModelRequest
+from skills_app.core.request import compose_request
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools import default_tools
 from skills_app.core.transcript import StoredMessage

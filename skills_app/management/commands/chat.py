@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from skills_app.chat.presenters import message_plain_text
+from skills_app.core.profiles import DEFAULT_PROFILE
 from skills_app.models import Approval, Conversation, Message
 from skills_app.runs import supervisor as runs
 
@@ -26,8 +27,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--profile",
             choices=[value for value, _label in Conversation.PROFILE_CHOICES],
-            default="meta-message",
-            help="Delivery profile of a new conversation (default: meta-message).",
+            default=DEFAULT_PROFILE,
+            help=f"Delivery profile of a new conversation (default: {DEFAULT_PROFILE}).",
         )
         parser.add_argument(
             "--yes",

@@ -1,0 +1,102 @@
+"""RunPorts: everything the runner needs from the world, as one typed protocol.
+
+The runner streams the model, decides tool calls, records what it produces and stages skills only
+through these methods; the services implement them over the database, the channel layer and the
+user's approvals. Tests implement them in memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .agent import ForkResult, InvocationRef, TurnState
+from .events import RunEvent
+from .llm import ModelRequest, StreamEvent
+from .permissions import Decision, ToolCall
+from .skillfile import SkillSpec
+from .transcript import StoredMessage
+
+
+@dataclass(frozen=True, slots=True)
+class InvocationRecord:
+    """The audit of one attempt to invoke a skill, successful or not."""
+
+    skill: str
+    args: str
+    caller: str  # user | model
+    tool_use_id: str = ""
+    source: str = ""
+    digest: str = ""
+    decision: str = ""  # allowed | denied | failed
+    decided_by: str = ""
+    approval_id: int | None = None
+    error_code: str = ""
+    error: str = ""
+    status_text: str = ""
+    injected_text: str = ""
+    allowed_tools: tuple[str, ...] = ()
+    disallowed_tools: tuple[str, ...] = ()
+    model_override: str = ""
+    already_loaded: bool = False
+    skill_dir: str = ""
+    shell_commands: tuple[dict[str, Any], ...] = ()
+    hooks: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAudit:
+    """A tool call made while a skill's turn was active, for that skill's audit."""
+
+    tool_use_id: str
+    tool: str
+    input: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+    decision: str | None = None
+    reason: str | None = None
+
+
+class RunPorts(Protocol):
+    """The runner's side effects; one implementation per environment (services, tests)."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        """Stream one model call."""
+        ...
+
+    async def decide(self, call: ToolCall, state: TurnState) -> Decision:
+        """The rules, and the user when they say ask; the Decision names its approval."""
+        ...
+
+    async def check(self, call: ToolCall, state: TurnState) -> Decision:
+        """The rules alone, never asking (for `!` commands and skill hooks)."""
+        ...
+
+    async def record_message(
+        self, message: StoredMessage, *, invocation: InvocationRef | None = None
+    ) -> None:
+        """Store one message of the conversation."""
+        ...
+
+    async def record_invocation(self, record: InvocationRecord) -> InvocationRef | None:
+        """Store the audit of a skill invocation; its reference links later rows to it."""
+        ...
+
+    async def record_tool_call(self, invocation: InvocationRef, audit: ToolAudit) -> None:
+        """Audit a tool call made under an invoked skill."""
+        ...
+
+    async def stage_skill(self, spec: SkillSpec) -> str:
+        """Copy the skill into the workspace (read-only); its directory there."""
+        ...
+
+    async def emit(self, event: RunEvent) -> None:
+        """Announce an event to whoever watches the run."""
+        ...
+
+    async def fork(self, spec: SkillSpec, prompt: str) -> ForkResult:
+        """Run a `context: fork` skill as a subagent; ok=False when that is not possible."""
+        ...
+
+
+__all__ = ["InvocationRecord", "RunPorts", "ToolAudit"]

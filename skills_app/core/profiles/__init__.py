@@ -1,0 +1,44 @@
+"""Delivery profiles: three designs for giving skills to the model, on one engine.
+
+The registry maps each profile's name to its class; nothing else in the code branches on a
+profile's name. See `base.py` for the protocol every profile implements.
+"""
+
+from __future__ import annotations
+
+from .base import DeliveryProfile, SkillOutcome, SkillSession, ToolAnswer
+from .meta_message import MetaMessageProfile
+from .system_prompt import STATE_KIND, SystemPromptProfile
+from .tool_result import ToolResultProfile
+
+PROFILES: dict[str, type[DeliveryProfile]] = {
+    cls.name: cls for cls in (MetaMessageProfile, ToolResultProfile, SystemPromptProfile)
+}
+DEFAULT_PROFILE = MetaMessageProfile.name
+
+
+def get_profile(name: str) -> DeliveryProfile:
+    """The profile called `name`; ValueError naming the known ones otherwise."""
+    try:
+        return PROFILES[name]()
+    except KeyError:
+        known = ", ".join(PROFILES)
+        raise ValueError(f"Unknown delivery profile {name!r}: use one of {known}.") from None
+
+
+def profile_choices() -> list[tuple[str, str]]:
+    """(name, label) pairs, for forms and model fields."""
+    return [(name, cls.label) for name, cls in PROFILES.items()]
+
+
+__all__ = [
+    "DEFAULT_PROFILE",
+    "PROFILES",
+    "STATE_KIND",
+    "DeliveryProfile",
+    "SkillOutcome",
+    "SkillSession",
+    "ToolAnswer",
+    "get_profile",
+    "profile_choices",
+]

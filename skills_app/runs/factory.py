@@ -1,0 +1,170 @@
+"""The one place a Runner is built, for a user's run and for a subagent (a `context: fork` skill).
+
+`RunSetup` is what a run reads from the database once (workspace, skills on offer, settings
+hooks, earlier skill hooks); `build_runner` turns it into an Agent (configuration) and the
+services' ports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+from skills_app.core.agent import Agent, AgentConfig, SkillProvider
+from skills_app.core.hooks import Hooks
+from skills_app.core.llm import ModelClient
+from skills_app.core.profiles import DEFAULT_PROFILE
+from skills_app.core.runner import Runner
+from skills_app.core.skillfile import SkillSpec
+from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
+from skills_app.core.tools import ToolContext, default_tools
+from skills_app.core.tools.workspace import Workspace
+from skills_app.models import Conversation, SkillInvocation
+from skills_app.permissions.approvals import PermissionGate
+from skills_app.runs import store
+from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
+from skills_app.runs.recorder import RunRecorder
+
+# `agent:` presets: which base tools a subagent gets (None: every base tool).
+AGENT_PRESETS: dict[str, tuple[str, ...] | None] = {
+    "general-purpose": None,
+    "Explore": ("Read", "Glob", "Grep"),
+    "Plan": ("Read", "Glob", "Grep"),
+}
+SUBAGENT_SYSTEM = (
+    'You are a subagent running the skill "{name}" for another assistant. Follow the skill\'s '
+    "instructions with the tools you have, then finish with a concise final answer: it is the only "
+    "part the other assistant will see."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSetup:
+    """What every runner of one conversation shares, read from the database once per run."""
+
+    conversation_id: int
+    config: AgentConfig
+    workspace: Workspace
+    skills: SkillProvider
+    skill_hooks: tuple[SkillHook, ...]
+
+
+def workspace_for(conversation_id: int) -> Workspace:
+    return Workspace.for_conversation(settings.WORKSPACE_ROOT, conversation_id)
+
+
+def settings_hooks() -> Hooks:
+    """Hooks configured by dotted paths in settings.AGENT_HOOKS."""
+    hooks = Hooks()
+    for event, paths in settings.AGENT_HOOKS.items():
+        for path in paths:
+            hooks.add(event, import_string(path))
+    return hooks
+
+
+def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSetup:
+    """Read a conversation's run setup (sync: it queries the database)."""
+    skills = store.skills_for_conversation(conversation)
+    config = replace(
+        store.agent_config(conversation, model=model),
+        disable_skill_shell=settings.DISABLE_SKILL_SHELL,
+    )
+    return RunSetup(
+        conversation_id=conversation.pk,
+        config=config,
+        workspace=workspace_for(conversation.pk),
+        skills=skills,
+        skill_hooks=tuple(_stored_skill_hooks(conversation.pk, skills)),
+    )
+
+
+def _stored_skill_hooks(conversation_id: int, skills: SkillProvider) -> list[SkillHook]:
+    """Hooks registered by earlier invocations in this conversation, for skills still offered."""
+    stored = SkillInvocation.objects.filter(
+        conversation_id=conversation_id, decision="allowed"
+    ).order_by("pk")
+    hooks = skill_hooks_from_rows(stored.values_list("hooks", flat=True))
+    return [h for h in hooks if skills.get(h.skill) is not None]
+
+
+def tool_context(workspace: Workspace) -> ToolContext:
+    return ToolContext(
+        workspace=workspace,
+        sandbox=settings.SANDBOX,
+        bash_timeout_default=settings.BASH_TIMEOUT_DEFAULT,
+        bash_timeout_max=settings.BASH_TIMEOUT_MAX,
+        output_limit=settings.BASH_OUTPUT_LIMIT,
+    )
+
+
+async def build_runner(
+    setup: RunSetup,
+    *,
+    run_id: int,
+    user_id: int,
+    client: ModelClient,
+    recorder: RunRecorder,
+    auto_answer: str | None = None,
+    subagent: SkillSpec | None = None,
+    forker: ForkFn | None = None,
+) -> Runner:
+    """The runner of one run; `subagent` is the forked skill when this run is a subagent's."""
+    gate = PermissionGate(
+        conversation_id=setup.conversation_id,
+        run_id=run_id,
+        user_id=user_id,
+        workspace=setup.workspace,
+        record=recorder.record,
+        auto_answer=auto_answer,
+    )
+    tools = default_tools()
+    config, skills, skill_hooks = setup.config, setup.skills, setup.skill_hooks
+    if subagent is not None:
+        preset = AGENT_PRESETS.get(subagent.agent or "general-purpose")
+        if preset is not None:
+            tools = tools.without([n for n in tools.names() if n not in preset])
+        config = replace(
+            config,
+            model=subagent.model or config.model,
+            max_turns=settings.AGENT_MAX_TURNS,
+            system_prompt=config.system_prompt
+            + "\n\n"
+            + SUBAGENT_SYSTEM.format(name=subagent.name),
+            profile=DEFAULT_PROFILE,
+        )
+        skills, skill_hooks = NoForks(skills), ()
+    # A bare admin deny (e.g. "Bash") removes the tool from the request altogether.
+    removed = await sync_to_async(gate.removed_tools)([*tools.names(), "Skill"])
+    agent = Agent(
+        config=config,
+        tools=tools.without(removed),
+        skills=skills,
+        tool_context=tool_context(setup.workspace),
+        hooks=await sync_to_async(settings_hooks)(),
+        removed_tools=removed,
+        skill_hooks=skill_hooks,
+    )
+    if subagent is not None:
+        ports: ServicePorts = SubagentPorts(
+            client, recorder, gate, setup.workspace, forker=None, skill=subagent.name
+        )
+    else:
+        ports = ServicePorts(client, recorder, gate, setup.workspace, forker=forker)
+    return Runner(agent, ports)
+
+
+class NoForks:
+    """A skill provider without forked skills: subagents cannot fork again."""
+
+    def __init__(self, provider: SkillProvider) -> None:
+        self.provider = provider
+
+    def get(self, name: str) -> SkillSpec | None:
+        spec = self.provider.get(name)
+        return None if spec is None or spec.context == "fork" else spec
+
+    def skills(self) -> list[SkillSpec]:
+        return [s for s in self.provider.skills() if s.context != "fork"]
