@@ -149,10 +149,12 @@ async def test_a_slash_command_delivers_the_skill_without_a_tool_call(setup, con
     run = await run_turn(conversation, "/greeter Carol", alice)
     assert run.status == Run.DONE
     stored = await sync_to_async(rows)(conversation)
-    assert [(m.kind, m.is_meta) for m in stored] == [
-        ("skill_status", False),
-        ("skill_prompt", True),
-        ("text", False),
+    assert [(m.kind, m.is_meta, m.to_model) for m in stored] == [
+        # What the user typed, kept for people (the model gets the skill's rows instead).
+        ("command", False, False),
+        ("skill_status", False, True),
+        ("skill_prompt", True, True),
+        ("text", False, True),
     ]
     request = accepted(setup)[0]
     assert "tool_use" not in str(request["messages"])

@@ -6,9 +6,7 @@ import re
 import pytest
 from django.core.management import CommandError, call_command
 
-from skills_app.core.demo import DemoModel
 from skills_app.models import Conversation, Message, PermissionRule
-from skills_app.runs import supervisor as runs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -6,9 +6,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient, Client
 
-from skills_app.core.demo import DemoModel
 from skills_app.models import Comparison, PermissionRule, Run
-from skills_app.runs import supervisor as runs
 from tests.loop_helpers import write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -201,7 +201,8 @@ async def test_it_streams_a_reply_to_a_sent_message(alice, conversation, fake_mo
     frames = await _frames_until(communicator, _finished)
     await _wait_runs_done(conversation.pk)
     types = [f["type"] for f in frames]
-    assert types[0] == "run.started"
+    # The user's message is stored and shown the moment it is sent, before the run starts.
+    assert types[:2] == ["message", "run.started"]
     assert "text.delta" in types
     streamed = "".join(f["text"] for f in frames if f["type"] == "text.delta")
     assert streamed == "Hello **there**, friend"
@@ -269,8 +270,11 @@ async def test_it_retries_the_last_user_message(alice, conversation, fake_model)
     await communicator.send_json_to({"action": "retry"})
     frames = await _frames_until(communicator, _finished)
     await _wait_runs_done(conversation.pk)
-    assert any("again please" in f.get("html", "") for f in frames if f["type"] == "message")
     assert fake_model.requests[-1]["messages"][-1]["content"][-1]["text"] == "again please"
+    # A retry sends the stored message again; it does not store (or show) it a second time.
+    assert not any(f.get("role") == "user" for f in frames if f["type"] == "message")
+    users = Message.objects.filter(conversation=conversation, role="user")
+    assert await users.acount() == 1
     await communicator.disconnect()
 
 

@@ -15,8 +15,7 @@ from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run, RunEvent
-from skills_app.runs import store
-from skills_app.runs import recovery
+from skills_app.runs import recovery, store
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import use_fake_model

@@ -26,7 +26,7 @@ BLOCK_TYPES = frozenset({"text", "tool_use", "tool_result", "image", "document"}
 # Thinking blocks are signed for the key that produced them; replaying them elsewhere fails.
 DROPPED_BLOCK_TYPES = frozenset({"thinking", "redacted_thinking"})
 # Kinds taken from the file as given; every other kind is inferred from the content.
-KEPT_KINDS = {"error": "assistant", "notice": "assistant"}
+KEPT_KINDS = {"error": "assistant", "notice": "assistant", "command": "user"}
 
 
 class TranscriptImportError(Exception):

@@ -149,13 +149,13 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if text is None:
             await self._error("There is no earlier message to send again.", retry=False)
             return
-        await self._start(text)
+        await self._start(text, retry=True)
 
-    async def _start(self, text: str) -> None:
+    async def _start(self, text: str, *, retry: bool = False) -> None:
         try:
             await database_sync_to_async(check_send)(self.user_id)
             # start_run only creates the task: the loop runs beside this consumer, never inside it.
-            await runs.start_run(self.conversation_id, text, user_id=self.user_id)
+            await runs.start_run(self.conversation_id, text, user_id=self.user_id, retry=retry)
         except (RateLimitError, runs.RunError) as exc:
             await self._error(str(exc))
 

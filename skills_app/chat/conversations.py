@@ -84,39 +84,17 @@ def active_run(conversation_id: int) -> Run | None:
     return Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE).last()
 
 
-def live_text(run: Run, *, upto_seq: int) -> list[dict[str, Any]]:
-    """Text streamed by the run's current model call and not stored yet: [{index, text}]."""
-    events = list(
-        RunEvent.objects.filter(
-            run=run, seq__lte=upto_seq, type__in=("model.call", "text.delta", "message")
-        ).order_by("seq")
-    )
-    start = 0
-    for i, event in enumerate(events):
-        # A new call starts fresh; a stored assistant row holds everything streamed before it.
-        if event.type == "model.call" or (
-            event.type == "message" and event.data.get("role") == "assistant"
-        ):
-            start = i + 1
-    blocks: dict[int, str] = {}
-    for event in events[start:]:
-        if event.type == "text.delta":
-            index = int(event.data.get("index", 0))
-            blocks[index] = blocks.get(index, "") + str(event.data.get("text", ""))
-    return [{"index": index, "text": text} for index, text in sorted(blocks.items())]
-
-
 def last_user_text(conversation_id: int) -> str | None:
     """What the user last sent (a slash command rebuilt from its status row), for Retry."""
     rows = Message.objects.filter(
         conversation_id=conversation_id,
         role="user",
         is_meta=False,
-        kind__in=("text", "skill_status"),
+        kind__in=("text", "command", "skill_status"),
     ).order_by("-seq")
     for row in rows[:50]:
         text = _visible_text(row)
-        if row.kind == "text" and text.strip():
+        if row.kind in ("text", "command") and text.strip():
             return text
         if row.kind == "skill_status" and row.invocation_id:
             invocation = row.invocation

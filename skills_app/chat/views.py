@@ -17,6 +17,7 @@ from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
 from skills_app.models import Conversation
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.registry.skills import skills_for_user
+from skills_app.runs import store
 from skills_app.runs.factory import workspace_for
 from skills_app.visibility import INSPECT_PERMISSION
 
@@ -105,7 +106,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
         rendering.render_message(row, can_inspect=can_inspect, ctx=ctx) for row in rows
     ]
     run = conv.active_run(pk)
-    live = conv.live_text(run, upto_seq=last_seq) if run is not None else []
+    live = store.streamed_text(run.pk, upto_seq=last_seq) if run is not None else []
     approvals_html = [rendering.render_approval(a) for a in pending_approvals(pk)]
     skills = [
         {"name": s.name, "description": s.description, "hint": s.argument_hint or ""}

@@ -111,7 +111,11 @@ class Runner:
     # -- entry point ----------------------------------------------------------------------
 
     async def run(self, history: Sequence[StoredMessage], user_text: str | None) -> RunOutcome:
-        """Handle the user's text (a slash command or a message), then loop until the model stops."""
+        """Handle the user's text, then loop until the model stops.
+
+        `history` already holds the user's message (stored when it was sent); `user_text` is that
+        message, for the UserPromptSubmit hooks and to deliver the skills of a slash command.
+        """
         self.history[:] = history
         try:
             if user_text is not None:
@@ -144,10 +148,10 @@ class Runner:
     # -- the user's turn ------------------------------------------------------------------
 
     async def _user_entrance(self, text: str) -> bool:
-        """Store the user's message, or deliver the skills of a slash command; False stops the run."""
+        """Deliver the skills of a slash command (the services stored the user's text already);
+        False stops the run."""
         command = parse_slash_command(text, lambda n: self.agent.skills.get(n) is not None)
         if command is None:
-            await self._store(StoredMessage.text("user", text))
             return True
         delivered = 0
         for name in command.names:

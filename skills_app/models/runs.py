@@ -36,6 +36,8 @@ class Run(models.Model):
     error = models.TextField(blank=True)
     error_kind = models.CharField(max_length=40, blank=True)
     model_calls = models.PositiveIntegerField(default=0)
+    # The user's text that started this turn (stored as a message too); empty for a continuation.
+    prompt = models.TextField(blank=True)
     # Requests actually sent, as (model, system hash) facts the audit can show; messages are rebuilt from rows.
     requests = models.JSONField(default=list, blank=True)
     # Who executes the run ("host pid N"); for a Channels worker, `channel` takes its stop message.

@@ -22,7 +22,6 @@ logger = logging.getLogger(__name__)
 
 async def execute_run(
     run_id: int,
-    text: str | None,
     *,
     user_id: int,
     client: ModelClient | None = None,
@@ -53,9 +52,12 @@ async def execute_run(
     status, error, kind = Run.DONE, "", ""
     outcome: RunOutcome | None = None
     try:
-        outcome = await runner.run(rows, text)
+        outcome = await runner.run(rows, run.prompt or None)
         if outcome.status == "failed":
             status, error, kind = Run.FAILED, outcome.error, outcome.error_kind
+        elif outcome.status == "blocked":
+            # A prompt a hook blocked is kept for the user but never sent to the model.
+            await sync_to_async(store.keep_prompt_from_model)(run.pk)
     except asyncio.CancelledError:
         await recorder.flush()
         await finish(run.pk, recorder, Run.STOPPED, "Stopped by the user.", "stopped")

@@ -99,7 +99,7 @@ class RunRecorder:
         row = await sync_to_async(_store_message)(
             self.conversation_id, self.run_id, message, invocation
         )
-        await self.record("message", message_event(row), hidden=row.is_meta)
+        await self.record("message", store.message_event(row), hidden=row.is_meta)
 
     async def invocation(self, record: InvocationRecord) -> int | None:
         """Write the audit row of a skill invocation and announce that it happened."""
@@ -124,17 +124,6 @@ class RunRecorder:
     async def tool_call(self, invocation: int, audit: ToolAudit) -> None:
         """Audit a tool call made under an invoked skill."""
         await self.record("audit.tool", {**asdict(audit), "invocation_id": invocation})
-
-
-def message_event(row: Message) -> dict[str, Any]:
-    """The data of a "message" event: which row was stored (the consumer renders it)."""
-    return {
-        "message_id": row.pk,
-        "seq": row.seq,
-        "role": row.role,
-        "kind": row.kind,
-        "is_meta": row.is_meta,
-    }
 
 
 def _store_message(

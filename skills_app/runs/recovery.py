@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
-from typing import Any
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
@@ -13,7 +12,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from skills_app.core.transcript import StoredMessage
+from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.models import Approval, Conversation, Run, RunEvent
 from skills_app.runs import store, tasks
 from skills_app.runs.broadcast import broadcast_events
@@ -81,12 +80,6 @@ def _interrupt(run_id: int, *, stale_before: datetime, force: bool = False) -> l
     Kept: the text it had streamed (as a partial answer). Added: an "interrupted" tool_result for
     every unanswered tool_use, and an error row the user can Retry from.
     """
-    from skills_app.core.transcript import (
-        INTERRUPTED_RESULT,
-        tool_result_block,
-        unanswered_tool_uses,
-    )
-
     with transaction.atomic():
         # Lock the run, then re-check under the lock: its heartbeat may have moved meanwhile.
         run = (
@@ -102,35 +95,20 @@ def _interrupt(run_id: int, *, stale_before: datetime, force: bool = False) -> l
 
         def add(message: StoredMessage) -> None:
             row = store.append_message(conversation.pk, message, run_id=run.pk)
-            events.append(
-                store.append_event(
-                    conversation.pk,
-                    "message",
-                    {
-                        "message_id": row.pk,
-                        "seq": row.seq,
-                        "role": row.role,
-                        "kind": row.kind,
-                        "is_meta": row.is_meta,
-                    },
-                    run_id=run.pk,
-                    hidden=row.is_meta,
-                )
+            data = store.message_event(row)
+            event = store.append_event(
+                conversation.pk, "message", data, run_id=run.pk, hidden=row.is_meta
             )
+            events.append(event)
 
-        open_uses = unanswered_tool_uses(store.history(conversation))
-        if open_uses:
-            add(
-                StoredMessage(
-                    role="user",
-                    kind="tool_result",
-                    content=tuple(
-                        tool_result_block(b["id"], INTERRUPTED_RESULT, is_error=True)
-                        for b in open_uses
-                    ),
-                )
-            )
-        partial = _streamed_text(run)
+        closing = close_open_tool_uses(store.history(conversation))
+        if closing:
+            add(StoredMessage(role="user", kind="tool_result", content=tuple(closing)))
+        partial = [
+            {"type": "text", "text": b["text"].rstrip()}
+            for b in store.streamed_text(run.pk)
+            if b["text"].strip()
+        ]
         if partial:
             add(StoredMessage(role="assistant", content=tuple(partial), meta={"partial": True}))
         add(
@@ -176,25 +154,3 @@ def _interrupt(run_id: int, *, stale_before: datetime, force: bool = False) -> l
             )
         )
     return events
-
-
-def _streamed_text(run: Run) -> list[dict[str, Any]]:
-    """Text blocks the run streamed after its last stored message: the answer it was writing."""
-    last = (
-        RunEvent.objects.filter(run=run, type__in=("message", "model.call"))
-        .order_by("-seq")
-        .values_list("seq", flat=True)
-        .first()
-    ) or 0
-    texts: dict[int, str] = {}
-    for data in RunEvent.objects.filter(run=run, type="text.delta", seq__gt=last).values_list(
-        "data", flat=True
-    ):
-        index = int(data.get("index", 0))
-        texts[index] = texts.get(index, "") + str(data.get("text", ""))
-    blocks = []
-    for index in sorted(texts):
-        text = texts[index].rstrip()
-        if text.strip():
-            blocks.append({"type": "text", "text": text})
-    return blocks

@@ -124,6 +124,24 @@ def append_message(
         )
 
 
+def keep_prompt_from_model(run_id: int) -> None:
+    """Keep the user's message that started this run out of every later request."""
+    Message.objects.filter(run_id=run_id, role="user", kind="text", is_meta=False).update(
+        to_model=False
+    )
+
+
+def message_event(row: Message) -> dict[str, Any]:
+    """The data of a "message" event: which row was stored (the consumer renders it)."""
+    return {
+        "message_id": row.pk,
+        "seq": row.seq,
+        "role": row.role,
+        "kind": row.kind,
+        "is_meta": row.is_meta,
+    }
+
+
 def append_event(
     conversation_id: int,
     type: str,
@@ -145,6 +163,28 @@ def append_event(
             data=data,
             hidden=hidden,
         )
+
+
+def streamed_text(run_id: int, *, upto_seq: int | None = None) -> list[dict[str, Any]]:
+    """Text the run's current model call streamed and no stored row holds yet: [{index, text}].
+
+    A new model call starts fresh, and a stored row holds everything streamed before it.
+    """
+    events = RunEvent.objects.filter(
+        run_id=run_id, type__in=("model.call", "text.delta", "message")
+    ).order_by("seq")
+    if upto_seq is not None:
+        events = events.filter(seq__lte=upto_seq)
+    rows = list(events.values_list("type", "data"))
+    start = 0
+    for i, (type_, _data) in enumerate(rows):
+        if type_ in ("model.call", "message"):
+            start = i + 1
+    blocks: dict[int, list[str]] = {}
+    for type_, data in rows[start:]:
+        if type_ == "text.delta":
+            blocks.setdefault(int(data.get("index", 0)), []).append(str(data.get("text", "")))
+    return [{"index": index, "text": "".join(parts)} for index, parts in sorted(blocks.items())]
 
 
 def _now() -> Any:

@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import time
-from typing import Any
+from typing import Any, ClassVar, Protocol
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
@@ -24,6 +24,8 @@ from django.utils import timezone
 
 from skills_app.core.agent import RunOutcome
 from skills_app.core.llm import ModelClient
+from skills_app.core.skilltool import parse_slash_command
+from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
 from skills_app.runs import store, tasks
 from skills_app.runs.broadcast import broadcast_events
@@ -52,9 +54,9 @@ def process_identity() -> str:
 
 
 def _create_run(
-    conversation_id: int, user_id: int, client: ModelClient, *, inline: bool
+    conversation_id: int, prompt: str | None, client: ModelClient, *, inline: bool, retry: bool
 ) -> tuple[Run, list[RunEvent]]:
-    """The new Run row, plus the events of an orphaned run it replaced (to broadcast)."""
+    """The new Run row, with the user's message stored at once, and the events to broadcast."""
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         events: list[RunEvent] = []
@@ -74,8 +76,28 @@ def _create_run(
             # An inline run is executing from now on; a worker run gets these when a worker claims it.
             worker=process_identity() if inline else "",
             heartbeat_at=timezone.now() if inline else None,
+            prompt=prompt or "",
         )
+        if prompt is not None and not retry:
+            events.append(_store_prompt(conversation, run, prompt))
         return run, events
+
+
+def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent:
+    """The user's message, stored the moment it is sent (whatever executes the run, and when).
+
+    A slash command is stored as the user typed it, for people (`kind="command"`, kept from the
+    model, which gets the skill's status and hidden rows instead).
+    """
+    skills = store.skills_for_conversation(conversation)
+    command = parse_slash_command(prompt, lambda name: skills.get(name) is not None)
+    if command is None:
+        message = StoredMessage.text("user", prompt)
+    else:
+        message = StoredMessage.text("user", prompt, kind="command", to_model=False)
+    row = store.append_message(conversation.pk, message, run_id=run.pk)
+    data = store.message_event(row)
+    return store.append_event(conversation.pk, "message", data, run_id=run.pk)
 
 
 async def start_run(
@@ -84,47 +106,81 @@ async def start_run(
     *,
     user_id: int,
     auto_answer: str | None = None,
+    retry: bool = False,
 ) -> Run:
-    """Create a run and execute it: a task here (RUN_EXECUTOR=inline) or in a Channels worker."""
+    """Store the user's message, create a run and hand it to the configured executor.
+
+    `retry` runs the turn of an earlier message again without storing it a second time.
+    """
     client = model_client()
-    inline = settings.RUN_EXECUTOR != "worker"
-    run, events = await sync_to_async(_create_run)(conversation_id, user_id, client, inline=inline)
+    executor = get_executor()
+    run, events = await sync_to_async(_create_run)(
+        conversation_id, text, client, inline=executor.inline, retry=retry
+    )
     await broadcast_events(events)
-    if not inline:
-        await _send_to_worker(run, text, user_id=user_id, auto_answer=auto_answer)
-        return run
-    task = spawn_run(run.pk, text, user_id=user_id, client=client, auto_answer=auto_answer)
-    tasks.track(run.pk, task)
+    await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
     return run
 
 
-async def _send_to_worker(
-    run: Run, text: str | None, *, user_id: int, auto_answer: str | None
-) -> None:
-    layer = get_channel_layer()
-    message = {
-        "type": "run.execute",
-        "run_id": run.pk,
-        "text": text,
-        "user_id": user_id,
-        "auto_answer": auto_answer,
-    }
-    try:
-        if layer is None:
-            raise RuntimeError("no channel layer is configured")
-        await layer.send(RUN_CHANNEL, message)
-    except Exception as exc:
-        logger.exception("could not hand run %s to a worker", run.pk)
-        error = f"The run could not be handed to a worker ({exc}). Try again in a moment."
-        await Run.objects.filter(pk=run.pk).aupdate(
-            status=Run.FAILED, error=error, error_kind="dispatch", finished_at=timezone.now()
-        )
-        raise RunError(error) from exc
+class Executor(Protocol):
+    """Where runs execute: a strategy chosen by RUN_EXECUTOR."""
+
+    inline: ClassVar[bool]
+
+    async def submit(
+        self, run: Run, *, user_id: int, client: ModelClient, auto_answer: str | None
+    ) -> None: ...
+
+
+class InlineExecutor:
+    """Runs execute as tasks of the process that started them."""
+
+    inline: ClassVar[bool] = True
+
+    async def submit(
+        self, run: Run, *, user_id: int, client: ModelClient, auto_answer: str | None
+    ) -> None:
+        task = spawn_run(run.pk, user_id=user_id, client=client, auto_answer=auto_answer)
+        tasks.track(run.pk, task)
+
+
+class WorkerExecutor:
+    """Runs go to the `skillscope-runs` channel, where a Channels worker claims and executes them."""
+
+    inline: ClassVar[bool] = False
+
+    async def submit(
+        self, run: Run, *, user_id: int, client: ModelClient, auto_answer: str | None
+    ) -> None:
+        layer = get_channel_layer()
+        message = {
+            "type": "run.execute",
+            "run_id": run.pk,
+            "user_id": user_id,
+            "auto_answer": auto_answer,
+        }
+        try:
+            if layer is None:
+                raise RuntimeError("no channel layer is configured")
+            await layer.send(RUN_CHANNEL, message)
+        except Exception as exc:
+            logger.exception("could not hand run %s to a worker", run.pk)
+            error = f"The run could not be handed to a worker ({exc}). Try again in a moment."
+            await Run.objects.filter(pk=run.pk).aupdate(
+                status=Run.FAILED, error=error, error_kind="dispatch", finished_at=timezone.now()
+            )
+            raise RunError(error) from exc
+
+
+EXECUTORS: dict[str, type[Executor]] = {"inline": InlineExecutor, "worker": WorkerExecutor}
+
+
+def get_executor() -> Executor:
+    return EXECUTORS[settings.RUN_EXECUTOR]()
 
 
 def spawn_run(
     run_id: int,
-    text: str | None,
     *,
     user_id: int,
     client: ModelClient | None = None,
@@ -134,14 +190,13 @@ def spawn_run(
     # A fresh context: a run outlives the request or socket that started it, so it must not
     # inherit their thread-sensitive executor (it is shut down when they end).
     return asyncio.get_running_loop().create_task(
-        _supervised(run_id, text, user_id=user_id, client=client, auto_answer=auto_answer),
+        _supervised(run_id, user_id=user_id, client=client, auto_answer=auto_answer),
         context=contextvars.Context(),
     )
 
 
 async def _supervised(
     run_id: int,
-    text: str | None,
     *,
     user_id: int,
     client: ModelClient | None,
@@ -151,9 +206,7 @@ async def _supervised(
     assert task is not None
     beat = asyncio.ensure_future(_heartbeat(run_id, task))
     try:
-        return await execute_run(
-            run_id, text, user_id=user_id, client=client, auto_answer=auto_answer
-        )
+        return await execute_run(run_id, user_id=user_id, client=client, auto_answer=auto_answer)
     finally:
         beat.cancel()
         tasks.ABANDONED.discard(run_id)

@@ -38,7 +38,6 @@ class RunConsumer(AsyncConsumer):
         except (KeyError, TypeError, ValueError):
             logger.error("ignoring a malformed run.execute message: %r", message)
             return
-        text = message.get("text")
         auto_answer = message.get("auto_answer")
         try:
             claimed = await database_sync_to_async(runs.claim_run)(
@@ -56,7 +55,6 @@ class RunConsumer(AsyncConsumer):
         # Started as a task, never awaited here: this consumer keeps taking messages meanwhile.
         task = runs.spawn_run(
             run_id,
-            text if isinstance(text, str) else None,
             user_id=user_id,
             auto_answer=auto_answer if isinstance(auto_answer, str) else None,
         )
