@@ -57,7 +57,9 @@ def test_it_parses_like_systemd(text, expected):
 
 def _systemd_parses(tmp_path: Path, text: str) -> dict[str, str] | None:
     """What systemd's own env-file parser makes of TEXT, via the environment.d generator."""
-    generator = Path("/usr/lib/systemd/user-environment-generators/30-systemd-environment-d-generator")
+    generator = Path(
+        "/usr/lib/systemd/user-environment-generators/30-systemd-environment-d-generator"
+    )
     if not os.access(generator, os.X_OK):
         return None
     conf = tmp_path / "environment.d"
