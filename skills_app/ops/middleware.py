@@ -2,9 +2,10 @@
 
 A load balancer or systemd asks each process directly (`http://127.0.0.1:8001/readyz`), with its
 own Host header and over plain HTTP: through the ordinary middleware that is a 400
-(ALLOWED_HOSTS) or a 301 (SECURE_SSL_REDIRECT). Placed first in MIDDLEWARE, this answers exactly
-the routes of `skills_app.ops.urls` and hands every other request on untouched. The probes build
-no URL from the Host header and reveal nothing, so skipping those checks for them is safe.
+(ALLOWED_HOSTS) or a 301 (SECURE_SSL_REDIRECT). Placed first in MIDDLEWARE, this answers GET
+and HEAD on exactly the routes of `skills_app.ops.urls` and hands every other request on
+untouched. The probes build no URL from the Host header and reveal nothing, so skipping those
+checks for them is safe.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ PROBE_URLCONF = "skills_app.ops.urls"
 
 
 def _probe_view(request: HttpRequest) -> Callable[..., Awaitable[HttpResponseBase]] | None:
+    if request.method not in ("GET", "HEAD"):
+        return None  # probes only read; anything else takes the ordinary path (CSRF, then 405)
     try:
         return resolve(request.path_info, urlconf=PROBE_URLCONF).func
     except Resolver404:
