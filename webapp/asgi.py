@@ -6,10 +6,14 @@ import os
 
 from django.core.asgi import get_asgi_application
 
+from webapp.configerror import exit_on_config_error
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 # Build the Django app first so models are ready before the consumers are imported.
-django_asgi_app = get_asgi_application()
+# A settings error stops the server with status 78, which the systemd units do not restart.
+with exit_on_config_error():
+    django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from django.http.request import validate_host
+
+from webapp.publicurl import PublicURLError, host_of, public_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -79,8 +82,10 @@ def env_secret(name: str, default: str = "") -> str:
     return os.environ.get(name) or default
 
 
-def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+def env_choice(name: str, default: str, choices: tuple[str, ...], *, upper: bool = False) -> str:
     value = (os.environ.get(name) or default).strip()
+    if upper:
+        value = value.upper()
     if value not in choices:
         raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
     return value
@@ -104,15 +109,39 @@ if not SECRET_KEY:
         _key_file.write_text(SECRET_KEY)
         _key_file.chmod(0o600)
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+# The address people use, and the start of every absolute URL Skillscope prints or builds.
+try:
+    SKILLSCOPE_PUBLIC_URL = public_url(os.environ)
+except PublicURLError as exc:
+    raise ImproperlyConfigured(str(exc)) from None
+_public_host = host_of(SKILLSCOPE_PUBLIC_URL)
+if env_str("SKILLSCOPE_PUBLIC_URL"):
+    # Served under a chosen name (behind a proxy): that name, and only it, by default.
+    ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [_public_host])
+    CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [SKILLSCOPE_PUBLIC_URL])
+    if not validate_host(_public_host, ALLOWED_HOSTS):
+        raise ImproperlyConfigured(
+            f"ALLOWED_HOSTS={','.join(ALLOWED_HOSTS)!r} does not include {_public_host!r}, the host of "
+            f"the public URL {SKILLSCOPE_PUBLIC_URL}: every page would answer 400 Bad Request. "
+            "Add it to ALLOWED_HOSTS, or leave ALLOWED_HOSTS unset to derive it."
+        )
+else:
+    _local = ["127.0.0.1", "localhost", "[::1]"]
+    ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", list(dict.fromkeys([*_local, _public_host])))
+    CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 SECURE_COOKIES = env_bool("SECURE_COOKIES", False)
 SESSION_COOKIE_SECURE = SECURE_COOKIES
 CSRF_COOKIE_SECURE = SECURE_COOKIES
 if env_bool("BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# Redirect plain-HTTP requests to HTTPS (the proxy usually does; this is the backstop).
+# The /healthz and /readyz probes are answered before it (skills_app.ops.middleware).
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 # Strict-Transport-Security max-age; set it (e.g. 31536000) once the site is served only over HTTPS.
 SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 0, minimum=0)
+# With HSTS: also for every subdomain of this host, and the `preload` token (docs/deploy.md).
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = env_bool("HSTS_PRELOAD", False)
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -132,6 +161,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: /healthz and /readyz answer probes before host validation and the HTTPS redirect.
+    "skills_app.ops.middleware.ProbeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -231,11 +262,28 @@ STORAGES = {
 }
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 
+# Logs go to stderr (journald under systemd). LOG_FORMAT=json writes one JSON object per line;
+# records logged while a run executes carry run_id and conversation_id (skills_app.ops.logcontext).
+LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
+LOG_LEVEL = env_choice(
+    "LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), upper=True
+)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "filters": {"run_context": {"()": "skills_app.ops.logcontext.RunContextFilter"}},
+    "formatters": {
+        "text": {"format": "%(asctime)s %(levelname)s %(name)s%(log_context)s: %(message)s"},
+        "json": {"()": "skills_app.ops.logformat.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["run_context"],
+        }
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
 

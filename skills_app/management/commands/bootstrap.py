@@ -27,7 +27,8 @@ class Command(BaseCommand):
             )
         User = get_user_model()
         password_file = settings.VAR_DIR / "admin-password.txt"
-        url = "http://127.0.0.1:8000/accounts/login/"
+        # SKILLSCOPE_PUBLIC_URL, or the runserver address: what people type, not where we listen.
+        url = f"{settings.SKILLSCOPE_PUBLIC_URL}/accounts/login/"
         if not User.objects.filter(is_superuser=True).exists():
             password = secrets.token_urlsafe(12)
             User.objects.create_superuser(username=username, email="", password=password)

@@ -1,0 +1,220 @@
+"""Readiness: can this process serve a whole chat (database, channel layer, a run worker)?
+
+Each check answers with a short category, never an exception text, a host name or a path: the
+probes are unauthenticated. What went wrong is logged here instead, for the operator.
+
+Probes are cheap to send and each readiness check costs a database query and a channel-layer
+round trip, so a flood of requests must not become a flood of checks: one check runs at a time
+per process, requests arriving meanwhile wait for its answer, and an answer is reused for
+`REUSE_SECONDS`. Each check is bounded by `CHECK_TIMEOUT`; a database call that outlives it is
+left to finish in its thread and no second one is started until it does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import threading
+import time
+import weakref
+from dataclasses import dataclass
+from datetime import timedelta
+
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+logger = logging.getLogger(__name__)
+
+CHECK_TIMEOUT = 2.0
+REUSE_SECONDS = 1.0
+
+OK = "ok"
+UNREACHABLE = "unreachable"
+TIMEOUT = "timeout"
+ERROR = "error"
+NO_WORKER = "none alive"
+UNKNOWN = "unknown"
+NOT_USED = "not used"
+# Check results that do not make the process unready.
+PASSING = frozenset({OK, UNKNOWN, NOT_USED})
+
+
+@dataclass(frozen=True, slots=True)
+class Readiness:
+    """Each check's category, and whether all of them pass."""
+
+    checks: dict[str, str]
+
+    @property
+    def ready(self) -> bool:
+        return all(status in PASSING for status in self.checks.values())
+
+
+def live_workers() -> int | None:
+    """How many run workers are alive; None when that cannot be told.
+
+    STUB until the worker registry lands: workers are seen only through the runs they execute
+    (`Run.worker` with a heartbeat newer than RUN_STALE_SECONDS). With no run to judge by (idle
+    workers, or only runs queued less than RUN_STALE_SECONDS ago) it answers None, which does not
+    fail readiness. The worker registry replaces this body and always answers a number.
+    """
+    from ..models import Run
+
+    cutoff = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
+    active = Run.objects.filter(status__in=Run.ACTIVE)
+    # A run claimed by a worker, or queued long enough that a live worker would have claimed it.
+    judged = active.exclude(worker="") | active.filter(worker="", started_at__lt=cutoff)
+    if not judged.exists():
+        return None
+    return (
+        active.exclude(worker="")
+        .filter(heartbeat_at__gte=cutoff)
+        .values("worker")
+        .distinct()
+        .count()
+    )
+
+
+def _query_database() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+        cursor.fetchone()
+    if not connection.in_atomic_block:
+        # CONN_MAX_AGE=0 semantics even though no request cycle surrounds this call.
+        connection.close_if_unusable_or_obsolete()
+
+
+class _OneAtATime:
+    """Runs a blocking check in a thread, never two at once (a hung one blocks only itself)."""
+
+    def __init__(self) -> None:
+        self._busy = threading.Lock()
+
+    def __call__(self) -> str:
+        if not self._busy.acquire(blocking=False):
+            return TIMEOUT  # the previous call is still stuck
+        try:
+            _query_database()
+        except DatabaseError:
+            logger.warning("readiness: the database cannot be reached", exc_info=True)
+            return UNREACHABLE
+        except Exception:
+            logger.exception("readiness: the database check failed")
+            return ERROR
+        finally:
+            self._busy.release()
+        return OK
+
+
+_database_once = _OneAtATime()
+
+
+async def check_database() -> str:
+    try:
+        return await asyncio.wait_for(
+            sync_to_async(_database_once, thread_sensitive=True)(), CHECK_TIMEOUT
+        )
+    except TimeoutError:
+        logger.warning("readiness: the database did not answer within %s s", CHECK_TIMEOUT)
+        return TIMEOUT
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    # redis-py's ConnectionError is not the builtin one; match it by name, without importing redis.
+    return isinstance(exc, OSError) or any(
+        cls.__name__ == "ConnectionError" for cls in type(exc).__mro__
+    )
+
+
+async def check_channel_layer() -> str:
+    """Send a message to a fresh channel of this process and receive it back."""
+    layer = get_channel_layer()
+    if layer is None:
+        return ERROR
+    token = secrets.token_hex(8)
+
+    async def round_trip() -> bool:
+        channel = await layer.new_channel("readyz.")
+        await layer.send(channel, {"type": "readyz.ping", "token": token})
+        message = await layer.receive(channel)
+        return message.get("token") == token
+
+    try:
+        same = await asyncio.wait_for(round_trip(), CHECK_TIMEOUT)
+    except TimeoutError:
+        logger.warning("readiness: the channel layer did not answer within %s s", CHECK_TIMEOUT)
+        return TIMEOUT
+    except Exception as exc:
+        if _is_connection_error(exc):
+            logger.warning("readiness: the channel layer cannot be reached", exc_info=True)
+            return UNREACHABLE
+        logger.exception("readiness: the channel layer check failed")
+        return ERROR
+    return OK if same else ERROR
+
+
+async def check_workers() -> str:
+    if settings.RUN_EXECUTOR != "worker":
+        return NOT_USED
+    try:
+        count = await asyncio.wait_for(
+            sync_to_async(live_workers, thread_sensitive=True)(), CHECK_TIMEOUT
+        )
+    except TimeoutError:
+        return TIMEOUT
+    except DatabaseError:
+        return UNREACHABLE  # the database check says more
+    if count is None:
+        return UNKNOWN
+    return OK if count > 0 else NO_WORKER
+
+
+async def _check_all() -> Readiness:
+    database, layer, workers = await asyncio.gather(
+        check_database(), check_channel_layer(), check_workers()
+    )
+    return Readiness({"database": database, "channel_layer": layer, "workers": workers})
+
+
+class ReadinessProbe:
+    """Readiness answers computed at most once at a time and reused briefly (see the module doc).
+
+    Each request computes in its own context (its own database thread), under a per-loop lock:
+    a request that waited for the lock finds the fresh answer and returns it without checking.
+    """
+
+    def __init__(self) -> None:
+        self._answer: tuple[float, Readiness] | None = None
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        self.checks_run = 0  # how many real checks ran (tests, and the operator page)
+
+    def forget(self) -> None:
+        """Drop the remembered answer (tests; after a configuration change)."""
+        self._answer = None
+
+    def _fresh(self) -> Readiness | None:
+        if self._answer is not None and time.monotonic() - self._answer[0] < REUSE_SECONDS:
+            return self._answer[1]
+        return None
+
+    async def __call__(self) -> Readiness:
+        answer = self._fresh()
+        if answer is not None:
+            return answer
+        lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
+            answer = self._fresh()
+            if answer is None:
+                self.checks_run += 1
+                answer = await _check_all()
+                self._answer = (time.monotonic(), answer)
+            return answer
+
+
+readiness = ReadinessProbe()

@@ -1,0 +1,36 @@
+"""The two probes: /healthz (the process answers) and /readyz (it can serve a whole chat).
+
+No authentication and nothing sensitive: a fixed status word per check. They are reached before
+host validation and the HTTPS redirect (see `middleware.ProbeMiddleware`), so a load balancer or
+systemd can ask a process directly by its address.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_safe
+
+from .health import readiness
+
+
+def _json(body: dict[str, object], status: int = 200) -> JsonResponse:
+    response = JsonResponse(body, status=status)
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@never_cache
+@require_safe
+async def healthz(request: HttpRequest) -> JsonResponse:
+    """Liveness: answered from the event loop, touching neither the database nor the channel layer."""
+    return _json({"status": "ok"})
+
+
+@never_cache
+@require_safe
+async def readyz(request: HttpRequest) -> JsonResponse:
+    """Readiness: 200 when every check passes, 503 (with each check's status) otherwise."""
+    answer = await readiness()
+    body = {"status": "ready" if answer.ready else "not ready", "checks": answer.checks}
+    return _json(body, status=200 if answer.ready else 503)
