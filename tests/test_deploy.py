@@ -237,7 +237,7 @@ def test_the_web_unit_waits_for_healthz_on_its_own_port():
 
 
 def test_the_worker_unit_listens_on_the_run_channel():
-    from skills_app.services.runs import RUN_CHANNEL
+    from skills_app.runs.supervisor import RUN_CHANNEL
 
     argv = _exec(DEPLOY / "systemd" / "skillscope-worker@.service", "ExecStart")
     assert argv[1:] == ["manage.py", "runworker", RUN_CHANNEL]

@@ -115,7 +115,7 @@ LOG_INSIDE_A_RUN = (
     "import logging\n"
     "from skills_app.ops.logcontext import log_context\n"
     "with log_context(run_id=41, conversation_id=42):\n"
-    "    logging.getLogger('skills_app.services.runs').warning('model call %s failed', 2)\n"
+    "    logging.getLogger('skills_app.runs.execute').warning('model call %s failed', 2)\n"
 )
 
 
@@ -133,7 +133,7 @@ def test_the_settings_write_json_lines_with_the_ids(tmp_path):
 def test_the_text_format_shows_the_ids_too(tmp_path):
     result = _django_logs({"SKILLSCOPE_VAR_DIR": str(tmp_path)}, LOG_INSIDE_A_RUN)
     assert result.returncode == 0, result.stderr
-    assert "WARNING skills_app.services.runs run=41 conversation=42: model call 2 failed" in (
+    assert "WARNING skills_app.runs.execute run=41 conversation=42: model call 2 failed" in (
         result.stderr
     )
 

@@ -11,6 +11,7 @@ from django.utils import timezone
 from skills_app.core.agent import RunOutcome
 from skills_app.core.llm import ModelClient
 from skills_app.models import Run
+from skills_app.ops.logcontext import log_context
 from skills_app.runs import store
 from skills_app.runs.client import model_client
 from skills_app.runs.factory import build_runner, load_setup
@@ -28,8 +29,15 @@ async def execute_run(
     auto_answer: str | None = None,
 ) -> RunOutcome | None:
     """Run the agent loop for an existing Run row to completion, recording everything."""
-    client = client or model_client()
     run = await Run.objects.select_related("conversation").aget(pk=run_id)
+    with log_context(run_id=run.pk, conversation_id=run.conversation_id):
+        return await _execute(run, user_id=user_id, client=client, auto_answer=auto_answer)
+
+
+async def _execute(
+    run: Run, *, user_id: int, client: ModelClient | None, auto_answer: str | None
+) -> RunOutcome | None:
+    client = client or model_client()
     conversation = run.conversation
     recorder = RunRecorder(conversation.pk, run.pk, user_id)
     # It reads the database (personal uploads, earlier skill hooks): not from async code directly.

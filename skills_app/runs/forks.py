@@ -16,6 +16,7 @@ from skills_app.core.llm import ModelClient
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Run
+from skills_app.ops.logcontext import log_context
 from skills_app.runs.factory import RunSetup, build_runner
 from skills_app.runs.ports import ForkFn
 from skills_app.runs.recorder import RunRecorder
@@ -36,6 +37,10 @@ def make_forker(
             model_label=client.label,
             is_demo=client.is_demo,
         )
+        with log_context(run_id=child.pk):
+            return await _subagent(spec, prompt, child)
+
+    async def _subagent(spec: SkillSpec, prompt: str, child: Run) -> ForkResult:
         recorder = RunRecorder(setup.conversation_id, child.pk, user_id)
         runner = await build_runner(
             setup, run_id=child.pk, user_id=user_id, client=client, recorder=recorder, subagent=spec
