@@ -5,9 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from ...core.model_catalog import KNOWN_MODELS, unknown_model_message
 from ...models import Approval, Conversation, Message
 from ...services import runs
 from ...services.presenters import message_plain_text
@@ -30,16 +32,25 @@ class Command(BaseCommand):
             help="Delivery profile of a new conversation (default: meta-message).",
         )
         parser.add_argument(
+            "--model",
+            help="Model of this conversation, one of ANTHROPIC_MODELS "
+            "(default: the conversation's model, or ANTHROPIC_MODEL for a new one).",
+        )
+        parser.add_argument(
             "--yes",
             action="store_true",
             help='Answer every approval with "allow once" (without it, approvals are denied).',
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        model = self._model(options.get("model"))
         user = self._user(options.get("user"))
         conversation = self._conversation(
             user, options.get("conversation"), options["message"], options["profile"]
         )
+        if model and conversation.model != model:
+            conversation.model = model
+            conversation.save(update_fields=["model"])
         before = conversation.messages.count() and (
             conversation.messages.order_by("-seq").values_list("seq", flat=True).first() or 0
         )
@@ -67,6 +78,18 @@ class Command(BaseCommand):
         await runs.wait_for_run(run.pk)
         run.status = (await run.__class__.objects.aget(pk=run.pk)).status
         return run
+
+    def _model(self, model: str | None) -> str | None:
+        if model is None:
+            return None
+        offered = list(settings.ANTHROPIC_MODELS)
+        if model in offered:
+            return model
+        if model in KNOWN_MODELS:
+            reason = f'"{model}" is a known model but not offered here; add it to ANTHROPIC_MODELS.'
+        else:
+            reason = unknown_model_message(model, KNOWN_MODELS)
+        raise CommandError(f"--model: {reason} Offered models: {', '.join(offered)}.")
 
     def _user(self, username: str | None) -> Any:
         User = get_user_model()
