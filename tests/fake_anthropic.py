@@ -1,4 +1,11 @@
-"""A fake Anthropic Messages API on loopback, so tests exercise the real SDK, streaming and errors."""
+"""A fake Anthropic Messages API on loopback, so tests exercise the real SDK, streaming and errors.
+
+It behaves like the API where Skillscope depends on it: request rules and model settings
+(`fake_anthropic_rules`), unknown model ids (404), thinking (a thinking block with a signature
+before the answer when thinking is on, and a 400 when a continued tool loop drops or alters it),
+prompt caching (`fake_anthropic_cache`: usage split into uncached, written and read tokens), and
+refusals (`Reply.refusal()`, or REFUSE_DIRECTIVE in the user's text).
+"""
 
 from __future__ import annotations
 
@@ -14,28 +21,24 @@ from typing import Any
 
 import pytest
 
-# Block types the real API accepts in request messages; anything else is rejected like the API does.
-KNOWN_BLOCK_TYPES = frozenset(
-    {
-        "text",
-        "image",
-        "document",
-        "search_result",
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "server_tool_use",
-        "web_search_tool_result",
-        "web_fetch_tool_result",
-        "code_execution_tool_result",
-        "bash_code_execution_tool_result",
-        "text_editor_code_execution_tool_result",
-        "mcp_tool_use",
-        "mcp_tool_result",
-        "container_upload",
-    }
+from skills_app.core.model_catalog import DEFAULT_MODEL
+from tests.fake_anthropic_cache import PromptCache, render_blocks
+from tests.fake_anthropic_rules import (
+    ThinkingLedger,
+    model_info,
+    not_found_message,
+    thinking_display,
+    thinking_on,
+    validate_cache_control,
+    validate_request,
+    validate_settings,
 )
+
+# The model id tests use unless they test model choice (a real id: the server refuses others).
+TEST_MODEL = DEFAULT_MODEL
+# In the last user message's text, makes the server refuse (stop_reason "refusal", no content)
+# without using up a scripted reply.
+REFUSE_DIRECTIVE = "[[refuse]]"
 
 # The longest a paused reply waits for its event, so a forgotten release cannot hang the suite.
 MAX_PAUSE_SECONDS = 30.0
@@ -69,6 +72,7 @@ class Reply:
     reached: threading.Event | None = None  # set by the server when it starts waiting
     model: str | None = None
     output_tokens: int | None = None
+    stop_details: dict[str, Any] | None = None
 
     @staticmethod
     def text(text: str, *, chunk: int = 8, delay: float = 0.0, **options: Any) -> Reply:
@@ -99,6 +103,12 @@ class Reply:
         if "stop_reason" not in options and any(b["type"] == "tool_use" for b in blocks):
             options["stop_reason"] = "tool_use"
         return Reply(content=tuple(blocks), **options)
+
+    @staticmethod
+    def refusal(*, category: str | None = None, **options: Any) -> Reply:
+        """A declined request: HTTP 200, `stop_reason: "refusal"`, no content, nothing billed."""
+        details = {"type": "refusal", "category": category, "explanation": None}
+        return Reply(content=(), stop_reason="refusal", stop_details=details, **options)
 
     @staticmethod
     def empty(*, stop_reason: str = "end_turn", **options: Any) -> Reply:
@@ -155,6 +165,15 @@ class ReceivedRequest(dict):
     headers: dict[str, str]
     status: int | None
     rejection: str | None
+    usage: dict[str, Any] | None
+
+    @property
+    def system_text(self) -> str:
+        """The system prompt's text, whether sent as a string or as text blocks."""
+        system = self.get("system") or ""
+        if isinstance(system, str):
+            return system
+        return "".join(b.get("text", "") for b in system if isinstance(b, dict))
 
     @property
     def api_key(self) -> str | None:
@@ -168,6 +187,15 @@ class ReceivedRequest(dict):
 Responder = Callable[[ReceivedRequest], Reply]
 
 
+def without_cache_control(value: Any) -> Any:
+    """`value` (a request or part of one) with every cache_control marker removed."""
+    if isinstance(value, dict):
+        return {k: without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_control(v) for v in value]
+    return value
+
+
 def _error_body(error_type: str, message: str) -> dict[str, Any]:
     return {
         "type": "error",
@@ -176,141 +204,10 @@ def _error_body(error_type: str, message: str) -> dict[str, Any]:
     }
 
 
-def _content_blocks(content: Any) -> list[Any]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return list(content) if isinstance(content, list) else []
-
-
-def validate_request(body: Any) -> str | None:
-    """Return the API-style reason this Messages request would be rejected, or None when valid."""
-    if not isinstance(body, dict):
-        return "Request body must be a JSON object."
-    for key in ("model", "max_tokens", "messages"):
-        if key not in body:
-            return f"{key}: Field required"
-    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
-        return "max_tokens: must be a positive integer"
-    reason = _validate_tools(body.get("tools"))
-    if reason:
-        return reason
-    return _validate_messages(body["messages"])
-
-
-def _validate_tools(tools: Any) -> str | None:
-    if tools is None:
-        return None
-    if not isinstance(tools, list):
-        return "tools: Input should be a valid list"
-    seen: set[str] = set()
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict) or not tool.get("name"):
-            return f"tools.{i}.name: Field required"
-        if "type" not in tool and "input_schema" not in tool:
-            return f"tools.{i}.input_schema: Field required"
-        if tool["name"] in seen:
-            return f"tools: Tool names must be unique. Duplicate name: {tool['name']!r}"
-        seen.add(tool["name"])
-    return None
-
-
-def _validate_messages(messages: Any) -> str | None:
-    if not isinstance(messages, list) or not messages:
-        return "messages: at least one message is required"
-    previous_tool_use_ids: set[str] = set()
-    last = len(messages) - 1
-    for i, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if role not in ("user", "assistant"):
-            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
-        if i == 0 and role != "user":
-            return 'messages: first message must use the "user" role'
-        if i > 0 and role == messages[i - 1].get("role"):
-            return (
-                f'messages: roles must alternate between "user" and "assistant", '
-                f'but found multiple "{role}" roles in a row (messages.{i - 1} and messages.{i})'
-            )
-        content = message.get("content")
-        if content is None:
-            return f"messages.{i}.content: Field required"
-        if content == [] or (content == "" and not (i == last and role == "assistant")):
-            return (
-                f"messages.{i}: all messages must have non-empty content except for "
-                "the optional final assistant message"
-            )
-        blocks = _content_blocks(content)
-        reason = _validate_blocks(i, role, blocks, previous_tool_use_ids)
-        if reason:
-            return reason
-        if role == "user" and previous_tool_use_ids:
-            answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
-            missing = sorted(previous_tool_use_ids - answered)
-            if missing:
-                return (
-                    f"messages.{i - 1}: `tool_use` ids were found without `tool_result` blocks "
-                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
-                    "corresponding `tool_result` block in the next message."
-                )
-        if role == "assistant":
-            previous_tool_use_ids = {b["id"] for b in blocks if b.get("type") == "tool_use"}
-            if i == last and blocks and blocks[-1].get("type") == "text":
-                text = blocks[-1].get("text", "")
-                if text != text.rstrip():
-                    return "messages: final assistant content cannot end with trailing whitespace"
-        else:
-            previous_tool_use_ids = set()
-    # A trailing assistant tool_use has no user message after it to answer it.
-    if messages[last].get("role") == "assistant" and previous_tool_use_ids:
-        return (
-            f"messages.{last}: `tool_use` ids were found without `tool_result` blocks immediately "
-            f"after: {', '.join(sorted(previous_tool_use_ids))}. Each `tool_use` block must have a "
-            "corresponding `tool_result` block in the next message."
-        )
-    return None
-
-
-def _validate_blocks(
-    i: int, role: str, blocks: list[Any], previous_tool_use_ids: set[str]
-) -> str | None:
-    seen_other = False
-    for j, block in enumerate(blocks):
-        where = f"messages.{i}.content.{j}"
-        if not isinstance(block, dict) or block.get("type") not in KNOWN_BLOCK_TYPES:
-            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-            return (
-                f"{where}.type: Input tag {kind!r} found using 'type' does not match any of "
-                f"the expected tags: {', '.join(sorted(KNOWN_BLOCK_TYPES))}"
-            )
-        kind = block["type"]
-        if kind == "text" and block.get("text", "") == "":
-            return f"{where}: text content blocks must be non-empty"
-        if kind == "tool_use" and role != "assistant":
-            return f"{where}: `tool_use` blocks can only appear in assistant messages"
-        if kind == "tool_result":
-            if role != "user":
-                return f"{where}: `tool_result` blocks can only appear in user messages"
-            if seen_other:
-                return (
-                    f"{where}: `tool_result` blocks must come first in the user message content, "
-                    "before any text or other blocks"
-                )
-            if block.get("tool_use_id") not in previous_tool_use_ids:
-                return (
-                    f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                    f"{block.get('tool_use_id')}. Each `tool_result` block must have a "
-                    "corresponding `tool_use` block in the previous message."
-                )
-            for k, inner in enumerate(_content_blocks(block.get("content", []))):
-                if inner.get("type") == "text" and inner.get("text", "") == "":
-                    return f"{where}.content.{k}: text content blocks must be non-empty"
-        else:
-            seen_other = True
-    return None
-
-
-def _sse_events(reply: Reply, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+def _sse_events(
+    reply: Reply, body: dict[str, Any], usage: dict[str, Any]
+) -> list[tuple[str, dict[str, Any]]]:
     """The SSE events the real API would send for this reply, in order."""
-    input_tokens = max(1, len(json.dumps(body)) // 4)
     output_chars = 0
     events: list[tuple[str, dict[str, Any]]] = [
         (
@@ -325,7 +222,7 @@ def _sse_events(reply: Reply, body: dict[str, Any]) -> list[tuple[str, dict[str,
                     "content": [],
                     "stop_reason": None,
                     "stop_sequence": None,
-                    "usage": {"input_tokens": input_tokens, "output_tokens": 1},
+                    "usage": {**usage, "output_tokens": 1 if reply.content else 0},
                 },
             },
         ),
@@ -353,8 +250,13 @@ def _sse_events(reply: Reply, body: dict[str, Any]) -> list[tuple[str, dict[str,
             deltas = [
                 {"type": "thinking_delta", "thinking": p}
                 for p in _split(block["thinking"], reply.chunk)
+                if p
             ]
-            deltas.append({"type": "signature_delta", "signature": block.get("signature", "sig")})
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+            output_chars += len(block["thinking"])
+        elif kind == "redacted_thinking":
+            start = {"type": "redacted_thinking", "data": block["data"]}
+            deltas = []
         else:
             raise ValueError(
                 f"The fake server cannot stream a {kind!r} block; use text/tool_use/thinking."
@@ -373,16 +275,21 @@ def _sse_events(reply: Reply, body: dict[str, Any]) -> list[tuple[str, dict[str,
                 )
             )
         events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    output_tokens = (
-        reply.output_tokens if reply.output_tokens is not None else output_chars // 4 + 1
-    )
+    if reply.output_tokens is not None:
+        output_tokens = reply.output_tokens
+    else:
+        output_tokens = output_chars // 4 + 1 if reply.content else 0
+    delta: dict[str, Any] = {"stop_reason": reply.stop_reason, "stop_sequence": reply.stop_sequence}
+    if reply.stop_details is not None:
+        delta["stop_details"] = reply.stop_details
     events.append(
         (
             "message_delta",
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": reply.stop_reason, "stop_sequence": reply.stop_sequence},
-                "usage": {"output_tokens": output_tokens},
+                "delta": delta,
+                # Cumulative, as the API sends them: the prompt figures again, the final output.
+                "usage": {**usage, "output_tokens": output_tokens},
             },
         )
     )
@@ -396,12 +303,14 @@ def _split(text: str, size: int) -> list[str]:
     return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
-def _message_json(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+def _message_json(reply: Reply, body: dict[str, Any], usage: dict[str, Any]) -> dict[str, Any]:
     """The non-streaming Message object for this reply."""
     content = []
     for block in reply.content:
         if block["type"] == "tool_use":
             content.append({k: block[k] for k in ("type", "id", "name", "input")})
+        elif block["type"] == "redacted_thinking":
+            content.append({"type": "redacted_thinking", "data": block["data"]})
         else:
             content.append(dict(block))
     return {
@@ -412,8 +321,47 @@ def _message_json(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
         "content": content,
         "stop_reason": reply.stop_reason,
         "stop_sequence": reply.stop_sequence,
-        "usage": {"input_tokens": max(1, len(json.dumps(body)) // 4), "output_tokens": 1},
+        **({"stop_details": reply.stop_details} if reply.stop_details else {}),
+        "usage": {**usage, "output_tokens": 1 if reply.content else 0},
     }
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    messages = body.get("messages") or []
+    if not messages or messages[-1].get("role") != "user":
+        return ""
+    content = messages[-1].get("content")
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+def _with_thinking(reply: Reply, body: dict[str, Any], display: str) -> Reply:
+    """The reply as a thinking model gives it: a signed thinking block first."""
+    if not reply.content:
+        return reply  # a refusal or an empty answer
+    if reply.content[0]["type"] in ("thinking", "redacted_thinking"):
+        return reply
+    if display == "summarized":
+        topic = " ".join(_last_user_text(body).split())[:60] or "the tool results"
+        text = f"Working out how to answer: {topic}."
+    else:
+        text = ""  # display "omitted": the block comes back with empty text, signature intact
+    block = {"type": "thinking", "thinking": text, "signature": _next_id("sig")}
+    return replace(reply, content=(block, *reply.content))
+
+
+def _signed(reply: Reply) -> Reply:
+    """Scripted thinking blocks without a signature get one (the API always signs them)."""
+    if not any(b["type"] == "thinking" and "signature" not in b for b in reply.content):
+        return reply
+    content = tuple(
+        {**b, "signature": _next_id("sig")}
+        if b["type"] == "thinking" and "signature" not in b
+        else b
+        for b in reply.content
+    )
+    return replace(reply, content=content)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -442,6 +390,7 @@ class _Handler(BaseHTTPRequestHandler):
         request.headers = {k.lower(): v for k, v in self.headers.items()}
         request.status = None
         request.rejection = None
+        request.usage = None
         fake._record(request)
 
         if request.path != "/v1/messages":
@@ -454,7 +403,23 @@ class _Handler(BaseHTTPRequestHandler):
         if reason:
             self._reject(request, 400, "invalid_request_error", reason)
             return
-        reply = fake._next_reply(request)
+        info = model_info(parsed)
+        if info is None:
+            self._reject(request, 404, "not_found_error", not_found_message(parsed))
+            return
+        thinks = thinking_on(parsed, info)
+        reason = (
+            validate_settings(parsed, info)
+            or validate_cache_control(parsed)
+            or fake.thinking.check_replay(parsed, thinking=thinks)
+        )
+        if reason:
+            self._reject(request, 400, "invalid_request_error", reason)
+            return
+        if REFUSE_DIRECTIVE in _last_user_text(parsed):
+            reply = Reply.refusal()
+        else:
+            reply = fake._next_reply(request)
         if reply.status != 200:
             self._reject(
                 request,
@@ -464,11 +429,27 @@ class _Handler(BaseHTTPRequestHandler):
                 dict(reply.headers),
             )
             return
-        request.status = 200
-        if parsed.get("stream"):
-            self._stream(reply, parsed)
+        reply = _signed(reply)
+        if thinks:
+            reply = _with_thinking(reply, parsed, thinking_display(parsed, info))
+        fake.thinking.issue(list(reply.content))
+        if reply.stop_reason == "refusal" and not reply.content:
+            # Declined before any output: not billed, nothing cached.
+            usage: dict[str, Any] = {
+                "input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            }
         else:
-            self._send_json(200, _message_json(reply, parsed), dict(reply.headers))
+            blocks = render_blocks(parsed, thinking=thinks)
+            minimum = info.cache_min_tokens if fake.cache_minimum else 0
+            usage = fake.cache.account(blocks, minimum=minimum).as_usage()
+        request.status = 200
+        request.usage = usage
+        if parsed.get("stream"):
+            self._stream(reply, parsed, usage)
+        else:
+            self._send_json(200, _message_json(reply, parsed, usage), dict(reply.headers))
 
     def _reject(
         self,
@@ -493,7 +474,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+    def _stream(self, reply: Reply, body: dict[str, Any], usage: dict[str, Any]) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
@@ -503,7 +484,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         try:
-            for sent, (name, data) in enumerate(_sse_events(reply, body)):
+            for sent, (name, data) in enumerate(_sse_events(reply, body, usage)):
                 if reply.cut_after_events is not None and sent >= reply.cut_after_events:
                     self._cut()
                     return
@@ -553,8 +534,12 @@ class _Server(ThreadingHTTPServer):
 class FakeAnthropic:
     """A fake Anthropic Messages API on 127.0.0.1 in a background thread."""
 
-    def __init__(self, *, api_key: str | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, cache_minimum: bool = True) -> None:
         self.api_key = api_key
+        # Apply each model's minimum cacheable prefix (off: every breakpoint is written).
+        self.cache_minimum = cache_minimum
+        self.cache = PromptCache()
+        self.thinking = ThinkingLedger()
         self._lock = threading.Lock()
         self._queue: list[Reply] = []
         self._responder: Responder | None = None
@@ -633,10 +618,13 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
 
 
 __all__ = [
+    "REFUSE_DIRECTIVE",
+    "TEST_MODEL",
     "FakeAnthropic",
     "ReceivedRequest",
     "Reply",
     "fake_anthropic",
     "tool_use_block",
     "validate_request",
+    "without_cache_control",
 ]

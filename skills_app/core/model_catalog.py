@@ -80,6 +80,9 @@ class ModelInfo:
     sampling: bool
     # Below this many prompt tokens a cache breakpoint silently writes nothing.
     cache_min_tokens: int
+    # Thinking text comes back summarized unless `display` says otherwise; the newest models
+    # default to "omitted" (empty thinking text), so Skillscope asks for "summarized".
+    summarizes_by_default: bool = False
     # A temporary price until a date (inclusive), e.g. an introductory offer.
     intro_prices: ModelPrices | None = None
     intro_until: date | None = None
@@ -176,6 +179,7 @@ KNOWN_MODELS: dict[str, ModelInfo] = {
             efforts=(),
             sampling=True,
             cache_min_tokens=4096,
+            summarizes_by_default=True,
         ),
         _fable_family("claude-fable-5", "Claude Fable 5"),
         # Same model as Fable 5, served only to Project Glasswing participants.
@@ -195,6 +199,7 @@ KNOWN_MODELS: dict[str, ModelInfo] = {
             efforts=_NO_XHIGH,
             sampling=True,
             cache_min_tokens=4096,
+            summarizes_by_default=True,
         ),
         ModelInfo(
             id="claude-sonnet-4-6",
@@ -209,6 +214,7 @@ KNOWN_MODELS: dict[str, ModelInfo] = {
             efforts=_NO_XHIGH,
             sampling=True,
             cache_min_tokens=2048,
+            summarizes_by_default=True,
         ),
     )
 }
