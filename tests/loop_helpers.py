@@ -46,7 +46,7 @@ SKILLS = {
         ---
         name: switcher
         description: Needs a different model.
-        model: claude-switched-model
+        model: claude-haiku-4-5
         ---
         SWITCHER-BODY
         """,
