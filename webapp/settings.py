@@ -13,6 +13,9 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+# Plain Python (no Django): the model table's defaults, so they are spelled in one place.
+from skills_app.core.model_catalog import DEFAULT_MODEL, DEFAULT_OFFERED_MODELS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -255,10 +258,8 @@ ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
 # The model of new conversations, and the models offered in the picker (comma-separated ids).
 # The default model is always offered. `manage.py check` refuses ids not in
 # skills_app/core/model_catalog.py, listing the valid ones.
-ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-opus-4-8")
-ANTHROPIC_MODELS = env_list(
-    "ANTHROPIC_MODELS", ["claude-opus-4-8", "claude-sonnet-5", "claude-haiku-4-5"]
-)
+ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", DEFAULT_MODEL)
+ANTHROPIC_MODELS = env_list("ANTHROPIC_MODELS", list(DEFAULT_OFFERED_MODELS))
 if ANTHROPIC_MODEL not in ANTHROPIC_MODELS:
     ANTHROPIC_MODELS = [ANTHROPIC_MODEL, *ANTHROPIC_MODELS]
 # Defaults of a new conversation: adaptive thinking on/off, and its effort (empty: the model's own
