@@ -14,6 +14,7 @@ from skills_app.core.model_catalog import (
     DEFAULT_OFFERED_MODELS,
     KNOWN_MODELS,
     UnknownModelError,
+    choose_model,
     get_model,
     require_model,
     resolve_model_id,
@@ -94,3 +95,16 @@ def test_the_check_refuses_each_unknown_offered_model_and_a_bad_effort(settings)
     assert '"gpt-5"' in errors[0].msg and "Did you mean" not in errors[0].msg
     assert 'Did you mean "claude-haiku-4-5"?' in errors[1].msg
     assert "Use one of low, medium, high, xhigh, max" in errors[2].hint
+
+
+def test_a_picked_model_must_be_one_of_the_offered_ones() -> None:
+    offered = ["claude-opus-4-8", "claude-sonnet-5"]
+    assert choose_model("claude-sonnet-5", offered) == "claude-sonnet-5"
+    with pytest.raises(UnknownModelError) as known:
+        choose_model("claude-fable-5", offered)
+    assert str(known.value) == (
+        '"claude-fable-5" is a known model but not offered here; add it to ANTHROPIC_MODELS. '
+        "Offered models: claude-opus-4-8, claude-sonnet-5."
+    )
+    with pytest.raises(UnknownModelError, match='Did you mean "claude-opus-4-8"'):
+        choose_model("claude-opus-4.8", offered)

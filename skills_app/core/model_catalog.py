@@ -231,10 +231,12 @@ MODEL_ALIASES = {
 class UnknownModelError(ValueError):
     """A model id that is not in KNOWN_MODELS; the message lists the valid ones."""
 
-    def __init__(self, model_id: str, valid: Iterable[str] | None = None) -> None:
+    def __init__(
+        self, model_id: str, valid: Iterable[str] | None = None, *, message: str = ""
+    ) -> None:
         self.model_id = model_id
         self.valid = list(valid if valid is not None else KNOWN_MODELS)
-        super().__init__(unknown_model_message(model_id, self.valid))
+        super().__init__(message or unknown_model_message(model_id, self.valid))
 
 
 _BY_FULL_ID = {info.full_id: info for info in KNOWN_MODELS.values() if info.full_id}
@@ -283,6 +285,23 @@ def unknown_model_message(model_id: str, valid: Iterable[str]) -> str:
     close = closest_model(model_id, valid)
     hint = f' Did you mean "{close}"?' if close else ""
     return f'"{model_id}" is not a model Skillscope knows.{hint} Valid ids: {", ".join(valid)}.'
+
+
+def choose_model(model_id: str, offered: Iterable[str]) -> str:
+    """`model_id` if it is offered here (ANTHROPIC_MODELS); UnknownModelError saying why not.
+
+    The one check for a model a person picks (the picker, `manage.py chat --model`): never trust
+    the id a form or a command line sends.
+    """
+    offered = list(offered)
+    if model_id in offered:
+        return model_id
+    if get_model(model_id) is not None:
+        reason = f'"{model_id}" is a known model but not offered here; add it to ANTHROPIC_MODELS.'
+    else:
+        reason = unknown_model_message(model_id, KNOWN_MODELS)
+    message = f"{reason} Offered models: {', '.join(offered)}."
+    raise UnknownModelError(model_id, offered, message=message)
 
 
 def clamp_effort(info: ModelInfo, effort: str) -> str | None:

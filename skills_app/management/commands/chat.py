@@ -9,7 +9,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from ...core.model_catalog import KNOWN_MODELS, unknown_model_message
+from ...core.model_catalog import UnknownModelError, choose_model
 from ...models import Approval, Conversation, Message
 from ...services import runs
 from ...services.presenters import message_plain_text
@@ -82,14 +82,10 @@ class Command(BaseCommand):
     def _model(self, model: str | None) -> str | None:
         if model is None:
             return None
-        offered = list(settings.ANTHROPIC_MODELS)
-        if model in offered:
-            return model
-        if model in KNOWN_MODELS:
-            reason = f'"{model}" is a known model but not offered here; add it to ANTHROPIC_MODELS.'
-        else:
-            reason = unknown_model_message(model, KNOWN_MODELS)
-        raise CommandError(f"--model: {reason} Offered models: {', '.join(offered)}.")
+        try:
+            return choose_model(model, settings.ANTHROPIC_MODELS)
+        except UnknownModelError as exc:
+            raise CommandError(f"--model: {exc}") from None
 
     def _user(self, username: str | None) -> Any:
         User = get_user_model()
