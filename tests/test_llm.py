@@ -487,3 +487,8 @@ async def test_usage_reports_cache_writes_then_reads(fake_anthropic: FakeAnthrop
     assert written > 4096 and first.message["usage"]["cache_read_input_tokens"] == 0
     assert second.message["usage"]["cache_read_input_tokens"] == written
     assert second.message["usage"]["cache_creation_input_tokens"] == 0
+
+
+def test_an_unknown_effort_is_refused_when_the_request_is_built() -> None:
+    with pytest.raises(ValueError, match='effort "extreme" is not one of low, medium, high'):
+        request(effort="extreme")

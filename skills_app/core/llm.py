@@ -12,7 +12,7 @@ import anthropic
 
 from .caching import with_cache_breakpoints
 from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
-from .model_catalog import get_model
+from .model_catalog import EFFORT_LEVELS, get_model
 from .model_options import request_options
 
 try:  # the SDK's HTTP layer; mid-stream transport failures surface as its exceptions, unwrapped
@@ -89,6 +89,13 @@ class ModelRequest:
     effort: str | None = None
     temperature: float | None = None
     cache: bool = True
+
+    def __post_init__(self) -> None:
+        # A bad setting is a programming error: say so here, not as a failed model call.
+        if self.effort is not None and self.effort not in EFFORT_LEVELS:
+            raise ValueError(
+                f'ModelRequest.effort "{self.effort}" is not one of {", ".join(EFFORT_LEVELS)}.'
+            )
 
     def as_kwargs(self) -> dict[str, Any]:
         """The request body: exactly what is sent (`_sdk_kwargs` makes it `stream()` arguments)."""
@@ -197,10 +204,9 @@ class AnthropicModel:
         """Stream one model reply as our events; raise ModelError (with partial content) on failure."""
         progress = _Progress()
         saw_stop = False
+        kwargs = _sdk_kwargs(request.as_kwargs())
         try:
-            async with self._client_for_running_loop().messages.stream(
-                **_sdk_kwargs(request.as_kwargs())
-            ) as stream:
+            async with self._client_for_running_loop().messages.stream(**kwargs) as stream:
                 async for event in stream:
                     for ours in self._translate(event, progress):
                         yield ours
