@@ -7,3 +7,6 @@ class SkillsAppConfig(AppConfig):
     name = "skills_app"
     verbose_name = "Skillscope"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from . import checks  # noqa: F401  (registers the system checks)

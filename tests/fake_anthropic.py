@@ -1,151 +1,55 @@
-"""A fake Anthropic Messages API on loopback, so tests exercise the real SDK, streaming and errors."""
+"""A fake Anthropic Messages API on loopback, so tests exercise the real SDK, streaming and errors.
+
+It behaves like the API where Skillscope depends on it: request rules and model settings
+(`fake_anthropic_rules`), unknown model ids (404), thinking (a thinking block with a signature
+before the answer when thinking is on, and a 400 when a continued tool loop drops or alters it),
+prompt caching (`fake_anthropic_cache`: usage split into uncached, written and read tokens), and
+refusals (`Reply.refusal()`, or REFUSE_DIRECTIVE in the user's text).
+"""
 
 from __future__ import annotations
 
-import itertools
 import json
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
-# Block types the real API accepts in request messages; anything else is rejected like the API does.
-KNOWN_BLOCK_TYPES = frozenset(
-    {
-        "text",
-        "image",
-        "document",
-        "search_result",
-        "tool_use",
-        "tool_result",
-        "thinking",
-        "redacted_thinking",
-        "server_tool_use",
-        "web_search_tool_result",
-        "web_fetch_tool_result",
-        "code_execution_tool_result",
-        "bash_code_execution_tool_result",
-        "text_editor_code_execution_tool_result",
-        "mcp_tool_use",
-        "mcp_tool_result",
-        "container_upload",
-    }
+from skills_app.core.model_catalog import DEFAULT_MODEL
+from tests.fake_anthropic_cache import PromptCache, render_blocks
+from tests.fake_anthropic_replies import (
+    Reply,
+    last_user_text,
+    message_json,
+    next_id,
+    signed,
+    sse_events,
+    tool_use_block,
+    with_thinking,
 )
+from tests.fake_anthropic_rules import (
+    ThinkingLedger,
+    model_info,
+    not_found_message,
+    thinking_display,
+    thinking_on,
+    validate_cache_control,
+    validate_request,
+    validate_settings,
+)
+
+# The model id tests use unless they test model choice (a real id: the server refuses others).
+TEST_MODEL = DEFAULT_MODEL
+# In the last user message's text, makes the server refuse (stop_reason "refusal", no content)
+# without using up a scripted reply.
+REFUSE_DIRECTIVE = "[[refuse]]"
 
 # The longest a paused reply waits for its event, so a forgotten release cannot hang the suite.
 MAX_PAUSE_SECONDS = 30.0
-
-_ids = itertools.count(1)
-
-
-def _next_id(prefix: str) -> str:
-    return f"{prefix}_fake{next(_ids):06d}"
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One scripted answer of the fake server: content blocks to stream, or an HTTP error, plus faults."""
-
-    content: tuple[dict[str, Any], ...] = ()
-    stop_reason: str | None = "end_turn"
-    stop_sequence: str | None = None
-    status: int = 200
-    error_type: str | None = None
-    error_message: str | None = None
-    headers: tuple[tuple[str, str], ...] = ()
-    chunk: int = 8  # characters per text_delta
-    json_chunks: int = 3  # how many input_json_delta pieces a tool input is split into
-    delay: float = 0.0  # seconds slept before each SSE event after message_start
-    cut_after_events: int | None = None  # close the connection after sending this many events
-    no_message_stop: bool = False  # end the body cleanly but without the message_stop event
-    error_event_after: int | None = None  # send an SSE `error` event after this many events
-    wait_for: threading.Event | None = None  # pause until this is set ...
-    wait_after_events: int = 0  # ... after sending this many events
-    reached: threading.Event | None = None  # set by the server when it starts waiting
-    model: str | None = None
-    output_tokens: int | None = None
-
-    @staticmethod
-    def text(text: str, *, chunk: int = 8, delay: float = 0.0, **options: Any) -> Reply:
-        """A reply with one text block streamed in `chunk`-character deltas."""
-        return Reply(content=({"type": "text", "text": text},), chunk=chunk, delay=delay, **options)
-
-    @staticmethod
-    def tool_use(
-        name: str,
-        input: dict[str, Any] | None = None,
-        *,
-        text: str | None = None,
-        id: str | None = None,
-        raw_json: str | None = None,
-        **options: Any,
-    ) -> Reply:
-        """A reply calling one tool (optionally after some text); `raw_json` streams that input verbatim."""
-        blocks: list[dict[str, Any]] = []
-        if text is not None:
-            blocks.append({"type": "text", "text": text})
-        blocks.append(tool_use_block(name, input, id=id, raw_json=raw_json))
-        options.setdefault("stop_reason", "tool_use")
-        return Reply(content=tuple(blocks), **options)
-
-    @staticmethod
-    def blocks(blocks: list[dict[str, Any]], **options: Any) -> Reply:
-        """A reply with any content blocks: text, tool_use (see `tool_use_block`), thinking."""
-        if "stop_reason" not in options and any(b["type"] == "tool_use" for b in blocks):
-            options["stop_reason"] = "tool_use"
-        return Reply(content=tuple(blocks), **options)
-
-    @staticmethod
-    def empty(*, stop_reason: str = "end_turn", **options: Any) -> Reply:
-        """A reply with no content blocks at all."""
-        return Reply(content=(), stop_reason=stop_reason, **options)
-
-    @staticmethod
-    def error(
-        status: int,
-        type: str,
-        message: str,
-        headers: dict[str, str] | None = None,
-    ) -> Reply:
-        """An HTTP error with the API's JSON error body; retries are made instant by default."""
-        if headers is None:
-            # retry-after: 0 alone makes the SDK fall back to its 0.5 s+ backoff; retry-after-ms keeps tests fast.
-            headers = {"retry-after": "0", "retry-after-ms": "1"}
-        return Reply(
-            status=status,
-            error_type=type,
-            error_message=message,
-            headers=tuple(headers.items()),
-            stop_reason=None,
-        )
-
-    def with_(self, **changes: Any) -> Reply:
-        """A copy with some fields changed (faults, delays, stop reason)."""
-        return replace(self, **changes)
-
-
-def tool_use_block(
-    name: str,
-    input: dict[str, Any] | None = None,
-    *,
-    id: str | None = None,
-    raw_json: str | None = None,
-) -> dict[str, Any]:
-    """A tool_use block spec for `Reply.blocks`; `raw_json` is streamed verbatim (may be invalid)."""
-    block: dict[str, Any] = {
-        "type": "tool_use",
-        "id": id or _next_id("toolu"),
-        "name": name,
-        "input": input or {},
-    }
-    if raw_json is not None:
-        block["raw_json"] = raw_json
-    return block
 
 
 class ReceivedRequest(dict):
@@ -155,6 +59,15 @@ class ReceivedRequest(dict):
     headers: dict[str, str]
     status: int | None
     rejection: str | None
+    usage: dict[str, Any] | None
+
+    @property
+    def system_text(self) -> str:
+        """The system prompt's text, whether sent as a string or as text blocks."""
+        system = self.get("system") or ""
+        if isinstance(system, str):
+            return system
+        return "".join(b.get("text", "") for b in system if isinstance(b, dict))
 
     @property
     def api_key(self) -> str | None:
@@ -168,251 +81,20 @@ class ReceivedRequest(dict):
 Responder = Callable[[ReceivedRequest], Reply]
 
 
+def without_cache_control(value: Any) -> Any:
+    """`value` (a request or part of one) with every cache_control marker removed."""
+    if isinstance(value, dict):
+        return {k: without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [without_cache_control(v) for v in value]
+    return value
+
+
 def _error_body(error_type: str, message: str) -> dict[str, Any]:
     return {
         "type": "error",
         "error": {"type": error_type, "message": message},
-        "request_id": _next_id("req"),
-    }
-
-
-def _content_blocks(content: Any) -> list[Any]:
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return list(content) if isinstance(content, list) else []
-
-
-def validate_request(body: Any) -> str | None:
-    """Return the API-style reason this Messages request would be rejected, or None when valid."""
-    if not isinstance(body, dict):
-        return "Request body must be a JSON object."
-    for key in ("model", "max_tokens", "messages"):
-        if key not in body:
-            return f"{key}: Field required"
-    if not isinstance(body["max_tokens"], int) or body["max_tokens"] < 1:
-        return "max_tokens: must be a positive integer"
-    reason = _validate_tools(body.get("tools"))
-    if reason:
-        return reason
-    return _validate_messages(body["messages"])
-
-
-def _validate_tools(tools: Any) -> str | None:
-    if tools is None:
-        return None
-    if not isinstance(tools, list):
-        return "tools: Input should be a valid list"
-    seen: set[str] = set()
-    for i, tool in enumerate(tools):
-        if not isinstance(tool, dict) or not tool.get("name"):
-            return f"tools.{i}.name: Field required"
-        if "type" not in tool and "input_schema" not in tool:
-            return f"tools.{i}.input_schema: Field required"
-        if tool["name"] in seen:
-            return f"tools: Tool names must be unique. Duplicate name: {tool['name']!r}"
-        seen.add(tool["name"])
-    return None
-
-
-def _validate_messages(messages: Any) -> str | None:
-    if not isinstance(messages, list) or not messages:
-        return "messages: at least one message is required"
-    previous_tool_use_ids: set[str] = set()
-    last = len(messages) - 1
-    for i, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        if role not in ("user", "assistant"):
-            return f"messages.{i}.role: Input should be 'user' or 'assistant'"
-        if i == 0 and role != "user":
-            return 'messages: first message must use the "user" role'
-        if i > 0 and role == messages[i - 1].get("role"):
-            return (
-                f'messages: roles must alternate between "user" and "assistant", '
-                f'but found multiple "{role}" roles in a row (messages.{i - 1} and messages.{i})'
-            )
-        content = message.get("content")
-        if content is None:
-            return f"messages.{i}.content: Field required"
-        if content == [] or (content == "" and not (i == last and role == "assistant")):
-            return (
-                f"messages.{i}: all messages must have non-empty content except for "
-                "the optional final assistant message"
-            )
-        blocks = _content_blocks(content)
-        reason = _validate_blocks(i, role, blocks, previous_tool_use_ids)
-        if reason:
-            return reason
-        if role == "user" and previous_tool_use_ids:
-            answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
-            missing = sorted(previous_tool_use_ids - answered)
-            if missing:
-                return (
-                    f"messages.{i - 1}: `tool_use` ids were found without `tool_result` blocks "
-                    f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
-                    "corresponding `tool_result` block in the next message."
-                )
-        if role == "assistant":
-            previous_tool_use_ids = {b["id"] for b in blocks if b.get("type") == "tool_use"}
-            if i == last and blocks and blocks[-1].get("type") == "text":
-                text = blocks[-1].get("text", "")
-                if text != text.rstrip():
-                    return "messages: final assistant content cannot end with trailing whitespace"
-        else:
-            previous_tool_use_ids = set()
-    # A trailing assistant tool_use has no user message after it to answer it.
-    if messages[last].get("role") == "assistant" and previous_tool_use_ids:
-        return (
-            f"messages.{last}: `tool_use` ids were found without `tool_result` blocks immediately "
-            f"after: {', '.join(sorted(previous_tool_use_ids))}. Each `tool_use` block must have a "
-            "corresponding `tool_result` block in the next message."
-        )
-    return None
-
-
-def _validate_blocks(
-    i: int, role: str, blocks: list[Any], previous_tool_use_ids: set[str]
-) -> str | None:
-    seen_other = False
-    for j, block in enumerate(blocks):
-        where = f"messages.{i}.content.{j}"
-        if not isinstance(block, dict) or block.get("type") not in KNOWN_BLOCK_TYPES:
-            kind = block.get("type") if isinstance(block, dict) else type(block).__name__
-            return (
-                f"{where}.type: Input tag {kind!r} found using 'type' does not match any of "
-                f"the expected tags: {', '.join(sorted(KNOWN_BLOCK_TYPES))}"
-            )
-        kind = block["type"]
-        if kind == "text" and block.get("text", "") == "":
-            return f"{where}: text content blocks must be non-empty"
-        if kind == "tool_use" and role != "assistant":
-            return f"{where}: `tool_use` blocks can only appear in assistant messages"
-        if kind == "tool_result":
-            if role != "user":
-                return f"{where}: `tool_result` blocks can only appear in user messages"
-            if seen_other:
-                return (
-                    f"{where}: `tool_result` blocks must come first in the user message content, "
-                    "before any text or other blocks"
-                )
-            if block.get("tool_use_id") not in previous_tool_use_ids:
-                return (
-                    f"{where}: unexpected `tool_use_id` found in `tool_result` blocks: "
-                    f"{block.get('tool_use_id')}. Each `tool_result` block must have a "
-                    "corresponding `tool_use` block in the previous message."
-                )
-            for k, inner in enumerate(_content_blocks(block.get("content", []))):
-                if inner.get("type") == "text" and inner.get("text", "") == "":
-                    return f"{where}.content.{k}: text content blocks must be non-empty"
-        else:
-            seen_other = True
-    return None
-
-
-def _sse_events(reply: Reply, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    """The SSE events the real API would send for this reply, in order."""
-    input_tokens = max(1, len(json.dumps(body)) // 4)
-    output_chars = 0
-    events: list[tuple[str, dict[str, Any]]] = [
-        (
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    "id": _next_id("msg"),
-                    "type": "message",
-                    "role": "assistant",
-                    "model": reply.model or body.get("model", "claude-fake"),
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": input_tokens, "output_tokens": 1},
-                },
-            },
-        ),
-        ("ping", {"type": "ping"}),
-    ]
-    for index, block in enumerate(reply.content):
-        kind = block["type"]
-        if kind == "text":
-            start = {"type": "text", "text": ""}
-            deltas = [
-                {"type": "text_delta", "text": piece}
-                for piece in _split(block["text"], reply.chunk)
-            ]
-            output_chars += len(block["text"])
-        elif kind == "tool_use":
-            start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
-            raw = block.get("raw_json")
-            if raw is None:
-                raw = json.dumps(block["input"])
-            size = max(1, -(-len(raw) // max(1, reply.json_chunks)))
-            deltas = [{"type": "input_json_delta", "partial_json": p} for p in _split(raw, size)]
-            output_chars += len(raw)
-        elif kind == "thinking":
-            start = {"type": "thinking", "thinking": "", "signature": ""}
-            deltas = [
-                {"type": "thinking_delta", "thinking": p}
-                for p in _split(block["thinking"], reply.chunk)
-            ]
-            deltas.append({"type": "signature_delta", "signature": block.get("signature", "sig")})
-        else:
-            raise ValueError(
-                f"The fake server cannot stream a {kind!r} block; use text/tool_use/thinking."
-            )
-        events.append(
-            (
-                "content_block_start",
-                {"type": "content_block_start", "index": index, "content_block": start},
-            )
-        )
-        for delta in deltas:
-            events.append(
-                (
-                    "content_block_delta",
-                    {"type": "content_block_delta", "index": index, "delta": delta},
-                )
-            )
-        events.append(("content_block_stop", {"type": "content_block_stop", "index": index}))
-    output_tokens = (
-        reply.output_tokens if reply.output_tokens is not None else output_chars // 4 + 1
-    )
-    events.append(
-        (
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": reply.stop_reason, "stop_sequence": reply.stop_sequence},
-                "usage": {"output_tokens": output_tokens},
-            },
-        )
-    )
-    if not reply.no_message_stop:
-        events.append(("message_stop", {"type": "message_stop"}))
-    return events
-
-
-def _split(text: str, size: int) -> list[str]:
-    size = max(1, size)
-    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
-
-
-def _message_json(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
-    """The non-streaming Message object for this reply."""
-    content = []
-    for block in reply.content:
-        if block["type"] == "tool_use":
-            content.append({k: block[k] for k in ("type", "id", "name", "input")})
-        else:
-            content.append(dict(block))
-    return {
-        "id": _next_id("msg"),
-        "type": "message",
-        "role": "assistant",
-        "model": reply.model or body.get("model", "claude-fake"),
-        "content": content,
-        "stop_reason": reply.stop_reason,
-        "stop_sequence": reply.stop_sequence,
-        "usage": {"input_tokens": max(1, len(json.dumps(body)) // 4), "output_tokens": 1},
+        "request_id": next_id("req"),
     }
 
 
@@ -442,6 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
         request.headers = {k.lower(): v for k, v in self.headers.items()}
         request.status = None
         request.rejection = None
+        request.usage = None
         fake._record(request)
 
         if request.path != "/v1/messages":
@@ -454,7 +137,23 @@ class _Handler(BaseHTTPRequestHandler):
         if reason:
             self._reject(request, 400, "invalid_request_error", reason)
             return
-        reply = fake._next_reply(request)
+        info = model_info(parsed)
+        if info is None:
+            self._reject(request, 404, "not_found_error", not_found_message(parsed))
+            return
+        thinks = thinking_on(parsed, info)
+        reason = (
+            validate_settings(parsed, info)
+            or validate_cache_control(parsed)
+            or fake.thinking.check_replay(parsed, thinking=thinks)
+        )
+        if reason:
+            self._reject(request, 400, "invalid_request_error", reason)
+            return
+        if REFUSE_DIRECTIVE in last_user_text(parsed):
+            reply = Reply.refusal()
+        else:
+            reply = fake._next_reply(request)
         if reply.status != 200:
             self._reject(
                 request,
@@ -464,11 +163,27 @@ class _Handler(BaseHTTPRequestHandler):
                 dict(reply.headers),
             )
             return
-        request.status = 200
-        if parsed.get("stream"):
-            self._stream(reply, parsed)
+        reply = signed(reply)
+        if thinks:
+            reply = with_thinking(reply, parsed, thinking_display(parsed, info))
+        fake.thinking.issue(list(reply.content))
+        if reply.stop_reason == "refusal" and not reply.content:
+            # Declined before any output: not billed, nothing cached.
+            usage: dict[str, Any] = {
+                "input_tokens": 0,
+                "cache_creation_input_tokens": 0,
+                "cache_read_input_tokens": 0,
+            }
         else:
-            self._send_json(200, _message_json(reply, parsed), dict(reply.headers))
+            blocks = render_blocks(parsed, thinking=thinks)
+            minimum = info.cache_min_tokens if fake.cache_minimum else 0
+            usage = fake.cache.account(blocks, minimum=minimum).as_usage()
+        request.status = 200
+        request.usage = usage
+        if parsed.get("stream"):
+            self._stream(reply, parsed, usage)
+        else:
+            self._send_json(200, message_json(reply, parsed, usage), dict(reply.headers))
 
     def _reject(
         self,
@@ -487,23 +202,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
-        self.send_header("request-id", _next_id("req"))
+        self.send_header("request-id", next_id("req"))
         for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
 
-    def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+    def _stream(self, reply: Reply, body: dict[str, Any], usage: dict[str, Any]) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
-        self.send_header("request-id", _next_id("req"))
+        self.send_header("request-id", next_id("req"))
         for key, value in reply.headers:
             self.send_header(key, value)
         self.end_headers()
         try:
-            for sent, (name, data) in enumerate(_sse_events(reply, body)):
+            for sent, (name, data) in enumerate(sse_events(reply, body, usage)):
                 if reply.cut_after_events is not None and sent >= reply.cut_after_events:
                     self._cut()
                     return
@@ -553,8 +268,12 @@ class _Server(ThreadingHTTPServer):
 class FakeAnthropic:
     """A fake Anthropic Messages API on 127.0.0.1 in a background thread."""
 
-    def __init__(self, *, api_key: str | None = None) -> None:
+    def __init__(self, *, api_key: str | None = None, cache_minimum: bool = True) -> None:
         self.api_key = api_key
+        # Apply each model's minimum cacheable prefix (off: every breakpoint is written).
+        self.cache_minimum = cache_minimum
+        self.cache = PromptCache()
+        self.thinking = ThinkingLedger()
         self._lock = threading.Lock()
         self._queue: list[Reply] = []
         self._responder: Responder | None = None
@@ -633,10 +352,13 @@ def fake_anthropic() -> Iterator[FakeAnthropic]:
 
 
 __all__ = [
+    "REFUSE_DIRECTIVE",
+    "TEST_MODEL",
     "FakeAnthropic",
     "ReceivedRequest",
     "Reply",
     "fake_anthropic",
     "tool_use_block",
     "validate_request",
+    "without_cache_control",
 ]

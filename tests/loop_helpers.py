@@ -46,7 +46,7 @@ SKILLS = {
         ---
         name: switcher
         description: Needs a different model.
-        model: claude-switched-model
+        model: claude-haiku-4-5
         ---
         SWITCHER-BODY
         """,
@@ -66,6 +66,9 @@ def use_fake_model(settings: Any, fake: Any, *, retries: int = 2) -> None:
     settings.ANTHROPIC_API_KEY = "sk-test-fake"
     settings.ANTHROPIC_BASE_URL = fake.base_url
     settings.ANTHROPIC_MAX_RETRIES = retries
+    # The model's own default (the test model does not think unless asked); thinking has its
+    # own tests, which turn it on.
+    settings.ANTHROPIC_THINKING = None
 
 
 async def run_turn(

@@ -21,7 +21,7 @@ from skills_app.models import (
 )
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import store
-from tests.fake_anthropic import Reply
+from tests.fake_anthropic import Reply, without_cache_control
 from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
 MARKER = "HIDDEN-AUDIT-MARKER-7731"
@@ -370,14 +370,15 @@ async def test_what_the_model_saw_equals_what_the_fake_server_received(
 
     assert len(received) == 4 and len(rebuilt) == 4
     for view, body in zip(rebuilt, received, strict=True):
-        assert view.messages == body["messages"]
-        assert view.system == body["system"]
-        assert view.tools == body["tools"]
+        sent = view.request.as_kwargs()  # the rebuilt request as the adapter sends it
+        assert sent["messages"] == body["messages"]
+        assert sent["system"] == body["system"]
+        assert sent["tools"] == body["tools"]
         assert view.model == body["model"]
         assert view.request.max_tokens == body["max_tokens"]
     # The deny rule removed Write from every request; the switcher's model applied in run 2.
     assert all("Write" not in [t["name"] for t in v.tools] for v in rebuilt)
-    assert rebuilt[3].model == "claude-switched-model"
+    assert rebuilt[3].model == "claude-haiku-4-5"
     assert [v.call for v in rebuilt] == [1, 2, 3, 1]
 
 
@@ -456,7 +457,7 @@ async def test_rows_written_without_events_count_by_time(
     run = await run_turn(conversation, None, alice)
 
     views = await sync_to_async(audit.requests_for_run)(run)
-    assert views[0].messages == accepted(fake_anthropic)[1]["messages"]
+    assert views[0].messages == without_cache_control(accepted(fake_anthropic)[1]["messages"])
     assert "written without an event" in json.dumps(views[0].messages)
     assert await RunEvent.objects.filter(run=run, type="model.call").acount() == 1
 

@@ -96,3 +96,27 @@ def test_the_demo_model_runs_a_script_skill_under_every_profile(admin_user, prof
     hidden = list(Message.objects.filter(is_meta=True))
     assert hidden, "the skill body is stored as hidden content in every profile"
     assert "Base directory for this skill" not in output
+
+
+def test_model_sets_the_conversations_model(admin_user):
+    output = chat("--model", "claude-haiku-4-5", "hello there")
+    conversation_id = int(re.search(r"conversation id: (\d+)", output).group(1))
+    assert Conversation.objects.get(pk=conversation_id).model == "claude-haiku-4-5"
+    chat("--conversation", str(conversation_id), "--model", "claude-sonnet-5", "again")
+    assert Conversation.objects.get(pk=conversation_id).model == "claude-sonnet-5"
+
+
+def test_an_unknown_model_is_refused_with_the_offered_ones(admin_user):
+    with pytest.raises(CommandError) as caught:
+        chat("--model", "claude-sonnet-5-5", "hello")
+    message = str(caught.value)
+    assert '"claude-sonnet-5-5" is not a model Skillscope knows.' in message
+    assert 'Did you mean "claude-sonnet-5"?' in message
+    assert message.endswith("Offered models: claude-opus-4-8, claude-sonnet-5, claude-haiku-4-5.")
+    assert not Conversation.objects.exists()
+
+
+def test_a_known_model_that_is_not_offered_is_refused(admin_user, settings):
+    settings.ANTHROPIC_MODELS = ["claude-opus-4-8"]
+    with pytest.raises(CommandError, match="known model but not offered here; add it to"):
+        chat("--model", "claude-fable-5", "hello")

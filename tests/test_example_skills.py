@@ -71,7 +71,7 @@ class ScriptedModel:
         """The skill's instructions where this profile delivers them, or None."""
         if self.profile == SYSTEM:
             pattern = rf'<loaded_skill name="{skill}">\n(.*?)\n</loaded_skill>'
-            found = re.search(pattern, request["system"], re.S)
+            found = re.search(pattern, request.system_text, re.S)
             return found.group(1) if found else None
         for message in request["messages"]:
             if message["role"] != "user":
@@ -162,7 +162,7 @@ def assert_delivered_once(model: ScriptedModel, requests: list[Any], skill: str)
         if model.profile == SYSTEM:
             assert phrase not in dumps(request["messages"])
         else:
-            assert phrase not in request["system"]
+            assert phrase not in request.system_text
 
 
 def assert_hidden_from_transcript(conversation: Conversation, *skills: str) -> None:
@@ -235,7 +235,7 @@ async def test_style_guide_routes_the_model_to_the_one_reference_it_needs(
         return Reply.tool_use("Read", {"file_path": path})
 
     def review(request):
-        rules = request["system"] if model.profile == SYSTEM else last_result(request)
+        rules = request.system_text if model.profile == SYSTEM else last_result(request)
         if '"use" not "utilise"' not in rules:
             return Reply.text("I could not read the tone rules.")
         return Reply.text('Use the export button.\n\n- "utilise" becomes "use"; "Simply" goes.')
@@ -249,9 +249,9 @@ async def test_style_guide_routes_the_model_to_the_one_reference_it_needs(
     assert_delivered_once(model, sent, "style-guide")
     tone = "Plain words first"
     if model.profile == SYSTEM:
-        assert tone in sent[-1]["system"] and tone not in dumps(sent[-1]["messages"])
+        assert tone in sent[-1].system_text and tone not in dumps(sent[-1]["messages"])
         assert (
-            '<skill_document skill="style-guide" path="references/tone.md">' in sent[-1]["system"]
+            '<skill_document skill="style-guide" path="references/tone.md">' in sent[-1].system_text
         )
     else:
         assert tone in last_result(sent[-1])

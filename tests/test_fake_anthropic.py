@@ -10,7 +10,7 @@ import anthropic
 import httpx2
 import pytest
 
-from tests.fake_anthropic import FakeAnthropic, Reply, tool_use_block
+from tests.fake_anthropic import TEST_MODEL, FakeAnthropic, Reply, tool_use_block
 
 USER_HI = [{"role": "user", "content": "hi"}]
 BASH_TOOL = {
@@ -27,7 +27,7 @@ def client(fake: FakeAnthropic, *, max_retries: int = 0) -> anthropic.AsyncAnthr
 
 
 async def stream_events(fake: FakeAnthropic, **kwargs: Any) -> tuple[list[Any], Any]:
-    kwargs.setdefault("model", "claude-test")
+    kwargs.setdefault("model", TEST_MODEL)
     kwargs.setdefault("max_tokens", 100)
     kwargs.setdefault("messages", USER_HI)
     async with client(fake).messages.stream(**kwargs) as stream:
@@ -37,10 +37,12 @@ async def stream_events(fake: FakeAnthropic, **kwargs: Any) -> tuple[list[Any], 
 
 async def rejection(fake: FakeAnthropic, **kwargs: Any) -> str:
     fake.enqueue(Reply.text("should not be sent"))
-    kwargs.setdefault("model", "claude-test")
+    kwargs.setdefault("model", TEST_MODEL)
     kwargs.setdefault("max_tokens", 100)
     with pytest.raises(anthropic.BadRequestError) as caught:
-        await client(fake).messages.create(**kwargs)
+        # Streaming: the SDK refuses a non-streaming call with a large max_tokens by itself.
+        async with client(fake).messages.stream(**kwargs) as stream:
+            await stream.get_final_message()
     assert caught.value.type == "invalid_request_error"
     assert fake.requests[-1].status == 400
     return str(caught.value.api_message)
@@ -55,7 +57,7 @@ async def test_it_streams_text_in_several_deltas(fake_anthropic: FakeAnthropic) 
     assert [e.type for e in events][0] == "message_start"
     assert events[-1].type == "message_stop"
     assert final.stop_reason == "end_turn"
-    assert final.model == "claude-test"
+    assert final.model == TEST_MODEL
     assert final.usage.input_tokens > 0
 
 
@@ -64,7 +66,7 @@ async def test_it_sends_a_ping_like_the_real_api(fake_anthropic: FakeAnthropic) 
     async with httpx2.AsyncClient() as http:
         response = await http.post(
             f"{fake_anthropic.base_url}/v1/messages",
-            json={"model": "m", "max_tokens": 10, "messages": USER_HI, "stream": True},
+            json={"model": TEST_MODEL, "max_tokens": 10, "messages": USER_HI, "stream": True},
         )
     body = response.text
     assert "event: ping" in body
@@ -135,7 +137,7 @@ async def test_it_can_answer_with_no_content_blocks(fake_anthropic: FakeAnthropi
 async def test_it_answers_non_streaming_requests(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.enqueue(Reply.tool_use("Bash", {"command": "pwd"}, text="ok"))
     message = await client(fake_anthropic).messages.create(
-        model="m", max_tokens=10, messages=USER_HI, tools=[BASH_TOOL]
+        model=TEST_MODEL, max_tokens=10, messages=USER_HI, tools=[BASH_TOOL]
     )
     assert message.content[0].text == "ok"
     assert message.content[1].input == {"command": "pwd"}
@@ -145,14 +147,14 @@ async def test_it_answers_non_streaming_requests(fake_anthropic: FakeAnthropic) 
 async def test_it_records_bodies_and_headers_in_order(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.enqueue(Reply.text("one"), Reply.text("two"))
     await stream_events(fake_anthropic, system="be brief")
-    await stream_events(fake_anthropic, model="claude-other")
+    await stream_events(fake_anthropic, model="claude-sonnet-4-6")
     first, second = fake_anthropic.requests
     assert first["system"] == "be brief"
     assert first["stream"] is True
     assert first.api_key == "test-key"
     assert first.headers["anthropic-version"]
     assert first.path == "/v1/messages"
-    assert second["model"] == "claude-other"
+    assert second["model"] == "claude-sonnet-4-6"
 
 
 async def test_it_uses_the_responder_when_the_queue_is_empty(fake_anthropic: FakeAnthropic) -> None:
@@ -169,7 +171,7 @@ async def test_it_uses_the_responder_when_the_queue_is_empty(fake_anthropic: Fak
 async def test_it_fails_clearly_without_a_reply_queued(fake_anthropic: FakeAnthropic) -> None:
     with pytest.raises(anthropic.InternalServerError, match="no reply queued"):
         await client(fake_anthropic, max_retries=2).messages.create(
-            model="m", max_tokens=10, messages=USER_HI
+            model=TEST_MODEL, max_tokens=10, messages=USER_HI
         )
     assert len(fake_anthropic.requests) == 1
 
@@ -177,7 +179,9 @@ async def test_it_fails_clearly_without_a_reply_queued(fake_anthropic: FakeAnthr
 async def test_it_returns_api_errors_with_retry_headers(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.enqueue(Reply.error(429, "rate_limit_error", "Slow down"))
     with pytest.raises(anthropic.RateLimitError) as caught:
-        await client(fake_anthropic).messages.create(model="m", max_tokens=10, messages=USER_HI)
+        await client(fake_anthropic).messages.create(
+            model=TEST_MODEL, max_tokens=10, messages=USER_HI
+        )
     assert caught.value.api_message == "Slow down"
     assert caught.value.response.headers["retry-after"] == "0"
 
@@ -187,7 +191,7 @@ async def test_the_sdk_retries_a_429_and_then_succeeds(fake_anthropic: FakeAnthr
         Reply.error(429, "rate_limit_error", "Slow down"), Reply.text("after retry")
     )
     message = await client(fake_anthropic, max_retries=2).messages.create(
-        model="m", max_tokens=10, messages=USER_HI
+        model=TEST_MODEL, max_tokens=10, messages=USER_HI
     )
     assert message.content[0].text == "after retry"
     assert len(fake_anthropic.requests) == 2
@@ -207,14 +211,16 @@ async def test_it_returns_each_error_status(
 ) -> None:
     fake_anthropic.enqueue(Reply.error(status, error_type, "nope"))
     with pytest.raises(exception):
-        await client(fake_anthropic).messages.create(model="m", max_tokens=10, messages=USER_HI)
+        await client(fake_anthropic).messages.create(
+            model=TEST_MODEL, max_tokens=10, messages=USER_HI
+        )
 
 
 async def test_it_checks_the_api_key_when_given_one() -> None:
     with FakeAnthropic(api_key="right") as fake:
         fake.enqueue(Reply.text("hi"))
         with pytest.raises(anthropic.AuthenticationError):
-            await client(fake).messages.create(model="m", max_tokens=10, messages=USER_HI)
+            await client(fake).messages.create(model=TEST_MODEL, max_tokens=10, messages=USER_HI)
 
 
 async def test_a_cut_after_n_events_breaks_the_sdk_stream(fake_anthropic: FakeAnthropic) -> None:
@@ -222,7 +228,7 @@ async def test_a_cut_after_n_events_breaks_the_sdk_stream(fake_anthropic: FakeAn
     seen: list[str] = []
     with pytest.raises(httpx2.RemoteProtocolError):
         async with client(fake_anthropic).messages.stream(
-            model="m", max_tokens=10, messages=USER_HI
+            model=TEST_MODEL, max_tokens=10, messages=USER_HI
         ) as stream:
             async for event in stream:
                 seen.append(event.type)
@@ -270,7 +276,7 @@ async def test_a_reply_waits_on_an_event_mid_stream(fake_anthropic: FakeAnthropi
         Reply.text("before after", chunk=7, wait_for=release, wait_after_events=4, reached=reached)
     )
     async with client(fake_anthropic).messages.stream(
-        model="m", max_tokens=10, messages=USER_HI
+        model=TEST_MODEL, max_tokens=10, messages=USER_HI
     ) as stream:
         texts: list[str] = []
         async for event in stream:
@@ -288,8 +294,8 @@ async def test_a_reply_waits_on_an_event_mid_stream(fake_anthropic: FakeAnthropi
     ("body", "expected"),
     [
         ({"max_tokens": 5, "messages": USER_HI}, "model: Field required"),
-        ({"model": "m", "messages": USER_HI}, "max_tokens: Field required"),
-        ({"model": "m", "max_tokens": 5}, "messages: Field required"),
+        ({"model": TEST_MODEL, "messages": USER_HI}, "max_tokens: Field required"),
+        ({"model": TEST_MODEL, "max_tokens": 5}, "messages: Field required"),
     ],
 )
 async def test_it_rejects_missing_required_fields(
@@ -414,3 +420,119 @@ async def test_rejected_requests_are_recorded_and_do_not_use_the_queue(
     assert fake_anthropic.requests[0].rejection is not None
     _, final = await stream_events(fake_anthropic)
     assert final.content[0].text == "should not be sent"
+
+
+# -- models, their settings, refusals ---------------------------------------------------------
+
+
+async def test_an_unknown_model_id_is_a_404_like_the_api(fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(Reply.text("kept for later"))
+    with pytest.raises(anthropic.NotFoundError) as caught:
+        await client(fake_anthropic).messages.create(
+            model="claude-sonnet-5-5", max_tokens=10, messages=USER_HI
+        )
+    assert caught.value.type == "not_found_error"
+    assert caught.value.api_message == "model: claude-sonnet-5-5"
+    assert fake_anthropic.requests[-1].status == 404
+    _, final = await stream_events(fake_anthropic)  # the refused request used no reply
+    assert final.content[0].text == "kept for later"
+
+
+async def test_a_dated_full_model_id_is_served(fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(Reply.text("hi"))
+    _, final = await stream_events(fake_anthropic, model="claude-haiku-4-5-20251001")
+    assert final.content[0].text == "hi"
+
+
+@pytest.mark.parametrize(
+    ("model", "params", "expected"),
+    [
+        (
+            "claude-opus-4-8",
+            {"thinking": {"type": "enabled", "budget_tokens": 2000}},
+            "thinking.type.enabled is not supported for claude-opus-4-8",
+        ),
+        (
+            "claude-sonnet-5",
+            {"thinking": {"type": "enabled", "budget_tokens": 2000}},
+            "thinking.type.enabled is not supported for claude-sonnet-5",
+        ),
+        ("claude-opus-4-8", {"temperature": 0.5}, "temperature: sampling parameters"),
+        ("claude-fable-5", {"top_p": 0.9}, "top_p: sampling parameters"),
+        ("claude-fable-5", {"thinking": {"type": "disabled"}}, "thinking.type.disabled"),
+        ("claude-haiku-4-5", {"output_config": {"effort": "low"}}, "does not support the effort"),
+        ("claude-haiku-4-5", {"thinking": {"type": "adaptive"}}, "adaptive thinking is not"),
+        ("claude-opus-4-6", {"output_config": {"effort": "xhigh"}}, "'xhigh' is not supported"),
+        ("claude-opus-4-8", {"max_tokens": 128_001}, "128000, which is the maximum allowed"),
+        ("claude-haiku-4-5", {"temperature": 0.2, "top_p": 0.5}, "cannot both be specified"),
+        (
+            "claude-sonnet-4-6",
+            {"temperature": 0.2, "thinking": {"type": "adaptive"}},
+            "temperature may only be set to 1 when thinking is enabled",
+        ),
+        (
+            "claude-haiku-4-5",
+            {"max_tokens": 1500, "thinking": {"type": "enabled", "budget_tokens": 1500}},
+            "max_tokens must be greater than thinking.budget_tokens",
+        ),
+        (
+            "claude-haiku-4-5",
+            {"thinking": {"type": "enabled", "budget_tokens": 500}},
+            "greater than or equal to 1024",
+        ),
+    ],
+)
+async def test_a_setting_the_model_rejects_is_a_400(
+    fake_anthropic: FakeAnthropic, model: str, params: dict[str, Any], expected: str
+) -> None:
+    body = {"max_tokens": 4000, **params}
+    sampling = {k: body.pop(k) for k in ("temperature", "top_p") if k in body}
+    message = await rejection(
+        fake_anthropic, model=model, messages=USER_HI, extra_body=sampling or None, **body
+    )
+    assert expected in message
+
+
+@pytest.mark.parametrize(
+    ("model", "params"),
+    [
+        ("claude-opus-4-8", {"thinking": {"type": "disabled"}, "output_config": {"effort": "max"}}),
+        ("claude-sonnet-5", {"output_config": {"effort": "xhigh"}}),
+        ("claude-opus-4-6", {"thinking": {"type": "enabled", "budget_tokens": 2000}}),
+        ("claude-haiku-4-5", {"extra_body": {"temperature": 0.3}}),
+        ("claude-sonnet-4-6", {"extra_body": {"temperature": 1}, "thinking": {"type": "adaptive"}}),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:Using Claude with:UserWarning")  # the SDK's own advice
+async def test_settings_the_model_accepts_are_served(
+    fake_anthropic: FakeAnthropic, model: str, params: dict[str, Any]
+) -> None:
+    fake_anthropic.enqueue(Reply.text("fine"))
+    _, final = await stream_events(fake_anthropic, model=model, max_tokens=4000, **params)
+    assert final.content[-1].text == "fine"
+
+
+async def test_a_scripted_refusal_has_no_content_and_costs_nothing(
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    fake_anthropic.enqueue(Reply.refusal(category="cyber"))
+    events, final = await stream_events(fake_anthropic, model="claude-fable-5")
+    assert final.stop_reason == "refusal"
+    assert final.content == []
+    assert final.stop_details.category == "cyber"
+    assert not [e for e in events if e.type == "content_block_start"]  # no thinking either
+    assert (final.usage.input_tokens, final.usage.output_tokens) == (0, 0)
+    assert final.usage.cache_read_input_tokens == final.usage.cache_creation_input_tokens == 0
+
+
+async def test_the_refuse_directive_refuses_without_using_a_reply(
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    fake_anthropic.enqueue(Reply.text("the scripted answer"))
+    _, refused = await stream_events(
+        fake_anthropic, messages=[{"role": "user", "content": "do it [[refuse]]"}]
+    )
+    assert refused.stop_reason == "refusal" and refused.content == []
+    assert refused.stop_details.type == "refusal"
+    _, answered = await stream_events(fake_anthropic)
+    assert answered.content[0].text == "the scripted answer"

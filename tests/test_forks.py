@@ -16,7 +16,7 @@ FORKER = """\
 description: Researches a question on its own and reports back.
 context: fork
 agent: Explore
-model: claude-fork-model
+model: claude-sonnet-4-6
 ---
 FORK-BODY-MARKER: look into $ARGUMENTS and answer in one line.
 """
@@ -66,10 +66,10 @@ async def test_a_forked_skill_runs_as_a_subagent_and_returns_only_its_final_text
     assert all("FORK-BODY-MARKER" not in json.dumps(r) for r in parent)
     # The subagent: fresh history, its own model, a read-only preset, no nested Skill tool use.
     assert "look into the meaning" in child[0]["messages"][0]["content"][0]["text"]
-    assert child[0]["model"] == "claude-fork-model" and parent[1]["model"] != "claude-fork-model"
+    assert child[0]["model"] == "claude-sonnet-4-6" and parent[1]["model"] != "claude-sonnet-4-6"
     assert {t["name"] for t in child[0]["tools"]} >= {"Read", "Glob", "Grep"}
     assert "Bash" not in {t["name"] for t in child[0]["tools"]}
-    assert "subagent" in child[0]["system"]
+    assert "subagent" in child[0].system_text
     sub = await Run.objects.aget(parent=run)
     assert sub.status == Run.DONE and sub.model_calls == 2
     stored = await sync_to_async(rows)(conversation)

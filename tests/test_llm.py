@@ -19,10 +19,12 @@ from skills_app.core.llm import (
     ModelRequest,
     StreamEvent,
     TextDelta,
-    make_model_client,
+    ThinkingDelta,
 )
-from tests.fake_anthropic import FakeAnthropic, Reply, tool_use_block
+from skills_app.runs.client import default_client
+from tests.fake_anthropic import TEST_MODEL, FakeAnthropic, Reply, tool_use_block
 
+CACHED = {"cache_control": {"type": "ephemeral"}}
 BASH_TOOL = {
     "name": "Bash",
     "description": "Run a shell command.",
@@ -32,7 +34,7 @@ BASH_TOOL = {
 
 def request(**changes: Any) -> ModelRequest:
     fields: dict[str, Any] = {
-        "model": "claude-test",
+        "model": TEST_MODEL,
         "system": "You are helpful.",
         "tools": [BASH_TOOL],
         "messages": [{"role": "user", "content": "hi"}],
@@ -44,9 +46,7 @@ def request(**changes: Any) -> ModelRequest:
 
 def model(fake: FakeAnthropic, **options: Any) -> AnthropicModel:
     options.setdefault("max_retries", 2)
-    return AnthropicModel(
-        api_key="test-key", base_url=fake.base_url, model="claude-test", **options
-    )
+    return AnthropicModel(api_key="test-key", base_url=fake.base_url, model=TEST_MODEL, **options)
 
 
 async def collect(client: AnthropicModel, req: ModelRequest | None = None) -> list[StreamEvent]:
@@ -66,12 +66,14 @@ async def failure(
 def test_as_kwargs_omits_an_empty_system_prompt_and_tool_list() -> None:
     kwargs = request(system="", tools=[]).as_kwargs()
     assert kwargs == {
-        "model": "claude-test",
+        "model": TEST_MODEL,
         "max_tokens": 256,
-        "messages": [{"role": "user", "content": "hi"}],
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", **CACHED}]}],
     }
-    assert request().as_kwargs()["system"] == "You are helpful."
-    assert request().as_kwargs()["tools"] == [BASH_TOOL]
+    assert request().as_kwargs()["system"] == [
+        {"type": "text", "text": "You are helpful.", **CACHED}
+    ]
+    assert request().as_kwargs()["tools"] == [{**BASH_TOOL, **CACHED}]
 
 
 async def test_it_streams_plain_text_as_our_events(fake_anthropic: FakeAnthropic) -> None:
@@ -86,7 +88,7 @@ async def test_it_streams_plain_text_as_our_events(fake_anthropic: FakeAnthropic
     assert isinstance(done, MessageDone)
     message = done.message
     assert message["role"] == "assistant"
-    assert message["model"] == "claude-test"
+    assert message["model"] == TEST_MODEL
     assert message["id"].startswith("msg_")
     assert message["content"] == [{"type": "text", "text": "Hello there, friend"}]
     assert message["stop_reason"] == "end_turn"
@@ -95,15 +97,21 @@ async def test_it_streams_plain_text_as_our_events(fake_anthropic: FakeAnthropic
     assert message["usage"]["output_tokens"] > 0
 
 
-async def test_it_sends_the_request_as_given_and_streaming(fake_anthropic: FakeAnthropic) -> None:
+async def test_it_sends_the_request_streaming_with_cache_breakpoints(
+    fake_anthropic: FakeAnthropic,
+) -> None:
     fake_anthropic.enqueue(Reply.text("ok"))
     await collect(model(fake_anthropic))
     sent = fake_anthropic.requests[0]
     assert sent["stream"] is True
-    assert sent["system"] == "You are helpful."
-    assert sent["tools"] == [BASH_TOOL]
-    assert sent["messages"] == [{"role": "user", "content": "hi"}]
+    assert sent["system"] == [{"type": "text", "text": "You are helpful.", **CACHED}]
+    assert sent["tools"] == [{**BASH_TOOL, **CACHED}]
+    assert sent["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "hi", **CACHED}]}
+    ]
     assert sent.api_key == "test-key"
+    # What was sent is exactly what as_kwargs() says, plus the SDK's stream flag.
+    assert {k: v for k, v in sent.items() if k != "stream"} == request().as_kwargs()
 
 
 async def test_it_streams_a_tool_use_with_parsed_input(fake_anthropic: FakeAnthropic) -> None:
@@ -211,7 +219,7 @@ async def test_retryable_errors_become_model_errors_once_retries_are_exhausted(
         (400, "invalid_request_error", "bad_request", "rejected the request (HTTP 400): bad field"),
         (401, "authentication_error", "auth", "Check ANTHROPIC_API_KEY"),
         (403, "permission_error", "auth", "HTTP 403"),
-        (404, "not_found_error", "not_found", "Check the model name (claude-test)"),
+        (404, "not_found_error", "not_found", f'for the model "{TEST_MODEL}"'),
     ],
 )
 async def test_request_errors_are_not_retried(
@@ -355,23 +363,6 @@ async def test_closing_the_stream_early_stops_cleanly(fake_anthropic: FakeAnthro
     assert seen == [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="first ")]
 
 
-def test_make_model_client_picks_the_real_model_when_a_key_is_set() -> None:
-    client = make_model_client(
-        api_key="sk-test", base_url="http://127.0.0.1:1", model="claude-sonnet-4-5"
-    )
-    assert isinstance(client, AnthropicModel)
-    assert client.model == "claude-sonnet-4-5"
-    assert client.label == "Claude (claude-sonnet-4-5)"
-    assert client.is_demo is False
-
-
-def test_make_model_client_falls_back_to_the_demo_model_without_a_key() -> None:
-    client = make_model_client(api_key="", base_url=None, model="claude-sonnet-4-5")
-    assert isinstance(client, DemoModel)
-    assert client.is_demo is True
-    assert client.label == "Demo model (offline)"
-
-
 def test_model_error_defaults_retryable_from_its_kind() -> None:
     assert ModelError("overloaded", "x").retryable is True
     assert ModelError("auth", "x").retryable is False
@@ -386,3 +377,121 @@ def test_one_model_can_serve_several_event_loops(fake_anthropic: FakeAnthropic) 
     second = asyncio.run(collect(client))
     assert isinstance(first[-1], MessageDone) and isinstance(second[-1], MessageDone)
     assert second[-1].message["content"] == [{"type": "text", "text": "two"}]
+
+
+# -- models, thinking, refusals, usage ---------------------------------------------------------
+
+
+async def test_thinking_streams_as_thinking_deltas_and_keeps_the_signed_block(
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    fake_anthropic.enqueue(Reply.text("Answer."))
+    events = await collect(model(fake_anthropic), request(thinking=True, effort="low"))
+    sent = fake_anthropic.requests[0]
+    assert sent["thinking"] == {"type": "adaptive", "display": "summarized"}
+    assert sent["output_config"] == {"effort": "low"}
+    assert events[0] == BlockStart(index=0, block_type="thinking")
+    summary = "".join(e.text for e in events if isinstance(e, ThinkingDelta))
+    assert summary.startswith("Working out how to answer: hi")
+    assert all(e.index == 0 for e in events if isinstance(e, ThinkingDelta))
+    assert [e.index for e in events if isinstance(e, TextDelta)] == [1]
+    done = events[-1]
+    assert isinstance(done, MessageDone)
+    thinking, text = done.message["content"]
+    assert thinking == {"type": "thinking", "thinking": summary, "signature": thinking["signature"]}
+    assert thinking["signature"].startswith("sig_")
+    assert text == {"type": "text", "text": "Answer."}
+
+
+async def test_a_model_without_a_setting_never_receives_it(fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(Reply.text("ok"), Reply.text("ok"))
+    await collect(
+        model(fake_anthropic),
+        request(model="claude-opus-4-8", effort="max", temperature=0.2, max_tokens=500_000),
+    )
+    await collect(model(fake_anthropic), request(model="claude-haiku-4-5", effort="high"))
+    opus, haiku = fake_anthropic.requests
+    assert (opus.status, haiku.status) == (200, 200)
+    assert "temperature" not in opus and opus["max_tokens"] == 128_000
+    assert opus["output_config"] == {"effort": "max"}
+    assert "output_config" not in haiku
+
+
+async def test_sampling_goes_to_models_that_take_it(fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(Reply.text("ok"))
+    await collect(model(fake_anthropic), request(model="claude-haiku-4-5", temperature=0.3))
+    assert fake_anthropic.requests[0]["temperature"] == 0.3
+    assert fake_anthropic.requests[0].status == 200
+
+
+async def test_a_404_names_the_model_and_the_configured_ones(
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    client = model(fake_anthropic, models=["claude-opus-4-8", "claude-sonnet-5"])
+    error, _ = await failure(client, request(model="claude-sonnet-5-5"))
+    assert error.kind == "not_found" and error.status_code == 404
+    assert 'does not serve the model "claude-sonnet-5-5"' in error.message
+    assert 'Did you mean "claude-sonnet-5"?' in error.message
+    assert "Models configured here (ANTHROPIC_MODELS): claude-opus-4-8, claude-sonnet-5." in (
+        error.message
+    )
+
+
+async def test_a_prompt_too_long_is_a_context_window_error(fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(
+        Reply.error(400, "invalid_request_error", "prompt is too long: 1000123 tokens > 1000000")
+    )
+    error, _ = await failure(model(fake_anthropic))
+    assert error.kind == "context_window" and error.retryable is False
+    assert "longer than the context window of Claude Opus 4.8" in error.message
+    assert "1000123 tokens > 1000000" in error.message
+    assert "Start a new conversation" in error.message
+
+
+async def test_a_refusal_ends_with_no_content_and_its_details(
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    fake_anthropic.enqueue(Reply.refusal(category="bio"))
+    events = await collect(model(fake_anthropic), request(thinking=True))
+    assert len(events) == 1 and isinstance(events[0], MessageDone)
+    message = events[0].message
+    assert message["stop_reason"] == "refusal" and message["content"] == []
+    assert message["stop_details"] == {"type": "refusal", "category": "bio"}
+    assert message["usage"]["input_tokens"] == message["usage"]["output_tokens"] == 0
+
+
+async def test_usage_reports_cache_writes_then_reads(fake_anthropic: FakeAnthropic) -> None:
+    fake_anthropic.enqueue(Reply.text("one"), Reply.text("two"))
+    big = request(system="Stable house rules. " * 1200)  # over the 4096-token minimum
+    first = (await collect(model(fake_anthropic), big))[-1]
+    second = (await collect(model(fake_anthropic), big))[-1]
+    assert isinstance(first, MessageDone) and isinstance(second, MessageDone)
+    written = first.message["usage"]["cache_creation_input_tokens"]
+    assert written > 4096 and first.message["usage"]["cache_read_input_tokens"] == 0
+    assert second.message["usage"]["cache_read_input_tokens"] == written
+    assert second.message["usage"]["cache_creation_input_tokens"] == 0
+
+
+def test_an_unknown_effort_is_refused_when_the_request_is_built() -> None:
+    with pytest.raises(ValueError, match='effort "extreme" is not one of low, medium, high'):
+        request(effort="extreme")
+
+
+def test_the_default_client_is_claude_when_a_key_is_set(settings) -> None:
+    settings.ANTHROPIC_API_KEY = "sk-test"
+    settings.ANTHROPIC_BASE_URL = "http://127.0.0.1:1"
+    settings.ANTHROPIC_MODEL = "claude-sonnet-4-6"
+    client = default_client()
+    assert isinstance(client, AnthropicModel)
+    assert client.model == "claude-sonnet-4-6"
+    assert client.label == "Claude (claude-sonnet-4-6)"
+    assert client.is_demo is False
+    assert "claude-sonnet-4-6" in client.models
+
+
+def test_the_default_client_is_the_demo_model_without_a_key(settings) -> None:
+    settings.ANTHROPIC_API_KEY = ""
+    client = default_client()
+    assert isinstance(client, DemoModel)
+    assert client.is_demo is True
+    assert client.label == "Demo model (offline)"

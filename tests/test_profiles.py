@@ -50,8 +50,8 @@ async def test_tool_result_profile_lists_skills_in_the_system_prompt(fake, alice
     fake.enqueue(Reply.text("ok"))
     await run_turn(conversation, "hi", alice)
     request = accepted(fake)[0]
-    assert "Skills available:\n" in request["system"]
-    assert "  - guide: Writes in the house style. [writing, style]" in request["system"]
+    assert "Skills available:\n" in request.system_text
+    assert "  - guide: Writes in the house style. [writing, style]" in request.system_text
     names = [t["name"] for t in request["tools"]]
     assert "load_skill" in names and "Skill" not in names
     assert "GUIDE-BODY-MARKER" not in json.dumps(request)
@@ -113,14 +113,14 @@ async def test_system_prompt_profile_merges_loaded_bodies_and_docs_into_the_syst
     assert {"skill_list", "skill_load", "skill_select_docs", "skill_run"} <= {
         t["name"] for t in first["tools"]
     }
-    assert "skill_load before" in first["system"]
+    assert "skill_load before" in first.system_text
     assert "guide: Writes in the house style." in second["messages"][-1]["content"][0]["content"]
-    assert "GUIDE-BODY-MARKER" not in first["system"] and "GUIDE-BODY-MARKER" in third["system"]
+    assert "GUIDE-BODY-MARKER" not in first.system_text and "GUIDE-BODY-MARKER" in third.system_text
     assert "GUIDE-BODY-MARKER" not in json.dumps(third["messages"])
-    assert "VOICE-DOC-MARKER" in fourth["system"]
+    assert "VOICE-DOC-MARKER" in fourth.system_text
     # What the model saw stays reconstructible from the stored rows.
     rebuilt = await sync_to_async(store.build_request)(conversation)
-    assert rebuilt.system == fourth["system"]
+    assert rebuilt.system == fourth.system_text
 
 
 async def test_skill_run_needs_a_loaded_skill_and_the_bash_rules(fake, alice):
@@ -152,5 +152,5 @@ async def test_a_slash_command_in_the_toolset_profile_loads_into_the_system_prom
     fake.enqueue(Reply.text("ok"))
     await run_turn(conversation, "/guide be brief", alice)
     request = accepted(fake)[0]
-    assert "GUIDE-BODY-MARKER" in request["system"]
+    assert "GUIDE-BODY-MARKER" in request.system_text
     assert "GUIDE-BODY-MARKER" not in json.dumps(request["messages"])

@@ -16,6 +16,9 @@ from django.http.request import validate_host
 
 from webapp.publicurl import PublicURLError, host_of, public_url
 
+# Plain Python (no Django): the model table's defaults, so they are spelled in one place.
+from skills_app.core.model_catalog import DEFAULT_MODEL, DEFAULT_OFFERED_MODELS
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -300,7 +303,19 @@ DISABLE_SKILL_SHELL = env_bool("DISABLE_SKILL_SHELL", False)
 
 ANTHROPIC_API_KEY = env_secret("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
-ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", "claude-sonnet-5-5")
+# The model of new conversations, and the models offered in the picker (comma-separated ids).
+# The default model is always offered. `manage.py check` refuses ids not in
+# skills_app/core/model_catalog.py, listing the valid ones.
+ANTHROPIC_MODEL = env_str("ANTHROPIC_MODEL", DEFAULT_MODEL)
+ANTHROPIC_MODELS = env_list("ANTHROPIC_MODELS", list(DEFAULT_OFFERED_MODELS))
+if ANTHROPIC_MODEL not in ANTHROPIC_MODELS:
+    ANTHROPIC_MODELS = [ANTHROPIC_MODEL, *ANTHROPIC_MODELS]
+# Defaults of a new conversation: adaptive thinking on/off, and its effort (empty: the model's own
+# default, "high"). Models without a setting never receive it.
+ANTHROPIC_THINKING = env_bool("ANTHROPIC_THINKING", True)
+ANTHROPIC_EFFORT = env_str("ANTHROPIC_EFFORT", "").strip().lower()
+# Cache breakpoints on the stable prefix and the conversation (prompt caching); off only to measure.
+ANTHROPIC_PROMPT_CACHING = env_bool("ANTHROPIC_PROMPT_CACHING", True)
 ANTHROPIC_MAX_TOKENS = env_int("ANTHROPIC_MAX_TOKENS", 8192, minimum=1)
 ANTHROPIC_MAX_RETRIES = env_int("ANTHROPIC_MAX_RETRIES", 2, minimum=0)
 ANTHROPIC_TIMEOUT = env_float("ANTHROPIC_TIMEOUT", 600.0)

@@ -47,6 +47,11 @@ class AgentConfig:
     profile: str = "meta-message"
     # Replace `!` commands in skill bodies with a notice instead of running them.
     disable_skill_shell: bool = False
+    # Adaptive thinking: True on, False off, None the model's default; effort "low".."max".
+    thinking: bool | None = None
+    effort: str | None = None
+    # Cache breakpoints on the stable prefix and the conversation's last block.
+    prompt_caching: bool = True
 
 
 @dataclass(frozen=True, slots=True)

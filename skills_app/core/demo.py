@@ -18,6 +18,7 @@ from skills_app.core.llm import (
     StreamEvent,
     TextDelta,
 )
+from skills_app.core.model_catalog import DEMO_MODEL_ID
 
 BASE_DIR_PREFIX = "Base directory for this skill:"
 LAUNCHING_PREFIX = "Launching skill:"
@@ -94,7 +95,8 @@ def plan_reply(request: ModelRequest) -> DemoReply:
 class DemoModel:
     """Implements ModelClient offline; streams like the real adapter, with the same event types."""
 
-    model = "demo"
+    # Its id is what pricing recognises as free ("no cost").
+    model = DEMO_MODEL_ID
     label = "Demo model (offline)"
     is_demo = True
 

@@ -52,6 +52,15 @@ class TextDelta(RunEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingDelta(RunEvent):
+    """A piece of the model's (summarized) thinking streamed into the block at `index`."""
+
+    type: ClassVar[str] = "thinking.delta"
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class BlockDone(RunEvent):
     type: ClassVar[str] = "block.done"
     index: int
@@ -111,6 +120,7 @@ __all__ = [
     "ModelCalled",
     "RunEvent",
     "TextDelta",
+    "ThinkingDelta",
     "ToolCalled",
     "ToolFinished",
 ]

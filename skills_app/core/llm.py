@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anthropic
+
+from .caching import with_cache_breakpoints
+from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
+from .model_catalog import EFFORT_LEVELS, get_model
+from .model_options import request_options
 
 try:  # the SDK's HTTP layer; mid-stream transport failures surface as its exceptions, unwrapped
     import httpx2 as _http
@@ -27,6 +32,14 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ThinkingDelta:
+    """A piece of the model's thinking summary streamed into the thinking block at `index`."""
+
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
 class BlockStart:
     """A content block began streaming."""
 
@@ -38,7 +51,11 @@ class BlockStart:
 
 @dataclass(frozen=True, slots=True)
 class BlockDone:
-    """A content block is complete; `block` is its API JSON (tool_use input parsed)."""
+    """A content block is complete; `block` is its API JSON (tool_use input parsed).
+
+    A thinking block arrives with its `signature`: store it unchanged, it must go back to the API
+    exactly as received (a continued tool loop is rejected otherwise).
+    """
 
     index: int
     block: dict[str, Any]
@@ -51,64 +68,59 @@ class MessageDone:
     message: dict[str, Any]
 
 
-StreamEvent = TextDelta | BlockStart | BlockDone | MessageDone
-
-# Kinds a caller may retry (later, or at once); the others need a change of request or settings.
-RETRYABLE_KINDS = frozenset(
-    {
-        "rate_limited",
-        "overloaded",
-        "server",
-        "connection",
-        "timeout",
-        "stream_cut",
-        "invalid_tool_json",
-    }
-)
-
-
-class ModelError(Exception):
-    """A model call failed; `message` tells an end user what happened and what to do."""
-
-    def __init__(
-        self,
-        kind: str,
-        message: str,
-        *,
-        retryable: bool | None = None,
-        partial_content: list[dict[str, Any]] | None = None,
-        status_code: int | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-        self.retryable = kind in RETRYABLE_KINDS if retryable is None else retryable
-        self.partial_content = list(partial_content or [])
-        self.status_code = status_code
+StreamEvent = TextDelta | ThinkingDelta | BlockStart | BlockDone | MessageDone
 
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """One Messages API request, as the agent loop builds it."""
+    """One Messages API request, as the agent loop builds it.
+
+    `system`, `tools` and `messages` are what the loop composed from stored rows; `as_kwargs`
+    adds the cache breakpoints and the per-model settings without changing them.
+    thinking: True on, False off, None the model's default. effort: "low".."max" or None.
+    """
 
     model: str
     system: str
     tools: list[dict[str, Any]]
     messages: list[dict[str, Any]]
     max_tokens: int
+    thinking: bool | None = None
+    effort: str | None = None
+    temperature: float | None = None
+    cache: bool = True
+
+    def __post_init__(self) -> None:
+        # A bad setting is a programming error: say so here, not as a failed model call.
+        if self.effort is not None and self.effort not in EFFORT_LEVELS:
+            raise ValueError(
+                f'ModelRequest.effort "{self.effort}" is not one of {", ".join(EFFORT_LEVELS)}.'
+            )
 
     def as_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for `client.messages.stream(**kwargs)`."""
+        """The request body: exactly what is sent (`_sdk_kwargs` makes it `stream()` arguments)."""
+        options = request_options(
+            get_model(self.model),
+            max_tokens=self.max_tokens,
+            thinking=self.thinking,
+            effort=self.effort,
+            temperature=self.temperature,
+        )
+        if self.cache:
+            tools, system, messages = with_cache_breakpoints(self.tools, self.system, self.messages)
+        else:
+            tools, system, messages = self.tools, self.system, self.messages
         kwargs: dict[str, Any] = {
             "model": self.model,
-            "max_tokens": self.max_tokens,
-            "messages": self.messages,
+            "max_tokens": options.pop("max_tokens"),
+            "messages": messages,
         }
         # The API rejects an empty system string list and tools=[] is noise; omit them when empty.
-        if self.system:
-            kwargs["system"] = self.system
-        if self.tools:
-            kwargs["tools"] = self.tools
+        if system:
+            kwargs["system"] = system
+        if tools:
+            kwargs["tools"] = tools
+        kwargs.update(options)
         return kwargs
 
 
@@ -148,35 +160,6 @@ def _block_json(block: Any) -> dict[str, Any]:
     return data
 
 
-_ERROR_TYPE_KINDS = {
-    "rate_limit_error": "rate_limited",
-    "overloaded_error": "overloaded",
-    "api_error": "server",
-    "timeout_error": "timeout",
-    "authentication_error": "auth",
-    "permission_error": "auth",
-    "not_found_error": "not_found",
-    "invalid_request_error": "bad_request",
-    "request_too_large": "bad_request",
-}
-
-
-def _status_kind(status: int) -> str:
-    if status == 429:
-        return "rate_limited"
-    if status == 529:
-        return "overloaded"
-    if status in (401, 403):
-        return "auth"
-    if status == 404:
-        return "not_found"
-    if status in (408, 504):
-        return "timeout"
-    if status >= 500:
-        return "server"
-    return "bad_request"
-
-
 class AnthropicModel:
     """The real model: Anthropic's Messages API through the official async SDK, always streaming."""
 
@@ -190,9 +173,12 @@ class AnthropicModel:
         model: str,
         max_retries: int = 2,
         timeout: float = 600.0,
+        models: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.label = f"Claude ({model})"
+        # The configured ids (ANTHROPIC_MODELS), named when the API does not serve a model.
+        self.models = tuple(models)
         # An explicit URL so the SDK never falls back to reading ANTHROPIC_BASE_URL itself.
         self.base_url = base_url or DEFAULT_BASE_URL
         self.timeout = timeout
@@ -218,10 +204,9 @@ class AnthropicModel:
         """Stream one model reply as our events; raise ModelError (with partial content) on failure."""
         progress = _Progress()
         saw_stop = False
+        kwargs = _sdk_kwargs(request.as_kwargs())
         try:
-            async with self._client_for_running_loop().messages.stream(
-                **request.as_kwargs()
-            ) as stream:
+            async with self._client_for_running_loop().messages.stream(**kwargs) as stream:
                 async for event in stream:
                     for ours in self._translate(event, progress):
                         yield ours
@@ -252,17 +237,19 @@ class AnthropicModel:
             # The body ended cleanly but the API never said the message (or a block) was complete.
             raise self._cut_error(progress)
         usage = final.usage.to_dict(mode="json", exclude_none=True)
-        yield MessageDone(
-            message={
-                "id": final.id,
-                "model": final.model,
-                "role": "assistant",
-                "content": [progress.done[i] for i in sorted(progress.done)],
-                "stop_reason": final.stop_reason,
-                "stop_sequence": final.stop_sequence,
-                "usage": usage,
-            }
-        )
+        message: dict[str, Any] = {
+            "id": final.id,
+            "model": final.model,
+            "role": "assistant",
+            "content": [progress.done[i] for i in sorted(progress.done)],
+            "stop_reason": final.stop_reason,
+            "stop_sequence": final.stop_sequence,
+            "usage": usage,
+        }
+        if final.stop_details is not None:
+            # Why a refusal happened (a policy category), when the API says.
+            message["stop_details"] = final.stop_details.to_dict(mode="json", exclude_none=True)
+        yield MessageDone(message=message)
 
     def _translate(self, event: Any, progress: _Progress) -> list[StreamEvent]:
         """Map one SDK stream event to ours, keeping track of what has completed."""
@@ -285,6 +272,9 @@ class AnthropicModel:
             if delta.type == "text_delta":
                 progress.texts.setdefault(event.index, []).append(delta.text)
                 return [TextDelta(index=event.index, text=delta.text)]
+            if delta.type == "thinking_delta":
+                # Not kept for partial content: a thinking block without its signature is unusable.
+                return [ThinkingDelta(index=event.index, text=delta.thinking)]
             if delta.type == "input_json_delta":
                 progress.json_bufs[event.index] = (
                     progress.json_bufs.get(event.index, "") + delta.partial_json
@@ -311,27 +301,13 @@ class AnthropicModel:
     def _status_error(
         self, error: anthropic.APIStatusError, progress: _Progress, request: ModelRequest
     ) -> ModelError:
-        # A mid-stream SSE `error` event arrives with HTTP 200, so the body's error type decides first.
-        kind = _ERROR_TYPE_KINDS.get(str(error.type or "")) or _status_kind(error.status_code)
-        status = error.status_code if error.status_code >= 400 else None
-        shown = f"HTTP {status}" if status else "during the reply"
-        detail = error.api_message or ""
-        messages = {
-            "rate_limited": f"The model API is rate-limiting requests ({shown}). Wait a minute and try again.",
-            "overloaded": f"The model is overloaded ({shown}). Try again in a minute.",
-            "server": f"The model API had an internal error ({shown}). Try again in a minute.",
-            "timeout": f"The model API timed out ({shown}). Try again.",
-            "auth": f"The model API refused the API key ({shown}): {detail}. Check ANTHROPIC_API_KEY.",
-            "not_found": f"The model API could not find what was asked for ({shown}): {detail}. "
-            f"Check the model name ({request.model}) and ANTHROPIC_BASE_URL.",
-            "bad_request": f"The model API rejected the request ({shown}): {detail}. "
-            "This is likely a bug in Skillscope; please report it with this message.",
-        }
-        return ModelError(
-            kind,
-            messages[kind],
+        return status_error(
+            error_type=str(error.type or ""),
+            status_code=error.status_code,
+            detail=error.api_message or "",
+            model=request.model,
+            models=self.models,
             partial_content=progress.partial_content(),
-            status_code=status,
         )
 
     def _timeout_error(self, progress: _Progress) -> ModelError:
@@ -358,23 +334,29 @@ class AnthropicModel:
         )
 
 
-def make_model_client(
-    *,
-    api_key: str,
-    base_url: str | None,
-    model: str,
-    max_retries: int = 2,
-    timeout: float = 600.0,
-) -> ModelClient:
-    """The real model when an API key is set, else the offline demo model."""
-    if api_key:
-        return AnthropicModel(
-            api_key=api_key,
-            base_url=base_url,
-            model=model,
-            max_retries=max_retries,
-            timeout=timeout,
-        )
-    from skills_app.core.demo import DemoModel  # demo imports this module's event types
+# Sampling parameters are request fields the SDK no longer names; they travel in extra_body.
+_EXTRA_BODY_FIELDS = ("temperature", "top_p", "top_k")
 
-    return DemoModel()
+
+def _sdk_kwargs(body: dict[str, Any]) -> dict[str, Any]:
+    """The request body as `messages.stream` keyword arguments (unnamed fields in extra_body)."""
+    kwargs = {k: v for k, v in body.items() if k not in _EXTRA_BODY_FIELDS}
+    extra = {k: body[k] for k in _EXTRA_BODY_FIELDS if k in body}
+    if extra:
+        kwargs["extra_body"] = extra
+    return kwargs
+
+
+__all__ = [
+    "RETRYABLE_KINDS",
+    "AnthropicModel",
+    "BlockDone",
+    "BlockStart",
+    "MessageDone",
+    "ModelClient",
+    "ModelError",
+    "ModelRequest",
+    "StreamEvent",
+    "TextDelta",
+    "ThinkingDelta",
+]

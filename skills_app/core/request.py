@@ -36,4 +36,7 @@ def compose_request(
         tools=schemas,
         messages=to_api_messages(history),
         max_tokens=config.max_tokens,
+        thinking=config.thinking,
+        effort=config.effort,
+        cache=config.prompt_caching,
     )

@@ -28,6 +28,7 @@ from .invocation import SkillInvoker
 from .llm import BlockDone as StreamBlockDone
 from .llm import BlockStart, MessageDone, ModelError, ModelRequest
 from .llm import TextDelta as StreamTextDelta
+from .llm import ThinkingDelta as StreamThinkingDelta
 from .permissions import Decision, ToolCall
 from .ports import RunPorts, ToolAudit
 from .profiles import SkillOutcome, ToolAnswer, get_profile
@@ -245,6 +246,8 @@ class Runner:
             if isinstance(event, StreamTextDelta):
                 self._partial_text.setdefault(event.index, []).append(event.text)
                 await self.ports.emit(TextDelta(event.index, event.text))
+            elif isinstance(event, StreamThinkingDelta):
+                await self.ports.emit(ThinkingDelta(event.index, event.text))
             elif isinstance(event, BlockStart):
                 started = BlockStarted(
                     event.index, event.block_type, event.tool_name, event.tool_use_id

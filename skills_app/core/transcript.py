@@ -2,18 +2,36 @@
 
 The request the model sees is rebuilt from stored rows every time, so "what the model saw" can be
 reproduced from the database for any request.
+
+Excluded turns. A user turn that failed (a ModelError) or was refused (`stop_reason: "refusal"`)
+stays in the transcript for the user to see, but must not reach the model again, or every later
+message would repeat it. Its rows get `meta["excluded"] = "failed" | "refusal"`; `to_api_messages`
+skips them (as it skips `to_model=False` rows, which are never for the model). The contract:
+
+- when a run ends failed or refused, the loop (or the recorder) stores the rows
+  `exclude_turn(rows, turn_start(rows), reason)` returns: every model-bound row of the latest
+  user turn (the user's message or slash-command rows, assistant rows, tool results, hidden skill
+  messages), marked. Notices (`to_model=False`) need no mark.
+- Retry on the latest turn stores the rows `retry_turn(rows)` returns (the turn unmarked, except
+  partial or refused assistant output, so the history ends with a user row) and runs the loop
+  without new user text; the model continues where the turn failed.
+- Once the user sends a new message, older excluded turns stay excluded: `retry_turn` returns
+  nothing for them, so their Retry buttons go away.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 STATUS_TEMPLATE = '<command-message>The "{name}" skill is loading</command-message>'
 HIDDEN_PREFIX = "Base directory for this skill: "
 INTERRUPTED_RESULT = "Interrupted: the run was stopped before this tool call finished."
+EXCLUDED = "excluded"  # meta key; its value says why ("failed" or "refusal")
+EXCLUDED_TURN_START = "excluded_turn_start"  # meta key on the first row of an excluded turn
+EXCLUSION_REASONS = ("failed", "refusal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +52,16 @@ class StoredMessage:
     @property
     def plain_text(self) -> str:
         return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    @property
+    def excluded(self) -> bool:
+        """Left out of the model's history (a failed or refused turn)."""
+        return bool(self.meta.get(EXCLUDED))
+
+    @property
+    def sent_to_model(self) -> bool:
+        """Part of what the model sees: a model-bound row of a turn that is not excluded."""
+        return self.to_model and not self.excluded
 
 
 def status_message_text(name: str, args: str) -> str:
@@ -72,10 +100,14 @@ def _clean_block(block: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def to_api_messages(rows: Iterable[StoredMessage]) -> list[dict[str, Any]]:
-    """`to_model` rows in order, consecutive same-role rows merged, tool_result blocks first."""
+    """Rows sent to the model in order, consecutive same-role rows merged, tool_result blocks first.
+
+    Blocks pass through unchanged (a copy of each), thinking and redacted_thinking blocks with
+    their signature included: the API rejects a continued tool loop whose thinking was altered.
+    """
     turns: list[dict[str, Any]] = []
     for row in rows:
-        if not row.to_model:
+        if not row.sent_to_model:
             continue
         blocks = [b for b in (_clean_block(dict(b)) for b in row.content) if b is not None]
         if not blocks:
@@ -143,7 +175,7 @@ def unanswered_tool_uses(rows: Sequence[StoredMessage]) -> list[dict[str, Any]]:
     """tool_use blocks of the last assistant message that no later row answers."""
     last_assistant = None
     for i in range(len(rows) - 1, -1, -1):
-        if rows[i].role == "assistant" and rows[i].to_model:
+        if rows[i].role == "assistant" and rows[i].sent_to_model:
             last_assistant = i
             break
     if last_assistant is None:
@@ -184,3 +216,83 @@ def tool_result_block(tool_use_id: str, content: str, *, is_error: bool = False)
 
 def request_size(messages: Sequence[dict[str, Any]]) -> int:
     return len(json.dumps(messages, ensure_ascii=False))
+
+
+def turn_start(rows: Sequence[StoredMessage]) -> int | None:
+    """Index of the first row of the latest user turn (its message or slash command), or None.
+
+    A turn starts at a visible user row (not a tool result) that follows an assistant row or
+    nothing, counting only rows the model sees; a turn's later user rows (tool results, skill
+    messages of a model call) follow a user row and do not start one.
+    """
+    previous_role: str | None = None
+    start: int | None = None
+    for i, row in enumerate(rows):
+        if not row.sent_to_model:
+            continue
+        if (
+            row.role == "user"
+            and not row.is_meta
+            and previous_role != "user"
+            and not any(b.get("type") == "tool_result" for b in row.content)
+        ):
+            start = i
+        previous_role = row.role
+    return start
+
+
+def exclude_turn(
+    rows: Sequence[StoredMessage], start: int | None, reason: str
+) -> dict[int, StoredMessage]:
+    """The rows to store again when the turn starting at `start` failed or was refused.
+
+    index -> the row marked excluded for `reason`; the first also carries `EXCLUDED_TURN_START`,
+    so a later Retry finds where the turn began even when excluded turns follow each other.
+    """
+    if reason not in EXCLUSION_REASONS:
+        raise ValueError(f"Unknown exclusion reason {reason!r}: use one of {EXCLUSION_REASONS}.")
+    if start is None:
+        return {}
+    changes: dict[int, StoredMessage] = {}
+    for i in range(start, len(rows)):
+        if rows[i].sent_to_model:
+            marked = with_exclusion(rows[i], reason)
+            if not changes:
+                marked = replace(marked, meta={**marked.meta, EXCLUDED_TURN_START: True})
+            changes[i] = marked
+    return changes
+
+
+def retry_turn(rows: Sequence[StoredMessage]) -> dict[int, StoredMessage]:
+    """The rows to store again when the user retries the latest excluded turn.
+
+    index -> the row with its mark cleared. Partial answers (`meta["partial"]`) and refused output
+    stay excluded, and so does anything after the turn's last user row, so the history the loop
+    continues from ends with the user. Empty when the latest turn is not excluded.
+    """
+    start = next(
+        (i for i in range(len(rows) - 1, -1, -1) if rows[i].meta.get(EXCLUDED_TURN_START)), None
+    )
+    if start is None or any(r.sent_to_model for r in rows[start:]):
+        return {}  # nothing excluded, or a newer turn went on since: its Retry is stale
+    chosen = [
+        i
+        for i in range(start, len(rows))
+        if rows[i].excluded
+        and rows[i].to_model
+        and not rows[i].meta.get("partial")
+        and rows[i].meta.get("stop_reason") != "refusal"
+    ]
+    while chosen and rows[chosen[-1]].role != "user":
+        chosen.pop()
+    return {i: with_exclusion(rows[i], None) for i in chosen}
+
+
+def with_exclusion(row: StoredMessage, reason: str | None) -> StoredMessage:
+    """A copy of `row` marked excluded for `reason` ("failed" / "refusal"), or unmarked for None."""
+    if reason is not None and reason not in EXCLUSION_REASONS:
+        raise ValueError(f"Unknown exclusion reason {reason!r}: use one of {EXCLUSION_REASONS}.")
+    meta = {k: v for k, v in row.meta.items() if k not in (EXCLUDED, EXCLUDED_TURN_START)}
+    if reason is not None:
+        meta[EXCLUDED] = reason
+    return replace(row, meta=meta)

@@ -18,6 +18,7 @@ def default_client() -> ModelClient:
             model=settings.ANTHROPIC_MODEL,
             max_retries=settings.ANTHROPIC_MAX_RETRIES,
             timeout=settings.ANTHROPIC_TIMEOUT,
+            models=settings.ANTHROPIC_MODELS,
         )
     return DemoModel(delay=settings.DEMO_MODEL_DELAY)
 

@@ -86,6 +86,9 @@ def agent_config(conversation: Conversation, *, model: str | None = None) -> Age
         catalog_budget=settings.SKILL_CATALOG_BUDGET,
         catalog_entry_cap=settings.SKILL_CATALOG_ENTRY_CAP,
         profile=conversation.profile,
+        thinking=settings.ANTHROPIC_THINKING,
+        effort=settings.ANTHROPIC_EFFORT or None,
+        prompt_caching=settings.ANTHROPIC_PROMPT_CACHING,
     )
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from skills_app.chat.presenters import message_plain_text
+from skills_app.core.model_catalog import UnknownModelError, choose_model
 from skills_app.core.profiles import DEFAULT_PROFILE
 from skills_app.models import Approval, Conversation, Message
 from skills_app.runs import supervisor as runs
@@ -31,16 +33,25 @@ class Command(BaseCommand):
             help=f"Delivery profile of a new conversation (default: {DEFAULT_PROFILE}).",
         )
         parser.add_argument(
+            "--model",
+            help="Model of this conversation, one of ANTHROPIC_MODELS "
+            "(default: the conversation's model, or ANTHROPIC_MODEL for a new one).",
+        )
+        parser.add_argument(
             "--yes",
             action="store_true",
             help='Answer every approval with "allow once" (without it, approvals are denied).',
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        model = self._model(options.get("model"))
         user = self._user(options.get("user"))
         conversation = self._conversation(
             user, options.get("conversation"), options["message"], options["profile"]
         )
+        if model and conversation.model != model:
+            conversation.model = model
+            conversation.save(update_fields=["model"])
         before = conversation.messages.count() and (
             conversation.messages.order_by("-seq").values_list("seq", flat=True).first() or 0
         )
@@ -68,6 +79,14 @@ class Command(BaseCommand):
         await runs.wait_for_run(run.pk)
         run.status = (await run.__class__.objects.aget(pk=run.pk)).status
         return run
+
+    def _model(self, model: str | None) -> str | None:
+        if model is None:
+            return None
+        try:
+            return choose_model(model, settings.ANTHROPIC_MODELS)
+        except UnknownModelError as exc:
+            raise CommandError(f"--model: {exc}") from None
 
     def _user(self, username: str | None) -> Any:
         User = get_user_model()
