@@ -486,7 +486,7 @@ def test_the_default_client_is_claude_when_a_key_is_set(settings) -> None:
     assert client.model == "claude-sonnet-4-6"
     assert client.label == "Claude (claude-sonnet-4-6)"
     assert client.is_demo is False
-    assert "claude-sonnet-4-6" in client.models
+    assert client.models == tuple(settings.ANTHROPIC_MODELS)
 
 
 def test_the_default_client_is_the_demo_model_without_a_key(settings) -> None:
