@@ -298,8 +298,6 @@ def setup(settings, fake_anthropic, tmp_path):
     settings.SKILLS_DIRS = [root]
     settings.AGENT_HOOKS = {"UserPromptSubmit": [], "PreToolUse": [], "PostToolUse": [], "Stop": []}
     settings.DISABLE_SKILL_SHELL = False
-    # Commands run sandboxed (the default); without a sandbox they need a permission.
-    settings.SANDBOX = "auto"
     return fake_anthropic
 
 
