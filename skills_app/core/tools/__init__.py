@@ -11,9 +11,17 @@ from skills_app.core.tools.base import (
     default_tools,
 )
 from skills_app.core.tools.bash import BashLimits, BashTool
+from skills_app.core.tools.env import command_with_env, skill_run_env
 from skills_app.core.tools.files import EditTool, ReadTool, WriteTool
+from skills_app.core.tools.sandbox import SandboxStatus, describe_sandbox
 from skills_app.core.tools.search import GlobTool, GrepTool
-from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
+from skills_app.core.tools.workspace import (
+    Workspace,
+    WorkspaceError,
+    WorkspaceFileError,
+    open_workspace_file,
+    skill_folder_name,
+)
 
 __all__ = [
     "BashLimits",
@@ -22,6 +30,7 @@ __all__ = [
     "GlobTool",
     "GrepTool",
     "ReadTool",
+    "SandboxStatus",
     "Tool",
     "ToolContext",
     "ToolError",
@@ -29,7 +38,12 @@ __all__ = [
     "ToolResult",
     "Workspace",
     "WorkspaceError",
+    "WorkspaceFileError",
     "WriteTool",
+    "command_with_env",
     "default_tools",
+    "describe_sandbox",
+    "open_workspace_file",
     "skill_folder_name",
+    "skill_run_env",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -27,7 +27,15 @@ class ToolContext:
     workspace: Workspace
     # Extra environment for Bash (e.g. SKILL_DIR of the active skill); nothing else reaches it.
     env: Mapping[str, str] = field(default_factory=dict)
-    sandbox: str = "none"  # "none" | "bwrap"
+    # "auto" | "bwrap" | "none"; see tools.sandbox. Without a sandbox, commands run only when
+    # the user holds the "run unsandboxed commands" permission.
+    sandbox: str = "auto"
+    unsandboxed_allowed: bool = False
+    # Server folders to mask inside the sandbox if they lie under a read-only system bind.
+    sandbox_hidden_paths: tuple[str, ...] = ()
+    # Read-rule filter for search results: given a file's absolute path, False hides it from
+    # Grep and Glob (built by permissions.read_filter from the Read deny rules).
+    path_allowed: Callable[[str], bool] | None = None
     bash_timeout_default: int = 120
     bash_timeout_max: int = 600
     output_limit: int = 30_000
