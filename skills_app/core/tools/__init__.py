@@ -8,7 +8,6 @@ from skills_app.core.tools.base import (
     ToolError,
     ToolRegistry,
     ToolResult,
-    default_tools,
 )
 from skills_app.core.tools.bash import BashLimits, BashTool
 from skills_app.core.tools.env import command_with_env, skill_run_env
@@ -22,6 +21,12 @@ from skills_app.core.tools.workspace import (
     open_workspace_file,
     skill_folder_name,
 )
+
+
+def default_tools() -> ToolRegistry:
+    """Read, Write, Edit, Glob, Grep and Bash, in that order."""
+    return ToolRegistry([ReadTool(), WriteTool(), EditTool(), GlobTool(), GrepTool(), BashTool()])
+
 
 __all__ = [
     "BashLimits",

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from skills_app.core.tools.workspace import Workspace
+from skills_app.core.tools.errors import ToolError
+from skills_app.core.tools.workspace import Workspace
 
-
-class ToolError(Exception):
-    """A tool call the model or user got wrong; the message says what is wrong and what to do."""
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,16 +99,6 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._tools)
-
-
-def default_tools() -> ToolRegistry:
-    """Read, Write, Edit, Glob, Grep and Bash, in that order."""
-    # Imported here because the tool modules import this one.
-    from skills_app.core.tools.bash import BashTool
-    from skills_app.core.tools.files import EditTool, ReadTool, WriteTool
-    from skills_app.core.tools.search import GlobTool, GrepTool
-
-    return ToolRegistry([ReadTool(), WriteTool(), EditTool(), GlobTool(), GrepTool(), BashTool()])
 
 
 # --- input helpers shared by the tools -------------------------------------------------------

@@ -33,7 +33,7 @@ import uuid
 from pathlib import Path
 from typing import BinaryIO
 
-from skills_app.core.tools.base import ToolError
+from skills_app.core.tools.errors import ToolError
 from skills_app.core.tools.safepath import (
     check_parts,
     chmod_nofollow,
