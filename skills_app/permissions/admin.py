@@ -29,6 +29,7 @@ from skills_app.models import (
     PermissionRule,
 )
 from skills_app.permissions import approvals
+from skills_app.permissions import replay as replay_calls
 from skills_app.permissions.forms import PermissionRuleForm, RuleTesterForm
 from skills_app.registry.skills import skills_for_user
 
@@ -214,7 +215,17 @@ class PermissionRuleAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         result: TesterResult | None = None
-        if "call" in request.GET:
+        replay: replay_calls.StoredCall | None = None
+        if "event" in request.GET or "approval" in request.GET:
+            # A call from the audit, decided again with its stored input and active skill.
+            replay = replay_calls.stored_call(
+                request.user, event=request.GET.get("event"), approval=request.GET.get("approval")
+            )
+            form = RuleTesterForm(
+                initial={"call": call_as_rule_text(replay.call), "skill": replay.skill}
+            )
+            result = try_call(replay.call, replay.skill, user_id=request.user.pk)
+        elif "call" in request.GET:
             form = RuleTesterForm(request.GET)
             if form.is_valid():
                 result = try_call(
@@ -229,6 +240,7 @@ class PermissionRuleAdmin(admin.ModelAdmin):
             "title": "Test a call against the permission rules",
             "tester_form": form,
             "result": result,
+            "replay": replay,
             "workspace": TESTER_WORKSPACE,
         }
         return TemplateResponse(request, "admin/skills_app/permissionrule/tester.html", context)
