@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterator
-from datetime import date, datetime, time, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 from django import forms
@@ -234,7 +234,7 @@ def csv_cell(value: Any) -> str:
 
 
 def _utc(moment: datetime | None) -> str:
-    return moment.astimezone(timezone.UTC).isoformat() if moment else ""
+    return moment.astimezone(UTC).isoformat() if moment else ""
 
 
 def csv_lines(
