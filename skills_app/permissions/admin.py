@@ -136,7 +136,7 @@ class PermissionRuleAdmin(admin.ModelAdmin):
         "short_note",
         "author",
         "position",
-        "check",
+        "matches_something",
     )
     list_display_links = ("rule_text",)
     list_filter = ("behavior", "enabled", RuleScopeFilter)
@@ -198,7 +198,7 @@ class PermissionRuleAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="check")
-    def check(self, rule: PermissionRule) -> str:
+    def matches_something(self, rule: PermissionRule) -> str:
         warnings = checks.rule_warnings(rule.rule_text, rule.skill)
         return "⚠ " + " ".join(warnings) if warnings else "ok"
 
