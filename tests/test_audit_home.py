@@ -239,11 +239,13 @@ def test_the_chart_stacks_skills_per_day_in_proportion():
         start + timedelta(days=1),
     )
     assert chart.unit == "day" and chart.total == 7
-    assert [t.text for t in chart.y_ticks] == ["0", "2", "5"]  # 4 rounds up to 5
+    assert [t.text for t in chart.y_ticks] == ["0", "1", "2", "3", "4"]
+    tall = build_chart({(start, "pdf"): 23}, start, start)
+    assert [t.text for t in tall.y_ticks] == ["0", "15", "30"]
     first = [s for s in chart.segments if s.bucket == "2026-08-01"]
     assert [(s.skill, s.count) for s in first] == [("pdf", 2), ("xlsx", 1)]
     plot = chart.plot_bottom - 10
-    assert first[0].height == pytest.approx(plot * 2 / 5, abs=0.01)
+    assert first[0].height == pytest.approx(plot * 2 / 4, abs=0.01)
     assert first[1].y + first[1].height == pytest.approx(first[0].y, abs=0.01)  # stacked
     assert [(e.skill, e.total) for e in chart.legend] == [("pdf", 6), ("xlsx", 1)]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
@@ -15,8 +16,6 @@ from skills_app.accounts import roles
 from skills_app.audit import trail
 
 User = get_user_model()
-
-ROLES_HELP = " ".join(f"{r.name}: {r.summary}" for r in roles.ROLES)
 
 
 class RoleFilter(admin.SimpleListFilter):
@@ -37,6 +36,12 @@ class RoleFilter(admin.SimpleListFilter):
         return queryset
 
 
+class RoleChoiceField(forms.ModelMultipleChoiceField):
+    def label_from_instance(self, obj: Group) -> str:
+        role = roles.role_of_group(obj.name)
+        return f"{obj.name}: {role.summary}" if role else obj.name
+
+
 class SkillscopeUserAdmin(UserAdmin):
     """Roles are what an administrator hands out; the ~100 raw permissions come last, folded."""
 
@@ -48,7 +53,7 @@ class SkillscopeUserAdmin(UserAdmin):
             "Roles",
             {
                 "fields": ("groups", "is_active", "is_staff"),
-                "description": "What this person may do. " + ROLES_HELP,
+                "description": "What this person may do: tick the roles they hold.",
             },
         ),
         ("Personal info", {"fields": ("first_name", "last_name", "email")}),
@@ -59,17 +64,21 @@ class SkillscopeUserAdmin(UserAdmin):
         ),
     )
 
-    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any):  # type: ignore[no-untyped-def]
-        form = super().get_form(request, obj, change=change, **kwargs)
-        if "groups" in form.base_fields:
-            field = form.base_fields["groups"]
-            field.label = "Roles"
-            field.help_text = (
-                "Skill manager, Auditor and Administrator need the admin site: saving gives "
-                "staff status. Deactivate people who leave (untick Active); a user with "
-                "conversations or audit history cannot be deleted."
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "groups":
+            # One checkbox per role, with what it grants, instead of a two-list group picker.
+            return RoleChoiceField(
+                queryset=Group.objects.order_by("name"),
+                required=False,
+                widget=forms.CheckboxSelectMultiple,
+                label="Roles",
+                help_text=(
+                    "Skill manager, Auditor and Administrator need the admin site: saving gives "
+                    "staff status. Deactivate people who leave (untick Active); a user with "
+                    "conversations or audit history cannot be deleted."
+                ),
             )
-        return form
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     @admin.display(description="roles")
     def role_names(self, user: Any) -> str:

@@ -99,12 +99,12 @@ def _label(day: date, unit: str) -> str:
 
 
 def _nice_max(value: int) -> int:
-    """The smallest 1/2/5 x 10^n at or above `value` (at least 1), for the y axis."""
+    """The smallest 1/2/3/4/5/6/8 x 10^n at or above `value` (at least 1), for the y axis."""
     if value <= 1:
         return 1
     scale = 1
     while True:
-        for step in (1, 2, 5):
+        for step in (1, 2, 3, 4, 5, 6, 8):
             if step * scale >= value:
                 return step * scale
         scale *= 10
@@ -174,10 +174,9 @@ def build_chart(
             )
             cells.append((skill, n))
         rows.append((label, tuple(cells)))
-    y_ticks = tuple(
-        Tick(round(HEIGHT - BOTTOM - plot_height * v / top, 2), str(v))
-        for v in sorted({0, top // 2, top} if top >= 2 else {0, top})
-    )
+    # Every whole number up to 5; above, the half (whole: top is an even multiple) and the top.
+    values = range(top + 1) if top <= 5 else (0, top // 2, top)
+    y_ticks = tuple(Tick(round(HEIGHT - BOTTOM - plot_height * v / top, 2), str(v)) for v in values)
     every = max(1, len(buckets) // 8)
     x_ticks = tuple(
         Tick(round(LEFT + i * slot + slot / 2, 2), _short(b, unit))
