@@ -268,3 +268,16 @@ def test_a_long_range_is_drawn_per_week_and_ignores_counts_outside_it():
 def test_an_empty_period_has_no_bars():
     chart = build_chart({}, date(2026, 1, 1), date(2026, 1, 30))
     assert chart.total == 0 and chart.segments == ()
+
+
+def test_an_inspector_taking_someone_elses_conversation_is_recorded(auditor, alice, history):
+    conversation = history[0].conversation
+    assert (
+        _client(alice).get(reverse("conversation-export", args=[conversation.pk])).status_code
+        == 200
+    )
+    assert not AuditEvent.objects.filter(action=AuditEvent.EXPORT).exists()  # one's own: no record
+    _client(auditor).get(reverse("conversation-export", args=[conversation.pk]))
+    event = AuditEvent.objects.get(action=AuditEvent.EXPORT)
+    assert event.actor == auditor and event.target == f"conversation #{conversation.pk} (JSONL)"
+    assert event.detail["hidden_rows"] is True
