@@ -268,3 +268,15 @@ def test_every_link_a_role_is_shown_opens_without_a_403(request, persona, some_a
                 if not href.startswith(("#", "mailto:", "javascript:")):
                     frontier.append((urljoin(url, href), depth + 1))
     assert len(seen) >= 3
+
+
+def test_clearing_roles_either_way_is_recorded(alice, bob):
+    call_command("role", "grant", "alice", "auditor")
+    call_command("role", "grant", "bob", "auditor")
+    alice.groups.clear()
+    Group.objects.get(name="Auditor").user_set.clear()
+    revoked = AuditEvent.objects.filter(action=AuditEvent.ROLE_REVOKED).order_by("pk")
+    assert [(e.target, e.detail["role"]) for e in revoked] == [
+        ("user alice", "Auditor"),
+        ("user bob", "Auditor"),
+    ]

@@ -77,11 +77,11 @@ def _role_changed(
     user_model = get_user_model()
     if action == "pre_clear":
         # clear() reports no pk_set afterwards; remember what is about to go.
-        users = [instance] if not reverse else list(instance.user_set.all())
-        groups = {u.pk: list(u.groups.values_list("name", flat=True)) for u in users}
-        if reverse:
-            groups = {u.pk: [instance.name] for u in users}
-        _pending_clear.set(groups)
+        if reverse:  # group.user_set.clear(): that one role, from each of its members
+            going = {u.pk: [instance.name] for u in instance.user_set.all()}
+        else:  # user.groups.clear(): every role of that user
+            going = {instance.pk: list(instance.groups.values_list("name", flat=True))}
+        _pending_clear.set(going)
         return
     if action == "post_clear":
         pending = _pending_clear.get() or {}
