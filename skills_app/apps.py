@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.db.models.signals import post_migrate
 
 
 class SkillsAppConfig(AppConfig):
@@ -10,3 +11,10 @@ class SkillsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .accounts.roles import ensure_roles
+        from .audit import guard, trail
+
+        guard.install()  # the audit is append-only
+        trail.install()  # role changes are recorded
+        # After auth's own post_migrate (which makes the permissions): roles survive a flush too.
+        post_migrate.connect(ensure_roles, sender=self, dispatch_uid="skillscope-roles")

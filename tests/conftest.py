@@ -31,11 +31,24 @@ def bob(django_user_model):
 
 @pytest.fixture
 def auditor(django_user_model):
-    """Staff with the inspect-injected-content permission."""
+    """The Auditor role: staff, audit pages, the inspect-injected-content permission."""
+    from skills_app.accounts import roles
+
     user = django_user_model.objects.create_user(
         "audrey", password="audrey-pass-123", is_staff=True
     )
     user.user_permissions.add(Permission.objects.get(codename="inspect_injected_content"))
+    roles.grant(user, roles.get_role("auditor"))
+    return user
+
+
+@pytest.fixture
+def skill_manager(django_user_model):
+    """The Skill manager role: uploads, versions and rules in the admin; no audit."""
+    from skills_app.accounts import roles
+
+    user = django_user_model.objects.create_user("mona", password="mona-pass-123")
+    roles.grant(user, roles.get_role("skill-manager"))
     return user
 
 

@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 from django.utils import timezone
 
@@ -29,8 +30,16 @@ MARKER = "HIDDEN-AUDIT-MARKER-7731"
 
 @pytest.fixture
 def staff(django_user_model):
-    """Staff without the inspect permission: sees the invocation list, not hidden text."""
-    return django_user_model.objects.create_user("sam", password="sam-pass-123", is_staff=True)
+    """Staff who may view the audit but not inspect: sees the invocation list, not hidden text."""
+    user = django_user_model.objects.create_user("sam", password="sam-pass-123", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_skillinvocation"))
+    return user
+
+
+@pytest.fixture
+def bare_staff(django_user_model):
+    """Staff status and nothing else: no role, so no audit."""
+    return django_user_model.objects.create_user("stan", password="stan-pass-123", is_staff=True)
 
 
 @pytest.fixture
@@ -94,9 +103,9 @@ def test_it_sends_anonymous_visitors_of_invocation_pages_to_login(client, conver
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("persona", ["alice", "bob"])
+@pytest.mark.parametrize("persona", ["alice", "bob", "bare_staff"])
 @pytest.mark.parametrize("page", ["list", "detail"])
-def test_it_forbids_invocation_pages_to_non_staff(client, request, conversation, persona, page):
+def test_it_forbids_invocation_pages_to_non_auditors(client, request, conversation, persona, page):
     client.force_login(request.getfixturevalue(persona))
     url = (
         reverse("audit-invocations")

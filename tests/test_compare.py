@@ -1,12 +1,13 @@
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient, Client
 
-from skills_app.models import Comparison, PermissionRule, Run
+from skills_app.models import Comparison, Conversation, Message, PermissionRule, Run
 from tests.loop_helpers import write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,3 +88,77 @@ def test_a_new_conversation_takes_the_chosen_profile(alice):
     client.post("/c/new/", {"profile": "tool-result"})
     assert alice.conversations.get().profile == "tool-result"
     assert client.post("/c/new/", {"profile": "bogus"}).status_code == 400
+
+
+# -- one total per side, a live state that ends ------------------------------------------------
+
+
+def _columns(html: str) -> list[str]:
+    return html.split('<article class="compare-column"')[1:]
+
+
+async def test_each_side_has_one_total_equal_to_its_parts_and_stops_saying_running(auditor):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(auditor)
+    response = await client.post(
+        "/compare/start/", {"prompt": "please use greeter for Ann", "skills": ["greeter"]}
+    )
+    for _ in range(200):
+        if not await Run.objects.filter(status__in=Run.ACTIVE).aexists():
+            break
+        await asyncio.sleep(0.05)
+    page = (await client.get(response["Location"])).content.decode()
+    columns = _columns(page)
+    assert len(columns) == 3
+    for column in columns:
+        rows = re.findall(r"<tr(?: class=\"total\")?><td>([^<]+)</td><td>(\d+)</td>", column)
+        totals = [int(n) for part, n in rows if part == "total"]
+        parts = [int(n) for part, n in rows if part != "total"]
+        assert len(totals) == 1, rows  # one total per side, not a second doubled one
+        assert totals[0] == sum(parts) > 0
+        assert "Running…" not in column and 'data-status="done"' in column
+        assert "Prompt cache share: not measured yet" in column
+    assert "hx-trigger" not in page  # nothing left to poll
+
+
+def test_a_finished_tool_call_shows_its_result_not_running(auditor, alice):
+    comparison = Comparison.objects.create(created_by=auditor, prompt="p", skills=[])
+    conversation = Conversation.objects.create(owner=auditor, title="c", profile="meta-message")
+    comparison.conversations.add(conversation)
+    run = Run.objects.create(conversation=conversation, status=Run.DONE)
+    Message.objects.create(
+        conversation=conversation,
+        seq=1,
+        role="assistant",
+        kind="tool_use",
+        run=run,
+        content=[{"type": "tool_use", "id": "toolu_9", "name": "Bash", "input": {"command": "ls"}}],
+    )
+    Message.objects.create(
+        conversation=conversation,
+        seq=2,
+        role="user",
+        kind="tool_result",
+        run=run,
+        content=[{"type": "tool_result", "tool_use_id": "toolu_9", "content": "RESULT-OF-LS-3a"}],
+    )
+    client = Client()
+    client.force_login(auditor)
+    page = client.get(f"/compare/{comparison.pk}/").content.decode()
+    assert "RESULT-OF-LS-3a" in page and "Running…" not in page
+
+
+def test_the_page_polls_only_while_a_run_is_active(auditor):
+    comparison = Comparison.objects.create(created_by=auditor, prompt="p", skills=[])
+    conversation = Conversation.objects.create(owner=auditor, title="c", profile="tool-result")
+    comparison.conversations.add(conversation)
+    run = Run.objects.create(conversation=conversation, status=Run.RUNNING)
+    client = Client()
+    client.force_login(auditor)
+    live = client.get(f"/compare/{comparison.pk}/").content.decode()
+    assert 'hx-trigger="every 1s"' in live and "Running…" in live
+    Run.objects.filter(pk=run.pk).update(status=Run.FAILED)
+    fragment = client.get(f"/compare/{comparison.pk}/", HTTP_HX_REQUEST="true").content.decode()
+    assert "hx-trigger" not in fragment and "Running…" not in fragment
+    assert 'data-status="failed"' in fragment and "Failed" in fragment

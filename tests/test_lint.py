@@ -64,10 +64,12 @@ def test_it_compares_names_after_nfkc_normalisation(tmp_path):
     assert lint_skill_dir(skill(tmp_path, "café", f"name: {decomposed}\ndescription: d")) == []
 
 
-def test_it_limits_descriptions_to_1024_characters(tmp_path):
+def test_it_warns_on_descriptions_over_1024_characters(tmp_path):
     assert lint_skill_dir(skill(tmp_path, "ok", "description: " + "x" * 1024)) == []
     problems = lint_skill_dir(skill(tmp_path, "long", "description: " + "x" * 1025))
-    assert rules(problems, "error") == {"description-length"}
+    # A spec overshoot the official skills make: a warning, not a refusal.
+    assert rules(problems, "error") == set()
+    assert rules(problems, "warning") == {"description-length"}
 
 
 def test_it_warns_on_a_missing_description_with_a_body_and_errors_without_one(tmp_path):
@@ -146,9 +148,21 @@ def test_it_warns_on_absolute_paths_in_the_body(tmp_path):
     problems = lint_skill_dir(skill(tmp_path, "abs", "description: d", body=body))
     found = [p for p in problems if p.rule == "absolute-path"]
     assert [p.severity for p in found] == ["warning", "warning"]
-    # Lint messages reach people who may not see the body: the line, never the text.
-    assert "/home/alice" not in found[0].message and "absolute path" in found[0].message
+    # The reason, not the body's text.
+    assert "home folder" in found[0].message and "/home/alice" not in found[0].message
     assert found[0].line == 6
+
+
+def test_it_does_not_mistake_url_routes_for_absolute_paths(tmp_path):
+    body = (
+        "Call `POST /v1/messages` or GET /v1/models/{id}; admin routes live under /api/org/users.\n"
+        "```js\nfetch('/reports/daily/summary'); app.get('/orders/list/:id', h);\n```\n"
+        'Links: [docs](/docs/guide/intro), <a href="/static/css/app.css">css</a>.\n'
+        "Outputs go to <workspace>/iteration-1/out.json, logs to /dev/null and /tmp/run/log.txt;\n"
+        "replace /path/to/file.pdf with yours.\n"
+    )
+    problems = lint_skill_dir(skill(tmp_path, "routes", "description: d", body=body))
+    assert [p for p in problems if p.rule == "absolute-path"] == []
 
 
 def test_it_does_not_mistake_urls_skill_dir_paths_or_slash_commands_for_absolute_paths(tmp_path):

@@ -154,6 +154,9 @@ RULES: dict[str, Expect] = {
     "skills-home": SIGNED_IN,
     "conversation-new": Expect(owner=OK, other=OK, staff=OK, post_only=True),
     "conversation-rename": Expect(post_only=True),
+    # The audit is for the Auditor role (the staff persona), never for chatters.
+    "audit-home": STAFF_ONLY,
+    "audit-export-csv": STAFF_ONLY,
     "audit-invocations": STAFF_ONLY,
     "audit-invocation": Expect(
         owner=frozenset({403}), other=frozenset({403}), staff=OK, obj="invocation"

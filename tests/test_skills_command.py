@@ -97,8 +97,8 @@ def test_validate_fails_a_skill_with_errors_with_exit_code_1(tmp_path):
     result = manage("validate", str(folder))
     assert result.returncode == 1
     assert "[name-format]" in result.stdout
-    assert "[description-length]" in result.stdout
-    assert "2 error(s)" in result.stderr
+    assert "warning [description-length]" in result.stdout
+    assert "1 error(s)" in result.stderr
 
 
 def test_validate_reports_yaml_errors_in_a_folder_of_skills(tmp_path):

@@ -217,11 +217,21 @@ def test_it_asks_for_confirmation_before_deleting(alice, conversation):
     assert Conversation.objects.filter(pk=conversation.pk).exists()
 
 
-def test_it_deletes_on_post(alice, conversation):
-    response = _client(alice).post(f"/c/{conversation.pk}/delete/")
+def test_it_deletes_on_post_by_hiding_the_conversation_from_its_owner(alice, conversation):
+    client = _client(alice)
+    response = client.post(f"/c/{conversation.pk}/delete/")
     assert response.status_code == 302
     assert response["Location"] == "/"
-    assert not Conversation.objects.filter(pk=conversation.pk).exists()
+    conversation.refresh_from_db()
+    assert conversation.deleted_at is not None and conversation.deleted_by == alice
+    assert "Quarterly notes" not in client.get("/").content.decode()
+    assert client.get(f"/c/{conversation.pk}/").status_code == 404
+    assert client.post(f"/c/{conversation.pk}/delete/").status_code == 404
+
+
+def test_the_confirmation_says_the_audit_keeps_the_record(alice, conversation):
+    page = _client(alice).get(f"/c/{conversation.pk}/delete/").content.decode()
+    assert "kept for the audit" in page
 
 
 def test_it_does_not_let_others_delete(bob, conversation):

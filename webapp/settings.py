@@ -379,3 +379,8 @@ _skill_storage_root = env_str("SKILL_STORAGE_ROOT")
 SKILL_STORAGE_ROOT: Path | None = Path(_skill_storage_root) if _skill_storage_root else None
 # A browser folder upload sends one form field per file; Django refuses more than this many.
 DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES
+
+# --- Audit ---------------------------------------------------------------------------------
+
+# Minimum age, in days, before `manage.py audit purge` may remove audit rows; 0: keep forever.
+AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 0, minimum=0)

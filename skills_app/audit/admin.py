@@ -1,4 +1,4 @@
-"""Read-only admin views of runs, approvals and skill invocations."""
+"""Read-only admin views of runs, approvals, skill invocations and the audit trail."""
 
 from __future__ import annotations
 
@@ -6,14 +6,30 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
 from skills_app.adminkit import ReadOnlyAdmin, short_digest
+from skills_app.audit.access import can_replay
 from skills_app.models import (
     Approval,
+    AuditEvent,
     Run,
     SkillInvocation,
 )
 from skills_app.visibility import INSPECT_PERMISSION
+
+
+def deleted_note(conversation: Any) -> str:
+    """ "deleted by the owner at …" for a conversation its owner deleted, else ""."""
+    if conversation.deleted_at is None:
+        return ""
+    who = (
+        "the owner"
+        if conversation.deleted_by_id == conversation.owner_id
+        else (conversation.deleted_by.get_username() if conversation.deleted_by else "unknown")
+    )
+    return f"deleted by {who} at {conversation.deleted_at:%Y-%m-%d %H:%M:%S %Z}"
 
 
 @admin.register(SkillInvocation)
@@ -28,9 +44,10 @@ class SkillInvocationAdmin(ReadOnlyAdmin):
         "args",
         "decision",
         "decided_by",
+        "conversation_state",
     )
     list_filter = ("decision", "caller", "source", "skill", "created_at")
-    list_select_related = ("conversation__owner",)
+    list_select_related = ("conversation__owner", "conversation__deleted_by")
     search_fields = ("skill", "args", "conversation__owner__username")
     date_hierarchy = "created_at"
 
@@ -49,6 +66,10 @@ class SkillInvocationAdmin(ReadOnlyAdmin):
     def short_digest(self, invocation: SkillInvocation) -> str:
         return short_digest(invocation.digest)
 
+    @admin.display(description="conversation state")
+    def conversation_state(self, invocation: SkillInvocation) -> str:
+        return deleted_note(invocation.conversation) or "kept"
+
 
 @admin.register(Approval)
 class ApprovalAdmin(ReadOnlyAdmin):
@@ -56,6 +77,30 @@ class ApprovalAdmin(ReadOnlyAdmin):
     list_filter = ("status", "tool", "created_at")
     list_select_related = ("conversation", "answered_by")
     search_fields = ("call_text", "skill")
+    date_hierarchy = "created_at"
+
+    def get_list_display(self, request: HttpRequest) -> tuple[str, ...]:
+        base = tuple(super().get_list_display(request))
+        return (*base, "replay") if can_replay(request.user) else base
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        fields = [f.name for f in self.opts.concrete_fields if f.name != "id"]
+        return [*fields, "replay"] if can_replay(request.user) else fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return self.get_fields(request, obj)
+
+    @admin.display(description="today's rules")
+    def replay(self, approval: Approval) -> str:
+        url = reverse("admin:skills_app_permissionrule_test") + f"?approval={approval.pk}"
+        return format_html('<a class="button" href="{}">Test with today\'s rules</a>', url)
+
+
+@admin.register(AuditEvent)
+class AuditEventAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "action", "target", "actor_name", "detail")
+    list_filter = ("action", "created_at")
+    search_fields = ("target", "actor_name")
     date_hierarchy = "created_at"
 
 

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.audit import views
+from skills_app.audit import home, views
 
 urlpatterns = [
+    path("", home.audit_home, name="audit-home"),
+    path("export.csv", home.audit_export_csv, name="audit-export-csv"),
     path("invocations/", views.invocation_list, name="audit-invocations"),
     path("invocations/<int:pk>/", views.invocation_detail, name="audit-invocation"),
     path("conversations/", views.conversation_list, name="audit-conversations"),

@@ -1,5 +1,6 @@
-"""The audit pages: skill invocations (staff), a conversation with what the model saw (inspectors),
-and JSONL export (owner or inspector) and import (any signed-in user)."""
+"""The audit pages: skill invocations (audit viewers: the Auditor and Administrator roles), a
+conversation with what the model saw (inspectors), and JSONL export (owner or inspector) and import
+(any signed-in user). Conversations their owner deleted stay here, marked as deleted."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from skills_app.audit import requests as audit
+from skills_app.audit import trail
+from skills_app.audit.access import can_replay, can_view_audit, require_audit_viewer
 from skills_app.audit.transcript_io import (
     MAX_IMPORT_BYTES,
     TranscriptImportError,
@@ -28,7 +31,14 @@ from skills_app.audit.transcript_io import (
 from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
 from skills_app.core.permissions import ToolCall, call_as_rule_text
-from skills_app.models import Approval, Conversation, Run, RunEvent, SkillInvocation
+from skills_app.models import (
+    Approval,
+    AuditEvent,
+    Conversation,
+    Run,
+    RunEvent,
+    SkillInvocation,
+)
 from skills_app.runs import store
 from skills_app.visibility import INSPECT_PERMISSION
 
@@ -37,21 +47,20 @@ HIDDEN_PLACEHOLDER = "(hidden: you lack the inspect permission)"
 RESULT_EXCERPT = 600
 
 
-def _require_staff(request: HttpRequest) -> None:
-    if not request.user.is_staff:
-        raise PermissionDenied("The audit is for staff.")
-
-
 def _require_inspector(request: HttpRequest) -> None:
     if not request.user.has_perm(INSPECT_PERMISSION):
         raise PermissionDenied("This page needs the permission to inspect injected content.")
 
 
 def _get_invocation_for_user(request: HttpRequest, pk: int) -> SkillInvocation:
-    _require_staff(request)
+    require_audit_viewer(request)
     try:
         return SkillInvocation.objects.select_related(
-            "conversation__owner", "run", "version__package", "approval__answered_by"
+            "conversation__owner",
+            "conversation__deleted_by",
+            "run",
+            "version__package",
+            "approval__answered_by",
         ).get(pk=pk)
     except SkillInvocation.DoesNotExist:
         raise Http404("No such invocation.") from None
@@ -62,12 +71,12 @@ def _get_conversation_for_user(
 ) -> Conversation:
     """The conversation for an inspector (or its owner when `owner_may`); 404 for anyone else."""
     try:
-        conversation = Conversation.objects.select_related("owner").get(pk=pk)
+        conversation = Conversation.objects.select_related("owner", "deleted_by").get(pk=pk)
     except Conversation.DoesNotExist:
         raise Http404("No such conversation.") from None
     if request.user.has_perm(INSPECT_PERMISSION):
         return conversation
-    if owner_may and conversation.owner_id == request.user.pk:
+    if owner_may and conversation.owner_id == request.user.pk and conversation.deleted_at is None:
         return conversation
     raise Http404("No such conversation.")
 
@@ -120,11 +129,11 @@ def decided_by(inv: SkillInvocation) -> str:
 @login_required
 @require_GET
 def invocation_list(request: HttpRequest) -> HttpResponse:
-    """Every skill invocation, newest first, filtered and paginated (staff only)."""
-    _require_staff(request)
+    """Every skill invocation, newest first, filtered and paginated (audit viewers only)."""
+    require_audit_viewer(request)
     form = InvocationFilterForm(request.GET or None)
     rows = SkillInvocation.objects.select_related(
-        "conversation__owner", "approval__answered_by"
+        "conversation__owner", "conversation__deleted_by", "approval__answered_by"
     ).order_by("-created_at", "-pk")
     if form.is_bound and form.is_valid():
         rows = form.filter(rows)
@@ -159,6 +168,7 @@ def invocation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_inspect": can_inspect,
             "injected_text": inv.injected_text if can_inspect else HIDDEN_PLACEHOLDER,
             "tool_calls": tool_calls_for(inv),
+            "can_replay": can_replay(request.user),
             "version_url": _admin_url("skills_app_skillversion_change", inv.version_id),
             "shell_commands": inv.shell_commands if can_inspect else [],
         },
@@ -209,6 +219,7 @@ def tool_calls_for(inv: SkillInvocation) -> list[dict[str, Any]]:
         calls.append(
             {
                 "seq": event.seq,
+                "event_id": event.pk,
                 "tool": data.get("tool"),
                 "call": call_text,
                 "input": json.dumps(tool_input, indent=2, ensure_ascii=False),
@@ -237,7 +248,7 @@ def _admin_url(name: str, pk: int | None) -> str:
 
 def conversations_matching(query: str) -> QuerySet[Conversation]:
     """Conversations for the inspector's index: by title, owner or id."""
-    rows = Conversation.objects.select_related("owner").order_by("-updated_at", "-pk")
+    rows = Conversation.objects.select_related("owner", "deleted_by").order_by("-updated_at", "-pk")
     if query:
         match = Q(title__icontains=query) | Q(owner__username__iexact=query)
         if query.isdigit():
@@ -290,7 +301,7 @@ def conversation_audit(request: HttpRequest, pk: int) -> HttpResponse:
             "invocations": [(inv, decided_by(inv)) for inv in invocations],
             "saving": audit.layer_saving(store.skills_for_conversation(conversation)),
             "size_labels": audit.SIZE_PARTS,
-            "is_staff": request.user.is_staff,
+            "can_audit": can_view_audit(request.user),
         },
     )
 
@@ -350,6 +361,15 @@ def conversation_export(request: HttpRequest, pk: int) -> HttpResponse:
     """The conversation as JSONL; hidden rows only for inspectors."""
     conversation = _get_conversation_for_user(request, pk, owner_may=True)
     include_hidden = request.user.has_perm(INSPECT_PERMISSION)
+    if conversation.owner_id != request.user.pk:
+        # Someone else's conversation leaves the server: the audit trail says who took it.
+        trail.record(
+            AuditEvent.EXPORT,
+            actor=request.user,
+            target=f"conversation #{conversation.pk} (JSONL)",
+            conversation_id=conversation.pk,
+            hidden_rows=include_hidden,
+        )
     body = "".join(export_lines(conversation, include_hidden=include_hidden))
     response = HttpResponse(body, content_type="application/jsonl; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.jsonl"'

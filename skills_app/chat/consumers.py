@@ -219,7 +219,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _authorise(self, user: Any) -> tuple[bool, bool]:
-        owns = Conversation.objects.filter(pk=self.conversation_id, owner_id=user.pk).exists()
+        owns = Conversation.objects.owned_by(user).filter(pk=self.conversation_id).exists()
         return owns, owns and user.has_perm(INSPECT_PERMISSION)
 
     @database_sync_to_async

@@ -1,15 +1,27 @@
-"""Conversation helpers for the web pages: listing and search, the visible transcript, retry text."""
+"""Conversation helpers for the web pages: listing and search, the visible transcript, retry text,
+and deletion (which hides a conversation from its owner and keeps every row for the audit)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from django.db import transaction
 from django.db.models import Q, QuerySet
+from django.utils import timezone
 
+from skills_app.audit import trail
 from skills_app.chat.presenters import result_text
 from skills_app.core.transcript import parse_status_message
-from skills_app.models import Conversation, Message, Run, RunEvent, SkillInvocation
+from skills_app.models import (
+    Approval,
+    AuditEvent,
+    Conversation,
+    Message,
+    Run,
+    RunEvent,
+    SkillInvocation,
+)
 
 SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
 
@@ -20,7 +32,7 @@ def _visible_text(row: Message) -> str:
 
 def search_conversations(owner_id: int, query: str = "") -> QuerySet[Conversation]:
     """The owner's conversations, newest activity first, matching `query` in title or visible text."""
-    conversations = Conversation.objects.filter(owner_id=owner_id).order_by("-updated_at", "-pk")
+    conversations = Conversation.objects.owned_by(owner_id).order_by("-updated_at", "-pk")
     query = query.strip()
     if not query:
         return conversations
@@ -111,3 +123,36 @@ def rename_conversation(conversation: Conversation, title: str) -> Conversation:
     # update() leaves updated_at alone: renaming is not activity and must not reorder the list.
     Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
     return conversation
+
+
+def delete_conversation(conversation: Conversation, user: Any) -> list[int]:
+    """Hide a conversation from its owner; nothing is removed. Returns the runs still to stop.
+
+    Pending approvals are cancelled (nobody can answer them any more) and the deletion is
+    recorded in the audit trail.
+    """
+    now = timezone.now()
+    with transaction.atomic():
+        # update(): deleting is not activity, so updated_at (and the retention clock) stays.
+        hidden = Conversation.objects.filter(pk=conversation.pk, deleted_at__isnull=True).update(
+            deleted_at=now, deleted_by=user
+        )
+        if not hidden:
+            return []
+        Approval.objects.filter(conversation=conversation, status=Approval.PENDING).update(
+            status=Approval.CANCELLED, answered_at=now
+        )
+        trail.record(
+            AuditEvent.CONVERSATION_DELETED,
+            actor=user,
+            target=f"conversation #{conversation.pk}",
+            conversation_id=conversation.pk,
+            title=conversation.title,
+            owner=conversation.owner.get_username(),
+        )
+    conversation.deleted_at, conversation.deleted_by = now, user
+    return list(
+        Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE).values_list(
+            "pk", flat=True
+        )
+    )

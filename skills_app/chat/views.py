@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+
+from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.http import (
     FileResponse,
@@ -23,14 +26,17 @@ from skills_app.models import Conversation
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import store
+from skills_app.runs import supervisor as runs
 from skills_app.runs.factory import workspace_for
 from skills_app.visibility import INSPECT_PERMISSION
 
+logger = logging.getLogger(__name__)
+
 
 def _get_conversation_for_user(request: HttpRequest, pk: int) -> Conversation:
-    """The conversation if the requesting user owns it; 404 otherwise (no hint that it exists)."""
+    """The conversation if the requesting user owns it and has not deleted it; 404 otherwise."""
     try:
-        return Conversation.objects.get(pk=pk, owner=request.user)
+        return Conversation.objects.owned_by(request.user).get(pk=pk)
     except Conversation.DoesNotExist:
         raise Http404("No such conversation.") from None
 
@@ -85,14 +91,22 @@ def conversation_rename(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def conversation_delete(request: HttpRequest, pk: int) -> HttpResponse:
-    """GET asks for confirmation; POST deletes the conversation with its messages and runs."""
-    conversation = _get_conversation_for_user(request, pk)
+async def conversation_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """GET asks for confirmation; POST hides the conversation from its owner, for good.
+
+    Every row stays for the audit; a run still going is stopped (its partial answer is kept, as
+    for any stopped run) so nothing is added to a conversation nobody can see any more.
+    """
+    conversation = await sync_to_async(_get_conversation_for_user)(request, pk)
     if request.method == "GET":
-        return render(
+        return await sync_to_async(render)(
             request, "skills_app/chat/confirm_delete.html", {"conversation": conversation}
         )
-    conversation.delete()
+    user = await request.auser()
+    active = await sync_to_async(conv.delete_conversation)(conversation, user)
+    for run_id in active:
+        if not await runs.stop_run(run_id):
+            logger.warning("run %s of deleted conversation %s could not be stopped", run_id, pk)
     return _redirect(request, reverse("skills-home"))
 
 

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from skills_app.audit import requests as audit
+from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
 from skills_app.core.profiles import PROFILES
 from skills_app.models import Comparison, Conversation, Run
@@ -112,27 +113,47 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
     return HttpResponseRedirect(reverse("compare-detail", args=[comparison.pk]))
 
 
-def _column(conversation: Conversation) -> dict[str, Any]:
-    run = conversation.runs.order_by("-started_at").first()
-    rows = list(conversation.messages.filter(is_meta=False).order_by("seq"))
-    html = [rendering.render_message(m, can_inspect=False) for m in rows]
-    totals: dict[str, int] = {}
-    requests = audit.requests_for_run(run) if run is not None else []
-    for view in requests:
+def request_sizes(run: Run | None) -> list[dict[str, Any]]:
+    """Characters per part of the requests, summed over the run's model calls (no total row)."""
+    totals = dict.fromkeys((key for key, _label in audit.SIZE_PARTS), 0)
+    for view in audit.requests_for_run(run) if run is not None else []:
         for part, size in audit.size_breakdown(view).items():
-            totals[part] = totals.get(part, 0) + size["chars"]
+            if part in totals:  # size_breakdown adds its own "total": summing it doubled it
+                totals[part] += size["chars"]
+    return [
+        {"part": label, "chars": totals[key], "tokens": audit.estimate_tokens(totals[key])}
+        for key, label in audit.SIZE_PARTS
+    ]
+
+
+def cache_share(run: Run | None) -> float | None:
+    """The measured percentage (0-100) of this run's input tokens read from the prompt cache.
+
+    Not measured yet: the real-API work (issue 12) records cache reads per run; return it here
+    (100 * cache_read_input_tokens / all input tokens of the run's calls) and the column shows it.
+    """
+    return None
+
+
+def _column(conversation: Conversation) -> dict[str, Any]:
+    run = conversation.runs.order_by("-started_at", "-pk").first()
+    rows = conv.visible_messages(conversation, can_inspect=False)
+    # The transcript's facts (tool results, invocation states) as the chat page has them, so a
+    # finished tool call shows its result instead of "Running…".
+    ctx = conv.transcript_context(conversation, rows, can_inspect=False)
+    html = [rendering.render_message(m, can_inspect=False, ctx=ctx) for m in rows]
+    sizes = request_sizes(run)
+    total = sum(s["chars"] for s in sizes)
     return {
         "conversation": conversation,
         "run": run,
         "active": run is not None and run.status in Run.ACTIVE,
         "messages_html": html,
         "model_calls": run.model_calls if run else 0,
-        "sizes": [
-            {"part": part, "chars": chars, "tokens": audit.estimate_tokens(chars)}
-            for part, chars in sorted(totals.items())
-        ],
-        "total_chars": sum(totals.values()),
-        "total_tokens": audit.estimate_tokens(sum(totals.values())),
+        "sizes": sizes,
+        "total_chars": total,
+        "total_tokens": audit.estimate_tokens(total),
+        "cache_share": cache_share(run),
     }
 
 

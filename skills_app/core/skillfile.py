@@ -1,10 +1,12 @@
 """SKILL.md -> SkillSpec: frontmatter parsing and lint against the Agent Skills rules.
 
-Severity policy. *Errors* break the Agent Skills spec (name format, description missing with no
-fallback / too long / not a string, compatibility too long, a boolean that is not a boolean, a
-field of the wrong type); `validate` and uploads refuse them. *Warnings* are advice (unknown keys,
-name differing from the directory, description taken from the body, large body, absolute paths,
-references to files that are not in the folder). Discovery is lenient, as the Agent Skills client
+Severity policy. *Errors* break the Agent Skills spec in ways a skill cannot work with (name
+format, description missing with no fallback or not a string, compatibility too long, a boolean
+that is not a boolean, a field of the wrong type); `validate` and uploads refuse them. *Warnings*
+are advice (unknown keys, name differing from the directory, description taken from the body,
+absolute paths, references to files that are not in the folder) and spec overshoots that Claude
+Code and the official skills accept (a description over 1,024 characters, a large body:
+`lint.SPEC_OVERSHOOT_RULES`, which `skills validate --strict` fails on). Discovery is lenient, as the Agent Skills client
 guide recommends: a skill with errors still loads, with its problems attached. Only a skill that
 cannot be read at all (YAML that does not parse, not UTF-8, no SKILL.md) raises SkillFileError,
 and the registry skips it and reports the error. The frontmatter is read by `frontmatter` (bounded:

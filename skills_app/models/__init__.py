@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from skills_app.models.audit import SkillInvocation
+from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
@@ -11,6 +11,7 @@ from skills_app.models.runs import Run
 
 __all__ = [
     "Approval",
+    "AuditEvent",
     "Comparison",
     "Conversation",
     "ConversationGrant",

@@ -1,7 +1,8 @@
-"""The audit row of every attempt to load a skill."""
+"""The audit rows: every attempt to load a skill, and the trail of what was done to the audit."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
@@ -12,8 +13,9 @@ class SkillInvocation(models.Model):
     MODEL = "model"
     CALLER_CHOICES = [(USER, "user"), (MODEL, "model")]
 
+    # PROTECT: audit rows outlive anything that would cascade into them (skills_app.audit.guard).
     conversation = models.ForeignKey(
-        "skills_app.Conversation", on_delete=models.CASCADE, related_name="invocations"
+        "skills_app.Conversation", on_delete=models.PROTECT, related_name="invocations"
     )
     run = models.ForeignKey(
         "skills_app.Run",
@@ -24,11 +26,12 @@ class SkillInvocation(models.Model):
     )
     skill = models.CharField(max_length=200)
     source = models.CharField(max_length=40, blank=True)
+    # A version an invocation loaded is never deleted under it (uploads.delete_package disables).
     version = models.ForeignKey(
         "skills_app.SkillVersion",
         null=True,
         blank=True,
-        on_delete=models.SET_NULL,
+        on_delete=models.PROTECT,
         related_name="invocations",
     )
     digest = models.CharField(max_length=64, blank=True)
@@ -60,3 +63,45 @@ class SkillInvocation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.skill} by {self.caller}: {self.decision}"
+
+
+class AuditEvent(models.Model):
+    """Something done to the audit or to who may read it: a deletion, a purge, a role change, an export.
+
+    Append-only like the rest of the audit; a purge never removes these rows.
+    """
+
+    CONVERSATION_DELETED = "conversation.deleted"
+    PURGE = "audit.purge"
+    EXPORT = "audit.export"
+    ROLE_GRANTED = "role.granted"
+    ROLE_REVOKED = "role.revoked"
+    ACTION_CHOICES = [
+        (CONVERSATION_DELETED, "conversation deleted by its owner"),
+        (PURGE, "audit purged"),
+        (EXPORT, "audit exported"),
+        (ROLE_GRANTED, "role granted"),
+        (ROLE_REVOKED, "role revoked"),
+    ]
+
+    action = models.CharField(max_length=40, choices=ACTION_CHOICES)
+    # Who did it; the name is kept as text too, so the row reads the same if the account changes.
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+    actor_name = models.CharField(max_length=200, blank=True)
+    # What it was done to, in words ("conversation #12", "user alice"), and the facts as JSON.
+    target = models.CharField(max_length=300, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        who = self.actor_name or "system"
+        return f"{self.get_action_display()}: {self.target} by {who}"

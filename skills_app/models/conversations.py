@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -10,12 +11,24 @@ from django.db import models
 from skills_app.core.profiles import DEFAULT_PROFILE, profile_choices
 
 
+class ConversationQuerySet(models.QuerySet["Conversation"]):
+    def not_deleted(self) -> ConversationQuerySet:
+        """Conversations their owner has not deleted."""
+        return self.filter(deleted_at__isnull=True)
+
+    def owned_by(self, user: Any) -> ConversationQuerySet:
+        """What an owner sees of their conversations: their own, minus the ones they deleted."""
+        user_id = user if isinstance(user, int) else user.pk
+        return self.filter(owner_id=user_id, deleted_at__isnull=True)
+
+
 class Conversation(models.Model):
     # The delivery profiles, from the core's registry (the one place that names them).
     PROFILE_CHOICES = profile_choices()
 
+    # PROTECT: a user with conversations is deactivated, not deleted, so the audit keeps its owner.
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations"
     )
     title = models.CharField(max_length=200, default="New conversation")
     profile = models.CharField(max_length=20, choices=PROFILE_CHOICES, default=DEFAULT_PROFILE)
@@ -27,6 +40,17 @@ class Conversation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # The last RunEvent.seq handed out; incremented under a row lock so seq is gap-free per conversation.
     last_event_seq = models.BigIntegerField(default=0)
+    # Deleting hides a conversation from its owner; every row stays for the audit.
+    deleted_at = models.DateTimeField(null=True, blank=True)
+    deleted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+
+    objects = ConversationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at"]
@@ -56,7 +80,7 @@ class Message(models.Model):
     ]
 
     conversation = models.ForeignKey(
-        "skills_app.Conversation", on_delete=models.CASCADE, related_name="messages"
+        "skills_app.Conversation", on_delete=models.PROTECT, related_name="messages"
     )
     seq = models.PositiveIntegerField()
     role = models.CharField(max_length=10, choices=ROLE_CHOICES)
@@ -92,10 +116,10 @@ class RunEvent(models.Model):
     """Append-only log of what a run did; browsers resume from the last seq they saw."""
 
     conversation = models.ForeignKey(
-        "skills_app.Conversation", on_delete=models.CASCADE, related_name="events"
+        "skills_app.Conversation", on_delete=models.PROTECT, related_name="events"
     )
     run = models.ForeignKey(
-        "skills_app.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
+        "skills_app.Run", null=True, blank=True, on_delete=models.PROTECT, related_name="events"
     )
     seq = models.BigIntegerField()
     type = models.CharField(max_length=40)

@@ -55,9 +55,9 @@ class Approval(models.Model):
     ]
 
     conversation = models.ForeignKey(
-        "skills_app.Conversation", on_delete=models.CASCADE, related_name="approvals"
+        "skills_app.Conversation", on_delete=models.PROTECT, related_name="approvals"
     )
-    run = models.ForeignKey("skills_app.Run", on_delete=models.CASCADE, related_name="approvals")
+    run = models.ForeignKey("skills_app.Run", on_delete=models.PROTECT, related_name="approvals")
     tool_use_id = models.CharField(max_length=100, blank=True)
     tool = models.CharField(max_length=100)
     input = models.JSONField(default=dict)
@@ -67,8 +67,9 @@ class Approval(models.Model):
     reason = models.TextField(blank=True, help_text="Why the rules engine asked.")
     status = models.CharField(max_length=20, choices=ANSWER_CHOICES, default=PENDING)
     deny_reason = models.TextField(blank=True)
+    # PROTECT: who answered is part of the audit; such a user is deactivated, not deleted.
     answered_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     answered_at = models.DateTimeField(null=True, blank=True)
@@ -84,7 +85,7 @@ class ConversationGrant(models.Model):
     """An "allow for this conversation" answer: a rule that holds only inside one conversation."""
 
     conversation = models.ForeignKey(
-        "skills_app.Conversation", on_delete=models.CASCADE, related_name="grants"
+        "skills_app.Conversation", on_delete=models.PROTECT, related_name="grants"
     )
     rule_text = models.CharField(max_length=500)
     approval = models.ForeignKey(

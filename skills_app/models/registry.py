@@ -54,8 +54,10 @@ class SkillVersion(models.Model):
     skill_md = models.TextField()
     frontmatter = models.JSONField(default=dict)
     lint = models.JSONField(default=list)
+    # RESTRICT: who uploaded a version is part of its record, so an uploader is deactivated, not
+    # deleted; deleting a user does still take their own unused personal skills with them.
     uploaded_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

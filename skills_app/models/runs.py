@@ -23,10 +23,10 @@ class Run(models.Model):
     ACTIVE = (RUNNING, WAITING)
 
     conversation = models.ForeignKey(
-        "skills_app.Conversation", on_delete=models.CASCADE, related_name="runs"
+        "skills_app.Conversation", on_delete=models.PROTECT, related_name="runs"
     )
     parent = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
     status = models.CharField(max_length=20, choices=STATUS_CHOICES, default=RUNNING)
     model = models.CharField(max_length=100, blank=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 from django.http import HttpRequest, HttpResponse
@@ -28,7 +28,8 @@ from skills_app.core.permissions import (
 from skills_app.models import (
     PermissionRule,
 )
-from skills_app.permissions import approvals
+from skills_app.permissions import approvals, checks
+from skills_app.permissions import replay as replay_calls
 from skills_app.permissions.forms import PermissionRuleForm, RuleTesterForm
 from skills_app.registry.skills import skills_for_user
 
@@ -135,6 +136,7 @@ class PermissionRuleAdmin(admin.ModelAdmin):
         "short_note",
         "author",
         "position",
+        "matches_something",
     )
     list_display_links = ("rule_text",)
     list_filter = ("behavior", "enabled", RuleScopeFilter)
@@ -178,6 +180,27 @@ class PermissionRuleAdmin(admin.ModelAdmin):
     ) -> None:
         obj.author = request.user
         super().save_model(request, obj, form, change)
+        # Saved, but a rule naming what does not exist matches nothing: say so where it was made.
+        for warning in checks.rule_warnings(obj.rule_text, obj.skill):
+            self.message_user(request, f"Saved with a warning: {warning}", messages.WARNING)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        rule = self.get_object(request, object_id)
+        if request.method == "GET" and rule is not None:
+            for warning in checks.rule_warnings(rule.rule_text, rule.skill):
+                self.message_user(request, warning, messages.WARNING)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+    @admin.display(description="check")
+    def matches_something(self, rule: PermissionRule) -> str:
+        warnings = checks.rule_warnings(rule.rule_text, rule.skill)
+        return "⚠ " + " ".join(warnings) if warnings else "ok"
 
     def get_urls(self) -> list[URLPattern]:
         name = f"{self.opts.app_label}_{self.opts.model_name}_test"
@@ -214,7 +237,17 @@ class PermissionRuleAdmin(admin.ModelAdmin):
         if not self.has_view_permission(request):
             raise PermissionDenied
         result: TesterResult | None = None
-        if "call" in request.GET:
+        replay: replay_calls.StoredCall | None = None
+        if "event" in request.GET or "approval" in request.GET:
+            # A call from the audit, decided again with its stored input and active skill.
+            replay = replay_calls.stored_call(
+                request.user, event=request.GET.get("event"), approval=request.GET.get("approval")
+            )
+            form = RuleTesterForm(
+                initial={"call": call_as_rule_text(replay.call), "skill": replay.skill}
+            )
+            result = try_call(replay.call, replay.skill, user_id=request.user.pk)
+        elif "call" in request.GET:
             form = RuleTesterForm(request.GET)
             if form.is_valid():
                 result = try_call(
@@ -229,6 +262,7 @@ class PermissionRuleAdmin(admin.ModelAdmin):
             "title": "Test a call against the permission rules",
             "tester_form": form,
             "result": result,
+            "replay": replay,
             "workspace": TESTER_WORKSPACE,
         }
         return TemplateResponse(request, "admin/skills_app/permissionrule/tester.html", context)

@@ -2,14 +2,36 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from skills_app.core.permissions import RuleSyntaxError, ToolCall, parse_call, parse_rule
 from skills_app.models import PermissionRule
+from skills_app.permissions import checks
+
+
+class DatalistInput(forms.TextInput):
+    """A text input that offers a list of known values and still takes any other."""
+
+    def __init__(self, options: list[str], attrs: dict[str, Any] | None = None) -> None:
+        super().__init__(attrs)
+        self.options = options
+
+    def render(
+        self, name: str, value: Any, attrs: dict[str, Any] | None = None, renderer: Any = None
+    ) -> SafeString:
+        list_id = f"{(attrs or {}).get('id') or name}-options"
+        html = super().render(name, value, {**(attrs or {}), "list": list_id}, renderer)
+        options = format_html_join("", '<option value="{}">', ((o,) for o in self.options))
+        return html + format_html('<datalist id="{}">{}</datalist>', list_id, options)
 
 
 class PermissionRuleForm(forms.ModelForm):
-    """The admin form of a rule: `rule_text` must parse, so a typo never silently matches nothing."""
+    """The admin form of a rule: `rule_text` must parse, so a typo never silently matches nothing;
+    the skill field offers the known skills (a name that is not one is saved with a warning)."""
 
     class Meta:
         model = PermissionRule
@@ -18,6 +40,12 @@ class PermissionRuleForm(forms.ModelForm):
             "rule_text": forms.TextInput(attrs={"size": 60, "spellcheck": "false"}),
             "note": forms.Textarea(attrs={"rows": 3, "cols": 60}),
         }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["skill"].widget = DatalistInput(
+            checks.known_skills(), attrs={"size": 30, "spellcheck": "false", "autocomplete": "off"}
+        )
 
     def clean_rule_text(self) -> str:
         text = self.cleaned_data["rule_text"].strip()

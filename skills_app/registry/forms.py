@@ -35,6 +35,8 @@ class SkillUploadForm(forms.Form):
     folder = MultipleFileField(
         label="Folder",
         required=False,
+        # An empty file is a file: Python packages carry an empty __init__.py.
+        allow_empty_file=True,
         widget=MultipleFileInput(attrs={"webkitdirectory": True, "directory": True}),
         help_text="A skill folder (the one holding SKILL.md) chosen in the browser.",
     )

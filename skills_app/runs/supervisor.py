@@ -59,6 +59,8 @@ def _create_run(
     """The new Run row, with the user's message stored at once, and the events to broadcast."""
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+        if conversation.deleted_at is not None:
+            raise RunError("This conversation was deleted; start a new one.")
         events: list[RunEvent] = []
         for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
             # A run whose process died does not block the conversation forever.

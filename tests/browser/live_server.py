@@ -17,8 +17,9 @@ VENV_BIN = Path(sys.executable).parent
 
 # The personas of tests/conftest.py, recreated in the live server's own database.
 USERS = {
-    "alice": "alice-pass-123",
-    "audrey": "audrey-pass-123",
+    "alice": "alice-pass-123",  # a chatter
+    "audrey": "audrey-pass-123",  # an auditor
+    "mona": "mona-pass-123",  # a skill manager
 }
 
 # Runs in a separate interpreter with the live server's environment: migrate, users, rules.
@@ -29,9 +30,14 @@ from django.core.management import call_command
 call_command("migrate", verbosity=0, interactive=False)
 from django.contrib.auth.models import Permission, User
 from skills_app.models import PermissionRule
+from skills_app.accounts import roles
 alice = User.objects.create_user("alice", password={alice!r})
+roles.grant(alice, roles.get_role("chatter"))
 audrey = User.objects.create_user("audrey", password={audrey!r}, is_staff=True)
 audrey.user_permissions.add(Permission.objects.get(codename="inspect_injected_content"))
+roles.grant(audrey, roles.get_role("auditor"))
+mona = User.objects.create_user("mona", password={mona!r})
+roles.grant(mona, roles.get_role("skill-manager"))
 for name in {allowed_skills!r}:
     PermissionRule.objects.create(behavior="allow", rule_text=f"Skill({{name}})")
 """
@@ -105,6 +111,7 @@ class LiveServer:
         script = _SETUP.format(
             alice=USERS["alice"],
             audrey=USERS["audrey"],
+            mona=USERS["mona"],
             allowed_skills=list(self.config.allowed_skills),
         )
         done = subprocess.run(

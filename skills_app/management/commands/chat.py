@@ -110,7 +110,7 @@ class Command(BaseCommand):
                 owner=user, title=text.strip()[:60] or "Chat", profile=profile
             )
         try:
-            return Conversation.objects.get(pk=conversation_id, owner=user)
+            return Conversation.objects.owned_by(user).get(pk=conversation_id)
         except Conversation.DoesNotExist:
             raise CommandError(
                 f"Conversation {conversation_id} does not exist or belongs to another user."

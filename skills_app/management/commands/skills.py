@@ -11,6 +11,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from skills_app.core.lint import SPEC_OVERSHOOT_RULES
 from skills_app.core.registry import SkillRegistry, discover
 from skills_app.core.render import render_skill
 from skills_app.core.skillfile import Problem, SkillSpec, find_skill_file, lint_skill_dir
@@ -49,6 +50,12 @@ class Command(BaseCommand):
             "validate", help="lint a skill folder or a folder of skills; exit 1 on errors"
         )
         p.add_argument("path")
+        p.add_argument(
+            "--strict",
+            action="store_true",
+            help="also exit 1 on spec overshoots that are only warnings otherwise "
+            f"({', '.join(sorted(SPEC_OVERSHOOT_RULES))})",
+        )
         p = sub.add_parser("catalog", help="print the exact catalog text the model sees")
         dirs_option(p)
         p.add_argument(
@@ -156,11 +163,12 @@ class Command(BaseCommand):
         dirs = [path] if find_skill_file(path) else [Path(f.path) for f in discover(path)]
         if not dirs:
             raise CommandError(f"no SKILL.md found under {path}")
-        errors = warnings = 0
+        errors = warnings = overshoots = 0
         for skill_dir in dirs:
             problems = lint_skill_dir(skill_dir)
             errors += sum(p.severity == "error" for p in problems)
             warnings += sum(p.severity == "warning" for p in problems)
+            overshoots += sum(p.rule in SPEC_OVERSHOOT_RULES for p in problems)
             status = (
                 "ok"
                 if not problems
@@ -174,6 +182,11 @@ class Command(BaseCommand):
         summary = f"{len(dirs)} skill(s) checked: {errors} error(s), {warnings} warning(s)"
         if errors:
             raise CommandError(summary)
+        if options["strict"] and overshoots:
+            raise CommandError(
+                f"{summary}; --strict: {overshoots} of the warnings go past a limit of the Agent "
+                "Skills spec"
+            )
         self.stdout.write(summary)
 
     # --- catalog / render ------------------------------------------------------------------

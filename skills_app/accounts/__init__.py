@@ -1,0 +1,1 @@
+"""People and what they may do: roles (groups made by a data migration) and the user admin."""

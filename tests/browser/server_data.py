@@ -1,0 +1,97 @@
+"""Rows put straight into the live server's database, for pages that need history to show.
+
+Audit rows cannot be deleted (that is the point), so seeded history belongs to its own user,
+`carol`, whom no other browser test logs in as.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from tests.browser.live_server import REPO, VENV_BIN, LiveServer, server_env
+
+ADMIN = ("browser-admin", "browser-admin-pass-123")
+
+_PRELUDE = """
+import django
+django.setup()
+"""
+
+CREATE_ADMIN = """
+from django.contrib.auth.models import User
+if not User.objects.filter(username={name!r}).exists():
+    User.objects.create_superuser({name!r}, password={password!r})
+"""
+
+# Invocations of a few skills over two weeks, by carol, with every decision and both callers.
+SEED_HISTORY = """
+import random
+from datetime import timedelta
+from django.contrib.auth.models import User
+from django.utils import timezone
+from skills_app.models import Conversation, Run, RunEvent, SkillInvocation
+carol, _ = User.objects.get_or_create(username="carol")
+if not Conversation.objects.filter(owner=carol).exists():
+    now = timezone.now()
+    rng = random.Random(14)  # the same fortnight every time
+    plan = [("pdf", 4), ("xlsx", 3), ("docx", 2), ("claude-api", 3), ("pptx", 2),
+            ("browser-probe", 1), ("slack-gif", 1)]
+    for profile in ("meta-message", "tool-result"):
+        conversation = Conversation.objects.create(owner=carol, title=f"Quarterly {{profile}}",
+                                                   profile=profile)
+        run = Run.objects.create(conversation=conversation, status=Run.DONE)
+        for day in range(14):
+            for skill, weight in plan:
+                for _ in range(rng.randint(0, weight)):
+                    roll = rng.random()
+                    decision = "denied" if roll < 0.08 else "failed" if roll < 0.12 else "allowed"
+                    inv = SkillInvocation.objects.create(
+                        conversation=conversation, run=run, skill=skill,
+                        caller="user" if rng.random() < 0.3 else "model", decision=decision,
+                        decided_by="rule: allow Skill(*)" if decision == "allowed" else "",
+                        injected_text=(f"Base directory for this skill: /skills/{{skill}}\\n\\n"
+                                       f"Instructions of {{skill}}.") if decision == "allowed" else "",
+                    )
+                    SkillInvocation.objects.filter(pk=inv.pk).update(
+                        created_at=now - timedelta(days=day, minutes=rng.randint(0, 600)))
+    # One skill run with a tool call under it, for the rule tester's replay.
+    inv = SkillInvocation.objects.create(
+        conversation=conversation, run=run, skill="release-notes", caller="model",
+        decision="allowed", decided_by="rule: allow Skill(release-notes)",
+        injected_text="Base directory for this skill: /skills/release-notes\\n\\nDraft notes.",
+        allowed_tools=["Bash(git *)"],
+    )
+    RunEvent.objects.create(
+        conversation=conversation, run=run, seq=1, type="audit.tool",
+        data={{"tool": "Bash", "input": {{"command": "git push origin main"}},
+              "decision": "allow", "reason": "allowed by the skill's allowed-tools",
+              "invocation_id": inv.pk, "tool_use_id": "toolu_replay"}},
+    )
+print(json.dumps({{"invocation": SkillInvocation.objects.filter(
+    conversation__owner=carol, skill="release-notes").get().pk}}))
+"""
+
+
+def run_in_server(server: LiveServer, script: str) -> str:
+    """Run Python in the live server's environment; its stdout."""
+    done = subprocess.run(
+        [str(VENV_BIN / "python"), "-c", _PRELUDE + "import json\n" + script],
+        cwd=REPO,
+        env=server_env(server.config),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
+
+
+def seed_history(server: LiveServer) -> dict[str, int]:
+    """Carol's two weeks of skill invocations (made once per server); ids the tests open."""
+    out = run_in_server(server, SEED_HISTORY.format())
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def create_admin(server: LiveServer) -> None:
+    run_in_server(server, CREATE_ADMIN.format(name=ADMIN[0], password=ADMIN[1]))
