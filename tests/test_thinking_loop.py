@@ -48,7 +48,9 @@ async def test_a_changed_thinking_block_would_be_refused(settings, fake_anthropi
     await tool_call.asave(update_fields=["content"])
     # Continue the same loop from the stored rows: the altered block is rejected.
     last = await conversation.messages.order_by("-seq").afirst()
-    await last.adelete()  # drop the final answer so the history ends with the tool result
+    # Keep the final answer from the model (rows are never deleted) so the history ends with the
+    # tool result.
+    await conversation.messages.filter(pk=last.pk).aupdate(to_model=False)
     run = await run_turn(conversation, None, alice)
     assert run.status == Run.FAILED
     assert "Invalid `signature` in `thinking` block" in run.error
