@@ -15,12 +15,14 @@ from dataclasses import replace
 from typing import Any
 
 from .agent import Agent, ForkResult, InvocationRef, RunOutcome, TurnState
+from .context_window import ContextEstimate, PreviousCall, check_context, prefix_chars
 from .events import (
     BlockDone,
     BlockStarted,
     HookRan,
     ModelCalled,
     TextDelta,
+    ThinkingDelta,
     ToolCalled,
     ToolFinished,
 )
@@ -29,19 +31,35 @@ from .llm import BlockDone as StreamBlockDone
 from .llm import BlockStart, MessageDone, ModelError, ModelRequest
 from .llm import TextDelta as StreamTextDelta
 from .llm import ThinkingDelta as StreamThinkingDelta
+from .model_catalog import get_model, resolve_model_id
 from .permissions import Decision, ToolCall
 from .ports import RunPorts, ToolAudit
 from .profiles import SkillOutcome, ToolAnswer, get_profile
 from .request import compose_request
 from .skillhooks import SkillHook, SkillHookRunner
 from .skilltool import parse_slash_command
+from .stop_reasons import StopNotice, failed_turn_notice, stop_notice
 from .tools.base import ToolContext, ToolResult
 from .tools.bash import BashTool
-from .transcript import StoredMessage, close_open_tool_uses, tool_result_block
+from .transcript import (
+    StoredMessage,
+    close_open_tool_uses,
+    exclude_turn,
+    tool_result_block,
+    turn_start,
+)
 
 logger = logging.getLogger(__name__)
 
 HIDDEN_RESULT = "(skill instructions, hidden)"
+
+
+class ContextFull(Exception):
+    """The next request would not fit the model's context window; it was not sent."""
+
+    def __init__(self, estimate: ContextEstimate) -> None:
+        super().__init__(estimate.message)
+        self.estimate = estimate
 
 
 class Runner:
@@ -54,6 +72,9 @@ class Runner:
         self.state = TurnState(disallowed_tools=set(agent.removed_tools))
         self.history: list[StoredMessage] = []
         self.model_calls = 0
+        # What the last model call saw, to estimate the next request (seeded from earlier runs).
+        self._previous: PreviousCall | None = agent.previous_call
+        self._warned_context = False
         # Text pieces per block of the answer being streamed (joined on demand: growing a str
         # would be quadratic), and the blocks already complete.
         self._partial_text: dict[int, list[str]] = {}
@@ -101,7 +122,8 @@ class Runner:
         spec = self.agent.skills.get(name)
         assert spec is not None
         self.state.skill_rules = [r for r in self.state.skill_rules if r.scope_skill != spec.name]
-        if spec.model and self.state.model_override == spec.model:
+        model = resolve_model_id(spec.model or "")
+        if model and self.state.model_override == model:
             self.state.model_override = None
         await self._store(outcome.messages[0], invocation=outcome.invocation)
         return await self.ports.fork(spec, outcome.messages[1].plain_text)
@@ -189,11 +211,11 @@ class Runner:
                 return self._outcome("failed", error=message, error_kind="turn_limit")
             turns += 1
             try:
-                final = await self._call_model()
+                request, final = await self._call_model()
+            except ContextFull as full:
+                return await self._context_full(full.estimate)
             except ModelError as exc:
-                await self._store_partial(exc.partial_content)
-                await self._notice("error", exc.message, code=exc.kind)
-                return self._outcome("failed", error=exc.message, error_kind=exc.kind)
+                return await self._model_failed(exc)
             stop_reason = final.get("stop_reason")
             content = [b for b in final.get("content", []) if not _empty_text(b)]
             if stop_reason == "max_tokens":
@@ -205,6 +227,7 @@ class Runner:
                     "stop_reason": stop_reason,
                     "model": final.get("model", ""),
                     "usage": final.get("usage", {}),
+                    "call": self.model_calls,
                 }
                 kind = "tool_use" if tool_uses else "text"
                 await self._store(
@@ -215,7 +238,17 @@ class Runner:
                 continue
             if stop_reason == "pause_turn" and content:
                 continue
-            await self._stop_notice(stop_reason, bool(content))
+            notice = stop_notice(
+                stop_reason,
+                model=str(final.get("model") or request.model),
+                max_tokens=_max_output(request),
+                has_content=bool(content),
+            )
+            if notice is not None:
+                await self._tell(notice, "notice")
+                if notice.exclude_turn:
+                    # A refused turn ends here: Stop hooks must not continue what was declined.
+                    return self._outcome("done", stop_reason=stop_reason)
             results = await self.agent.hooks.run(
                 "Stop", {"stop_reason": stop_reason, "session_id": config.session_id}
             )
@@ -226,20 +259,58 @@ class Runner:
                 continue
             return self._outcome("done", stop_reason=stop_reason)
 
-    async def _stop_notice(self, stop_reason: str | None, has_content: bool) -> None:
-        if stop_reason == "max_tokens":
-            text = "The answer was cut off at the output token limit. Ask to continue."
-            await self._notice("notice", text, code="max_tokens")
-        elif stop_reason == "refusal":
-            text = "The model declined to answer this request."
-            await self._notice("notice", text, code="refusal")
-        elif not has_content:
-            await self._notice("notice", "The model returned an empty response.", code="empty")
+    async def _model_failed(self, exc: ModelError) -> RunOutcome:
+        """Keep the partial answer, leave the turn out of later requests, say what happened."""
+        await self._store_partial(exc.partial_content)
+        if exc.kind == "context_window":
+            notice = StopNotice(
+                "context_window", exc.message, exclude_turn=True, offer_new_conversation=True
+            )
+        else:
+            notice = failed_turn_notice(exc.message)
+        await self._tell(notice, "error", code=exc.kind)
+        return self._outcome("failed", error=exc.message, error_kind=exc.kind)
 
-    async def _call_model(self) -> dict[str, Any]:
+    async def _context_full(self, estimate: ContextEstimate) -> RunOutcome:
+        """The request was not sent: the figures, and the offer of a new conversation."""
+        notice = StopNotice("context_window", estimate.message, offer_new_conversation=True)
+        await self._tell(notice, "error", tokens=estimate.tokens, window=estimate.window)
+        return self._outcome("failed", error=estimate.message, error_kind="context_window")
+
+    async def _tell(self, notice: StopNotice, kind: str, **meta: Any) -> None:
+        """Store a notice for the user; first leave its turn out of later requests if it says so."""
+        if notice.exclude_turn:
+            await self._exclude_turn("refusal" if notice.code == "refusal" else "failed")
+        meta.setdefault("code", notice.code)
+        if notice.retry:
+            meta["retry"] = True
+        if notice.offer_new_conversation:
+            meta["offer_new_conversation"] = True
+        await self._notice(kind, notice.text, **meta)
+
+    async def _exclude_turn(self, reason: str) -> None:
+        """Mark the latest turn's rows excluded, here and in storage."""
+        changes = exclude_turn(self.history, turn_start(self.history), reason)
+        if not changes:
+            return
+        for index, row in changes.items():
+            self.history[index] = row
+        await self.ports.exclude_turn(reason)
+
+    async def _call_model(self) -> tuple[ModelRequest, dict[str, Any]]:
         request = self.build_request()
+        estimate = check_context(request, self._previous)
+        if estimate.level == "over":
+            raise ContextFull(estimate)
+        if estimate.level == "near" and not self._warned_context:
+            self._warned_context = True
+            near = StopNotice("context_near", estimate.message, offer_new_conversation=True)
+            await self._tell(near, "notice", tokens=estimate.tokens, window=estimate.window)
         self.model_calls += 1
-        await self.ports.emit(ModelCalled(self.model_calls, request.model, request=request))
+        skill = self.state.active_skills[-1] if self.state.active_skills else ""
+        await self.ports.emit(
+            ModelCalled(self.model_calls, request.model, skill=skill, request=request)
+        )
         self._partial_text, self._partial_blocks = {}, {}
         final: dict[str, Any] | None = None
         async for event in self.ports.stream(request):
@@ -266,7 +337,12 @@ class Runner:
                 retryable=True,
                 partial_content=[],
             )
-        return final
+        self._previous = PreviousCall(
+            usage=final.get("usage") or {},
+            message_count=len(request.messages),
+            prefix_chars=prefix_chars(request),
+        )
+        return request, final
 
     # -- tools ----------------------------------------------------------------------------
 
@@ -459,6 +535,12 @@ async def _run(tool: Any, tool_input: dict[str, Any], ctx: ToolContext) -> ToolR
     except Exception as exc:  # a tool failure is a result the model can read
         message = str(exc) or exc.__class__.__name__
         return ToolResult(content=f"Error: {message}", is_error=True)
+
+
+def _max_output(request: ModelRequest) -> int:
+    """The output limit the request was sent with (ANTHROPIC_MAX_TOKENS, capped by the model)."""
+    info = get_model(request.model)
+    return min(request.max_tokens, info.max_output) if info else request.max_tokens
 
 
 def _empty_text(block: dict[str, Any]) -> bool:
