@@ -135,7 +135,8 @@ def append_message(
         )
 
 
-def _rows_with_ids(conversation_id: int) -> tuple[list[int], list[StoredMessage]]:
+def rows_with_ids(conversation_id: int) -> tuple[list[int], list[StoredMessage]]:
+    """The conversation's rows in order, and their ids (same positions)."""
     rows = Message.objects.filter(conversation_id=conversation_id).order_by("seq")
     fields = ("pk", "role", "content", "kind", "is_meta", "to_model", "meta")
     ids: list[int] = []
@@ -157,7 +158,7 @@ def _store_meta(ids: list[int], changes: dict[int, StoredMessage]) -> list[int]:
 def exclude_latest_turn(conversation_id: int, reason: str) -> list[int]:
     """Mark the latest turn's rows excluded (`transcript.exclude_turn`); the ids marked."""
     with transaction.atomic():
-        ids, stored = _rows_with_ids(conversation_id)
+        ids, stored = rows_with_ids(conversation_id)
         return _store_meta(ids, exclude_turn(stored, turn_start(stored), reason))
 
 
@@ -166,7 +167,7 @@ def prepare_retry(conversation_id: int) -> list[int] | None:
 
     None when there is nothing to retry: the latest turn was answered, or a newer one went on.
     """
-    ids, stored = _rows_with_ids(conversation_id)
+    ids, stored = rows_with_ids(conversation_id)
     changes = retry_turn(stored)
     if changes:
         return _store_meta(ids, changes)
