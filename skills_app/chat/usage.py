@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from skills_app.core.model_catalog import DEMO_MODEL_ID, get_model
 from skills_app.core.pricing import NO_COST, cost_usd, format_usd
@@ -85,18 +85,54 @@ def answer_usage(row: Message) -> UsageFigures | None:
 
 def conversation_usage(conversation_id: int) -> UsageFigures | None:
     """The figures of every model call made for a conversation; None before the first."""
-    totals = ModelCall.objects.filter(conversation_id=conversation_id).aggregate(**TOTALS)
+    return _totals(ModelCall.objects.filter(conversation_id=conversation_id))
+
+
+def run_cost(run_id: int) -> UsageFigures | None:
+    """The figures of a run's model calls (its subagents' are theirs); None without calls."""
+    return _totals(ModelCall.objects.filter(run_id=run_id))
+
+
+def _totals(calls: QuerySet[ModelCall]) -> UsageFigures | None:
+    totals = calls.aggregate(**TOTALS)
     if not totals["calls"]:
         return None
+    return figures(totals)
+
+
+def figures(totals: dict[str, Any], *, label: str = "") -> UsageFigures:
+    """UsageFigures from a TOTALS aggregate."""
     read, written = totals["read"] or 0, totals["written"] or 0
-    cost = total_cost(totals)
     return UsageFigures(
         input_tokens=(totals["uncached"] or 0) + read + written,
         cache_read=read,
         cache_write=written,
         output_tokens=totals["output"] or 0,
-        cost=cost,
+        cost=total_cost(totals),
+        model=label,
         calls=totals["calls"],
+    )
+
+
+def call_usage(call: ModelCall | None) -> UsageFigures | None:
+    """The figures of one stored call (None for a request without a stored call)."""
+    if call is None:
+        return None
+    if call.is_demo:
+        cost = NO_COST
+    elif call.cost_usd is not None:
+        cost = format_usd(call.cost_usd)
+    elif call.error_kind and not call.input_total:
+        cost = f"no usage reported (the call failed: {call.error_kind})"
+    else:
+        cost = format_usd(None, model=call.model or call.requested_model)
+    return UsageFigures(
+        input_tokens=call.input_total,
+        cache_read=call.cache_read_input_tokens,
+        cache_write=call.cache_creation_input_tokens,
+        output_tokens=call.output_tokens,
+        cost=cost,
+        model=call.model or call.requested_model,
     )
 
 

@@ -5,74 +5,151 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('skills_app', '0006_run_prompt'),
+        ("skills_app", "0006_run_prompt"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RequestPart',
+            name="RequestPart",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('digest', models.CharField(max_length=64, unique=True)),
-                ('kind', models.CharField(choices=[('system', 'system prompt'), ('tools', 'tools')], max_length=10)),
-                ('content', models.JSONField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("digest", models.CharField(max_length=64, unique=True)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[("system", "system prompt"), ("tools", "tools")], max_length=10
+                    ),
+                ),
+                ("content", models.JSONField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
         ),
         migrations.AddField(
-            model_name='conversation',
-            name='effort',
-            field=models.CharField(blank=True, choices=[('low', 'low'), ('medium', 'medium'), ('high', 'high'), ('xhigh', 'xhigh'), ('max', 'max')], help_text='Empty: the configured default.', max_length=10),
+            model_name="conversation",
+            name="effort",
+            field=models.CharField(
+                blank=True,
+                choices=[
+                    ("low", "low"),
+                    ("medium", "medium"),
+                    ("high", "high"),
+                    ("xhigh", "xhigh"),
+                    ("max", "max"),
+                ],
+                help_text="Empty: the configured default.",
+                max_length=10,
+            ),
         ),
         migrations.AddField(
-            model_name='conversation',
-            name='thinking',
-            field=models.BooleanField(blank=True, help_text='Empty: the configured default.', null=True),
+            model_name="conversation",
+            name="thinking",
+            field=models.BooleanField(
+                blank=True, help_text="Empty: the configured default.", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='run',
-            name='retry',
+            model_name="run",
+            name="retry",
             field=models.BooleanField(default=False),
         ),
         migrations.CreateModel(
-            name='ModelCall',
+            name="ModelCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('call', models.PositiveIntegerField(default=1)),
-                ('purpose', models.CharField(choices=[('turn', "a run's turn"), ('summary', 'a summary for a new conversation')], default='turn', max_length=10)),
-                ('requested_model', models.CharField(max_length=100)),
-                ('model', models.CharField(blank=True, max_length=100)),
-                ('is_demo', models.BooleanField(default=False)),
-                ('skill', models.CharField(blank=True, max_length=200)),
-                ('input_tokens', models.PositiveBigIntegerField(default=0)),
-                ('output_tokens', models.PositiveBigIntegerField(default=0)),
-                ('cache_creation_input_tokens', models.PositiveBigIntegerField(default=0)),
-                ('cache_read_input_tokens', models.PositiveBigIntegerField(default=0)),
-                ('usage', models.JSONField(blank=True, default=dict)),
-                ('cost_usd', models.DecimalField(blank=True, decimal_places=9, max_digits=16, null=True)),
-                ('stop_reason', models.CharField(blank=True, max_length=40)),
-                ('error_kind', models.CharField(blank=True, max_length=40)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('options', models.JSONField(blank=True, default=dict)),
-                ('first_seq', models.PositiveIntegerField(blank=True, null=True)),
-                ('last_seq', models.PositiveIntegerField(blank=True, null=True)),
-                ('skipped_seqs', models.JSONField(blank=True, default=list)),
-                ('cache_breakpoints', models.BooleanField(default=False)),
-                ('messages', models.JSONField(blank=True, null=True)),
-                ('body_digest', models.CharField(blank=True, max_length=64)),
-                ('message_count', models.PositiveIntegerField(default=0)),
-                ('prefix_chars', models.PositiveBigIntegerField(default=0)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='model_calls', to='skills_app.conversation')),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='calls', to='skills_app.run')),
-                ('system', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='skills_app.requestpart')),
-                ('tools', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='skills_app.requestpart')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("call", models.PositiveIntegerField(default=1)),
+                (
+                    "purpose",
+                    models.CharField(
+                        choices=[
+                            ("turn", "a run's turn"),
+                            ("summary", "a summary for a new conversation"),
+                        ],
+                        default="turn",
+                        max_length=10,
+                    ),
+                ),
+                ("requested_model", models.CharField(max_length=100)),
+                ("model", models.CharField(blank=True, max_length=100)),
+                ("is_demo", models.BooleanField(default=False)),
+                ("skill", models.CharField(blank=True, max_length=200)),
+                ("input_tokens", models.PositiveBigIntegerField(default=0)),
+                ("output_tokens", models.PositiveBigIntegerField(default=0)),
+                ("cache_creation_input_tokens", models.PositiveBigIntegerField(default=0)),
+                ("cache_read_input_tokens", models.PositiveBigIntegerField(default=0)),
+                ("usage", models.JSONField(blank=True, default=dict)),
+                (
+                    "cost_usd",
+                    models.DecimalField(blank=True, decimal_places=9, max_digits=16, null=True),
+                ),
+                ("stop_reason", models.CharField(blank=True, max_length=40)),
+                ("error_kind", models.CharField(blank=True, max_length=40)),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("options", models.JSONField(blank=True, default=dict)),
+                ("first_seq", models.PositiveIntegerField(blank=True, null=True)),
+                ("last_seq", models.PositiveIntegerField(blank=True, null=True)),
+                ("skipped_seqs", models.JSONField(blank=True, default=list)),
+                ("cache_breakpoints", models.BooleanField(default=False)),
+                ("messages", models.JSONField(blank=True, null=True)),
+                ("body_digest", models.CharField(blank=True, max_length=64)),
+                ("message_count", models.PositiveIntegerField(default=0)),
+                ("prefix_chars", models.PositiveBigIntegerField(default=0)),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="model_calls",
+                        to="skills_app.conversation",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="calls",
+                        to="skills_app.run",
+                    ),
+                ),
+                (
+                    "system",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="skills_app.requestpart",
+                    ),
+                ),
+                (
+                    "tools",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to="skills_app.requestpart",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['started_at', 'pk'],
-                'indexes': [models.Index(fields=['started_at'], name='modelcall_started'), models.Index(fields=['skill', 'started_at'], name='modelcall_skill_started')],
+                "ordering": ["started_at", "pk"],
+                "indexes": [
+                    models.Index(fields=["started_at"], name="modelcall_started"),
+                    models.Index(fields=["skill", "started_at"], name="modelcall_skill_started"),
+                ],
             },
         ),
     ]

@@ -211,14 +211,20 @@ def fail_call(call_id: int, kind: str) -> None:
     )
 
 
-def captured_body(call: ModelCall) -> dict[str, Any]:
-    """The request body the call sent, rebuilt from its capture."""
+def captured_body(
+    call: ModelCall, *, rows: list[tuple[int, StoredMessage]] | None = None
+) -> dict[str, Any]:
+    """The request body the call sent, rebuilt from its capture.
+
+    rows: the conversation's (seq, row) pairs when the caller has read them already.
+    """
     system = call.system.content if call.system is not None else None
     tools = call.tools.content if call.tools is not None else None
     if call.messages is not None:
         messages = call.messages
     else:
-        rows = _stored_rows(call.conversation_id, upto=call.last_seq)
+        if rows is None:
+            rows = _stored_rows(call.conversation_id, upto=call.last_seq)
         messages = _range_messages(
             rows,
             call.first_seq,
