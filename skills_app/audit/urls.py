@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.audit import views
+from skills_app.audit import costs, views
 
 urlpatterns = [
     path("invocations/", views.invocation_list, name="audit-invocations"),
@@ -20,4 +20,5 @@ urlpatterns = [
         name="conversation-export",
     ),
     path("import/", views.transcript_import, name="transcript-import"),
+    path("costs/", costs.cost_report, name="audit-costs"),
 ]

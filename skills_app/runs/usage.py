@@ -163,6 +163,8 @@ def start_call(
         call=call,
         purpose=purpose,
         requested_model=request.model,
+        # Until the answer names the model that answered.
+        model="demo" if is_demo else request.model,
         is_demo=is_demo,
         skill=skill[:200],
         system=_part(RequestPart.SYSTEM, body.get("system")),
