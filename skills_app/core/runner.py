@@ -23,8 +23,6 @@ from .events import (
     ModelCalled,
     TextDelta,
     ThinkingDelta,
-    ToolCalled,
-    ToolFinished,
 )
 from .invocation import SkillInvoker
 from .llm import BlockDone as StreamBlockDone
@@ -33,25 +31,23 @@ from .llm import TextDelta as StreamTextDelta
 from .llm import ThinkingDelta as StreamThinkingDelta
 from .model_catalog import get_model, resolve_model_id
 from .permissions import Decision, ToolCall
-from .ports import RunPorts, ToolAudit
-from .profiles import SkillOutcome, ToolAnswer, get_profile
+from .ports import RunPorts
+from .profiles import SkillOutcome, get_profile
 from .request import compose_request
 from .skillhooks import SkillHook, SkillHookRunner
 from .skilltool import parse_slash_command
 from .stop_reasons import StopNotice, failed_turn_notice, stop_notice
-from .tools.base import ToolContext, ToolResult
+from .tool_calls import ToolCalls
+from .tools.base import ToolContext
 from .tools.bash import BashTool
 from .transcript import (
     StoredMessage,
     close_open_tool_uses,
     exclude_turn,
-    tool_result_block,
     turn_start,
 )
 
 logger = logging.getLogger(__name__)
-
-HIDDEN_RESULT = "(skill instructions, hidden)"
 
 
 class ContextFull(Exception):
@@ -89,6 +85,7 @@ class Runner:
             bash=self._bash,
         )
         self.skill_hooks.register(agent.skill_hooks)
+        self.tool_calls = ToolCalls(self, store=self._store)
         self.invoker = SkillInvoker(
             agent=agent,
             ports=ports,
@@ -234,7 +231,7 @@ class Runner:
                     StoredMessage(role="assistant", content=tuple(content), kind=kind, meta=meta)
                 )
             if stop_reason == "tool_use" and tool_uses:
-                await self._answer_tool_uses(tool_uses)
+                await self.tool_calls.answer(tool_uses)
                 continue
             if stop_reason == "pause_turn" and content:
                 continue
@@ -344,122 +341,6 @@ class Runner:
         )
         return request, final
 
-    # -- tools ----------------------------------------------------------------------------
-
-    async def _answer_tool_uses(self, tool_uses: Sequence[dict[str, Any]]) -> None:
-        """Run every tool_use of the turn and answer them all in one user message."""
-        results: list[dict[str, Any]] = []
-        after: list[tuple[StoredMessage, InvocationRef | None]] = []
-        try:
-            for block in tool_uses:
-                if block["name"] in self.profile.tool_names:
-                    answer = await self._skill_tool(block)
-                    if answer.result is not None:
-                        results.append(answer.result)
-                    after.extend(answer.rows)
-                else:
-                    result = await self._run_tool(block)
-                    results.append(
-                        tool_result_block(block["id"], result.content, is_error=result.is_error)
-                    )
-        except asyncio.CancelledError:
-            await self._store_results(results, after, close=True)
-            raise
-        await self._store_results(results, after)
-
-    async def _store_results(
-        self,
-        results: list[dict[str, Any]],
-        after: list[tuple[StoredMessage, InvocationRef | None]],
-        *,
-        close: bool = False,
-    ) -> None:
-        """The turn's tool results in one row (open calls answered as interrupted), then the rest."""
-        if close:
-            answered = [r["tool_use_id"] for r in results]
-            results = results + close_open_tool_uses(self.history, answered=answered)
-        if results:
-            await self._store(
-                StoredMessage(role="user", kind="tool_result", content=tuple(results))
-            )
-        for message, invocation in after:
-            await self._store(message, invocation=invocation)
-
-    async def _skill_tool(self, block: dict[str, Any]) -> ToolAnswer:
-        """A call of the profile's own tools (loading and running skills)."""
-        answer = await self.profile.handle(self, block)
-        tool_input = block.get("input") or {}
-        skill = answer.skill or str(tool_input.get("skill") or tool_input.get("name") or "")
-        result = answer.result
-        shown = answer.shown if answer.shown is not None else HIDDEN_RESULT
-        await self.ports.emit(
-            ToolFinished(
-                tool_use_id=block["id"],
-                name=block["name"],
-                is_error=bool(result and result.get("is_error")),
-                content=str(result["content"]) if result is not None else shown,
-                skill=skill,
-            )
-        )
-        return answer
-
-    async def _run_tool(self, block: dict[str, Any]) -> ToolResult:
-        name = block["name"]
-        tool_input = block.get("input") or {}
-        tool = self.agent.tools.get(name)
-        payload = {
-            "tool_name": name,
-            "tool_input": tool_input,
-            "tool_use_id": block["id"],
-            "session_id": self.agent.config.session_id,
-            "active_skills": list(self.state.active_skills),
-        }
-        decision: Decision | None = None
-        if tool is None or name in self.state.disallowed_tools:
-            available = [
-                n for n in self.agent.tools.names() if n not in self.state.disallowed_tools
-            ]
-            result = ToolResult(
-                content=f'Error: unknown tool "{name}". Available tools: ' + ", ".join(available),
-                is_error=True,
-            )
-        elif block.get("input_error"):
-            result = ToolResult(content=f"Error: {block['input_error']}", is_error=True)
-        elif blocked := await self.agent.hooks.first_block("PreToolUse", payload):
-            result = ToolResult(content=f"Blocked by a hook: {blocked.reason}", is_error=True)
-        else:
-            await self.ports.emit(ToolCalled(block["id"], name, dict(tool_input)))
-            decision = await self.decide(ToolCall(tool=name, input=tool_input))
-            if decision.behavior != "allow":
-                result = ToolResult(content=f"Permission denied: {decision.reason}", is_error=True)
-            else:
-                result = await _run(tool, tool_input, self.tool_context())
-        await self.agent.hooks.run(
-            "PostToolUse", {**payload, "result": result, "decision": decision}
-        )
-        if self.state.current_invocation is not None:
-            audit = ToolAudit(
-                tool_use_id=block["id"],
-                tool=name,
-                input=dict(tool_input),
-                is_error=result.is_error,
-                decision=decision.behavior if decision else None,
-                reason=decision.reason if decision else None,
-            )
-            await self.ports.record_tool_call(self.state.current_invocation, audit)
-        await self.ports.emit(
-            ToolFinished(
-                tool_use_id=block["id"],
-                name=name,
-                is_error=result.is_error,
-                content=result.content,
-                artifacts=tuple(result.artifacts),
-                decision=decision.behavior if decision else None,
-                reason=decision.reason if decision else None,
-            )
-        )
-        return result
-
     # -- storage and cancellation -----------------------------------------------------------
 
     async def _store(
@@ -524,17 +405,6 @@ class Runner:
     def _bash_tool(self) -> BashTool:
         tool = self.agent.tools.get("Bash")
         return tool if isinstance(tool, BashTool) else BashTool()
-
-
-async def _run(tool: Any, tool_input: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    try:
-        result: ToolResult = await tool.run(tool_input, ctx)
-        return result
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # a tool failure is a result the model can read
-        message = str(exc) or exc.__class__.__name__
-        return ToolResult(content=f"Error: {message}", is_error=True)
 
 
 def _max_output(request: ModelRequest) -> int:
