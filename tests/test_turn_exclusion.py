@@ -10,6 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
+from skills_app.audit.transcript_io import export_jsonl, import_transcript
 from skills_app.core.stop_reasons import FAILED_TURN_TEXT, REFUSAL_TEXT
 from skills_app.core.transcript import EXCLUDED
 from skills_app.models import Conversation, Message, PermissionRule, Run, RunEvent
@@ -185,3 +186,18 @@ async def test_only_the_latest_failed_turn_offers_retry(fake, conversation, alic
     fake.enqueue(Reply.text("fine"))
     await run_turn(conversation, "three", alice)
     assert 'data-action="retry"' not in await sync_to_async(page)(alice, conversation)
+
+
+async def test_an_excluded_turn_is_exported_as_not_sent_and_stays_out_after_import(
+    fake, conversation, alice
+):
+    fake.enqueue(Reply.text("Hi."))
+    await run_turn(conversation, f"bad {REFUSE_DIRECTIVE}", alice)
+    await run_turn(conversation, "hello", alice)
+    exported = await sync_to_async(export_jsonl)(conversation, include_hidden=False)
+    refused = next(json.loads(line) for line in exported.splitlines() if REFUSE_DIRECTIVE in line)
+    assert refused["toModel"] is False
+    result = await sync_to_async(import_transcript)(alice.pk, exported)
+    fake.enqueue(Reply.text("Again."))
+    await run_turn(result.conversation, "go on", alice)
+    assert REFUSE_DIRECTIVE not in sent_text(accepted(fake)[-1])

@@ -20,6 +20,7 @@ from typing import Any
 from django.db import transaction
 
 from skills_app.core.transcript import (
+    EXCLUDED,
     FOREIGN_THINKING,
     HIDDEN_PREFIX,
     THINKING_TYPES,
@@ -72,7 +73,8 @@ def export_lines(conversation: Conversation, *, include_hidden: bool) -> Iterato
             "message": {"role": row.role, "content": row.content},
             "kind": row.kind,
         }
-        if not row.to_model:
+        if not row.to_model or (row.meta or {}).get(EXCLUDED):
+            # A failed or refused turn is left out of requests: an import must not send it either.
             record["toModel"] = False
         parent = this
         yield json.dumps(record, ensure_ascii=False) + "\n"
