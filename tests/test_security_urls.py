@@ -154,6 +154,7 @@ RULES: dict[str, Expect] = {
     "skills-home": SIGNED_IN,
     "conversation-new": Expect(owner=OK, other=OK, staff=OK, post_only=True),
     "conversation-rename": Expect(post_only=True),
+    "conversation-settings": Expect(post_only=True),
     "audit-invocations": STAFF_ONLY,
     "audit-invocation": Expect(
         owner=frozenset({403}), other=frozenset({403}), staff=OK, obj="invocation"
@@ -162,6 +163,7 @@ RULES: dict[str, Expect] = {
     "audit-conversations": STAFF_ONLY,
     "audit-conversation": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK),
     "audit-request-json": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK),
+    "audit-costs": STAFF_ONLY,
     "conversation-export": Expect(owner=OK, other=DENIED, staff=OK),
     "transcript-import": SIGNED_IN,
     "compare": STAFF_ONLY,

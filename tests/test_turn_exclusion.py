@@ -74,7 +74,9 @@ async def test_a_failed_turn_is_left_out_and_retry_sends_it_once_without_storing
     assert notice.kind == "error" and FAILED_TURN_TEXT in notice.content[0]["text"]
     assert "rate-limiting" in notice.content[0]["text"]
     assert stored[0].meta[EXCLUDED] == "failed"
-    assert await RunEvent.objects.filter(type="turn.excluded").aexists()
+    excluded = await RunEvent.objects.aget(type="turn.excluded")
+    assert excluded.data == {"reason": "failed", "message_ids": [stored[0].pk]}
+    assert not excluded.hidden
 
     fake.enqueue(Reply.text("There are three."))
     again = await retry(conversation, alice)
@@ -201,3 +203,14 @@ async def test_an_excluded_turn_is_exported_as_not_sent_and_stays_out_after_impo
     fake.enqueue(Reply.text("Again."))
     await run_turn(result.conversation, "go on", alice)
     assert REFUSE_DIRECTIVE not in sent_text(accepted(fake)[-1])
+
+
+async def test_the_exclusion_event_names_no_hidden_row(fake, conversation, alice):
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill(greeter)")
+    fake.enqueue(Reply.error(500, "api_error", "boom", headers={"x-should-retry": "false"}))
+    await run_turn(conversation, "/greeter Ann", alice)
+    hidden = await Message.objects.aget(conversation=conversation, kind="skill_prompt")
+    assert hidden.meta[EXCLUDED] == "failed"  # the hidden row is excluded with its turn ...
+    event = await RunEvent.objects.aget(type="turn.excluded")
+    assert hidden.pk not in event.data["message_ids"]  # ... but never named in the event
+    assert event.data["message_ids"]

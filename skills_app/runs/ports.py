@@ -94,8 +94,10 @@ class ServicePorts:
             return
         ids = await sync_to_async(store.exclude_latest_turn)(self.recorder.conversation_id, reason)
         if ids:
-            # For the audit and any open tab: these rows will not be sent again.
-            await self.recorder.record("turn.excluded", {"reason": reason, "message_ids": ids})
+            # For any open tab: these visible rows will not be sent again (hidden rows' ids are
+            # not announced to people who may not know they exist).
+            visible = await sync_to_async(store.visible_ids)(ids)
+            await self.recorder.record("turn.excluded", {"reason": reason, "message_ids": visible})
 
     async def record_invocation(self, record: InvocationRecord) -> InvocationRef | None:
         return await self.recorder.invocation(record)

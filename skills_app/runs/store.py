@@ -162,6 +162,14 @@ def exclude_latest_turn(conversation_id: int, reason: str) -> list[int]:
         return _store_meta(ids, exclude_turn(stored, turn_start(stored), reason))
 
 
+def visible_ids(ids: Sequence[int]) -> list[int]:
+    """The ids among `ids` of rows everyone may see (not hidden), in order."""
+    shown = set(
+        Message.objects.filter(pk__in=list(ids), is_meta=False).values_list("pk", flat=True)
+    )
+    return [pk for pk in ids if pk in shown]
+
+
 def prepare_retry(conversation_id: int) -> list[int] | None:
     """Make the latest failed turn sendable again (`transcript.retry_turn`); the ids unmarked.
 
