@@ -12,6 +12,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
+from skills_app.chat.usage import render_conversation_cost
 from skills_app.core.pricing import cost_usd
 from skills_app.models import Conversation, Message, ModelCall, PermissionRule, Run
 from tests.fake_anthropic import FakeAnthropic, Reply
@@ -99,6 +100,8 @@ async def test_the_answer_shows_its_tokens_and_cost_and_the_header_the_conversat
     assert f"${calls[0].cost_usd.quantize(Decimal('0.0001'))}" in detail
     assert "Claude Opus 4.8" in detail
     total = sum(c.cost_usd for c in calls)
+    pushed = await sync_to_async(render_conversation_cost)(conversation.pk)
+    assert pushed.strip() in html  # the same partial, for a live swap when a run finishes
     header = html[html.index('id="conversation-cost"') :]
     assert header.startswith(
         f'id="conversation-cost" title="Every model call of this conversation">${total.quantize(Decimal("0.0001"))}'

@@ -11,6 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Sum
+from django.template.loader import render_to_string
 
 from skills_app.core.model_catalog import DEMO_MODEL_ID, get_model
 from skills_app.core.pricing import NO_COST, cost_usd, format_usd
@@ -86,6 +87,13 @@ def answer_usage(row: Message) -> UsageFigures | None:
 def conversation_usage(conversation_id: int) -> UsageFigures | None:
     """The figures of every model call made for a conversation; None before the first."""
     return _totals(ModelCall.objects.filter(conversation_id=conversation_id))
+
+
+def render_conversation_cost(conversation_id: int) -> str:
+    """The chat header's cost (id `conversation-cost`), e.g. to swap in when a run finishes."""
+    return render_to_string(
+        "skills_app/chat/_conversation_cost.html", {"cost": conversation_usage(conversation_id)}
+    )
 
 
 def run_cost(run_id: int) -> UsageFigures | None:
