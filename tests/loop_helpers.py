@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import textwrap
 from pathlib import Path
@@ -69,6 +70,15 @@ def use_fake_model(settings: Any, fake: Any, *, retries: int = 2) -> None:
     # The model's own default (the test model does not think unless asked); thinking has its
     # own tests, which turn it on.
     settings.ANTHROPIC_THINKING = None
+
+
+async def wait_until(condition: Any, *, timeout: float = 10.0, what: str = "the condition") -> None:
+    """Poll an async predicate until it holds: waiting on the event itself, never a fixed sleep."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await condition():
+        if asyncio.get_running_loop().time() >= deadline:
+            raise AssertionError(f"{what} did not happen within {timeout} s")
+        await asyncio.sleep(0.02)
 
 
 async def run_turn(

@@ -26,15 +26,13 @@ from typing import Any
 from django.conf import settings
 
 # The measures live in `measure`; their names stay importable from here.
-from skills_app.audit.measure import (  # noqa: F401
-    SIZE_PARTS,
-    LayerSaving,
-    catalog_of,
-    common_prefix,
-    estimate_tokens,
-    layer_saving,
-    size_breakdown,
-)
+from skills_app.audit.measure import SIZE_PARTS as SIZE_PARTS
+from skills_app.audit.measure import LayerSaving as LayerSaving
+from skills_app.audit.measure import catalog_of
+from skills_app.audit.measure import common_prefix as common_prefix
+from skills_app.audit.measure import estimate_tokens as estimate_tokens
+from skills_app.audit.measure import layer_saving as layer_saving
+from skills_app.audit.measure import size_breakdown as size_breakdown
 from skills_app.core.agent import TurnState
 from skills_app.core.llm import ModelRequest
 from skills_app.core.permissions import (
@@ -257,8 +255,10 @@ def _rebuilt(
 
 
 def _rows(conversation: Conversation) -> list[_Row]:
-    fields = ("pk", "seq", "created_at", "invocation_id", "role", "content", "kind", "is_meta")
-    fields += ("to_model", "meta")
+    fields = (
+        "pk", "seq", "created_at", "invocation_id", "role", "content", "kind", "is_meta",
+        "to_model", "meta",
+    )  # fmt: skip
     return [
         _Row(
             pk=pk,

@@ -66,7 +66,7 @@ def conversation_settings(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = _get_conversation_for_user(request.user, pk)
     form = ModelSettingsForm(request.POST)
     if not form.is_valid():
-        errors = "; ".join(" ".join(e) for e in form.errors.values())
+        errors = "; ".join(" ".join(str(m) for m in e) for e in form.errors.values())
         # Plain text: a refused value is echoed back, never as markup.
         return HttpResponse(
             f"The settings were not saved. {errors}",
@@ -109,7 +109,7 @@ async def conversation_summarise(request: HttpRequest, pk: int) -> HttpResponse:
     if request.method == "GET":
         return await sync_to_async(_summary_page)(request, conversation)
     try:
-        await sync_to_async(check_summary_limit)(user.pk)
+        await sync_to_async(check_summary_limit)(conversation.owner_id)
         new = await continue_with_summary(conversation)
     except RateLimitError as exc:
         return await sync_to_async(_summary_page)(request, conversation, error=str(exc), status=429)

@@ -6,28 +6,39 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import replace
+from typing import Any, Protocol
 
-from .agent import InvocationRef
+from .agent import Agent, InvocationRef
 from .events import ToolCalled, ToolFinished
 from .permissions import Decision, ToolCall
-from .ports import ToolAudit
-from .profiles import ToolAnswer
+from .ports import RunPorts, ToolAudit
+from .profiles import DeliveryProfile, SkillSession, ToolAnswer
 from .tools.base import ToolContext, ToolResult
 from .transcript import StoredMessage, close_open_tool_uses, tool_result_block
-
-if TYPE_CHECKING:
-    from .runner import Runner
 
 HIDDEN_RESULT = "(skill instructions, hidden)"
 
 Store = Callable[..., Awaitable[None]]
 
 
+class ToolSession(SkillSession, Protocol):
+    """What answering tool calls needs of the run (the Runner): a skill session, and more."""
+
+    @property
+    def agent(self) -> Agent: ...
+
+    @property
+    def ports(self) -> RunPorts: ...
+
+    @property
+    def profile(self) -> DeliveryProfile: ...
+
+
 class ToolCalls:
     """Answers tool calls for one runner, storing through `store` (the runner's own)."""
 
-    def __init__(self, runner: Runner, *, store: Store) -> None:
+    def __init__(self, runner: ToolSession, *, store: Store) -> None:
         self.runner = runner
         self.store = store
 
@@ -118,7 +129,11 @@ class ToolCalls:
             if decision.behavior != "allow":
                 result = ToolResult(content=f"Permission denied: {decision.reason}", is_error=True)
             else:
-                result = await _run(tool, tool_input, self.runner.tool_context())
+                ctx = replace(
+                    self.runner.tool_context(),
+                    path_allowed=await self.runner.ports.path_filter(self.runner.state),
+                )
+                result = await _run(tool, tool_input, ctx)
         await self.runner.agent.hooks.run(
             "PostToolUse", {**payload, "result": result, "decision": decision}
         )

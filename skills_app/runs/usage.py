@@ -185,7 +185,8 @@ def start_call(
 def finish_call(call_id: int, message: dict[str, Any], *, is_demo: bool = False) -> None:
     """Record the usage, the cost and the stop reason of a call that answered."""
     row = ModelCall.objects.get(pk=call_id)
-    usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
+    reported = message.get("usage")
+    usage: dict[str, Any] = reported if isinstance(reported, dict) else {}
     model = "demo" if is_demo else str(message.get("model") or row.requested_model)
     try:
         cost: Decimal | None = cost_usd(model, usage, on=timezone.localdate())

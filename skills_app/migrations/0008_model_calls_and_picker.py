@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("skills_app", "0006_run_prompt"),
+        ("skills_app", "0007_unsandboxed_permission"),
     ]
 
     operations = [
