@@ -40,7 +40,10 @@ def test_the_picker_changes_the_model_and_the_answer_shows_its_cost_on_hover(tab
     expect(detail).to_be_hidden()
     usage.hover()
     expect(detail).to_be_visible()
-    tokens = sent.usage["input_tokens"]
+    used = sent.usage
+    tokens = (
+        used["input_tokens"] + used["cache_creation_input_tokens"] + used["cache_read_input_tokens"]
+    )
     expect(detail).to_contain_text(f"Claude Sonnet 5 · {tokens:,} input tokens")
     expect(detail).to_contain_text("output tokens · $0.0")
     screenshot(chat.page, "12-picker-and-cost-on-hover")
