@@ -16,13 +16,15 @@ from skills_app.models import (
     Approval,
     Conversation,
     Message,
+    ModelCall,
     PermissionRule,
+    RequestPart,
     RunEvent,
     SkillInvocation,
 )
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import store
-from tests.fake_anthropic import Reply, without_cache_control
+from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
 MARKER = "HIDDEN-AUDIT-MARKER-7731"
@@ -365,29 +367,58 @@ async def _drive_two_runs(settings, fake_anthropic, alice) -> Conversation:
     return conversation
 
 
+def as_sent(received) -> dict:
+    """A request body the fake server received, without the SDK's own `stream` flag."""
+    return {k: v for k, v in received.items() if k != "stream"}
+
+
+def canonical(body: dict) -> str:
+    return json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+async def change_skills_and_rules(skills_dir) -> None:
+    """What makes a rebuild drift: a skill's body and description change, a rule removes a tool."""
+    greeter = skills_dir / "greeter" / "SKILL.md"
+    text = greeter.read_text().replace("GREETER-BODY-MARKER", "GREETER-CHANGED")
+    greeter.write_text(text.replace("in a friendly way", "in a changed way"))
+    await PermissionRule.objects.acreate(behavior="deny", rule_text="Glob")
+
+
 @pytest.mark.django_db(transaction=True)
 async def test_what_the_model_saw_equals_what_the_fake_server_received(
     settings, fake_anthropic, skills_dir, alice
 ):
     conversation = await _drive_two_runs(settings, fake_anthropic, alice)
+    await change_skills_and_rules(skills_dir)
 
     received = accepted(fake_anthropic)
-    rebuilt = []
+    views = []
     async for run in conversation.runs.order_by("started_at"):
-        rebuilt.extend(await sync_to_async(audit.requests_for_run)(run))
+        views.extend(await sync_to_async(audit.requests_for_run)(run))
 
-    assert len(received) == 4 and len(rebuilt) == 4
-    for view, body in zip(rebuilt, received, strict=True):
-        sent = view.request.as_kwargs()  # the rebuilt request as the adapter sends it
-        assert sent["messages"] == body["messages"]
-        assert sent["system"] == body["system"]
-        assert sent["tools"] == body["tools"]
-        assert view.model == body["model"]
-        assert view.request.max_tokens == body["max_tokens"]
+    assert len(received) == 4 and len(views) == 4
+    for view, body in zip(views, received, strict=True):
+        assert view.captured and view.verified
+        assert view.as_kwargs() == as_sent(body)  # every field, cache markers included
+        assert canonical(view.as_kwargs()) == canonical(as_sent(body))  # byte for byte
     # The deny rule removed Write from every request; the switcher's model applied in run 2.
-    assert all("Write" not in [t["name"] for t in v.tools] for v in rebuilt)
-    assert rebuilt[3].model == "claude-haiku-4-5"
-    assert [v.call for v in rebuilt] == [1, 2, 3, 1]
+    assert all("Write" not in [t["name"] for t in v.tools] for v in views)
+    assert "Glob" in [t["name"] for t in views[0].tools]  # the later deny rule changed nothing
+    assert "in a friendly way" in views[0].catalog
+    assert views[3].model == "claude-haiku-4-5"
+    assert [v.call for v in views] == [1, 2, 3, 1]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_system_and_tools_are_stored_once_however_many_calls_share_them(
+    settings, fake_anthropic, skills_dir, alice
+):
+    conversation = await _drive_two_runs(settings, fake_anthropic, alice)
+    calls = [c async for c in ModelCall.objects.filter(conversation=conversation)]
+    assert len(calls) == 4
+    assert len({c.tools_id for c in calls}) == 1  # one tool list, shared
+    assert await RequestPart.objects.acount() == len({c.system_id for c in calls}) + 1
+    assert all(c.messages is None and c.first_seq == 1 for c in calls)  # rows, not copies
 
 
 def load_by_profile(request):
@@ -414,15 +445,19 @@ async def test_what_the_model_saw_matches_in_every_delivery_profile(
     await run_turn(conversation, "greet Bob", alice)
     await run_turn(conversation, "thanks", alice)
 
+    await change_skills_and_rules(skills_dir)
+
     received = accepted(fake_anthropic)
-    rebuilt = []
+    views = []
     async for run in conversation.runs.order_by("started_at"):
-        rebuilt.extend(await sync_to_async(audit.requests_for_run)(run))
-    assert len(received) == len(rebuilt) >= 3
-    for view, body in zip(rebuilt, received, strict=True):
-        assert view.request.as_kwargs() == {k: body[k] for k in view.request.as_kwargs()}
+        views.extend(await sync_to_async(audit.requests_for_run)(run))
+    assert len(received) == len(views) >= 3
+    for view, body in zip(views, received, strict=True):
+        assert view.captured and view.verified
+        assert canonical(view.as_kwargs()) == canonical(as_sent(body))
     assert "GREETER-BODY-MARKER" in json.dumps(received[-1])
-    sizes = audit.size_breakdown(rebuilt[-1])
+    assert "GREETER-BODY-MARKER" in json.dumps(views[-1].as_kwargs())  # not today's body
+    sizes = audit.size_breakdown(views[-1])
     assert sizes["catalog"]["chars"] > 0
     assert sizes["skill_bodies"]["chars"] >= len("GREETER-BODY-MARKER")
 
@@ -451,10 +486,10 @@ async def test_the_conversation_audit_shows_each_request_with_its_size_breakdown
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_rows_written_without_events_count_by_time(
+async def test_a_run_recorded_before_captures_is_rebuilt_and_marked_as_such(
     settings, fake_anthropic, skills_dir, alice
 ):
-    """A retry after an interrupted run: the repair rows have no `message` event."""
+    """Without a capture, rows written without a `message` event (repairs) count by time."""
     use_fake_model(settings, fake_anthropic)
     conversation = await Conversation.objects.acreate(owner=alice)
     fake_anthropic.enqueue(Reply.text("first"), Reply.text("second"))
@@ -463,11 +498,29 @@ async def test_rows_written_without_events_count_by_time(
         conversation.pk, StoredMessage.text("user", "written without an event")
     )
     run = await run_turn(conversation, None, alice)
+    await ModelCall.objects.filter(run=run).adelete()  # as before captures existed
 
     views = await sync_to_async(audit.requests_for_run)(run)
-    assert views[0].messages == without_cache_control(accepted(fake_anthropic)[1]["messages"])
+    assert not views[0].captured and audit.REBUILT_NOTE in views[0].notes
+    assert views[0].messages == accepted(fake_anthropic)[1]["messages"]
     assert "written without an event" in json.dumps(views[0].messages)
     assert await RunEvent.objects.filter(run=run, type="model.call").acount() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_capture_whose_rows_were_changed_is_not_verified(
+    settings, fake_anthropic, skills_dir, alice
+):
+    use_fake_model(settings, fake_anthropic)
+    conversation = await Conversation.objects.acreate(owner=alice)
+    fake_anthropic.enqueue(Reply.text("first"))
+    run = await run_turn(conversation, "hello", alice)
+    await Message.objects.filter(conversation=conversation, seq=1).aupdate(
+        content=[{"type": "text", "text": "tampered"}]
+    )
+    views = await sync_to_async(audit.requests_for_run)(run)
+    assert views[0].captured and not views[0].verified
+    assert "no longer matches" in views[0].notes[0]
 
 
 # -- the size breakdown -------------------------------------------------------------------------

@@ -7,8 +7,10 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient, Client
 
-from skills_app.models import Comparison, Conversation, Message, PermissionRule, Run
-from tests.loop_helpers import write_skills
+from skills_app.models import Comparison, Conversation, Message, ModelCall, PermissionRule, Run
+from skills_app.runs import supervisor as runs
+from tests.fake_anthropic import FakeAnthropic, Reply
+from tests.loop_helpers import use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -118,7 +120,7 @@ async def test_each_side_has_one_total_equal_to_its_parts_and_stops_saying_runni
         assert len(totals) == 1, rows  # one total per side, not a second doubled one
         assert totals[0] == sum(parts) > 0
         assert "Running…" not in column and 'data-status="done"' in column
-        assert "Prompt cache share: not measured yet" in column
+        assert 'class="cache-share"' in column  # the measured share (its own test checks it)
     assert "hx-trigger" not in page  # nothing left to poll
 
 
@@ -162,3 +164,50 @@ def test_the_page_polls_only_while_a_run_is_active(auditor):
     fragment = client.get(f"/compare/{comparison.pk}/", HTTP_HX_REQUEST="true").content.decode()
     assert "hx-trigger" not in fragment and "Running…" not in fragment
     assert 'data-status="failed"' in fragment and "Failed" in fragment
+
+
+def load_greeter_then_answer(request):
+    """Load greeter with the profile's loader, then answer."""
+    names = [t["name"] for t in request.get("tools", [])]
+    last = request["messages"][-1]["content"]
+    if any(b.get("type") == "tool_result" for b in last):
+        return Reply.text("Hello Ann.")
+    for tool, key in (("Skill", "skill"), ("load_skill", "name"), ("skill_load", "skill")):
+        if tool in names:
+            return Reply.tool_use(tool, {key: "greeter"})
+    return Reply.text("no loader")
+
+
+async def test_it_shows_the_measured_cache_share_per_profile(settings, auditor):
+    with FakeAnthropic(cache_minimum=False) as fake:
+        use_fake_model(settings, fake)
+        settings.MODEL_CLIENT = "skills_app.runs.client.default_client"
+        fake.set_responder(load_greeter_then_answer)
+        await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+        client = AsyncClient()
+        await sync_to_async(client.force_login)(auditor)
+        response = await client.post(
+            "/compare/start/", {"prompt": "greet Ann", "skills": ["greeter"]}
+        )
+        for run in [r async for r in Run.objects.all()]:
+            await runs.wait_for_run(run.pk, timeout=30)
+        page = (await client.get(response["Location"])).content.decode()
+
+    assert "its cache is lost when a skill loads" in page
+    shares = {}
+    for profile in ["meta-message", "tool-result", "system-prompt"]:
+        calls = [
+            c
+            async for c in ModelCall.objects.filter(conversation__profile=profile).order_by("call")
+        ]
+        assert len(calls) == 2
+        read = sum(c.cache_read_input_tokens for c in calls)
+        total = sum(c.input_total for c in calls)
+        shares[profile] = calls[1].cache_read_input_tokens / calls[1].input_total
+        column = page[page.index(f'id="cache-share-{profile}"') :]
+        assert column.startswith(
+            f'id="cache-share-{profile}"><strong>{round(read * 100 / total)}%</strong>'
+        )
+    # The call after the load: appending keeps the prefix cached; the system prompt changing does not.
+    assert shares["meta-message"] > shares["system-prompt"]
+    assert shares["tool-result"] > shares["system-prompt"]

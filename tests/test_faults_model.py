@@ -182,7 +182,8 @@ async def test_a_complete_tool_use_cut_by_max_tokens_is_not_run(fake, conversati
     assert run.status == Run.DONE
     stored = await assert_intact(conversation, "go")
     assert not any(b.get("type") == "tool_use" for m in stored for b in m.content)
-    assert stored[-1].kind == "notice" and "token limit" in stored[-1].content[0]["text"]
+    notice = stored[-1].content[0]["text"]
+    assert stored[-1].kind == "notice" and "output limit of 8,192 tokens" in notice
     await assert_next_turn_works(fake, conversation, alice)
 
 

@@ -5,7 +5,8 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from skills_app.models import Conversation, PermissionRule, Run, SkillInvocation
+from skills_app.audit import requests as audit
+from skills_app.models import Conversation, ModelCall, PermissionRule, Run, SkillInvocation
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
 
@@ -115,3 +116,26 @@ async def test_a_subagent_cannot_fork_again(fake, conversation, alice):
     child = [r for r in accepted(fake) if is_child(r)]
     nested = child[1]["messages"][-1]["content"][0]
     assert nested["is_error"] is True and 'Unknown skill "forker"' in nested["content"]
+
+
+async def test_a_subagents_requests_are_captured_as_sent(fake, conversation, alice):
+    """Its messages are not the conversation's model-bound rows: captured verbatim, verified."""
+
+    def respond(request):
+        if is_child(request):
+            return Reply.text("Subagent final answer: 42")
+        if any(b.get("type") == "tool_result" for b in request["messages"][-1]["content"]):
+            return Reply.text("Parent done.")
+        return Reply.tool_use("Skill", {"skill": "forker", "args": "the meaning"})
+
+    fake.set_responder(respond)
+    run = await run_turn(conversation, "research this", alice)
+    sub = await Run.objects.aget(parent=run)
+    child_call = await ModelCall.objects.aget(run=sub)
+    assert child_call.messages is not None and child_call.model == "claude-sonnet-4-6"
+    views = await sync_to_async(audit.requests_for_run)(sub)
+    child_sent = next(r for r in accepted(fake) if is_child(r))
+    assert views[0].verified
+    assert views[0].as_kwargs() == {k: v for k, v in child_sent.items() if k != "stream"}
+    parent_calls = [c async for c in ModelCall.objects.filter(run=run)]
+    assert all(c.messages is None for c in parent_calls)  # the parent's: rows, not copies

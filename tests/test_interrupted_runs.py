@@ -42,9 +42,13 @@ def test_it_marks_runs_left_active_as_interrupted_and_answers_open_tool_uses(ali
     last = Message.objects.filter(conversation=conversation).order_by("-seq")[:2]
     assert last[0].kind == "error" and last[0].to_model is False
     assert last[1].content[0]["tool_use_id"] == "toolu_1" and last[1].content[0]["is_error"]
+    # The interrupted turn is left out until the user retries it; then it goes back whole,
+    # its tool call answered as interrupted, and the API accepts the request.
+    assert store.build_request(conversation).as_kwargs()["messages"] == []
+    assert last[0].meta["retry"] is True
+    assert store.prepare_retry(conversation.pk)
     request = store.build_request(conversation).as_kwargs()
-    request["messages"].append({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})
-    request["messages"].append({"role": "user", "content": [{"type": "text", "text": "again"}]})
+    assert request["messages"][-1]["content"][0]["tool_use_id"] == "toolu_1"
     assert validate_request(request) is None
 
 

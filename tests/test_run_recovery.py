@@ -90,8 +90,13 @@ def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
         ("assistant", "error"),
     ]
     assert rows[1].content == [{"type": "text", "text": "The answer was half written"}]
-    assert rows[1].meta == {"partial": True}
+    assert rows[1].meta == {"partial": True, "excluded": "failed"}
     assert rows[2].to_model is False and "Retry" in rows[2].content[0]["text"]
+    assert rows[2].meta["retry"] is True
+    # Retry sends the turn again (without its partial answer), and the next request is valid.
+    assert store.prepare_retry(conversation.pk) == [rows[0].pk]
+    request = store.build_request(conversation).as_kwargs()
+    assert validate_request(request) is None and request["messages"][-1]["role"] == "user"
     assert _valid_after_another_turn(conversation) is None
 
 

@@ -157,6 +157,7 @@ RULES: dict[str, Expect] = {
     # The audit is for the Auditor role (the staff persona), never for chatters.
     "audit-home": STAFF_ONLY,
     "audit-export-csv": STAFF_ONLY,
+    "conversation-settings": Expect(post_only=True),
     "audit-invocations": STAFF_ONLY,
     "audit-invocation": Expect(
         owner=frozenset({403}), other=frozenset({403}), staff=OK, obj="invocation"
@@ -165,6 +166,7 @@ RULES: dict[str, Expect] = {
     "audit-conversations": STAFF_ONLY,
     "audit-conversation": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK),
     "audit-request-json": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK),
+    "audit-costs": STAFF_ONLY,
     "conversation-export": Expect(owner=OK, other=DENIED, staff=OK),
     "transcript-import": SIGNED_IN,
     "compare": STAFF_ONLY,

@@ -131,7 +131,7 @@ def test_it_imports_messages_inferring_their_kinds(alice):
 
 
 @pytest.mark.django_db
-def test_it_skips_other_claude_code_line_types_and_thinking_blocks(alice):
+def test_it_skips_other_claude_code_line_types_and_keeps_thinking_blocks(alice):
     data = jsonl(
         {"type": "summary", "summary": "A chat", "leafUuid": "x"},
         user("q"),
@@ -142,9 +142,55 @@ def test_it_skips_other_claude_code_line_types_and_thinking_blocks(alice):
             ]
         ),
     )
-    messages, skipped, dropped = parse_jsonl(data)
-    assert (len(messages), skipped, dropped) == (2, 1, 1)
-    assert messages[1].content == [{"type": "text", "text": "a"}]
+    messages, skipped, thinking = parse_jsonl(data)
+    assert (len(messages), skipped, thinking) == (2, 1, 1)
+    assert messages[1].content[0] == {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+
+
+THOUGHT = "THOUGHT-SUMMARY-3391: the user wants the files counted."
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_thinking_is_exported_imported_shown_and_never_replayed(
+    settings, fake_anthropic, tmp_path, alice
+):
+    """Round trip: a thinking model's answer is exported with its thinking, imported, shown in
+    the bubble, and the import's next request goes without it (another key's signature)."""
+    use_fake_model(settings, fake_anthropic)
+    settings.SKILLS_DIRS = []
+    settings.ANTHROPIC_THINKING = True
+    source = await Conversation.objects.acreate(owner=alice, title="thinking")
+    fake_anthropic.enqueue(Reply.text("Three files."))
+    await run_turn(source, "count the files", alice)
+    answer = await Message.objects.filter(conversation=source, role="assistant").afirst()
+    assert answer.content[0]["type"] == "thinking" and answer.content[0]["signature"]
+
+    exported = await sync_to_async(export_jsonl)(source, include_hidden=False)
+    assert answer.content[0]["thinking"] in exported and answer.content[0]["signature"] in exported
+    result = await sync_to_async(import_transcript)(alice.pk, exported.encode())
+    assert result.thinking_blocks == 1
+    imported = await Message.objects.filter(
+        conversation=result.conversation, role="assistant"
+    ).afirst()
+    assert imported.content == answer.content and imported.meta["foreign_thinking"] is True
+
+    # The fake server rejects thinking it did not sign, like the API; a new server never signed it.
+    fake_anthropic.thinking = type(fake_anthropic.thinking)()
+    fake_anthropic.enqueue(Reply.text("Still three."))
+    run = await run_turn(result.conversation, "and now?", alice)
+    assert run.status == "done", run.error
+    sent = fake_anthropic.requests[-1]
+    assert sent.status == 200 and answer.content[0]["signature"] not in json.dumps(sent["messages"])
+    assert "Three files." in json.dumps(sent["messages"])
+
+
+@pytest.mark.django_db
+def test_thinking_must_be_well_formed_and_the_assistants(alice):
+    bad = assistant([{"type": "thinking", "thinking": 5}])
+    with pytest.raises(TranscriptImportError, match='"thinking" and "signature" must be strings'):
+        parse_jsonl(jsonl(user("q"), bad))
+    with pytest.raises(TranscriptImportError, match="only assistant messages think"):
+        parse_jsonl(jsonl(user([{"type": "thinking", "thinking": "x", "signature": "s"}])))
 
 
 @pytest.mark.django_db

@@ -337,15 +337,31 @@ def test_it_groups_tool_calls_with_their_results(alice, conversation):
     assert 'class="tool is-error"' in body
 
 
-def test_it_marks_interrupted_text_and_offers_retry_on_errors(alice, conversation):
-    _message(conversation, 1, "assistant", "Half an ans", meta={"partial": True})
+def test_it_marks_interrupted_text_and_offers_retry_on_the_failed_turn(alice, conversation):
+    excluded = {"excluded": "failed"}
+    _message(conversation, 1, "user", "Go", meta={**excluded, "excluded_turn_start": True})
+    _message(conversation, 2, "assistant", "Half an ans", meta={**excluded, "partial": True})
     _message(
-        conversation, 2, "assistant", "The model is unavailable.", kind="error", to_model=False
+        conversation,
+        3,
+        "assistant",
+        "The model is unavailable.",
+        kind="error",
+        to_model=False,
+        meta={"code": "overloaded", "retry": True},
     )
     body = _client(alice).get(f"/c/{conversation.pk}/").content.decode()
     assert "(interrupted)" in body
     assert "The model is unavailable." in body
-    assert 'data-action="retry"' in body
+    assert body.count('data-action="retry"') == 1
+
+
+def test_it_offers_no_retry_on_an_error_that_cannot_be_retried(alice, conversation):
+    _message(conversation, 1, "user", "/ghost", kind="command", to_model=False)
+    _message(conversation, 2, "assistant", "Unknown skill: ghost.", kind="error", to_model=False)
+    body = _client(alice).get(f"/c/{conversation.pk}/").content.decode()
+    assert "Unknown skill: ghost." in body
+    assert 'data-action="retry"' not in body
 
 
 def test_it_renders_pending_approvals_so_they_survive_reload(alice, conversation):

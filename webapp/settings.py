@@ -14,10 +14,9 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.http.request import validate_host
 
-from webapp.publicurl import PublicURLError, host_of, public_url
-
 # Plain Python (no Django): the model table's defaults, so they are spelled in one place.
 from skills_app.core.model_catalog import DEFAULT_MODEL, DEFAULT_OFFERED_MODELS
+from webapp.publicurl import PublicURLError, host_of, public_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -26,18 +26,21 @@ from skills_app.models import (
     Conversation,
     ConversationGrant,
     Message,
+    ModelCall,
     Run,
     RunEvent,
     SkillInvocation,
 )
 
-# Conversations with their messages, runs (with the captured requests) and events, skill
+# Conversations with their messages, runs, model calls (usage, cost, the captured requests) and
+# events, skill
 # invocations (with the injected text), approvals and grants (the decisions), and the trail.
 AUDIT_MODELS: tuple[type[Model], ...] = (
     Conversation,
     Message,
     Run,
     RunEvent,
+    ModelCall,
     SkillInvocation,
     Approval,
     ConversationGrant,

@@ -1,6 +1,11 @@
-"""The audit's computations: rebuild "what the model saw" for every model call, and measure it.
+"""The audit's computations: "what the model saw" for every model call, and its measures.
 
-How the rows before each call are found: the agent stores a message (a `message` RunEvent carrying
+Since requests are captured (`runs.usage`), a call's view is its captured request: the body the
+adapter sent, rebuilt from the capture and checked against the digest taken when it was sent. It
+does not change when skills, rules or settings change later.
+
+Runs recorded before captures existed fall back to a rebuild, marked as such. How the rows before
+each call are found: the agent stores a message (a `message` RunEvent carrying
 `message_id`) before it emits the `model.call` RunEvent of the request that includes it, and both
 events take gap-free per-conversation sequence numbers. So the rows of call k are the rows whose
 `message` event has a lower seq than that call's `model.call` event, plus any row written without an
@@ -13,8 +18,6 @@ admin rules, so they match what was sent unless skills or bare-deny rules change
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -22,8 +25,15 @@ from typing import Any
 
 from django.conf import settings
 
-from skills_app.core.agent import SkillProvider, TurnState
-from skills_app.core.catalog import build_catalog
+# The measures live in `measure`; their names stay importable from here.
+from skills_app.audit.measure import SIZE_PARTS as SIZE_PARTS
+from skills_app.audit.measure import LayerSaving as LayerSaving
+from skills_app.audit.measure import catalog_of
+from skills_app.audit.measure import common_prefix as common_prefix
+from skills_app.audit.measure import estimate_tokens as estimate_tokens
+from skills_app.audit.measure import layer_saving as layer_saving
+from skills_app.audit.measure import size_breakdown as size_breakdown
+from skills_app.core.agent import TurnState
 from skills_app.core.llm import ModelRequest
 from skills_app.core.permissions import (
     PermissionContext,
@@ -34,79 +44,76 @@ from skills_app.core.permissions import (
 from skills_app.core.request import compose_request
 from skills_app.core.skilltool import SKILL_TOOL
 from skills_app.core.tools import default_tools
-from skills_app.core.transcript import HIDDEN_PREFIX, StoredMessage
-from skills_app.models import Conversation, Message, Run, RunEvent, SkillInvocation
+from skills_app.core.transcript import StoredMessage
+from skills_app.models import Conversation, Message, ModelCall, Run, RunEvent, SkillInvocation
 from skills_app.permissions.approvals import admin_rules
-from skills_app.runs import store
-
-CHARS_PER_TOKEN = 4
-# The load_skill delivery profile puts the body in a tool_result wrapped in this tag.
-SKILL_RESULT_PREFIX = "<skill "
-# The other profiles put the catalog, and (toolset) the loaded bodies, in the system prompt.
-_SYSTEM_CATALOG = re.compile(
-    r"(?:Skills available|Available skills):\n.*?(?=\n\n<loaded_skill |\n\n<skill_document |\Z)",
-    re.S,
-)
-_SYSTEM_BODIES = re.compile(
-    r"<loaded_skill name=.*?</loaded_skill>|<skill_document skill=.*?</skill_document>", re.S
-)
-SIZE_PARTS = (
-    ("system_prompt", "System prompt"),
-    ("tool_schemas", "Tool schemas (without the catalog)"),
-    ("catalog", "Skill catalog (Skill tool description)"),
-    ("skill_bodies", "Injected skill bodies"),
-    ("tool_results", "Tool results"),
-    ("conversation", "Conversation"),
-)
+from skills_app.runs import store, usage
 
 
 @dataclass(frozen=True, slots=True)
 class RequestView:
-    """One model request of a run, rebuilt from the stored rows."""
+    """One model request: the captured body, or (older runs) one rebuilt from the stored rows."""
 
-    run_id: int
+    run_id: int | None
     call: int
-    request: ModelRequest
+    body: dict[str, Any]
     message_ids: tuple[int, ...]
     at: str = ""
     disallowed_tools: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Captured when sent (False: rebuilt today from the rows, for a run older than captures).
+    captured: bool = False
+    # The rebuilt capture matches the digest of what was sent.
+    verified: bool = False
+    model_call: ModelCall | None = None
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The request body, as `ModelRequest.as_kwargs` gives it (what the test server got)."""
+        return self.body
 
     @property
     def model(self) -> str:
-        return self.request.model
+        return str(self.body.get("model", ""))
+
+    @property
+    def max_tokens(self) -> int:
+        return int(self.body.get("max_tokens") or 0)
 
     @property
     def system(self) -> str:
-        return self.request.system
+        """The system prompt's text (sent as text blocks, or as a string without caching)."""
+        system = self.body.get("system") or ""
+        if isinstance(system, str):
+            return system
+        return "".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
 
     @property
     def tools(self) -> list[dict[str, Any]]:
-        return self.request.tools
+        return list(self.body.get("tools") or [])
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        return self.request.messages
+        return list(self.body.get("messages") or [])
 
     @property
     def catalog(self) -> str:
         """The Skill tool's description (Layer 1), empty when the tool was not offered."""
-        return catalog_of(self.request.tools)
-
-
-def catalog_of(tools: Sequence[dict[str, Any]]) -> str:
-    for tool in tools:
-        if tool.get("name") == SKILL_TOOL:
-            return str(tool.get("description", ""))
-    return ""
+        return catalog_of(self.tools)
 
 
 # -- rebuilding requests ------------------------------------------------------------------------
 
 
+REBUILT_NOTE = (
+    "Rebuilt, not captured: this run was recorded before requests were captured, so its tools "
+    "and catalog are today's and may differ from what was sent."
+)
+
+
 @dataclass(frozen=True, slots=True)
 class _Row:
     pk: int
+    seq: int
     created_at: datetime
     invocation_id: int | None
     stored: StoredMessage
@@ -120,11 +127,68 @@ def requests_for_run(run: Run) -> list[RequestView]:
 def requests_for_conversation(
     conversation: Conversation, *, runs: Iterable[Run] | None = None
 ) -> dict[int, list[RequestView]]:
-    """run id -> its rebuilt requests, for the given runs (default: all runs of the conversation)."""
+    """run id -> its requests (captured, else rebuilt), for the given runs (default: all)."""
     run_list = list(runs) if runs is not None else list(conversation.runs.order_by("started_at"))
     if not run_list:
         return {}
+    calls = ModelCall.objects.filter(run_id__in=[r.pk for r in run_list]).select_related(
+        "system", "tools"
+    )
+    by_run: dict[int, list[ModelCall]] = {}
+    for call in calls.order_by("call", "pk"):
+        by_run.setdefault(call.run_id or 0, []).append(call)
     rows = _rows(conversation)
+    views = _rebuilt(conversation, [r for r in run_list if r.pk not in by_run], rows)
+    for run in run_list:
+        if run.pk in by_run:
+            views[run.pk] = [_captured_view(call, rows) for call in by_run[run.pk]]
+    return views
+
+
+def other_requests(conversation: Conversation) -> list[RequestView]:
+    """Captured calls made outside a run (summaries for a new conversation)."""
+    calls = ModelCall.objects.filter(conversation=conversation, run__isnull=True)
+    rows = _rows(conversation)
+    return [_captured_view(c, rows) for c in calls.select_related("system", "tools")]
+
+
+def _captured_view(call: ModelCall, rows: Sequence[_Row]) -> RequestView:
+    by_seq = {row.seq: row for row in rows}
+    body = usage.captured_body(call, rows=[(r.seq, r.stored) for r in rows])
+    verified = usage.is_verified(call, body)
+    ids: tuple[int, ...] = ()
+    if call.messages is None and call.first_seq is not None and call.last_seq is not None:
+        skipped = set(call.skipped_seqs or [])
+        ids = tuple(
+            by_seq[seq].pk
+            for seq in range(call.first_seq, call.last_seq + 1)
+            if seq in by_seq and seq not in skipped
+        )
+    notes = []
+    if not verified:
+        notes.append(
+            "This capture no longer matches the digest taken when the request was sent: a stored "
+            "row it refers to was changed since."
+        )
+    return RequestView(
+        run_id=call.run_id,
+        call=call.call,
+        body=body,
+        message_ids=ids,
+        at=call.started_at.isoformat(),
+        notes=tuple(notes),
+        captured=True,
+        verified=verified,
+        model_call=call,
+    )
+
+
+def _rebuilt(
+    conversation: Conversation, run_list: list[Run], rows: list[_Row]
+) -> dict[int, list[RequestView]]:
+    """Requests rebuilt from the rows and today's skills and rules (runs without captures)."""
+    if not run_list:
+        return {}
     events = list(
         RunEvent.objects.filter(conversation=conversation, type__in=("message", "model.call"))
         .order_by("seq")
@@ -166,7 +230,7 @@ def requests_for_conversation(
             state=state,
         )
         sent_model = recorded.get("model") or event["data"].get("model")
-        notes: list[str] = []
+        notes: list[str] = [REBUILT_NOTE]
         if sent_model and sent_model != request.model:
             notes.append(f"Rebuilt model {request.model} differs; the run recorded {sent_model}.")
             request = ModelRequest(
@@ -180,7 +244,7 @@ def requests_for_conversation(
             RequestView(
                 run_id=run.pk,
                 call=call,
-                request=request,
+                body=request.as_kwargs(),
                 message_ids=tuple(r.pk for r in included),
                 at=str(recorded.get("at") or event["created_at"].isoformat()),
                 disallowed_tools=tuple(sorted(state.disallowed_tools)),
@@ -191,11 +255,14 @@ def requests_for_conversation(
 
 
 def _rows(conversation: Conversation) -> list[_Row]:
-    fields = ("pk", "created_at", "invocation_id", "role", "content", "kind", "is_meta")
-    fields += ("to_model", "meta")
+    fields = (
+        "pk", "seq", "created_at", "invocation_id", "role", "content", "kind", "is_meta",
+        "to_model", "meta",
+    )  # fmt: skip
     return [
         _Row(
             pk=pk,
+            seq=seq,
             created_at=created_at,
             invocation_id=invocation_id,
             stored=StoredMessage(
@@ -207,7 +274,7 @@ def _rows(conversation: Conversation) -> list[_Row]:
                 meta=dict(meta or {}),
             ),
         )
-        for pk, created_at, invocation_id, role, content, kind, is_meta, to_model, meta in (
+        for pk, seq, created_at, invocation_id, role, content, kind, is_meta, to_model, meta in (
             Message.objects.filter(conversation=conversation).order_by("seq").values_list(*fields)
         )
     ]
@@ -250,113 +317,3 @@ def _recorded_call(run: Run, call: int) -> dict[str, Any]:
         if isinstance(item, dict) and item.get("call") == call:
             return item
     return {}
-
-
-# -- measuring ----------------------------------------------------------------------------------
-
-
-def estimate_tokens(chars: int) -> int:
-    """A rough token estimate: characters / 4."""
-    return round(chars / CHARS_PER_TOKEN)
-
-
-def size_breakdown(request: ModelRequest | RequestView) -> dict[str, dict[str, int]]:
-    """Characters and estimated tokens per part of a request, plus `total`."""
-    if isinstance(request, RequestView):
-        request = request.request
-    chars = dict.fromkeys((key for key, _label in SIZE_PARTS), 0)
-    system = request.system or ""
-    catalog = catalog_of(request.tools)
-    in_system = sum(len(m.group(0)) for m in _SYSTEM_CATALOG.finditer(system))
-    bodies_in_system = sum(len(m.group(0)) for m in _SYSTEM_BODIES.finditer(system))
-    chars["system_prompt"] = len(system) - in_system - bodies_in_system
-    chars["catalog"] = len(catalog) + in_system
-    chars["skill_bodies"] = bodies_in_system
-    schemas = [
-        {**t, "description": ""} if t.get("name") == SKILL_TOOL else t for t in request.tools
-    ]
-    chars["tool_schemas"] = _json_len(schemas) if request.tools else 0
-    for message in request.messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            chars["conversation"] += len(content)
-            continue
-        for block in content or []:
-            part, size = _classify(block)
-            chars[part] += size
-    result = {key: {"chars": n, "tokens": estimate_tokens(n)} for key, n in chars.items()}
-    total = sum(chars.values())
-    result["total"] = {"chars": total, "tokens": estimate_tokens(total)}
-    return result
-
-
-def _classify(block: dict[str, Any]) -> tuple[str, int]:
-    kind = block.get("type")
-    if kind == "text":
-        text = str(block.get("text", ""))
-        return ("skill_bodies" if text.startswith(HIDDEN_PREFIX) else "conversation", len(text))
-    if kind == "tool_result":
-        text = _result_text(block.get("content"))
-        return ("skill_bodies" if text.startswith(SKILL_RESULT_PREFIX) else "tool_results"), len(
-            text
-        )
-    if kind == "tool_use":
-        return "conversation", len(str(block.get("name", ""))) + _json_len(block.get("input", {}))
-    return "conversation", _json_len(block)
-
-
-def _result_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            str(b.get("text", "")) if b.get("type") == "text" else json.dumps(b) for b in content
-        )
-    return ""
-
-
-def _json_len(value: Any) -> int:
-    return len(json.dumps(value, ensure_ascii=False))
-
-
-@dataclass(frozen=True, slots=True)
-class LayerSaving:
-    """The catalog the model gets vs every skill body placed in the system prompt up front."""
-
-    skills: int
-    catalog_chars: int
-    all_bodies_chars: int
-
-    @property
-    def catalog_tokens(self) -> int:
-        return estimate_tokens(self.catalog_chars)
-
-    @property
-    def all_bodies_tokens(self) -> int:
-        return estimate_tokens(self.all_bodies_chars)
-
-    @property
-    def saved_chars(self) -> int:
-        return self.all_bodies_chars - self.catalog_chars
-
-
-def layer_saving(provider: SkillProvider) -> LayerSaving:
-    """Compare Layer 1 (the catalog) with eager loading, for the skills a provider offers."""
-    skills = [s for s in provider.skills() if s.model_invocable]
-    catalog = build_catalog(
-        skills,
-        budget=settings.SKILL_CATALOG_BUDGET,
-        entry_cap=settings.SKILL_CATALOG_ENTRY_CAP,
-    )
-    bodies = sum(len(f'<skill name="{s.name}">\n{s.body}\n</skill>\n') for s in skills)
-    return LayerSaving(skills=len(skills), catalog_chars=len(catalog), all_bodies_chars=bodies)
-
-
-def common_prefix(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> int:
-    """How many leading messages two requests share exactly (for showing only what is new)."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n

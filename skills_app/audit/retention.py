@@ -26,6 +26,7 @@ from skills_app.models import (
     Conversation,
     ConversationGrant,
     Message,
+    ModelCall,
     Run,
     RunEvent,
     SkillInvocation,
@@ -102,6 +103,7 @@ def purge(cutoff: datetime, *, actor_name: str, dry_run: bool = True) -> PurgeRe
             ("conversation_grants", ConversationGrant.objects.filter(conversation_id__in=ids)),
             ("approvals", Approval.objects.filter(conversation_id__in=ids)),
             ("run_events", RunEvent.objects.filter(conversation_id__in=ids)),
+            ("model_calls", ModelCall.objects.filter(conversation_id__in=ids)),
             ("runs", Run.objects.filter(conversation_id__in=ids)),
             ("conversations", Conversation.objects.filter(pk__in=ids)),
         ]

@@ -3,6 +3,10 @@
 One JSON object per line: `type` ("user"/"assistant"), `uuid` (uuid5 of the session id and the row's
 seq, so a re-export gives the same ids), `parentUuid` (the previous line's), `sessionId`, `isMeta`,
 `timestamp`, `message` {role, content}, `kind`, and `toModel: false` for rows the model never saw.
+
+Thinking blocks are exported and imported with the rest. An imported row's thinking is shown but
+never sent to the model (`FOREIGN_THINKING`): its signatures belong to another API key, and the
+API rejects thinking it cannot verify.
 """
 
 from __future__ import annotations
@@ -15,16 +19,20 @@ from typing import Any
 
 from django.db import transaction
 
-from skills_app.core.transcript import HIDDEN_PREFIX, parse_status_message
+from skills_app.core.transcript import (
+    EXCLUDED,
+    FOREIGN_THINKING,
+    HIDDEN_PREFIX,
+    THINKING_TYPES,
+    parse_status_message,
+)
 from skills_app.models import Conversation, Message
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
 MAX_IMPORT_LINES = 20_000
 MESSAGE_TYPES = ("user", "assistant")
 # Claude Code transcripts carry other line types (summaries, snapshots); they hold no messages.
-BLOCK_TYPES = frozenset({"text", "tool_use", "tool_result", "image", "document"})
-# Thinking blocks are signed for the key that produced them; replaying them elsewhere fails.
-DROPPED_BLOCK_TYPES = frozenset({"thinking", "redacted_thinking"})
+BLOCK_TYPES = frozenset({"text", "tool_use", "tool_result", "image", "document", *THINKING_TYPES})
 # Kinds taken from the file as given; every other kind is inferred from the content.
 KEPT_KINDS = {"error": "assistant", "notice": "assistant", "command": "user"}
 
@@ -65,7 +73,8 @@ def export_lines(conversation: Conversation, *, include_hidden: bool) -> Iterato
             "message": {"role": row.role, "content": row.content},
             "kind": row.kind,
         }
-        if not row.to_model:
+        if not row.to_model or (row.meta or {}).get(EXCLUDED):
+            # A failed or refused turn is left out of requests: an import must not send it either.
             record["toModel"] = False
         parent = this
         yield json.dumps(record, ensure_ascii=False) + "\n"
@@ -86,6 +95,7 @@ class ImportedMessage:
     is_meta: bool
     to_model: bool
     kind: str
+    thinking_blocks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,11 +104,12 @@ class ImportResult:
     messages: int
     hidden: int
     skipped_lines: int
-    dropped_blocks: int
+    # Kept and shown, never sent to the model (signed for another API key).
+    thinking_blocks: int
 
 
 def parse_jsonl(data: bytes | str) -> tuple[list[ImportedMessage], int, int]:
-    """Validate a transcript: (messages, skipped non-message lines, dropped thinking blocks)."""
+    """Validate a transcript: (messages, skipped non-message lines, thinking blocks kept)."""
     if isinstance(data, bytes):
         if len(data) > MAX_IMPORT_BYTES:
             raise TranscriptImportError(
@@ -112,7 +123,7 @@ def parse_jsonl(data: bytes | str) -> tuple[list[ImportedMessage], int, int]:
     else:
         text = data
     messages: list[ImportedMessage] = []
-    skipped = dropped = 0
+    skipped = thinking = 0
     seen = _ToolIds()
     lines = text.splitlines()
     if len(lines) > MAX_IMPORT_LINES:
@@ -134,15 +145,15 @@ def parse_jsonl(data: bytes | str) -> tuple[list[ImportedMessage], int, int]:
         if kind_of_line not in MESSAGE_TYPES:
             skipped += 1
             continue
-        message, lost = _parse_message(number, record, seen)
-        dropped += lost
+        message = _parse_message(number, record, seen)
         if message is not None:
+            thinking += message.thinking_blocks
             messages.append(message)
     if not messages:
         raise TranscriptImportError(
             max(len(lines), 1), 'the file holds no "user" or "assistant" messages.'
         )
-    return messages, skipped, dropped
+    return messages, skipped, thinking
 
 
 @dataclass(slots=True)
@@ -154,9 +165,7 @@ class _ToolIds:
     answered: set[str] = field(default_factory=set)
 
 
-def _parse_message(
-    number: int, record: dict[str, Any], seen: _ToolIds
-) -> tuple[ImportedMessage | None, int]:
+def _parse_message(number: int, record: dict[str, Any], seen: _ToolIds) -> ImportedMessage | None:
     role = record["type"]
     body = record.get("message")
     if not isinstance(body, dict):
@@ -173,22 +182,19 @@ def _parse_message(
     is_meta = _flag(number, record, "isMeta", False)
     to_model = _flag(number, record, "toModel", True)
     content: list[dict[str, Any]] = []
-    dropped = 0
     if role == "assistant" and to_model:
         # The API wants results for exactly the previous assistant turn's tool calls.
         seen.open = set()
     for index, block in enumerate(raw_content, start=1):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise TranscriptImportError(number, f"content block {index} has no type.")
-        if block["type"] in DROPPED_BLOCK_TYPES:
-            dropped += 1
-            continue
         _check_block(number, index, role, block, seen)
         content.append(block)
     if not content:
-        return None, dropped
+        return None
     kind = _kind(role, content, record.get("kind"), is_meta)
-    return ImportedMessage(number, role, content, is_meta, to_model, kind), dropped
+    thinking = sum(1 for b in content if b["type"] in THINKING_TYPES)
+    return ImportedMessage(number, role, content, is_meta, to_model, kind, thinking)
 
 
 def _flag(number: int, record: dict[str, Any], key: str, default: bool) -> bool:
@@ -215,6 +221,14 @@ def _check_block(
         )
     if kind == "text" and not isinstance(block.get("text"), str):
         raise TranscriptImportError(number, f'{where}: "text" must be a string.')
+    if kind in THINKING_TYPES and role != "assistant":
+        raise TranscriptImportError(number, f"{where}: only assistant messages think.")
+    if kind == "thinking" and not (
+        isinstance(block.get("thinking"), str) and isinstance(block.get("signature", ""), str)
+    ):
+        raise TranscriptImportError(number, f'{where}: "thinking" and "signature" must be strings.')
+    if kind == "redacted_thinking" and not isinstance(block.get("data"), str):
+        raise TranscriptImportError(number, f'{where}: "data" must be a string.')
     if kind == "tool_use":
         if role != "assistant":
             raise TranscriptImportError(number, f"{where}: only assistant messages call tools.")
@@ -270,7 +284,7 @@ def _kind(role: str, content: list[dict[str, Any]], given: Any, is_meta: bool) -
 
 def import_transcript(owner_id: int, data: bytes | str, *, title: str = "") -> ImportResult:
     """Create a new conversation owned by `owner_id` from a JSONL transcript; all or nothing."""
-    messages, skipped, dropped = parse_jsonl(data)
+    messages, skipped, thinking = parse_jsonl(data)
     with transaction.atomic():
         conversation = Conversation.objects.create(
             owner_id=owner_id, title=(title or _title(messages))[:200]
@@ -293,12 +307,14 @@ def import_transcript(owner_id: int, data: bytes | str, *, title: str = "") -> I
         messages=len(messages),
         hidden=sum(1 for m in messages if m.is_meta),
         skipped_lines=skipped,
-        dropped_blocks=dropped,
+        thinking_blocks=thinking,
     )
 
 
 def _meta(message: ImportedMessage) -> dict[str, Any]:
     meta: dict[str, Any] = {"imported_line": message.line}
+    if message.thinking_blocks:
+        meta[FOREIGN_THINKING] = True
     if message.kind == "skill_status":
         text = "\n".join(b.get("text", "") for b in message.content if b["type"] == "text")
         meta.update(parse_status_message(text) or {})

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.audit import home, views
+from skills_app.audit import costs, home, views
 
 urlpatterns = [
     path("", home.audit_home, name="audit-home"),
@@ -22,4 +22,5 @@ urlpatterns = [
         name="conversation-export",
     ),
     path("import/", views.transcript_import, name="transcript-import"),
+    path("costs/", costs.cost_report, name="audit-costs"),
 ]

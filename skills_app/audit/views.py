@@ -30,6 +30,7 @@ from skills_app.audit.transcript_io import (
 )
 from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
+from skills_app.chat.usage import call_usage, conversation_usage, run_cost
 from skills_app.core.permissions import ToolCall, call_as_rule_text
 from skills_app.models import (
     Approval,
@@ -287,7 +288,7 @@ def conversation_audit(request: HttpRequest, pk: int) -> HttpResponse:
             shared = audit.common_prefix(previous, view.messages)
             request_views.append(_request_context(view, shared, seq_of))
             previous = view.messages
-        run_views.append({"run": run, "requests": request_views})
+        run_views.append({"run": run, "requests": request_views, "cost": run_cost(run.pk)})
     invocations = list(
         conversation.invocations.select_related("approval__answered_by").order_by("created_at")
     )
@@ -298,6 +299,10 @@ def conversation_audit(request: HttpRequest, pk: int) -> HttpResponse:
             "conversation": conversation,
             "messages_html": messages_html,
             "runs": run_views,
+            "other_requests": [
+                _request_context(view, 0, seq_of) for view in audit.other_requests(conversation)
+            ],
+            "cost": conversation_usage(conversation.pk),
             "invocations": [(inv, decided_by(inv)) for inv in invocations],
             "saving": audit.layer_saving(store.skills_for_conversation(conversation)),
             "size_labels": audit.SIZE_PARTS,
@@ -331,13 +336,14 @@ def _request_context(
             if t.get("name") != "Skill"
         ],
         "catalog": view.catalog,
+        "usage": call_usage(view.model_call),
     }
 
 
 @login_required
 @require_GET
 def request_json(request: HttpRequest, pk: int, run_id: int, call: int) -> JsonResponse:
-    """One rebuilt request as the JSON body of the Messages API call (inspectors only)."""
+    """One request as the JSON body of the Messages API call: captured, or rebuilt for old runs."""
     _require_inspector(request)
     conversation = _get_conversation_for_user(request, pk)
     try:
@@ -347,9 +353,7 @@ def request_json(request: HttpRequest, pk: int, run_id: int, call: int) -> JsonR
     view = next((v for v in audit.requests_for_run(run) if v.call == call), None)
     if view is None:
         raise Http404("No such model call in this run.")
-    return JsonResponse(
-        view.request.as_kwargs(), json_dumps_params={"indent": 2, "ensure_ascii": False}
-    )
+    return JsonResponse(view.body, json_dumps_params={"indent": 2, "ensure_ascii": False})
 
 
 # -- export and import --------------------------------------------------------------------------

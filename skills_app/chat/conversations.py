@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from skills_app.audit import trail
 from skills_app.chat.presenters import result_text
-from skills_app.core.transcript import parse_status_message
+from skills_app.core.transcript import parse_status_message, retry_notice
 from skills_app.models import (
     Approval,
     AuditEvent,
@@ -22,6 +22,7 @@ from skills_app.models import (
     RunEvent,
     SkillInvocation,
 )
+from skills_app.runs import store
 
 SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
 
@@ -89,7 +90,19 @@ def transcript_context(
         for row in rows
         if row.kind == "skill_status" and row.invocation is not None and row.invocation.tool_use_id
     }
-    return {"results": results, "invocations": invocations, "delivered": delivered}
+    return {
+        "results": results,
+        "invocations": invocations,
+        "delivered": delivered,
+        "retry_id": retry_message_id(conversation.pk),
+    }
+
+
+def retry_message_id(conversation_id: int) -> int | None:
+    """The notice row that offers Retry: only the latest failed turn's (`retry_notice`)."""
+    ids, stored = store.rows_with_ids(conversation_id)
+    index = retry_notice(stored)
+    return ids[index] if index is not None else None
 
 
 def active_run(conversation_id: int) -> Run | None:

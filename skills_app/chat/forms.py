@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from django import forms
+from django.conf import settings
+
+from skills_app.core.model_catalog import EFFORT_LEVELS, UnknownModelError, choose_model
 
 
 class RenameForm(forms.Form):
@@ -11,3 +14,20 @@ class RenameForm(forms.Form):
 
 class SearchForm(forms.Form):
     q = forms.CharField(max_length=200, required=False, strip=True)
+
+
+class ModelSettingsForm(forms.Form):
+    """A conversation's model, thinking and effort; the model must be one offered here."""
+
+    model = forms.CharField(max_length=100, strip=True)
+    thinking = forms.ChoiceField(choices=[("on", "on"), ("off", "off")])
+    effort = forms.ChoiceField(
+        choices=[("", "the model's default"), *[(e, e) for e in EFFORT_LEVELS]], required=False
+    )
+
+    def clean_model(self) -> str:
+        # Never trust the id a form sends: only the models ANTHROPIC_MODELS offers.
+        try:
+            return choose_model(self.cleaned_data["model"], settings.ANTHROPIC_MODELS)
+        except UnknownModelError as exc:
+            raise forms.ValidationError(str(exc)) from None

@@ -20,6 +20,7 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from skills_app.chat.presenters import HiddenContentError, result_text, tool_summary
+from skills_app.chat.usage import answer_usage
 from skills_app.core.transcript import parse_status_message
 from skills_app.models import Approval, Message
 
@@ -114,9 +115,14 @@ def render_message(row: Message, *, can_inspect: bool, ctx: dict[str, Any] | Non
         )
     elif row.role == "assistant" and row.kind in ASSISTANT_CONTENT_KINDS:
         context["parts"] = _assistant_parts(row, ctx)
+        context["usage"] = answer_usage(row)
     elif row.kind in {"error", "notice"}:
         context["text"] = message_text(row)
         context["code"] = row.meta.get("code", "")
+        # One Retry, on the latest failed turn (the page says which); a live push is the latest.
+        retry_id = ctx.get("retry_id", row.pk if row.meta.get("retry") else None)
+        context["retry"] = retry_id == row.pk
+        context["offer_summary"] = bool(row.meta.get("offer_new_conversation"))
     else:
         context["text"] = message_text(row)
     html = render_to_string("skills_app/chat/_message.html", context)
@@ -139,7 +145,12 @@ def _assistant_parts(row: Message, ctx: dict[str, Any]) -> list[dict[str, Any]]:
     delivered: set[str] = ctx.get("delivered", set())
     for block in row.content:
         kind = block.get("type")
-        if kind == "text" and block.get("text"):
+        if kind == "thinking" and block.get("thinking"):
+            # The model's own (summarized) reasoning: visible to the user, collapsed.
+            parts.append({"kind": "thinking", "html": markdown_html(block["thinking"])})
+        elif kind == "redacted_thinking":
+            parts.append({"kind": "thinking", "redacted": True})
+        elif kind == "text" and block.get("text"):
             parts.append({"kind": "text", "html": markdown_html(block["text"])})
         elif kind == "tool_use":
             tool_input = block.get("input") or {}

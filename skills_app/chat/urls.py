@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.chat import views
+from skills_app.chat import model_views, views
 
 urlpatterns = [
     path("", views.home, name="skills-home"),
@@ -10,5 +10,11 @@ urlpatterns = [
     path("c/<int:pk>/", views.conversation_detail, name="conversation"),
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation-rename"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation-delete"),
+    path("c/<int:pk>/settings/", model_views.conversation_settings, name="conversation-settings"),
+    path(
+        "c/<int:pk>/summarise/",
+        model_views.conversation_summarise,
+        name="conversation-summarise",
+    ),
     path("c/<int:pk>/files/<path:path>", views.conversation_file, name="conversation-file"),
 ]

@@ -20,6 +20,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
 from skills_app.chat.forms import RenameForm, SearchForm
+from skills_app.chat.model_views import picker_context
+from skills_app.chat.usage import conversation_usage
 from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
 from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
 from skills_app.models import Conversation
@@ -144,6 +146,8 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "running": run is not None,
             "skills": skills,
             "can_inspect": can_inspect,
+            "picker": picker_context(conversation),
+            "cost": conversation_usage(conversation.pk),
         },
     )
 

@@ -16,8 +16,9 @@ from django.views.decorators.http import require_http_methods
 from skills_app.audit import requests as audit
 from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
+from skills_app.chat.usage import run_cost
 from skills_app.core.profiles import PROFILES
-from skills_app.models import Comparison, Conversation, Run
+from skills_app.models import Comparison, Conversation, ModelCall, Run
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import supervisor as runs
 
@@ -126,15 +127,6 @@ def request_sizes(run: Run | None) -> list[dict[str, Any]]:
     ]
 
 
-def cache_share(run: Run | None) -> float | None:
-    """The measured percentage (0-100) of this run's input tokens read from the prompt cache.
-
-    Not measured yet: the real-API work (issue 12) records cache reads per run; return it here
-    (100 * cache_read_input_tokens / all input tokens of the run's calls) and the column shows it.
-    """
-    return None
-
-
 def _column(conversation: Conversation) -> dict[str, Any]:
     run = conversation.runs.order_by("-started_at", "-pk").first()
     rows = conv.visible_messages(conversation, can_inspect=False)
@@ -153,8 +145,26 @@ def _column(conversation: Conversation) -> dict[str, Any]:
         "sizes": sizes,
         "total_chars": total,
         "total_tokens": audit.estimate_tokens(total),
-        "cache_share": cache_share(run),
+        # Measured, from the usage the API reported for each call of the run.
+        "usage": run_cost(run.pk) if run is not None else None,
+        "call_shares": _call_shares(run) if run is not None else [],
     }
+
+
+def _call_shares(run: Run) -> list[dict[str, Any]]:
+    """Per call: the share of its prompt read from the cache, and the skill loaded by then."""
+    shares = []
+    for call in ModelCall.objects.filter(run=run).order_by("call", "pk"):
+        total = call.input_total
+        shares.append(
+            {
+                "call": call.call,
+                "share": round(call.cache_read_input_tokens * 100 / total) if total else 0,
+                "tokens": total,
+                "skill": call.skill,
+            }
+        )
+    return shares
 
 
 @login_required

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .context_window import PreviousCall
 from .hooks import Hooks
 from .permissions import Rule
 from .skillfile import SkillSpec
@@ -67,6 +68,8 @@ class Agent:
     removed_tools: frozenset[str] = frozenset()
     # Skill hooks registered by earlier invocations in this conversation.
     skill_hooks: tuple[SkillHook, ...] = ()
+    # The conversation's last model call, for estimating the next request's size exactly.
+    previous_call: PreviousCall | None = None
 
 
 @dataclass(slots=True)

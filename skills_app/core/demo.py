@@ -19,6 +19,7 @@ from skills_app.core.llm import (
     TextDelta,
 )
 from skills_app.core.model_catalog import DEMO_MODEL_ID
+from skills_app.core.summary import SUMMARY_SYSTEM, demo_summary
 
 BASE_DIR_PREFIX = "Base directory for this skill:"
 LAUNCHING_PREFIX = "Launching skill:"
@@ -77,6 +78,8 @@ def read_catalog(request: ModelRequest) -> list[CatalogEntry]:
 
 def plan_reply(request: ModelRequest) -> DemoReply:
     """Decide the demo answer from the request alone (a pure function of it)."""
+    if request.system == SUMMARY_SYSTEM:
+        return _text(demo_summary(request))
     catalog = read_catalog(request)
     messages = request.messages
     if not messages or messages[-1].get("role") != "user":

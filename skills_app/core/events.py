@@ -29,6 +29,8 @@ class ModelCalled(RunEvent):
     type: ClassVar[str] = "model.call"
     call: int
     model: str
+    # The skill invoked last in this turn (its cost is attributed to it); "" before any.
+    skill: str = ""
     # The ModelRequest itself, for the services to capture; not part of the stored data.
     request: Any = field(default=None, repr=False, compare=False)
 

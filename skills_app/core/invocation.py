@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from .agent import Agent, TurnState
 from .dynamic import DynamicContextError, DynamicRender, render_dynamic, run_shell
+from .model_catalog import resolve_model_id
 from .permissions import Decision, Rule, RuleSyntaxError, ToolCall, parse_rule
 from .ports import InvocationRecord, RunPorts
 from .profiles.base import SkillOutcome
@@ -106,7 +107,8 @@ class SkillInvoker:
         """The skill's context change for the turn, its audit row and the rows it delivers."""
         hidden = rendered.text
         already = any(
-            m.kind == "skill_prompt" and m.to_model and m.plain_text == hidden for m in self.history
+            m.kind == "skill_prompt" and m.sent_to_model and m.plain_text == hidden
+            for m in self.history
         )
         skill_hooks, hook_notes = parse_skill_hooks(spec.name, spec.hooks)
         for note in hook_notes:
@@ -118,8 +120,9 @@ class SkillInvoker:
         state.skill_rules.extend(allowed + denied)
         state.disallowed_tools.update(r.tool for r in denied if r.specifier is None)
         state.env["SKILL_DIR"] = skill_dir
-        if spec.model:
-            state.model_override = spec.model
+        model = resolve_model_id(spec.model or "")
+        if model:
+            state.model_override = model
         status = status_message_text(spec.name, args)
         injected = ALREADY_LOADED.format(name=spec.name) if already else hidden
         record = replace(
@@ -129,7 +132,7 @@ class SkillInvoker:
             injected_text=injected,
             allowed_tools=tuple(r.text for r in allowed),
             disallowed_tools=tuple(r.text for r in denied),
-            model_override=spec.model or "",
+            model_override=model or "",
             already_loaded=already,
             skill_dir=skill_dir,
             shell_commands=tuple(r.as_audit() for r in rendered.runs),
@@ -148,7 +151,7 @@ class SkillInvoker:
                 "user", injected, kind="skill_prompt", is_meta=True, meta={"skill": spec.name}
             ),
         ]
-        if allowed or denied or spec.model:
+        if allowed or denied or model:
             messages.append(
                 StoredMessage.text(
                     "user",
@@ -208,6 +211,7 @@ def permissions_record(spec: SkillSpec, allowed: list[Rule], denied: list[Rule])
         lines.append("allowed-tools: " + ", ".join(r.text for r in allowed))
     if denied:
         lines.append("disallowed-tools: " + ", ".join(r.text for r in denied))
-    if spec.model:
-        lines.append(f"model: {spec.model}")
+    model = resolve_model_id(spec.model or "")
+    if model:
+        lines.append(f"model: {model}")
     return "\n".join(lines)

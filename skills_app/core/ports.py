@@ -78,6 +78,10 @@ class RunPorts(Protocol):
         """Store one message of the conversation."""
         ...
 
+    async def exclude_turn(self, reason: str) -> None:
+        """Mark the latest turn's stored rows excluded (`transcript.exclude_turn`) for `reason`."""
+        ...
+
     async def record_invocation(self, record: InvocationRecord) -> InvocationRef | None:
         """Store the audit of a skill invocation; its reference links later rows to it."""
         ...

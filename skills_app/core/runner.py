@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from .agent import Agent, ForkResult, InvocationRef, RunOutcome, TurnState
+from .context_window import ContextEstimate, PreviousCall, check_context, prefix_chars
 from .events import (
     BlockDone,
     BlockStarted,
@@ -22,27 +23,39 @@ from .events import (
     ModelCalled,
     TextDelta,
     ThinkingDelta,
-    ToolCalled,
-    ToolFinished,
 )
 from .invocation import SkillInvoker
 from .llm import BlockDone as StreamBlockDone
 from .llm import BlockStart, MessageDone, ModelError, ModelRequest
 from .llm import TextDelta as StreamTextDelta
 from .llm import ThinkingDelta as StreamThinkingDelta
+from .model_catalog import get_model, resolve_model_id
 from .permissions import Decision, ToolCall
-from .ports import RunPorts, ToolAudit
-from .profiles import SkillOutcome, ToolAnswer, get_profile
+from .ports import RunPorts
+from .profiles import SkillOutcome, get_profile
 from .request import compose_request
 from .skillhooks import SkillHook, SkillHookRunner
 from .skilltool import parse_slash_command
-from .tools.base import ToolContext, ToolResult
+from .stop_reasons import StopNotice, failed_turn_notice, stop_notice
+from .tool_calls import ToolCalls
+from .tools.base import ToolContext
 from .tools.bash import BashTool
-from .transcript import StoredMessage, close_open_tool_uses, tool_result_block
+from .transcript import (
+    StoredMessage,
+    close_open_tool_uses,
+    exclude_turn,
+    turn_start,
+)
 
 logger = logging.getLogger(__name__)
 
-HIDDEN_RESULT = "(skill instructions, hidden)"
+
+class ContextFull(Exception):
+    """The next request would not fit the model's context window; it was not sent."""
+
+    def __init__(self, estimate: ContextEstimate) -> None:
+        super().__init__(estimate.message)
+        self.estimate = estimate
 
 
 class Runner:
@@ -55,6 +68,9 @@ class Runner:
         self.state = TurnState(disallowed_tools=set(agent.removed_tools))
         self.history: list[StoredMessage] = []
         self.model_calls = 0
+        # What the last model call saw, to estimate the next request (seeded from earlier runs).
+        self._previous: PreviousCall | None = agent.previous_call
+        self._warned_context = False
         # Text pieces per block of the answer being streamed (joined on demand: growing a str
         # would be quadratic), and the blocks already complete.
         self._partial_text: dict[int, list[str]] = {}
@@ -69,6 +85,7 @@ class Runner:
             bash=self._bash,
         )
         self.skill_hooks.register(agent.skill_hooks)
+        self.tool_calls = ToolCalls(self, store=self._store)
         self.invoker = SkillInvoker(
             agent=agent,
             ports=ports,
@@ -102,7 +119,8 @@ class Runner:
         spec = self.agent.skills.get(name)
         assert spec is not None
         self.state.skill_rules = [r for r in self.state.skill_rules if r.scope_skill != spec.name]
-        if spec.model and self.state.model_override == spec.model:
+        model = resolve_model_id(spec.model or "")
+        if model and self.state.model_override == model:
             self.state.model_override = None
         await self._store(outcome.messages[0], invocation=outcome.invocation)
         return await self.ports.fork(spec, outcome.messages[1].plain_text)
@@ -190,11 +208,11 @@ class Runner:
                 return self._outcome("failed", error=message, error_kind="turn_limit")
             turns += 1
             try:
-                final = await self._call_model()
+                request, final = await self._call_model()
+            except ContextFull as full:
+                return await self._context_full(full.estimate)
             except ModelError as exc:
-                await self._store_partial(exc.partial_content)
-                await self._notice("error", exc.message, code=exc.kind)
-                return self._outcome("failed", error=exc.message, error_kind=exc.kind)
+                return await self._model_failed(exc)
             stop_reason = final.get("stop_reason")
             content = [b for b in final.get("content", []) if not _empty_text(b)]
             if stop_reason == "max_tokens":
@@ -206,17 +224,28 @@ class Runner:
                     "stop_reason": stop_reason,
                     "model": final.get("model", ""),
                     "usage": final.get("usage", {}),
+                    "call": self.model_calls,
                 }
                 kind = "tool_use" if tool_uses else "text"
                 await self._store(
                     StoredMessage(role="assistant", content=tuple(content), kind=kind, meta=meta)
                 )
             if stop_reason == "tool_use" and tool_uses:
-                await self._answer_tool_uses(tool_uses)
+                await self.tool_calls.answer(tool_uses)
                 continue
             if stop_reason == "pause_turn" and content:
                 continue
-            await self._stop_notice(stop_reason, bool(content))
+            notice = stop_notice(
+                stop_reason,
+                model=str(final.get("model") or request.model),
+                max_tokens=_max_output(request),
+                has_content=bool(content),
+            )
+            if notice is not None:
+                await self._tell(notice, "notice")
+                if notice.exclude_turn:
+                    # A refused turn ends here: Stop hooks must not continue what was declined.
+                    return self._outcome("done", stop_reason=stop_reason)
             results = await self.agent.hooks.run(
                 "Stop", {"stop_reason": stop_reason, "session_id": config.session_id}
             )
@@ -227,20 +256,58 @@ class Runner:
                 continue
             return self._outcome("done", stop_reason=stop_reason)
 
-    async def _stop_notice(self, stop_reason: str | None, has_content: bool) -> None:
-        if stop_reason == "max_tokens":
-            text = "The answer was cut off at the output token limit. Ask to continue."
-            await self._notice("notice", text, code="max_tokens")
-        elif stop_reason == "refusal":
-            text = "The model declined to answer this request."
-            await self._notice("notice", text, code="refusal")
-        elif not has_content:
-            await self._notice("notice", "The model returned an empty response.", code="empty")
+    async def _model_failed(self, exc: ModelError) -> RunOutcome:
+        """Keep the partial answer, leave the turn out of later requests, say what happened."""
+        await self._store_partial(exc.partial_content)
+        if exc.kind == "context_window":
+            notice = StopNotice(
+                "context_window", exc.message, exclude_turn=True, offer_new_conversation=True
+            )
+        else:
+            notice = failed_turn_notice(exc.message)
+        await self._tell(notice, "error", code=exc.kind)
+        return self._outcome("failed", error=exc.message, error_kind=exc.kind)
 
-    async def _call_model(self) -> dict[str, Any]:
+    async def _context_full(self, estimate: ContextEstimate) -> RunOutcome:
+        """The request was not sent: the figures, and the offer of a new conversation."""
+        notice = StopNotice("context_window", estimate.message, offer_new_conversation=True)
+        await self._tell(notice, "error", tokens=estimate.tokens, window=estimate.window)
+        return self._outcome("failed", error=estimate.message, error_kind="context_window")
+
+    async def _tell(self, notice: StopNotice, kind: str, **meta: Any) -> None:
+        """Store a notice for the user; first leave its turn out of later requests if it says so."""
+        if notice.exclude_turn:
+            await self._exclude_turn("refusal" if notice.code == "refusal" else "failed")
+        meta.setdefault("code", notice.code)
+        if notice.retry:
+            meta["retry"] = True
+        if notice.offer_new_conversation:
+            meta["offer_new_conversation"] = True
+        await self._notice(kind, notice.text, **meta)
+
+    async def _exclude_turn(self, reason: str) -> None:
+        """Mark the latest turn's rows excluded, here and in storage."""
+        changes = exclude_turn(self.history, turn_start(self.history), reason)
+        if not changes:
+            return
+        for index, row in changes.items():
+            self.history[index] = row
+        await self.ports.exclude_turn(reason)
+
+    async def _call_model(self) -> tuple[ModelRequest, dict[str, Any]]:
         request = self.build_request()
+        estimate = check_context(request, self._previous)
+        if estimate.level == "over":
+            raise ContextFull(estimate)
+        if estimate.level == "near" and not self._warned_context:
+            self._warned_context = True
+            near = StopNotice("context_near", estimate.message, offer_new_conversation=True)
+            await self._tell(near, "notice", tokens=estimate.tokens, window=estimate.window)
         self.model_calls += 1
-        await self.ports.emit(ModelCalled(self.model_calls, request.model, request=request))
+        skill = self.state.active_skills[-1] if self.state.active_skills else ""
+        await self.ports.emit(
+            ModelCalled(self.model_calls, request.model, skill=skill, request=request)
+        )
         self._partial_text, self._partial_blocks = {}, {}
         final: dict[str, Any] | None = None
         async for event in self.ports.stream(request):
@@ -267,126 +334,12 @@ class Runner:
                 retryable=True,
                 partial_content=[],
             )
-        return final
-
-    # -- tools ----------------------------------------------------------------------------
-
-    async def _answer_tool_uses(self, tool_uses: Sequence[dict[str, Any]]) -> None:
-        """Run every tool_use of the turn and answer them all in one user message."""
-        results: list[dict[str, Any]] = []
-        after: list[tuple[StoredMessage, InvocationRef | None]] = []
-        try:
-            for block in tool_uses:
-                if block["name"] in self.profile.tool_names:
-                    answer = await self._skill_tool(block)
-                    if answer.result is not None:
-                        results.append(answer.result)
-                    after.extend(answer.rows)
-                else:
-                    result = await self._run_tool(block)
-                    results.append(
-                        tool_result_block(block["id"], result.content, is_error=result.is_error)
-                    )
-        except asyncio.CancelledError:
-            await self._store_results(results, after, close=True)
-            raise
-        await self._store_results(results, after)
-
-    async def _store_results(
-        self,
-        results: list[dict[str, Any]],
-        after: list[tuple[StoredMessage, InvocationRef | None]],
-        *,
-        close: bool = False,
-    ) -> None:
-        """The turn's tool results in one row (open calls answered as interrupted), then the rest."""
-        if close:
-            answered = [r["tool_use_id"] for r in results]
-            results = results + close_open_tool_uses(self.history, answered=answered)
-        if results:
-            await self._store(
-                StoredMessage(role="user", kind="tool_result", content=tuple(results))
-            )
-        for message, invocation in after:
-            await self._store(message, invocation=invocation)
-
-    async def _skill_tool(self, block: dict[str, Any]) -> ToolAnswer:
-        """A call of the profile's own tools (loading and running skills)."""
-        answer = await self.profile.handle(self, block)
-        tool_input = block.get("input") or {}
-        skill = answer.skill or str(tool_input.get("skill") or tool_input.get("name") or "")
-        result = answer.result
-        shown = answer.shown if answer.shown is not None else HIDDEN_RESULT
-        await self.ports.emit(
-            ToolFinished(
-                tool_use_id=block["id"],
-                name=block["name"],
-                is_error=bool(result and result.get("is_error")),
-                content=str(result["content"]) if result is not None else shown,
-                skill=skill,
-            )
+        self._previous = PreviousCall(
+            usage=final.get("usage") or {},
+            message_count=len(request.messages),
+            prefix_chars=prefix_chars(request),
         )
-        return answer
-
-    async def _run_tool(self, block: dict[str, Any]) -> ToolResult:
-        name = block["name"]
-        tool_input = block.get("input") or {}
-        tool = self.agent.tools.get(name)
-        payload = {
-            "tool_name": name,
-            "tool_input": tool_input,
-            "tool_use_id": block["id"],
-            "session_id": self.agent.config.session_id,
-            "active_skills": list(self.state.active_skills),
-        }
-        decision: Decision | None = None
-        if tool is None or name in self.state.disallowed_tools:
-            available = [
-                n for n in self.agent.tools.names() if n not in self.state.disallowed_tools
-            ]
-            result = ToolResult(
-                content=f'Error: unknown tool "{name}". Available tools: ' + ", ".join(available),
-                is_error=True,
-            )
-        elif block.get("input_error"):
-            result = ToolResult(content=f"Error: {block['input_error']}", is_error=True)
-        elif blocked := await self.agent.hooks.first_block("PreToolUse", payload):
-            result = ToolResult(content=f"Blocked by a hook: {blocked.reason}", is_error=True)
-        else:
-            await self.ports.emit(ToolCalled(block["id"], name, dict(tool_input)))
-            decision = await self.decide(ToolCall(tool=name, input=tool_input))
-            if decision.behavior != "allow":
-                result = ToolResult(content=f"Permission denied: {decision.reason}", is_error=True)
-            else:
-                ctx = replace(
-                    self.tool_context(), path_allowed=await self.ports.path_filter(self.state)
-                )
-                result = await _run(tool, tool_input, ctx)
-        await self.agent.hooks.run(
-            "PostToolUse", {**payload, "result": result, "decision": decision}
-        )
-        if self.state.current_invocation is not None:
-            audit = ToolAudit(
-                tool_use_id=block["id"],
-                tool=name,
-                input=dict(tool_input),
-                is_error=result.is_error,
-                decision=decision.behavior if decision else None,
-                reason=decision.reason if decision else None,
-            )
-            await self.ports.record_tool_call(self.state.current_invocation, audit)
-        await self.ports.emit(
-            ToolFinished(
-                tool_use_id=block["id"],
-                name=name,
-                is_error=result.is_error,
-                content=result.content,
-                artifacts=tuple(result.artifacts),
-                decision=decision.behavior if decision else None,
-                reason=decision.reason if decision else None,
-            )
-        )
-        return result
+        return request, final
 
     # -- storage and cancellation -----------------------------------------------------------
 
@@ -454,15 +407,10 @@ class Runner:
         return tool if isinstance(tool, BashTool) else BashTool()
 
 
-async def _run(tool: Any, tool_input: dict[str, Any], ctx: ToolContext) -> ToolResult:
-    try:
-        result: ToolResult = await tool.run(tool_input, ctx)
-        return result
-    except asyncio.CancelledError:
-        raise
-    except Exception as exc:  # a tool failure is a result the model can read
-        message = str(exc) or exc.__class__.__name__
-        return ToolResult(content=f"Error: {message}", is_error=True)
+def _max_output(request: ModelRequest) -> int:
+    """The output limit the request was sent with (ANTHROPIC_MAX_TOKENS, capped by the model)."""
+    info = get_model(request.model)
+    return min(request.max_tokens, info.max_output) if info else request.max_tokens
 
 
 def _empty_text(block: dict[str, Any]) -> bool:

@@ -8,10 +8,11 @@ stays in the transcript for the user to see, but must not reach the model again,
 message would repeat it. Its rows get `meta["excluded"] = "failed" | "refusal"`; `to_api_messages`
 skips them (as it skips `to_model=False` rows, which are never for the model). The contract:
 
-- when a run ends failed or refused, the loop (or the recorder) stores the rows
+- when a run ends failed or refused, the loop (through `RunPorts.exclude_turn`) stores the rows
   `exclude_turn(rows, turn_start(rows), reason)` returns: every model-bound row of the latest
   user turn (the user's message or slash-command rows, assistant rows, tool results, hidden skill
-  messages), marked. Notices (`to_model=False`) need no mark.
+  messages, and the state rows a profile merges into the system prompt), marked. Notices
+  (`to_model=False`) need no mark.
 - Retry on the latest turn stores the rows `retry_turn(rows)` returns (the turn unmarked, except
   partial or refused assistant output, so the history ends with a user row) and runs the loop
   without new user text; the model continues where the turn failed.
@@ -32,6 +33,13 @@ INTERRUPTED_RESULT = "Interrupted: the run was stopped before this tool call fin
 EXCLUDED = "excluded"  # meta key; its value says why ("failed" or "refusal")
 EXCLUDED_TURN_START = "excluded_turn_start"  # meta key on the first row of an excluded turn
 EXCLUSION_REASONS = ("failed", "refusal")
+# Rows that are not messages but shape the request all the same: the system-prompt profile merges
+# loaded skills into the system prompt from them. An excluded turn excludes them too.
+STATE_KIND = "skill_state"
+# meta key: this row's thinking blocks were signed for another API key (an imported transcript).
+# They are shown and exported, never sent: the API would reject their signatures.
+FOREIGN_THINKING = "foreign_thinking"
+THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +71,11 @@ class StoredMessage:
         """Part of what the model sees: a model-bound row of a turn that is not excluded."""
         return self.to_model and not self.excluded
 
+    @property
+    def model_bound(self) -> bool:
+        """Reaches the model when its turn is not excluded: a message, or request state."""
+        return self.to_model or self.kind == STATE_KIND
+
 
 def status_message_text(name: str, args: str) -> str:
     """The visible status message for an invoked skill (rendered as a chip, never as raw tags)."""
@@ -92,9 +105,11 @@ def _between(text: str, start: str, end: str) -> str | None:
     return text[i + len(start) : j]
 
 
-def _clean_block(block: dict[str, Any]) -> dict[str, Any] | None:
-    """Drop blocks the API would reject when replayed (empty text)."""
+def _clean_block(block: dict[str, Any], *, foreign_thinking: bool) -> dict[str, Any] | None:
+    """Drop blocks the API would reject when replayed (empty text, thinking signed elsewhere)."""
     if block.get("type") == "text" and not block.get("text"):
+        return None
+    if foreign_thinking and block.get("type") in THINKING_TYPES:
         return None
     return block
 
@@ -109,7 +124,9 @@ def to_api_messages(rows: Iterable[StoredMessage]) -> list[dict[str, Any]]:
     for row in rows:
         if not row.sent_to_model:
             continue
-        blocks = [b for b in (_clean_block(dict(b)) for b in row.content) if b is not None]
+        foreign = bool(row.meta.get(FOREIGN_THINKING))
+        cleaned = (_clean_block(dict(b), foreign_thinking=foreign) for b in row.content)
+        blocks = [b for b in cleaned if b is not None]
         if not blocks:
             continue
         if turns and turns[-1]["role"] == row.role:
@@ -255,7 +272,7 @@ def exclude_turn(
         return {}
     changes: dict[int, StoredMessage] = {}
     for i in range(start, len(rows)):
-        if rows[i].sent_to_model:
+        if rows[i].model_bound and not rows[i].excluded:
             marked = with_exclusion(rows[i], reason)
             if not changes:
                 marked = replace(marked, meta={**marked.meta, EXCLUDED_TURN_START: True})
@@ -279,7 +296,7 @@ def retry_turn(rows: Sequence[StoredMessage]) -> dict[int, StoredMessage]:
         i
         for i in range(start, len(rows))
         if rows[i].excluded
-        and rows[i].to_model
+        and rows[i].model_bound
         and not rows[i].meta.get("partial")
         and rows[i].meta.get("stop_reason") != "refusal"
     ]
@@ -296,3 +313,39 @@ def with_exclusion(row: StoredMessage, reason: str | None) -> StoredMessage:
     if reason is not None:
         meta[EXCLUDED] = reason
     return replace(row, meta=meta)
+
+
+def typed_by_user(row: StoredMessage) -> bool:
+    """A message the person typed (or a slash command): it starts a new turn for them."""
+    return (
+        row.role == "user"
+        and not row.is_meta
+        and row.kind in ("text", "command")
+        and not row.meta.get("subagent_result")
+        and not row.meta.get("subagent_run")
+    )
+
+
+def ends_with_user(rows: Sequence[StoredMessage]) -> bool:
+    """The model-bound history ends with the user: the loop can answer it as it stands."""
+    messages = to_api_messages(rows)
+    return bool(messages) and messages[-1]["role"] == "user"
+
+
+def can_retry(rows: Sequence[StoredMessage]) -> bool:
+    """Retry would send something: the latest turn is excluded, or the history awaits an answer."""
+    return bool(retry_turn(rows)) or ends_with_user(rows)
+
+
+def retry_notice(rows: Sequence[StoredMessage]) -> int | None:
+    """Index of the one notice that offers Retry: the latest turn's last retryable notice, if any.
+
+    Notices of turns the user went on from (a newer typed message) offer nothing.
+    """
+    for i in range(len(rows) - 1, -1, -1):
+        row = rows[i]
+        if typed_by_user(row):
+            return None
+        if not row.to_model and row.meta.get("retry"):
+            return i if can_retry(rows) else None
+    return None

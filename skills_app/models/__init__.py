@@ -8,6 +8,7 @@ from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
 from skills_app.models.registry import SkillPackage, SkillVersion
 from skills_app.models.runs import Run
+from skills_app.models.usage import ModelCall, RequestPart
 
 __all__ = [
     "Approval",
@@ -16,7 +17,9 @@ __all__ = [
     "Conversation",
     "ConversationGrant",
     "Message",
+    "ModelCall",
     "PermissionRule",
+    "RequestPart",
     "Run",
     "RunEvent",
     "SkillInvocation",

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 
+from skills_app.core.model_catalog import EFFORT_LEVELS
 from skills_app.core.profiles import DEFAULT_PROFILE, profile_choices
 
 
@@ -33,6 +34,17 @@ class Conversation(models.Model):
     title = models.CharField(max_length=200, default="New conversation")
     profile = models.CharField(max_length=20, choices=PROFILE_CHOICES, default=DEFAULT_PROFILE)
     model = models.CharField(max_length=100, blank=True, help_text="Empty: the configured default.")
+    # Adaptive thinking and effort, picked per conversation; None / "" follow ANTHROPIC_THINKING
+    # and ANTHROPIC_EFFORT.
+    thinking = models.BooleanField(
+        null=True, blank=True, help_text="Empty: the configured default."
+    )
+    effort = models.CharField(
+        max_length=10,
+        blank=True,
+        choices=[(level, level) for level in EFFORT_LEVELS],
+        help_text="Empty: the configured default.",
+    )
     # Names of the only skills offered in this conversation (the comparison page); empty: all.
     skill_filter = models.JSONField(default=list, blank=True)
     session_id = models.UUIDField(default=uuid.uuid4, editable=False, unique=True)

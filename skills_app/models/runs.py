@@ -38,6 +38,8 @@ class Run(models.Model):
     model_calls = models.PositiveIntegerField(default=0)
     # The user's text that started this turn (stored as a message too); empty for a continuation.
     prompt = models.TextField(blank=True)
+    # Retry of a failed turn: the stored message is answered again, never re-entered.
+    retry = models.BooleanField(default=False)
     # Requests actually sent, as (model, system hash) facts the audit can show; messages are rebuilt from rows.
     requests = models.JSONField(default=list, blank=True)
     # Who executes the run ("host pid N"); for a Channels worker, `channel` takes its stop message.

@@ -60,7 +60,8 @@ async def _execute(
     status, error, kind = Run.DONE, "", ""
     outcome: RunOutcome | None = None
     try:
-        outcome = await runner.run(rows, run.prompt or None)
+        # A retry continues the stored turn: its message was handled (hooks, slash command) already.
+        outcome = await runner.run(rows, None if run.retry else (run.prompt or None))
         if outcome.status == "failed":
             status, error, kind = Run.FAILED, outcome.error, outcome.error_kind
         elif outcome.status == "blocked":

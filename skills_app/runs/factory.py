@@ -14,8 +14,10 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from skills_app.core.agent import Agent, AgentConfig, SkillProvider
+from skills_app.core.context_window import PreviousCall
 from skills_app.core.hooks import Hooks
 from skills_app.core.llm import ModelClient
+from skills_app.core.model_catalog import resolve_model_id
 from skills_app.core.profiles import DEFAULT_PROFILE
 from skills_app.core.runner import Runner
 from skills_app.core.skillfile import SkillSpec
@@ -24,7 +26,7 @@ from skills_app.core.tools import ToolContext, default_tools
 from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
-from skills_app.runs import store
+from skills_app.runs import store, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
 from skills_app.visibility import UNSANDBOXED_PERMISSION
@@ -51,6 +53,8 @@ class RunSetup:
     workspace: Workspace
     skills: SkillProvider
     skill_hooks: tuple[SkillHook, ...]
+    # The conversation's last model call (its usage sizes the next request exactly).
+    previous_call: PreviousCall | None = None
     # Commands may run without a sandbox only for holders of UNSANDBOXED_PERMISSION.
     unsandboxed_allowed: bool = False
 
@@ -81,6 +85,7 @@ def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSe
         workspace=workspace_for(conversation.pk),
         skills=skills,
         skill_hooks=tuple(_stored_skill_hooks(conversation.pk, skills)),
+        previous_call=usage.previous_call(conversation.pk),
         unsandboxed_allowed=conversation.owner.has_perm(UNSANDBOXED_PERMISSION),
     )
 
@@ -133,13 +138,14 @@ async def build_runner(
     )
     tools = default_tools()
     config, skills, skill_hooks = setup.config, setup.skills, setup.skill_hooks
+    previous_call = setup.previous_call
     if subagent is not None:
         preset = AGENT_PRESETS.get(subagent.agent or "general-purpose")
         if preset is not None:
             tools = tools.without([n for n in tools.names() if n not in preset])
         config = replace(
             config,
-            model=subagent.model or config.model,
+            model=resolve_model_id(subagent.model or "") or config.model,
             max_turns=settings.AGENT_MAX_TURNS,
             system_prompt=config.system_prompt
             + "\n\n"
@@ -147,6 +153,7 @@ async def build_runner(
             profile=DEFAULT_PROFILE,
         )
         skills, skill_hooks = NoForks(skills), ()
+        previous_call = None  # a subagent starts from a fresh message list
     # A bare admin deny (e.g. "Bash") removes the tool from the request altogether.
     removed = await sync_to_async(gate.removed_tools)([*tools.names(), "Skill"])
     agent = Agent(
@@ -157,6 +164,7 @@ async def build_runner(
         hooks=await sync_to_async(settings_hooks)(),
         removed_tools=removed,
         skill_hooks=skill_hooks,
+        previous_call=previous_call,
     )
     if subagent is not None:
         ports: ServicePorts = SubagentPorts(

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from skills_app.core.agent import ForkResult
 from skills_app.core.llm import ModelClient
+from skills_app.core.model_catalog import resolve_model_id
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Run
@@ -33,7 +34,7 @@ def make_forker(
         child = await Run.objects.acreate(
             conversation_id=setup.conversation_id,
             parent_id=parent_run_id,
-            model=spec.model or setup.config.model,
+            model=resolve_model_id(spec.model or "") or setup.config.model,
             model_label=client.label,
             is_demo=client.is_demo,
         )
@@ -80,6 +81,6 @@ def make_forker(
 def final_text(history: list[StoredMessage]) -> str:
     """The subagent's last answer: the only part its parent sees."""
     for message in reversed(history):
-        if message.role == "assistant" and message.to_model and message.plain_text.strip():
+        if message.role == "assistant" and message.sent_to_model and message.plain_text.strip():
             return message.plain_text.strip()
     return ""

@@ -1,23 +1,32 @@
 """RunPorts over the database, the channel layer and the user's approvals: how a run in this app
-reaches the world. `factory.py` builds them; the core runner only sees the protocol."""
+reaches the world. `factory.py` builds them; the core runner only sees the protocol.
+
+Every model call is stored here as a `ModelCall` row: its request is captured when the runner
+announces the call (`ModelCalled`), its usage and cost when the call's `MessageDone` arrives.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from asgiref.sync import sync_to_async
 
 from skills_app.core.agent import ForkResult, InvocationRef, TurnState
-from skills_app.core.events import RunEvent
-from skills_app.core.llm import ModelClient, ModelRequest, StreamEvent
+from skills_app.core.events import ModelCalled, RunEvent
+from skills_app.core.llm import MessageDone, ModelClient, ModelError, ModelRequest, StreamEvent
 from skills_app.core.permissions import Decision, ToolCall, decide, read_filter
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools.workspace import Workspace
 from skills_app.core.transcript import StoredMessage
 from skills_app.permissions.approvals import PermissionGate
+from skills_app.runs import store, usage
 from skills_app.runs.recorder import RunRecorder
+
+logger = logging.getLogger(__name__)
 
 ForkFn = Callable[[SkillSpec, str], Awaitable[ForkResult]]
 
@@ -31,9 +40,42 @@ class ServicePorts:
     gate: PermissionGate
     workspace: Workspace
     forker: ForkFn | None = None
+    # The ModelCall row of the call the runner announced and is about to stream.
+    _call_id: int | None = field(default=None, init=False)
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        return self.client.stream(request)
+    # A subagent's messages are not the conversation's model-bound rows: captured verbatim.
+    _messages_from_rows = True
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        call_id, self._call_id = self._call_id, None
+        finished = False
+        try:
+            async for event in self.client.stream(request):
+                if isinstance(event, MessageDone) and call_id is not None:
+                    await sync_to_async(usage.finish_call)(
+                        call_id, event.message, is_demo=self.client.is_demo
+                    )
+                    finished = True
+                yield event
+        except ModelError as exc:
+            await self._fail_call(call_id, exc.kind)
+            raise
+        except asyncio.CancelledError:
+            await self._fail_call(call_id, "stopped")
+            raise
+        except Exception:
+            await self._fail_call(call_id, "internal")
+            raise
+        if not finished:
+            await self._fail_call(call_id, "stream_cut")
+
+    async def _fail_call(self, call_id: int | None, kind: str) -> None:
+        if call_id is None:
+            return
+        try:
+            await sync_to_async(usage.fail_call)(call_id, kind)
+        except Exception:  # the call's failure matters more than its bookkeeping
+            logger.exception("could not record the end of model call %s", call_id)
 
     async def decide(self, call: ToolCall, state: TurnState) -> Decision:
         return await self.gate.decide(call, state)
@@ -46,6 +88,16 @@ class ServicePorts:
         self, message: StoredMessage, *, invocation: InvocationRef | None = None
     ) -> None:
         await self.recorder.message(message, invocation)
+
+    async def exclude_turn(self, reason: str) -> None:
+        if self.recorder.abandoned:
+            return
+        ids = await sync_to_async(store.exclude_latest_turn)(self.recorder.conversation_id, reason)
+        if ids:
+            # For any open tab: these visible rows will not be sent again (hidden rows' ids are
+            # not announced to people who may not know they exist).
+            visible = await sync_to_async(store.visible_ids)(ids)
+            await self.recorder.record("turn.excluded", {"reason": reason, "message_ids": visible})
 
     async def record_invocation(self, record: InvocationRecord) -> InvocationRef | None:
         return await self.recorder.invocation(record)
@@ -61,7 +113,22 @@ class ServicePorts:
         return str(staged)
 
     async def emit(self, event: RunEvent) -> None:
+        if isinstance(event, ModelCalled) and event.request is not None:
+            self._call_id = await self._start_call(event)
         await self.recorder.event(event)
+
+    async def _start_call(self, event: ModelCalled) -> int | None:
+        if self.recorder.abandoned:
+            return None
+        return await sync_to_async(usage.start_call)(
+            conversation_id=self.recorder.conversation_id,
+            run_id=self.recorder.run_id,
+            call=event.call,
+            request=event.request,
+            skill=event.skill,
+            is_demo=self.client.is_demo,
+            from_rows=self._messages_from_rows,
+        )
 
     async def fork(self, spec: SkillSpec, prompt: str) -> ForkResult:
         if self.forker is None:
@@ -74,6 +141,11 @@ class SubagentPorts(ServicePorts):
     """A subagent's ports: its rows are linked to its run and kept from the parent model."""
 
     skill: str = ""
+    _messages_from_rows = False
+
+    async def exclude_turn(self, reason: str) -> None:
+        # A subagent's rows never reach another request (they are stored to_model=False).
+        return None
 
     async def record_message(
         self, message: StoredMessage, *, invocation: InvocationRef | None = None

@@ -21,7 +21,8 @@ logger = logging.getLogger(__name__)
 
 
 INTERRUPTED_MESSAGE = (
-    "The server process running this answer stopped before it finished. Retry to continue."
+    "The server process running this answer stopped before it finished, so this message will not "
+    "be sent with your next messages. Retry to continue."
 )
 
 
@@ -111,13 +112,15 @@ def _interrupt(run_id: int, *, stale_before: datetime, force: bool = False) -> l
         ]
         if partial:
             add(StoredMessage(role="assistant", content=tuple(partial), meta={"partial": True}))
+        # The turn got no complete answer: left out of later requests until the user retries it.
+        store.exclude_latest_turn(conversation.pk, "failed")
         add(
             StoredMessage.text(
                 "assistant",
                 INTERRUPTED_MESSAGE,
                 kind="error",
                 to_model=False,
-                meta={"code": "interrupted"},
+                meta={"code": "interrupted", "retry": True},
             )
         )
         now = timezone.now()

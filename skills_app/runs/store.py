@@ -14,7 +14,13 @@ from skills_app.core.llm import ModelRequest
 from skills_app.core.request import compose_request
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools import default_tools
-from skills_app.core.transcript import StoredMessage
+from skills_app.core.transcript import (
+    StoredMessage,
+    ends_with_user,
+    exclude_turn,
+    retry_turn,
+    turn_start,
+)
 from skills_app.models import Conversation, Message, RunEvent
 from skills_app.registry.skills import skills_for_user
 
@@ -78,6 +84,8 @@ def history(conversation: Conversation) -> list[StoredMessage]:
 
 
 def agent_config(conversation: Conversation, *, model: str | None = None) -> AgentConfig:
+    """The agent's settings for a conversation: its picks, else the configured defaults."""
+    thinking = conversation.thinking
     return AgentConfig(
         model=model or conversation.model or settings.ANTHROPIC_MODEL,
         max_tokens=settings.ANTHROPIC_MAX_TOKENS,
@@ -86,8 +94,8 @@ def agent_config(conversation: Conversation, *, model: str | None = None) -> Age
         catalog_budget=settings.SKILL_CATALOG_BUDGET,
         catalog_entry_cap=settings.SKILL_CATALOG_ENTRY_CAP,
         profile=conversation.profile,
-        thinking=settings.ANTHROPIC_THINKING,
-        effort=settings.ANTHROPIC_EFFORT or None,
+        thinking=settings.ANTHROPIC_THINKING if thinking is None else thinking,
+        effort=conversation.effort or settings.ANTHROPIC_EFFORT or None,
         prompt_caching=settings.ANTHROPIC_PROMPT_CACHING,
     )
 
@@ -125,6 +133,53 @@ def append_message(
             run_id=run_id,
             invocation_id=invocation_id,
         )
+
+
+def rows_with_ids(conversation_id: int) -> tuple[list[int], list[StoredMessage]]:
+    """The conversation's rows in order, and their ids (same positions)."""
+    rows = Message.objects.filter(conversation_id=conversation_id).order_by("seq")
+    fields = ("pk", "role", "content", "kind", "is_meta", "to_model", "meta")
+    ids: list[int] = []
+    stored: list[StoredMessage] = []
+    for pk, role, content, kind, is_meta, to_model, meta in rows.values_list(*fields):
+        ids.append(pk)
+        stored.append(
+            StoredMessage(role, tuple(content), kind, is_meta, to_model, dict(meta or {}))
+        )
+    return ids, stored
+
+
+def _store_meta(ids: list[int], changes: dict[int, StoredMessage]) -> list[int]:
+    for index, row in changes.items():
+        Message.objects.filter(pk=ids[index]).update(meta=row.meta)
+    return [ids[index] for index in sorted(changes)]
+
+
+def exclude_latest_turn(conversation_id: int, reason: str) -> list[int]:
+    """Mark the latest turn's rows excluded (`transcript.exclude_turn`); the ids marked."""
+    with transaction.atomic():
+        ids, stored = rows_with_ids(conversation_id)
+        return _store_meta(ids, exclude_turn(stored, turn_start(stored), reason))
+
+
+def visible_ids(ids: Sequence[int]) -> list[int]:
+    """The ids among `ids` of rows everyone may see (not hidden), in order."""
+    shown = set(
+        Message.objects.filter(pk__in=list(ids), is_meta=False).values_list("pk", flat=True)
+    )
+    return [pk for pk in ids if pk in shown]
+
+
+def prepare_retry(conversation_id: int) -> list[int] | None:
+    """Make the latest failed turn sendable again (`transcript.retry_turn`); the ids unmarked.
+
+    None when there is nothing to retry: the latest turn was answered, or a newer one went on.
+    """
+    ids, stored = rows_with_ids(conversation_id)
+    changes = retry_turn(stored)
+    if changes:
+        return _store_meta(ids, changes)
+    return [] if ends_with_user(stored) else None
 
 
 def keep_prompt_from_model(run_id: int) -> None:

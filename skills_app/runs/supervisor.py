@@ -70,6 +70,11 @@ def _create_run(
             raise RunError(
                 "A run is already in progress in this conversation. Wait for it or stop it first."
             )
+        if retry and store.prepare_retry(conversation.pk) is None:
+            raise RunError(
+                "There is nothing to send again: your last message was answered, or you went on "
+                "since. Type a new message instead."
+            )
         run = Run.objects.create(
             conversation=conversation,
             model=conversation.model or client.model,
@@ -79,6 +84,7 @@ def _create_run(
             worker=process_identity() if inline else "",
             heartbeat_at=timezone.now() if inline else None,
             prompt=prompt or "",
+            retry=retry,
         )
         if prompt is not None and not retry:
             events.append(_store_prompt(conversation, run, prompt))
@@ -112,7 +118,9 @@ async def start_run(
 ) -> Run:
     """Store the user's message, create a run and hand it to the configured executor.
 
-    `retry` runs the turn of an earlier message again without storing it a second time.
+    `retry` answers the latest failed or refused turn again (its rows are sent to the model again,
+    `transcript.retry_turn`) without storing the message a second time; RunError when there is
+    nothing to retry.
     """
     client = model_client()
     executor = get_executor()

@@ -6,9 +6,10 @@ profile's name. See `base.py` for the protocol every profile implements.
 
 from __future__ import annotations
 
+from ..transcript import STATE_KIND
 from .base import DeliveryProfile, SkillOutcome, SkillSession, ToolAnswer
 from .meta_message import MetaMessageProfile
-from .system_prompt import STATE_KIND, SystemPromptProfile
+from .system_prompt import SystemPromptProfile
 from .tool_result import ToolResultProfile
 
 PROFILES: dict[str, type[DeliveryProfile]] = {

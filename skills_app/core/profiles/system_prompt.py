@@ -10,12 +10,11 @@ from typing import Any, ClassVar
 
 from ..agent import AgentConfig
 from ..skillfile import SkillSpec
-from ..transcript import HIDDEN_PREFIX, StoredMessage, tool_result_block
+from ..transcript import HIDDEN_PREFIX, STATE_KIND, StoredMessage, tool_result_block
 from .base import SkillSession, ToolAnswer, not_to_model
 from .shared import catalog_lines, error_answer, load_through_tool
 from .skill_run import SKILL_RUN_TOOL, run_skill_command
 
-STATE_KIND = "skill_state"
 DOC_CHAR_LIMIT = 50_000
 
 SKILL_LIST_TOOL: dict[str, Any] = {
@@ -62,9 +61,10 @@ class SkillState:
 
 
 def skill_state(history: Sequence[StoredMessage]) -> SkillState:
+    """What the model has loaded: state rows of turns that are not excluded (failed, refused)."""
     state = SkillState()
     for row in history:
-        if row.kind != STATE_KIND:
+        if row.kind != STATE_KIND or row.excluded:
             continue
         name = row.meta.get("skill", "")
         if row.meta.get("op") == "load":

@@ -1,0 +1,92 @@
+"""Starting a new conversation that carries a summary of an old one (when the old one is full).
+
+The summary is one model call (`core.summary`), stored as a ModelCall of the old conversation
+(purpose "summary", its request captured) so its cost is counted like any other; the new
+conversation starts with the summary as its first message and keeps the old one's settings.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from skills_app.chat.ratelimit import RateLimitError, check_send
+from skills_app.core.llm import ModelClient, ModelError
+from skills_app.core.summary import summarise, summary_request
+from skills_app.core.transcript import StoredMessage
+from skills_app.models import Conversation, ModelCall
+from skills_app.runs import store, usage
+from skills_app.runs.client import model_client
+
+SUMMARY_INTRO = (
+    'This conversation continues "{title}". What happened there, summarised by the model:'
+)
+
+
+class SummaryError(Exception):
+    """No summary could be made; the message says why and what to do."""
+
+
+def check_summary_limit(user_id: int) -> None:
+    """The sending limits, with summaries counted as messages (each is a paid model call)."""
+    check_send(user_id)
+    recent = ModelCall.objects.filter(
+        conversation__owner_id=user_id,
+        purpose=ModelCall.SUMMARY,
+        started_at__gte=timezone.now() - timedelta(minutes=1),
+    ).count()
+    limit = settings.RATE_LIMIT_MESSAGES_PER_MINUTE
+    if recent >= limit:
+        raise RateLimitError(
+            f"You asked for {recent} summaries in the last minute (the limit is {limit}). "
+            "Wait a moment and try again."
+        )
+
+
+def _seed(old: Conversation, text: str) -> Conversation:
+    with transaction.atomic():
+        new = Conversation.objects.create(
+            owner_id=old.owner_id,
+            title=f"Continued: {old.title}"[:200],
+            profile=old.profile,
+            model=old.model,
+            thinking=old.thinking,
+            effort=old.effort,
+            skill_filter=old.skill_filter,
+        )
+        seed = StoredMessage.text(
+            "user",
+            SUMMARY_INTRO.format(title=old.title) + "\n\n" + text,
+            meta={"summary_of": old.pk},
+        )
+        store.append_message(new.pk, seed)
+    return new
+
+
+async def continue_with_summary(
+    old: Conversation, *, client: ModelClient | None = None
+) -> Conversation:
+    """Summarise `old` with the model and start a new conversation from the summary."""
+    client = client or model_client()
+    rows = await sync_to_async(store.history)(old)
+    request = summary_request(rows, model=old.model or client.model, title=old.title)
+    call_id = await sync_to_async(usage.start_call)(
+        conversation_id=old.pk,
+        run_id=None,
+        call=1,
+        request=request,
+        is_demo=client.is_demo,
+        from_rows=False,
+        purpose=ModelCall.SUMMARY,
+    )
+    try:
+        text, final = await summarise(client, request)
+    except ModelError as exc:
+        await sync_to_async(usage.fail_call)(call_id, exc.kind)
+        raise SummaryError(exc.message) from exc
+    await sync_to_async(usage.finish_call)(call_id, final, is_demo=client.is_demo)
+    return await sync_to_async(_seed)(old, text)
