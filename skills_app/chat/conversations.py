@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 from skills_app.chat.presenters import result_text
 from skills_app.core.transcript import parse_status_message
 from skills_app.models import Conversation, Message, Run, RunEvent, SkillInvocation
+from skills_app.visibility import outbound
 
 SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
 
@@ -77,7 +78,13 @@ def transcript_context(
         for row in rows
         if row.kind == "skill_status" and row.invocation is not None and row.invocation.tool_use_id
     }
-    return {"results": results, "invocations": invocations, "delivered": delivered}
+    return {
+        "results": results,
+        "invocations": invocations,
+        "delivered": delivered,
+        # One outbound filter for the whole batch: its index is looked up once.
+        "outbound": outbound(conversation.pk, can_inspect=can_inspect),
+    }
 
 
 def active_run(conversation_id: int) -> Run | None:
@@ -111,3 +118,35 @@ def rename_conversation(conversation: Conversation, title: str) -> Conversation:
     # update() leaves updated_at alone: renaming is not activity and must not reorder the list.
     Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
     return conversation
+
+
+def tool_texts(
+    conversation: Conversation, tool_use_id: str, *, can_inspect: bool
+) -> dict[str, Any]:
+    """The whole stored input, result and file list of one tool call, or {} when there is none.
+
+    Hidden rows only for inspectors (the tool-result profile delivers a body as a tool result).
+    """
+    rows = conversation.messages.filter(content__icontains=tool_use_id).order_by("seq")
+    if not can_inspect:
+        rows = rows.filter(is_meta=False)
+    found: dict[str, Any] = {}
+    for row in rows:
+        for block in row.content:
+            if block.get("type") == "tool_use" and block.get("id") == tool_use_id:
+                found["input"] = json.dumps(block.get("input") or {}, indent=2, ensure_ascii=False)
+            elif block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
+                found["result"] = result_text(block)
+    if "input" not in found:
+        return {}
+    events = RunEvent.objects.filter(
+        conversation=conversation, type="tool.result", data__tool_use_id=tool_use_id
+    )
+    if not can_inspect:
+        events = events.filter(hidden=False)
+    event = events.only("data").first()
+    if event is not None:
+        found["files"] = "\n".join(
+            p for p in event.data.get("artifacts") or [] if isinstance(p, str)
+        )
+    return found

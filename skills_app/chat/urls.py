@@ -11,4 +11,9 @@ urlpatterns = [
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation-rename"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation-delete"),
     path("c/<int:pk>/files/<path:path>", views.conversation_file, name="conversation-file"),
+    path(
+        "c/<int:pk>/tools/<str:tool_use_id>/<str:part>.txt",
+        views.tool_text,
+        name="conversation-tool-text",
+    ),
 ]

@@ -6,7 +6,7 @@ from skills_app.models.audit import SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
-from skills_app.models.registry import SkillPackage, SkillVersion
+from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.runs import Run
 
 __all__ = [
@@ -21,4 +21,5 @@ __all__ = [
     "SkillInvocation",
     "SkillPackage",
     "SkillVersion",
+    "VisibleSkillSource",
 ]
