@@ -77,7 +77,11 @@ def conversation_rename(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = _get_conversation_for_user(request, pk)
     form = RenameForm(request.POST)
     if not form.is_valid():
-        return HttpResponse("A title is required (at most 200 characters).", status=400)
+        return HttpResponse(
+            "A title is required (at most 200 characters).",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
     conv.rename_conversation(conversation, form.cleaned_data["title"])
     if request.htmx:
         return render(request, "skills_app/chat/_conversation_row.html", {"c": conversation})
