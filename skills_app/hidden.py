@@ -44,7 +44,7 @@ from skills_app.models import (
 logger = logging.getLogger(__name__)
 
 FILE_MAX_BYTES = 2 * 1024 * 1024
-TOTAL_MAX_CHARS = 16 * 1024 * 1024
+TOTAL_MAX_CHARS = 8 * 1024 * 1024
 MAX_FILES_PER_SKILL = 2_000
 # Source kinds of SkillSpec/SkillInvocation.source that come from an upload.
 UPLOADED_SOURCES = ("uploaded", "personal")

@@ -31,13 +31,15 @@ from skills_app.core.redact import MIN_SPAN, HiddenIndex
 INSPECT_PERMISSION = "skills_app.inspect_injected_content"
 # Holders may run commands when no sandbox is available (SANDBOX=none, or auto without bwrap).
 UNSANDBOXED_PERMISSION = "skills_app.run_unsandboxed_commands"
-# Conversations whose index this process keeps (least recently used go first).
+# Conversations whose index this process keeps (least recently used go first), and the most
+# hidden text all kept indexes may hold together (an index costs about 1/16 entry per character).
 CACHE_SIZE = 64
+CACHE_MAX_CHARS = 32 * 1024 * 1024
 
 Redactor = Callable[[str], str]
 
 _lock = threading.Lock()
-_cache: OrderedDict[int, tuple[tuple[Any, ...], HiddenIndex]] = OrderedDict()
+_cache: OrderedDict[int, tuple[tuple[Any, ...], HiddenIndex, int]] = OrderedDict()
 
 
 def can_inspect(user: Any) -> bool:
@@ -94,11 +96,15 @@ def hidden_index(conversation_id: int) -> HiddenIndex:
         if cached is not None and cached[0] == key:
             _cache.move_to_end(conversation_id)
             return cached[1]
-    index = HiddenIndex(conversation_hidden_texts(conversation_id)) if key else HiddenIndex([])
+    texts = conversation_hidden_texts(conversation_id) if key else []
+    index = HiddenIndex(texts)
+    size = sum(len(t.text) for t in texts)
     with _lock:
-        _cache[conversation_id] = (key, index)
+        _cache[conversation_id] = (key, index, size)
         _cache.move_to_end(conversation_id)
-        while len(_cache) > CACHE_SIZE:
+        while len(_cache) > 1 and (
+            len(_cache) > CACHE_SIZE or sum(entry[2] for entry in _cache.values()) > CACHE_MAX_CHARS
+        ):
             _cache.popitem(last=False)
     return index
 

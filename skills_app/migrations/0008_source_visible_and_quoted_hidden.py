@@ -6,36 +6,60 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('skills_app', '0007_unsandboxed_permission'),
+        ("skills_app", "0007_unsandboxed_permission"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='quoted_hidden',
-            field=models.BooleanField(default=False, verbose_name='quoted hidden text'),
+            model_name="run",
+            name="quoted_hidden",
+            field=models.BooleanField(default=False, verbose_name="quoted hidden text"),
         ),
         migrations.AddField(
-            model_name='skillpackage',
-            name='source_visible',
-            field=models.BooleanField(default=False, help_text="On: people without the inspect permission may read this skill's files (SKILL.md and the files beside it) in tool results. Its injected text stays hidden from the transcript, and `!` command output stays hidden.", verbose_name='source visible to users'),
+            model_name="skillpackage",
+            name="source_visible",
+            field=models.BooleanField(
+                default=False,
+                help_text="On: people without the inspect permission may read this skill's files (SKILL.md and the files beside it) in tool results. Its injected text stays hidden from the transcript, and `!` command output stays hidden.",
+                verbose_name="source visible to users",
+            ),
         ),
         migrations.CreateModel(
-            name='VisibleSkillSource',
+            name="VisibleSkillSource",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(help_text="The skill's name, e.g. pdf (a bundled skill or one from SKILLS_DIRS).", max_length=200, unique=True)),
-                ('note', models.TextField(blank=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('author', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.CharField(
+                        help_text="The skill's name, e.g. pdf (a bundled skill or one from SKILLS_DIRS).",
+                        max_length=200,
+                        unique=True,
+                    ),
+                ),
+                ("note", models.TextField(blank=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "author",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'skill with visible source',
-                'verbose_name_plural': 'skills with visible source (bundled and folder skills)',
-                'ordering': ['name'],
+                "verbose_name": "skill with visible source",
+                "verbose_name_plural": "skills with visible source (bundled and folder skills)",
+                "ordering": ["name"],
             },
         ),
     ]

@@ -19,11 +19,9 @@ from skills_app.adminkit import HiddenFieldsAdmin, ReadOnlyAdmin, sentence, shor
 from skills_app.models import (
     SkillPackage,
     SkillVersion,
-    VisibleSkillSource,
 )
 from skills_app.registry import uploads
 from skills_app.registry.forms import SkillUploadForm
-from skills_app.visibility import INSPECT_PERMISSION
 
 
 def _problems(lint: Any) -> list[dict[str, Any]]:
@@ -397,31 +395,3 @@ class SkillVersionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
         if obj is not None and obj.package.source_visible:
             return frozenset()  # an admin chose to show this skill's source to users
         return super().hidden_fields_for(obj)
-
-
-@admin.register(VisibleSkillSource)
-class VisibleSkillSourceAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
-    """Bundled and SKILLS_DIRS skills whose files people without the inspect permission may read."""
-
-    list_display = ("name", "note", "author", "created_at")
-    search_fields = ("name", "note")
-    fields = ("name", "note", "author", "created_at")
-    readonly_fields = ("author", "created_at")
-
-    # Only those who may read hidden text may decide to show it.
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return super().has_add_permission(request) and request.user.has_perm(INSPECT_PERMISSION)
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        allowed = super().has_change_permission(request, obj)
-        return allowed and request.user.has_perm(INSPECT_PERMISSION)
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        allowed = super().has_delete_permission(request, obj)
-        return allowed and request.user.has_perm(INSPECT_PERMISSION)
-
-    def save_model(
-        self, request: HttpRequest, obj: VisibleSkillSource, form: Any, change: bool
-    ) -> None:
-        obj.author = request.user
-        super().save_model(request, obj, form, change)
