@@ -95,7 +95,7 @@ def _filter_item_lookup(item: Any) -> str | None:
     return None
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Immutable records: viewable, never added, changed or deleted through the admin."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -108,7 +108,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class HiddenFieldsAdmin(admin.ModelAdmin):
+class HiddenFieldsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """Keeps hidden content away from staff without the inspect permission (module docstring).
 
     Put it first among the bases. Subclasses that override get_fields, get_search_fields,
@@ -236,7 +236,9 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
         class ShownChangeList(base):  # type: ignore[misc,valid-type]
             def get_results(self, request: HttpRequest) -> None:
                 super().get_results(request)
-                self.result_list = [model_admin.shown_copy(obj) for obj in self.result_list]
+                listed = self.result_list  # type: ignore[has-type]
+                shown = [model_admin.shown_copy(obj) for obj in listed]
+                self.result_list = shown
 
         return ShownChangeList
 
@@ -247,7 +249,7 @@ def _names_hidden(entry: Any, hidden: frozenset[str]) -> bool:
     return isinstance(entry, str) and entry in hidden
 
 
-def _unordered(column: Any, model_admin: admin.ModelAdmin) -> Callable[[Any], Any]:
+def _unordered(column: Any, model_admin: Any) -> Callable[[Any], Any]:
     """A list column showing the same value without an ordering."""
     if isinstance(column, str) and hasattr(model_admin, column):
         method = getattr(model_admin, column)

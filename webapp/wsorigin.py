@@ -44,7 +44,7 @@ def _is_secure(scope: dict[str, Any], headers: dict[str, str]) -> bool:
         meta_name, expected = proxy
         header = meta_name.removeprefix("HTTP_").replace("_", "-").lower()
         value = headers.get(header, "")
-        return value.split(",", 1)[0].strip() == expected
+        return bool(value.split(",", 1)[0].strip() == expected)
     return False
 
 

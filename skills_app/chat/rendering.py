@@ -186,7 +186,7 @@ def _render_message(
         context["code"] = row.meta.get("code", "")
     else:
         context["text"] = message_text(row)
-    html = render_to_string("skills_app/chat/_message.html", context)
+    html: str = render_to_string("skills_app/chat/_message.html", context)
     subagent = row.meta.get("subagent_run") if isinstance(row.meta, dict) else None
     if subagent:
         # Rows of a forked skill's subagent sit in a nested, labelled block.

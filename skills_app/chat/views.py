@@ -12,6 +12,7 @@ from django.http import (
     HttpResponse,
     HttpResponseBadRequest,
 )
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
@@ -145,7 +146,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def conversation_file(request: HttpRequest, pk: int, path: str) -> FileResponse:
+def conversation_file(request: HttpRequest, pk: int, path: str) -> HttpResponseBase:
     """Download an artifact from the conversation's workspace; only regular files under out/."""
     _get_conversation_for_user(request, pk)
     parts = path.split("/")
@@ -198,7 +199,7 @@ def _filtered_download(
     handle.close()
     body = index.redact(text).encode("utf-8", "surrogateescape")
     response = HttpResponse(body, content_type="application/octet-stream")
-    response["Content-Disposition"] = content_disposition_header(True, filename)
+    response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
     return response
 
 

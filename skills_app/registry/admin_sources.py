@@ -18,7 +18,7 @@ from skills_app.visibility import INSPECT_PERMISSION
 
 
 @admin.register(VisibleSkillSource)
-class VisibleSkillSourceAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
+class VisibleSkillSourceAdmin(HiddenFieldsAdmin, admin.ModelAdmin):  # type: ignore[type-arg]
     """Bundled and SKILLS_DIRS skills whose files people without the inspect permission may read."""
 
     list_display = ("name", "note", "author", "created_at")
@@ -40,5 +40,5 @@ class VisibleSkillSourceAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: VisibleSkillSource, form: Any, change: bool
     ) -> None:
-        obj.author = request.user
+        obj.author_id = request.user.pk
         super().save_model(request, obj, form, change)
