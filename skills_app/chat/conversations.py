@@ -13,13 +13,17 @@ from skills_app.models import Conversation, Message, Run, RunEvent, SkillInvocat
 from skills_app.visibility import outbound
 
 SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
+# Searchable kinds whose text is shown through the outbound filter (not someone's own words).
+FILTERED_KINDS = frozenset({"skill_status", "error", "notice"})
 
 
 def _visible_text(row: Message) -> str:
     return "\n".join(b.get("text", "") for b in row.content if b.get("type") == "text")
 
 
-def search_conversations(owner_id: int, query: str = "") -> QuerySet[Conversation]:
+def search_conversations(
+    owner_id: int, query: str = "", *, can_inspect: bool = False
+) -> QuerySet[Conversation]:
     """The owner's conversations, newest activity first, matching `query` in title or visible text."""
     conversations = Conversation.objects.filter(owner_id=owner_id).order_by("-updated_at", "-pk")
     query = query.strip()
@@ -30,13 +34,20 @@ def search_conversations(owner_id: int, query: str = "") -> QuerySet[Conversatio
     candidates = Message.objects.filter(
         conversation__owner_id=owner_id, is_meta=False, kind__in=SEARCHABLE_KINDS
     ).filter(Q(content__icontains=query) | Q(content__icontains=escaped))
-    # The JSON match also hits keys and other blocks; confirm against the visible text itself.
+    # The JSON match also hits keys and other blocks; confirm against the text as it is shown
+    # (an error row or a chip's arguments through the outbound filter: no oracle for hidden text).
     needle = query.casefold()
-    matching_ids = {
-        row.conversation_id
-        for row in candidates.only("conversation_id", "content")
-        if needle in _visible_text(row).casefold()
-    }
+    filters: dict[int, Any] = {}
+    matching_ids = set()
+    for row in candidates.only("conversation_id", "content", "kind", "role"):
+        text = _visible_text(row)
+        if row.kind in FILTERED_KINDS:
+            out = filters.setdefault(
+                row.conversation_id, outbound(row.conversation_id, can_inspect=can_inspect)
+            )
+            text = out.text(text)
+        if needle in text.casefold():
+            matching_ids.add(row.conversation_id)
     return conversations.filter(Q(title__icontains=query) | Q(pk__in=matching_ids))
 
 

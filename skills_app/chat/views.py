@@ -46,7 +46,9 @@ def home(request: HttpRequest) -> HttpResponse:
     form = SearchForm(request.GET)
     query = form.cleaned_data["q"] if form.is_valid() else ""
     context = {
-        "conversations": conv.search_conversations(request.user.pk, query),
+        "conversations": conv.search_conversations(
+            request.user.pk, query, can_inspect=request.user.has_perm(INSPECT_PERMISSION)
+        ),
         "q": query,
         "profiles": profile_choices(),
     }

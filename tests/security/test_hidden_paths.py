@@ -284,3 +284,22 @@ def test_an_answer_quoting_hidden_text_marks_its_run_for_the_audit(alice, audito
     # The inspector's audit shows the mark on the run.
     audit = client_of(auditor).get(reverse("audit-conversation", args=[conversation.pk]))
     assert f'id="quoted-hidden-{run.pk}"'.encode() in audit.content
+
+
+@pytest.mark.django_db
+def test_the_conversation_search_is_no_oracle_for_hidden_text_in_an_error(alice, tmp_path):
+    conversation = seed(alice, tmp_path)
+    Message.objects.create(
+        conversation=conversation,
+        seq=conversation.messages.count() + 1,
+        role="assistant",
+        kind="error",
+        content=[{"type": "text", "text": f"The run failed while reading: {BODY}"}],
+    )
+    client = client_of(alice)
+
+    def found(q: str) -> bool:
+        return conversation.title.encode() in client.get(reverse("skills-home"), {"q": q}).content
+
+    assert found("run failed while reading")  # positive control: the error row is searched
+    assert not found("brass key kept under")  # the withheld part is not
