@@ -47,16 +47,17 @@ def line_uuid(conversation: Conversation, seq: int) -> str:
     return str(uuid.uuid5(conversation.session_id, f"message-{seq}"))
 
 
-# Rows whose text is someone's own words (the user's, the model's prose): exported as written.
-OWN_WORDS_KINDS = frozenset({"text", "tool_use", "command"})
+# Rows whose text is someone's own words (the user's, the model's prose) or the visible status
+# message of a skill (its arguments are visible by design): exported as written.
+OWN_WORDS_KINDS = frozenset({"text", "tool_use", "command", "skill_status"})
 
 
 def export_lines(conversation: Conversation, *, include_hidden: bool) -> Iterator[str]:
     """The JSONL lines of a conversation; hidden rows only when `include_hidden`.
 
     Without `include_hidden` (a person without the inspect permission) every other text passes
-    the conversation's outbound filter, as in the chat: tool inputs and results, error rows, a
-    chip's arguments. The model's and the user's own text is exported as written.
+    the conversation's outbound filter, as in the chat: tool inputs and results, error rows.
+    The model's and the user's own text, and skills' status messages, are exported as written.
     """
     rows = conversation.messages.order_by("seq")
     out = outbound(conversation.pk, can_inspect=include_hidden)

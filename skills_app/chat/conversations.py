@@ -14,7 +14,7 @@ from skills_app.visibility import outbound
 
 SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
 # Searchable kinds whose text is shown through the outbound filter (not someone's own words).
-FILTERED_KINDS = frozenset({"skill_status", "error", "notice"})
+FILTERED_KINDS = frozenset({"error", "notice"})
 
 
 def _visible_text(row: Message) -> str:
@@ -35,7 +35,7 @@ def search_conversations(
         conversation__owner_id=owner_id, is_meta=False, kind__in=SEARCHABLE_KINDS
     ).filter(Q(content__icontains=query) | Q(content__icontains=escaped))
     # The JSON match also hits keys and other blocks; confirm against the text as it is shown
-    # (an error row or a chip's arguments through the outbound filter: no oracle for hidden text).
+    # (an error row through the outbound filter: no oracle for hidden text).
     needle = query.casefold()
     filters: dict[int, Any] = {}
     matching_ids = set()

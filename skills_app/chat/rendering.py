@@ -6,7 +6,7 @@ unless the viewer may inspect injected content: callers filter first, this is th
 
 Every function renders for one visibility class (`can_inspect`). For people without the inspect
 permission, the text a partial shows that is not someone's own prose (tool inputs and results,
-approval prompts, a chip's arguments, error rows) goes through the conversation's outbound filter
+approval prompts, a chip's error, error rows) goes through the conversation's outbound filter
 (`visibility.outbound`) before it is cut or escaped: a Read of SKILL.md arrives as a placeholder,
 never as text hidden by CSS. The model's and the user's own text is not rewritten.
 
@@ -171,7 +171,9 @@ def _render_message(
             "name": row.meta.get("skill", "?"),
             "args": row.meta.get("args", ""),
         }
-        context.update(skill=status["name"], args=out.text(status["args"]), state="loaded")
+        # The arguments are part of the visible status message by design (and are inside the
+        # injected text, which would withhold a person's own words from them).
+        context.update(skill=status["name"], args=status["args"], state="loaded")
         if row.invocation_id and row.invocation is not None:
             context["state"] = skill_state(row.invocation)
     elif row.kind in {"skill_prompt", "permissions"} or row.is_meta:
@@ -281,10 +283,11 @@ def render_skill_call(
 ) -> str:
     """The chip (id `skill-<tool_use_id>`) for a model's Skill call before or instead of its status row.
 
-    `out` filters the arguments and error for the viewer; None: text of no conversation.
+    `out` filters the error for the viewer (None: text of no conversation). The arguments are
+    visible by design, like the status message's `<command-args>`.
     """
     if out is not None:
-        args, error = out.text(args), out.text(error)
+        error = out.text(error)
     return render_to_string(
         "skills_app/chat/_skill_call.html",
         {"tool_use_id": tool_use_id, "skill": name, "args": args, "state": state, "error": error},

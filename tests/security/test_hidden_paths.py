@@ -303,3 +303,29 @@ def test_the_conversation_search_is_no_oracle_for_hidden_text_in_an_error(alice,
 
     assert found("run failed while reading")  # positive control: the error row is searched
     assert not found("brass key kept under")  # the withheld part is not
+
+
+@pytest.mark.django_db
+def test_a_persons_own_long_skill_arguments_are_never_withheld_from_them(alice, tmp_path):
+    """The arguments sit inside the injected text; the chip still shows them as typed."""
+    from skills_app.core.transcript import status_message_text
+
+    conversation = seed(alice, tmp_path)
+    args = "please summarise the quarterly report for the northern region in detail"
+    SkillInvocation.objects.create(
+        conversation=conversation,
+        skill="vault",
+        caller="user",
+        decision="allowed",
+        args=args,
+        injected_text=f"{BODY}\nARGUMENTS: {args}",
+    )
+    Message.objects.create(
+        conversation=conversation,
+        seq=conversation.messages.count() + 1,
+        role="user",
+        kind="skill_status",
+        content=[{"type": "text", "text": status_message_text("vault", args)}],
+    )
+    assert args.encode() in page(alice, conversation)
+    assert args.encode() in export(alice, conversation)
