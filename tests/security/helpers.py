@@ -10,7 +10,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import Permission
 from django.test import Client
 
 from skills_app.core.redact import MIN_SPAN
@@ -61,12 +60,6 @@ def frames_text(frames: list[dict[str, Any]]) -> str:
 def frame_bytes(frame: dict[str, Any]) -> int:
     """The size of a frame as the consumer sends it (json.dumps, ASCII escapes)."""
     return len(json.dumps(frame).encode())
-
-
-def grant(user: Any, *codenames: str) -> Any:
-    for codename in codenames:
-        user.user_permissions.add(Permission.objects.get(codename=codename))
-    return user
 
 
 def client_of(user: Any) -> Client:
