@@ -169,6 +169,8 @@ RULES: dict[str, Expect] = {
     "audit-costs": STAFF_ONLY,
     "conversation-export": Expect(owner=OK, other=DENIED, staff=OK),
     "transcript-import": SIGNED_IN,
+    # The whole text of one tool call: the world's Read of the skill's hidden prompt.
+    "conversation-tool-text": Expect(extra={"tool_use_id": "toolu_world_read", "part": "result"}),
     "compare": STAFF_ONLY,
     "compare-start": Expect(
         owner=frozenset({403}), other=frozenset({403}), staff=OK, post_only=True
@@ -225,6 +227,11 @@ def build_world(alice: Any, bob: Any, auditor: Any, tmp_path: Path) -> World:
         ("user", "permissions", True, False, f"allowed-tools: Read {HIDDEN_MARKER}"),
         ("assistant", "text", False, True, "Here is the summary."),
     ]
+    # A Read whose result quotes the hidden prompt: the filter must withhold it from the owner.
+    read = [
+        {"type": "tool_use", "id": "toolu_world_read", "name": "Read", "input": {"file_path": "x"}}
+    ]
+    result = [{"type": "tool_result", "tool_use_id": "toolu_world_read", "content": hidden}]
     invocation = SkillInvocation.objects.create(
         conversation=conversation,
         run=run,
@@ -251,6 +258,17 @@ def build_world(alice: Any, bob: Any, auditor: Any, tmp_path: Path) -> World:
                 content=[{"type": "text", "text": text}],
                 run=run,
                 invocation=invocation if kind.startswith(("skill", "perm")) else None,
+            )
+        )
+    for role, kind, content in (("assistant", "tool_use", read), ("user", "tool_result", result)):
+        messages.append(
+            Message.objects.create(
+                conversation=conversation,
+                seq=len(messages) + 1,
+                role=role,
+                kind=kind,
+                content=content,
+                run=run,
             )
         )
     events = [("run.started", {"run_id": run.pk, "label": "Claude"}, False)]

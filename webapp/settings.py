@@ -147,6 +147,25 @@ SECURE_HSTS_PRELOAD = env_bool("HSTS_PRELOAD", False)
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+# Content-Security-Policy (django-csp). Scripts only from this site: a prompt-injected answer
+# cannot run code. Images only from this site or data: URLs: an answer's external image is a
+# link (chat/rendering.py), never a zero-click request carrying data to another host. Inline
+# styles stay allowed (the Django admin's change list and htmx's indicator style use them).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "font-src": ["'self'"],
+        # 'self' covers ws:/wss: to this host (CSP Level 3) for the chat's websocket.
+        "connect-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 INSTALLED_APPS = [
     "daphne",
@@ -160,6 +179,7 @@ INSTALLED_APPS = [
     "skills_app",
     "channels",
     "django_htmx",
+    "csp",
 ]
 
 MIDDLEWARE = [
@@ -173,6 +193,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
 

@@ -1,4 +1,8 @@
-"""Read-only admin views of runs, approvals, skill invocations and the audit trail."""
+"""Read-only admin views of runs, approvals, skill invocations and the audit trail.
+
+Each admin is a HiddenFieldsAdmin: staff without the inspect permission never see, search,
+filter or order by hidden content (adminkit.HIDDEN_FIELDS), and calls are shown filtered.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from skills_app.adminkit import ReadOnlyAdmin, short_digest
+from skills_app.adminkit import HiddenFieldsAdmin, ReadOnlyAdmin, short_digest
 from skills_app.audit.access import can_replay
 from skills_app.models import (
     Approval,
@@ -17,7 +21,6 @@ from skills_app.models import (
     Run,
     SkillInvocation,
 )
-from skills_app.visibility import INSPECT_PERMISSION
 
 
 def deleted_note(conversation: Any) -> str:
@@ -33,7 +36,7 @@ def deleted_note(conversation: Any) -> str:
 
 
 @admin.register(SkillInvocation)
-class SkillInvocationAdmin(ReadOnlyAdmin):
+class SkillInvocationAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
     list_display = (
         "created_at",
         "user",
@@ -52,11 +55,8 @@ class SkillInvocationAdmin(ReadOnlyAdmin):
     date_hierarchy = "created_at"
 
     def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        fields = [f.name for f in self.opts.concrete_fields if f.name != "id"]
-        if not request.user.has_perm(INSPECT_PERMISSION):
-            # Hidden content stays with those allowed to inspect it, even for other staff.
-            fields.remove("injected_text")
-        return fields
+        # Hidden ones (injected text, commands and output, hooks) are dropped by the mixin.
+        return [f.name for f in self.opts.concrete_fields if f.name != "id"]
 
     @admin.display(description="user", ordering="conversation__owner__username")
     def user(self, invocation: SkillInvocation) -> str:
@@ -72,7 +72,7 @@ class SkillInvocationAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(ReadOnlyAdmin):
+class ApprovalAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
     list_display = ("created_at", "conversation", "call_text", "skill", "status", "answered_by")
     list_filter = ("status", "tool", "created_at")
     list_select_related = ("conversation", "answered_by")
@@ -105,7 +105,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(ReadOnlyAdmin):
+class RunAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
     list_display = (
         "id",
         "conversation",

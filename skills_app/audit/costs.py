@@ -15,7 +15,6 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.db.models import Count, F, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -23,6 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from skills_app.audit.access import require_audit_viewer
 from skills_app.chat.usage import TOTALS, UsageFigures, figures
 from skills_app.models import Conversation, ModelCall, Run, SkillInvocation
 from skills_app.visibility import INSPECT_PERMISSION
@@ -208,9 +208,8 @@ def csv_response(form: CostFilterForm, rows: list[CostRow]) -> HttpResponse:
 @login_required
 @require_GET
 def cost_report(request: HttpRequest) -> HttpResponse:
-    """Tokens and cost per run, skill, user, model or conversation over a period (staff only)."""
-    if not request.user.is_staff:
-        raise PermissionDenied("The audit is for staff.")
+    """Tokens and cost per run, skill, user, model or conversation over a period (auditors)."""
+    require_audit_viewer(request)
     form = CostFilterForm(request.GET or None)
     can_inspect = request.user.has_perm(INSPECT_PERMISSION)
     rows = cost_rows(form, can_inspect=can_inspect)

@@ -28,10 +28,10 @@ from django.views.decorators.http import require_GET
 from skills_app.audit import trail
 from skills_app.audit.access import require_audit_viewer
 from skills_app.audit.chart import build_chart
-from skills_app.audit.views import decided_by
+from skills_app.audit.views import decided_by, filter_invocation
 from skills_app.core.profiles import profile_choices
 from skills_app.models import AuditEvent, SkillInvocation
-from skills_app.visibility import INSPECT_PERMISSION
+from skills_app.visibility import INSPECT_PERMISSION, outbound
 
 PAGE_SIZE = 50
 CHART_DEFAULT_DAYS = 30
@@ -191,7 +191,7 @@ def audit_home(request: HttpRequest) -> HttpResponse:
             "chart_since": since,
             "chart_until": until,
             "page": page,
-            "rows": [(inv, decided_by(inv)) for inv in page.object_list],
+            "rows": [(inv, decided_by(inv)) for inv in _shown(page.object_list, request.user)],
             "query": query.urlencode(),
             "can_inspect": request.user.has_perm(INSPECT_PERMISSION),
             "known_skills": SkillInvocation.objects.order_by("skill")
@@ -199,6 +199,15 @@ def audit_home(request: HttpRequest) -> HttpResponse:
             .distinct()[:500],
         },
     )
+
+
+def _shown(invocations: Any, user: Any) -> list[SkillInvocation]:
+    """The rows as this person may see them: args and errors filtered for non-inspectors."""
+    rows = list(invocations)
+    if not user.has_perm(INSPECT_PERMISSION):
+        for inv in rows:
+            filter_invocation(inv, outbound(inv.conversation_id, can_inspect=False))
+    return rows
 
 
 CSV_COLUMNS = (
@@ -249,6 +258,8 @@ def csv_lines(
     writer = csv.writer(_Line())
     yield writer.writerow(CSV_COLUMNS)
     for inv in rows.iterator(chunk_size=500):
+        if not can_inspect:
+            filter_invocation(inv, outbound(inv.conversation_id, can_inspect=False))
         conversation = inv.conversation
         injected = inv.injected_text if can_inspect else ("(withheld)" if inv.injected_text else "")
         values = (

@@ -27,6 +27,7 @@ from skills_app.core.transcript import (
     parse_status_message,
 )
 from skills_app.models import Conversation, Message
+from skills_app.visibility import Outbound, outbound
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
 MAX_IMPORT_LINES = 20_000
@@ -54,9 +55,20 @@ def line_uuid(conversation: Conversation, seq: int) -> str:
     return str(uuid.uuid5(conversation.session_id, f"message-{seq}"))
 
 
+# Rows whose text is someone's own words (the user's, the model's prose) or the visible status
+# message of a skill (its arguments are visible by design): exported as written.
+OWN_WORDS_KINDS = frozenset({"text", "tool_use", "command", "skill_status"})
+
+
 def export_lines(conversation: Conversation, *, include_hidden: bool) -> Iterator[str]:
-    """The JSONL lines of a conversation; hidden rows only when `include_hidden`."""
+    """The JSONL lines of a conversation; hidden rows only when `include_hidden`.
+
+    Without `include_hidden` (a person without the inspect permission) every other text passes
+    the conversation's outbound filter, as in the chat: tool inputs and results, error rows.
+    The model's and the user's own text, and skills' status messages, are exported as written.
+    """
     rows = conversation.messages.order_by("seq")
+    out = outbound(conversation.pk, can_inspect=include_hidden)
     if not include_hidden:
         rows = rows.filter(is_meta=False)
     parent: str | None = None
@@ -70,7 +82,7 @@ def export_lines(conversation: Conversation, *, include_hidden: bool) -> Iterato
             "sessionId": session,
             "isMeta": row.is_meta,
             "timestamp": row.created_at.isoformat().replace("+00:00", "Z"),
-            "message": {"role": row.role, "content": row.content},
+            "message": {"role": row.role, "content": _shown_content(row, out)},
             "kind": row.kind,
         }
         if not row.to_model or (row.meta or {}).get(EXCLUDED):
@@ -78,6 +90,16 @@ def export_lines(conversation: Conversation, *, include_hidden: bool) -> Iterato
             record["toModel"] = False
         parent = this
         yield json.dumps(record, ensure_ascii=False) + "\n"
+
+
+def _shown_content(row: Message, out: Outbound) -> list[dict[str, Any]]:
+    if out.can_inspect:
+        return list(row.content)
+    shown = []
+    for block in row.content:
+        own = block.get("type") == "text" and row.kind in OWN_WORDS_KINDS
+        shown.append(block if own else out.value(block))
+    return shown
 
 
 def export_jsonl(conversation: Conversation, *, include_hidden: bool) -> str:

@@ -41,7 +41,7 @@ from skills_app.models import (
     SkillInvocation,
 )
 from skills_app.runs import store
-from skills_app.visibility import INSPECT_PERMISSION
+from skills_app.visibility import INSPECT_PERMISSION, Outbound, outbound
 
 PAGE_SIZE = 50
 HIDDEN_PLACEHOLDER = "(hidden: you lack the inspect permission)"
@@ -141,6 +141,14 @@ def invocation_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
+    can_inspect = request.user.has_perm(INSPECT_PERMISSION)
+    filters: dict[int, Outbound] = {}
+    for inv in page.object_list:
+        if not can_inspect:
+            out = filters.setdefault(
+                inv.conversation_id, outbound(inv.conversation_id, can_inspect=False)
+            )
+            filter_invocation(inv, out)
     return render(
         request,
         "skills_app/audit/invocations.html",
@@ -149,9 +157,23 @@ def invocation_list(request: HttpRequest) -> HttpResponse:
             "page": page,
             "rows": [(inv, decided_by(inv)) for inv in page.object_list],
             "query": query.urlencode(),
-            "can_inspect": request.user.has_perm(INSPECT_PERMISSION),
+            "can_inspect": can_inspect,
         },
     )
+
+
+def filter_invocation(inv: SkillInvocation, out: Outbound) -> None:
+    """Pass the texts of an invocation (and its approval) a page shows through `out`.
+
+    Only the in-memory row changes (for display; these views never save). The hidden fields
+    themselves (injected text, commands and output) are withheld by the templates.
+    """
+    inv.args = out.text(inv.args)
+    inv.error = out.text(inv.error)
+    inv.status_text = out.text(inv.status_text)
+    if inv.approval_id and inv.approval is not None:
+        inv.approval.call_text = out.text(inv.approval.call_text)
+        inv.approval.reason = out.text(inv.approval.reason)
 
 
 @login_required
@@ -160,6 +182,8 @@ def invocation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One invocation: what it injected, what it applied, and the tool calls made under it."""
     inv = _get_invocation_for_user(request, pk)
     can_inspect = request.user.has_perm(INSPECT_PERMISSION)
+    out = outbound(inv.conversation_id, can_inspect=can_inspect)
+    filter_invocation(inv, out)
     return render(
         request,
         "skills_app/audit/invocation.html",
@@ -168,7 +192,7 @@ def invocation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "decided_by": decided_by(inv),
             "can_inspect": can_inspect,
             "injected_text": inv.injected_text if can_inspect else HIDDEN_PLACEHOLDER,
-            "tool_calls": tool_calls_for(inv),
+            "tool_calls": tool_calls_for(inv, out=out),
             "can_replay": can_replay(request.user),
             "version_url": _admin_url("skills_app_skillversion_change", inv.version_id),
             "shell_commands": inv.shell_commands if can_inspect else [],
@@ -176,8 +200,12 @@ def invocation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def tool_calls_for(inv: SkillInvocation) -> list[dict[str, Any]]:
-    """The `audit.tool` records of an invocation, with the approval that answered each call."""
+def tool_calls_for(inv: SkillInvocation, *, out: Outbound | None = None) -> list[dict[str, Any]]:
+    """The `audit.tool` records of an invocation, with the approval that answered each call.
+
+    `out` filters the inputs and results for a viewer without the inspect permission.
+    """
+    out = out or outbound(inv.conversation_id, can_inspect=True)
     events = list(
         RunEvent.objects.filter(
             conversation_id=inv.conversation_id, type="audit.tool", data__invocation_id=inv.pk
@@ -216,16 +244,17 @@ def tool_calls_for(inv: SkillInvocation) -> list[dict[str, Any]]:
         if approval is not None:
             used.add(approval.pk)
         result = results.get(data.get("tool_use_id")) or {}
-        content = str(result.get("content", ""))
+        # Filtered whole, then cut: a cut first could leave the start of a hidden span.
+        content = out.text(str(result.get("content", "")))
         calls.append(
             {
                 "seq": event.seq,
                 "event_id": event.pk,
                 "tool": data.get("tool"),
-                "call": call_text,
-                "input": json.dumps(tool_input, indent=2, ensure_ascii=False),
+                "call": out.text(call_text),
+                "input": json.dumps(out.value(tool_input), indent=2, ensure_ascii=False),
                 "decision": data.get("decision") or "none",
-                "reason": data.get("reason") or "",
+                "reason": out.text(str(data.get("reason") or "")),
                 "is_error": bool(data.get("is_error")),
                 "approval": approval,
                 "result": content[:RESULT_EXCERPT] + ("…" if len(content) > RESULT_EXCERPT else ""),

@@ -25,7 +25,7 @@ from skills_app.models import Approval, Conversation, Message, RunEvent
 from skills_app.permissions.approvals import ApprovalError, answer_approval
 from skills_app.runs import supervisor as runs
 from skills_app.runs.store import group_name
-from skills_app.visibility import INSPECT_PERMISSION
+from skills_app.visibility import INSPECT_PERMISSION, outbound
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             frame.update(tool_use_id=tool_use_id, is_error=bool(data.get("is_error")))
             if data.get("name") != "Skill":
                 frame["html"] = rendering.render_tool_result(
-                    self.conversation_id, tool_use_id, data
+                    self.conversation_id, tool_use_id, data, can_inspect=self.can_inspect
                 )
         elif type == "skill.invocation":
             tool_use_id = str(data.get("tool_use_id", ""))
@@ -275,6 +275,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
                     str(data.get("args", "")),
                     state,
                     str(data.get("error", "")),
+                    out=outbound(self.conversation_id, can_inspect=self.can_inspect),
                 )
         elif type in {"approval.requested", "approval.answered"}:
             approval = (
@@ -285,7 +286,7 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             if approval is None:
                 return None
             frame.update(approval_id=approval.pk, status=approval.status)
-            frame["html"] = rendering.render_approval(approval)
+            frame["html"] = rendering.render_approval(approval, can_inspect=self.can_inspect)
         elif type == "run.started":
             frame.update(
                 run_id=data.get("run_id"), demo=bool(data.get("demo")), label=data.get("label", "")

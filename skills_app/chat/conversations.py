@@ -23,15 +23,20 @@ from skills_app.models import (
     SkillInvocation,
 )
 from skills_app.runs import store
+from skills_app.visibility import outbound
 
 SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
+# Searchable kinds whose text is shown through the outbound filter (not someone's own words).
+FILTERED_KINDS = frozenset({"error", "notice"})
 
 
 def _visible_text(row: Message) -> str:
     return "\n".join(b.get("text", "") for b in row.content if b.get("type") == "text")
 
 
-def search_conversations(owner_id: int, query: str = "") -> QuerySet[Conversation]:
+def search_conversations(
+    owner_id: int, query: str = "", *, can_inspect: bool = False
+) -> QuerySet[Conversation]:
     """The owner's conversations, newest activity first, matching `query` in title or visible text."""
     conversations = Conversation.objects.owned_by(owner_id).order_by("-updated_at", "-pk")
     query = query.strip()
@@ -42,13 +47,20 @@ def search_conversations(owner_id: int, query: str = "") -> QuerySet[Conversatio
     candidates = Message.objects.filter(
         conversation__owner_id=owner_id, is_meta=False, kind__in=SEARCHABLE_KINDS
     ).filter(Q(content__icontains=query) | Q(content__icontains=escaped))
-    # The JSON match also hits keys and other blocks; confirm against the visible text itself.
+    # The JSON match also hits keys and other blocks; confirm against the text as it is shown
+    # (an error row through the outbound filter: no oracle for hidden text).
     needle = query.casefold()
-    matching_ids = {
-        row.conversation_id
-        for row in candidates.only("conversation_id", "content")
-        if needle in _visible_text(row).casefold()
-    }
+    filters: dict[int, Any] = {}
+    matching_ids = set()
+    for row in candidates.only("conversation_id", "content", "kind", "role"):
+        text = _visible_text(row)
+        if row.kind in FILTERED_KINDS:
+            out = filters.setdefault(
+                row.conversation_id, outbound(row.conversation_id, can_inspect=can_inspect)
+            )
+            text = out.text(text)
+        if needle in text.casefold():
+            matching_ids.add(row.conversation_id)
     return conversations.filter(Q(title__icontains=query) | Q(pk__in=matching_ids))
 
 
@@ -95,6 +107,8 @@ def transcript_context(
         "invocations": invocations,
         "delivered": delivered,
         "retry_id": retry_message_id(conversation.pk),
+        # One outbound filter for the whole batch: its index is looked up once.
+        "outbound": outbound(conversation.pk, can_inspect=can_inspect),
     }
 
 
@@ -169,3 +183,35 @@ def delete_conversation(conversation: Conversation, user: Any) -> list[int]:
             "pk", flat=True
         )
     )
+
+
+def tool_texts(
+    conversation: Conversation, tool_use_id: str, *, can_inspect: bool
+) -> dict[str, Any]:
+    """The whole stored input, result and file list of one tool call, or {} when there is none.
+
+    Hidden rows only for inspectors (the tool-result profile delivers a body as a tool result).
+    """
+    rows = conversation.messages.filter(content__icontains=tool_use_id).order_by("seq")
+    if not can_inspect:
+        rows = rows.filter(is_meta=False)
+    found: dict[str, Any] = {}
+    for row in rows:
+        for block in row.content:
+            if block.get("type") == "tool_use" and block.get("id") == tool_use_id:
+                found["input"] = json.dumps(block.get("input") or {}, indent=2, ensure_ascii=False)
+            elif block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
+                found["result"] = result_text(block)
+    if "input" not in found:
+        return {}
+    events = RunEvent.objects.filter(
+        conversation=conversation, type="tool.result", data__tool_use_id=tool_use_id
+    )
+    if not can_inspect:
+        events = events.filter(hidden=False)
+    event = events.only("data").first()
+    if event is not None:
+        found["files"] = "\n".join(
+            p for p in event.data.get("artifacts") or [] if isinstance(p, str)
+        )
+    return found

@@ -3,6 +3,18 @@
 The chat page and the websocket consumer both call these functions, so a message looks the same
 whether it was rendered on page load or pushed live. Hidden (`is_meta`) rows are refused here
 unless the viewer may inspect injected content: callers filter first, this is the second guard.
+
+Every function renders for one visibility class (`can_inspect`). For people without the inspect
+permission, the text a partial shows that is not someone's own prose (tool inputs and results,
+approval prompts, a chip's error, error rows) goes through the conversation's outbound filter
+(`visibility.outbound`) before it is cut or escaped: a Read of SKILL.md arrives as a placeholder,
+never as text hidden by CSS. The model's and the user's own text is not rewritten.
+
+Size: no fragment grows without bound, so a websocket frame stays under the limit and a
+conversation always resumes. Tool results and inputs are cut at SHOWN_CHARS with a link to the
+full text (served by `chat.views.tool_text`, filtered the same way), file lists at
+SHOWN_ARTIFACTS, and a row whose HTML still exceeds FRAGMENT_MAX_BYTES is rendered again with
+every card cut short (MIN_SHOWN_CHARS), then replaced by a notice.
 """
 
 from __future__ import annotations
@@ -12,6 +24,7 @@ from typing import Any
 
 import nh3
 from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils.html import escape
 from markdown_it import MarkdownIt
 from pygments import highlight
@@ -23,16 +36,18 @@ from skills_app.chat.presenters import HiddenContentError, result_text, tool_sum
 from skills_app.chat.usage import answer_usage
 from skills_app.core.transcript import parse_status_message
 from skills_app.models import Approval, Message
+from skills_app.visibility import Outbound, outbound
 
 LINK_REL = "noopener noreferrer nofollow"
 ALLOWED_TAGS = {
     "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
-    "img", "li", "ol", "p", "pre", "s", "span", "strong", "table", "tbody", "td", "th", "thead",
+    "li", "ol", "p", "pre", "s", "span", "strong", "table", "tbody", "td", "th", "thead",
     "tr", "ul",
 }  # fmt: skip
+# No <img>: an image in an answer is a link (`_image_as_link`). A model steered by injected text
+# could otherwise send data to any host with a zero-click image load; the CSP backs this up.
 ALLOWED_ATTRIBUTES = {
-    "a": {"href", "title"},
-    "img": {"src", "alt", "title"},
+    "a": {"href", "title", "class"},
     "code": {"class"},
     "span": {"class"},
     "td": {"style"},
@@ -46,6 +61,15 @@ _FORMATTER = HtmlFormatter(nowrap=True)
 # Assistant rows whose blocks are rendered as text and tool cards.
 ASSISTANT_CONTENT_KINDS = frozenset({"text", "tool_use"})
 
+# The same as the recorder's live cut (runs.recorder.LIVE_RESULT_CHARS): a live result of this
+# length may have been cut already, so it gets the link to the full text too.
+SHOWN_CHARS = 4_000
+MIN_SHOWN_CHARS = 200
+SHOWN_ARTIFACTS = 50
+# The most a rendered fragment may cost inside a JSON frame (escapes included). The websocket
+# server refuses frames over 1 MiB; a frame carries one fragment and a little data.
+FRAGMENT_MAX_BYTES = 512 * 1024
+
 
 def _highlight(code: str, lang: str, _attrs: str) -> str:
     """Pygments spans for a fenced block; empty string lets markdown-it escape it plainly."""
@@ -58,10 +82,19 @@ def _highlight(code: str, lang: str, _attrs: str) -> str:
     return highlight(code, lexer, _FORMATTER)
 
 
+def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
+    """`![alt](url)` as a link to the image, never an <img> that loads it."""
+    token = tokens[idx]
+    src = str(token.attrs.get("src", ""))
+    alt = self.renderInlineAsText(token.children or [], options, env) or src
+    return f'<a href="{escape(src)}" class="image-link">{escape(alt)}</a>'
+
+
 # commonmark with raw HTML switched off: HTML in model output shows as text, never as markup.
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "highlight": _highlight}).enable(
     ["table", "strikethrough"]
 )
+_MD.add_render_rule("image", _image_as_link)
 
 
 def markdown_html(text: str) -> str:
@@ -89,22 +122,58 @@ def skill_state(invocation: Any) -> str:
     return {"allowed": "loaded", "denied": "denied"}.get(invocation.decision, "failed")
 
 
+def _outbound_for(conversation_id: int, can_inspect: bool, ctx: dict[str, Any] | None) -> Outbound:
+    """The filter in `ctx` (built once per page or batch) when it fits, else a new one."""
+    found = (ctx or {}).get("outbound")
+    if (
+        isinstance(found, Outbound)
+        and found.can_inspect == can_inspect
+        and found.conversation_id == conversation_id
+    ):
+        return found
+    return outbound(conversation_id, can_inspect=can_inspect)
+
+
 def render_message(row: Message, *, can_inspect: bool, ctx: dict[str, Any] | None = None) -> str:
-    """The `_message.html` partial for one row (id `message-<id>`)."""
+    """The `_message.html` partial for one row (id `message-<id>`), for one visibility class."""
     if row.is_meta and not can_inspect:
         raise HiddenContentError(f"message {row.pk} is hidden")
-    ctx = ctx or {}
+    out = _outbound_for(row.conversation_id, can_inspect, ctx)
+    html = _render_message(row, can_inspect, ctx or {}, out, SHOWN_CHARS)
+    if _frame_cost(html) > FRAGMENT_MAX_BYTES:
+        # Many tool cards in one answer: show each cut short (the full texts stay one click away).
+        html = _render_message(row, can_inspect, ctx or {}, out, MIN_SHOWN_CHARS)
+    if _frame_cost(html) > FRAGMENT_MAX_BYTES:
+        html = render_to_string(
+            "skills_app/chat/_oversized.html",
+            {"m": row, "export_url": reverse("conversation-export", args=[row.conversation_id])},
+        )
+    return html
+
+
+def _frame_cost(html: str) -> int:
+    """Bytes the fragment takes inside a JSON frame (the consumer sends ASCII-escaped JSON)."""
+    return len(json.dumps(html))
+
+
+def _render_message(
+    row: Message, can_inspect: bool, ctx: dict[str, Any], out: Outbound, shown: int
+) -> str:
     context: dict[str, Any] = {
         "m": row,
         "can_inspect": can_inspect,
         "conversation_id": row.conversation_id,
         "is_demo": bool(row.run and row.run.is_demo) if row.run_id else False,
+        # Only inspectors learn that an answer quoted hidden text (the audit's mark).
+        "quoted_hidden": can_inspect and bool(row.meta.get("quoted_hidden")),
     }
     if row.kind == "skill_status":
         status = parse_status_message(message_text(row)) or {
             "name": row.meta.get("skill", "?"),
             "args": row.meta.get("args", ""),
         }
+        # The arguments are part of the visible status message by design (and are inside the
+        # injected text, which would withhold a person's own words from them).
         context.update(skill=status["name"], args=status["args"], state="loaded")
         if row.invocation_id and row.invocation is not None:
             context["state"] = skill_state(row.invocation)
@@ -114,10 +183,10 @@ def render_message(row: Message, *, can_inspect: bool, ctx: dict[str, Any] | Non
             result_text(b) for b in row.content if b.get("type") == "tool_result"
         )
     elif row.role == "assistant" and row.kind in ASSISTANT_CONTENT_KINDS:
-        context["parts"] = _assistant_parts(row, ctx)
+        context["parts"] = _assistant_parts(row, ctx, out, shown)
         context["usage"] = answer_usage(row)
     elif row.kind in {"error", "notice"}:
-        context["text"] = message_text(row)
+        context["text"] = out.text(message_text(row))
         context["code"] = row.meta.get("code", "")
         # One Retry, on the latest failed turn (the page says which); a live push is the latest.
         retry_id = ctx.get("retry_id", row.pk if row.meta.get("retry") else None)
@@ -125,7 +194,7 @@ def render_message(row: Message, *, can_inspect: bool, ctx: dict[str, Any] | Non
         context["offer_summary"] = bool(row.meta.get("offer_new_conversation"))
     else:
         context["text"] = message_text(row)
-    html = render_to_string("skills_app/chat/_message.html", context)
+    html: str = render_to_string("skills_app/chat/_message.html", context)
     subagent = row.meta.get("subagent_run") if isinstance(row.meta, dict) else None
     if subagent:
         # Rows of a forked skill's subagent sit in a nested, labelled block.
@@ -137,7 +206,9 @@ def render_message(row: Message, *, can_inspect: bool, ctx: dict[str, Any] | Non
     return html
 
 
-def _assistant_parts(row: Message, ctx: dict[str, Any]) -> list[dict[str, Any]]:
+def _assistant_parts(
+    row: Message, ctx: dict[str, Any], out: Outbound, shown: int
+) -> list[dict[str, Any]]:
     """Text and tool-call parts of one assistant row, consecutive tool calls grouped together."""
     parts: list[dict[str, Any]] = []
     results: dict[str, dict[str, Any]] = ctx.get("results", {})
@@ -151,6 +222,7 @@ def _assistant_parts(row: Message, ctx: dict[str, Any]) -> list[dict[str, Any]]:
         elif kind == "redacted_thinking":
             parts.append({"kind": "thinking", "redacted": True})
         elif kind == "text" and block.get("text"):
+            # The model's own prose: never rewritten (an answer quoting hidden text is marked).
             parts.append({"kind": "text", "html": markdown_html(block["text"])})
         elif kind == "tool_use":
             tool_input = block.get("input") or {}
@@ -167,19 +239,31 @@ def _assistant_parts(row: Message, ctx: dict[str, Any]) -> list[dict[str, Any]]:
                             str(tool_input.get("args") or ""),
                             skill_state(invocations.get(block["id"])),
                             getattr(invocations.get(block["id"]), "error", ""),
+                            out=out,
                         ),
                     }
                 )
                 continue
             name = block.get("name", "?")
-            summary = tool_summary(name, tool_input)
+            shown_input = out.value(tool_input)
+            summary = tool_summary(name, shown_input if isinstance(shown_input, dict) else {})
+            arguments, cut = _cut(json.dumps(shown_input, indent=2, ensure_ascii=False), shown)
             result = results.get(block["id"])
             card = {
                 "id": block["id"],
                 "name": name,
                 "summary": summary.removeprefix(f"{name}:").strip(),
-                "arguments": json.dumps(tool_input, indent=2, ensure_ascii=False),
-                "result": tool_result_context(row.conversation_id, result) if result else None,
+                "arguments": arguments,
+                "arguments_url": _full_url(row.conversation_id, block["id"], "input")
+                if cut
+                else "",
+                "result": (
+                    tool_result_context(
+                        row.conversation_id, result, out=out, shown=shown, tool_use_id=block["id"]
+                    )
+                    if result
+                    else None
+                ),
             }
             if parts and parts[-1]["kind"] == "tools":
                 parts[-1]["cards"].append(card)
@@ -188,60 +272,137 @@ def _assistant_parts(row: Message, ctx: dict[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def render_skill_call(tool_use_id: str, name: str, args: str, state: str, error: str = "") -> str:
-    """The chip (id `skill-<tool_use_id>`) for a model's Skill call before or instead of its status row."""
+def _cut(text: str, limit: int) -> tuple[str, bool]:
+    """`text` cut to `limit` characters, and whether it was (at least this long: maybe cut live)."""
+    if len(text) < limit:
+        return text, False
+    return text[:limit], True
+
+
+def _full_url(conversation_id: int, tool_use_id: str, part: str) -> str:
+    return reverse("conversation-tool-text", args=[conversation_id, tool_use_id, part])
+
+
+def render_skill_call(
+    tool_use_id: str,
+    name: str,
+    args: str,
+    state: str,
+    error: str = "",
+    *,
+    out: Outbound | None = None,
+) -> str:
+    """The chip (id `skill-<tool_use_id>`) for a model's Skill call before or instead of its status row.
+
+    `out` filters the error for the viewer (None: text of no conversation). The arguments are
+    visible by design, like the status message's `<command-args>`.
+    """
+    if out is not None:
+        error = out.text(error)
     return render_to_string(
         "skills_app/chat/_skill_call.html",
         {"tool_use_id": tool_use_id, "skill": name, "args": args, "state": state, "error": error},
     )
 
 
-def tool_result_context(conversation_id: int, data: dict[str, Any]) -> dict[str, Any]:
-    """Template facts for a tool result from a `tool.result` event or a tool_result block."""
-    artifacts = [
-        {"path": path, "name": path.rsplit("/", 1)[-1]}
+def tool_result_context(
+    conversation_id: int,
+    data: dict[str, Any],
+    *,
+    out: Outbound,
+    shown: int = SHOWN_CHARS,
+    tool_use_id: str = "",
+) -> dict[str, Any]:
+    """Template facts for a tool result from a `tool.result` event or a tool_result block.
+
+    Filtered for the viewer first, then cut (cutting first could leave a hidden span's tail).
+    """
+    paths = [
+        path
         for path in data.get("artifacts") or []
         if isinstance(path, str) and path.startswith("out/")
     ]
+    artifacts = [
+        {"path": path, "name": path.rsplit("/", 1)[-1]} for path in paths[:SHOWN_ARTIFACTS]
+    ]
+    tool_use_id = tool_use_id or str(data.get("tool_use_id") or "")
+    content, cut = _cut(out.text(str(data.get("content", ""))), shown)
     return {
         "conversation_id": conversation_id,
-        "content": str(data.get("content", "")),
+        "content": content,
+        "full_url": _full_url(conversation_id, tool_use_id, "result")
+        if cut and tool_use_id
+        else "",
         "is_error": bool(data.get("is_error")),
         "artifacts": artifacts,
+        "more_artifacts": len(paths) - len(artifacts),
+        "files_url": (
+            _full_url(conversation_id, tool_use_id, "files")
+            if len(paths) > len(artifacts) and tool_use_id
+            else ""
+        ),
         "decision": data.get("decision") or "",
-        "reason": data.get("reason") or "",
+        "reason": out.text(str(data.get("reason") or "")),
     }
 
 
 def result_from_block(block: dict[str, Any]) -> dict[str, Any]:
     """A tool_result block as the data a tool.result event carries."""
-    return {"content": result_text(block), "is_error": bool(block.get("is_error"))}
+    return {
+        "content": result_text(block),
+        "is_error": bool(block.get("is_error")),
+        "tool_use_id": block.get("tool_use_id", ""),
+    }
 
 
-def render_tool_result(conversation_id: int, tool_use_id: str, data: dict[str, Any]) -> str:
-    """The result section of a tool card (id `tool-result-<tool_use_id>`)."""
+def render_tool_result(
+    conversation_id: int, tool_use_id: str, data: dict[str, Any], *, can_inspect: bool
+) -> str:
+    """The result section of a tool card (id `tool-result-<tool_use_id>`), for one visibility class."""
+    out = outbound(conversation_id, can_inspect=can_inspect)
     return render_to_string(
         "skills_app/chat/_tool_result.html",
-        {"tool_use_id": tool_use_id, "r": tool_result_context(conversation_id, data)},
-    )
-
-
-def render_approval(approval: Approval) -> str:
-    """The `_approval.html` partial (id `approval-<id>`), pending or answered."""
-    return render_to_string(
-        "skills_app/chat/_approval.html",
         {
-            "a": approval,
-            "arguments": json.dumps(approval.input, indent=2, ensure_ascii=False),
-            "is_skill": approval.tool == "Skill",
-            "skill_name": approval.input.get("skill", "") if approval.tool == "Skill" else "",
-            "skill_args": approval.input.get("args", "") if approval.tool == "Skill" else "",
+            "tool_use_id": tool_use_id,
+            "r": tool_result_context(conversation_id, data, out=out, tool_use_id=tool_use_id),
         },
     )
 
 
-def render_notice(text: str, *, kind: str = "error", retry: bool = True) -> str:
-    """A transient error or notice row (not stored), e.g. a rate limit hit."""
+def render_approval(approval: Approval, *, can_inspect: bool) -> str:
+    """The `_approval.html` partial (id `approval-<id>`), pending or answered, for one class.
+
+    The call (a command, a file's content to write) may quote hidden text: for people without
+    the inspect permission it is filtered like a tool result. They approve what they can see.
+    """
+    out = outbound(approval.conversation_id, can_inspect=can_inspect)
+    is_skill = approval.tool == "Skill"
+    shown_input = out.value(approval.input)
+    arguments, cut = _cut(json.dumps(shown_input, indent=2, ensure_ascii=False), SHOWN_CHARS)
+    return render_to_string(
+        "skills_app/chat/_approval.html",
+        {
+            "a": approval,
+            "call_text": _cut(out.text(approval.call_text), SHOWN_CHARS)[0],
+            "reason": out.text(approval.reason),
+            "arguments": arguments,
+            "arguments_cut": cut,
+            "is_skill": is_skill,
+            "skill_name": approval.input.get("skill", "") if is_skill else "",
+            "skill_args": out.text(str(approval.input.get("args", ""))) if is_skill else "",
+        },
+    )
+
+
+def render_notice(
+    text: str, *, kind: str = "error", retry: bool = True, out: Outbound | None = None
+) -> str:
+    """A transient error or notice row (not stored), e.g. a rate limit hit.
+
+    `out`: the viewer's filter when the text may quote a conversation's content.
+    """
+    if out is not None:
+        text = out.text(text)
     return render_to_string(
         "skills_app/chat/_notice.html", {"text": text, "kind": kind, "retry": retry}
     )

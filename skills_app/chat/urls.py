@@ -17,4 +17,9 @@ urlpatterns = [
         name="conversation-summarise",
     ),
     path("c/<int:pk>/files/<path:path>", views.conversation_file, name="conversation-file"),
+    path(
+        "c/<int:pk>/tools/<str:tool_use_id>/<str:part>.txt",
+        views.tool_text,
+        name="conversation-tool-text",
+    ),
 ]

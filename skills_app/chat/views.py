@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import BinaryIO
 
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
@@ -13,8 +14,10 @@ from django.http import (
     HttpResponse,
     HttpResponseBadRequest,
 )
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from skills_app.chat import conversations as conv
@@ -30,7 +33,7 @@ from skills_app.registry.skills import skills_for_user
 from skills_app.runs import store
 from skills_app.runs import supervisor as runs
 from skills_app.runs.factory import workspace_for
-from skills_app.visibility import INSPECT_PERMISSION
+from skills_app.visibility import INSPECT_PERMISSION, hidden_index, outbound
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +53,9 @@ def home(request: HttpRequest) -> HttpResponse:
     form = SearchForm(request.GET)
     query = form.cleaned_data["q"] if form.is_valid() else ""
     context = {
-        "conversations": conv.search_conversations(request.user.pk, query),
+        "conversations": conv.search_conversations(
+            request.user.pk, query, can_inspect=request.user.has_perm(INSPECT_PERMISSION)
+        ),
         "q": query,
         "profiles": profile_choices(),
     }
@@ -82,7 +87,11 @@ def conversation_rename(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = _get_conversation_for_user(request, pk)
     form = RenameForm(request.POST)
     if not form.is_valid():
-        return HttpResponse("A title is required (at most 200 characters).", status=400)
+        return HttpResponse(
+            "A title is required (at most 200 characters).",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
     conv.rename_conversation(conversation, form.cleaned_data["title"])
     if request.htmx:
         return render(request, "skills_app/chat/_conversation_row.html", {"c": conversation})
@@ -128,7 +137,9 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     ]
     run = conv.active_run(pk)
     live = store.streamed_text(run.pk, upto_seq=last_seq) if run is not None else []
-    approvals_html = [rendering.render_approval(a) for a in pending_approvals(pk)]
+    approvals_html = [
+        rendering.render_approval(a, can_inspect=can_inspect) for a in pending_approvals(pk)
+    ]
     skills = [
         {"name": s.name, "description": s.description, "hint": s.argument_hint or ""}
         for s in skills_for_user(request.user.pk).skills()
@@ -154,7 +165,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def conversation_file(request: HttpRequest, pk: int, path: str) -> FileResponse:
+def conversation_file(request: HttpRequest, pk: int, path: str) -> HttpResponseBase:
     """Download an artifact from the conversation's workspace; only regular files under out/."""
     _get_conversation_for_user(request, pk)
     parts = path.split("/")
@@ -169,7 +180,67 @@ def conversation_file(request: HttpRequest, pk: int, path: str) -> FileResponse:
                 "That is not a file path under out/.", content_type="text/plain; charset=utf-8"
             )
         raise Http404("No such file.") from exc
+    if not request.user.has_perm(INSPECT_PERMISSION):
+        # A command can copy a staged skill file to out/: downloads pass the filter too.
+        filtered = _filtered_download(pk, handle, parts[-1])
+        if filtered is not None:
+            return filtered
     return FileResponse(handle, as_attachment=True, filename=parts[-1])
+
+
+# Files up to this size are filtered for hidden text before a non-inspector downloads them;
+# larger ones are refused in a conversation that has hidden text (docs/security.md).
+DOWNLOAD_CHECK_MAX_BYTES = 4 * 1024 * 1024
+
+
+def _filtered_download(
+    conversation_id: int, handle: BinaryIO, filename: str
+) -> HttpResponse | None:
+    """A filtered or refused download, or None to serve the file as it is."""
+    index = hidden_index(conversation_id)
+    if not index:
+        return None
+    data = handle.read(DOWNLOAD_CHECK_MAX_BYTES + 1)
+    if len(data) > DOWNLOAD_CHECK_MAX_BYTES:
+        handle.close()
+        return HttpResponse(
+            f"This file is larger than {DOWNLOAD_CHECK_MAX_BYTES // (1024 * 1024)} MB, too large "
+            "to check for hidden skill text. Ask someone with the inspect permission for it, "
+            "or have the model write a smaller file.",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
+    handle.seek(0)
+    # surrogateescape: any bytes round-trip, and text inside a binary file is still checked.
+    text = data.decode("utf-8", "surrogateescape")
+    if not index.contains_hidden(text):
+        return None
+    handle.close()
+    body = index.redact(text).encode("utf-8", "surrogateescape")
+    response = HttpResponse(body, content_type="application/octet-stream")
+    response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
+    return response
+
+
+TOOL_TEXT_PARTS = ("input", "result", "files")
+
+
+@login_required
+@require_GET
+def tool_text(request: HttpRequest, pk: int, tool_use_id: str, part: str) -> HttpResponse:
+    """The whole input, result or file list of one tool call, as text (cards show them cut)."""
+    conversation = _get_conversation_for_user(request, pk)
+    if part not in TOOL_TEXT_PARTS:
+        raise Http404("No such part of a tool call.")
+    can_inspect = request.user.has_perm(INSPECT_PERMISSION)
+    texts = conv.tool_texts(conversation, tool_use_id, can_inspect=can_inspect)
+    if part not in texts:
+        raise Http404("No such tool call in this conversation.")
+    # The same filter as the card: a non-inspector's full result is still filtered.
+    text = outbound(pk, can_inspect=can_inspect).text(texts[part])
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def _redirect(request: HttpRequest, url: str) -> HttpResponse:

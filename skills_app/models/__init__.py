@@ -6,7 +6,7 @@ from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
-from skills_app.models.registry import SkillPackage, SkillVersion
+from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.runs import Run
 from skills_app.models.usage import ModelCall, RequestPart
 
@@ -25,4 +25,5 @@ __all__ = [
     "SkillInvocation",
     "SkillPackage",
     "SkillVersion",
+    "VisibleSkillSource",
 ]

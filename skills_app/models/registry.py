@@ -26,6 +26,14 @@ class SkillPackage(models.Model):
         related_name="+",
     )
     enabled = models.BooleanField(default=True)
+    # Off: SKILL.md and the files beside it are hidden content (see DESIGN "Visibility").
+    source_visible = models.BooleanField(
+        "source visible to users",
+        default=False,
+        help_text="On: people without the inspect permission may read this skill's files "
+        "(SKILL.md and the files beside it) in tool results. Its injected text stays hidden "
+        "from the transcript, and `!` command output stays hidden.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -70,3 +78,29 @@ class SkillVersion(models.Model):
 
     def __str__(self) -> str:
         return f"{self.package.name} v{self.number} ({self.digest[:12]})"
+
+
+class VisibleSkillSource(models.Model):
+    """A bundled or SKILLS_DIRS skill whose source (SKILL.md and the files beside it) users may read.
+
+    Uploaded skills carry the same choice as `SkillPackage.source_visible`.
+    """
+
+    name = models.CharField(
+        max_length=200,
+        unique=True,
+        help_text="The skill's name, e.g. pdf (a bundled skill or one from SKILLS_DIRS).",
+    )
+    note = models.TextField(blank=True)
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "skill with visible source"
+        verbose_name_plural = "skills with visible source (bundled and folder skills)"
+
+    def __str__(self) -> str:
+        return self.name

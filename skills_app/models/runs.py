@@ -49,6 +49,9 @@ class Run(models.Model):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Set by a stop from another process; the executing process polls it with the heartbeat.
     stop_requested = models.BooleanField(default=False)
+    # Set when one of the run's answers quoted hidden text verbatim (streamed prose is never
+    # rewritten, so the audit marks it instead; see docs/security.md).
+    quoted_hidden = models.BooleanField("quoted hidden text", default=False)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

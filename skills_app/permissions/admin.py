@@ -15,6 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.text import Truncator
 
+from skills_app.adminkit import HiddenFieldsAdmin
 from skills_app.core.permissions import (
     Decision,
     PermissionContext,
@@ -126,7 +127,7 @@ def try_call(call: ToolCall, skill: str, *, user_id: int | None = None) -> Teste
 
 
 @admin.register(PermissionRule)
-class PermissionRuleAdmin(admin.ModelAdmin):
+class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     form = PermissionRuleForm
     list_display = (
         "decides",

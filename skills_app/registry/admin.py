@@ -15,7 +15,7 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from skills_app.adminkit import ReadOnlyAdmin, sentence, short_digest
+from skills_app.adminkit import HiddenFieldsAdmin, ReadOnlyAdmin, sentence, short_digest
 from skills_app.models import (
     SkillPackage,
     SkillVersion,
@@ -91,14 +91,22 @@ def diff_lines(diff: str) -> list[DiffLine]:
 
 
 @admin.register(SkillPackage)
-class SkillPackageAdmin(admin.ModelAdmin):
-    list_display = ("name", "scope", "active", "enabled", "updated_at")
-    list_filter = ("enabled", ScopeFilter)
+class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
+    list_display = ("name", "scope", "active", "enabled", "source_visible", "updated_at")
+    list_filter = ("enabled", "source_visible", ScopeFilter)
     list_select_related = ("owner", "active_version")
     search_fields = ("name", "owner__username")
     actions = ("enable_packages", "disable_packages", "delete_packages")
-    fields = ("name", "scope", "active", "enabled", "created_at", "updated_at")
+    fields = ("name", "scope", "active", "enabled", "source_visible", "created_at", "updated_at")
     readonly_fields = ("name", "scope", "active", "created_at", "updated_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        readonly = tuple(super().get_readonly_fields(request, obj))
+        # Showing a skill's source to users is for those who may read it themselves; otherwise
+        # a staff member could turn it on and read SKILL.md in the version admin.
+        if not self.inspects(request):
+            readonly += ("source_visible",)
+        return readonly
 
     @admin.display(description="scope", ordering="owner__username")
     def scope(self, package: SkillPackage) -> str:
@@ -128,7 +136,10 @@ class SkillPackageAdmin(admin.ModelAdmin):
         return redirect(self._url("upload"))
 
     def save_model(self, request: HttpRequest, obj: SkillPackage, form: Any, change: bool) -> None:
-        # Only `enabled` is editable; the service also drops cached registries.
+        # Only `enabled` and `source_visible` are editable; the service also drops cached
+        # registries. The save moves updated_at, so cached hidden-text indexes are rebuilt.
+        if "source_visible" in form.changed_data:
+            obj.save(update_fields=["source_visible", "updated_at"])
         uploads.set_enabled(obj, obj.enabled)
 
     # -- actions ------------------------------------------------------------------------
@@ -306,6 +317,12 @@ class SkillPackageAdmin(admin.ModelAdmin):
             raise Http404("No such skill package.")
         if not self.has_view_or_change_permission(request, package):
             raise PermissionDenied
+        if not (package.source_visible or self.inspects(request)):
+            # SKILL.md is hidden content: the diff quotes it.
+            raise PermissionDenied(
+                "Comparing versions shows SKILL.md, which needs the permission to inspect "
+                "injected content (or the skill's source marked visible to users)."
+            )
         versions = list(package.versions.order_by("-number"))
         if len(versions) < 2 and not request.GET:
             raise Http404("This skill has only one version; there is nothing to compare.")
@@ -353,7 +370,7 @@ class SkillPackageAdmin(admin.ModelAdmin):
 
 
 @admin.register(SkillVersion)
-class SkillVersionAdmin(ReadOnlyAdmin):
+class SkillVersionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
     list_display = ("package", "number", "short_digest", "uploaded_by", "created_at")
     list_filter = ("package",)
     list_select_related = ("package", "uploaded_by")
@@ -373,3 +390,8 @@ class SkillVersionAdmin(ReadOnlyAdmin):
     @admin.display(description="digest", ordering="digest")
     def short_digest(self, version: SkillVersion) -> str:
         return short_digest(version.digest)
+
+    def hidden_fields_for(self, obj: Any) -> frozenset[str]:
+        if obj is not None and obj.package.source_visible:
+            return frozenset()  # an admin chose to show this skill's source to users
+        return super().hidden_fields_for(obj)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from skills_app.core.redact import HiddenIndex
 from skills_app.core.skillfile import Problem, SkillSpec
 from skills_app.models import SkillPackage, SkillVersion
 from skills_app.registry import uploads
@@ -88,6 +89,18 @@ def skill_rows(provider: UserSkills, user_id: int) -> list[SkillRow]:
     return rows
 
 
+def _shown_problems(spec: SkillSpec, problems: list[Problem]) -> list[Problem]:
+    """Lint messages as a person without the inspect permission may read them.
+
+    The lint never quotes a body (it names the rule and the line); this is the outbound filter
+    behind that promise, against the skill's own body, so a new rule cannot break it.
+    """
+    if not problems:
+        return problems
+    index = HiddenIndex([spec.body])
+    return [replace(p, message=index.redact(p.message)) for p in problems]
+
+
 def _row(spec: SkillSpec, winner: SkillSpec | None, versions: dict[str, SkillVersion]) -> SkillRow:
     shadowed = winner is not None and winner is not spec
     return SkillRow(
@@ -98,8 +111,8 @@ def _row(spec: SkillSpec, winner: SkillSpec | None, versions: dict[str, SkillVer
         digest=spec.digest,
         model_invocable=spec.model_invocable,
         user_invocable=spec.user_invocable,
-        warnings=spec.warnings,
-        errors=spec.errors,
+        warnings=_shown_problems(spec, spec.warnings),
+        errors=_shown_problems(spec, spec.errors),
         shadowed_by=SOURCE_LABELS.get(winner.source, winner.source) if shadowed else None,
     )
 

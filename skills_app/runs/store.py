@@ -23,6 +23,7 @@ from skills_app.core.transcript import (
 )
 from skills_app.models import Conversation, Message, RunEvent
 from skills_app.registry.skills import skills_for_user
+from skills_app.visibility import note_quoted_hidden
 
 GROUP_PREFIX = "conversation-"
 
@@ -117,6 +118,15 @@ def append_message(
     run_id: int | None = None,
     invocation_id: int | None = None,
 ) -> Message:
+    meta = dict(message.meta)
+    if message.role == "assistant" and not message.is_meta:
+        # The model's prose is shown as written; an answer quoting hidden text is marked (and
+        # its run) so the audit shows it. Checked before the transaction: it may read files.
+        prose = "\n".join(
+            str(b.get("text", "")) for b in message.content if b.get("type") == "text"
+        )
+        if note_quoted_hidden(conversation_id, run_id, prose):
+            meta["quoted_hidden"] = True
     with transaction.atomic():
         # Lock the conversation row so two writers never take the same seq.
         Conversation.objects.filter(pk=conversation_id).update(updated_at=_now())
@@ -129,7 +139,7 @@ def append_message(
             kind=message.kind,
             is_meta=message.is_meta,
             to_model=message.to_model,
-            meta=message.meta,
+            meta=meta,
             run_id=run_id,
             invocation_id=invocation_id,
         )
