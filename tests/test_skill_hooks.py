@@ -344,8 +344,11 @@ async def test_a_hook_the_rules_do_not_allow_is_skipped_and_the_skip_audited(
     assert "hi" in str(tool_result_of(accepted(setup)[2])["content"])
     ws = await sync_to_async(workspace_for)(conversation.pk)
     assert not (ws.root / "hook-ran").exists()
-    (event,) = await hook_events(conversation)
-    assert event["status"] == "skipped" and "default for Bash: ask" in event["reason"]
+    # The hook fires for the Skill call that registered it, then for Bash: skipped both times.
+    events = await hook_events(conversation)
+    assert [e["tool_name"] for e in events] == ["Skill", "Bash"]
+    for event in events:
+        assert event["status"] == "skipped" and "default for Bash: ask" in event["reason"]
 
 
 @db

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .agent import Agent, ForkResult, InvocationRef, RunOutcome, TurnState
+from .agent import Agent, AgentConfig, ForkResult, InvocationRef, RunOutcome, TurnState
 from .events import (
     BlockDone,
     BlockStarted,
@@ -32,11 +32,11 @@ from .llm import TextDelta as StreamTextDelta
 from .llm import ThinkingDelta as StreamThinkingDelta
 from .permissions import Decision, ToolCall
 from .ports import RunPorts, ToolAudit
-from .profiles import SkillOutcome, ToolAnswer, get_profile
+from .profiles import CLAUDE_CODE, Rendering, SkillOutcome, ToolAnswer, get_profile
 from .request import compose_request
 from .skillhooks import SkillHook, SkillHookRunner
-from .skilltool import parse_slash_command
-from .tools.base import ToolContext, ToolResult
+from .skilltool import SKILL_TOOL, parse_slash_command
+from .tools.base import ToolContext, ToolError, ToolResult
 from .tools.bash import BashTool
 from .transcript import StoredMessage, close_open_tool_uses, tool_result_block
 
@@ -55,6 +55,9 @@ class Runner:
         self.state = TurnState(disallowed_tools=set(agent.removed_tools))
         self.history: list[StoredMessage] = []
         self.model_calls = 0
+        # The tool names of the last request: a call of any other tool is answered as unknown
+        # (a profile may offer a tool only for part of a turn). None before the first request.
+        self._offered: frozenset[str] | None = None
         # Text pieces per block of the answer being streamed (joined on demand: growing a str
         # would be quadratic), and the blocks already complete.
         self._partial_text: dict[int, list[str]] = {}
@@ -84,14 +87,38 @@ class Runner:
     def skills(self) -> Any:
         return self.agent.skills
 
+    @property
+    def config(self) -> AgentConfig:
+        return self.agent.config
+
     def tool_context(self) -> ToolContext:
         ctx = self.agent.tool_context
         return replace(ctx, env={**ctx.env, **self.state.env}) if self.state.env else ctx
 
     async def invoke(
-        self, name: str, args: str, *, caller: str, tool_use_id: str | None
+        self,
+        name: str,
+        args: str,
+        *,
+        caller: str,
+        tool_use_id: str | None,
+        permission: str = SKILL_TOOL,
+        rendering: Rendering = CLAUDE_CODE,
     ) -> SkillOutcome:
-        return await self.invoker.invoke(name, args, caller=caller, tool_use_id=tool_use_id)
+        return await self.invoker.invoke(
+            name,
+            args,
+            caller=caller,
+            tool_use_id=tool_use_id,
+            permission=permission,
+            rendering=rendering,
+        )
+
+    async def stage_skill(self, name: str) -> str:
+        spec = self.agent.skills.get(name)
+        if spec is None:
+            raise ToolError(f'The skill "{name}" is not offered in this conversation.')
+        return await self.ports.stage_skill(spec)
 
     def forks(self, name: str) -> bool:
         spec = self.agent.skills.get(name)
@@ -104,6 +131,8 @@ class Runner:
         self.state.skill_rules = [r for r in self.state.skill_rules if r.scope_skill != spec.name]
         if spec.model and self.state.model_override == spec.model:
             self.state.model_override = None
+        if spec.effort and self.state.effort_override == spec.effort:
+            self.state.effort_override = None
         await self._store(outcome.messages[0], invocation=outcome.invocation)
         return await self.ports.fork(spec, outcome.messages[1].plain_text)
 
@@ -139,13 +168,15 @@ class Runner:
 
     def build_request(self) -> ModelRequest:
         """The next request: system prompt, tools (with the profile's skill tools), messages."""
-        return compose_request(
+        request = compose_request(
             self.history,
             tools=self.agent.tools,
             skills=self.agent.skills,
             config=self.agent.config,
             state=self.state,
         )
+        self._offered = frozenset(t["name"] for t in request.tools)
+        return request
 
     # -- the user's turn ------------------------------------------------------------------
 
@@ -156,8 +187,16 @@ class Runner:
         if command is None:
             return True
         delivered = 0
+        permission, rendering = self.profile.invocation_form(self.agent.config)
         for name in command.names:
-            outcome = await self.invoke(name, command.args, caller="user", tool_use_id=None)
+            outcome = await self.invoke(
+                name,
+                command.args,
+                caller="user",
+                tool_use_id=None,
+                permission=permission,
+                rendering=rendering,
+            )
             if not outcome.ok:
                 await self._notice("error", outcome.error, skill=name, code=outcome.code)
             elif self.forks(name):
@@ -170,7 +209,7 @@ class Runner:
                 await self._store(StoredMessage.text("user", result, meta=meta))
                 delivered += 1
             else:
-                for message in self.profile.deliver_slash(outcome.messages):
+                for message in self.profile.deliver_slash(self, outcome.messages):
                     await self._store(message, invocation=outcome.invocation)
                 delivered += 1
         return delivered > 0
@@ -278,7 +317,7 @@ class Runner:
         try:
             for block in tool_uses:
                 if block["name"] in self.profile.tool_names:
-                    answer = await self._skill_tool(block)
+                    answer = await self._hooked_skill_tool(block)
                     if answer.result is not None:
                         results.append(answer.result)
                     after.extend(answer.rows)
@@ -310,9 +349,38 @@ class Runner:
         for message, invocation in after:
             await self._store(message, invocation=invocation)
 
+    async def _hooked_skill_tool(self, block: dict[str, Any]) -> ToolAnswer:
+        """A skill call, seen by the PreToolUse and PostToolUse hooks like any tool call.
+
+        A block answers with the error and runs nothing; a block or a refusal by the rules or
+        the user skips PostToolUse (seed 000's hook contract).
+        """
+        skill, args = self.profile.call_subject(block)
+        payload = {**self._hook_payload(block), "skill": skill, "args": args}
+        blocked = await self.agent.hooks.first_block("PreToolUse", payload)
+        if blocked:
+            text = f"Blocked by a hook: {blocked.reason}"
+            answer = ToolAnswer(tool_result_block(block["id"], text, is_error=True), skill=skill)
+            await self._skill_finished(block, answer)
+            return answer
+        answer = await self._skill_tool(block)
+        if not answer.denied:
+            result = answer.result
+            content = str(result["content"]) if result is not None else HIDDEN_RESULT
+            is_error = answer.failed or bool(result and result.get("is_error"))
+            await self.agent.hooks.run(
+                "PostToolUse",
+                {**payload, "result": ToolResult(content, is_error=is_error), "decision": None},
+            )
+        return answer
+
     async def _skill_tool(self, block: dict[str, Any]) -> ToolAnswer:
         """A call of the profile's own tools (loading and running skills)."""
         answer = await self.profile.handle(self, block)
+        await self._skill_finished(block, answer)
+        return answer
+
+    async def _skill_finished(self, block: dict[str, Any], answer: ToolAnswer) -> None:
         tool_input = block.get("input") or {}
         skill = answer.skill or str(tool_input.get("skill") or tool_input.get("name") or "")
         result = answer.result
@@ -321,28 +389,37 @@ class Runner:
             ToolFinished(
                 tool_use_id=block["id"],
                 name=block["name"],
-                is_error=bool(result and result.get("is_error")),
+                is_error=answer.failed or bool(result and result.get("is_error")),
                 content=str(result["content"]) if result is not None else shown,
                 skill=skill,
+                artifacts=answer.artifacts,
             )
         )
-        return answer
+
+    def _hook_payload(self, block: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "tool_name": block["name"],
+            "tool_input": block.get("input") or {},
+            "tool_use_id": block["id"],
+            "session_id": self.agent.config.session_id,
+            "active_skills": list(self.state.active_skills),
+        }
 
     async def _run_tool(self, block: dict[str, Any]) -> ToolResult:
         name = block["name"]
         tool_input = block.get("input") or {}
         tool = self.agent.tools.get(name)
-        payload = {
-            "tool_name": name,
-            "tool_input": tool_input,
-            "tool_use_id": block["id"],
-            "session_id": self.agent.config.session_id,
-            "active_skills": list(self.state.active_skills),
-        }
+        payload = self._hook_payload(block)
         decision: Decision | None = None
-        if tool is None or name in self.state.disallowed_tools:
+        # A blocked or refused call has no PostToolUse event (seed 000's hook contract).
+        refused = False
+        offered = self._offered is None or name in self._offered
+        if tool is None or name in self.state.disallowed_tools or not offered:
             available = [
-                n for n in self.agent.tools.names() if n not in self.state.disallowed_tools
+                n
+                for n in self.agent.tools.names()
+                if n not in self.state.disallowed_tools
+                and (self._offered is None or n in self._offered)
             ]
             result = ToolResult(
                 content=f'Error: unknown tool "{name}". Available tools: ' + ", ".join(available),
@@ -352,19 +429,22 @@ class Runner:
             result = ToolResult(content=f"Error: {block['input_error']}", is_error=True)
         elif blocked := await self.agent.hooks.first_block("PreToolUse", payload):
             result = ToolResult(content=f"Blocked by a hook: {blocked.reason}", is_error=True)
+            refused = True
         else:
             await self.ports.emit(ToolCalled(block["id"], name, dict(tool_input)))
             decision = await self.decide(ToolCall(tool=name, input=tool_input))
             if decision.behavior != "allow":
                 result = ToolResult(content=f"Permission denied: {decision.reason}", is_error=True)
+                refused = True
             else:
                 ctx = replace(
                     self.tool_context(), path_allowed=await self.ports.path_filter(self.state)
                 )
                 result = await _run(tool, tool_input, ctx)
-        await self.agent.hooks.run(
-            "PostToolUse", {**payload, "result": result, "decision": decision}
-        )
+        if not refused:
+            await self.agent.hooks.run(
+                "PostToolUse", {**payload, "result": result, "decision": decision}
+            )
         if self.state.current_invocation is not None:
             audit = ToolAudit(
                 tool_use_id=block["id"],

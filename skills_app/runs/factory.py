@@ -16,7 +16,6 @@ from django.utils.module_loading import import_string
 from skills_app.core.agent import Agent, AgentConfig, SkillProvider
 from skills_app.core.hooks import Hooks
 from skills_app.core.llm import ModelClient
-from skills_app.core.profiles import DEFAULT_PROFILE
 from skills_app.core.runner import Runner
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
@@ -137,14 +136,14 @@ async def build_runner(
         preset = AGENT_PRESETS.get(subagent.agent or "general-purpose")
         if preset is not None:
             tools = tools.without([n for n in tools.names() if n not in preset])
+        # The subagent keeps its conversation's profile (its skill tools, skill_run included).
         config = replace(
             config,
             model=subagent.model or config.model,
+            effort=subagent.effort or config.effort,
             max_turns=settings.AGENT_MAX_TURNS,
-            system_prompt=config.system_prompt
-            + "\n\n"
+            system_prompt=(config.system_prompt + "\n\n").lstrip()
             + SUBAGENT_SYSTEM.format(name=subagent.name),
-            profile=DEFAULT_PROFILE,
         )
         skills, skill_hooks = NoForks(skills), ()
     # A bare admin deny (e.g. "Bash") removes the tool from the request altogether.

@@ -18,6 +18,8 @@ Containment, in layers:
   TMPDIR=<root>/work/.tmp, WORK_DIR/OUTPUT_DIR/SKILLS_DIR and the context's extra env, whose
   names must pass `env.env_name_problem` (no BASH_ENV, LD_*, PYTHON*...). No variable of the
   server process (API keys, SECRET_KEY, DATABASE_URL...) is passed on.
+- Without a sandbox a root server's commands run with every capability dropped (`caps`), so
+  staged skills, which belong to another uid, stay read-only for them.
 - rlimits set in the child: CPU seconds, address space, file size, process count, no core dumps.
   RLIMIT_NPROC is not enforced for uid 0, so when the server runs as root a fork bomb is held
   only by the timeout and the kill (and, with bwrap, by the PID namespace). Run the server as an
@@ -40,10 +42,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skills_app.core.tools import reaper
+from skills_app.core.tools import caps, reaper
 from skills_app.core.tools.base import ToolContext, ToolError, ToolResult, str_arg
 from skills_app.core.tools.env import check_extra_env
-from skills_app.core.tools.sandbox import bwrap_argv, check_mode, describe_sandbox, refusal
+from skills_app.core.tools.sandbox import (
+    INSTALL_HINT,
+    bwrap_argv,
+    check_mode,
+    describe_sandbox,
+    refusal,
+)
 from skills_app.core.tools.workspace import Workspace
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -93,7 +101,11 @@ def build_env(ws: Workspace, extra: Mapping[str, str]) -> dict[str, str]:
 
 
 def _child_setup(
-    limits: BashLimits, cpu_seconds: int, death_signal: int, server_pid: int
+    limits: BashLimits,
+    cpu_seconds: int,
+    death_signal: int,
+    server_pid: int,
+    drop_caps_to: int | None = None,
 ) -> Callable[[], None]:
     def apply() -> None:  # runs in the child between fork and exec
         # Die (bwrap) or clean up (reaper) when the server process goes away, so no command
@@ -116,6 +128,8 @@ def _child_setup(
             resource.setrlimit(
                 kind, (soft, top if hard == resource.RLIM_INFINITY else min(top, hard))
             )
+        if drop_caps_to is not None:
+            caps.drop_all(drop_caps_to)  # last: the steps above may still need them
 
     return apply
 
@@ -253,6 +267,16 @@ class BashTool:
         ws.ensure_layout()  # a previous command may have replaced work/ or out/ with a link
         ws.ensure_tmp()
         report = report_w = -1
+        drop_caps_to: int | None = None
+        if not sandbox.sandboxed and caps.needed():
+            if not caps.can_drop():
+                raise ToolError(
+                    "Bash: the server runs as root without a sandbox and cannot drop the "
+                    "capabilities of commands (it lacks CAP_SETPCAP), so they could change "
+                    f"read-only skill files. {INSTALL_HINT.capitalize()} and set SANDBOX=auto, "
+                    "or run the server as an unprivileged user."
+                )
+            drop_caps_to = caps.last_cap()
         if sandbox.sandboxed:
             argv = bwrap_argv(
                 ws.root, ws.skills_dir, command, hidden_paths=tuple(ctx.sandbox_hidden_paths)
@@ -276,7 +300,7 @@ class BashTool:
                 cwd=ws.root,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_child_setup(self.limits, cpu, death, os.getpid()),
+                preexec_fn=_child_setup(self.limits, cpu, death, os.getpid(), drop_caps_to),
                 pass_fds=(report_w,) if report_w >= 0 else (),
             )
         except OSError as exc:

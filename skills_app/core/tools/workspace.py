@@ -5,15 +5,22 @@ Layout of a workspace root (the Bash tool's cwd, and the base for relative tool 
     work/     scratch space (TMPDIR for Bash is work/.tmp)
     out/      artifacts: files here are offered to the user for download
     skills/   staged skill folders, read-only copies made by `stage_skill`
+    runs/     one fresh folder per `skill_run` call ($RUN_DIR), made by `new_run_dir`
 
 So "out/report.md", "work/data.csv" and "skills/pdf/SKILL.md" are all valid relative paths.
-Absolute paths are accepted only when they lie inside the root.
+Absolute paths are accepted only when they lie inside the root. A staged skill holds two links
+the server makes, `out -> ../../out` and `work -> ../../work`, so a script run from the skill's
+folder writes `out/x` into the workspace's out/ (the skill-workspace layout of the toolset design).
 
-Protection of staged skills: the file tools refuse to write under skills/, and staged files are
-made read-only (0o444, dirs 0o555). Root ignores file modes, so when the app runs as root with
-SANDBOX=none a Bash command *can* change a staged copy; `stage_skill` notices such tampering and
-copies again. With SANDBOX=bwrap the skills/ directory is a read-only bind mount and Bash cannot
-modify it at all.
+Protection of staged skills, in every sandbox mode: the file tools refuse to write under skills/,
+and staged files are read-only (0o444, dirs 0o555). With bubblewrap (SANDBOX=auto where it works,
+or bwrap) skills/ is a read-only bind mount. Without it, modes alone would not stop root, so when
+the server runs as root the staged copies and skills/ itself belong to another uid ("nobody")
+and commands run with every capability dropped (see bash.py): to them root is an ordinary user
+that cannot change, rename or remove what it does not own. A non-root server cannot give files
+away; its commands own the staged copies and could make them writable again, so `stage_skill`
+fingerprints every staged copy (mode, owner, inode, links included) and copies again whenever
+it changed; every invocation and every `skill_run` stages first.
 
 Planted links: a command can replace work/, out/ or any file with a symlink. Nothing here
 follows one: the layout is repaired through directory descriptors (`ensure_layout` removes a
@@ -26,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -48,6 +56,22 @@ _STAGED_FILE_MODE = 0o444
 _STAGED_EXEC_MODE = 0o555
 _STAGED_DIR_MODE = 0o555
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# Links from a staged skill to the workspace's own folders, made at staging time.
+_SKILL_LINKS = {"out": "../../out", "work": "../../work"}
+_NOBODY = 65534
+
+
+def staged_owner() -> tuple[int, int] | None:
+    """The uid/gid staged skills belong to when the server runs as root, else None."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        entry = pwd.getpwnam("nobody")
+    except KeyError:
+        return (_NOBODY, _NOBODY)
+    return (entry.pw_uid, entry.pw_gid)
+
+
 _UNSAFE_FOLDER_CHARS = re.compile(r"[^\w.-]")
 
 
@@ -119,8 +143,33 @@ class Workspace:
             os.fchmod(fd, _DIR_MODE)
             for name in ("work", "out", "skills"):
                 ensure_dir(fd, name, _DIR_MODE)
+            owner = staged_owner()
+            if owner is not None:
+                # A root command without a sandbox must not rename or replace staged skills.
+                skills_fd = os.open(
+                    "skills", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd
+                )
+                try:
+                    os.fchown(skills_fd, *owner)
+                finally:
+                    os.close(skills_fd)
         finally:
             os.close(fd)
+
+    def new_run_dir(self) -> Path:
+        """A fresh runs/<id>/ for one `skill_run` call (its $RUN_DIR), made without following links."""
+        fd = open_dir(self.root)
+        try:
+            ensure_dir(fd, "runs", _DIR_MODE)
+        finally:
+            os.close(fd)
+        name = f"run-{uuid.uuid4().hex[:12]}"
+        fd = open_dir(self.root, ("runs",))
+        try:
+            os.mkdir(name, _DIR_MODE, dir_fd=fd)
+        finally:
+            os.close(fd)
+        return self.root / "runs" / name
 
     def ensure_tmp(self) -> Path:
         """work/.tmp as a real folder (Bash's TMPDIR), without following links."""
@@ -232,9 +281,13 @@ class Workspace:
             return target
 
         staging = self.skills_dir / f".staging-{folder}-{uuid.uuid4().hex[:8]}"
+        owner = staged_owner()
         try:
             _copy_tree(source, staging)
+            _link_workspace_dirs(staging)
             _make_read_only(staging)
+            if owner is not None:
+                _chown_tree(staging, owner)
             if target.exists() or target.is_symlink():
                 _remove_tree(target)
             staging.rename(target)
@@ -243,9 +296,11 @@ class Workspace:
             raise WorkspaceError(f"Cannot stage skill {name!r} from {source}: {exc}") from exc
         record = json.dumps({"digest": digest, "tree": _tree_fingerprint(target)})
         marker.unlink(missing_ok=True)  # a link planted there is removed, not written through
-        fd = self.open_file(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        fd = self.open_file(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _STAGED_FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(record)
+            if owner is not None:
+                os.fchown(handle.fileno(), *owner)
         return target
 
     def _marker_matches(self, marker: Path, digest: str, target: Path) -> bool:
@@ -326,6 +381,27 @@ def _copy_tree(source: Path, dest: Path) -> None:
             # sockets, fifos and devices are not skill content
 
 
+def _link_workspace_dirs(staged: Path) -> None:
+    """`out` and `work` in a staged skill lead to the workspace's folders (relative links).
+
+    A skill that has its own `out` or `work` entry keeps it. These links are the server's own:
+    they sit in the read-only copy, which no command can change, and the server never follows
+    a path through them (its walks skip links and `open_file` refuses any).
+    """
+    for name, target in _SKILL_LINKS.items():
+        if not os.path.lexists(staged / name):
+            os.symlink(target, staged / name)
+
+
+def _chown_tree(root: Path, owner: tuple[int, int]) -> None:
+    # lchown: the links themselves, never what they point to.
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        os.lchown(here, *owner)
+        for entry in [*filenames, *(d for d in dirnames if (here / d).is_symlink())]:
+            os.lchown(here / entry, *owner)
+
+
 def _make_read_only(root: Path) -> None:
     # Bottom-up so a directory becomes read-only only after its contents are done.
     # Through O_NOFOLLOW descriptors: a link planted in the staging folder is never chmod-ed.
@@ -351,11 +427,17 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path)  # fd-based on Linux: it never follows a link out of the tree
 
 
-def _tree_fingerprint(root: Path) -> dict[str, list[int]]:
-    tree: dict[str, list[int]] = {}
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for filename in filenames:
-            path = Path(dirpath) / filename
+def _tree_fingerprint(root: Path) -> dict[str, list[int | str]]:
+    """Every entry of a staged copy with what a change would touch (links by their target)."""
+    tree: dict[str, list[int | str]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        for name in [".", *filenames, *(d for d in dirnames if (here / d).is_symlink())]:
+            path = here / name if name != "." else here
             info = path.lstat()
-            tree[path.relative_to(root).as_posix()] = [info.st_mtime_ns, info.st_size, info.st_mode]
+            entry: list[int | str] = [info.st_mtime_ns, info.st_size, info.st_mode]
+            entry += [info.st_uid, info.st_ino]
+            if stat.S_ISLNK(info.st_mode):
+                entry.append(os.readlink(path))
+            tree[path.relative_to(root).as_posix()] = entry
     return tree
