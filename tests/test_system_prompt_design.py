@@ -252,6 +252,38 @@ async def test_a_skills_tools_list_is_the_dynamic_tool_set_of_its_turn(fake, con
     assert "Grep" not in offered[7]  # the next turn starts without it
 
 
+async def test_a_forked_skill_keeps_the_profile_and_its_state_stays_in_the_subagent(
+    fake, conversation, alice, settings
+):
+    settings.SKILL_STATE_LIFETIME = "conversation"  # the longest a parent could keep state
+    root = fake.root
+    (root / "scout").mkdir()
+    (root / "scout" / "SKILL.md").write_text(
+        "---\ndescription: Scouts.\ncontext: fork\n---\nSCOUT-BODY: look at $ARGUMENTS\n"
+    )
+
+    def respond(request):
+        if "SCOUT-BODY" in request.system_text:  # the subagent: the skill is in its system
+            if request["messages"][-1]["content"][0].get("type") == "tool_result":
+                return Reply.text("scouted")
+            return Reply.tool_use("skill_run", {"skill": "scout", "command": "echo from-fork"})
+        turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
+        if turn == 0:
+            return Reply.tool_use("skill_load", {"skill": "scout", "args": "work/"})
+        return Reply.text("done")
+
+    fake.set_responder(respond)
+    await run_turn(conversation, "scout it", alice)
+    await run_turn(conversation, "and now?", alice)
+    sent = accepted(fake)
+    child = [r for r in sent if "SCOUT-BODY" in r.system_text]
+    parent = [r for r in sent if r not in child]
+    assert "SCOUT-BODY: look at work/" in child[0].system_text
+    assert "from-fork" in child[1]["messages"][-1]["content"][0]["content"]
+    assert result_of(parent[1])["content"] == "scouted"
+    assert len(parent) == 3 and all("SCOUT-BODY" not in str(r) for r in parent)
+
+
 async def test_the_toolset_has_six_skill_tools_and_skill_run(fake, conversation, alice):
     fake.enqueue(Reply.text("ok"))
     await run_turn(conversation, "hi", alice)

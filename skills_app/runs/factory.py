@@ -145,7 +145,7 @@ async def build_runner(
             system_prompt=(config.system_prompt + "\n\n").lstrip()
             + SUBAGENT_SYSTEM.format(name=subagent.name),
         )
-        skills, skill_hooks = NoForks(skills), ()
+        skills, skill_hooks = NoForks(skills, own=subagent.name), ()
     # A bare admin deny (e.g. "Bash") removes the tool from the request altogether.
     removed = await sync_to_async(gate.removed_tools)([*tools.names(), "Skill"])
     agent = Agent(
@@ -167,13 +167,20 @@ async def build_runner(
 
 
 class NoForks:
-    """A skill provider without forked skills: subagents cannot fork again."""
+    """A skill provider without forked skills: subagents cannot fork again.
 
-    def __init__(self, provider: SkillProvider) -> None:
+    The subagent's own skill stays reachable by name, as an inline skill, so the toolset
+    profile's `skill_run` and `skill_select_docs` work on it inside the subagent.
+    """
+
+    def __init__(self, provider: SkillProvider, *, own: str | None = None) -> None:
         self.provider = provider
+        self.own = own
 
     def get(self, name: str) -> SkillSpec | None:
         spec = self.provider.get(name)
+        if spec is not None and name == self.own:
+            return replace(spec, context=None)
         return None if spec is None or spec.context == "fork" else spec
 
     def skills(self) -> list[SkillSpec]:

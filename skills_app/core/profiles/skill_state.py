@@ -43,7 +43,8 @@ def skill_state(history: Sequence[StoredMessage], lifetime: str) -> SkillState:
     """The state in force, rebuilt from the stored state rows."""
     state = SkillState()
     for row in current_rows(history, lifetime):
-        if row.kind != STATE_KIND or row.excluded:
+        # A subagent's own state rows are stored in its parent's conversation too, marked.
+        if row.kind != STATE_KIND or row.excluded or row.meta.get("subagent_run"):
             continue
         name = str(row.meta.get("skill", ""))
         op = row.meta.get("op")
