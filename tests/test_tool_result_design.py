@@ -7,6 +7,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
+from skills_app.chat.presenters import message_plain_text
 from skills_app.models import Approval, Conversation, PermissionRule, SkillInvocation
 from skills_app.runs.factory import workspace_for
 from tests.fake_anthropic import Reply, without_cache_control
@@ -168,5 +169,7 @@ async def test_a_slash_command_delivers_what_the_user_typed_and_the_skill_block(
     stored = await sync_to_async(rows)(conversation)
     chip = next(m for m in stored if m.kind == "skill_status")
     assert not chip.is_meta and chip.meta == {"skill": "greeter", "args": "Ada"}
+    # The terminal shows it as the chip it is, named from its meta.
+    assert message_plain_text(chip) == '[skill] The "greeter" skill is loading (args: Ada)'
     visible = json.dumps([m.content for m in stored if not m.is_meta])
     assert "GREETER-BODY" not in visible
