@@ -7,8 +7,9 @@ Every request the server accepted is normalised and compared with `tests/golden/
 <pattern>.json`, field by field, so a change to any wire format fails with the field named.
 
 Normalised, because it legitimately varies between runs: tool_use ids (numbered in order of
-appearance), the paths of the test's temporary folders, the bundled skills' folder, the
-timestamp in a report's file name, run-folder ids and durations. Nothing else.
+appearance), the paths of the test's temporary folders (and the sizes Write reports, since a
+written script may hold one), the bundled skills' folder, the timestamp in a report's file name, run-folder ids and
+durations. Nothing else.
 
 Regenerate after an intended change (then read the diff before committing it):
 
@@ -159,6 +160,8 @@ def normalise(requests: list[dict[str, Any]], replacements: dict[str, str]) -> l
         text = re.sub(r"toolu_fake\d+", fix_id, text)
         text = re.sub(r"text-stats-\d{8}-\d{6}(?:-\d+)?", "text-stats-<stamp>", text)
         text = re.sub(r"run-[0-9a-f]{12}", "run-<id>", text)
+        # The size a Write reports (the library pattern's script holds a temporary path).
+        text = re.sub(r"((?:Created|Updated) \S+ \()\d+( bytes\)\.)", r"\g<1><size>\2", text)
         return re.sub(r'(\\?"duration_ms\\?": )\d+', r"\g<1>0", text)
 
     def walk(value: Any) -> Any:
@@ -309,4 +312,6 @@ def test_normalising_keeps_everything_but_what_varies():
     (fixed,) = normalise(requests, {"/tmp/x/ws/1": "<WORKSPACE>"})
     assert fixed["system"] == "You are a coding agent at <WORKSPACE>."
     assert fixed["messages"][0] == {"id": "toolu_01", "other": "toolu_01 toolu_02"}
+    (written,) = normalise([{"content": "Created work/x.py (453 bytes)."}], {})
+    assert written == {"content": "Created work/x.py (<size> bytes)."}
     assert fixed["messages"][1] == ('{"duration_ms": 0, "stdout": "out/text-stats-<stamp>.json"}')
