@@ -32,8 +32,9 @@ from .llm import TextDelta as StreamTextDelta
 from .llm import ThinkingDelta as StreamThinkingDelta
 from .permissions import Decision, ToolCall
 from .ports import RunPorts, ToolAudit
-from .profiles import CLAUDE_CODE, Rendering, SkillOutcome, ToolAnswer, get_profile
+from .profiles import CLAUDE_CODE, Rendering, SkillOutcome, get_profile
 from .request import compose_request
+from .skillcalls import SkillCalls
 from .skillhooks import SkillHook, SkillHookRunner
 from .skilltool import SKILL_TOOL, parse_slash_command
 from .tools.base import ToolContext, ToolError, ToolResult
@@ -41,8 +42,6 @@ from .tools.bash import BashTool
 from .transcript import StoredMessage, close_open_tool_uses, tool_result_block
 
 logger = logging.getLogger(__name__)
-
-HIDDEN_RESULT = "(skill instructions, hidden)"
 
 
 class Runner:
@@ -72,6 +71,7 @@ class Runner:
             bash=self._bash,
         )
         self.skill_hooks.register(agent.skill_hooks)
+        self.skill_calls = SkillCalls(self, agent.hooks, ports)
         self.invoker = SkillInvoker(
             agent=agent,
             ports=ports,
@@ -317,7 +317,7 @@ class Runner:
         try:
             for block in tool_uses:
                 if block["name"] in self.profile.tool_names:
-                    answer = await self._hooked_skill_tool(block)
+                    answer = await self.skill_calls.call(block, self._hook_payload(block))
                     if answer.result is not None:
                         results.append(answer.result)
                     after.extend(answer.rows)
@@ -348,53 +348,6 @@ class Runner:
             )
         for message, invocation in after:
             await self._store(message, invocation=invocation)
-
-    async def _hooked_skill_tool(self, block: dict[str, Any]) -> ToolAnswer:
-        """A skill call, seen by the PreToolUse and PostToolUse hooks like any tool call.
-
-        A block answers with the error and runs nothing; a block or a refusal by the rules or
-        the user skips PostToolUse (seed 000's hook contract).
-        """
-        skill, args = self.profile.call_subject(block)
-        payload = {**self._hook_payload(block), "skill": skill, "args": args}
-        blocked = await self.agent.hooks.first_block("PreToolUse", payload)
-        if blocked:
-            text = f"Blocked by a hook: {blocked.reason}"
-            answer = ToolAnswer(tool_result_block(block["id"], text, is_error=True), skill=skill)
-            await self._skill_finished(block, answer)
-            return answer
-        answer = await self._skill_tool(block)
-        if not answer.denied:
-            result = answer.result
-            content = str(result["content"]) if result is not None else HIDDEN_RESULT
-            is_error = answer.failed or bool(result and result.get("is_error"))
-            await self.agent.hooks.run(
-                "PostToolUse",
-                {**payload, "result": ToolResult(content, is_error=is_error), "decision": None},
-            )
-        return answer
-
-    async def _skill_tool(self, block: dict[str, Any]) -> ToolAnswer:
-        """A call of the profile's own tools (loading and running skills)."""
-        answer = await self.profile.handle(self, block)
-        await self._skill_finished(block, answer)
-        return answer
-
-    async def _skill_finished(self, block: dict[str, Any], answer: ToolAnswer) -> None:
-        tool_input = block.get("input") or {}
-        skill = answer.skill or str(tool_input.get("skill") or tool_input.get("name") or "")
-        result = answer.result
-        shown = answer.shown if answer.shown is not None else HIDDEN_RESULT
-        await self.ports.emit(
-            ToolFinished(
-                tool_use_id=block["id"],
-                name=block["name"],
-                is_error=answer.failed or bool(result and result.get("is_error")),
-                content=str(result["content"]) if result is not None else shown,
-                skill=skill,
-                artifacts=answer.artifacts,
-            )
-        )
 
     def _hook_payload(self, block: dict[str, Any]) -> dict[str, Any]:
         return {

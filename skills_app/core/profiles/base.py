@@ -71,6 +71,9 @@ class SkillSession(Protocol):
     """What a profile may use of the run that calls it."""
 
     @property
+    def profile(self) -> DeliveryProfile: ...
+
+    @property
     def skills(self) -> SkillProvider: ...
 
     @property

@@ -33,9 +33,7 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import re
-import shutil
 import stat
 import uuid
 from pathlib import Path
@@ -44,34 +42,24 @@ from typing import BinaryIO
 from skills_app.core.tools.base import ToolError
 from skills_app.core.tools.safepath import (
     check_parts,
-    chmod_nofollow,
     ensure_dir,
     is_link_error,
     open_beneath,
     open_dir,
 )
+from skills_app.core.tools.staging import (
+    STAGED_FILE_MODE,
+    chown_tree,
+    copy_tree,
+    link_workspace_dirs,
+    make_read_only,
+    remove_tree,
+    staged_owner,
+    tree_fingerprint,
+)
 
 _DIR_MODE = 0o755
-_STAGED_FILE_MODE = 0o444
-_STAGED_EXEC_MODE = 0o555
-_STAGED_DIR_MODE = 0o555
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-# Links from a staged skill to the workspace's own folders, made at staging time.
-_SKILL_LINKS = {"out": "../../out", "work": "../../work"}
-_NOBODY = 65534
-
-
-def staged_owner() -> tuple[int, int] | None:
-    """The uid/gid staged skills belong to when the server runs as root, else None."""
-    if os.geteuid() != 0:
-        return None
-    try:
-        entry = pwd.getpwnam("nobody")
-    except KeyError:
-        return (_NOBODY, _NOBODY)
-    return (entry.pw_uid, entry.pw_gid)
-
-
 _UNSAFE_FOLDER_CHARS = re.compile(r"[^\w.-]")
 
 
@@ -283,20 +271,20 @@ class Workspace:
         staging = self.skills_dir / f".staging-{folder}-{uuid.uuid4().hex[:8]}"
         owner = staged_owner()
         try:
-            _copy_tree(source, staging)
-            _link_workspace_dirs(staging)
-            _make_read_only(staging)
+            copy_tree(source, staging)
+            link_workspace_dirs(staging)
+            make_read_only(staging)
             if owner is not None:
-                _chown_tree(staging, owner)
+                chown_tree(staging, owner)
             if target.exists() or target.is_symlink():
-                _remove_tree(target)
+                remove_tree(target)
             staging.rename(target)
         except OSError as exc:
-            _remove_tree(staging)
+            remove_tree(staging)
             raise WorkspaceError(f"Cannot stage skill {name!r} from {source}: {exc}") from exc
-        record = json.dumps({"digest": digest, "tree": _tree_fingerprint(target)})
+        record = json.dumps({"digest": digest, "tree": tree_fingerprint(target)})
         marker.unlink(missing_ok=True)  # a link planted there is removed, not written through
-        fd = self.open_file(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _STAGED_FILE_MODE)
+        fd = self.open_file(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, STAGED_FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(record)
             if owner is not None:
@@ -313,7 +301,7 @@ class Workspace:
         return (
             isinstance(recorded, dict)
             and recorded.get("digest") == digest
-            and recorded.get("tree") == _tree_fingerprint(target)
+            and recorded.get("tree") == tree_fingerprint(target)
         )
 
 
@@ -355,89 +343,3 @@ def _is_real_dir(path: Path) -> bool:
         return stat.S_ISDIR(path.lstat().st_mode)
     except OSError:
         return False
-
-
-def _copy_tree(source: Path, dest: Path) -> None:
-    """Copy regular files and folders; symlinks only when they point to a file inside `source`."""
-    dest.mkdir(mode=_DIR_MODE)
-    for dirpath, dirnames, filenames in os.walk(source):
-        here = Path(dirpath)
-        out = dest / here.relative_to(source)
-        for dirname in sorted(dirnames):
-            # os.walk lists symlinked dirs here but does not descend; skip them to avoid loops.
-            if not (here / dirname).is_symlink():
-                (out / dirname).mkdir(mode=_DIR_MODE)
-        for filename in sorted(filenames):
-            src = here / filename
-            if src.is_symlink():
-                real = src.resolve()
-                if not (_inside(real, source) and real.is_file()):
-                    continue  # a link out of the skill folder is never followed
-                shutil.copyfile(real, out / filename)
-                shutil.copymode(real, out / filename)
-            elif src.is_file():
-                shutil.copyfile(src, out / filename)
-                shutil.copymode(src, out / filename)
-            # sockets, fifos and devices are not skill content
-
-
-def _link_workspace_dirs(staged: Path) -> None:
-    """`out` and `work` in a staged skill lead to the workspace's folders (relative links).
-
-    A skill that has its own `out` or `work` entry keeps it. These links are the server's own:
-    they sit in the read-only copy, which no command can change, and the server never follows
-    a path through them (its walks skip links and `open_file` refuses any).
-    """
-    for name, target in _SKILL_LINKS.items():
-        if not os.path.lexists(staged / name):
-            os.symlink(target, staged / name)
-
-
-def _chown_tree(root: Path, owner: tuple[int, int]) -> None:
-    # lchown: the links themselves, never what they point to.
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        os.lchown(here, *owner)
-        for entry in [*filenames, *(d for d in dirnames if (here / d).is_symlink())]:
-            os.lchown(here / entry, *owner)
-
-
-def _make_read_only(root: Path) -> None:
-    # Bottom-up so a directory becomes read-only only after its contents are done.
-    # Through O_NOFOLLOW descriptors: a link planted in the staging folder is never chmod-ed.
-    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
-        for filename in filenames:
-            path = Path(dirpath) / filename
-            info = path.lstat()
-            if stat.S_ISREG(info.st_mode):
-                executable = info.st_mode & stat.S_IXUSR
-                chmod_nofollow(path, _STAGED_EXEC_MODE if executable else _STAGED_FILE_MODE)
-        chmod_nofollow(Path(dirpath), _STAGED_DIR_MODE)
-
-
-def _remove_tree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-        return
-    if not path.exists():
-        return
-    # Read-only directories must become writable again before their entries can be removed.
-    for dirpath, _dirnames, _filenames in os.walk(path):
-        chmod_nofollow(Path(dirpath), _DIR_MODE)
-    shutil.rmtree(path)  # fd-based on Linux: it never follows a link out of the tree
-
-
-def _tree_fingerprint(root: Path) -> dict[str, list[int | str]]:
-    """Every entry of a staged copy with what a change would touch (links by their target)."""
-    tree: dict[str, list[int | str]] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        for name in [".", *filenames, *(d for d in dirnames if (here / d).is_symlink())]:
-            path = here / name if name != "." else here
-            info = path.lstat()
-            entry: list[int | str] = [info.st_mtime_ns, info.st_size, info.st_mode]
-            entry += [info.st_uid, info.st_ino]
-            if stat.S_ISLNK(info.st_mode):
-                entry.append(os.readlink(path))
-            tree[path.relative_to(root).as_posix()] = entry
-    return tree
