@@ -19,7 +19,8 @@ Containment, in layers:
   names must pass `env.env_name_problem` (no BASH_ENV, LD_*, PYTHON*...). No variable of the
   server process (API keys, SECRET_KEY, DATABASE_URL...) is passed on.
 - Without a sandbox a root server's commands run with every capability dropped (`caps`), so
-  staged skills, which belong to another uid, stay read-only for them.
+  staged skills, which belong to another uid, stay read-only for them. RLIMIT_NPROC is then left
+  as it was: without capabilities it would count every root process of the host.
 - rlimits set in the child: CPU seconds, address space, file size, process count, no core dumps.
   RLIMIT_NPROC is not enforced for uid 0, so when the server runs as root a fork bomb is held
   only by the timeout and the kill (and, with bwrap, by the PID namespace). Run the server as an
@@ -113,13 +114,17 @@ def _child_setup(
         _LIBC.prctl(reaper.PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
         if os.getppid() != server_pid:
             os._exit(1)
-        for kind, value in (
+        rlimits = [
             (resource.RLIMIT_CPU, cpu_seconds),
             (resource.RLIMIT_AS, limits.address_space_bytes),
             (resource.RLIMIT_FSIZE, limits.file_size_bytes),
-            (resource.RLIMIT_NPROC, limits.processes),
             (resource.RLIMIT_CORE, 0),
-        ):
+        ]
+        if drop_caps_to is None:
+            # Uid 0 without capabilities would be held to it counted over every root process of
+            # the host (no fork at all on a busy machine); root's commands never were.
+            rlimits.append((resource.RLIMIT_NPROC, limits.processes))
+        for kind, value in rlimits:
             _soft, hard = resource.getrlimit(kind)
             # Never try to raise past an existing hard limit: that fails for non-root users.
             soft = value if hard == resource.RLIM_INFINITY else min(value, hard)
