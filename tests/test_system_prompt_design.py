@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from asgiref.sync import sync_to_async
 
+from skills_app.core.profiles.run_files import workspace_files
+from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, PermissionRule
 from skills_app.runs.factory import workspace_for
 from tests.fake_anthropic import Reply
@@ -347,3 +349,12 @@ async def test_links_a_command_plants_are_never_followed_by_the_server(
     ws = await sync_to_async(workspace_for)(conversation.pk)
     assert not os.path.islink(ws.root / "runs")  # a planted runs/ link was replaced
     assert not any(p.name.startswith("run-") for p in tmp_path.iterdir())
+
+
+def test_matching_output_globs_looks_at_a_bounded_number_of_entries(tmp_path):
+    ws = Workspace(tmp_path / "ws")
+    for i in range(30):
+        (ws.work_dir / f"f{i:02d}.txt").write_text("x")
+    assert len(workspace_files(ws)) == 30
+    # Past the bound the walk stops instead of stalling the server on a huge tree.
+    assert len(workspace_files(ws, limit=10)) < 30

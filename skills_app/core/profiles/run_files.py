@@ -32,6 +32,8 @@ from ..tools.workspace import Workspace, WorkspaceError
 MAX_INPUTS = 20
 MAX_INPUT_BYTES = 20 * 1024 * 1024
 MAX_OUTPUT_FILES = 50
+# Entries looked at when matching output globs: a command may leave millions of files behind.
+MAX_WALKED = 20_000
 INLINE_CHARS = 16_000
 INLINE_TOTAL = 64_000
 # Where collected files and inputs may live; skills/ is staged skill content, runs/ run records.
@@ -177,10 +179,15 @@ def glob_match(pattern: Sequence[str], path: Sequence[str]) -> bool:
     return bool(path) and fnmatch.fnmatchcase(path[0], head) and glob_match(rest, path[1:])
 
 
-def workspace_files(ws: Workspace) -> list[str]:
-    """Regular files of the workspace, outside skills/ and hidden folders, never via a link."""
+def workspace_files(ws: Workspace, limit: int = MAX_WALKED) -> list[str]:
+    """Regular files of the workspace, outside skills/ and hidden folders, never via a link
+    (the first `limit` entries of the walk)."""
     found: list[str] = []
+    walked = 0
     for dirpath, dirnames, filenames, dirfd in os.fwalk(ws.root, follow_symlinks=False):
+        walked += len(dirnames) + len(filenames)
+        if walked > limit:
+            break
         relative = Path(dirpath).relative_to(ws.root).as_posix()
         if relative == ".":
             dirnames[:] = [d for d in dirnames if d not in _SKIPPED_TOPS]

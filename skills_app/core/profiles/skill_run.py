@@ -14,6 +14,7 @@ limits and the read-only staged skill apply as they do to every command.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -110,7 +111,8 @@ async def run_skill_command(
     workspace = ctx.workspace
     try:
         skill_dir = Path(await session.stage_skill(name))
-        stage_inputs(workspace, tool_input.get("inputs"), session.skills)
+        # File work off the event loop: other runs of this process keep streaming meanwhile.
+        await asyncio.to_thread(stage_inputs, workspace, tool_input.get("inputs"), session.skills)
         run_dir = workspace.new_run_dir()
         variables = {
             "WORKSPACE_DIR": str(workspace.root),
@@ -138,7 +140,9 @@ async def run_skill_command(
     duration_ms = int((time.monotonic() - started) * 1000)
     stderr = _read_back(workspace, err_file, ctx.output_limit)
     stdout, exit_code, timed_out = _split_status(result.content)
-    files = collect_outputs(workspace, tool_input.get("output_files"), variables)
+    files = await asyncio.to_thread(
+        collect_outputs, workspace, tool_input.get("output_files"), variables
+    )
     payload: dict[str, Any] = {
         "stdout": stdout,
         "stderr": stderr,
@@ -150,7 +154,7 @@ async def run_skill_command(
     artifacts = set(result.artifacts)
     if tool_input.get("save_as_artifacts") is True and files:
         try:
-            saved = save_artifacts(workspace, files)
+            saved = await asyncio.to_thread(save_artifacts, workspace, files)
         except (ToolError, OSError) as exc:
             return error_answer(tool_use_id, f"could not save the output files: {exc}", skill=name)
         payload["artifact_files"] = saved
