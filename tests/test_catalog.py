@@ -34,14 +34,48 @@ def test_the_intro_explains_the_skill_tool_slash_names_and_loaded_skills():
     assert "already loaded" in CATALOG_INTRO
 
 
-def test_it_lists_only_model_invocable_skills_with_mode_skills_first():
+def test_it_lists_only_model_invocable_skills_with_mode_skills_first_under_a_heading():
     skills = [
         spec("zeta"),
         spec("alpha"),
         spec("hidden", extra="disable-model-invocation: true\n"),
         spec("moded", extra="mode: true\n"),
     ]
-    assert [e.split('"')[1] for e in entries(build_catalog(skills))] == ["moded", "alpha", "zeta"]
+    assert entries(build_catalog(skills)) == [
+        "Mode Commands:",
+        '"moded": d',
+        "",
+        "Skills:",
+        '"alpha": d',
+        '"zeta": d',
+    ]
+
+
+def test_without_mode_skills_there_are_no_headings():
+    assert entries(build_catalog([spec("alpha")])) == ['"alpha": d']
+    assert entries(build_catalog([spec("moded", extra="mode: true\n")])) == [
+        "Mode Commands:",
+        '"moded": d',
+    ]
+
+
+def test_a_skill_without_description_or_when_to_use_is_left_out():
+    text = "---\nname: bare\n---\nThe first paragraph would have been the description.\n"
+    bare = parse_skill_text(text, directory=Path("/nowhere/bare"), name="bare")
+    when = spec("when-only", "", when="When asked.")
+    assert bare.description  # discovery still has a fallback, the catalog does not use it
+    assert entries(build_catalog([bare, when, spec("alpha")])) == [
+        '"alpha": d',
+        # when_to_use alone is enough; the description is then the body's first paragraph.
+        '"when-only": Body. - When asked.',
+    ]
+
+
+def test_a_plugin_skill_names_its_plugin_after_the_description():
+    plugin = spec("tools:pdf", "Extracts text.", when="When a PDF is given.")
+    assert entries(build_catalog([plugin])) == [
+        '"tools:pdf": Extracts text. (plugin:tools) - When a PDF is given.'
+    ]
 
 
 def test_it_puts_each_entry_on_one_line():
@@ -89,7 +123,8 @@ def test_it_shortens_the_longest_descriptions_first():
 
 def test_when_cuts_would_be_useless_it_drops_the_longest_descriptions():
     skills = [spec("tiny", "Tiny."), *(spec(f"big-{i}", "b" * 500) for i in range(10))]
-    bare = len(build_catalog([spec("tiny", "Tiny."), *(spec(f"big-{i}", "") for i in range(10))]))
+    head, tail = f"{CATALOG_INTRO}\n\n<available_skills>\n", "</available_skills>"
+    bare = len(head) + len(tail) + sum(len(s.name) + 3 for s in skills)
     catalog = build_catalog(skills, budget=bare + 60)
     assert len(catalog) <= bare + 60
     assert '"tiny": Tiny.' in entries(catalog)

@@ -58,8 +58,16 @@ class ScriptedModel:
         if self.profile == META:
             return Reply.tool_use("Skill", {"skill": skill, "args": args})
         if self.profile == TOOL_RESULT:
-            return Reply.tool_use("load_skill", {"name": skill})
-        return Reply.tool_use("skill_load", {"skill": skill})
+            return Reply.tool_use("load_skill", {"name": skill})  # the design has no arguments
+        return Reply.tool_use("skill_load", {"skill": skill, "args": args})
+
+    def resolve(self, text: str, skill: str) -> str:
+        """What a model makes of the body's paths: the tool-result design returns the body as
+        written, so `${CLAUDE_SKILL_DIR}` is left for the model, which finds the skill where the
+        design keeps skills, `skills/<name>` in the workspace (its working folder)."""
+        if self.profile == TOOL_RESULT:
+            return text.replace("${CLAUDE_SKILL_DIR}", f"skills/{skill}")
+        return text
 
     def shell(self, skill: str, command: str, outputs: tuple[str, ...] = ()) -> Reply:
         if self.profile == SYSTEM:
@@ -105,12 +113,17 @@ def last_result(request: dict[str, Any]) -> str:
     return str(content)
 
 
+def first_prompt(request: Any) -> str:
+    """A subagent's task: its first message, and (toolset profile) the skill in its system."""
+    return dumps(request["messages"][0]) + request.system_text
+
+
 def follow(fake: Any, steps: list[Step], child_steps: list[Step] | None = None) -> None:
     """Answer the n-th model call of the parent (and of a forked subagent) with steps[n]."""
 
     def respond(request: dict[str, Any]) -> Reply:
         script = steps
-        if child_steps is not None and PHRASES["change-scout"] in dumps(request["messages"][0]):
+        if child_steps is not None and PHRASES["change-scout"] in first_prompt(request):
             script = child_steps
         turn = sum(1 for m in request["messages"] if m["role"] == "assistant")
         try:
@@ -228,7 +241,7 @@ async def test_style_guide_routes_the_model_to_the_one_reference_it_needs(
     def pick_reference(request):
         body = model.body(request, "style-guide") or ""
         row = next(line for line in body.splitlines() if line.startswith("| voice, tone"))
-        path = re.search(r"`([^`]+)`", row).group(1)
+        path = model.resolve(re.search(r"`([^`]+)`", row).group(1), "style-guide")
         if model.profile == SYSTEM:
             relative = path.split("/style-guide/", 1)[1]
             return Reply.tool_use("skill_select_docs", {"skill": "style-guide", "docs": [relative]})
@@ -271,19 +284,23 @@ async def test_text_stats_runs_its_script_and_leaves_a_report(
     def run_script(request):
         body = model.body(request, "text-stats") or ""
         command = re.search(r"```bash\n(.+?)\n```", body, re.S).group(1).strip()
-        if not command.endswith("work/notes.txt"):  # profiles that load without arguments
-            command += " work/notes.txt"
+        # Unsubstituted (tool-result): the model fills in the file itself.
+        command = model.resolve(command, "text-stats").replace("$ARGUMENTS", "work/notes.txt")
         return model.shell("text-stats", command, outputs=("out/*.json",))
 
     def report(request):
         return Reply.text("Done: " + model.output(request).splitlines()[0])
 
     follow(fake, [lambda r: model.load("text-stats", "work/notes.txt"), run_script, report])
-    # answer="deny": an approval would fail the run, so success proves allowed-tools pre-approved it.
-    run = await run_turn(conversation, "Count the words in work/notes.txt", alice, answer="deny")
+    # answer="deny" where allowed-tools must pre-approve the command, so success proves it did.
+    # The tool-result design gives no skill folder to the body, so the model runs the script by
+    # the relative path, which the skill's rule (the absolute path) does not cover: asked.
+    answer = "allow_once" if model.profile == TOOL_RESULT else "deny"
+    run = await run_turn(conversation, "Count the words in work/notes.txt", alice, answer=answer)
 
     assert run.status == Run.DONE
-    assert not await Approval.objects.filter(conversation=conversation).aexists()
+    asked = [a.tool async for a in Approval.objects.filter(conversation=conversation)]
+    assert asked == (["Bash"] if model.profile == TOOL_RESULT else [])
     artifacts = workspace.artifacts()
     assert len(artifacts) == 1 and artifacts[0].startswith("out/text-stats-")
     figures = json.loads((workspace.root / artifacts[0]).read_text())["total"]
@@ -293,7 +310,9 @@ async def test_text_stats_runs_its_script_and_leaves_a_report(
     )
     sent = accepted(fake)
     if model.profile == SYSTEM:
-        assert json.loads(last_result(sent[-1]))["output_files"] == artifacts
+        collected = json.loads(last_result(sent[-1]))["output_files"]
+        assert [f["name"] for f in collected] == artifacts
+        assert json.loads(collected[0]["content"])["total"] == figures
     assert_delivered_once(model, sent, "text-stats")
     await sync_to_async(assert_hidden_from_transcript)(conversation, "text-stats")
 
@@ -319,7 +338,7 @@ async def test_table_kit_scripts_import_the_bundled_library(
     def write_script(request):
         body = model.body(request, "table-kit") or ""
         header = re.search(r"```python\n(.+?)```", body, re.S).group(1)
-        script = textwrap.dedent(header) + SCRIPT_BODY
+        script = model.resolve(textwrap.dedent(header), "table-kit") + SCRIPT_BODY
         return Reply.tool_use("Write", {"file_path": "work/sales_summary.py", "content": script})
 
     def answer(request):
@@ -341,7 +360,8 @@ async def test_table_kit_scripts_import_the_bundled_library(
     assert run.status == Run.DONE
     script = (workspace.work_dir / "sales_summary.py").read_text()
     staged_core = workspace.skills_dir / "table-kit" / "core"
-    assert f'sys.path.insert(0, "{staged_core}")' in script
+    expected_core = "skills/table-kit/core" if model.profile == TOOL_RESULT else staged_core
+    assert f'sys.path.insert(0, "{expected_core}")' in script
     assert not (staged_core / "__pycache__").exists()  # importing left the staged copy as it was
     saved = json.loads((workspace.out_dir / "sales.json").read_text())
     amount = saved["summary"]["amount"]
@@ -395,8 +415,10 @@ def scout_steps() -> list[Step]:
     """The forked change-scout subagent: one Grep, then the report its skill asks for."""
 
     def search(request):
-        prompt = request["messages"][0]["content"][0]["text"]
+        prompt = request["messages"][0]["content"][0]["text"] + "\n" + request.system_text
         named = re.search(r"release risks: (.*)", prompt).group(1).strip()
+        if named.startswith("$"):  # the placeholder as written: no folder was named
+            named = ""
         return Reply.tool_use(
             "Grep",
             {
@@ -487,17 +509,21 @@ async def test_release_prep_delegates_to_a_forked_scout_and_writes_a_brief(
         "- [unfinished] work/src/export.py:2 - TODO: stream large exports before 2.0"
     )
     sent = accepted(fake)
-    parent = [r for r in sent if PHRASES["change-scout"] not in dumps(r["messages"][0])]
+    parent = [r for r in sent if PHRASES["change-scout"] not in first_prompt(r)]
     children = [r for r in sent if r not in parent]
     assert len(parent) == 5 and len(children) == 2
     # The subagent's final text, and only that, came back to the parent as the tool result.
     assert last_result(parent[3]) == scout_report
     assert all(PHRASES["change-scout"] not in dumps(r) for r in parent)
     assert all("work/src/settings.py:1" not in dumps(r) for r in parent[:3])
-    # Only the Skill tool passes arguments; loaded without them, the scout searches work/.
-    scout_prompt = children[0]["messages"][0]["content"][0]["text"]
-    expected = "release risks: work/src\n" if model.profile == META else "release risks: \n"
-    assert expected in scout_prompt
+    # Skill and skill_load pass arguments; load_skill has none and returns the body as written.
+    scout_prompt = children[0]["messages"][0]["content"][0]["text"] + children[0].system_text
+    expected = "$ARGUMENTS" if model.profile == TOOL_RESULT else "work/src"
+    assert f"release risks: {expected}\n" in scout_prompt
+    # The subagent keeps the conversation's profile: its own skill tools, skill_run included.
+    child_tools = {t["name"] for t in children[0]["tools"]}
+    profile_tool = {META: "Skill", TOOL_RESULT: "load_skill", SYSTEM: "skill_run"}[model.profile]
+    assert profile_tool in child_tools
     brief = (workspace.out_dir / "release-prep-2.0.md").read_text()
     assert "## Risks\n" + scout_report.split("\n", 1)[1] in brief
     assert await sync_to_async(final_text)(conversation) == (

@@ -112,10 +112,17 @@ async def test_a_subagent_cannot_fork_again(fake, conversation, alice):
         return Reply.text("ok")
 
     fake.set_responder(respond)
-    await run_turn(conversation, "go", alice)
+    run = await run_turn(conversation, "go", alice)
     child = [r for r in accepted(fake) if is_child(r)]
+    # Inside its subagent the skill is an ordinary inline skill: invoking it again delivers
+    # its instructions there and starts no second subagent.
     nested = child[1]["messages"][-1]["content"][0]
-    assert nested["is_error"] is True and 'Unknown skill "forker"' in nested["content"]
+    assert nested["content"] == "Launching skill: forker" and "is_error" not in nested
+    assert await Run.objects.filter(conversation=conversation).acount() == 2
+    assert await Run.objects.filter(parent=run).acount() == 1
+    # A subagent is offered no forked skill, not even its own, in its catalog.
+    catalog = next(t for t in child[0]["tools"] if t["name"] == "Skill")["description"]
+    assert '"forker"' not in catalog
 
 
 async def test_a_subagents_requests_are_captured_as_sent(fake, conversation, alice):

@@ -231,3 +231,11 @@ def test_the_fixture_skills_have_no_errors():
     for skill_file in FIXTURES.rglob("*"):
         if skill_file.name.lower() == "skill.md":
             assert [p for p in lint_skill_dir(skill_file.parent) if p.severity == "error"] == []
+
+
+def test_it_says_why_a_skill_without_description_or_when_to_use_is_not_listed(tmp_path):
+    (problem,) = lint_skill_dir(skill(tmp_path, "quiet", "name: quiet"))
+    assert problem.rule == "description-missing" and problem.severity == "warning"
+    assert "left out of the model's catalog" in problem.message
+    (listed,) = lint_skill_dir(skill(tmp_path, "timed", "name: timed\nwhen_to_use: On Fridays."))
+    assert "left out" not in listed.message

@@ -102,3 +102,21 @@ def test_render_uses_a_given_skill_dir_and_the_session_id():
     spec = skill("${CLAUDE_SKILL_DIR} ${CLAUDE_SESSION_ID}\n")
     text = render_skill(spec, "", skill_dir="/work/staged/demo", session_id="abc")
     assert text == "Base directory for this skill: /work/staged/demo\n\n/work/staged/demo abc"
+
+
+def test_base_dir_resolves_like_the_claude_skill_dir_variable():
+    assert sub("Read({baseDir}/scripts/x.py) or ${CLAUDE_SKILL_DIR}/y") == (
+        "Read(/skills/demo/scripts/x.py) or /skills/demo/y"
+    )
+    assert sub("{basedir} and {baseDir2} stay") == "{basedir} and {baseDir2} stay"
+
+
+def test_without_the_base_directory_line_it_is_the_substituted_body_alone():
+    spec = skill("Use $ARGUMENTS.\n")
+    assert render_skill(spec, "x", skill_dir="/s", session_id="s", base_dir_line=False) == (
+        "Use x."
+    )
+    plain = skill("No placeholder.\n")
+    assert render_skill(plain, "x", skill_dir="/s", session_id="s", base_dir_line=False) == (
+        "No placeholder.\n\nARGUMENTS: x"
+    )

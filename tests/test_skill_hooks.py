@@ -175,6 +175,22 @@ async def test_the_hook_reads_its_input_json_on_stdin_env_and_file(tmp_path):
     assert not list((h.ws.work_dir / ".tmp").glob("hook-input-*"))  # the input file is removed
 
 
+async def test_a_skill_call_reaches_the_hook_with_the_skill_and_its_args(tmp_path):
+    h = Harness(tmp_path)
+    h.runner.register([SkillHook("guard", "PreToolUse", "Skill", "cat > stdin.json")])
+    payload = {
+        "tool_name": "Skill",
+        "tool_input": {"skill": "greeter", "args": "Ada"},
+        "skill": "greeter",
+        "args": "Ada",
+    }
+    assert await h.hooks.first_block("PreToolUse", payload) is None
+    seen = json.loads((h.ws.root / "stdin.json").read_text())
+    # "skill" stays the hook's own skill; the call's skill and args are under skill_call.
+    assert seen["skill"] == "guard"
+    assert seen["skill_call"] == {"skill": "greeter", "args": "Ada"}
+
+
 @pytest.mark.parametrize("behavior", ["ask", "deny"])
 async def test_a_hook_the_rules_do_not_allow_is_skipped_and_audited(tmp_path, behavior):
     h = Harness(tmp_path, behavior=behavior)
@@ -344,8 +360,11 @@ async def test_a_hook_the_rules_do_not_allow_is_skipped_and_the_skip_audited(
     assert "hi" in str(tool_result_of(accepted(setup)[2])["content"])
     ws = await sync_to_async(workspace_for)(conversation.pk)
     assert not (ws.root / "hook-ran").exists()
-    (event,) = await hook_events(conversation)
-    assert event["status"] == "skipped" and "default for Bash: ask" in event["reason"]
+    # The hook fires for the Skill call that registered it, then for Bash: skipped both times.
+    events = await hook_events(conversation)
+    assert [e["tool_name"] for e in events] == ["Skill", "Bash"]
+    for event in events:
+        assert event["status"] == "skipped" and "default for Bash: ask" in event["reason"]
 
 
 @db

@@ -238,16 +238,27 @@ async def test_it_cleans_up_the_classic_fork_bomb_when_the_shell_exits(ctx: Tool
 # --- staged skills and the bubblewrap sandbox -----------------------------------------------
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="shows a root-only gap")
-async def test_without_a_sandbox_root_can_change_a_staged_skill(
-    ws: Workspace, ctx: ToolContext, staged: Path, tmp_path: Path
+@pytest.mark.skipif(os.geteuid() != 0, reason="root only: the copy belongs to another uid")
+async def test_without_a_sandbox_root_cannot_change_a_staged_skill(
+    ws: Workspace, ctx: ToolContext, staged: Path
 ) -> None:
-    # Documented gap: root ignores 0o444, so SANDBOX=none protects skills only from the file tools;
-    # the next stage_skill notices the change and copies the skill again.
-    await run(ctx, "echo evil >> skills/demo/SKILL.md")
-    assert (staged / "SKILL.md").read_text() == "original\nevil\n"
-    ws.stage_skill("demo", tmp_path / "skill-src", "d1")
+    # The staged copy belongs to "nobody" and a root command runs without capabilities, so
+    # modes and ownership hold: no write, no chmod, no rename, no replacing skills/ itself.
+    attempts = [
+        "echo evil >> skills/demo/SKILL.md",
+        "chmod u+w skills/demo/SKILL.md",
+        "chown root skills/demo/SKILL.md",
+        "mv skills/demo skills/gone",
+        "rm -rf skills/demo",
+        "ln -sfn /etc skills/demo/out",
+    ]
+    for command in attempts:
+        result = await run(ctx, command)
+        assert result.is_error, command
     assert (staged / "SKILL.md").read_text() == "original\n"
+    assert os.readlink(staged / "out") == "../../out"
+    status = (await run(ctx, "grep CapEff /proc/self/status")).content
+    assert "CapEff:\t0000000000000000" in status
 
 
 async def test_it_says_how_to_install_bubblewrap_when_it_is_missing(

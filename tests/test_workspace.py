@@ -162,3 +162,60 @@ def test_it_lists_artifacts_under_out_without_symlinks(ws: Workspace, tmp_path: 
     assert snap["out/b.md"][1] == 1
     os.utime(ws.out_dir / "b.md", ns=(1, 1))
     assert ws.snapshot_out()["out/b.md"] != snap["out/b.md"]
+
+
+def test_a_staged_skill_links_out_and_work_to_the_workspace(ws: Workspace, skill_src: Path) -> None:
+    staged = ws.stage_skill("pdf", skill_src, "d1")
+    assert os.readlink(staged / "out") == "../../out"
+    assert os.readlink(staged / "work") == "../../work"
+    assert (staged / "out").resolve() == ws.out_dir
+    # Through the link a path resolves into out/, which is writable; the copy itself is not.
+    assert ws.resolve("skills/pdf/out/r.md", for_write=True) == ws.out_dir / "r.md"
+    with pytest.raises(WorkspaceError, match="read-only"):
+        ws.resolve("skills/pdf/SKILL.md", for_write=True)
+
+
+def test_a_skill_with_its_own_work_folder_keeps_it(ws: Workspace, skill_src: Path) -> None:
+    (skill_src / "work").mkdir()
+    (skill_src / "work" / "seed.txt").write_text("mine\n")
+    staged = ws.stage_skill("pdf", skill_src, "d1")
+    assert not (staged / "work").is_symlink()
+    assert (staged / "work" / "seed.txt").read_text() == "mine\n"
+    assert (staged / "out").is_symlink()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give files away")
+def test_as_root_the_staged_copy_and_skills_belong_to_another_user(
+    ws: Workspace, skill_src: Path
+) -> None:
+    staged = ws.stage_skill("pdf", skill_src, "d1")
+    owners = {p.lstat().st_uid for p in [ws.skills_dir, staged, *staged.rglob("*")]}
+    assert owners == {65534}
+
+
+def test_it_copies_again_when_a_link_of_the_staged_copy_was_changed(
+    ws: Workspace, skill_src: Path, tmp_path: Path
+) -> None:
+    staged = ws.stage_skill("pdf", skill_src, "d1")
+    os.chmod(staged, 0o755)
+    (staged / "out").unlink()
+    (staged / "out").symlink_to(tmp_path)
+    ws.stage_skill("pdf", skill_src, "d1")
+    assert os.readlink(staged / "out") == "../../out"
+
+
+def test_each_run_folder_is_new_and_a_planted_runs_link_is_replaced(
+    ws: Workspace, tmp_path: Path
+) -> None:
+    first, second = ws.new_run_dir(), ws.new_run_dir()
+    assert first != second and first.parent == second.parent == ws.root / "runs"
+    assert list(first.iterdir()) == []
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    for entry in (ws.root / "runs").iterdir():
+        entry.rmdir()
+    (ws.root / "runs").rmdir()
+    (ws.root / "runs").symlink_to(outside)
+    third = ws.new_run_dir()
+    assert not (ws.root / "runs").is_symlink() and third.is_dir()
+    assert list(outside.iterdir()) == []

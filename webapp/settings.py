@@ -318,6 +318,12 @@ SKILLS_DIRS = [Path(p) for p in env_list("SKILLS_DIRS", [], sep=os.pathsep)]
 SKILL_CATALOG_BUDGET = env_int("SKILL_CATALOG_BUDGET", 15_000, minimum=200)
 SKILL_CATALOG_ENTRY_CAP = env_int("SKILL_CATALOG_ENTRY_CAP", 1_536, minimum=20)
 DISABLE_SKILL_SHELL = env_bool("DISABLE_SKILL_SHELL", False)
+# system-prompt profile: loaded skills, selected documents and tools last for the turn that
+# loaded them (the design's temporary state) or, with "conversation", until it ends.
+SKILL_STATE_LIFETIME = env_choice("SKILL_STATE_LIFETIME", "turn", ("turn", "conversation"))
+# tool-result profile: substitute $ARGUMENTS, ${CLAUDE_SKILL_DIR}... in the <skill> block (the
+# design returns the body as written, so this is off by default).
+TOOL_RESULT_SUBSTITUTIONS = env_bool("TOOL_RESULT_SUBSTITUTIONS", False)
 
 # --- Model ---------------------------------------------------------------------------------
 

@@ -54,7 +54,11 @@ def message_plain_text(row: Message, *, allow_hidden: bool = False) -> str:
         raise HiddenContentError(f"message {row.pk} is hidden")
     if row.kind == "skill_status":
         text = _text(row)
-        status = parse_status_message(text) or {"name": "?", "args": ""}
+        # tool-result's slash chip holds what the user typed; its meta names the skill.
+        status = parse_status_message(text) or {
+            "name": row.meta.get("skill", "?"),
+            "args": row.meta.get("args", ""),
+        }
         line = f'[skill] The "{status["name"]}" skill is loading'
         if status["args"]:
             line += f" (args: {status['args']})"

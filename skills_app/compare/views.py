@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -23,6 +24,7 @@ from skills_app.registry.skills import skills_for_user
 from skills_app.runs import supervisor as runs
 
 PROMPT_LIMIT = 4000
+BASE_PROMPTS = dict(Conversation.BASE_PROMPT_CHOICES)
 
 
 def _require_staff(request: HttpRequest) -> None:
@@ -57,13 +59,28 @@ def compare_home(request: HttpRequest) -> HttpResponse:
             "skills": _skill_choices(request.user.pk),
             "comparisons": Comparison.objects.filter(created_by=request.user)[:20],
             "profiles": PROFILES,
+            "base_prompts": BASE_PROMPTS,
+            "base_prompt": Conversation.SHARED_PROMPT,
+            **design_notes(),
         },
     )
 
 
-def _create(user: Any, prompt: str, skills: list[str]) -> tuple[Comparison, list[int]]:
+def design_notes() -> dict[str, Any]:
+    """The settings in force that change how a profile behaves (shown beside the columns)."""
+    return {
+        "skill_state": settings.SKILL_STATE_LIFETIME,
+        "tool_result_substitutions": settings.TOOL_RESULT_SUBSTITUTIONS,
+    }
+
+
+def _create(
+    user: Any, prompt: str, skills: list[str], base_prompt: str
+) -> tuple[Comparison, list[int]]:
     with transaction.atomic():
-        comparison = Comparison.objects.create(created_by=user, prompt=prompt, skills=skills)
+        comparison = Comparison.objects.create(
+            created_by=user, prompt=prompt, skills=skills, base_prompt=base_prompt
+        )
         ids = []
         for profile in PROFILES:
             conversation = Conversation.objects.create(
@@ -71,6 +88,7 @@ def _create(user: Any, prompt: str, skills: list[str]) -> tuple[Comparison, list
                 title=f"Compare #{comparison.pk} · {profile}",
                 profile=profile,
                 skill_filter=skills,
+                base_prompt=base_prompt,
             )
             comparison.conversations.add(conversation)
             ids.append(conversation.pk)
@@ -85,9 +103,12 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("The comparison page is for staff.")
     prompt = (request.POST.get("prompt") or "").strip()
     skills = [s for s in request.POST.getlist("skills") if s]
+    base_prompt = request.POST.get("base_prompt") or Conversation.SHARED_PROMPT
     known = {s["name"] for s in await sync_to_async(_skill_choices)(user.pk)}
     error = ""
-    if not prompt:
+    if base_prompt not in BASE_PROMPTS:
+        error = "Choose the base prompt: " + " or ".join(f'"{v}"' for v in BASE_PROMPTS.values())
+    elif not prompt:
         error = "Write a prompt to compare."
     elif len(prompt) > PROMPT_LIMIT:
         error = f"The prompt is longer than {PROMPT_LIMIT} characters."
@@ -103,11 +124,14 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
             "error": error,
             "prompt": prompt,
             "picked": skills,
+            "base_prompts": BASE_PROMPTS,
+            "base_prompt": base_prompt if base_prompt in BASE_PROMPTS else "",
+            **design_notes(),
         }
         return await sync_to_async(render)(
             request, "skills_app/compare/home.html", context, status=400
         )
-    comparison, ids = await sync_to_async(_create)(user, prompt, skills)
+    comparison, ids = await sync_to_async(_create)(user, prompt, skills, base_prompt)
     # The three runs execute concurrently, like three users asking the same question.
     for conversation_id in ids:
         await runs.start_run(conversation_id, prompt, user_id=user.pk)
@@ -178,6 +202,7 @@ def compare_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "comparison": comparison,
         "columns": columns,
         "active": any(c["active"] for c in columns),
+        **design_notes(),
     }
     template = (
         "skills_app/compare/_columns.html" if request.htmx else "skills_app/compare/detail.html"

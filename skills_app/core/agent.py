@@ -36,6 +36,9 @@ class SkillProvider(Protocol):
     def skills(self) -> list[SkillSpec]: ...
 
 
+SKILL_STATE_LIFETIMES = ("turn", "conversation")
+
+
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
     model: str
@@ -53,6 +56,17 @@ class AgentConfig:
     effort: str | None = None
     # Cache breakpoints on the stable prefix and the conversation's last block.
     prompt_caching: bool = True
+    # `system-prompt` profile: how long loaded skills, selected documents and selected tools
+    # stay in the request: "turn" (the design's invocation-scoped state) or "conversation".
+    skill_state: str = "turn"
+    # `tool-result` profile: apply argument and ${CLAUDE_*} substitutions (and `!` commands) to
+    # the body; off by default, as the design returns the body as written.
+    tool_result_substitutions: bool = False
+
+    def __post_init__(self) -> None:
+        if self.skill_state not in SKILL_STATE_LIFETIMES:
+            known = ", ".join(SKILL_STATE_LIFETIMES)
+            raise ValueError(f"skill_state {self.skill_state!r} is not one of {known}.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +94,8 @@ class TurnState:
     skill_rules: list[Rule] = field(default_factory=list)
     disallowed_tools: set[str] = field(default_factory=set)
     model_override: str | None = None
+    # A skill's `effort`, for the rest of the turn that invoked it.
+    effort_override: str | None = None
     # Extra environment for commands (SKILL_DIR of the skill invoked last).
     env: dict[str, str] = field(default_factory=dict)
     invocations: dict[str, InvocationRef] = field(default_factory=dict)
@@ -106,6 +122,7 @@ class ForkResult:
 
 
 __all__ = [
+    "SKILL_STATE_LIFETIMES",
     "SYSTEM_PROMPT",
     "Agent",
     "AgentConfig",

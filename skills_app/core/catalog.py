@@ -7,6 +7,12 @@ L would drop below MIN_DESCRIPTION characters, a cut that short is useless, so t
 descriptions are dropped instead (the entry becomes the bare name) and the shortest kept whole
 while they fit. Names are never dropped: if even the bare names overflow, every name is still
 listed and the budget is exceeded.
+
+Who is listed (Claude Code's filter): model-invocable skills that have a `description` or a
+`when_to_use` in their frontmatter; a skill with neither is left out (the lint says so), though
+the user can still run it as `/name`. A plugin skill's entry ends its description with
+`(plugin:NAME)`. Skills with `mode: true` come first, under a "Mode Commands" heading, and the
+others under "Skills" (the headings appear only when there are mode skills).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ MIN_DESCRIPTION = 20
 ELLIPSIS = "…"
 _HEAD = f"{CATALOG_INTRO}\n\n<available_skills>\n"
 _TAIL = "</available_skills>"
+MODE_HEADING = "Mode Commands:\n"
+OTHER_HEADING = "\nSkills:\n"
 
 
 @lru_cache(maxsize=8192)
@@ -54,24 +62,42 @@ def _line(name: str, text: str) -> str:
     return f'"{name}": {text}\n' if text else f'"{name}"\n'
 
 
+def listed(spec: SkillSpec) -> bool:
+    """Whether the catalog lists a skill: model-invocable, with a description or when_to_use."""
+    return spec.model_invocable and (spec.has_description or bool(spec.when_to_use))
+
+
 def catalog_skills(skills: Sequence[SkillSpec]) -> list[SkillSpec]:
-    """The skills the catalog lists, in catalog order: model-invocable, `mode` first, then by name."""
-    return sorted((s for s in skills if s.model_invocable), key=lambda s: (not s.mode, s.name))
+    """The skills the catalog lists, in catalog order: `mode` first, then by name."""
+    return sorted((s for s in skills if listed(s)), key=lambda s: (not s.mode, s.name))
+
+
+def _description(spec: SkillSpec) -> str:
+    # The source suffix tells apart skills of different plugins with similar descriptions.
+    if spec.plugin:
+        return f"{spec.description} (plugin:{spec.plugin})".strip()
+    return spec.description
 
 
 def build_catalog(
     skills: Sequence[SkillSpec], *, budget: int = 15_000, entry_cap: int = 1_536
 ) -> str:
     """The catalog text: intro, then one `"name": description - when_to_use` line per skill."""
-    listed = catalog_skills(skills)
-    texts = [_entry_text(s.description, s.when_to_use, entry_cap) for s in listed]
-    bare = len(_HEAD) + len(_TAIL) + sum(len(s.name) + 3 for s in listed)
+    chosen = catalog_skills(skills)
+    texts = [_entry_text(_description(s), s.when_to_use, entry_cap) for s in chosen]
+    modes = sum(1 for s in chosen if s.mode)
+    others = len(chosen) - modes
+    headings = (len(MODE_HEADING) + (len(OTHER_HEADING) if others else 0)) if modes else 0
+    bare = len(_HEAD) + len(_TAIL) + headings + sum(len(s.name) + 3 for s in chosen)
     room = budget - bare  # what descriptions may use; each costs 2 (": ") plus its text
     lengths = [len(t) for t in texts]
     full = sum(2 + n for n in lengths if n)
     if full > room:
         texts = _fit(texts, lengths, room)
-    return _HEAD + "".join(_line(s.name, t) for s, t in zip(listed, texts, strict=True)) + _TAIL
+    lines = [_line(s.name, t) for s, t in zip(chosen, texts, strict=True)]
+    if modes:
+        lines = [MODE_HEADING, *lines[:modes], *([OTHER_HEADING] if others else []), *lines[modes:]]
+    return _HEAD + "".join(lines) + _TAIL
 
 
 def _fit(texts: list[str], lengths: list[int], room: int) -> list[str]:

@@ -178,11 +178,22 @@ async def render_dynamic(
     check: ShellCheck | None,
     execute: ShellExec,
     disabled: bool = False,
+    base_dir_line: bool = True,
 ) -> DynamicRender:
     """The hidden message with every `!` command replaced by its output (or the policy notice)."""
     placeholders = find_placeholders(spec.body)
+
+    def render(body: str) -> str:
+        return render_skill(
+            replace(spec, body=body),
+            args,
+            skill_dir=skill_dir,
+            session_id=session_id,
+            base_dir_line=base_dir_line,
+        )
+
     if not placeholders:
-        return DynamicRender(render_skill(spec, args, skill_dir=skill_dir, session_id=session_id))
+        return DynamicRender(render(spec.body))
 
     # Each placeholder becomes a random token the argument substitution cannot touch; the tokens
     # are replaced by the outputs in a single pass at the end, so no output is ever re-scanned.
@@ -193,9 +204,7 @@ async def render_dynamic(
         parts += [spec.body[cursor : p.start], f"{token}{i}\x00"]
         cursor = p.end
     parts.append(spec.body[cursor:])
-    rendered = render_skill(
-        replace(spec, body="".join(parts)), args, skill_dir=skill_dir, session_id=session_id
-    )
+    rendered = render("".join(parts))
 
     runs: list[ShellRun] = []
     outputs: list[str] = []

@@ -17,7 +17,7 @@ from .dynamic import DynamicContextError, DynamicRender, render_dynamic, run_she
 from .model_catalog import resolve_model_id
 from .permissions import Decision, Rule, RuleSyntaxError, ToolCall, parse_rule
 from .ports import InvocationRecord, RunPorts
-from .profiles.base import SkillOutcome
+from .profiles.base import CLAUDE_CODE, Rendering, SkillOutcome
 from .skillfile import SkillSpec
 from .skillhooks import SkillHook, parse_skill_hooks
 from .skilltool import (
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 ALREADY_LOADED = (
     'The skill "{name}" is already loaded above with the same content; follow those instructions.'
 )
-_SKILL_DIR_VAR = re.compile(r"\$\{CLAUDE_SKILL_DIR\}")
+_SKILL_DIR_VAR = re.compile(r"\$\{CLAUDE_SKILL_DIR\}|\{baseDir\}")
 
 
 class SkillInvoker:
@@ -59,9 +59,20 @@ class SkillInvoker:
         self.bash = bash
 
     async def invoke(
-        self, name: str, args: str, *, caller: str, tool_use_id: str | None
+        self,
+        name: str,
+        args: str,
+        *,
+        caller: str,
+        tool_use_id: str | None,
+        permission: str = SKILL_TOOL,
+        rendering: Rendering = CLAUDE_CODE,
     ) -> SkillOutcome:
-        """Validate, decide, render and audit one invocation; every attempt is audited."""
+        """Validate, decide, render and audit one invocation; every attempt is audited.
+
+        `permission` is the tool the rules see (`Skill`, or a profile's loader whose default
+        differs); `rendering` is the form of the body the profile delivers.
+        """
         record = InvocationRecord(
             skill=name, args=args, caller=caller, tool_use_id=tool_use_id or ""
         )
@@ -70,7 +81,7 @@ class SkillInvoker:
                 name, caller=caller, lookup=self.agent.skills.get, reserved=self.agent.tools.names()
             )
             record = replace(record, source=spec.source, digest=spec.digest)
-            call = ToolCall(tool=SKILL_TOOL, input={"skill": name, "args": args})
+            call = ToolCall(tool=permission, input={"skill": name, "args": args})
             decision = await self.ports.decide(call, self.state)
             record = replace(record, decided_by=decision.reason, approval_id=decision.approval_id)
             if decision.behavior != "allow":
@@ -80,7 +91,7 @@ class SkillInvoker:
                 )
             try:
                 skill_dir = await self.ports.stage_skill(spec)
-                rendered = await self._render_body(spec, args, skill_dir)
+                rendered = await self._render_body(spec, args, skill_dir, rendering)
             except DynamicContextError as exc:
                 record = replace(record, shell_commands=tuple(r.as_audit() for r in exc.runs))
                 raise SkillInvocationError(exc.code, exc.message) from exc
@@ -123,6 +134,8 @@ class SkillInvoker:
         model = resolve_model_id(spec.model or "")
         if model:
             state.model_override = model
+        if spec.effort:
+            state.effort_override = spec.effort
         status = status_message_text(spec.name, args)
         injected = ALREADY_LOADED.format(name=spec.name) if already else hidden
         record = replace(
@@ -151,7 +164,7 @@ class SkillInvoker:
                 "user", injected, kind="skill_prompt", is_meta=True, meta={"skill": spec.name}
             ),
         ]
-        if allowed or denied or model:
+        if allowed or denied or model or spec.effort:
             messages.append(
                 StoredMessage.text(
                     "user",
@@ -164,8 +177,12 @@ class SkillInvoker:
             )
         return SkillOutcome(ok=True, messages=tuple(messages), invocation=invocation)
 
-    async def _render_body(self, spec: SkillSpec, args: str, skill_dir: str) -> DynamicRender:
+    async def _render_body(
+        self, spec: SkillSpec, args: str, skill_dir: str, rendering: Rendering
+    ) -> DynamicRender:
         """The hidden message, with `!` commands run under the rules the skill's turn would have."""
+        if not rendering.substitutions:
+            return DynamicRender(spec.body.strip())
         state = TurnState(
             active_skills=[*self.state.active_skills, spec.name],
             skill_rules=[
@@ -188,6 +205,7 @@ class SkillInvoker:
             check=allowed,
             execute=lambda command: run_shell(command, ctx, bash=self.bash),
             disabled=self.agent.config.disable_skill_shell,
+            base_dir_line=rendering.base_dir_line,
         )
 
 
@@ -214,4 +232,6 @@ def permissions_record(spec: SkillSpec, allowed: list[Rule], denied: list[Rule])
     model = resolve_model_id(spec.model or "")
     if model:
         lines.append(f"model: {model}")
+    if spec.effort:
+        lines.append(f"effort: {spec.effort}")
     return "\n".join(lines)

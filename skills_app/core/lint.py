@@ -191,7 +191,12 @@ def description_of(fm: dict[str, Any], body: str, f: Fields) -> str:
     raw_desc = fm.get("description")
     if raw_desc is None or (isinstance(raw_desc, str) and not raw_desc.strip()):
         description = first_paragraph(body)
-        if description:
+        when = fm.get("when_to_use")
+        if description and not (isinstance(when, str) and when.strip()):
+            # Claude Code lists only skills with a description or when_to_use of their own.
+            msg = "no `description:` and no `when_to_use:`, so the skill is left out of the model's catalog (the model cannot pick it; /name still works). Add a description of what the skill does and when to use it"
+            f.problem("warning", "description-missing", None, msg)
+        elif description:
             msg = "no `description:`; the body's first paragraph is used. Add a description of what the skill does and when to use it"
             f.problem("warning", "description-missing", None, msg)
         else:

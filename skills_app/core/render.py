@@ -7,7 +7,8 @@ Substitutions, in one left-to-right pass (a substituted value is never re-scanne
 - `$name` for each name declared in `arguments:` -> that positional argument, or "" when missing;
 - an odd run of backslashes before one of those tokens escapes it (one backslash is removed and
   the token stays literal: `\\$1.00` -> `$1.00`); an even run is kept and the token substituted;
-- `${CLAUDE_SKILL_DIR}` and `${CLAUDE_SESSION_ID}` are always substituted, backslashes or not.
+- `${CLAUDE_SKILL_DIR}` and `${CLAUDE_SESSION_ID}` are always substituted, backslashes or not;
+  `{baseDir}` (the older spelling skill authors still use) resolves like `${CLAUDE_SKILL_DIR}`.
 `ARGUMENTS: <args>` is appended when args are given and the body has no argument placeholder of
 any of the forms above (so the model still sees what the user passed).
 """
@@ -22,7 +23,7 @@ from functools import lru_cache
 from skills_app.core.skillfile import SkillSpec
 
 _ARG_TOKENS = r"\$ARGUMENTS\[(?P<index>\d+)\]|\$ARGUMENTS(?![\w\[])|\$(?P<pos>\d+)"
-_CLAUDE_VARS = r"\$\{CLAUDE_(?P<var>SKILL_DIR|SESSION_ID)\}"
+_CLAUDE_VARS = r"\$\{CLAUDE_(?P<var>SKILL_DIR|SESSION_ID)\}|\{(?P<base>baseDir)\}"
 
 
 @lru_cache(maxsize=256)
@@ -71,6 +72,8 @@ def substitute(
     positions = {name: i for i, name in enumerate(arguments) if name in names}
 
     def replace(m: re.Match[str]) -> str:
+        if m["base"] is not None:
+            return skill_dir
         if m["var"] is not None:
             return skill_dir if m["var"] == "SKILL_DIR" else session_id
         bs, tok = m["bs"], m["tok"]
@@ -88,14 +91,24 @@ def substitute(
 
 
 def render_skill(
-    spec: SkillSpec, args: str, *, skill_dir: str | None = None, session_id: str
+    spec: SkillSpec,
+    args: str,
+    *,
+    skill_dir: str | None = None,
+    session_id: str,
+    base_dir_line: bool = True,
 ) -> str:
-    """The hidden message: base directory, a blank line, the substituted body (+ ARGUMENTS line)."""
+    """The hidden message: base directory, a blank line, the substituted body (+ ARGUMENTS line).
+
+    Without `base_dir_line` it is the substituted body alone (the toolset profile's form).
+    """
     directory = skill_dir if skill_dir is not None else str(spec.path)
     body = substitute(
         spec.body, args, arguments=spec.arguments, skill_dir=directory, session_id=session_id
     )
     text = f"Base directory for this skill: {directory}\n\n{body.rstrip()}"
+    if not base_dir_line:
+        text = body.strip()
     if args.strip() and not has_placeholder(spec.body, spec.arguments):
         text += f"\n\nARGUMENTS: {args}"
     return text

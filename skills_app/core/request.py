@@ -28,8 +28,10 @@ def compose_request(
     skills_allowed = SKILL_TOOL not in state.disallowed_tools
     invocable = [s for s in skills.skills() if s.model_invocable] if skills_allowed else []
     if skills_allowed:
-        schemas.extend(profile.tools(invocable, config))
-    system = profile.system(config.system_prompt, invocable, history, skills_allowed=skills_allowed)
+        schemas = profile.offered_tools(schemas, invocable, history, config)
+    system = profile.system(
+        config.system_prompt, invocable, history, skills_allowed=skills_allowed, config=config
+    )
     return ModelRequest(
         model=state.model_override or config.model,
         system=system,
@@ -37,6 +39,6 @@ def compose_request(
         messages=to_api_messages(history),
         max_tokens=config.max_tokens,
         thinking=config.thinking,
-        effort=config.effort,
+        effort=state.effort_override or config.effort,
         cache=config.prompt_caching,
     )

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from .agent import Agent, ForkResult, InvocationRef, RunOutcome, TurnState
+from .agent import Agent, AgentConfig, ForkResult, InvocationRef, RunOutcome, TurnState
 from .context_window import ContextEstimate, PreviousCall, check_context, prefix_chars
 from .events import (
     BlockDone,
@@ -32,13 +32,14 @@ from .llm import ThinkingDelta as StreamThinkingDelta
 from .model_catalog import get_model, resolve_model_id
 from .permissions import Decision, ToolCall
 from .ports import RunPorts
-from .profiles import SkillOutcome, get_profile
+from .profiles import CLAUDE_CODE, Rendering, SkillOutcome, get_profile
 from .request import compose_request
+from .skillcalls import SkillCalls
 from .skillhooks import SkillHook, SkillHookRunner
-from .skilltool import parse_slash_command
+from .skilltool import SKILL_TOOL, parse_slash_command
 from .stop_reasons import StopNotice, failed_turn_notice, stop_notice
 from .tool_calls import ToolCalls
-from .tools.base import ToolContext
+from .tools.base import ToolContext, ToolError
 from .tools.bash import BashTool
 from .transcript import (
     StoredMessage,
@@ -68,6 +69,9 @@ class Runner:
         self.state = TurnState(disallowed_tools=set(agent.removed_tools))
         self.history: list[StoredMessage] = []
         self.model_calls = 0
+        # The tool names of the last request: a call of any other tool is answered as unknown
+        # (a profile may offer a tool only for part of a turn). None before the first request.
+        self._offered: frozenset[str] | None = None
         # What the last model call saw, to estimate the next request (seeded from earlier runs).
         self._previous: PreviousCall | None = agent.previous_call
         self._warned_context = False
@@ -86,6 +90,7 @@ class Runner:
         )
         self.skill_hooks.register(agent.skill_hooks)
         self.tool_calls = ToolCalls(self, store=self._store)
+        self.skill_calls = SkillCalls(self, agent.hooks, ports)
         self.invoker = SkillInvoker(
             agent=agent,
             ports=ports,
@@ -105,10 +110,39 @@ class Runner:
         ctx = self.agent.tool_context
         return replace(ctx, env={**ctx.env, **self.state.env}) if self.state.env else ctx
 
+    @property
+    def config(self) -> AgentConfig:
+        return self.agent.config
+
+    @property
+    def offered(self) -> frozenset[str] | None:
+        """The tool names of the last request (None before the first)."""
+        return self._offered
+
     async def invoke(
-        self, name: str, args: str, *, caller: str, tool_use_id: str | None
+        self,
+        name: str,
+        args: str,
+        *,
+        caller: str,
+        tool_use_id: str | None,
+        permission: str = SKILL_TOOL,
+        rendering: Rendering = CLAUDE_CODE,
     ) -> SkillOutcome:
-        return await self.invoker.invoke(name, args, caller=caller, tool_use_id=tool_use_id)
+        return await self.invoker.invoke(
+            name,
+            args,
+            caller=caller,
+            tool_use_id=tool_use_id,
+            permission=permission,
+            rendering=rendering,
+        )
+
+    async def stage_skill(self, name: str) -> str:
+        spec = self.agent.skills.get(name)
+        if spec is None:
+            raise ToolError(f'The skill "{name}" is not offered in this conversation.')
+        return await self.ports.stage_skill(spec)
 
     def forks(self, name: str) -> bool:
         spec = self.agent.skills.get(name)
@@ -122,6 +156,8 @@ class Runner:
         model = resolve_model_id(spec.model or "")
         if model and self.state.model_override == model:
             self.state.model_override = None
+        if spec.effort and self.state.effort_override == spec.effort:
+            self.state.effort_override = None
         await self._store(outcome.messages[0], invocation=outcome.invocation)
         return await self.ports.fork(spec, outcome.messages[1].plain_text)
 
@@ -157,13 +193,15 @@ class Runner:
 
     def build_request(self) -> ModelRequest:
         """The next request: system prompt, tools (with the profile's skill tools), messages."""
-        return compose_request(
+        request = compose_request(
             self.history,
             tools=self.agent.tools,
             skills=self.agent.skills,
             config=self.agent.config,
             state=self.state,
         )
+        self._offered = frozenset(t["name"] for t in request.tools)
+        return request
 
     # -- the user's turn ------------------------------------------------------------------
 
@@ -174,8 +212,16 @@ class Runner:
         if command is None:
             return True
         delivered = 0
+        permission, rendering = self.profile.invocation_form(self.agent.config)
         for name in command.names:
-            outcome = await self.invoke(name, command.args, caller="user", tool_use_id=None)
+            outcome = await self.invoke(
+                name,
+                command.args,
+                caller="user",
+                tool_use_id=None,
+                permission=permission,
+                rendering=rendering,
+            )
             if not outcome.ok:
                 await self._notice("error", outcome.error, skill=name, code=outcome.code)
             elif self.forks(name):
@@ -188,7 +234,7 @@ class Runner:
                 await self._store(StoredMessage.text("user", result, meta=meta))
                 delivered += 1
             else:
-                for message in self.profile.deliver_slash(outcome.messages):
+                for message in self.profile.deliver_slash(self, outcome.messages):
                     await self._store(message, invocation=outcome.invocation)
                 delivered += 1
         return delivered > 0

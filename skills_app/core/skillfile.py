@@ -96,6 +96,18 @@ class SkillSpec:
         return not self.disable_model_invocation
 
     @property
+    def has_description(self) -> bool:
+        """True when the frontmatter gives a description (not the body's first paragraph)."""
+        value = self.frontmatter.get("description")
+        return value is not None and not (isinstance(value, str) and not value.strip())
+
+    @property
+    def plugin(self) -> str | None:
+        """The plugin a skill comes from (`plugin:name` skills), or None."""
+        plugin, sep, _rest = self.name.partition(":")
+        return plugin if sep and plugin else None
+
+    @property
     def errors(self) -> list[Problem]:
         """Problems with severity "error"."""
         return [p for p in self.problems if p.severity == "error"]

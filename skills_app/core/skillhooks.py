@@ -7,7 +7,8 @@ persists `SkillHook.as_dict()` and registers them again for later runs).
 
 Each run is checked as `Bash(command)` without asking: anything but `allow` skips the hook (and
 the skip is audited). The hook input (tool_name, tool_input, session_id, ...) arrives as JSON on
-stdin, in `$SKILLSCOPE_HOOK_INPUT` and in the file `$SKILLSCOPE_HOOK_INPUT_FILE`. Exit code 2
+stdin, in `$SKILLSCOPE_HOOK_INPUT` and in the file `$SKILLSCOPE_HOOK_INPUT_FILE`; for a skill
+call (Skill, load_skill, skill_*) it also holds `skill_call: {skill, args}`. Exit code 2
 blocks the call (PreToolUse) or the prompt (UserPromptSubmit), with the output as the reason;
 any other non-zero exit is recorded and does not block. Every run or skip is reported through
 `report` (the `audit.hook` event).
@@ -260,6 +261,9 @@ class SkillHookRunner:
             "skill": hook.skill,
         }
         data.update({k: payload[k] for k in _PAYLOAD_KEYS if k in payload})
+        if "args" in payload:
+            # A skill call (Skill, load_skill, skill_*): the skill it names and its arguments.
+            data["skill_call"] = {"skill": payload.get("skill", ""), "args": payload["args"]}
         result = payload.get("result")
         if result is not None and hasattr(result, "content"):
             data["tool_response"] = {

@@ -13,17 +13,22 @@ from .agent import Agent, InvocationRef
 from .events import ToolCalled, ToolFinished
 from .permissions import Decision, ToolCall
 from .ports import RunPorts, ToolAudit
-from .profiles import DeliveryProfile, SkillSession, ToolAnswer
+from .profiles import DeliveryProfile, SkillSession
+from .skillcalls import SkillCalls
 from .tools.base import ToolContext, ToolResult
 from .transcript import StoredMessage, close_open_tool_uses, tool_result_block
-
-HIDDEN_RESULT = "(skill instructions, hidden)"
 
 Store = Callable[..., Awaitable[None]]
 
 
 class ToolSession(SkillSession, Protocol):
     """What answering tool calls needs of the run (the Runner): a skill session, and more."""
+
+    @property
+    def offered(self) -> frozenset[str] | None: ...
+
+    @property
+    def skill_calls(self) -> SkillCalls: ...
 
     @property
     def agent(self) -> Agent: ...
@@ -49,7 +54,7 @@ class ToolCalls:
         try:
             for block in tool_uses:
                 if block["name"] in self.runner.profile.tool_names:
-                    answer = await self._skill_tool(block)
+                    answer = await self.runner.skill_calls.call(block, self._hook_payload(block))
                     if answer.result is not None:
                         results.append(answer.result)
                     after.extend(answer.rows)
@@ -79,41 +84,30 @@ class ToolCalls:
         for message, invocation in after:
             await self.store(message, invocation=invocation)
 
-    async def _skill_tool(self, block: dict[str, Any]) -> ToolAnswer:
-        """A call of the profile's own tools (loading and running skills)."""
-        answer = await self.runner.profile.handle(self.runner, block)
-        tool_input = block.get("input") or {}
-        skill = answer.skill or str(tool_input.get("skill") or tool_input.get("name") or "")
-        result = answer.result
-        shown = answer.shown if answer.shown is not None else HIDDEN_RESULT
-        await self.runner.ports.emit(
-            ToolFinished(
-                tool_use_id=block["id"],
-                name=block["name"],
-                is_error=bool(result and result.get("is_error")),
-                content=str(result["content"]) if result is not None else shown,
-                skill=skill,
-            )
-        )
-        return answer
+    def _hook_payload(self, block: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "tool_name": block["name"],
+            "tool_input": block.get("input") or {},
+            "tool_use_id": block["id"],
+            "session_id": self.runner.agent.config.session_id,
+            "active_skills": list(self.runner.state.active_skills),
+        }
 
     async def _run_tool(self, block: dict[str, Any]) -> ToolResult:
         name = block["name"]
         tool_input = block.get("input") or {}
         tool = self.runner.agent.tools.get(name)
-        payload = {
-            "tool_name": name,
-            "tool_input": tool_input,
-            "tool_use_id": block["id"],
-            "session_id": self.runner.agent.config.session_id,
-            "active_skills": list(self.runner.state.active_skills),
-        }
+        payload = self._hook_payload(block)
         decision: Decision | None = None
-        if tool is None or name in self.runner.state.disallowed_tools:
+        # A blocked or refused call has no PostToolUse event (seed 000's hook contract).
+        refused = False
+        offered = self.runner.offered
+        disallowed = self.runner.state.disallowed_tools
+        if tool is None or name in disallowed or (offered is not None and name not in offered):
             available = [
                 n
                 for n in self.runner.agent.tools.names()
-                if n not in self.runner.state.disallowed_tools
+                if n not in disallowed and (offered is None or n in offered)
             ]
             result = ToolResult(
                 content=f'Error: unknown tool "{name}". Available tools: ' + ", ".join(available),
@@ -123,20 +117,23 @@ class ToolCalls:
             result = ToolResult(content=f"Error: {block['input_error']}", is_error=True)
         elif blocked := await self.runner.agent.hooks.first_block("PreToolUse", payload):
             result = ToolResult(content=f"Blocked by a hook: {blocked.reason}", is_error=True)
+            refused = True
         else:
             await self.runner.ports.emit(ToolCalled(block["id"], name, dict(tool_input)))
             decision = await self.runner.decide(ToolCall(tool=name, input=tool_input))
             if decision.behavior != "allow":
                 result = ToolResult(content=f"Permission denied: {decision.reason}", is_error=True)
+                refused = True
             else:
                 ctx = replace(
                     self.runner.tool_context(),
                     path_allowed=await self.runner.ports.path_filter(self.runner.state),
                 )
                 result = await _run(tool, tool_input, ctx)
-        await self.runner.agent.hooks.run(
-            "PostToolUse", {**payload, "result": result, "decision": decision}
-        )
+        if not refused:
+            await self.runner.agent.hooks.run(
+                "PostToolUse", {**payload, "result": result, "decision": decision}
+            )
         if self.runner.state.current_invocation is not None:
             audit = ToolAudit(
                 tool_use_id=block["id"],

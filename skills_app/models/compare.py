@@ -5,6 +5,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from skills_app.models.conversations import Conversation
+
 
 class Comparison(models.Model):
     """One prompt run under each delivery profile, side by side (staff tool)."""
@@ -14,6 +16,10 @@ class Comparison(models.Model):
     )
     prompt = models.TextField()
     skills = models.JSONField(default=list, blank=True)
+    # Which base system prompt the columns ran with (see Conversation.base_prompt).
+    base_prompt = models.CharField(
+        max_length=10, choices=Conversation.BASE_PROMPT_CHOICES, default=Conversation.SHARED_PROMPT
+    )
     conversations = models.ManyToManyField("skills_app.Conversation", related_name="comparisons")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -47,6 +47,17 @@ class Conversation(models.Model):
     )
     # Names of the only skills offered in this conversation (the comparison page); empty: all.
     skill_filter = models.JSONField(default=list, blank=True)
+    # The base system prompt: Skillscope's own, or the one of the design the profile reproduces
+    # (the comparison page's "as the source design").
+    SHARED_PROMPT = "shared"
+    DESIGN_PROMPT = "design"
+    BASE_PROMPT_CHOICES = [
+        (SHARED_PROMPT, "same base prompt"),
+        (DESIGN_PROMPT, "as the source design"),
+    ]
+    base_prompt = models.CharField(
+        max_length=10, choices=BASE_PROMPT_CHOICES, default=SHARED_PROMPT
+    )
     session_id = models.UUIDField(default=uuid.uuid4, editable=False, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -18,7 +18,6 @@ from skills_app.core.context_window import PreviousCall
 from skills_app.core.hooks import Hooks
 from skills_app.core.llm import ModelClient
 from skills_app.core.model_catalog import resolve_model_id
-from skills_app.core.profiles import DEFAULT_PROFILE
 from skills_app.core.runner import Runner
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
@@ -143,16 +142,16 @@ async def build_runner(
         preset = AGENT_PRESETS.get(subagent.agent or "general-purpose")
         if preset is not None:
             tools = tools.without([n for n in tools.names() if n not in preset])
+        # The subagent keeps its conversation's profile (its skill tools, skill_run included).
         config = replace(
             config,
             model=resolve_model_id(subagent.model or "") or config.model,
+            effort=subagent.effort or config.effort,
             max_turns=settings.AGENT_MAX_TURNS,
-            system_prompt=config.system_prompt
-            + "\n\n"
+            system_prompt=(config.system_prompt + "\n\n").lstrip()
             + SUBAGENT_SYSTEM.format(name=subagent.name),
-            profile=DEFAULT_PROFILE,
         )
-        skills, skill_hooks = NoForks(skills), ()
+        skills, skill_hooks = NoForks(skills, own=subagent.name), ()
         previous_call = None  # a subagent starts from a fresh message list
     # A bare admin deny (e.g. "Bash") removes the tool from the request altogether.
     removed = await sync_to_async(gate.removed_tools)([*tools.names(), "Skill"])
@@ -176,13 +175,20 @@ async def build_runner(
 
 
 class NoForks:
-    """A skill provider without forked skills: subagents cannot fork again."""
+    """A skill provider without forked skills: subagents cannot fork again.
 
-    def __init__(self, provider: SkillProvider) -> None:
+    The subagent's own skill stays reachable by name, as an inline skill, so the toolset
+    profile's `skill_run` and `skill_select_docs` work on it inside the subagent.
+    """
+
+    def __init__(self, provider: SkillProvider, *, own: str | None = None) -> None:
         self.provider = provider
+        self.own = own
 
     def get(self, name: str) -> SkillSpec | None:
         spec = self.provider.get(name)
+        if spec is not None and name == self.own:
+            return replace(spec, context=None)
         return None if spec is None or spec.context == "fork" else spec
 
     def skills(self) -> list[SkillSpec]:

@@ -48,13 +48,13 @@ def make_forker(
         )
         started = {"run_id": child.pk, "parent_run_id": parent_run_id, "skill": spec.name}
         await recorder.record("subagent.started", started)
-        first = StoredMessage.text(
-            "user", prompt, kind="skill_prompt", is_meta=True, meta={"skill": spec.name}
-        )
-        await runner.ports.record_message(first)
+        # The profile decides how the subagent receives the skill (a message, or its state).
+        first = runner.profile.fork_messages(spec.name, prompt)
+        for row in first:
+            await runner.ports.record_message(row)
         status, error = Run.DONE, ""
         try:
-            outcome = await runner.run([first], None)
+            outcome = await runner.run(first, None)
             if outcome.status == "failed":
                 status, error = Run.FAILED, outcome.error
         except Exception as exc:  # the parent gets an error result, never a crash

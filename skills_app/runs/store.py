@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Max
 
-from skills_app.core.agent import AgentConfig, SkillProvider
+from skills_app.core.agent import SYSTEM_PROMPT, AgentConfig, SkillProvider
 from skills_app.core.llm import ModelRequest
+from skills_app.core.profiles import design_prompt
 from skills_app.core.request import compose_request
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools import default_tools
@@ -84,10 +86,22 @@ def history(conversation: Conversation) -> list[StoredMessage]:
     ]
 
 
+def base_prompt(conversation: Conversation) -> str:
+    """The conversation's base system prompt: Skillscope's, or its profile's design prompt."""
+    if conversation.base_prompt != Conversation.DESIGN_PROMPT:
+        return SYSTEM_PROMPT
+    # The workspace root as `Workspace.for_conversation` resolves it (without creating it).
+    workdir = (Path(settings.WORKSPACE_ROOT) / str(conversation.pk)).resolve()
+    return design_prompt(conversation.profile, str(workdir))
+
+
 def agent_config(conversation: Conversation, *, model: str | None = None) -> AgentConfig:
     """The agent's settings for a conversation: its picks, else the configured defaults."""
     thinking = conversation.thinking
     return AgentConfig(
+        system_prompt=base_prompt(conversation),
+        skill_state=settings.SKILL_STATE_LIFETIME,
+        tool_result_substitutions=settings.TOOL_RESULT_SUBSTITUTIONS,
         model=model or conversation.model or settings.ANTHROPIC_MODEL,
         max_tokens=settings.ANTHROPIC_MAX_TOKENS,
         max_turns=settings.AGENT_MAX_TURNS,

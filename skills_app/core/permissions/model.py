@@ -48,7 +48,9 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         "Edit": "ask",
         "Bash": "ask",
     }
-    | {"Skill": "ask", "*": "ask"}
+    # The tool-result profile's load_skill has no approval in its design (seed 001): allow
+    # unless an admin's Skill(...) deny or ask rule says otherwise.
+    | {"Skill": "ask", "load_skill": "allow", "*": "ask"}
 )
 
 _READ_TOOLS = ("Read", "Glob", "Grep")

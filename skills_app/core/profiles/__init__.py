@@ -6,9 +6,9 @@ profile's name. See `base.py` for the protocol every profile implements.
 
 from __future__ import annotations
 
-from ..transcript import STATE_KIND
-from .base import DeliveryProfile, SkillOutcome, SkillSession, ToolAnswer
+from .base import CLAUDE_CODE, DeliveryProfile, Rendering, SkillOutcome, SkillSession, ToolAnswer
 from .meta_message import MetaMessageProfile
+from .skill_state import STATE_KIND
 from .system_prompt import SystemPromptProfile
 from .tool_result import ToolResultProfile
 
@@ -27,19 +27,27 @@ def get_profile(name: str) -> DeliveryProfile:
         raise ValueError(f"Unknown delivery profile {name!r}: use one of {known}.") from None
 
 
+def design_prompt(name: str, workdir: str) -> str:
+    """The base prompt of the design profile `name` reproduces, for this workspace root."""
+    return get_profile(name).design_prompt.replace("{workdir}", workdir)
+
+
 def profile_choices() -> list[tuple[str, str]]:
     """(name, label) pairs, for forms and model fields."""
     return [(name, cls.label) for name, cls in PROFILES.items()]
 
 
 __all__ = [
+    "CLAUDE_CODE",
     "DEFAULT_PROFILE",
     "PROFILES",
     "STATE_KIND",
     "DeliveryProfile",
+    "Rendering",
     "SkillOutcome",
     "SkillSession",
     "ToolAnswer",
+    "design_prompt",
     "get_profile",
     "profile_choices",
 ]

@@ -23,6 +23,20 @@ StoredRow = tuple[StoredMessage, InvocationRef | None]
 
 
 @dataclass(frozen=True, slots=True)
+class Rendering:
+    """How an invocation renders a skill's body for the profile that delivers it."""
+
+    # Claude Code's first line, "Base directory for this skill: DIR", then a blank line.
+    base_dir_line: bool = True
+    # Arguments, ${CLAUDE_*}, {baseDir}, the ARGUMENTS line and `!` dynamic context; without
+    # them the body is delivered as written (and its `!` commands never run).
+    substitutions: bool = True
+
+
+CLAUDE_CODE = Rendering()
+
+
+@dataclass(frozen=True, slots=True)
 class SkillOutcome:
     """An invocation's result: the rows to deliver, or why it failed."""
 
@@ -45,10 +59,19 @@ class ToolAnswer:
     rows: tuple[StoredRow, ...] = ()
     skill: str = ""
     shown: str | None = None
+    # A call the rules or the user refused: no PostToolUse hook runs for it.
+    denied: bool = False
+    # Failed although the wire result carries no is_error (a design that sends plain text).
+    failed: bool = False
+    # Workspace files under out/ the call produced, offered to the user as downloads.
+    artifacts: tuple[str, ...] = ()
 
 
 class SkillSession(Protocol):
     """What a profile may use of the run that calls it."""
+
+    @property
+    def profile(self) -> DeliveryProfile: ...
 
     @property
     def skills(self) -> SkillProvider: ...
@@ -63,10 +86,24 @@ class SkillSession(Protocol):
         """The tools' context with the turn's environment (the invoked skill's directory)."""
         ...
 
+    @property
+    def config(self) -> AgentConfig: ...
+
     async def invoke(
-        self, name: str, args: str, *, caller: str, tool_use_id: str | None
+        self,
+        name: str,
+        args: str,
+        *,
+        caller: str,
+        tool_use_id: str | None,
+        permission: str = "Skill",
+        rendering: Rendering = CLAUDE_CODE,
     ) -> SkillOutcome:
-        """Validate, check `Skill(NAME)`, render and audit one invocation."""
+        """Validate, check the rules as `permission(NAME)`, render and audit one invocation."""
+        ...
+
+    async def stage_skill(self, name: str) -> str:
+        """Stage the skill's folder in the workspace (again when it changed); its directory there."""
         ...
 
     def forks(self, name: str) -> bool:
@@ -89,9 +126,18 @@ class DeliveryProfile(Protocol):
     label: ClassVar[str]
     # The tool names this profile answers (and only these).
     tool_names: ClassVar[frozenset[str]]
+    # The base system prompt of the design this profile reproduces, for "as the source design"
+    # comparisons; "{workdir}" stands for the conversation's workspace root.
+    design_prompt: ClassVar[str]
 
-    def tools(self, skills: Sequence[SkillSpec], config: AgentConfig) -> list[dict[str, Any]]:
-        """The skill tools to offer, given the model-invocable skills."""
+    def offered_tools(
+        self,
+        base: Sequence[dict[str, Any]],
+        skills: Sequence[SkillSpec],
+        history: Sequence[StoredMessage],
+        config: AgentConfig,
+    ) -> list[dict[str, Any]]:
+        """The request's tools: the agent's own (`base`) and this profile's skill tools."""
         ...
 
     def system(
@@ -101,16 +147,31 @@ class DeliveryProfile(Protocol):
         history: Sequence[StoredMessage],
         *,
         skills_allowed: bool,
+        config: AgentConfig,
     ) -> str:
         """The system prompt of the next request."""
+        ...
+
+    def invocation_form(self, config: AgentConfig) -> tuple[str, Rendering]:
+        """The tool the rules check an invocation as, and how the body is rendered."""
+        ...
+
+    def call_subject(self, block: dict[str, Any]) -> tuple[str, str]:
+        """The skill and the arguments a call of one of this profile's tools names (for hooks)."""
         ...
 
     async def handle(self, session: SkillSession, block: dict[str, Any]) -> ToolAnswer:
         """Answer one of this profile's tool calls."""
         ...
 
-    def deliver_slash(self, messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+    def deliver_slash(
+        self, session: SkillSession, messages: Sequence[StoredMessage]
+    ) -> list[StoredMessage]:
         """The rows a user's `/name` stores, given the invocation's status and hidden rows."""
+        ...
+
+    def fork_messages(self, skill: str, prompt: str) -> list[StoredMessage]:
+        """The first rows of a forked skill's subagent, given the rendered skill."""
         ...
 
 
@@ -124,3 +185,9 @@ def not_to_model(message: StoredMessage) -> StoredMessage:
         to_model=False,
         meta=message.meta,
     )
+
+
+def skill_prompt_rows(skill: str, prompt: str) -> list[StoredMessage]:
+    """A subagent's first row: the rendered skill as a hidden user message (its task)."""
+    meta = {"skill": skill}
+    return [StoredMessage.text("user", prompt, kind="skill_prompt", is_meta=True, meta=meta)]

@@ -8,21 +8,31 @@ from typing import Any, ClassVar
 
 from ..agent import AgentConfig
 from ..skillfile import SkillSpec
-from ..skilltool import SKILL_TOOL, skill_call_input, skill_tool_schema
+from ..skilltool import PERMISSION_DENIED, SKILL_TOOL, skill_call_input, skill_tool_schema
 from ..transcript import StoredMessage, tool_result_block
-from .base import SkillSession, ToolAnswer
+from .base import CLAUDE_CODE, Rendering, SkillSession, ToolAnswer, skill_prompt_rows
+
+# The first sentence of Claude Code's own system prompt (the seed shows no more of it).
+CLAUDE_CODE_PROMPT = "You are Claude Code, Anthropic's official CLI for Claude."
 
 
 class MetaMessageProfile:
     name: ClassVar[str] = "meta-message"
     label: ClassVar[str] = "meta-message (Claude Code)"
     tool_names: ClassVar[frozenset[str]] = frozenset({SKILL_TOOL})
+    design_prompt: ClassVar[str] = CLAUDE_CODE_PROMPT
 
-    def tools(self, skills: Sequence[SkillSpec], config: AgentConfig) -> list[dict[str, Any]]:
+    def offered_tools(
+        self,
+        base: Sequence[dict[str, Any]],
+        skills: Sequence[SkillSpec],
+        history: Sequence[StoredMessage],
+        config: AgentConfig,
+    ) -> list[dict[str, Any]]:
         schema = skill_tool_schema(
             skills, budget=config.catalog_budget, entry_cap=config.catalog_entry_cap
         )
-        return [schema]
+        return [*base, schema]
 
     def system(
         self,
@@ -31,8 +41,15 @@ class MetaMessageProfile:
         history: Sequence[StoredMessage],
         *,
         skills_allowed: bool,
+        config: AgentConfig,
     ) -> str:
         return base
+
+    def invocation_form(self, config: AgentConfig) -> tuple[str, Rendering]:
+        return SKILL_TOOL, CLAUDE_CODE
+
+    def call_subject(self, block: dict[str, Any]) -> tuple[str, str]:
+        return skill_call_input(block.get("input") or {})
 
     async def handle(self, session: SkillSession, block: dict[str, Any]) -> ToolAnswer:
         name, args = skill_call_input(block.get("input") or {})
@@ -50,7 +67,12 @@ class MetaMessageProfile:
             launching = tool_result_block(tool_use_id, f"Launching skill: {name}")
             return ToolAnswer(launching, rows=rows, skill=name)
         error = tool_result_block(tool_use_id, f"Error: {outcome.error}", is_error=True)
-        return ToolAnswer(error, skill=name)
+        return ToolAnswer(error, skill=name, denied=outcome.code == PERMISSION_DENIED)
 
-    def deliver_slash(self, messages: Sequence[StoredMessage]) -> list[StoredMessage]:
+    def deliver_slash(
+        self, session: SkillSession, messages: Sequence[StoredMessage]
+    ) -> list[StoredMessage]:
         return list(messages)
+
+    def fork_messages(self, skill: str, prompt: str) -> list[StoredMessage]:
+        return skill_prompt_rows(skill, prompt)

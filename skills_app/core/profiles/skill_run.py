@@ -1,10 +1,21 @@
-"""`skill_run`, the command tool of the `system-prompt` profile: a command for a loaded skill, run
-in the conversation workspace under the Bash rules, reporting stdout, stderr, exit code and files."""
+"""`skill_run`, the command tool of the `system-prompt` profile, as the toolset design runs it.
+
+One call: check the command under the Bash rules (with its environment in plain sight), stage the
+skill in the workspace at `skills/<name>` (again only when its digest or the staged copy
+changed), copy the declared `inputs` in, make a fresh `runs/<id>/`, run the command with bash in
+the staged skill's folder (or `cwd`, relative to it) with WORKSPACE_DIR, SKILLS_DIR, WORK_DIR,
+OUTPUT_DIR, RUN_DIR and SKILL_NAME set, then collect the files matching `output_files` (globs,
+`$OUTPUT_DIR/*.txt` style) and, with `save_as_artifacts`, offer them as downloads. The result is
+the design's JSON: stdout, stderr, exit_code, timed_out, duration_ms and output_files.
+
+The command runs through the ordinary Bash tool, so the sandbox, the scrubbed environment, the
+limits and the read-only staged skill apply as they do to every command.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import fnmatch
 import json
 import os
 import shlex
@@ -20,27 +31,57 @@ from ..tools.bash import BashTool
 from ..tools.env import command_with_env, skill_run_env
 from ..tools.workspace import Workspace, WorkspaceError
 from ..transcript import tool_result_block
-from .base import SkillSession
+from .base import SkillSession, ToolAnswer
+from .run_files import collect_outputs, expand, save_artifacts, stage_inputs
+from .shared import error_answer
 
 SKILL_RUN_TOOL: dict[str, Any] = {
     "name": "skill_run",
     "description": (
-        "Run a shell command for a loaded skill in the conversation workspace. The skill folder is "
-        "staged read-only at $SKILLS_DIR/<name>; write outputs to $OUTPUT_DIR. Returns stdout, "
-        "stderr, exit_code, timed_out, duration and the output files matching output_files."
+        "Run a command inside a skill workspace. "
+        "Stages the entire skill directory and runs a single command."
     ),
     "input_schema": {
         "type": "object",
         "properties": {
-            "skill": {"type": "string"},
-            "command": {"type": "string"},
+            "skill": {"type": "string", "description": "The name of a loaded skill."},
+            "command": {"type": "string", "description": "The shell command, run with bash."},
             "cwd": {
                 "type": "string",
-                "description": "Working directory, relative to the workspace.",
+                "description": "Folder to run in, relative to the skill's root (default: the root).",
             },
-            "env": {"type": "object", "additionalProperties": {"type": "string"}},
-            "output_files": {"type": "array", "items": {"type": "string"}},
-            "timeout": {"type": "number", "description": "Seconds."},
+            "env": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "description": "Extra environment variables (plain names and values).",
+            },
+            "output_files": {
+                "type": "array",
+                "items": {"type": "string"},
+                "description": "Globs of files to return, e.g. $OUTPUT_DIR/*.txt or out/**/*.json.",
+            },
+            "timeout": {"type": "integer", "description": "Seconds before the command is stopped."},
+            "inputs": {
+                "type": "array",
+                "description": (
+                    "Files to copy into the workspace first. src: workspace://PATH, "
+                    "artifact://NAME or skill://SKILL/PATH; dst: a workspace path "
+                    "(default work/inputs/<file name>)."
+                ),
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "src": {"type": "string"},
+                        "dst": {"type": "string"},
+                        "mode": {"type": "string"},
+                    },
+                    "required": ["src"],
+                },
+            },
+            "save_as_artifacts": {
+                "type": "boolean",
+                "description": "Also offer the collected files to the user as downloads.",
+            },
         },
         "required": ["skill", "command"],
     },
@@ -49,64 +90,110 @@ SKILL_RUN_TOOL: dict[str, Any] = {
 
 async def run_skill_command(
     session: SkillSession, tool_use_id: str, name: str, tool_input: dict[str, Any]
-) -> dict[str, Any]:
-    """Run one `skill_run` call and return its tool_result block."""
+) -> ToolAnswer:
+    """Run one `skill_run` call of a loaded skill and answer it."""
     command = str(tool_input.get("command") or "").strip()
     if not command:
-        return _error(tool_use_id, "command is empty.")
+        return error_answer(tool_use_id, "command is empty.", skill=name)
     try:
         # An allow-list of plain names: nothing that makes bash or an interpreter load code.
         env = skill_run_env(tool_input.get("env"))
     except ToolError as exc:
-        return _error(tool_use_id, str(exc))
+        return error_answer(tool_use_id, str(exc), skill=name)
     # skill_run commands are governed by the Bash rules, with the environment in plain sight.
-    shown = command_with_env(env, command)
-    decision = await session.decide(ToolCall(tool="Bash", input={"command": shown}))
+    decision = await session.decide(
+        ToolCall(tool="Bash", input={"command": command_with_env(env, command)})
+    )
     if decision.behavior != "allow":
-        return _error(tool_use_id, f"Permission denied: {decision.reason}")
+        message = f"Permission denied: {decision.reason}"
+        return error_answer(tool_use_id, message, skill=name, denied=True)
     ctx = session.tool_context()
     workspace = ctx.workspace
     try:
-        cwd_path = workspace.resolve(str(tool_input.get("cwd") or "."))
+        skill_dir = Path(await session.stage_skill(name))
+        # File work off the event loop: other runs of this process keep streaming meanwhile.
+        await asyncio.to_thread(stage_inputs, workspace, tool_input.get("inputs"), session.skills)
+        run_dir = workspace.new_run_dir()
+        variables = {
+            "WORKSPACE_DIR": str(workspace.root),
+            "SKILLS_DIR": str(workspace.skills_dir),
+            "WORK_DIR": str(workspace.work_dir),
+            "OUTPUT_DIR": str(workspace.out_dir),
+            "RUN_DIR": str(run_dir),
+            "SKILL_NAME": name,
+        }
+        cwd = resolve_cwd(workspace, skill_dir, tool_input.get("cwd"), variables)
         err_file = workspace.ensure_tmp() / f"stderr-{uuid.uuid4().hex}"
-    except Exception as exc:
-        return _error(tool_use_id, str(exc))
-    wrapped = f"cd {shlex.quote(str(cwd_path))} && ( {command}\n) 2> {shlex.quote(str(err_file))}"
+    except (ToolError, OSError) as exc:
+        return error_answer(tool_use_id, str(exc), skill=name)
+    wrapped = f"cd {shlex.quote(str(cwd))} && ( {command}\n) 2> {shlex.quote(str(err_file))}"
     run_input: dict[str, Any] = {"command": wrapped}
     if tool_input.get("timeout"):
         run_input["timeout"] = tool_input["timeout"]
+    server_env = {**variables, "SKILL_DIR": str(skill_dir)}
+    run_ctx = replace(ctx, env={**ctx.env, **env, **server_env})
     started = time.monotonic()
-    run_ctx = replace(ctx, env={**ctx.env, **env, "SKILL_NAME": name})
     try:
         result = await BashTool().run(run_input, run_ctx)
     except ToolError as exc:  # e.g. no sandbox and no permission to run without one
-        return _error(tool_use_id, str(exc))
-    duration = round(time.monotonic() - started, 3)
+        return error_answer(tool_use_id, str(exc), skill=name)
+    duration_ms = int((time.monotonic() - started) * 1000)
     stderr = _read_back(workspace, err_file, ctx.output_limit)
-    stdout, _sep, status = result.content.rpartition("\n\n")
-    exit_code: int | None = None
-    if status.startswith("Exit code: "):
-        try:
-            exit_code = int(status.removeprefix("Exit code: ").split()[0])
-        except ValueError:
-            exit_code = None
-    patterns = [str(p) for p in tool_input.get("output_files") or []]
-    files = [
-        rel
-        for rel in _workspace_files(workspace.root)
-        if any(fnmatch.fnmatch(rel, p) for p in patterns)
-    ]
-    payload = {
-        "stdout": stdout if status else result.content,
+    stdout, exit_code, timed_out = _split_status(result.content)
+    files = await asyncio.to_thread(
+        collect_outputs, workspace, tool_input.get("output_files"), variables
+    )
+    payload: dict[str, Any] = {
+        "stdout": stdout,
         "stderr": stderr,
         "exit_code": exit_code,
-        "timed_out": "timed out" in status,
-        "duration": duration,
+        "timed_out": timed_out,
+        "duration_ms": duration_ms,
         "output_files": files,
     }
-    return tool_result_block(
+    artifacts = set(result.artifacts)
+    if tool_input.get("save_as_artifacts") is True and files:
+        try:
+            saved = await asyncio.to_thread(save_artifacts, workspace, files)
+        except (ToolError, OSError) as exc:
+            return error_answer(tool_use_id, f"could not save the output files: {exc}", skill=name)
+        payload["artifact_files"] = saved
+        artifacts.update(saved)
+    block = tool_result_block(
         tool_use_id, json.dumps(payload, ensure_ascii=False), is_error=result.is_error
     )
+    return ToolAnswer(block, skill=name, artifacts=tuple(sorted(artifacts)))
+
+
+def resolve_cwd(
+    workspace: Workspace, skill_dir: Path, raw: object, variables: dict[str, str]
+) -> Path:
+    """The command's folder: the staged skill's, or `cwd` relative to it (inside the workspace)."""
+    if raw is not None and not isinstance(raw, str):
+        raise ToolError("skill_run: cwd must be a path relative to the skill's folder.")
+    text = expand((raw or "").strip(), variables)
+    if not text:
+        return skill_dir
+    path = text if text.startswith("/") else str(skill_dir / text)
+    resolved = workspace.resolve(path)
+    if not resolved.is_dir():
+        raise ToolError(f"skill_run: cwd {raw!r} is not a folder of the workspace.")
+    return resolved
+
+
+def _split_status(content: str) -> tuple[str, int | None, bool]:
+    """stdout, exit code and timeout from the Bash tool's result (its last paragraph)."""
+    stdout, sep, status = content.rpartition("\n\n")
+    if not sep:
+        stdout, status = "", content
+    if status.startswith("Command timed out"):
+        return stdout, None, True
+    if status.startswith("Exit code: "):
+        try:
+            return stdout, int(status.removeprefix("Exit code: ").split()[0]), False
+        except ValueError:
+            return stdout, None, False
+    return content, None, False
 
 
 def _read_back(workspace: Workspace, path: Path, limit: int) -> str:
@@ -118,22 +205,10 @@ def _read_back(workspace: Workspace, path: Path, limit: int) -> str:
         text = ""
     else:
         with os.fdopen(fd, "rb") as handle:
+            # Only the tail is kept: never read a huge file whole.
+            size = os.fstat(handle.fileno()).st_size
+            handle.seek(max(0, size - limit * 4))
             text = handle.read().decode("utf-8", errors="replace")
     with contextlib.suppress(OSError):
         path.unlink()
     return text[-limit:]
-
-
-def _workspace_files(root: Path) -> list[str]:
-    out: list[str] = []
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if rel.parts and rel.parts[0] in {"skills"} or any(p.startswith(".") for p in rel.parts):
-            continue
-        if path.is_file():
-            out.append(str(rel))
-    return out
-
-
-def _error(tool_use_id: str, message: str) -> dict[str, Any]:
-    return tool_result_block(tool_use_id, f"Error: {message}", is_error=True)

@@ -18,6 +18,9 @@ Containment, in layers:
   TMPDIR=<root>/work/.tmp, WORK_DIR/OUTPUT_DIR/SKILLS_DIR and the context's extra env, whose
   names must pass `env.env_name_problem` (no BASH_ENV, LD_*, PYTHON*...). No variable of the
   server process (API keys, SECRET_KEY, DATABASE_URL...) is passed on.
+- Without a sandbox a root server's commands run with every capability dropped (`caps`), so
+  staged skills, which belong to another uid, stay read-only for them. RLIMIT_NPROC is then left
+  as it was: without capabilities it would count every root process of the host.
 - rlimits set in the child: CPU seconds, address space, file size, process count, no core dumps.
   RLIMIT_NPROC is not enforced for uid 0, so when the server runs as root a fork bomb is held
   only by the timeout and the kill (and, with bwrap, by the PID namespace). Run the server as an
@@ -40,10 +43,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skills_app.core.tools import reaper
+from skills_app.core.tools import caps, reaper
 from skills_app.core.tools.base import ToolContext, ToolError, ToolResult, str_arg
 from skills_app.core.tools.env import check_extra_env
-from skills_app.core.tools.sandbox import bwrap_argv, check_mode, describe_sandbox, refusal
+from skills_app.core.tools.sandbox import (
+    INSTALL_HINT,
+    bwrap_argv,
+    check_mode,
+    describe_sandbox,
+    refusal,
+)
 from skills_app.core.tools.workspace import Workspace
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -93,7 +102,11 @@ def build_env(ws: Workspace, extra: Mapping[str, str]) -> dict[str, str]:
 
 
 def _child_setup(
-    limits: BashLimits, cpu_seconds: int, death_signal: int, server_pid: int
+    limits: BashLimits,
+    cpu_seconds: int,
+    death_signal: int,
+    server_pid: int,
+    drop_caps_to: int | None = None,
 ) -> Callable[[], None]:
     def apply() -> None:  # runs in the child between fork and exec
         # Die (bwrap) or clean up (reaper) when the server process goes away, so no command
@@ -101,13 +114,17 @@ def _child_setup(
         _LIBC.prctl(reaper.PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
         if os.getppid() != server_pid:
             os._exit(1)
-        for kind, value in (
+        rlimits = [
             (resource.RLIMIT_CPU, cpu_seconds),
             (resource.RLIMIT_AS, limits.address_space_bytes),
             (resource.RLIMIT_FSIZE, limits.file_size_bytes),
-            (resource.RLIMIT_NPROC, limits.processes),
             (resource.RLIMIT_CORE, 0),
-        ):
+        ]
+        if drop_caps_to is None:
+            # Uid 0 without capabilities would be held to it counted over every root process of
+            # the host (no fork at all on a busy machine); root's commands never were.
+            rlimits.append((resource.RLIMIT_NPROC, limits.processes))
+        for kind, value in rlimits:
             _soft, hard = resource.getrlimit(kind)
             # Never try to raise past an existing hard limit: that fails for non-root users.
             soft = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -116,6 +133,8 @@ def _child_setup(
             resource.setrlimit(
                 kind, (soft, top if hard == resource.RLIM_INFINITY else min(top, hard))
             )
+        if drop_caps_to is not None:
+            caps.drop_all(drop_caps_to)  # last: the steps above may still need them
 
     return apply
 
@@ -253,6 +272,16 @@ class BashTool:
         ws.ensure_layout()  # a previous command may have replaced work/ or out/ with a link
         ws.ensure_tmp()
         report = report_w = -1
+        drop_caps_to: int | None = None
+        if not sandbox.sandboxed and caps.needed():
+            if not caps.can_drop():
+                raise ToolError(
+                    "Bash: the server runs as root without a sandbox and cannot drop the "
+                    "capabilities of commands (it lacks CAP_SETPCAP), so they could change "
+                    f"read-only skill files. {INSTALL_HINT.capitalize()} and set SANDBOX=auto, "
+                    "or run the server as an unprivileged user."
+                )
+            drop_caps_to = caps.last_cap()
         if sandbox.sandboxed:
             argv = bwrap_argv(
                 ws.root, ws.skills_dir, command, hidden_paths=tuple(ctx.sandbox_hidden_paths)
@@ -276,7 +305,7 @@ class BashTool:
                 cwd=ws.root,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_child_setup(self.limits, cpu, death, os.getpid()),
+                preexec_fn=_child_setup(self.limits, cpu, death, os.getpid(), drop_caps_to),
                 pass_fds=(report_w,) if report_w >= 0 else (),
             )
         except OSError as exc:

@@ -47,7 +47,7 @@ _DANGEROUS_PREFIXES = (
 _RESERVED = frozenset(
     {
         "PATH", "HOME", "LANG", "LANGUAGE", "TERM", "TMPDIR", "WORK_DIR", "OUTPUT_DIR",
-        "SKILLS_DIR", "SKILL_DIR", "SKILL_NAME",
+        "SKILLS_DIR", "SKILL_DIR", "SKILL_NAME", "WORKSPACE_DIR", "RUN_DIR",
     }
 )  # fmt: skip
 _RESERVED_PREFIXES = ("LC_", "SKILLSCOPE_")

@@ -5,15 +5,22 @@ Layout of a workspace root (the Bash tool's cwd, and the base for relative tool 
     work/     scratch space (TMPDIR for Bash is work/.tmp)
     out/      artifacts: files here are offered to the user for download
     skills/   staged skill folders, read-only copies made by `stage_skill`
+    runs/     one fresh folder per `skill_run` call ($RUN_DIR), made by `new_run_dir`
 
 So "out/report.md", "work/data.csv" and "skills/pdf/SKILL.md" are all valid relative paths.
-Absolute paths are accepted only when they lie inside the root.
+Absolute paths are accepted only when they lie inside the root. A staged skill holds two links
+the server makes, `out -> ../../out` and `work -> ../../work`, so a script run from the skill's
+folder writes `out/x` into the workspace's out/ (the skill-workspace layout of the toolset design).
 
-Protection of staged skills: the file tools refuse to write under skills/, and staged files are
-made read-only (0o444, dirs 0o555). Root ignores file modes, so when the app runs as root with
-SANDBOX=none a Bash command *can* change a staged copy; `stage_skill` notices such tampering and
-copies again. With SANDBOX=bwrap the skills/ directory is a read-only bind mount and Bash cannot
-modify it at all.
+Protection of staged skills, in every sandbox mode: the file tools refuse to write under skills/,
+and staged files are read-only (0o444, dirs 0o555). With bubblewrap (SANDBOX=auto where it works,
+or bwrap) skills/ is a read-only bind mount. Without it, modes alone would not stop root, so when
+the server runs as root the staged copies and skills/ itself belong to another uid ("nobody")
+and commands run with every capability dropped (see bash.py): to them root is an ordinary user
+that cannot change, rename or remove what it does not own. A non-root server cannot give files
+away; its commands own the staged copies and could make them writable again, so `stage_skill`
+fingerprints every staged copy (mode, owner, inode, links included) and copies again whenever
+it changed; every invocation and every `skill_run` stages first.
 
 Planted links: a command can replace work/, out/ or any file with a symlink. Nothing here
 follows one: the layout is repaired through directory descriptors (`ensure_layout` removes a
@@ -27,7 +34,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import stat
 import uuid
 from pathlib import Path
@@ -36,17 +42,23 @@ from typing import BinaryIO
 from skills_app.core.tools.errors import ToolError
 from skills_app.core.tools.safepath import (
     check_parts,
-    chmod_nofollow,
     ensure_dir,
     is_link_error,
     open_beneath,
     open_dir,
 )
+from skills_app.core.tools.staging import (
+    STAGED_FILE_MODE,
+    chown_tree,
+    copy_tree,
+    link_workspace_dirs,
+    make_read_only,
+    remove_tree,
+    staged_owner,
+    tree_fingerprint,
+)
 
 _DIR_MODE = 0o755
-_STAGED_FILE_MODE = 0o444
-_STAGED_EXEC_MODE = 0o555
-_STAGED_DIR_MODE = 0o555
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _UNSAFE_FOLDER_CHARS = re.compile(r"[^\w.-]")
 
@@ -119,8 +131,33 @@ class Workspace:
             os.fchmod(fd, _DIR_MODE)
             for name in ("work", "out", "skills"):
                 ensure_dir(fd, name, _DIR_MODE)
+            owner = staged_owner()
+            if owner is not None:
+                # A root command without a sandbox must not rename or replace staged skills.
+                skills_fd = os.open(
+                    "skills", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd
+                )
+                try:
+                    os.fchown(skills_fd, *owner)
+                finally:
+                    os.close(skills_fd)
         finally:
             os.close(fd)
+
+    def new_run_dir(self) -> Path:
+        """A fresh runs/<id>/ for one `skill_run` call (its $RUN_DIR), made without following links."""
+        fd = open_dir(self.root)
+        try:
+            ensure_dir(fd, "runs", _DIR_MODE)
+        finally:
+            os.close(fd)
+        name = f"run-{uuid.uuid4().hex[:12]}"
+        fd = open_dir(self.root, ("runs",))
+        try:
+            os.mkdir(name, _DIR_MODE, dir_fd=fd)
+        finally:
+            os.close(fd)
+        return self.root / "runs" / name
 
     def ensure_tmp(self) -> Path:
         """work/.tmp as a real folder (Bash's TMPDIR), without following links."""
@@ -232,20 +269,26 @@ class Workspace:
             return target
 
         staging = self.skills_dir / f".staging-{folder}-{uuid.uuid4().hex[:8]}"
+        owner = staged_owner()
         try:
-            _copy_tree(source, staging)
-            _make_read_only(staging)
+            copy_tree(source, staging)
+            link_workspace_dirs(staging)
+            make_read_only(staging)
+            if owner is not None:
+                chown_tree(staging, owner)
             if target.exists() or target.is_symlink():
-                _remove_tree(target)
+                remove_tree(target)
             staging.rename(target)
         except OSError as exc:
-            _remove_tree(staging)
+            remove_tree(staging)
             raise WorkspaceError(f"Cannot stage skill {name!r} from {source}: {exc}") from exc
-        record = json.dumps({"digest": digest, "tree": _tree_fingerprint(target)})
+        record = json.dumps({"digest": digest, "tree": tree_fingerprint(target)})
         marker.unlink(missing_ok=True)  # a link planted there is removed, not written through
-        fd = self.open_file(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        fd = self.open_file(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, STAGED_FILE_MODE)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(record)
+            if owner is not None:
+                os.fchown(handle.fileno(), *owner)
         return target
 
     def _marker_matches(self, marker: Path, digest: str, target: Path) -> bool:
@@ -258,7 +301,7 @@ class Workspace:
         return (
             isinstance(recorded, dict)
             and recorded.get("digest") == digest
-            and recorded.get("tree") == _tree_fingerprint(target)
+            and recorded.get("tree") == tree_fingerprint(target)
         )
 
 
@@ -300,62 +343,3 @@ def _is_real_dir(path: Path) -> bool:
         return stat.S_ISDIR(path.lstat().st_mode)
     except OSError:
         return False
-
-
-def _copy_tree(source: Path, dest: Path) -> None:
-    """Copy regular files and folders; symlinks only when they point to a file inside `source`."""
-    dest.mkdir(mode=_DIR_MODE)
-    for dirpath, dirnames, filenames in os.walk(source):
-        here = Path(dirpath)
-        out = dest / here.relative_to(source)
-        for dirname in sorted(dirnames):
-            # os.walk lists symlinked dirs here but does not descend; skip them to avoid loops.
-            if not (here / dirname).is_symlink():
-                (out / dirname).mkdir(mode=_DIR_MODE)
-        for filename in sorted(filenames):
-            src = here / filename
-            if src.is_symlink():
-                real = src.resolve()
-                if not (_inside(real, source) and real.is_file()):
-                    continue  # a link out of the skill folder is never followed
-                shutil.copyfile(real, out / filename)
-                shutil.copymode(real, out / filename)
-            elif src.is_file():
-                shutil.copyfile(src, out / filename)
-                shutil.copymode(src, out / filename)
-            # sockets, fifos and devices are not skill content
-
-
-def _make_read_only(root: Path) -> None:
-    # Bottom-up so a directory becomes read-only only after its contents are done.
-    # Through O_NOFOLLOW descriptors: a link planted in the staging folder is never chmod-ed.
-    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
-        for filename in filenames:
-            path = Path(dirpath) / filename
-            info = path.lstat()
-            if stat.S_ISREG(info.st_mode):
-                executable = info.st_mode & stat.S_IXUSR
-                chmod_nofollow(path, _STAGED_EXEC_MODE if executable else _STAGED_FILE_MODE)
-        chmod_nofollow(Path(dirpath), _STAGED_DIR_MODE)
-
-
-def _remove_tree(path: Path) -> None:
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-        return
-    if not path.exists():
-        return
-    # Read-only directories must become writable again before their entries can be removed.
-    for dirpath, _dirnames, _filenames in os.walk(path):
-        chmod_nofollow(Path(dirpath), _DIR_MODE)
-    shutil.rmtree(path)  # fd-based on Linux: it never follows a link out of the tree
-
-
-def _tree_fingerprint(root: Path) -> dict[str, list[int]]:
-    tree: dict[str, list[int]] = {}
-    for dirpath, _dirnames, filenames in os.walk(root):
-        for filename in filenames:
-            path = Path(dirpath) / filename
-            info = path.lstat()
-            tree[path.relative_to(root).as_posix()] = [info.st_mtime_ns, info.st_size, info.st_mode]
-    return tree
