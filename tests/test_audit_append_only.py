@@ -21,6 +21,7 @@ from skills_app.models import (
     Conversation,
     ConversationGrant,
     Message,
+    ModelCall,
     Run,
     RunEvent,
     SkillInvocation,
@@ -38,8 +39,8 @@ def _client(user) -> Client:
 
 
 def _audited_conversation(owner, title: str = "Vendor contract review") -> Conversation:
-    """A conversation with a row in every audit table: messages, a run with events, an allowed
-    and a denied invocation, an approval, a grant."""
+    """A conversation with a row in every audit table: messages, a run with events and a model
+    call, an allowed and a denied invocation, an approval, a grant."""
     conversation = Conversation.objects.create(owner=owner, title=title)
     run = Run.objects.create(conversation=conversation, status=Run.DONE, prompt="review it")
     Message.objects.create(
@@ -90,6 +91,14 @@ def _audited_conversation(owner, title: str = "Vendor contract review") -> Conve
         seq=2,
         type="audit.tool",
         data={"tool": "Bash", "input": {"command": "ls"}, "invocation_id": allowed.pk},
+    )
+    ModelCall.objects.create(
+        conversation=conversation,
+        run=run,
+        requested_model="claude-opus-4-8",
+        model="claude-opus-4-8",
+        input_tokens=120,
+        output_tokens=30,
     )
     return conversation
 

@@ -498,7 +498,8 @@ async def test_a_run_recorded_before_captures_is_rebuilt_and_marked_as_such(
         conversation.pk, StoredMessage.text("user", "written without an event")
     )
     run = await run_turn(conversation, None, alice)
-    await ModelCall.objects.filter(run=run).adelete()  # as before captures existed
+    # As before captures existed (audit rows are never deleted: the capture is taken away).
+    await ModelCall.objects.filter(run=run).aupdate(body_digest="", options={})
 
     views = await sync_to_async(audit.requests_for_run)(run)
     assert not views[0].captured and audit.REBUILT_NOTE in views[0].notes

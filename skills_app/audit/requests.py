@@ -137,6 +137,8 @@ def requests_for_conversation(
     by_run: dict[int, list[ModelCall]] = {}
     for call in calls.order_by("call", "pk"):
         by_run.setdefault(call.run_id or 0, []).append(call)
+    # A run with a call that has no captured body (recorded without one) is rebuilt as a whole.
+    by_run = {pk: found for pk, found in by_run.items() if all(c.captured for c in found)}
     rows = _rows(conversation)
     views = _rebuilt(conversation, [r for r in run_list if r.pk not in by_run], rows)
     for run in run_list:
@@ -149,7 +151,7 @@ def other_requests(conversation: Conversation) -> list[RequestView]:
     """Captured calls made outside a run (summaries for a new conversation)."""
     calls = ModelCall.objects.filter(conversation=conversation, run__isnull=True)
     rows = _rows(conversation)
-    return [_captured_view(c, rows) for c in calls.select_related("system", "tools")]
+    return [_captured_view(c, rows) for c in calls.select_related("system", "tools") if c.captured]
 
 
 def _captured_view(call: ModelCall, rows: Sequence[_Row]) -> RequestView:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from skills_app.models import (
@@ -154,8 +155,9 @@ async def test_a_chatter_gets_placeholders_for_the_skill_files_everywhere(
                 url = reverse("conversation-tool-text", args=[conversation_id, tool_use_id, part])
                 body = _get(client, url)
                 assert leaked(body, HIDDEN) == [] and CANARY_LINE.encode() not in body, url
-        # Staff without the inspect permission: the audit page of the invocation.
+        # Staff who may view the audit but not inspect hidden content: the invocation's page.
         staff = django_user_model.objects.create_user("stan", password="x", is_staff=True)
+        staff.user_permissions.add(Permission.objects.get(codename="view_skillinvocation"))
         invocation = SkillInvocation.objects.get(conversation_id=conversation_id)
         detail = _get(client_of(staff), reverse("audit-invocation", args=[invocation.pk]))
         assert b"Read" in detail  # the tool calls are listed
