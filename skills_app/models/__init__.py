@@ -7,7 +7,7 @@ from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
 from skills_app.models.registry import SkillPackage, SkillVersion
-from skills_app.models.runs import Run
+from skills_app.models.runs import Run, Worker
 
 __all__ = [
     "Approval",
@@ -21,4 +21,5 @@ __all__ = [
     "SkillInvocation",
     "SkillPackage",
     "SkillVersion",
+    "Worker",
 ]

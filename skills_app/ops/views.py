@@ -11,6 +11,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
+from ..runs.recovery import ensure_sweeping
 from .health import readiness
 
 
@@ -31,6 +32,8 @@ async def healthz(request: HttpRequest) -> JsonResponse:
 @require_safe
 async def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: 200 when every check passes, 503 (with each check's status) otherwise."""
+    # A process a load balancer probes watches for dead workers even before a browser connects.
+    ensure_sweeping()
     answer = await readiness()
     body = {"status": "ready" if answer.ready else "not ready", "checks": answer.checks}
     return _json(body, status=200 if answer.ready else 503)
