@@ -43,8 +43,11 @@ async def running_worker() -> AsyncIterator[RunWorker]:
         await until(lambda: _registered(instance))
         yield instance
     finally:
-        task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
+        instance.stop()  # as SIGTERM does: its runs are interrupted, it deregisters
+        try:
+            await asyncio.wait_for(task, 20)
+        finally:
+            task.cancel()
 
 
 def _registered(instance: RunWorker) -> bool:

@@ -247,6 +247,14 @@ class RunWorker(Worker):
     # The loop of this worker's consumer, once started (for tests and introspection).
     loop: WorkerLoop | None = None
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop cleanly: the runs executing here are interrupted, the worker deregistered."""
+        self._stopping.set()
+
     async def handle(self) -> None:
         if queue.RUN_CHANNEL in self.channels:
             # Start the loop now, not with the first wake-up: queued runs may be waiting already.
@@ -255,12 +263,11 @@ class RunWorker(Worker):
                 {"type": "worker.start"}
             )
         listeners = [asyncio.ensure_future(self.listener(name)) for name in self.channels]
-        stopping = asyncio.Event()
         if self.handle_signals:
             loop = asyncio.get_running_loop()
             for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(signum, stopping.set)
-        waiting = asyncio.ensure_future(stopping.wait())
+                loop.add_signal_handler(signum, self.stop)
+        waiting = asyncio.ensure_future(self._stopping.wait())
         try:
             await asyncio.wait({*listeners, waiting}, return_when=asyncio.FIRST_COMPLETED)
         finally:
