@@ -22,7 +22,7 @@ def queue_unclaimed_runs(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('skills_app', '0006_run_prompt'),
+        ('skills_app', '0007_unsandboxed_permission'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
