@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from channels.layers import get_channel_layer
 from django.test import Client
 from django.utils import timezone
 
@@ -121,6 +124,54 @@ def test_readyz_fails_when_the_channel_layer_is_unreachable(settings):
     assert body["checks"]["database"] == "ok"
     _assert_reveals_nothing(body)
     assert str(port) not in response.content.decode()
+
+
+@pytest.fixture
+def redis_layer(settings):
+    """A real redis-server for the channel layer (the production backend)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt redis-server)")
+    port = _closed_port()
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}/0"]},
+            }
+        }
+        yield
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+
+
+async def test_the_channel_layer_check_passes_while_a_websocket_is_receiving(redis_layer):
+    """channels_redis lets one coroutine per process read its channels: the check must not
+    wait behind a connected browser's reader (it did, with a channel prefix of its own)."""
+    layer = get_channel_layer()
+    browser = await layer.new_channel()
+    reading = asyncio.ensure_future(layer.receive(browser))
+    try:
+        await asyncio.sleep(0.2)  # the browser's reader holds the process's receive loop
+        assert await health.check_channel_layer() == "ok"
+        await layer.send(browser, {"type": "still.works"})
+        assert (await asyncio.wait_for(reading, 5))["type"] == "still.works"
+    finally:
+        reading.cancel()
 
 
 def _worker(name: str, *, beat_ago: float, stopped: bool = False) -> Worker:

@@ -117,7 +117,10 @@ async def check_channel_layer() -> str:
     token = secrets.token_hex(8)
 
     async def round_trip() -> bool:
-        channel = await layer.new_channel("readyz.")
+        # The default prefix: channels_redis reads one process-specific list per prefix, and
+        # only one reader at a time per process (a websocket's, usually) whatever the prefix,
+        # so a channel with its own prefix would wait behind that reader and time out.
+        channel = await layer.new_channel()
         await layer.send(channel, {"type": "readyz.ping", "token": token})
         message = await layer.receive(channel)
         return message.get("token") == token

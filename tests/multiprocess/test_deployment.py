@@ -35,7 +35,11 @@ QUEUE_WAIT = float(os.environ.get("SKILLSCOPE_TEST_QUEUE_WAIT", "60"))
 INTERRUPTED_WITHIN = 5.0
 
 
-async def _open(port: int, conversation: int, session: str) -> WebSocket:
+async def _open(
+    port: int, conversation: int, session: str, replayed: list[dict[str, Any]] | None = None
+) -> WebSocket:
+    """A tab on the conversation through web process `port`, resumed from the start (the
+    replayed frames go to `replayed`)."""
     ws = await WebSocket.connect(
         "127.0.0.1",
         port,
@@ -48,7 +52,7 @@ async def _open(port: int, conversation: int, session: str) -> WebSocket:
         },
     )
     await ws.send_json({"action": "resume", "after": 0})
-    await _until(ws, lambda f: f.get("type") == "resumed", [])
+    await _until(ws, lambda f: f.get("type") == "resumed", replayed if replayed is not None else [])
     return ws
 
 
@@ -74,6 +78,14 @@ async def _until(
         seen.append(frame)
         if predicate(frame):
             return frame
+
+
+async def _ready(deployment: Any, name: str, *, timeout: float = 20) -> None:
+    """Wait (bounded) for /readyz to say 200: a busy machine can miss one check's 2 s bound."""
+    deadline = time.monotonic() + timeout
+    while (answer := deployment.get(name, "/readyz"))[0] != 200:
+        assert time.monotonic() < deadline, f"{name} not ready: {answer[2]}"
+        await asyncio.sleep(0.5)
 
 
 def _finished(status: str) -> Callable[[dict[str, Any]], bool]:
@@ -217,9 +229,9 @@ async def test_a_message_sent_with_no_worker_running_is_answered_when_one_starts
         await ws.close()
         deployment.kill("web-a")
         redis.Redis.from_url(deployment.redis_url).flushall()
-        ws = await _open(deployment.ports["web-b"], conversation, session)
         replayed: list[dict[str, Any]] = []
-        await _until(ws, lambda f: f.get("type") == "run.queued", replayed)
+        ws = await _open(deployment.ports["web-b"], conversation, session, replayed)
+        assert [f["type"] for f in replayed] == ["message", "run.queued", "resumed"]
         code, _, page = deployment.get("web-b", f"/c/{conversation}/", cookie=session)
         assert "is anybody there?" in page and "Waiting for a worker" in page
 
@@ -241,7 +253,7 @@ async def test_a_message_sent_with_no_worker_running_is_answered_when_one_starts
         assert "Thanks for waiting" in "".join(
             f["text"] for f in answered if f.get("type") == "text.delta"
         )
-        assert deployment.get("web-b", "/readyz")[0] == 200
+        await _ready(deployment, "web-b")
     except BaseException:
         print(deployment.all_logs())
         raise
