@@ -18,6 +18,7 @@ import asyncio
 import glob
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -155,6 +156,22 @@ async def conversation(
     return result
 
 
+async def workers_ready(database: str, count: int, timeout: float = 120) -> None:
+    """Wait until `count` workers have registered (the `Worker` table)."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with psycopg.connect(database) as db:
+            row = db.execute(
+                "SELECT count(*) FROM skills_app_worker WHERE stopped_at IS NULL"
+            ).fetchone()
+        if row and row[0] >= count:
+            return
+        await asyncio.sleep(0.2)
+    raise SystemExit(f"{count} workers did not register within {timeout} s")
+
+
 async def main_async(opts: argparse.Namespace) -> int:
     command = f"paced {opts.rate} {opts.duration}"
     expected_each = int(opts.rate * opts.duration)
@@ -180,7 +197,7 @@ async def main_async(opts: argparse.Namespace) -> int:
                 for _ in range(opts.workers)
             ]
             try:
-                await asyncio.sleep(3)  # the workers register (a run sent earlier would wait)
+                await workers_ready(database, len(workers))
                 deadline = time.monotonic() + opts.duration + opts.grace
                 started = time.monotonic()
                 results = await asyncio.gather(
@@ -224,6 +241,8 @@ async def main_async(opts: argparse.Namespace) -> int:
 
 
 def main() -> int:
+    # A SIGTERM (timeout, kill) unwinds like Ctrl-C: the servers started here are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     parser = argparse.ArgumentParser()
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--conversations", type=int, default=10)

@@ -163,7 +163,9 @@ async def test_a_queued_run_stopped_never_starts_and_retry_sends_the_message_aga
         await tab.disconnect()
     # The stopped run never reached the model; the retry sent the stored message once.
     assert len(fake.requests) == 1
-    assert fake.requests[0]["messages"][-1]["content"][0]["text"] == "never mind"
+    sent = fake.requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["user"]
+    assert [b["text"] for b in sent[0]["content"] if b["type"] == "text"] == ["never mind"]
     statuses = [r.status async for r in Run.objects.order_by("pk")]
     assert statuses == [Run.STOPPED, Run.DONE]
     assert await sync_to_async(_texts)(conversation.pk) == [

@@ -51,6 +51,7 @@ class WorkerLoop:
         self._poke = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.ticks = 0  # rounds of the loop so far (tests wait on it)
+        self._registered = False
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._loop())
@@ -59,8 +60,9 @@ class WorkerLoop:
         """Look at the queue now (a wake-up arrived, or a run ended and made room)."""
         self._poke.set()
 
-    async def _loop(self) -> None:
+    async def _register(self) -> None:
         await self.database.run(liveness.register, self.name, self.channel, self.capacity)
+        self._registered = True
         logger.info(
             "worker %s started (channel %s, at most %s runs at once)",
             self.name,
@@ -68,9 +70,14 @@ class WorkerLoop:
             self.capacity or "unlimited",
             extra={"worker": self.name},
         )
+
+    async def _loop(self) -> None:
         next_beat = next_sweep = 0.0
         while True:
             try:
+                if not self._registered:
+                    # Until the database answers, this worker neither claims nor beats.
+                    await self._register()
                 now = time.monotonic()
                 if now >= next_beat:
                     next_beat = now + settings.WORKER_HEARTBEAT_SECONDS
@@ -80,8 +87,6 @@ class WorkerLoop:
                     events = await self.database.run(recovery.sweep)
                     await broadcast_events(events)
                 await self.claim()
-            except asyncio.CancelledError:
-                raise
             except Exception:
                 # The database or Redis is down for a moment: keep the runs going and try again.
                 logger.exception("worker %s: heartbeat, sweep or claim failed", self.name)
@@ -113,7 +118,8 @@ class WorkerLoop:
         )
         await self._give_up_runs()
         self.name = liveness.new_worker_name()
-        await self.database.run(liveness.register, self.name, self.channel, self.capacity)
+        self._registered = False
+        await self._register()
 
     async def _give_up_runs(self) -> None:
         """Mark every run of this worker interrupted (Retry), then drop what they still produce."""
