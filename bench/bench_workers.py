@@ -44,7 +44,7 @@ from bench.live import (  # noqa: E402
 
 
 @contextmanager
-def postgres() -> Iterator[str]:
+def postgres(synchronous_commit: str = "on") -> Iterator[str]:
     """A throw-away PostgreSQL cluster (as the postgres user when run as root); its URL."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if not found:
@@ -62,8 +62,12 @@ def postgres() -> Iterator[str]:
 
     data = str(base / "data")
     run(str(bindir / "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync")
-    # Durable settings (fsync on): the figures are for a database that keeps its data.
-    options = f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c max_connections=200"
+    # fsync stays on: the figures are for a database that keeps its data. synchronous_commit=off
+    # (--synchronous-commit off) lets a commit return before its WAL reaches the disk.
+    options = (
+        f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c max_connections=200 "
+        f"-c synchronous_commit={synchronous_commit}"
+    )
     run(str(bindir / "pg_ctl"), "-D", data, "-l", str(base / "log"), "-o", options, "-w", "start")
     try:
         run(str(bindir / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "bench")
@@ -177,7 +181,11 @@ async def main_async(opts: argparse.Namespace) -> int:
     expected_each = int(opts.rate * opts.duration)
     latencies: list[float] = []
     waits: list[float] = []
-    with postgres() as database, redis_server() as redis_url, FakeModel() as model:
+    with (
+        postgres(opts.synchronous_commit) as database,
+        redis_server() as redis_url,
+        FakeModel() as model,
+    ):
         extra = {
             "DATABASE_URL": database,
             "REDIS_URL": redis_url,
@@ -198,6 +206,9 @@ async def main_async(opts: argparse.Namespace) -> int:
             ]
             try:
                 await workers_ready(database, len(workers))
+                assert server.process is not None
+                pids = [server.process.pid, *(w.pid for w in workers)]
+                cpu_before = [proc_stats(pid)[1] for pid in pids]
                 deadline = time.monotonic() + opts.duration + opts.grace
                 started = time.monotonic()
                 results = await asyncio.gather(
@@ -207,9 +218,9 @@ async def main_async(opts: argparse.Namespace) -> int:
                     )
                 )
                 wall = time.monotonic() - started
-                assert server.process is not None
-                web = proc_stats(server.process.pid)
-                worker_stats = [proc_stats(w.pid) for w in workers]
+                stats = [proc_stats(pid) for pid in pids]
+                # CPU spent while the conversations streamed (start-up excluded).
+                spent = [after[1] - before for after, before in zip(stats, cpu_before, strict=True)]
             finally:
                 for w in workers:
                     w.terminate()
@@ -226,7 +237,8 @@ async def main_async(opts: argparse.Namespace) -> int:
     print(machine(), "load average", os.getloadavg())
     print(
         f"{opts.workers} worker(s), {opts.conversations} conversations x {opts.rate} deltas/s x "
-        f"{opts.duration} s (wall {wall:.1f} s), WORKER_MAX_RUNS={opts.max_runs}"
+        f"{opts.duration} s (wall {wall:.1f} s), WORKER_MAX_RUNS={opts.max_runs}, "
+        f"synchronous_commit={opts.synchronous_commit}"
     )
     print(f"delivered/expected: {delivered}/{expected} ({delivered / expected * 100:.2f} %)")
     print(f"added latency per delta: p50 {p50:.1f} ms   p99 {p99:.1f} ms   max "
@@ -234,9 +246,12 @@ async def main_async(opts: argparse.Namespace) -> int:
     print(f"errors: {len(errors)} {sorted(set(errors))[:5]}   runs not done: {not_done}")
     print(f"wait for a worker (send -> run.started): p50 {percentile(waits, 50) * 1000:.0f} ms"
           f"   max {max(waits, default=0) * 1000:.0f} ms")  # fmt: skip
-    print(f"daphne: peak RSS {web[0]:.0f} MB, CPU {web[1]:.1f} s")
-    for i, (rss, cpu) in enumerate(worker_stats, 1):
-        print(f"worker {i}: peak RSS {rss:.0f} MB, CPU {cpu:.1f} s")
+    names = ["daphne", *(f"worker {i}" for i in range(1, opts.workers + 1))]
+    for name, (rss, _), cpu in zip(names, stats, spent, strict=True):
+        print(f"{name}: peak RSS {rss:.0f} MB, CPU while streaming {cpu:.1f} s")
+    per_delta = 1000 / max(delivered, 1)
+    print(f"CPU per delivered delta: daphne {spent[0] * per_delta:.2f} ms, "
+          f"workers together {sum(spent[1:]) * per_delta:.2f} ms")  # fmt: skip
     return 0 if delivered == expected and not errors else 1
 
 
@@ -250,6 +265,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--grace", type=float, default=60.0)
     parser.add_argument("--max-runs", type=int, default=0, help="WORKER_MAX_RUNS (0: no cap)")
+    parser.add_argument("--synchronous-commit", choices=("on", "off"), default="on")
     return asyncio.run(main_async(parser.parse_args()))
 
 

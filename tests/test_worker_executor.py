@@ -14,8 +14,11 @@ from typing import Any
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.db import transaction
+from django.utils import timezone
 
-from skills_app.models import Conversation, Message, Run
+from skills_app.core.transcript import StoredMessage
+from skills_app.models import Conversation, Message, Run, Worker
 from skills_app.runs import queue, store, tasks
 from skills_app.runs import supervisor as runs
 from skills_app.runs.workers import RunWorker
@@ -174,3 +177,54 @@ async def test_the_worker_ignores_malformed_messages_and_keeps_working(
     run = await Run.objects.aget(pk=run.pk)
     # The same worker took it: its consumer survived the bad messages.
     assert run.status == Run.DONE and run.worker == worker.loop.name
+
+
+def _queue_at_once(owner, count: int) -> list[int]:
+    """`count` runs queued in one transaction: a burst no worker sees half of."""
+    ids = []
+    with transaction.atomic():
+        for i in range(count):
+            conversation = Conversation.objects.create(owner=owner, title=f"burst {i}")
+            run = Run.objects.create(
+                conversation=conversation, status=Run.QUEUED, prompt="go", started_by=owner
+            )
+            store.append_message(conversation.pk, StoredMessage.text("user", "go"), run_id=run.pk)
+            ids.append(run.pk)
+    return ids
+
+
+async def test_a_burst_of_messages_spreads_over_the_workers(fake, layer, alice):
+    replies = [paused(f"Answer {i} " * 6) for i in range(6)]
+    fake.enqueue(*(reply for reply, _gate, _reached in replies))
+    async with running_worker() as first, running_worker() as second:
+        queued = await sync_to_async(_queue_at_once)(alice, 6)
+        first.loop.poke()
+        second.loop.poke()
+        try:
+            for _reply, _gate, reached in replies:
+                await wait_event(reached)
+        finally:
+            for _reply, gate, _reached in replies:
+                gate.set()
+        for run_id in queued:
+            await runs.wait_for_run(run_id, timeout=20)
+        executed_by = [(await Run.objects.aget(pk=run_id)).worker for run_id in queued]
+    # Whichever worker looked first took its share, not the whole burst.
+    assert executed_by.count(first.loop.name) == executed_by.count(second.loop.name) == 3
+
+
+async def test_a_worker_takes_its_share_of_the_work(fake, alice):
+    for i in range(5):
+        conversation = await Conversation.objects.acreate(owner=alice, title=f"c{i}")
+        await runs.start_run(conversation.pk, "go", user_id=alice.pk)
+    assert await sync_to_async(queue.fair_share)(0) == 5  # no live worker: one would take all
+    now = timezone.now()
+    for name in ("a", "b"):
+        await Worker.objects.acreate(name=name, started_at=now, heartbeat_at=now)
+    assert await sync_to_async(queue.fair_share)(0) == 3
+    # "a" now executes 3: of the 5 runs in all, its share (3) is taken; the idle "b" takes the
+    # 2 still queued.
+    taken = await sync_to_async(queue.claim)(worker="a", channel="", limit=3)
+    assert len(taken) == 3
+    assert await sync_to_async(queue.fair_share)(3) == 0
+    assert await sync_to_async(queue.fair_share)(0) == 2

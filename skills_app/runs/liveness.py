@@ -160,11 +160,19 @@ def dead_worker_names() -> Any:
     ).values("name")
 
 
-def live_workers() -> int:
-    """How many workers are registered and beating."""
+def _live() -> Any:
     return Worker.objects.filter(
         stopped_at__isnull=True, heartbeat_at__gte=_stale_before(timezone.now())
-    ).count()
+    )
+
+
+def live_workers() -> int:
+    """How many workers are registered and beating."""
+    return int(_live().count())
+
+
+def live_worker_names() -> list[str]:
+    return list(_live().values_list("name", flat=True))
 
 
 def forget_old_workers() -> int:

@@ -92,6 +92,25 @@ def claim(*, worker: str, channel: str, limit: int, run_id: int | None = None) -
         return taken
 
 
+def fair_share(executing_here: int) -> int:
+    """How many queued runs a worker executing `executing_here` runs should take now.
+
+    Its share of all the work (queued plus executing) among the live workers, less what it
+    already executes: the least busy worker takes new runs first, and a burst spreads over all
+    of them instead of going to whichever worker woke first. (The least busy worker's share is
+    never 0 while runs are queued, so nothing is left waiting.)
+    """
+    from skills_app.runs.liveness import live_worker_names
+
+    queued = Run.objects.filter(status=Run.QUEUED).count()
+    if not queued:
+        return 0
+    live = live_worker_names()
+    executing = Run.objects.filter(status__in=Run.EXECUTING, worker__in=live).count()
+    target = -(-(queued + executing) // max(1, len(live)))
+    return min(queued, max(0, target - executing_here))
+
+
 async def wake_workers(run_id: int) -> None:
     """Tell a worker a run is queued. Best effort: workers find it in the queue anyway."""
     layer = get_channel_layer()

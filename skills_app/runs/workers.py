@@ -6,7 +6,8 @@
 - beats every WORKER_HEARTBEAT_SECONDS, for itself and every run it executes, and learns from
   the same rows whether one of its runs was asked to stop;
 - sweeps: runs of workers that stopped beating are marked interrupted (`recovery`);
-- claims queued runs, oldest first, while it executes fewer than WORKER_MAX_RUNS (`queue`).
+- claims queued runs, oldest first, while it executes fewer than WORKER_MAX_RUNS (`queue`),
+  at most its share of the work among the live workers, so the least busy worker goes first.
 
 A `run.execute` message on the `skillscope-runs` channel only wakes it up to claim at once. Each
 claimed run executes as a task, so one worker runs many at once. A stop from any web process
@@ -35,8 +36,8 @@ from skills_app.runs.broadcast import broadcast_events
 
 logger = logging.getLogger(__name__)
 
-# Runs claimed at once when WORKER_MAX_RUNS is 0 (no cap): the next tick takes more.
-CLAIM_BATCH = 20
+# The most runs claimed in one go when WORKER_MAX_RUNS is 0 (no cap): the next tick takes more.
+CLAIM_BATCH = 100
 
 
 class WorkerLoop:
@@ -139,8 +140,12 @@ class WorkerLoop:
         free = self._free()
         if not free:
             return
+        busy = sum(1 for t in self.runs.values() if not t.done())
+        share = await self.database.run(queue.fair_share, busy)
+        if not share:
+            return
         claimed = await self.database.run(
-            queue.claim, worker=self.name, channel=self.channel, limit=free
+            queue.claim, worker=self.name, channel=self.channel, limit=min(free, share)
         )
         for run in claimed:
             self._start(run)
