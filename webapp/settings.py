@@ -362,7 +362,7 @@ RUN_STALE_SECONDS = env_float("RUN_STALE_SECONDS", 30.0)
 # executes at once (0: no cap); the others wait in the queue for a free worker.
 WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 2.0)
 WORKER_STALE_SECONDS = env_float("WORKER_STALE_SECONDS", 4.0)
-WORKER_MAX_RUNS = env_int("WORKER_MAX_RUNS", 20, minimum=0)
+WORKER_MAX_RUNS = env_int("WORKER_MAX_RUNS", 10, minimum=0)
 
 
 def _check_heartbeat(beat_name: str, beat: float, stale_name: str, stale: float) -> None:
