@@ -123,7 +123,7 @@ async def check_channel_layer() -> str:
         channel = await layer.new_channel()
         await layer.send(channel, {"type": "readyz.ping", "token": token})
         message = await layer.receive(channel)
-        return message.get("token") == token
+        return bool(message.get("token") == token)
 
     try:
         same = await asyncio.wait_for(round_trip(), CHECK_TIMEOUT)

@@ -63,13 +63,23 @@ class Snapshot:
 def take() -> Snapshot:
     """The figures as of now."""
     now = timezone.now()
+    queued, running, waiting, oldest = _runs(now)
+    text_rate, event_rate, capped = _event_rate(now)
+    waits = _queue_waits(now)
     return Snapshot(
         taken_at=now,
         executor=settings.RUN_EXECUTOR,
         workers=_workers(now),
-        **_runs(now),
-        **_event_rate(now),
-        **_queue_waits(now),
+        queued=queued,
+        running=running,
+        waiting=waiting,
+        oldest_queued_age=oldest,
+        text_events_per_second=text_rate,
+        events_per_second=event_rate,
+        rate_capped=capped,
+        waits_claimed=len(waits),
+        wait_median=statistics.median(waits) if waits else None,
+        wait_max=max(waits) if waits else None,
     )
 
 
@@ -99,7 +109,8 @@ def _workers(now: datetime) -> list[WorkerRow]:
     ]
 
 
-def _runs(now: datetime) -> dict[str, int | float | None]:
+def _runs(now: datetime) -> tuple[int, int, int, float | None]:
+    """Top-level runs queued, running and waiting for an approval; the oldest queued one's age."""
     counts = dict(
         Run.objects.filter(status__in=Run.ACTIVE, parent__isnull=True)
         .values("status")
@@ -107,33 +118,26 @@ def _runs(now: datetime) -> dict[str, int | float | None]:
         .values_list("status", "n")
     )
     oldest = Run.objects.filter(status=Run.QUEUED).aggregate(t=Min("started_at"))["t"]
-    return {
-        "queued": counts.get(Run.QUEUED, 0),
-        "running": counts.get(Run.RUNNING, 0),
-        "waiting": counts.get(Run.WAITING, 0),
-        "oldest_queued_age": (now - oldest).total_seconds() if oldest else None,
-    }
+    return (
+        counts.get(Run.QUEUED, 0),
+        counts.get(Run.RUNNING, 0),
+        counts.get(Run.WAITING, 0),
+        (now - oldest).total_seconds() if oldest else None,
+    )
 
 
-def _event_rate(now: datetime) -> dict[str, float | bool]:
+def _event_rate(now: datetime) -> tuple[float, float, bool]:
+    """Text events and all events stored per second over the last minute; whether capped."""
     newest = RunEvent.objects.aggregate(m=Max("pk"))["m"] or 0
     recent = RunEvent.objects.filter(pk__gt=newest - RATE_ROWS, created_at__gte=now - RATE_WINDOW)
     counts = recent.aggregate(all=Count("pk"), text=Count("pk", filter=Q(type="text.delta")))
     seconds = RATE_WINDOW.total_seconds()
-    return {
-        "text_events_per_second": counts["text"] / seconds,
-        "events_per_second": counts["all"] / seconds,
-        "rate_capped": counts["all"] >= RATE_ROWS,
-    }
+    return counts["text"] / seconds, counts["all"] / seconds, counts["all"] >= RATE_ROWS
 
 
-def _queue_waits(now: datetime) -> dict[str, int | float | None]:
+def _queue_waits(now: datetime) -> list[float]:
+    """Seconds each run claimed in the last hour waited in the queue."""
     claimed = Run.objects.filter(claimed_at__gte=now - WAIT_WINDOW).values_list(
         "started_at", "claimed_at"
     )
-    waits = [(c - s).total_seconds() for s, c in claimed[:10_000]]
-    return {
-        "waits_claimed": len(waits),
-        "wait_median": statistics.median(waits) if waits else None,
-        "wait_max": max(waits) if waits else None,
-    }
+    return [(c - s).total_seconds() for s, c in claimed[:10_000] if c is not None]

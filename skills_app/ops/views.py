@@ -7,6 +7,8 @@ systemd can ask a process directly by its address.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
@@ -15,7 +17,7 @@ from ..runs.recovery import ensure_sweeping
 from .health import readiness
 
 
-def _json(body: dict[str, object], status: int = 200) -> JsonResponse:
+def _json(body: Mapping[str, object], status: int = 200) -> JsonResponse:
     response = JsonResponse(body, status=status)
     response["X-Content-Type-Options"] = "nosniff"
     return response

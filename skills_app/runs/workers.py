@@ -289,8 +289,9 @@ class RunWorker(Worker):
             # Each consumer interrupts its runs and deregisters before the process ends.
             await asyncio.gather(*listeners, *instances, return_exceptions=True)
         for listener in listeners:
-            if not listener.cancelled() and listener.exception() is not None:
-                raise listener.exception()  # type: ignore[misc]  # the channel layer failed
+            error = None if listener.cancelled() else listener.exception()
+            if error is not None:
+                raise error  # the channel layer failed
 
 
 __all__ = ["RunConsumer", "RunWorker", "WorkerLoop"]
