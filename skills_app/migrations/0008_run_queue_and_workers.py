@@ -17,55 +17,75 @@ def queue_unclaimed_runs(apps, schema_editor):
         run.save(update_fields=["status", "started_by"])
 
 
-
-
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('skills_app', '0007_unsandboxed_permission'),
+        ("skills_app", "0007_unsandboxed_permission"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Worker',
+            name="Worker",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('channel', models.CharField(blank=True, max_length=200)),
-                ('capacity', models.PositiveIntegerField(default=0)),
-                ('started_at', models.DateTimeField()),
-                ('heartbeat_at', models.DateTimeField(db_index=True)),
-                ('stopped_at', models.DateTimeField(blank=True, null=True)),
-                ('stop_reason', models.CharField(blank=True, max_length=40)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=200, unique=True)),
+                ("channel", models.CharField(blank=True, max_length=200)),
+                ("capacity", models.PositiveIntegerField(default=0)),
+                ("started_at", models.DateTimeField()),
+                ("heartbeat_at", models.DateTimeField(db_index=True)),
+                ("stopped_at", models.DateTimeField(blank=True, null=True)),
+                ("stop_reason", models.CharField(blank=True, max_length=40)),
             ],
             options={
-                'ordering': ['started_at'],
+                "ordering": ["started_at"],
             },
         ),
         migrations.AddField(
-            model_name='run',
-            name='auto_answer',
+            model_name="run",
+            name="auto_answer",
             field=models.CharField(blank=True, max_length=20),
         ),
         migrations.AddField(
-            model_name='run',
-            name='claimed_at',
+            model_name="run",
+            name="claimed_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='run',
-            name='started_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="run",
+            name="started_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AlterField(
-            model_name='run',
-            name='status',
-            field=models.CharField(choices=[('queued', 'waiting for a worker'), ('running', 'running'), ('waiting', 'waiting for approval'), ('done', 'done'), ('stopped', 'stopped'), ('failed', 'failed'), ('interrupted', 'interrupted')], default='running', max_length=20),
+            model_name="run",
+            name="status",
+            field=models.CharField(
+                choices=[
+                    ("queued", "waiting for a worker"),
+                    ("running", "running"),
+                    ("waiting", "waiting for approval"),
+                    ("done", "done"),
+                    ("stopped", "stopped"),
+                    ("failed", "failed"),
+                    ("interrupted", "interrupted"),
+                ],
+                default="running",
+                max_length=20,
+            ),
         ),
         migrations.AddIndex(
-            model_name='run',
-            index=models.Index(fields=['status'], name='run_status'),
+            model_name="run",
+            index=models.Index(fields=["status"], name="run_status"),
         ),
         migrations.RunPython(queue_unclaimed_runs, migrations.RunPython.noop),
     ]
