@@ -360,8 +360,8 @@ RUN_STALE_SECONDS = env_float("RUN_STALE_SECONDS", 30.0)
 # worker silent for WORKER_STALE_SECONDS is dead and its runs are marked interrupted (workers and
 # web processes look every quarter of a heartbeat). WORKER_MAX_RUNS caps the runs one worker
 # executes at once (0: no cap); the others wait in the queue for a free worker.
-WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 2.0)
-WORKER_STALE_SECONDS = env_float("WORKER_STALE_SECONDS", 4.0)
+WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 1.5)
+WORKER_STALE_SECONDS = env_float("WORKER_STALE_SECONDS", 3.5)
 WORKER_MAX_RUNS = env_int("WORKER_MAX_RUNS", 10, minimum=0)
 
 
