@@ -100,7 +100,7 @@ def hammer(username: str, writers: int, count: int) -> dict[str, Any]:
 
 
 def claim_race(username: str, claimers: int, count: int) -> dict[str, Any]:
-    """Queue `count` runs, then let `claimers` connections claim them at once, two at a time."""
+    """Queue `count` runs, then let `claimers` connections claim them in rounds, two at a time."""
     from django.contrib.auth import get_user_model
     from django.db import connection
 
@@ -112,13 +112,16 @@ def claim_race(username: str, claimers: int, count: int) -> dict[str, Any]:
         conversation = Conversation.objects.create(owner=owner, title=f"queued {i}")
         Run.objects.create(conversation=conversation, status=Run.QUEUED, started_by=owner)
     connection.close()
-    start = threading.Barrier(claimers)
+    # Every round, all claimers ask at the same moment: they really compete for the same rows.
+    rounds = count // 2
+    together = threading.Barrier(claimers)
 
     def claim(claimer: int) -> list[int]:
         taken: list[int] = []
         try:
-            start.wait(timeout=30)
-            while batch := queue.claim(worker=f"claimer {claimer}", channel="", limit=2):
+            for _ in range(rounds):
+                together.wait(timeout=30)
+                batch = queue.claim(worker=f"claimer {claimer}", channel="", limit=2)
                 taken.extend(c.run_id for c in batch)
         finally:
             connection.close()
