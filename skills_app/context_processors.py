@@ -31,6 +31,7 @@ def nav_links(request: HttpRequest) -> list[dict[str, str]]:
         links.append(("Audit", reverse("audit-home")))
     if user.is_staff:
         links.append(("Compare", reverse("compare")))
+        links.append(("Operations", reverse("ops-status")))
     # The admin site lets in active staff, but shows them nothing without model permissions:
     # the link appears only when its index lists something this person may open.
     if admin.site.has_permission(request) and admin.site.get_app_list(request):

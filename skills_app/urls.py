@@ -9,4 +9,5 @@ urlpatterns = [
     path("skills/", include("skills_app.registry.urls")),
     path("audit/", include("skills_app.audit.urls")),
     path("compare/", include("skills_app.compare.urls")),
+    path("ops/", include("skills_app.ops.page_urls")),
 ]

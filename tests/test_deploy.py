@@ -375,7 +375,11 @@ def test_every_deploy_file_is_installed_by_the_guide_and_every_one_it_names_exis
     assert files - named == set(), "deploy/ has files the guide does not install"
 
 
-def test_the_capacity_stub_is_the_only_one():
+def test_the_guide_has_no_stub_and_its_capacity_figures_say_where_and_when():
     guide = GUIDE.read_text()
-    assert "## Capacity (measured)" in guide
-    assert len(re.findall(r"(?i)\b(TODO|TBD|stub)\b", guide)) == 1
+    assert re.findall(r"(?i)\b(TODO|TBD|stub)\b", guide) == []
+    capacity = guide.split("## Capacity (measured)", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"\b20\d\d-\d\d-\d\d\b", capacity), "no date"
+    assert "vCPU" in capacity and "load average" in capacity, "no machine"
+    assert capacity.count("\n| ") >= 4, "no table of measurements"
+    assert "bench/bench_workers.py" in capacity

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,10 +16,11 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from channels.layers import get_channel_layer
 from django.test import Client
 from django.utils import timezone
 
-from skills_app.models import Conversation, Run
+from skills_app.models import Run, Worker
 from skills_app.ops import health
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -31,7 +34,6 @@ VOCABULARY = {
     "timeout",
     "error",
     "none alive",
-    "unknown",
 }
 VOCABULARY |= {"not used"}
 
@@ -125,43 +127,91 @@ def test_readyz_fails_when_the_channel_layer_is_unreachable(settings):
 
 
 @pytest.fixture
-def conversation(alice):
-    return Conversation.objects.create(owner=alice, title="t")
-
-
-def _run(conversation, *, worker: str, beat_ago: float | None, started_ago: float = 0) -> Run:
-    run = Run.objects.create(conversation=conversation, worker=worker)
-    now = timezone.now()
-    Run.objects.filter(pk=run.pk).update(
-        heartbeat_at=None if beat_ago is None else now - timedelta(seconds=beat_ago),
-        started_at=now - timedelta(seconds=started_ago),
+def redis_layer(settings):
+    """A real redis-server for the channel layer (the production backend)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt redis-server)")
+    port = _closed_port()
+    server = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
-    return run
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "redis-server did not start"
+                time.sleep(0.05)
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}/0"]},
+            }
+        }
+        yield
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+
+
+async def test_the_channel_layer_check_passes_while_a_websocket_is_receiving(redis_layer):
+    """channels_redis lets one coroutine per process read its channels: the check must not
+    wait behind a connected browser's reader (it did, with a channel prefix of its own)."""
+    layer = get_channel_layer()
+    browser = await layer.new_channel()
+    reading = asyncio.ensure_future(layer.receive(browser))
+    try:
+        await asyncio.sleep(0.2)  # the browser's reader holds the process's receive loop
+        assert await health.check_channel_layer() == "ok"
+        await layer.send(browser, {"type": "still.works"})
+        assert (await asyncio.wait_for(reading, 5))["type"] == "still.works"
+    finally:
+        reading.cancel()
+
+
+def _worker(name: str, *, beat_ago: float, stopped: bool = False) -> Worker:
+    now = timezone.now()
+    return Worker.objects.create(
+        name=name,
+        started_at=now - timedelta(seconds=600),
+        heartbeat_at=now - timedelta(seconds=beat_ago),
+        stopped_at=now if stopped else None,
+    )
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
-    ("runs", "expected", "code"),
+    ("workers", "expected", "code"),
     [
-        pytest.param([], "unknown", 200, id="idle-cannot-tell"),
-        pytest.param([("w1 pid 1", 1.0, 5)], "ok", 200, id="a-worker-beats"),
-        pytest.param([("w1 pid 1", 120.0, 200)], "none alive", 503, id="its-worker-died"),
-        pytest.param([("", None, 120)], "none alive", 503, id="queued-and-never-claimed"),
-        pytest.param([("", None, 1)], "unknown", 200, id="just-queued"),
-        pytest.param(
-            [("w1 pid 1", 120.0, 200), ("w2 pid 2", 1.0, 5)], "ok", 200, id="one-of-two-alive"
-        ),
+        pytest.param([], "none alive", 503, id="no-worker-ever-started"),
+        pytest.param([("w1", 1.0, False)], "ok", 200, id="a-worker-beats"),
+        pytest.param([("w1", 30.0, False)], "none alive", 503, id="its-worker-went-silent"),
+        pytest.param([("w1", 0.5, True)], "none alive", 503, id="its-worker-shut-down"),
+        pytest.param([("w1", 30.0, False), ("w2", 1.0, False)], "ok", 200, id="one-of-two-alive"),
     ],
 )
-def test_readyz_needs_a_live_worker_when_runs_go_to_workers(
-    settings, conversation, runs, expected, code
-):
+def test_readyz_needs_a_live_worker_when_runs_go_to_workers(settings, workers, expected, code):
     settings.RUN_EXECUTOR = "worker"
-    for worker, beat_ago, started_ago in runs:
-        _run(conversation, worker=worker, beat_ago=beat_ago, started_ago=started_ago)
+    settings.WORKER_STALE_SECONDS = 4
+    for name, beat_ago, stopped in workers:
+        _worker(name, beat_ago=beat_ago, stopped=stopped)
     response = Client().get("/readyz")
     assert response.json()["checks"]["workers"] == expected
     assert response.status_code == code
+
+
+@pytest.mark.django_db
+def test_an_idle_deployment_with_a_live_worker_is_ready(settings, alice):
+    """No run in flight says nothing about workers: the registry does."""
+    settings.RUN_EXECUTOR = "worker"
+    _worker("w1", beat_ago=0.2)
+    assert not Run.objects.exists()
+    assert Client().get("/readyz").json()["checks"]["workers"] == "ok"
 
 
 @pytest.mark.django_db

@@ -31,14 +31,16 @@ def workers(settings):
 
 
 def _run(owner, *, heartbeat_age: float | None, age: float = 0, status: str = Run.RUNNING) -> Run:
+    """A run as a process left it; `heartbeat_age=None`: still queued, no worker took it."""
     conversation = Conversation.objects.create(owner=owner)
     now = timezone.now()
+    queued = heartbeat_age is None
     run = Run.objects.create(
         conversation=conversation,
-        status=status,
-        heartbeat_at=None if heartbeat_age is None else now - timedelta(seconds=heartbeat_age),
-        worker="worker-host pid 1",
-        channel="specific.gone!1" if heartbeat_age is not None else "",
+        status=Run.QUEUED if queued else status,
+        heartbeat_at=None if queued else now - timedelta(seconds=heartbeat_age),
+        worker="" if queued else "worker-host pid 1",
+        channel="" if queued else "specific.gone!1",
     )
     # started_at is auto_now_add: set the age afterwards.
     Run.objects.filter(pk=run.pk).update(started_at=now - timedelta(seconds=age))
@@ -56,19 +58,22 @@ def _statuses(*run_list: Run) -> list[str]:
     return [Run.objects.get(pk=r.pk).status for r in run_list]
 
 
-async def test_the_sweep_marks_runs_with_a_stale_heartbeat_and_leaves_live_ones(workers, alice):
+async def test_the_sweep_marks_runs_with_a_stale_heartbeat_and_leaves_live_and_queued_ones(
+    workers, alice
+):
     stale = await sync_to_async(_run)(alice, heartbeat_age=60, age=120)
     live = await sync_to_async(_run)(alice, heartbeat_age=2, age=120)
     queued = await sync_to_async(_run)(alice, heartbeat_age=None, age=3)
-    never_taken = await sync_to_async(_run)(alice, heartbeat_age=None, age=90)
+    # A queued run waits for a worker however long: it has no process that could have died.
+    queued_for_an_hour = await sync_to_async(_run)(alice, heartbeat_age=None, age=3600)
 
-    assert await recovery.interrupt_stale_runs() == 2
+    assert await recovery.interrupt_stale_runs() == 1
 
-    assert await sync_to_async(_statuses)(stale, live, queued, never_taken) == [
+    assert await sync_to_async(_statuses)(stale, live, queued, queued_for_an_hour) == [
         Run.INTERRUPTED,
         Run.RUNNING,
-        Run.RUNNING,
-        Run.INTERRUPTED,
+        Run.QUEUED,
+        Run.QUEUED,
     ]
 
 
@@ -226,7 +231,7 @@ async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_
     assert await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
     await asyncio.sleep(0.2)
     # Another process declares it dead; this one notices at its next heartbeat.
-    await sync_to_async(recovery._interrupt)(run.pk, stale_before=timezone.now(), force=True)
+    await sync_to_async(recovery.interrupt_runs)([run.pk])
     try:
         await runs.wait_for_run(run.pk, timeout=10)
     finally:

@@ -179,6 +179,8 @@ RULES: dict[str, Expect] = {
     "compare-detail": Expect(
         owner=frozenset({403}), other=frozenset({403}), staff=OK, obj="comparison"
     ),  # fmt: skip
+    # The operator page: workers and run counts.
+    "ops-status": STAFF_ONLY,
 }
 
 # Object kinds chosen by a word in the route name when RULES says nothing.

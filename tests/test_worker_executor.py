@@ -1,29 +1,37 @@
-"""RUN_EXECUTOR=worker in one process: the web side hands runs to a Channels worker over the layer.
+"""RUN_EXECUTOR=worker in one process: runs are queued, claimed and executed by Channels workers.
 
-The worker here runs in the test's event loop on the in-memory layer, but it keeps its own task
-registry, so `runs.stop_run` and `runs.wait_for_run` take the same cross-process paths they take
-against a real `runworker` (tests/multiprocess covers that with Redis and PostgreSQL).
+The workers here run in the test's event loop on the in-memory layer, but each keeps its own
+task registry, so `runs.stop_run` and `runs.wait_for_run` take the same cross-process paths they
+take against a real `runworker` (tests/multiprocess covers that with Redis and PostgreSQL).
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
-from channels.routing import ChannelNameRouter
+from django.db import transaction
+from django.utils import timezone
 
-from skills_app.models import Conversation, Message, Run
-from skills_app.routing import channel_routes
-from skills_app.runs import store, tasks
+from skills_app.core.transcript import StoredMessage
+from skills_app.models import Conversation, Message, Run, Worker
+from skills_app.runs import queue, store, tasks
 from skills_app.runs import supervisor as runs
 from skills_app.runs.workers import RunWorker
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import use_fake_model
+from tests.worker_helpers import (
+    after_ticks,
+    paused,
+    running_worker,
+    status,
+    use_fast_heartbeats,
+    wait_event,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -31,6 +39,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def fake(settings, fake_anthropic):
     use_fake_model(settings, fake_anthropic)
+    use_fast_heartbeats(settings)
     settings.RUN_EXECUTOR = "worker"
     return fake_anthropic
 
@@ -44,19 +53,9 @@ async def layer() -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-async def worker(layer) -> AsyncIterator[RunWorker]:
-    """A `runworker skillscope-runs` equivalent running beside the test."""
-    instance = RunWorker(
-        application=ChannelNameRouter(channel_routes),
-        channels=[runs.RUN_CHANNEL],
-        channel_layer=layer,
-    )
-    task = asyncio.ensure_future(instance.arun())
-    yield instance
-    task.cancel()
-    for details in list(instance.application_instances.values()):
-        details["future"].cancel()
-    await asyncio.gather(task, return_exceptions=True)
+async def worker(fake, layer) -> AsyncIterator[RunWorker]:
+    async with running_worker() as instance:
+        yield instance
 
 
 @pytest.fixture
@@ -64,32 +63,19 @@ def conversation(alice):
     return Conversation.objects.create(owner=alice, title="Worker chat")
 
 
-async def _wait(event: threading.Event, timeout: float = 10) -> None:
-    reached = await asyncio.get_running_loop().run_in_executor(None, event.wait, timeout)
-    assert reached, "the fake model never reached its pause"
-
-
-def _paused(text: str) -> tuple[Reply, threading.Event, threading.Event]:
-    gate, reached = threading.Event(), threading.Event()
-    reply = Reply.text(text, chunk=6, wait_for=gate, wait_after_events=8, reached=reached)
-    return reply, gate, reached
-
-
-async def test_it_hands_the_run_to_a_worker_which_executes_it(
-    fake, layer, worker, conversation, alice
-):
+async def test_it_queues_the_run_and_a_worker_executes_it(fake, layer, worker, conversation, alice):
     fake.enqueue(Reply.text("Hello from the worker."))
     watcher = await layer.new_channel()
     await layer.group_add(store.group_name(conversation.pk), watcher)
 
     run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
-    assert run.pk not in tasks.RUNNING  # nothing executes in the "web" side
+    assert run.status == Run.QUEUED and run.pk not in tasks.RUNNING  # nothing executes here
     await runs.wait_for_run(run.pk, timeout=20)
 
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == Run.DONE
-    assert run.channel.startswith("specific.") and "pid" in run.worker
-    assert run.heartbeat_at is not None
+    assert run.worker == worker.loop.name and run.channel == worker.loop.channel
+    assert run.started_by_id == alice.pk and run.claimed_at is not None
     texts = [
         row.content[0]["text"]
         async for row in Message.objects.filter(conversation=conversation).order_by("seq")
@@ -98,23 +84,23 @@ async def test_it_hands_the_run_to_a_worker_which_executes_it(
     seen = []
     while not seen or seen[-1] != "run.finished":
         seen.append((await asyncio.wait_for(layer.receive(watcher), 5))["event_type"])
-    # The user's message was stored (and announced) by the web process before the worker ran.
-    assert seen[:2] == ["message", "run.started"] and "text.delta" in seen
+    # The user's message was stored (and announced) with the queued run, before any worker ran.
+    assert seen[:3] == ["message", "run.queued", "run.started"] and "text.delta" in seen
 
 
 async def test_one_worker_executes_several_runs_at_once(fake, worker, alice):
     first = await Conversation.objects.acreate(owner=alice, title="one")
     second = await Conversation.objects.acreate(owner=alice, title="two")
     (reply_a, gate_a, reached_a), (reply_b, gate_b, reached_b) = (
-        _paused("Answer A " * 8),
-        _paused("Answer B " * 8),
+        paused("Answer A " * 8),
+        paused("Answer B " * 8),
     )
     fake.enqueue(reply_a, reply_b)
     run_a = await runs.start_run(first.pk, "a", user_id=alice.pk)
-    await _wait(reached_a)
+    await wait_event(reached_a)
     run_b = await runs.start_run(second.pk, "b", user_id=alice.pk)
-    # The second run streams while the first is still paused: the handler did not await run A.
-    await _wait(reached_b)
+    # The second run streams while the first is still paused: the worker did not await run A.
+    await wait_event(reached_b)
     gate_a.set()
     gate_b.set()
     for run in (run_a, run_b):
@@ -122,18 +108,39 @@ async def test_one_worker_executes_several_runs_at_once(fake, worker, alice):
         assert (await Run.objects.aget(pk=run.pk)).status == Run.DONE
 
 
+async def test_a_full_worker_leaves_further_runs_queued_until_one_ends(
+    fake, settings, layer, alice
+):
+    settings.WORKER_MAX_RUNS = 1
+    first = await Conversation.objects.acreate(owner=alice, title="one")
+    second = await Conversation.objects.acreate(owner=alice, title="two")
+    reply, gate, reached = paused("The long one. " * 6)
+    fake.enqueue(reply, Reply.text("The second answer."))
+    async with running_worker() as worker:
+        await runs.start_run(first.pk, "a", user_id=alice.pk)
+        await wait_event(reached)
+        run_b = await runs.start_run(second.pk, "b", user_id=alice.pk)
+        try:
+            # The wake-up and several looks at the queue later, the second run still waits.
+            await after_ticks(worker, 4)
+            assert await sync_to_async(status)(run_b.pk) == Run.QUEUED
+        finally:
+            gate.set()
+        await runs.wait_for_run(run_b.pk, timeout=20)
+    assert await sync_to_async(status)(run_b.pk) == Run.DONE
+
+
 async def test_stop_reaches_the_run_through_its_workers_channel(fake, worker, conversation, alice):
-    reply, gate, reached = _paused("The first part is here. " * 4)
+    reply, gate, reached = paused("The first part is here. " * 4)
     fake.enqueue(reply)
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
-    await _wait(reached)
+    await wait_event(reached)
     await asyncio.sleep(0.2)  # let the streamed deltas be recorded
     started = asyncio.get_running_loop().time()
     try:
         assert await runs.stop_run(run.pk)
     finally:
         gate.set()
-    # Far below the heartbeat (5 s by default): the channel message did it, not the flag.
     assert asyncio.get_running_loop().time() - started < 3
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == Run.STOPPED
@@ -144,13 +151,12 @@ async def test_stop_reaches_the_run_through_its_workers_channel(fake, worker, co
 
 
 async def test_stop_reaches_the_run_through_the_flag_when_its_channel_is_unknown(
-    fake, settings, worker, conversation, alice
+    fake, worker, conversation, alice
 ):
-    settings.RUN_HEARTBEAT_SECONDS = 0.2
-    reply, gate, reached = _paused("Some words to stream. " * 4)
+    reply, gate, reached = paused("Some words to stream. " * 4)
     fake.enqueue(reply)
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
-    await _wait(reached)
+    await wait_event(reached)
     await Run.objects.filter(pk=run.pk).aupdate(channel="")  # as if the stop message were lost
     try:
         assert await runs.stop_run(run.pk)
@@ -159,57 +165,66 @@ async def test_stop_reaches_the_run_through_the_flag_when_its_channel_is_unknown
     assert (await Run.objects.aget(pk=run.pk)).status == Run.STOPPED
 
 
-async def test_a_run_stopped_before_a_worker_takes_it_never_starts(
-    fake, layer, conversation, alice
-):
-    run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
-    assert await runs.stop_run(run.pk)
-    assert (await Run.objects.aget(pk=run.pk)).status == Run.STOPPED
-
-    queued = layer.channels[runs.RUN_CHANNEL]
-    assert queued.qsize() == 1  # the run.execute waits for a worker
-
-    instance = RunWorker(
-        application=ChannelNameRouter(channel_routes),
-        channels=[runs.RUN_CHANNEL],
-        channel_layer=layer,
-    )
-    task = asyncio.ensure_future(instance.arun())
-    try:
-        for _ in range(40):
-            if queued.empty():
-                break
-            await asyncio.sleep(0.05)
-        assert queued.empty(), "the worker never took the queued run.execute"
-        await asyncio.sleep(0.3)  # time for it to claim (and be refused) and to call the model
-    finally:
-        task.cancel()
-        for details in list(instance.application_instances.values()):
-            details["future"].cancel()
-        await asyncio.gather(task, return_exceptions=True)
-    assert fake.requests == []
-    run = await Run.objects.aget(pk=run.pk)
-    assert run.status == Run.STOPPED and run.channel == ""
-
-
-async def test_a_run_that_cannot_be_handed_to_a_worker_fails_with_a_reason(
-    fake, layer, conversation, alice, monkeypatch
-):
-    async def full(channel: str, message: dict[str, Any]) -> None:
-        raise layer.ChannelFull()
-
-    monkeypatch.setattr(layer, "send", full)
-    with pytest.raises(runs.RunError, match="could not be handed to a worker"):
-        await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
-    run = await Run.objects.aget(conversation=conversation)
-    assert run.status == Run.FAILED and run.error_kind == "dispatch"
-
-
-async def test_the_worker_ignores_a_malformed_message_and_keeps_working(
+async def test_the_worker_ignores_malformed_messages_and_keeps_working(
     fake, layer, worker, conversation, alice
 ):
-    await layer.send(runs.RUN_CHANNEL, {"type": "run.execute", "run_id": "nope"})
+    await layer.send(queue.RUN_CHANNEL, {"type": "run.execute", "run_id": "nope"})
+    await layer.send(queue.RUN_CHANNEL, {"type": "no.such.handler"})
+    await layer.send(queue.RUN_CHANNEL, {"type": "run.stop"})
     fake.enqueue(Reply.text("Still here."))
     run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
     await runs.wait_for_run(run.pk, timeout=20)
-    assert (await Run.objects.aget(pk=run.pk)).status == Run.DONE
+    run = await Run.objects.aget(pk=run.pk)
+    # The same worker took it: its consumer survived the bad messages.
+    assert run.status == Run.DONE and run.worker == worker.loop.name
+
+
+def _queue_at_once(owner, count: int) -> list[int]:
+    """`count` runs queued in one transaction: a burst no worker sees half of."""
+    ids = []
+    with transaction.atomic():
+        for i in range(count):
+            conversation = Conversation.objects.create(owner=owner, title=f"burst {i}")
+            run = Run.objects.create(
+                conversation=conversation, status=Run.QUEUED, prompt="go", started_by=owner
+            )
+            store.append_message(conversation.pk, StoredMessage.text("user", "go"), run_id=run.pk)
+            ids.append(run.pk)
+    return ids
+
+
+async def test_a_burst_of_messages_spreads_over_the_workers(fake, layer, alice):
+    replies = [paused(f"Answer {i} " * 6) for i in range(6)]
+    fake.enqueue(*(reply for reply, _gate, _reached in replies))
+    async with running_worker() as first, running_worker() as second:
+        queued = await sync_to_async(_queue_at_once)(alice, 6)
+        first.loop.poke()
+        second.loop.poke()
+        try:
+            for _reply, _gate, reached in replies:
+                await wait_event(reached)
+        finally:
+            for _reply, gate, _reached in replies:
+                gate.set()
+        for run_id in queued:
+            await runs.wait_for_run(run_id, timeout=20)
+        executed_by = [(await Run.objects.aget(pk=run_id)).worker for run_id in queued]
+    # Whichever worker looked first took its share, not the whole burst.
+    assert executed_by.count(first.loop.name) == executed_by.count(second.loop.name) == 3
+
+
+async def test_a_worker_takes_its_share_of_the_work(fake, alice):
+    for i in range(5):
+        conversation = await Conversation.objects.acreate(owner=alice, title=f"c{i}")
+        await runs.start_run(conversation.pk, "go", user_id=alice.pk)
+    assert await sync_to_async(queue.fair_share)(0) == 5  # no live worker: one would take all
+    now = timezone.now()
+    for name in ("a", "b"):
+        await Worker.objects.acreate(name=name, started_at=now, heartbeat_at=now)
+    assert await sync_to_async(queue.fair_share)(0) == 3
+    # "a" now executes 3: of the 5 runs in all, its share (3) is taken; the idle "b" takes the
+    # 2 still queued.
+    taken = await sync_to_async(queue.claim)(worker="a", channel="", limit=3)
+    assert len(taken) == 3
+    assert await sync_to_async(queue.fair_share)(3) == 0
+    assert await sync_to_async(queue.fair_share)(0) == 2

@@ -375,19 +375,43 @@ SANDBOX = env_choice("SANDBOX", "auto", ("auto", "bwrap", "none"))
 RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "inline", ("inline", "worker"))
 if RUN_EXECUTOR == "worker" and not REDIS_URL:
     raise ImproperlyConfigured(
-        "RUN_EXECUTOR=worker hands runs to `manage.py runworker skillscope-runs` through Redis: "
-        "set REDIS_URL too (or use RUN_EXECUTOR=inline)."
+        "RUN_EXECUTOR=worker queues runs for `manage.py runworker skillscope-runs` and relays "
+        "their events through Redis: set REDIS_URL too (or use RUN_EXECUTOR=inline)."
     )
 # The executing process touches Run.heartbeat_at this often; a run whose heartbeat is older than
 # RUN_STALE_SECONDS is taken as orphaned (its process died) and marked interrupted.
 RUN_HEARTBEAT_SECONDS = env_float("RUN_HEARTBEAT_SECONDS", 5.0)
 RUN_STALE_SECONDS = env_float("RUN_STALE_SECONDS", 30.0)
-if RUN_HEARTBEAT_SECONDS <= 0 or RUN_STALE_SECONDS < 2 * RUN_HEARTBEAT_SECONDS:
-    raise ImproperlyConfigured(
-        f"RUN_HEARTBEAT_SECONDS={RUN_HEARTBEAT_SECONDS} and RUN_STALE_SECONDS={RUN_STALE_SECONDS}: "
-        "the heartbeat must be positive and the stale limit at least twice the heartbeat, "
-        "or live runs would be taken for dead ones."
-    )
+# Each worker registers itself and beats every WORKER_HEARTBEAT_SECONDS (for its runs too); a
+# worker silent for WORKER_STALE_SECONDS is dead and its runs are marked interrupted (workers and
+# web processes look every quarter of a heartbeat). WORKER_MAX_RUNS caps the runs one worker
+# executes at once (0: no cap); the others wait in the queue for a free worker.
+WORKER_HEARTBEAT_SECONDS = env_float("WORKER_HEARTBEAT_SECONDS", 1.5)
+WORKER_STALE_SECONDS = env_float("WORKER_STALE_SECONDS", 3.5)
+WORKER_MAX_RUNS = env_int("WORKER_MAX_RUNS", 10, minimum=0)
+
+
+def _check_heartbeat(beat_name: str, beat: float, stale_name: str, stale: float) -> None:
+    if beat <= 0 or stale < 2 * beat:
+        raise ImproperlyConfigured(
+            f"{beat_name}={beat} and {stale_name}={stale}: the heartbeat must be positive and "
+            "the stale limit at least twice the heartbeat, or live runs would be taken for dead ones."
+        )
+
+
+_check_heartbeat(
+    "RUN_HEARTBEAT_SECONDS", RUN_HEARTBEAT_SECONDS, "RUN_STALE_SECONDS", RUN_STALE_SECONDS
+)
+_check_heartbeat(
+    "WORKER_HEARTBEAT_SECONDS",
+    WORKER_HEARTBEAT_SECONDS,
+    "WORKER_STALE_SECONDS",
+    WORKER_STALE_SECONDS,
+)
+# A worker touches its runs' heartbeats with its own, so runs must tolerate its pace too.
+_check_heartbeat(
+    "WORKER_HEARTBEAT_SECONDS", WORKER_HEARTBEAT_SECONDS, "RUN_STALE_SECONDS", RUN_STALE_SECONDS
+)
 RATE_LIMIT_MESSAGES_PER_MINUTE = env_int("RATE_LIMIT_MESSAGES_PER_MINUTE", 20, minimum=1)
 RATE_LIMIT_CONCURRENT_RUNS = env_int("RATE_LIMIT_CONCURRENT_RUNS", 3, minimum=1)
 

@@ -17,12 +17,14 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.template.loader import render_to_string
 
 from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
 from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.models import Approval, Conversation, Message, RunEvent
 from skills_app.permissions.approvals import ApprovalError, answer_approval
+from skills_app.runs import recovery
 from skills_app.runs import supervisor as runs
 from skills_app.runs.store import group_name
 from skills_app.visibility import INSPECT_PERMISSION, outbound
@@ -63,6 +65,9 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         self.group = group_name(self.conversation_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        # daphne has no start-up hook: the first browser starts this process's sweep for runs of
+        # dead workers, so a tab sees "interrupted" within seconds even when no worker is left.
+        recovery.ensure_sweeping()
 
     async def disconnect(self, code: int) -> None:
         # Closing the tab is not a stop: the run goes on and a reconnect resumes from its seq.
@@ -290,6 +295,11 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         elif type == "run.started":
             frame.update(
                 run_id=data.get("run_id"), demo=bool(data.get("demo")), label=data.get("label", "")
+            )
+        elif type == "run.queued":
+            frame.update(run_id=data.get("run_id"))
+            frame["html"] = render_to_string(
+                "skills_app/chat/_run_queued.html", {"run_id": data.get("run_id")}
             )
         elif type == "run.finished":
             frame.update(

@@ -27,7 +27,7 @@ from skills_app.chat.model_views import picker_context
 from skills_app.chat.usage import conversation_usage
 from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
 from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
-from skills_app.models import Conversation
+from skills_app.models import Conversation, Run
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import store
@@ -155,6 +155,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "live": live,
             "last_seq": last_seq,
             "running": run is not None,
+            "queued_run": run.pk if run is not None and run.status == Run.QUEUED else None,
             "skills": skills,
             "can_inspect": can_inspect,
             "picker": picker_context(conversation),

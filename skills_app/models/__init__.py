@@ -7,7 +7,7 @@ from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
-from skills_app.models.runs import Run
+from skills_app.models.runs import Run, Worker
 from skills_app.models.usage import ModelCall, RequestPart
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "SkillPackage",
     "SkillVersion",
     "VisibleSkillSource",
+    "Worker",
 ]

@@ -1,11 +1,13 @@
-"""Agent runs: one user turn until the model stops."""
+"""Agent runs (one user turn until the model stops) and the worker processes that execute them."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 
 
 class Run(models.Model):
+    QUEUED = "queued"
     RUNNING = "running"
     WAITING = "waiting"
     DONE = "done"
@@ -13,6 +15,7 @@ class Run(models.Model):
     FAILED = "failed"
     INTERRUPTED = "interrupted"
     STATUS_CHOICES = [
+        (QUEUED, "waiting for a worker"),
         (RUNNING, "running"),
         (WAITING, "waiting for approval"),
         (DONE, "done"),
@@ -20,7 +23,10 @@ class Run(models.Model):
         (FAILED, "failed"),
         (INTERRUPTED, "interrupted"),
     ]
-    ACTIVE = (RUNNING, WAITING)
+    # Not finished: a conversation has at most one such run (a queued one counts: it will run).
+    ACTIVE = (QUEUED, RUNNING, WAITING)
+    # Taken by a process that executes it (and keeps its heartbeat fresh).
+    EXECUTING = (RUNNING, WAITING)
 
     conversation = models.ForeignKey(
         "skills_app.Conversation", on_delete=models.PROTECT, related_name="runs"
@@ -40,23 +46,35 @@ class Run(models.Model):
     prompt = models.TextField(blank=True)
     # Retry of a failed turn: the stored message is answered again, never re-entered.
     retry = models.BooleanField(default=False)
+    # Who sent it, and how approvals are answered without a browser (the CLI's --yes/--no): what
+    # a worker needs to execute a queued run, kept on the row so the queue holds nothing else.
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    auto_answer = models.CharField(max_length=20, blank=True)
     # Requests actually sent, as (model, system hash) facts the audit can show; messages are rebuilt from rows.
     requests = models.JSONField(default=list, blank=True)
     # Who executes the run ("host pid N"); for a Channels worker, `channel` takes its stop message.
     worker = models.CharField(max_length=200, blank=True)
     channel = models.CharField(max_length=200, blank=True)
-    # Touched every RUN_HEARTBEAT_SECONDS by the executing process; a stale one means it died.
+    # Touched every few seconds by the executing process; a stale one means it died.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Set by a stop from another process; the executing process polls it with the heartbeat.
     stop_requested = models.BooleanField(default=False)
     # Set when one of the run's answers quoted hidden text verbatim (streamed prose is never
     # rewritten, so the audit marks it instead; see docs/security.md).
     quoted_hidden = models.BooleanField("quoted hidden text", default=False)
+    # Created (and, for a queued run, enqueued) at started_at; taken by a worker at claimed_at.
     started_at = models.DateTimeField(auto_now_add=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["started_at"]
+        indexes = [
+            # The queue, the sweeps and the operator page look for the few unfinished runs.
+            models.Index(fields=["status"], name="run_status"),
+        ]
 
     def __str__(self) -> str:
         return f"Run #{self.pk} ({self.status})"
@@ -64,3 +82,31 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
+
+
+class Worker(models.Model):
+    """One run worker process (`manage.py runworker skillscope-runs`) from its start to its end.
+
+    A worker touches `heartbeat_at` every WORKER_HEARTBEAT_SECONDS; one silent for longer than
+    WORKER_STALE_SECONDS is dead, and the runs it executed are marked interrupted. Rows of
+    workers that ended are kept for a day, for the operator page.
+    """
+
+    # "host pid N #abc123": unique per process start, so a restarted container (same host name,
+    # same pid) is a new worker and never inherits the runs of the one that died.
+    name = models.CharField(max_length=200, unique=True)
+    # Its own channel: a stop for one of its runs is sent there.
+    channel = models.CharField(max_length=200, blank=True)
+    # How many runs it executes at once at most (WORKER_MAX_RUNS; 0: no limit).
+    capacity = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField()
+    heartbeat_at = models.DateTimeField(db_index=True)
+    stopped_at = models.DateTimeField(null=True, blank=True)
+    # "shut down" (it said goodbye) or "no heartbeat" (another process found it silent).
+    stop_reason = models.CharField(max_length=40, blank=True)
+
+    class Meta:
+        ordering = ["started_at"]
+
+    def __str__(self) -> str:
+        return self.name

@@ -19,13 +19,11 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass
-from datetime import timedelta
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.utils import timezone
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +35,9 @@ UNREACHABLE = "unreachable"
 TIMEOUT = "timeout"
 ERROR = "error"
 NO_WORKER = "none alive"
-UNKNOWN = "unknown"
 NOT_USED = "not used"
 # Check results that do not make the process unready.
-PASSING = frozenset({OK, UNKNOWN, NOT_USED})
+PASSING = frozenset({OK, NOT_USED})
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,29 +51,11 @@ class Readiness:
         return all(status in PASSING for status in self.checks.values())
 
 
-def live_workers() -> int | None:
-    """How many run workers are alive; None when that cannot be told.
+def live_workers() -> int:
+    """How many run workers are registered and beating (`runs.liveness`)."""
+    from ..runs.liveness import live_workers as count
 
-    STUB until the worker registry lands: workers are seen only through the runs they execute
-    (`Run.worker` with a heartbeat newer than RUN_STALE_SECONDS). With no run to judge by (idle
-    workers, or only runs queued less than RUN_STALE_SECONDS ago) it answers None, which does not
-    fail readiness. The worker registry replaces this body and always answers a number.
-    """
-    from ..models import Run
-
-    cutoff = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
-    active = Run.objects.filter(status__in=Run.ACTIVE)
-    # A run claimed by a worker, or queued long enough that a live worker would have claimed it.
-    judged = active.exclude(worker="") | active.filter(worker="", started_at__lt=cutoff)
-    if not judged.exists():
-        return None
-    return (
-        active.exclude(worker="")
-        .filter(heartbeat_at__gte=cutoff)
-        .values("worker")
-        .distinct()
-        .count()
-    )
+    return count()
 
 
 def _query_database() -> None:
@@ -138,10 +117,13 @@ async def check_channel_layer() -> str:
     token = secrets.token_hex(8)
 
     async def round_trip() -> bool:
-        channel = await layer.new_channel("readyz.")
+        # The default prefix: channels_redis reads one process-specific list per prefix, and
+        # only one reader at a time per process (a websocket's, usually) whatever the prefix,
+        # so a channel with its own prefix would wait behind that reader and time out.
+        channel = await layer.new_channel()
         await layer.send(channel, {"type": "readyz.ping", "token": token})
         message = await layer.receive(channel)
-        return message.get("token") == token
+        return bool(message.get("token") == token)
 
     try:
         same = await asyncio.wait_for(round_trip(), CHECK_TIMEOUT)
@@ -168,8 +150,6 @@ async def check_workers() -> str:
         return TIMEOUT
     except DatabaseError:
         return UNREACHABLE  # the database check says more
-    if count is None:
-        return UNKNOWN
     return OK if count > 0 else NO_WORKER
 
 

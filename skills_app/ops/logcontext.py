@@ -56,14 +56,14 @@ class RunContextFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         run_id, conversation_id = current_ids()
         # A record may already carry ids passed with `extra=`; those win over the context.
-        if getattr(record, "run_id", None) is None:
-            record.run_id = run_id
-        if getattr(record, "conversation_id", None) is None:
-            record.conversation_id = conversation_id
+        run_id = getattr(record, "run_id", None) or run_id
+        conversation_id = getattr(record, "conversation_id", None) or conversation_id
+        record.run_id = run_id
+        record.conversation_id = conversation_id
         parts = []
-        if record.run_id is not None:
-            parts.append(f" run={record.run_id}")
-        if record.conversation_id is not None:
-            parts.append(f" conversation={record.conversation_id}")
+        if run_id is not None:
+            parts.append(f" run={run_id}")
+        if conversation_id is not None:
+            parts.append(f" conversation={conversation_id}")
         record.log_context = "".join(parts)
         return True

@@ -50,5 +50,6 @@ class ProbeMiddleware:
     async def _acall(self, request: HttpRequest) -> HttpResponseBase:
         view = _probe_view(request)
         if view is None:
-            return await self.get_response(request)
+            response: HttpResponseBase = await self.get_response(request)
+            return response
         return await view(request)

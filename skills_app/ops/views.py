@@ -7,14 +7,17 @@ systemd can ask a process directly by its address.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
+from ..runs.recovery import ensure_sweeping
 from .health import readiness
 
 
-def _json(body: dict[str, object], status: int = 200) -> JsonResponse:
+def _json(body: Mapping[str, object], status: int = 200) -> JsonResponse:
     response = JsonResponse(body, status=status)
     response["X-Content-Type-Options"] = "nosniff"
     return response
@@ -31,6 +34,8 @@ async def healthz(request: HttpRequest) -> JsonResponse:
 @require_safe
 async def readyz(request: HttpRequest) -> JsonResponse:
     """Readiness: 200 when every check passes, 503 (with each check's status) otherwise."""
+    # A process a load balancer probes watches for dead workers even before a browser connects.
+    ensure_sweeping()
     answer = await readiness()
     body = {"status": "ready" if answer.ready else "not ready", "checks": answer.checks}
     return _json(body, status=200 if answer.ready else 503)

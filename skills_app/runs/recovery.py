@@ -1,10 +1,23 @@
 """Runs whose process died: marked interrupted with their history left valid for the API (every open
-tool_use answered, the streamed text kept as a partial answer) and a Retry for the user."""
+tool_use answered, the streamed text kept as a partial answer) and a Retry for the user.
+
+A run is orphaned when it was taken by a process and that process is gone: its worker stopped
+beating (WORKER_STALE_SECONDS, seconds) or its own heartbeat is stale (RUN_STALE_SECONDS, the
+backstop for inline runs and for a run task that died inside a live worker). A queued run is
+never orphaned: it waits for a worker however long.
+
+Who looks: every worker, and every web process once a browser has connected to it (daphne has no
+start-up hook; the first websocket starts the sweep, `ensure_sweeping`), each every quarter of a
+worker heartbeat, in a database thread of its own. Web processes matter when the only worker
+dies: nobody else would notice. `manage.py bootstrap` and a new message or a Stop in the
+conversation check too.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
@@ -14,7 +27,8 @@ from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.models import Approval, Conversation, Run, RunEvent
-from skills_app.runs import store, tasks
+from skills_app.ops.logcontext import log_context
+from skills_app.runs import liveness, store, tasks
 from skills_app.runs.broadcast import broadcast_events
 
 logger = logging.getLogger(__name__)
@@ -24,59 +38,111 @@ INTERRUPTED_MESSAGE = (
     "The server process running this answer stopped before it finished, so this message will not "
     "be sent with your next messages. Retry to continue."
 )
+# Ended workers' rows are pruned once every this many sweeps (about an hour at the default).
+PRUNE_EVERY = 7200
 
 
-def _stale_cutoff() -> datetime:
-    return timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
+def orphaned() -> Q:
+    """Runs taken by a process that is gone: a dead worker, or a heartbeat older than allowed."""
+    stale = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
+    return Q(status__in=Run.EXECUTING) & (
+        Q(heartbeat_at__lt=stale) | Q(worker__in=liveness.dead_worker_names())
+    )
 
 
-def _stale(cutoff: datetime) -> Q:
-    # A run no worker ever claimed has no heartbeat: its age counts instead.
-    return Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+def interrupt_if_orphaned(run_id: int) -> list[RunEvent]:
+    """Mark one run interrupted if its process is gone; the events to broadcast."""
+    return _interrupt(run_id, when=orphaned())
+
+
+def sweep() -> list[RunEvent]:
+    """Bury dead workers and interrupt the orphaned runs; the events to broadcast."""
+    for name in liveness.bury_dead_workers():
+        logger.warning("worker %s stopped beating; its runs are marked interrupted", name)
+    events: list[RunEvent] = []
+    candidates = Run.objects.filter(orphaned()).values_list("pk", "conversation_id", "worker")
+    for run_id, conversation_id, worker in list(candidates):
+        if tasks.executing_here(run_id):
+            continue
+        marked = interrupt_if_orphaned(run_id)
+        if marked:
+            with log_context(run_id=run_id, conversation_id=conversation_id):
+                logger.warning("run %s of %s marked interrupted", run_id, worker or "no worker")
+        events.extend(marked)
+    return events
+
+
+def interrupt_runs(run_ids: list[int]) -> list[RunEvent]:
+    """Mark these runs interrupted whatever their heartbeat (their worker is giving them up)."""
+    events: list[RunEvent] = []
+    for run_id in run_ids:
+        events.extend(_interrupt(run_id, when=Q(status__in=Run.EXECUTING)))
+    return events
+
+
+async def sweep_forever(database: liveness.DatabaseThread) -> None:
+    """Sweep now and then every quarter of a worker heartbeat, until cancelled."""
+    rounds = 0
+    while True:
+        try:
+            events = await database.run(sweep)
+            if events:
+                await broadcast_events(events)
+            rounds += 1
+            if rounds % PRUNE_EVERY == 0:
+                await database.run(liveness.forget_old_workers)
+        except Exception:
+            logger.exception("the sweep for orphaned runs failed; trying again")
+        await asyncio.sleep(liveness.sweep_interval())
+
+
+# This process's sweep (web processes): its task, and the thread it queries the database from.
+_sweeper: asyncio.Task[None] | None = None
+_sweep_database: liveness.DatabaseThread | None = None
+
+
+def ensure_sweeping() -> None:
+    """Start this web process's sweep when runs go to workers (once; again if its loop ended)."""
+    global _sweeper, _sweep_database
+    if settings.RUN_EXECUTOR != "worker":
+        return
+    if _sweeper is not None and not _sweeper.done() and not _sweeper.get_loop().is_closed():
+        return
+    if _sweep_database is None:
+        _sweep_database = liveness.DatabaseThread("skillscope-sweep")
+    _sweeper = asyncio.get_running_loop().create_task(
+        sweep_forever(_sweep_database), name="skillscope-sweep"
+    )
 
 
 def interrupt_orphaned_runs() -> int:
     """Mark runs left active by a process that died as interrupted, keeping their history valid.
 
     With RUN_EXECUTOR=inline (one process) every active run not executing here is orphaned; with
-    workers only runs whose heartbeat is stale are, as the others are alive in another process.
-    Returns how many were marked.
+    workers only runs whose worker or heartbeat is gone are, as the others are alive in another
+    process (and queued ones wait for a worker). Returns how many were marked.
     """
-    cutoff = timezone.now() if settings.RUN_EXECUTOR != "worker" else _stale_cutoff()
-    ids = Run.objects.filter(status__in=Run.ACTIVE).values_list("pk", flat=True)
-    events: list[RunEvent] = []
-    fixed = 0
-    for run_id in list(ids):
-        if tasks.executing_here(run_id):
-            continue
-        marked = _interrupt(run_id, stale_before=cutoff, force=settings.RUN_EXECUTOR != "worker")
-        fixed += bool(marked)
-        events.extend(marked)
+    if settings.RUN_EXECUTOR == "worker":
+        events = sweep()
+    else:
+        events = []
+        for run_id in list(Run.objects.filter(status__in=Run.ACTIVE).values_list("pk", flat=True)):
+            if not tasks.executing_here(run_id):
+                events.extend(_interrupt(run_id, when=Q()))
     if events:
         async_to_sync(broadcast_events)(events)
-    return fixed
+    return sum(1 for e in events if e.type == "run.finished")
 
 
 async def interrupt_stale_runs() -> int:
-    """Mark active runs whose heartbeat is stale as interrupted (the periodic sweep of workers)."""
-    cutoff = _stale_cutoff()
-    ids = await sync_to_async(list)(
-        Run.objects.filter(_stale(cutoff), status__in=Run.ACTIVE).values_list("pk", flat=True)
-    )
-    fixed = 0
-    for run_id in ids:
-        if tasks.executing_here(run_id):
-            continue
-        events = await sync_to_async(_interrupt)(run_id, stale_before=cutoff)
-        if events:
-            fixed += 1
-            logger.warning("run %s had a stale heartbeat: marked interrupted", run_id)
-            await broadcast_events(events)
-    return fixed
+    """One sweep, from async code; how many runs it marked."""
+    events = await sync_to_async(sweep)()
+    await broadcast_events(events)
+    return sum(1 for e in events if e.type == "run.finished")
 
 
-def _interrupt(run_id: int, *, stale_before: datetime, force: bool = False) -> list[RunEvent]:
-    """Mark one run interrupted if it is still active and stale; the events to broadcast.
+def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
+    """Mark one run interrupted if it is still active and `when` holds; the events to broadcast.
 
     Kept: the text it had streamed (as a partial answer). Added: an "interrupted" tool_result for
     every unanswered tool_use, and an error row the user can Retry from.
@@ -84,9 +150,9 @@ def _interrupt(run_id: int, *, stale_before: datetime, force: bool = False) -> l
     with transaction.atomic():
         # Lock the run, then re-check under the lock: its heartbeat may have moved meanwhile.
         run = (
-            Run.objects.select_for_update()
+            Run.objects.select_for_update(of=("self",))
             .filter(pk=run_id, status__in=Run.ACTIVE)
-            .filter(Q() if force else _stale(stale_before))
+            .filter(when)
             .first()
         )
         if run is None:
@@ -138,6 +204,13 @@ def _interrupt(run_id: int, *, stale_before: datetime, force: bool = False) -> l
                     run_id=run.pk,
                 )
             )
+        # Subagents run inside their parent's task: they ended with it.
+        Run.objects.filter(parent_id=run.pk, status__in=Run.ACTIVE).update(
+            status=Run.INTERRUPTED,
+            error=INTERRUPTED_MESSAGE,
+            error_kind="interrupted",
+            finished_at=now,
+        )
         run.status = Run.INTERRUPTED
         run.error = INTERRUPTED_MESSAGE
         run.error_kind = "interrupted"

@@ -1,18 +1,18 @@
 """Starting, supervising and stopping runs.
 
 Where a run executes depends on RUN_EXECUTOR: "inline" runs it as a task of the process that
-started it; "worker" sends it to the `skillscope-runs` channel, where a Channels worker
-(`skills_app.runs.workers`) executes it. Either way the executing process touches `Run.heartbeat_at`
-every RUN_HEARTBEAT_SECONDS, so a run whose process died is recognised (its heartbeat goes stale)
-and marked interrupted (`recovery`)."""
+started it; "worker" queues it (`runs.queue`: a database row, status `queued`) until a Channels
+worker (`skills_app.runs.workers`) claims it. Either way the user's message is stored first, in
+the transaction that creates the run. The executing process keeps `Run.heartbeat_at` fresh (an
+inline run's own task every RUN_HEARTBEAT_SECONDS; a worker for all its runs at once), so a run
+whose process died is recognised and marked interrupted (`recovery`).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
 import logging
-import os
-import socket
 import time
 from typing import Any, ClassVar, Protocol
 
@@ -31,14 +31,13 @@ from skills_app.runs import store, tasks
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
 from skills_app.runs.execute import execute_run
-from skills_app.runs.recovery import _interrupt, _stale_cutoff
+from skills_app.runs.liveness import process_identity
+from skills_app.runs.queue import RUN_CHANNEL, RunQueued, wake_workers
+from skills_app.runs.recovery import interrupt_if_orphaned
 
 logger = logging.getLogger(__name__)
 
-
-# The channel Channels workers listen on (`manage.py runworker skillscope-runs`).
-RUN_CHANNEL = "skillscope-runs"
-
+__all__ = ["RUN_CHANNEL", "RunError", "process_identity", "start_run", "stop_run", "wait_for_run"]
 
 # How long a stop waits for a run executing in another process to finish.
 STOP_WAIT_SECONDS = 10.0
@@ -48,13 +47,15 @@ class RunError(Exception):
     """A run cannot start; the message says why and what to do."""
 
 
-def process_identity() -> str:
-    """How this process is named in `Run.worker`: host and pid."""
-    return f"{socket.gethostname()} pid {os.getpid()}"
-
-
 def _create_run(
-    conversation_id: int, prompt: str | None, client: ModelClient, *, inline: bool, retry: bool
+    conversation_id: int,
+    prompt: str | None,
+    client: ModelClient,
+    *,
+    inline: bool,
+    retry: bool,
+    user_id: int,
+    auto_answer: str | None,
 ) -> tuple[Run, list[RunEvent]]:
     """The new Run row, with the user's message stored at once, and the events to broadcast."""
     with transaction.atomic():
@@ -65,7 +66,7 @@ def _create_run(
         for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
             # A run whose process died does not block the conversation forever.
             if not tasks.executing_here(active):
-                events.extend(_interrupt(active, stale_before=_stale_cutoff()))
+                events.extend(interrupt_if_orphaned(active))
         if conversation.runs.filter(status__in=Run.ACTIVE).exists():
             raise RunError(
                 "A run is already in progress in this conversation. Wait for it or stop it first."
@@ -77,17 +78,25 @@ def _create_run(
             )
         run = Run.objects.create(
             conversation=conversation,
+            # An inline run executes from now on; a worker run waits in the queue until claimed.
+            status=Run.RUNNING if inline else Run.QUEUED,
             model=conversation.model or client.model,
             model_label=client.label,
             is_demo=client.is_demo,
-            # An inline run is executing from now on; a worker run gets these when a worker claims it.
             worker=process_identity() if inline else "",
             heartbeat_at=timezone.now() if inline else None,
             prompt=prompt or "",
             retry=retry,
+            started_by_id=user_id,
+            auto_answer=auto_answer or "",
         )
         if prompt is not None and not retry:
             events.append(_store_prompt(conversation, run, prompt))
+        if not inline:
+            queued = RunQueued(run_id=run.pk)
+            events.append(
+                store.append_event(conversation.pk, queued.type, queued.data(), run_id=run.pk)
+            )
         return run, events
 
 
@@ -125,7 +134,13 @@ async def start_run(
     client = model_client()
     executor = get_executor()
     run, events = await sync_to_async(_create_run)(
-        conversation_id, text, client, inline=executor.inline, retry=retry
+        conversation_id,
+        text,
+        client,
+        inline=executor.inline,
+        retry=retry,
+        user_id=user_id,
+        auto_answer=auto_answer,
     )
     await broadcast_events(events)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
@@ -155,31 +170,14 @@ class InlineExecutor:
 
 
 class WorkerExecutor:
-    """Runs go to the `skillscope-runs` channel, where a Channels worker claims and executes them."""
+    """Runs wait in the queue until a worker claims them; a wake-up tells the workers at once."""
 
     inline: ClassVar[bool] = False
 
     async def submit(
         self, run: Run, *, user_id: int, client: ModelClient, auto_answer: str | None
     ) -> None:
-        layer = get_channel_layer()
-        message = {
-            "type": "run.execute",
-            "run_id": run.pk,
-            "user_id": user_id,
-            "auto_answer": auto_answer,
-        }
-        try:
-            if layer is None:
-                raise RuntimeError("no channel layer is configured")
-            await layer.send(RUN_CHANNEL, message)
-        except Exception as exc:
-            logger.exception("could not hand run %s to a worker", run.pk)
-            error = f"The run could not be handed to a worker ({exc}). Try again in a moment."
-            await Run.objects.filter(pk=run.pk).aupdate(
-                status=Run.FAILED, error=error, error_kind="dispatch", finished_at=timezone.now()
-            )
-            raise RunError(error) from exc
+        await wake_workers(run.pk)
 
 
 EXECUTORS: dict[str, type[Executor]] = {"inline": InlineExecutor, "worker": WorkerExecutor}
@@ -195,12 +193,18 @@ def spawn_run(
     user_id: int,
     client: ModelClient | None = None,
     auto_answer: str | None = None,
+    heartbeat: bool = True,
 ) -> asyncio.Task[RunOutcome | None]:
-    """Execute a claimed run as a task of this event loop, with its heartbeat beside it."""
+    """Execute a claimed run as a task of this event loop, with its heartbeat beside it.
+
+    A worker passes `heartbeat=False`: it beats for all its runs at once (`workers`).
+    """
     # A fresh context: a run outlives the request or socket that started it, so it must not
     # inherit their thread-sensitive executor (it is shut down when they end).
     return asyncio.get_running_loop().create_task(
-        _supervised(run_id, user_id=user_id, client=client, auto_answer=auto_answer),
+        _supervised(
+            run_id, user_id=user_id, client=client, auto_answer=auto_answer, heartbeat=heartbeat
+        ),
         context=contextvars.Context(),
     )
 
@@ -211,14 +215,16 @@ async def _supervised(
     user_id: int,
     client: ModelClient | None,
     auto_answer: str | None,
+    heartbeat: bool,
 ) -> RunOutcome | None:
     task = asyncio.current_task()
     assert task is not None
-    beat = asyncio.ensure_future(_heartbeat(run_id, task))
+    beat = asyncio.ensure_future(_heartbeat(run_id, task)) if heartbeat else None
     try:
         return await execute_run(run_id, user_id=user_id, client=client, auto_answer=auto_answer)
     finally:
-        beat.cancel()
+        if beat is not None:
+            beat.cancel()
         tasks.ABANDONED.discard(run_id)
 
 
@@ -231,32 +237,29 @@ async def _heartbeat(run_id: int, task: asyncio.Task[Any]) -> None:
             # A database hiccup must not kill a live run; the next beat tries again.
             logger.exception("heartbeat of run %s failed", run_id)
         else:
-            if status == Run.INTERRUPTED:
-                logger.warning("run %s was marked interrupted elsewhere; abandoning it", run_id)
-                tasks.ABANDONED.add(run_id)
-                task.cancel()
+            if not follow(run_id, task, status, stop):
                 return
-            if status in Run.ACTIVE and stop:
-                task.cancel()
-                return
-            if status not in Run.ACTIVE:
-                return  # finished by execute_run itself: nothing to keep alive
         await asyncio.sleep(settings.RUN_HEARTBEAT_SECONDS)
 
 
+def follow(run_id: int, task: asyncio.Task[Any], status: str | None, stop: bool) -> bool:
+    """Act on a run's row as a heartbeat read it; False once nothing is left to keep alive."""
+    if status == Run.INTERRUPTED:
+        logger.warning("run %s was marked interrupted elsewhere; abandoning it", run_id)
+        tasks.ABANDONED.add(run_id)
+        task.cancel()
+        return False
+    if status in Run.ACTIVE and stop:
+        task.cancel()
+        return False
+    # Finished by execute_run itself (or gone): nothing to keep alive.
+    return status in Run.ACTIVE
+
+
 def _beat(run_id: int) -> tuple[str | None, bool]:
-    Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).update(heartbeat_at=timezone.now())
+    Run.objects.filter(pk=run_id, status__in=Run.EXECUTING).update(heartbeat_at=timezone.now())
     row = Run.objects.filter(pk=run_id).values_list("status", "stop_requested").first()
     return (row[0], row[1]) if row else (None, False)
-
-
-def claim_run(run_id: int, *, channel: str) -> bool:
-    """Take a queued run for this worker; False when another took it or it already ended."""
-    return bool(
-        Run.objects.filter(pk=run_id, status=Run.RUNNING, channel="", heartbeat_at=None).update(
-            worker=process_identity(), channel=channel, heartbeat_at=timezone.now()
-        )
-    )
 
 
 async def stop_run(run_id: int) -> bool:
@@ -279,9 +282,9 @@ async def _stop_elsewhere(run_id: int) -> bool:
     run = await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).afirst()
     if run is None:
         return False
-    events = await sync_to_async(_stop_unclaimed)(run_id)
+    events = await sync_to_async(_stop_queued)(run_id)
     if not events:
-        events = await sync_to_async(_interrupt)(run_id, stale_before=_stale_cutoff())
+        events = await sync_to_async(interrupt_if_orphaned)(run_id)
     if events:
         await broadcast_events(events)
         return True
@@ -293,7 +296,8 @@ async def _stop_elsewhere(run_id: int) -> bool:
         except Exception:
             # The flag still reaches the worker with its next heartbeat.
             logger.exception("could not send the stop of run %s to %s", run_id, run.channel)
-    deadline = time.monotonic() + STOP_WAIT_SECONDS + settings.RUN_HEARTBEAT_SECONDS
+    beat = max(settings.RUN_HEARTBEAT_SECONDS, settings.WORKER_HEARTBEAT_SECONDS)
+    deadline = time.monotonic() + STOP_WAIT_SECONDS + beat
     while time.monotonic() < deadline:
         if not await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aexists():
             return True
@@ -301,12 +305,11 @@ async def _stop_elsewhere(run_id: int) -> bool:
     return False
 
 
-def _stop_unclaimed(run_id: int) -> list[RunEvent]:
+def _stop_queued(run_id: int) -> list[RunEvent]:
     """Stop a run still waiting for a worker: it never started, so only its status changes."""
     with transaction.atomic():
-        stopped = Run.objects.filter(
-            pk=run_id, status=Run.RUNNING, channel="", heartbeat_at=None
-        ).update(
+        # The same conditional update as a claim: of the stop and a worker, exactly one wins.
+        stopped = Run.objects.filter(pk=run_id, status=Run.QUEUED).update(
             status=Run.STOPPED,
             error="Stopped by the user.",
             error_kind="stopped",

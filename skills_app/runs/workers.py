@@ -1,65 +1,240 @@
 """Channels workers that execute agent runs (RUN_EXECUTOR=worker).
 
-`python manage.py runworker skillscope-runs` starts one. Web processes create the Run row and send
-`run.execute` to the `skillscope-runs` channel; one worker takes it, claims the run and executes it
-as a task, so a worker runs many runs at once and web processes only relay their events (through
-the Redis channel layer, to every web process). A stop from any web process reaches the run
-through its worker's own channel (`run.stop`), or, failing that, the `stop_requested` flag the
-run's heartbeat polls. Each worker also sweeps runs whose heartbeat went stale (their worker died)
-at start-up and then every RUN_HEARTBEAT_SECONDS, marking them interrupted.
+`python manage.py runworker skillscope-runs` starts one. When it starts, it registers itself
+(`liveness`: a `Worker` row) and then, several times a heartbeat, in a database thread of its own:
+
+- beats every WORKER_HEARTBEAT_SECONDS, for itself and every run it executes, and learns from
+  the same rows whether one of its runs was asked to stop;
+- sweeps: runs of workers that stopped beating are marked interrupted (`recovery`);
+- claims queued runs, oldest first, while it executes fewer than WORKER_MAX_RUNS (`queue`),
+  at most its share of the work among the live workers, so the least busy worker goes first.
+
+A `run.execute` message on the `skillscope-runs` channel only wakes it up to claim at once. Each
+claimed run executes as a task, so one worker runs many at once. A stop from any web process
+reaches a run through its worker's own channel (`run.stop`), or, failing that, the
+`stop_requested` flag its heartbeat reads. A worker that stops on SIGTERM/SIGINT marks its
+runs interrupted (Retry) and deregisters at once; one that dies is found by the others (and by
+the web processes) within WORKER_STALE_SECONDS.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import signal
+import time
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
-from channels.db import database_sync_to_async
 from channels.worker import Worker
 from django.conf import settings
-from django.db import close_old_connections
 
-from skills_app.runs import recovery, tasks
+from skills_app.ops.logcontext import log_context
+from skills_app.runs import liveness, queue, recovery, tasks
 from skills_app.runs import supervisor as runs
+from skills_app.runs.broadcast import broadcast_events
 
 logger = logging.getLogger(__name__)
 
+# The most runs claimed in one go when WORKER_MAX_RUNS is 0 (no cap): the next tick takes more.
+CLAIM_BATCH = 100
+
+
+class WorkerLoop:
+    """One worker's registration, heartbeat, sweep and claims, and the runs it executes."""
+
+    def __init__(self, channel: str) -> None:
+        self.channel = channel
+        self.name = liveness.new_worker_name()
+        self.capacity = int(settings.WORKER_MAX_RUNS)
+        self.runs: dict[int, asyncio.Task[Any]] = {}
+        self.database = liveness.DatabaseThread("skillscope-worker")
+        self._poke = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.ticks = 0  # rounds of the loop so far (tests wait on it)
+        self._registered = False
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._loop())
+
+    def poke(self) -> None:
+        """Look at the queue now (a wake-up arrived, or a run ended and made room)."""
+        self._poke.set()
+
+    async def _register(self) -> None:
+        await self.database.run(liveness.register, self.name, self.channel, self.capacity)
+        self._registered = True
+        logger.info(
+            "worker %s started (channel %s, at most %s runs at once)",
+            self.name,
+            self.channel,
+            self.capacity or "unlimited",
+            extra={"worker": self.name},
+        )
+
+    async def _loop(self) -> None:
+        next_beat = next_sweep = 0.0
+        while True:
+            try:
+                if not self._registered:
+                    # Until the database answers, this worker neither claims nor beats.
+                    await self._register()
+                now = time.monotonic()
+                if now >= next_beat:
+                    next_beat = now + settings.WORKER_HEARTBEAT_SECONDS
+                    await self._beat()
+                if now >= next_sweep:
+                    next_sweep = now + liveness.sweep_interval()
+                    events = await self.database.run(recovery.sweep)
+                    await broadcast_events(events)
+                await self.claim()
+            except Exception:
+                # The database or Redis is down for a moment: keep the runs going and try again.
+                logger.exception("worker %s: heartbeat, sweep or claim failed", self.name)
+            try:
+                await asyncio.wait_for(self._poke.wait(), liveness.sweep_interval())
+            except TimeoutError:
+                pass
+            self._poke.clear()
+            self.ticks += 1
+
+    async def _beat(self) -> None:
+        beat = await self.database.run(liveness.beat, self.name, list(self.runs))
+        if not beat.alive:
+            await self._taken_for_dead()
+            return
+        for run_id, (status, stop) in beat.runs.items():
+            task = self.runs.get(run_id)
+            if task is not None and not task.done():
+                runs.follow(run_id, task, status, stop)
+
+    async def _taken_for_dead(self) -> None:
+        """Others marked this worker dead (it missed its heartbeats): give up its runs, start over."""
+        logger.error(
+            "worker %s was taken for dead (no heartbeat for %s s); its runs are interrupted and it "
+            "starts over under a new name",
+            self.name,
+            settings.WORKER_STALE_SECONDS,
+            extra={"worker": self.name},
+        )
+        await self._give_up_runs()
+        self.name = liveness.new_worker_name()
+        self._registered = False
+        await self._register()
+
+    async def _give_up_runs(self) -> None:
+        """Mark every run of this worker interrupted (Retry), then drop what they still produce."""
+        ids = [run_id for run_id, task in self.runs.items() if not task.done()]
+        events = await self.database.run(recovery.interrupt_runs, ids)
+        await broadcast_events(events)
+        for run_id in ids:
+            tasks.ABANDONED.add(run_id)
+            self.runs[run_id].cancel()
+
+    def _free(self) -> int:
+        if not self.capacity:
+            return CLAIM_BATCH
+        return max(0, self.capacity - sum(1 for t in self.runs.values() if not t.done()))
+
+    async def claim(self) -> None:
+        free = self._free()
+        if not free:
+            return
+        busy = sum(1 for t in self.runs.values() if not t.done())
+        share = await self.database.run(queue.fair_share, busy)
+        if not share:
+            return
+        claimed = await self.database.run(
+            queue.claim, worker=self.name, channel=self.channel, limit=min(free, share)
+        )
+        for run in claimed:
+            self._start(run)
+
+    def _start(self, run: queue.Claimed) -> None:
+        with log_context(run_id=run.run_id, conversation_id=run.conversation_id):
+            logger.info(
+                "worker %s claimed run %s after %.1f s in the queue",
+                self.name,
+                run.run_id,
+                run.waited,
+                extra={"worker": self.name, "queued_seconds": round(run.waited, 3)},
+            )
+        task = runs.spawn_run(
+            run.run_id, user_id=run.user_id, auto_answer=run.auto_answer, heartbeat=False
+        )
+        tasks.track(run.run_id, task)
+        self.runs[run.run_id] = task
+        started = time.monotonic()
+
+        def finished(task: asyncio.Task[Any]) -> None:
+            self.runs.pop(run.run_id, None)
+            self.poke()  # room for the next queued run
+            failure = None if task.cancelled() else task.exception()
+            with log_context(run_id=run.run_id, conversation_id=run.conversation_id):
+                logger.info(
+                    "worker %s finished run %s after %.1f s%s",
+                    self.name,
+                    run.run_id,
+                    time.monotonic() - started,
+                    " (cancelled)" if task.cancelled() else "",
+                    exc_info=failure,
+                    extra={"worker": self.name},
+                )
+
+        task.add_done_callback(finished)
+
+    async def stop(self, reason: str = "shut down") -> None:
+        """End the loop, interrupt the runs still executing here, and deregister."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        try:
+            await self._give_up_runs()
+            await self.database.run(liveness.deregister, self.name, reason)
+            logger.info("worker %s stopped (%s)", self.name, reason, extra={"worker": self.name})
+        except Exception:
+            logger.exception(
+                "worker %s could not deregister; others will find it silent", self.name
+            )
+        finally:
+            await self.database.close()
+
 
 class RunConsumer(AsyncConsumer):
-    """Takes `run.execute` from the shared channel and `run.stop` on this worker's own channel."""
+    """A worker's one consumer: wake-ups (`run.execute`) from the shared channel, stops
+    (`run.stop`) on its own channel, and the worker's loop (`worker.start`)."""
+
+    worker: WorkerLoop | None = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.worker is not None:
+                await self.worker.stop()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # One bad message must not end this consumer: its channel and loop are the worker's.
+        try:
+            await super().dispatch(message)
+        except Exception:
+            logger.exception("worker ignored a message it could not handle: %r", message)
+
+    def _ensure_loop(self) -> WorkerLoop:
+        if self.worker is None:
+            self.worker = WorkerLoop(self.channel_name)
+            self.worker.start()
+            owner = self.scope.get("skillscope.worker")
+            if owner is not None:
+                owner.loop = self.worker
+        return self.worker
+
+    async def worker_start(self, message: dict[str, Any]) -> None:
+        self._ensure_loop()
 
     async def run_execute(self, message: dict[str, Any]) -> None:
-        try:
-            run_id = int(message["run_id"])
-            user_id = int(message["user_id"])
-        except (KeyError, TypeError, ValueError):
-            logger.error("ignoring a malformed run.execute message: %r", message)
-            return
-        auto_answer = message.get("auto_answer")
-        try:
-            claimed = await database_sync_to_async(runs.claim_run)(
-                run_id, channel=self.channel_name
-            )
-        except Exception:
-            # The handler must not raise: that would end this consumer and its stop channel.
-            logger.exception("could not claim run %s", run_id)
-            return
-        if not claimed:
-            logger.info(
-                "run %s was stopped, interrupted or taken before this worker got it", run_id
-            )
-            return
-        # Started as a task, never awaited here: this consumer keeps taking messages meanwhile.
-        task = runs.spawn_run(
-            run_id,
-            user_id=user_id,
-            auto_answer=auto_answer if isinstance(auto_answer, str) else None,
-        )
-        tasks.track(run_id, task)
-        task.add_done_callback(_log_failure)
+        # Which run does not matter: the worker claims the oldest queued ones it has room for.
+        self._ensure_loop().poke()
 
     async def run_stop(self, message: dict[str, Any]) -> None:
         try:
@@ -72,32 +247,51 @@ class RunConsumer(AsyncConsumer):
             task.cancel()  # execute_run records the stop; the web process waits for the row
 
 
-def _log_failure(task: asyncio.Task[Any]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        logger.error("a run task failed", exc_info=task.exception())
-
-
-async def sweep_stale_runs_forever() -> None:
-    """Mark runs with a stale heartbeat interrupted now, then every RUN_HEARTBEAT_SECONDS."""
-    while True:
-        try:
-            # Runs share this process's database thread; a connection broken by a database
-            # restart is replaced here instead of failing every run from now on.
-            await sync_to_async(close_old_connections)()
-            fixed = await recovery.interrupt_stale_runs()
-            if fixed:
-                logger.warning("marked %s orphaned run(s) as interrupted", fixed)
-        except Exception:
-            logger.exception("the sweep for orphaned runs failed; trying again later")
-        await asyncio.sleep(settings.RUN_HEARTBEAT_SECONDS)
-
-
 class RunWorker(Worker):
-    """Channels' worker plus the sweep for runs orphaned by a worker that died."""
+    """Channels' worker, started with its loop running (it claims queued runs at once).
+
+    `handle_signals`: the `runworker` command stops cleanly on SIGTERM/SIGINT (systemd's stop);
+    tests run workers inside their own loop and leave signals alone.
+    """
+
+    handle_signals = False
+    # The loop of this worker's consumer, once started (for tests and introspection).
+    loop: WorkerLoop | None = None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stopping = asyncio.Event()
+
+    def stop(self) -> None:
+        """Stop cleanly: the runs executing here are interrupted, the worker deregistered."""
+        self._stopping.set()
 
     async def handle(self) -> None:
-        sweeper = asyncio.ensure_future(sweep_stale_runs_forever())
+        if queue.RUN_CHANNEL in self.channels:
+            # Start the loop now, not with the first wake-up: queued runs may be waiting already.
+            scope = {"type": "channel", "channel": queue.RUN_CHANNEL, "skillscope.worker": self}
+            self.get_or_create_application_instance(queue.RUN_CHANNEL, scope).put_nowait(
+                {"type": "worker.start"}
+            )
+        listeners = [asyncio.ensure_future(self.listener(name)) for name in self.channels]
+        if self.handle_signals:
+            loop = asyncio.get_running_loop()
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, self.stop)
+        waiting = asyncio.ensure_future(self._stopping.wait())
         try:
-            await super().handle()
+            await asyncio.wait({*listeners, waiting}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            sweeper.cancel()
+            waiting.cancel()
+            instances = [d["future"] for d in self.application_instances.values()]
+            for future in [*listeners, *instances]:
+                future.cancel()
+            # Each consumer interrupts its runs and deregisters before the process ends.
+            await asyncio.gather(*listeners, *instances, return_exceptions=True)
+        for listener in listeners:
+            error = None if listener.cancelled() else listener.exception()
+            if error is not None:
+                raise error  # the channel layer failed
+
+
+__all__ = ["RunConsumer", "RunWorker", "WorkerLoop"]

@@ -1,5 +1,9 @@
 """Real PostgreSQL, Redis, daphne and `runworker` processes on loopback, for the multi-process tests.
 
+The processes get the environment systemd would build from the documented env file
+(`deploy/skillscope.env`, read by `webapp.envfile`), with only this machine's addresses and paths
+replaced, and are reached the way nginx reaches them (Host and X-Forwarded-Proto headers).
+
 Every wait is bounded, and every process started here is killed at teardown, also on failure.
 As root, PostgreSQL runs as the `postgres` user (it refuses to run as root).
 """
@@ -17,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -186,6 +191,7 @@ class Deployment:
 
     env: dict[str, str]
     logs: Path
+    redis_url: str = ""
     processes: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
 
@@ -204,10 +210,11 @@ class Deployment:
         return json.loads(result.stdout)
 
     def spawn_web(self, name: str) -> None:
-        """Start a daphne process on a free port (then `wait_ready`)."""
+        """Start a daphne process on a free port, as the web unit does (then `wait_ready`)."""
         port = free_port()
-        command = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
-        self._spawn(name, [*command, "webapp.asgi:application"])
+        command = [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port)]
+        unit_flags = ["--proxy-headers", "--no-server-name", "--access-log", "/dev/null"]
+        self._spawn(name, [*command, *unit_flags, "webapp.asgi:application"])
         self.ports[name] = port
 
     def spawn_worker(self, name: str) -> None:
@@ -215,7 +222,7 @@ class Deployment:
         self._spawn(name, [sys.executable, "manage.py", "runworker", "skillscope-runs"])
 
     def wait_ready(self, *names: str) -> None:
-        """Wait until these serve: web processes answer HTTP, workers log that they listen."""
+        """Wait until these serve: web processes answer /healthz, workers log their registration."""
         deadline = time.monotonic() + START_TIMEOUT
         for name in names:
             process = self.processes[name]
@@ -226,13 +233,39 @@ class Deployment:
 
     def _ready(self, name: str) -> bool:
         if name not in self.ports:
-            return "Running worker for channels" in self.log(name)
-        url = f"http://127.0.0.1:{self.ports[name]}/accounts/login/"
+            return any(
+                entry.get("message", "").startswith("worker ") and " started (" in entry["message"]
+                for entry in self.log_entries(name)
+            )
         try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                return response.status == 200
+            return self.get(name, "/healthz")[0] == 200
         except OSError:
             return False
+
+    def get(self, name: str, path: str, *, cookie: str = "") -> tuple[int, dict[str, str], str]:
+        """GET through web process `name` as nginx passes a request on: status, headers, body."""
+        headers = dict(PROXY_HEADERS)
+        if cookie:
+            headers["Cookie"] = f"sessionid={cookie}"
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.ports[name]}{path}", headers=headers
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                return response.status, dict(response.headers), response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read().decode()
+
+    def log_entries(self, name: str) -> list[dict[str, Any]]:
+        """The process's JSON log lines (LOG_FORMAT=json), skipping anything else it printed."""
+        entries = []
+        for line in self.log(name).splitlines():
+            if line.startswith("{"):
+                try:
+                    entries.append(json.loads(line))
+                except ValueError:
+                    pass
+        return entries
 
     def _spawn(self, name: str, command: list[str]) -> subprocess.Popen[Any]:
         with open(self.logs / f"{name}.log", "ab") as log:  # the child keeps its own descriptor
@@ -284,34 +317,89 @@ class Deployment:
                 process.wait(timeout=10)
 
 
-@pytest.fixture
-def deployment(migrated, redis_url, fake_anthropic, tmp_path) -> Iterator[Deployment]:
-    """The environment Skillscope's processes share; the test starts the processes it needs."""
+ENV_FILE = ROOT / "deploy" / "skillscope.env"
+# Where the tests' processes are reached, as nginx would pass requests on to them.
+PUBLIC_HOST = "skills.example.com"
+PROXY_HEADERS = {"Host": PUBLIC_HOST, "X-Forwarded-Proto": "https"}
+
+
+# Settings the tests add for the fake model: its address, no retries (a failure shows at once),
+# and no thinking (scripted replies count stream events; thinking would add its own).
+TEST_ONLY = frozenset({"ANTHROPIC_BASE_URL", "ANTHROPIC_MAX_RETRIES", "ANTHROPIC_THINKING"})
+
+
+def documented_environment(tmp_path: Path, **machine: str) -> dict[str, str]:
+    """The environment systemd builds from deploy/skillscope.env, for processes on this machine.
+
+    The file is read by `webapp.envfile` (systemd's EnvironmentFile= rules) exactly as the guide
+    installs it; only what names this machine is replaced: the database and Redis (throw-away
+    servers), the directories and key files (under tmp_path), and the model's address (the fake
+    Anthropic server). Everything else (HTTPS behind a proxy, HSTS, RUN_EXECUTOR=worker, the
+    bubblewrap sandbox, JSON logs, the worker heartbeats' defaults) is the documented value.
+    """
+    from webapp import envfile
+
+    documented = envfile.load(ENV_FILE)
+    keys = tmp_path / "etc"
+    keys.mkdir(parents=True, exist_ok=True)
+    (keys / "secret_key").write_text(secrets.token_urlsafe(50) + "\n")
+    (keys / "anthropic_api_key").write_text("sk-test-fake\n")
+    local = {
+        "SECRET_KEY_FILE": str(keys / "secret_key"),
+        "ANTHROPIC_API_KEY_FILE": str(keys / "anthropic_api_key"),
+        "SKILLSCOPE_VAR_DIR": str(tmp_path / "var"),
+        "STATIC_ROOT": str(tmp_path / "static"),
+        **machine,
+    }
+    unknown = set(local) - set(documented) - TEST_ONLY
+    assert not unknown, f"not in the documented env file: {sorted(unknown)}"
+    env = envfile.service_environment({**documented, **local}, os.environ, defaults=False)
+    (tmp_path / "var").mkdir(exist_ok=True)
+    # Not a setting: unbuffered output, so the logs are complete when a test reads them.
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+@pytest.fixture(scope="session")
+def collected_static(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`collectstatic` once (STATIC_MANIFEST=true in the env file needs its manifest)."""
+    root = tmp_path_factory.mktemp("static")
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webapp.settings",
-        "DATABASE_URL": migrated.url,
-        "REDIS_URL": redis_url,
-        "RUN_EXECUTOR": "worker",
-        "RUN_HEARTBEAT_SECONDS": "0.5",
-        "RUN_STALE_SECONDS": "2",
-        "SECRET_KEY": secrets.token_urlsafe(40),
-        "SKILLSCOPE_VAR_DIR": str(tmp_path / "var"),
-        "WORKSPACE_ROOT": str(tmp_path / "workspaces"),
-        "ALLOWED_HOSTS": "127.0.0.1,localhost",
-        "DEBUG": "false",
-        "ANTHROPIC_API_KEY": "sk-test-fake",
-        # Scripted replies count stream events; thinking (on by default) would add its own.
-        "ANTHROPIC_THINKING": "false",
-        "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
-        "ANTHROPIC_MAX_RETRIES": "0",
-        "LOG_LEVEL": "INFO",
-        "PYTHONUNBUFFERED": "1",
+        "STATIC_ROOT": str(root),
+        "STATIC_MANIFEST": "true",
+        "SKILLSCOPE_VAR_DIR": str(tmp_path_factory.mktemp("static-var")),
     }
-    env.pop("SQLITE_PATH", None)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "collectstatic", "--noinput", "--verbosity", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"collectstatic failed:\n{result.stderr[-3000:]}")
+    return root
+
+
+@pytest.fixture
+def deployment(
+    migrated, redis_url, fake_anthropic, collected_static, tmp_path
+) -> Iterator[Deployment]:
+    """The environment Skillscope's processes share; the test starts the processes it needs."""
+    env = documented_environment(
+        tmp_path,
+        DATABASE_URL=migrated.url,
+        REDIS_URL=redis_url,
+        STATIC_ROOT=str(collected_static),
+        ANTHROPIC_BASE_URL=fake_anthropic.base_url,
+        ANTHROPIC_MAX_RETRIES="0",
+        ANTHROPIC_THINKING="false",
+    )
     logs = tmp_path / "logs"
     logs.mkdir()
-    deployment = Deployment(env=env, logs=logs)
+    deployment = Deployment(env=env, logs=logs, redis_url=redis_url)
     try:
         yield deployment
     finally:

@@ -8,6 +8,7 @@ JSON on stdout.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +38,7 @@ def state(conversation_id: int) -> dict[str, Any]:
     runs = list(
         Run.objects.filter(conversation=conversation)
         .order_by("pk")
-        .values("pk", "status", "worker", "channel", "error_kind")
+        .values("pk", "status", "worker", "channel", "error_kind", "started_at", "claimed_at")
     )
     rows = [
         {"role": r.role, "kind": r.kind, "to_model": r.to_model, "meta": r.meta}
@@ -98,9 +99,46 @@ def hammer(username: str, writers: int, count: int) -> dict[str, Any]:
     }
 
 
+def claim_race(username: str, claimers: int, count: int) -> dict[str, Any]:
+    """Queue `count` runs, then let `claimers` connections claim them in rounds, two at a time."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+
+    from skills_app.models import Conversation, Run
+    from skills_app.runs import queue
+
+    owner = get_user_model().objects.create_user(username)
+    for i in range(count):
+        conversation = Conversation.objects.create(owner=owner, title=f"queued {i}")
+        Run.objects.create(conversation=conversation, status=Run.QUEUED, started_by=owner)
+    connection.close()
+    # Every round, all claimers ask at the same moment: they really compete for the same rows.
+    rounds = count // 2
+    together = threading.Barrier(claimers)
+
+    def claim(claimer: int) -> list[int]:
+        taken: list[int] = []
+        try:
+            for _ in range(rounds):
+                together.wait(timeout=30)
+                batch = queue.claim(worker=f"claimer {claimer}", channel="", limit=2)
+                taken.extend(c.run_id for c in batch)
+        finally:
+            connection.close()
+        return taken
+
+    with ThreadPoolExecutor(claimers) as pool:
+        per_claimer = list(pool.map(claim, range(claimers)))
+    return {
+        "per_claimer": per_claimer,
+        "queued_left": Run.objects.filter(status=Run.QUEUED).count(),
+    }
+
+
 def main(argv: list[str]) -> None:
     import django
 
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     django.setup()
     command, *args = argv
     if command == "setup":
@@ -109,8 +147,10 @@ def main(argv: list[str]) -> None:
         result = state(int(args[0]))
     elif command == "hammer":
         result = hammer(args[0], int(args[1]), int(args[2]))
+    elif command == "claim_race":
+        result = claim_race(args[0], int(args[1]), int(args[2]))
     else:
-        raise SystemExit(f"unknown command {command!r}: use setup, state or hammer")
+        raise SystemExit(f"unknown command {command!r}: use setup, state, hammer or claim_race")
     json.dump(result, sys.stdout, default=str)
 
 

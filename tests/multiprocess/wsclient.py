@@ -33,9 +33,10 @@ class WebSocket:
         """Open the TCP connection and complete the upgrade handshake."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
         key = base64.b64encode(os.urandom(16)).decode()
+        # A Host among `headers` (the public name, as a proxy passes it) replaces the address.
+        headers = {"Host": f"{host}:{port}", **headers}
         lines = [
             f"GET {path} HTTP/1.1",
-            f"Host: {host}:{port}",
             "Upgrade: websocket",
             "Connection: Upgrade",
             f"Sec-WebSocket-Key: {key}",

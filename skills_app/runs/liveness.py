@@ -1,0 +1,182 @@
+"""Which workers are alive: the registry of run workers and their heartbeats.
+
+Every `runworker skillscope-runs` process registers a `Worker` row when it starts and touches its
+`heartbeat_at` every WORKER_HEARTBEAT_SECONDS, together with the heartbeat of every run it
+executes (one statement for all of them). A worker silent for WORKER_STALE_SECONDS is dead:
+`bury_dead_workers` marks it stopped, and `recovery` interrupts its runs.
+
+The heartbeat must not wait behind the run's own database work: under load a worker's shared
+database thread can be seconds behind, and a late heartbeat looks like a dead worker. So the
+liveness work runs in a `DatabaseThread` of its own, with its own connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import secrets
+import socket
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
+
+from skills_app.models import Run, Worker
+
+T = TypeVar("T")
+
+# How long the rows of ended workers stay for the operator page.
+KEEP_ENDED_WORKERS = timedelta(days=1)
+
+
+def process_identity() -> str:
+    """How this process is named in `Run.worker` for runs it executes inline: host and pid."""
+    return f"{socket.gethostname()} pid {os.getpid()}"
+
+
+def new_worker_name() -> str:
+    """A name for one start of a worker: host, pid and a random tag (pids repeat; starts don't)."""
+    return f"{process_identity()} #{secrets.token_hex(3)}"
+
+
+def sweep_interval() -> float:
+    """How often workers and web processes look for dead workers (a quarter of a heartbeat)."""
+    return float(settings.WORKER_HEARTBEAT_SECONDS) / 4
+
+
+def _stale_before(now: datetime) -> datetime:
+    return now - timedelta(seconds=settings.WORKER_STALE_SECONDS)
+
+
+class DatabaseThread:
+    """One thread with its own database connection, for work that must not queue behind others.
+
+    On SQLite it is the process's shared database thread instead: SQLite has one writer at a
+    time whatever the connection, and a second connection to the in-memory database of tests
+    would only meet its table locks.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._shared = connection.vendor == "sqlite"
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if self._shared:
+            return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
+        call = functools.partial(_with_connection, fn, *args, **kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    async def close(self) -> None:
+        """Close the thread's connection and end the thread."""
+        try:
+            if not self._shared:
+                await self.run(_close_connection)
+        finally:
+            self._pool.shutdown(wait=False)
+
+
+def _close_connection() -> None:
+    # Looked up in the thread itself: `connection` is this thread's own connection.
+    connection.close()
+
+
+def _with_connection(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    # A connection broken by a database restart is replaced here instead of failing every call.
+    close_old_connections()
+    try:
+        return fn(*args, **kwargs)
+    except DatabaseError:
+        connection.close()
+        raise
+
+
+def register(name: str, channel: str, capacity: int) -> None:
+    now = timezone.now()
+    Worker.objects.create(
+        name=name, channel=channel, capacity=capacity, started_at=now, heartbeat_at=now
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Beat:
+    """What one heartbeat learned: is this worker still registered, and its runs' state."""
+
+    alive: bool
+    # run id -> (status, stop requested) for the runs the worker executes.
+    runs: dict[int, tuple[str, bool]]
+
+
+def beat(name: str, run_ids: Iterable[int]) -> Beat:
+    """Touch this worker's heartbeat and its runs'; False in `alive` when it was taken for dead."""
+    now = timezone.now()
+    ids = list(run_ids)
+    alive = bool(Worker.objects.filter(name=name, stopped_at__isnull=True).update(heartbeat_at=now))
+    if not ids:
+        return Beat(alive, {})
+    if alive:
+        Run.objects.filter(pk__in=ids, status__in=Run.EXECUTING).update(heartbeat_at=now)
+    rows = Run.objects.filter(pk__in=ids).values_list("pk", "status", "stop_requested")
+    return Beat(alive, {pk: (status, stop) for pk, status, stop in rows})
+
+
+def deregister(name: str, reason: str = "shut down") -> None:
+    Worker.objects.filter(name=name, stopped_at__isnull=True).update(
+        stopped_at=timezone.now(), stop_reason=reason
+    )
+
+
+def bury_dead_workers() -> list[str]:
+    """Mark workers silent for WORKER_STALE_SECONDS as stopped; the names this call marked."""
+    now = timezone.now()
+    stale = list(
+        Worker.objects.filter(
+            stopped_at__isnull=True, heartbeat_at__lt=_stale_before(now)
+        ).values_list("name", flat=True)
+    )
+    buried = []
+    for name in stale:
+        # Conditional: of several sweepers, one marks (and logs) each dead worker.
+        if Worker.objects.filter(
+            name=name, stopped_at__isnull=True, heartbeat_at__lt=_stale_before(now)
+        ).update(stopped_at=now, stop_reason="no heartbeat"):
+            buried.append(name)
+    return buried
+
+
+def dead_worker_names() -> Any:
+    """A subquery of the names of ended workers (stopped, or silent past WORKER_STALE_SECONDS)."""
+    from django.db.models import Q
+
+    now = timezone.now()
+    return Worker.objects.filter(
+        Q(stopped_at__isnull=False) | Q(heartbeat_at__lt=_stale_before(now))
+    ).values("name")
+
+
+def _live() -> Any:
+    return Worker.objects.filter(
+        stopped_at__isnull=True, heartbeat_at__gte=_stale_before(timezone.now())
+    )
+
+
+def live_workers() -> int:
+    """How many workers are registered and beating."""
+    return int(_live().count())
+
+
+def live_worker_names() -> list[str]:
+    return list(_live().values_list("name", flat=True))
+
+
+def forget_old_workers() -> int:
+    """Delete the rows of workers that ended more than a day ago."""
+    cutoff = timezone.now() - KEEP_ENDED_WORKERS
+    deleted, _ = Worker.objects.filter(stopped_at__lt=cutoff).delete()
+    return deleted

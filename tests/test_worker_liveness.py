@@ -1,0 +1,249 @@
+"""The worker registry: workers register, beat and deregister; a silent one is found within seconds
+and its runs end as interrupted, whoever notices first (another worker or a web process)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+from django.utils import timezone
+
+from skills_app.core.transcript import StoredMessage
+from skills_app.models import Conversation, Message, Run, Worker
+from skills_app.ops.health import live_workers
+from skills_app.runs import liveness, recovery, store
+from skills_app.runs import supervisor as runs
+from tests.fake_anthropic import Reply, validate_request
+from tests.loop_helpers import use_fake_model
+from tests.worker_helpers import (
+    paused,
+    running_worker,
+    status,
+    until,
+    use_fast_heartbeats,
+    wait_event,
+)
+from webapp.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def fake(settings, fake_anthropic):
+    use_fake_model(settings, fake_anthropic)
+    use_fast_heartbeats(settings)
+    settings.RUN_EXECUTOR = "worker"
+    return fake_anthropic
+
+
+@pytest.fixture
+async def layer():
+    channel_layer = get_channel_layer()
+    await channel_layer.flush()
+    yield channel_layer
+    await channel_layer.flush()
+
+
+def _ghost(name: str = "ghost-host pid 9 #dead01", *, silent_for: float) -> Worker:
+    """A worker row as a process left it, last heard from `silent_for` seconds ago."""
+    now = timezone.now()
+    return Worker.objects.create(
+        name=name,
+        channel="specific.ghost!1",
+        started_at=now - timedelta(minutes=10),
+        heartbeat_at=now - timedelta(seconds=silent_for),
+    )
+
+
+def _run_of(worker: str, owner, *, text: str = "half an answer") -> Run:
+    """A run the worker executes, its own heartbeat fresh, with some text already streamed."""
+    conversation = Conversation.objects.create(owner=owner)
+    run = Run.objects.create(
+        conversation=conversation,
+        status=Run.RUNNING,
+        worker=worker,
+        channel="specific.ghost!1",
+        heartbeat_at=timezone.now(),
+    )
+    store.append_message(conversation.pk, StoredMessage.text("user", "hello"), run_id=run.pk)
+    store.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
+    store.append_event(conversation.pk, "text.delta", {"index": 0, "text": text}, run_id=run.pk)
+    return run
+
+
+def _valid_after_another_turn(conversation_id: int) -> str | None:
+    store.append_message(conversation_id, StoredMessage.text("user", "again"))
+    conversation = Conversation.objects.get(pk=conversation_id)
+    return validate_request(store.build_request(conversation).as_kwargs())
+
+
+async def test_a_worker_registers_beats_and_deregisters(fake, layer):
+    async with running_worker() as worker:
+        name = worker.loop.name
+        row = await Worker.objects.aget(name=name)
+        assert row.channel == worker.loop.channel and row.stopped_at is None
+        first_beat = row.heartbeat_at
+        await until(lambda: Worker.objects.get(name=name).heartbeat_at > first_beat)
+        assert await sync_to_async(live_workers)() == 1
+    row = await Worker.objects.aget(name=name)
+    assert row.stopped_at is not None and row.stop_reason == "shut down"
+    assert await sync_to_async(live_workers)() == 0
+
+
+async def test_a_worker_that_stops_interrupts_its_runs_at_once(fake, layer, alice):
+    conversation = await Conversation.objects.acreate(owner=alice)
+    reply, gate, reached = paused("Streaming along nicely. " * 4)
+    fake.enqueue(reply)
+    try:
+        async with running_worker():
+            run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
+            await wait_event(reached)
+            await asyncio.sleep(0.1)  # the first deltas are recorded
+    finally:
+        gate.set()
+    # No waiting for a heartbeat to go stale: the worker said goodbye for its run.
+    assert await sync_to_async(status)(run.pk) == Run.INTERRUPTED
+    kinds = [
+        (m.role, m.kind, m.meta.get("partial", False))
+        async for m in Message.objects.filter(conversation=conversation).order_by("seq")
+    ]
+    assert kinds == [
+        ("user", "text", False),
+        ("assistant", "text", True),
+        ("assistant", "error", False),
+    ]
+    assert await sync_to_async(_valid_after_another_turn)(conversation.pk) is None
+
+
+async def test_a_live_worker_interrupts_the_runs_of_a_silent_one(fake, layer, alice):
+    ghost = await sync_to_async(_ghost)(silent_for=0)
+    run = await sync_to_async(_run_of)(ghost.name, alice)
+    watcher = await layer.new_channel()
+    await layer.group_add(store.group_name(run.conversation_id), watcher)
+    # Positive control: while the ghost's heartbeat is fresh its run is left alone.
+    assert await recovery.interrupt_stale_runs() == 0
+
+    async with running_worker():
+        # The ghost misses its beats from now on (the run's own heartbeat still looks fresh).
+        event = await _next(layer, watcher, "run.finished", timeout=10)
+    assert event["data"]["status"] == Run.INTERRUPTED
+    ghost = await Worker.objects.aget(pk=ghost.pk)
+    assert ghost.stopped_at is not None and ghost.stop_reason == "no heartbeat"
+    rows = [m async for m in Message.objects.filter(run=run).order_by("seq")]
+    assert rows[1].content == [{"type": "text", "text": "half an answer"}]
+    assert await sync_to_async(_valid_after_another_turn)(run.conversation_id) is None
+
+
+async def _next(layer, channel: str, event_type: str, *, timeout: float) -> dict:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        left = deadline - asyncio.get_running_loop().time()
+        assert left > 0, f"no {event_type} within {timeout} s"
+        message = await asyncio.wait_for(layer.receive(channel), left)
+        if message["event_type"] == event_type:
+            return message
+
+
+async def test_a_web_process_notices_a_dead_worker_when_no_worker_is_left(fake, layer, alice):
+    """The only worker died: the browser's own web process marks its run interrupted."""
+    ghost = await sync_to_async(_ghost)(silent_for=0)
+    run = await sync_to_async(_run_of)(ghost.name, alice)
+    cookie = await sync_to_async(_session_cookie)(alice)
+    tab = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{run.conversation_id}/",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    assert (await tab.connect())[0]
+    try:
+        await tab.send_json_to({"action": "resume", "after": 0})
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            frame = await tab.receive_json_from(
+                timeout=deadline - asyncio.get_running_loop().time()
+            )
+            if frame.get("type") == "run.finished":
+                break
+        assert frame["status"] == Run.INTERRUPTED
+        assert await sync_to_async(status)(run.pk) == Run.INTERRUPTED
+    finally:
+        await tab.disconnect()
+        if recovery._sweeper is not None:
+            recovery._sweeper.cancel()
+
+
+def _session_cookie(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def test_a_worker_taken_for_dead_gives_up_its_runs_and_starts_over(fake, layer, alice):
+    """A stalled worker came back after others declared it dead: it must not add to the closed
+    history of its runs, and it goes on as a new worker."""
+    conversation = await Conversation.objects.acreate(owner=alice)
+    reply, gate, reached = paused("Words that will be dropped. " * 4)
+    fake.enqueue(reply, Reply.text("Fresh start."))
+    async with running_worker() as worker:
+        run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
+        await wait_event(reached)
+        first_name = worker.loop.name
+        try:
+            # Another process found it silent and buried it.
+            await Worker.objects.filter(name=first_name).aupdate(
+                stopped_at=timezone.now(), stop_reason="no heartbeat"
+            )
+            await until(lambda: status(run.pk) == Run.INTERRUPTED)
+        finally:
+            gate.set()
+        await runs.wait_for_run(run.pk, timeout=10)
+        assert worker.loop.name != first_name
+        await until(lambda: Worker.objects.filter(name=worker.loop.name).exists())
+        kinds = [
+            m.kind async for m in Message.objects.filter(conversation=conversation).order_by("seq")
+        ]
+        assert kinds[-1] == "error"
+        # Still a worker: the next message is answered.
+        again = await runs.start_run(conversation.pk, "again", user_id=alice.pk)
+        await runs.wait_for_run(again.pk, timeout=20)
+        assert await sync_to_async(status)(again.pk) == Run.DONE
+        assert (await Run.objects.aget(pk=again.pk)).worker == worker.loop.name
+
+
+def test_each_dead_worker_is_buried_once_and_forgotten_after_a_day(fake):
+    now = timezone.now()
+    _ghost("a", silent_for=60)
+    _ghost("b", silent_for=0.1)
+    assert liveness.bury_dead_workers() == ["a"]
+    assert liveness.bury_dead_workers() == []  # a second sweeper finds nothing left to do
+    Worker.objects.filter(name="a").update(stopped_at=now - timedelta(days=2))
+    assert liveness.forget_old_workers() == 1
+    assert list(Worker.objects.values_list("name", flat=True)) == ["b"]
+
+
+def test_subagent_runs_end_with_their_interrupted_parent(fake, alice):
+    _ghost(silent_for=60)
+    parent = _run_of("ghost-host pid 9 #dead01", alice)
+    child = Run.objects.create(
+        conversation_id=parent.conversation_id, parent=parent, status=Run.RUNNING
+    )
+    recovery.interrupt_orphaned_runs()
+    assert status(parent.pk) == status(child.pk) == Run.INTERRUPTED
+
+
+def test_an_inline_run_with_a_fresh_heartbeat_is_not_taken_for_a_dead_workers(fake, alice):
+    """Inline runs have no worker row: only their own heartbeat tells whether they live."""
+    conversation = Conversation.objects.create(owner=alice)
+    run = Run.objects.create(
+        conversation=conversation,
+        status=Run.RUNNING,
+        worker=liveness.process_identity(),
+        heartbeat_at=timezone.now(),
+    )
+    assert recovery.sweep() == []
+    assert status(run.pk) == Run.RUNNING
