@@ -156,7 +156,15 @@ def test_a_deleted_conversation_cannot_start_a_run(alice, audited):
         model, label, is_demo = "demo", "demo", True
 
     with pytest.raises(RunError, match="deleted"):
-        _create_run(audited.pk, "hello", _Client(), inline=True, retry=False)
+        _create_run(
+            audited.pk,
+            "hello",
+            _Client(),
+            inline=True,
+            retry=False,
+            user_id=alice.pk,
+            auto_answer=None,
+        )
     assert not Run.objects.filter(conversation=audited, prompt="hello").exists()
 
 

@@ -219,10 +219,10 @@ def some_audit(alice):
     ("persona", "expected"),
     [
         ("alice", ["Skills"]),
-        ("staff_only", ["Skills", "Compare"]),
-        ("skill_manager", ["Skills", "Compare", "Admin"]),
-        ("auditor", ["Skills", "Audit", "Compare", "Admin"]),
-        ("administrator", ["Skills", "Audit", "Compare", "Admin"]),
+        ("staff_only", ["Skills", "Compare", "Operations"]),
+        ("skill_manager", ["Skills", "Compare", "Operations", "Admin"]),
+        ("auditor", ["Skills", "Audit", "Compare", "Operations", "Admin"]),
+        ("administrator", ["Skills", "Audit", "Compare", "Operations", "Admin"]),
     ],
 )
 def test_the_menu_shows_each_role_only_what_it_can_use(request, persona, expected):
