@@ -72,8 +72,8 @@ def test_a_chatter_deletes_a_conversation_and_the_auditor_still_reads_it(tab, mo
     ("user", "expected"),
     [
         ("alice", ["Skills"]),
-        ("mona", ["Skills", "Compare", "Admin"]),
-        ("audrey", ["Skills", "Audit", "Compare", "Admin"]),
+        ("mona", ["Skills", "Compare", "Operations", "Admin"]),
+        ("audrey", ["Skills", "Audit", "Compare", "Operations", "Admin"]),
     ],
 )
 def test_each_role_is_shown_only_links_it_can_use(tab, chat_server, user, expected):

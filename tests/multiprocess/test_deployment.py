@@ -153,7 +153,9 @@ async def test_a_run_executes_in_a_worker_streams_to_every_web_process_and_survi
             ("assistant", "text"),
             ("assistant", "error"),
         ]
-        assert state["rows"][1]["meta"] == {"partial": True}
+        # The partial answer is kept for the user; the interrupted turn is left out of later
+        # requests until Retry (like a failed one).
+        assert state["rows"][1]["meta"] == {"partial": True, "excluded": "failed"}
         assert validate_request(state["request"]) is None
         assert state["event_seqs"] == list(range(1, len(state["event_seqs"]) + 1))
         deployment.spawn_worker("worker-2")
