@@ -20,6 +20,8 @@ from tests.fake_anthropic import ReceivedRequest, Reply
 from tests.fake_anthropic_replies import last_user_text
 
 NO_SKILL_TEXT = "I can answer this directly."
+# Every answer reports this many output tokens, so a test can price the answers exactly.
+OUTPUT_TOKENS = 25
 
 
 def choice_for(request: ReceivedRequest) -> tuple[str, dict[str, Any]] | None:
@@ -46,9 +48,9 @@ def skill_chooser(
         with lock:
             answered[0] += 1
             pause = hold is not None and answered[0] > after
-        options: dict[str, Any] = {}
+        options: dict[str, Any] = {"output_tokens": OUTPUT_TOKENS}
         if pause:
-            options = {"wait_for": hold, "wait_after_events": 1, "reached": reached}
+            options.update(wait_for=hold, wait_after_events=1, reached=reached)
         call = choice_for(request)
         if call is None:
             return Reply.text(NO_SKILL_TEXT, **options)

@@ -55,6 +55,10 @@ EXECUTING: dict[int, asyncio.Task[None]] = {}
 Database = Callable[..., Awaitable[Any]]
 
 
+class _Ended(Exception):
+    """Another process ended the run (stopped or interrupted it): its answers are dropped."""
+
+
 def process_identity() -> str:
     return f"{socket.gethostname()} pid {os.getpid()}"
 
@@ -150,15 +154,18 @@ async def give_up_here() -> None:
 
 
 async def stop(run_id: int) -> None:
-    """Stop a run wherever it is: queued (never starts), here (cancelled), elsewhere (flagged)."""
+    """Stop a run wherever it is: queued (never starts), here (cancelled), elsewhere (flagged).
+
+    Never waits for the run to end: the run records its own stop, and a caller holding the
+    thread its database calls need (a request's) would wait for it forever.
+    """
     if await sync_to_async(runs.stop_queued)(run_id):
         return
+    # The flag reaches a run executing in another process with its next heartbeat.
+    await sync_to_async(runs.request_stop)(run_id)
     task = EXECUTING.get(run_id)
     if task is not None and not task.done():
         task.cancel()
-        await asyncio.gather(task, return_exceptions=True)
-        return
-    await sync_to_async(runs.request_stop)(run_id)
 
 
 # --- executing ----------------------------------------------------------------------------------
@@ -174,6 +181,8 @@ async def execute(run_id: int, *, client: ModelClient | None = None) -> None:
     except asyncio.CancelledError:
         await sync_to_async(_finish)(run_id, TriggerRun.STOPPED, runs.STOPPED_TEXT)
         raise
+    except _Ended:
+        logger.warning("trigger run %s was ended elsewhere; dropping the rest", run_id)
     except TriggerRunError as exc:
         await sync_to_async(_finish)(run_id, TriggerRun.FAILED, exc.message)
     except Exception as exc:
@@ -213,14 +222,17 @@ async def _attempt_all(run_id: int, client: ModelClient) -> None:
             try:
                 message = await first_answer(client, requests[result.pk])
             except ModelError as exc:
-                await sync_to_async(_record_error)(run_id, result.pk, exc.message)
+                if not await sync_to_async(_record_error)(run_id, result.pk, exc.message):
+                    raise _Ended from exc
                 if not exc.retryable:
                     raise TriggerRunError(exc.message) from exc
                 continue
             chosen = chosen_skill(message.get("content") or [], setup.profile, catalog)
-            await sync_to_async(_record_answer)(
+            recorded = await sync_to_async(_record_answer)(
                 run_id, result.pk, chosen=chosen, skill=setup.spec.name, message=message
             )
+            if not recorded:
+                raise _Ended
 
     workers = [asyncio.ensure_future(worker()) for _ in range(max(1, settings.TRIGGER_CONCURRENCY))]
     try:
@@ -257,7 +269,8 @@ def _usage(message: dict[str, Any]) -> dict[str, int]:
 
 def _record_answer(
     run_id: int, result_id: int, *, chosen: str, skill: str, message: dict[str, Any]
-) -> None:
+) -> bool:
+    """Count one answer; False (and nothing counted) when the run is no longer running."""
     usage = _usage(message)
     model = str(message.get("model") or "")
     try:
@@ -267,7 +280,7 @@ def _record_answer(
     with transaction.atomic():
         # A run stopped or interrupted meanwhile keeps what it had: late answers are dropped.
         if not TriggerRun.objects.filter(pk=run_id, status=TriggerRun.RUNNING).exists():
-            return
+            return False
         result = TriggerResult.objects.select_for_update().get(pk=result_id)
         result.attempts += 1
         if chosen == skill:
@@ -280,6 +293,7 @@ def _record_answer(
             result.cost_usd = (result.cost_usd or Decimal(0)) + cost
         result.save()
         _add_to_run(run_id, usage, cost)
+    return True
 
 
 def _add_to_run(run_id: int, usage: dict[str, int], cost: Decimal | None) -> None:
@@ -292,14 +306,16 @@ def _add_to_run(run_id: int, usage: dict[str, int], cost: Decimal | None) -> Non
         run.save(update_fields=["cost_usd"])
 
 
-def _record_error(run_id: int, result_id: int, error: str) -> None:
+def _record_error(run_id: int, result_id: int, error: str) -> bool:
+    """Count one failed attempt; False when the run is no longer running."""
     with transaction.atomic():
         if not TriggerRun.objects.filter(pk=run_id, status=TriggerRun.RUNNING).exists():
-            return
+            return False
         TriggerResult.objects.filter(pk=result_id).update(
             errors=F("errors") + 1, last_error=error[:2000]
         )
         TriggerRun.objects.filter(pk=run_id).update(attempts_done=F("attempts_done") + 1)
+    return True
 
 
 def _finish(run_id: int, status: str, error: str) -> None:
