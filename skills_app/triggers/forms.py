@@ -43,7 +43,7 @@ class ImportForm(forms.Form):
     replace = forms.BooleanField(required=False, label="replace the set")
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        cleaned = super().clean() or {}
         upload, text = cleaned.get("file"), cleaned.get("text") or ""
         if upload and text.strip():
             raise forms.ValidationError("Choose a file or paste JSON, not both.")

@@ -65,7 +65,10 @@ def _next_position(package: SkillPackage) -> int:
 
 
 def _check_unique(package: SkillPackage, query: str, *, except_pk: int | None = None) -> None:
-    for row in package.trigger_queries.exclude(pk=except_pk):
+    rows = package.trigger_queries.all()
+    if except_pk is not None:
+        rows = rows.exclude(pk=except_pk)
+    for row in rows:
         if same_query(row.query, query):
             raise TriggerSetError(
                 "This query is already in the set; edit that one instead of adding it twice."

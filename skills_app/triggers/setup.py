@@ -90,7 +90,7 @@ def probe_setup(
     spec = version_spec(package, version)
     provider = skills_for_user(package.owner_id)
     # An unsaved conversation: its defaults are a new conversation's, and nothing is stored.
-    conversation = Conversation(owner_id=package.owner_id, profile=profile, model=model)
+    conversation = Conversation(profile=profile, model=model)
     config = store.agent_config(conversation, model=model)
     tools = default_tools()
     context = PermissionContext(workspace=Path(settings.WORKSPACE_ROOT), admin_rules=admin_rules())

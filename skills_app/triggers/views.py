@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -24,7 +25,7 @@ from skills_app.triggers.report import figures, report_context
 from skills_app.triggers.setup import TriggerRunError
 
 
-def _latest_runs(packages: list[SkillPackage]) -> dict[int, TriggerRun]:
+def _latest_runs(packages: Sequence[SkillPackage]) -> dict[int, TriggerRun]:
     latest: dict[int, TriggerRun] = {}
     rows = TriggerRun.objects.filter(package__in=packages).order_by("-pk")
     for run in rows:
@@ -157,7 +158,7 @@ def query_edit(request: HttpRequest, pk: int, query_id: int) -> HttpResponse:
         except TriggerSetError as exc:
             error = exc.message
     else:
-        error = " ".join(e for errors in form.errors.values() for e in errors)
+        error = " ".join(str(e) for errors in form.errors.values() for e in errors)
     if error:
         return _package_page(request, package, status=400, edit_error=error, edit_id=row.pk)
     return _back(package, f"query-{row.pk}")
