@@ -316,3 +316,7 @@ def test_the_chart_draws_one_bar_per_query_and_the_compared_run_beside_it():
     assert [t.text for t in chart.x_ticks] == ["1", "2", "3"]
     alone = build_rate_chart(rows)
     assert not alone.compared and all(b.series == "this" for b in alone.bars)
+    # A few queries: a narrow drawing with bars of at most 40; many: the full width.
+    assert chart.width == 360 and max(b.width for b in chart.bars) <= 40
+    many = build_rate_chart([ChartQuery(i, "q", True, 0.5) for i in range(1, 41)])
+    assert many.width == 720 and len(many.x_ticks) == 20  # every other label

@@ -16,7 +16,12 @@ SHOULD_COLOUR = "#0072B2"
 SHOULD_NOT_COLOUR = "#E69F00"
 PREVIOUS_COLOUR = "#8a8a8a"
 
+# The drawing is as wide as its queries need (a slot of SLOT per bar), between MIN_WIDTH and
+# WIDTH, and is never scaled up: a few queries stay legible on a phone without giant bars.
 WIDTH = 720
+MIN_WIDTH = 360
+SLOT = 44
+MAX_BAR = 40
 HEIGHT = 220
 LEFT = 40
 RIGHT = 8
@@ -53,10 +58,10 @@ class Tick:
 
 @dataclass(frozen=True, slots=True)
 class RateChart:
-    width: int
+    width: float
     height: int
     plot_left: int
-    plot_right: int
+    plot_right: float
     plot_bottom: int
     pass_line: float
     bars: tuple[Bar, ...]
@@ -76,9 +81,10 @@ def _pct(rate: float | None) -> str:
 def build_rate_chart(queries: Sequence[ChartQuery], *, previous_label: str = "") -> RateChart:
     """Bars for each query's trigger rate (and the compared run's, when `previous_label` is set)."""
     compared = bool(previous_label) and any(q.previous is not None for q in queries)
-    slot = (WIDTH - LEFT - RIGHT) / max(len(queries), 1)
     series = 2 if compared else 1
-    width = max(slot * 0.72 / series, 1.0)
+    total = max(MIN_WIDTH, min(WIDTH, LEFT + RIGHT + len(queries) * SLOT * series))
+    slot = (total - LEFT - RIGHT) / max(len(queries), 1)
+    width = max(min(slot * 0.72 / series, MAX_BAR), 1.0)
     bars: list[Bar] = []
     for i, q in enumerate(queries):
         left = LEFT + i * slot + (slot - width * series) / 2
@@ -98,10 +104,10 @@ def build_rate_chart(queries: Sequence[ChartQuery], *, previous_label: str = "")
     )
     y_ticks = tuple(Tick(_y(v / 100), f"{v} %") for v in (0, 50, 100))
     return RateChart(
-        WIDTH,
+        total,
         HEIGHT,
         LEFT,
-        WIDTH - RIGHT,
+        total - RIGHT,
         HEIGHT - BOTTOM,
         _y(0.5),
         tuple(bars),
