@@ -6,7 +6,7 @@ A run is a `TriggerRun` row. `submit` starts it at once when RUN_EXECUTOR is "in
 conditional UPDATE from `queued` to `running`, so one worker gets it, and a stop of a queued run
 (`runs.stop_queued`, the same conditional update) and a claim never both win.
 
-The worker loop calls one hook each round (see the module's report to the lead):
+A run worker calls one hook each round of its loop (`WorkerLoop._loop`, after its own claim):
 
     await trigger_executor.claim_and_start(worker=self.name, database=self.database.run)
 
