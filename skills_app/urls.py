@@ -6,6 +6,7 @@ from django.urls import include, path
 
 urlpatterns = [
     path("", include("skills_app.chat.urls")),
+    path("skills/triggers/", include("skills_app.triggers.urls")),
     path("skills/", include("skills_app.registry.urls")),
     path("audit/", include("skills_app.audit.urls")),
     path("compare/", include("skills_app.compare.urls")),

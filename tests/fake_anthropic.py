@@ -4,7 +4,8 @@ It behaves like the API where Skillscope depends on it: request rules and model 
 (`fake_anthropic_rules`), unknown model ids (404), thinking (a thinking block with a signature
 before the answer when thinking is on, and a 400 when a continued tool loop drops or alters it),
 prompt caching (`fake_anthropic_cache`: usage split into uncached, written and read tokens), and
-refusals (`Reply.refusal()`, or REFUSE_DIRECTIVE in the user's text).
+refusals (`Reply.refusal()`, or REFUSE_DIRECTIVE in the user's text). A responder that chooses
+skills from the request's catalog the way the demo model does is in `fake_anthropic_choice`.
 """
 
 from __future__ import annotations

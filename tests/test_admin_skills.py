@@ -284,7 +284,9 @@ def test_it_activates_only_by_post_with_a_csrf_token(admin_user, two_versions):
     v1 = two_versions.versions.get(number=1)
     url = reverse("admin:skills_app_skillpackage_activate", args=[two_versions.pk, v1.pk])
 
-    assert _client(admin_user).get(url).status_code == 405
+    # GET shows the trigger tests and the button (issue 17); it never activates.
+    page = _client(admin_user).get(url)
+    assert page.status_code == 200 and b'value="Activate v1"' in page.content
     assert _client(admin_user, enforce_csrf_checks=True).post(url).status_code == 403
     two_versions.refresh_from_db()
     assert two_versions.active_version.number == 2

@@ -149,7 +149,7 @@ def test_a_bare_skill_name_calls_it_with_empty_args() -> None:
 
 
 def test_a_file_extension_or_part_of_a_word_is_not_a_skill_name() -> None:
-    for question in ("summarise report.pdf please", "what about pdfs?", "release-notes-v2 is out"):
+    for question in ("summarise report.pdf please", "what about pdfs?", "pdf-tools is down"):
         reply = plan_reply(request([{"role": "user", "content": question}]))
         assert reply.stop_reason == "end_turn", question
 

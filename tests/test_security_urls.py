@@ -35,6 +35,8 @@ from skills_app.models import (
     SkillInvocation,
     SkillPackage,
     SkillVersion,
+    TriggerQuery,
+    TriggerRun,
 )
 from skills_app.routing import websocket_urlpatterns
 
@@ -181,6 +183,20 @@ RULES: dict[str, Expect] = {
     ),  # fmt: skip
     # The operator page: workers and run counts.
     "ops-status": STAFF_ONLY,
+    # Trigger tests of alice's personal skill: she edits and runs them, auditors (the staff
+    # persona) read them, nobody else learns they exist.
+    "triggers-package": Expect(obj="package", staff=OK),
+    "triggers-export": Expect(obj="package", staff=OK),
+    # Without its choices the plan says what to pick (400); auditors may not run tests.
+    "triggers-plan": Expect(obj="package", owner=frozenset({200, 400})),
+    "triggers-query-add": Expect(obj="package", post_only=True),
+    "triggers-query-edit": Expect(obj="package", post_only=True),
+    "triggers-query-remove": Expect(obj="package", post_only=True),
+    "triggers-import": Expect(obj="package", post_only=True),
+    "triggers-start": Expect(obj="package", post_only=True),
+    "triggers-run": Expect(obj="trigger_run", staff=OK),
+    "triggers-stop": Expect(obj="trigger_run", post_only=True),
+    "audit-trigger-runs": STAFF_ONLY,
 }
 
 # Object kinds chosen by a word in the route name when RULES says nothing.
@@ -308,6 +324,23 @@ def build_world(alice: Any, bob: Any, auditor: Any, tmp_path: Path) -> World:
     package.active_version = version
     package.save()
     ids.update(package=package.pk, version=version.pk)
+    query = TriggerQuery.objects.create(
+        package=package, query="summarise my notes", should_trigger=True
+    )
+    trigger_run = TriggerRun.objects.create(
+        package=package,
+        version=version,
+        skill=package.name,
+        version_number=1,
+        version_digest=version.digest,
+        owner=alice,
+        version_state="active",
+        started_by=alice,
+        model="claude-test",
+        profile="meta-message",
+        status=TriggerRun.DONE,
+    )
+    ids.update(trigger_query=query.pk, trigger_run=trigger_run.pk)
     comparison_model = _model("Comparison")
     if comparison_model is not None:
         comparison = comparison_model.objects.create(created_by=auditor, prompt="Compare these")
@@ -337,6 +370,8 @@ def url_for(route: Route, world: World, expect: Expect | None = None) -> str:
             kwargs[name] = world.ids.get(expect.obj, world.ids["conversation"])
         elif name == "run_id":
             kwargs[name] = world.ids["run"]
+        elif name == "query_id":
+            kwargs[name] = world.ids["trigger_query"]
         elif name == "call":
             kwargs[name] = 1
         elif name == "path":
@@ -433,6 +468,7 @@ def test_a_post_by_someone_without_access_changes_nothing(route, world):
 
 def _counts() -> dict[str, int]:
     models = [Conversation, Message, Run, RunEvent, SkillInvocation, SkillPackage, Approval]
+    models += [TriggerQuery, TriggerRun]
     extra = _model("Comparison")
     return {m.__name__: m.objects.count() for m in [*models, *([extra] if extra else [])]}
 

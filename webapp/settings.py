@@ -415,6 +415,20 @@ _check_heartbeat(
 RATE_LIMIT_MESSAGES_PER_MINUTE = env_int("RATE_LIMIT_MESSAGES_PER_MINUTE", 20, minimum=1)
 RATE_LIMIT_CONCURRENT_RUNS = env_int("RATE_LIMIT_CONCURRENT_RUNS", 3, minimum=1)
 
+# --- Trigger tests -------------------------------------------------------------------------
+
+# Repetitions of each query in a trigger run (default, and the most the page accepts); model
+# calls of one run in flight at once; trigger runs one worker executes at once.
+TRIGGER_MAX_REPETITIONS = env_int("TRIGGER_MAX_REPETITIONS", 10, minimum=1)
+TRIGGER_REPETITIONS = env_int("TRIGGER_REPETITIONS", 3, minimum=1)
+if TRIGGER_REPETITIONS > TRIGGER_MAX_REPETITIONS:
+    raise ImproperlyConfigured(
+        f"TRIGGER_REPETITIONS={TRIGGER_REPETITIONS} is more than TRIGGER_MAX_REPETITIONS="
+        f"{TRIGGER_MAX_REPETITIONS}: lower the first or raise the second."
+    )
+TRIGGER_CONCURRENCY = env_int("TRIGGER_CONCURRENCY", 3, minimum=1)
+TRIGGER_RUNS_PER_WORKER = env_int("TRIGGER_RUNS_PER_WORKER", 2, minimum=1)
+
 # --- Uploads -------------------------------------------------------------------------------
 
 # Users may upload skills visible only to themselves (the "Skills" page); admins upload for everyone.

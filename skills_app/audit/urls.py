@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from skills_app.audit import costs, home, views
+from skills_app.triggers import audit as trigger_audit
 
 urlpatterns = [
     path("", home.audit_home, name="audit-home"),
@@ -23,4 +24,5 @@ urlpatterns = [
     ),
     path("import/", views.transcript_import, name="transcript-import"),
     path("costs/", costs.cost_report, name="audit-costs"),
+    path("trigger-runs/", trigger_audit.trigger_run_list, name="audit-trigger-runs"),
 ]

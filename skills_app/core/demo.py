@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+from skills_app.core import skill_choice
 from skills_app.core.llm import (
     BlockDone,
     BlockStart,
@@ -19,14 +20,13 @@ from skills_app.core.llm import (
     TextDelta,
 )
 from skills_app.core.model_catalog import DEMO_MODEL_ID
+from skills_app.core.skill_choice import CatalogEntry
 from skills_app.core.summary import SUMMARY_SYSTEM, demo_summary
 
 BASE_DIR_PREFIX = "Base directory for this skill:"
 LAUNCHING_PREFIX = "Launching skill:"
 CHUNK_CHARS = 12  # small enough that the browser visibly streams
 
-_SKILL_TOOL_ENTRY = re.compile(r'^\s*(?:[-*]\s*)?"(?P<name>[^"\n]+)"\s*:\s*(?P<desc>.*)$')
-_LOAD_SKILL_ENTRY = re.compile(r"^\s*-\s*(?P<name>[A-Za-z0-9][\w:.-]*)\s*:\s*(?P<desc>.*)$")
 _BASH_FENCE = re.compile(r"```(?:bash|sh|shell)[^\n]*\n(?P<code>.*?)```", re.DOTALL)
 _SKILL_XML = re.compile(r'<skill name="(?P<name>[^"]+)">(?P<body>.*?)(?:</skill>|$)', re.DOTALL)
 _COMMAND_NAME = re.compile(r"<command-name>/?(?P<name>[^<]+)</command-name>")
@@ -34,15 +34,6 @@ _TOOLSET_LOADED = re.compile(r'^Loaded the skill "(?P<name>[^"]+)"')
 _LOADED_XML = re.compile(
     r'<loaded_skill name="(?P<name>[^"]+)">\n(?P<body>.*?)\n</loaded_skill>', re.DOTALL
 )
-LOADERS = ("Skill", "load_skill", "skill_load")
-
-
-@dataclass(frozen=True, slots=True)
-class CatalogEntry:
-    """A skill the demo model can see in the request."""
-
-    name: str
-    description: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,25 +46,7 @@ class DemoReply:
 
 def read_catalog(request: ModelRequest) -> list[CatalogEntry]:
     """The skills listed in the Skill tool description, or under "Skills available:" in the system prompt."""
-    entries: list[CatalogEntry] = []
-    for tool in request.tools:
-        description = str(tool.get("description", ""))
-        if tool.get("name") == "Skill" and "<available_skills>" in description:
-            inner = description.split("<available_skills>", 1)[1].split("</available_skills>", 1)[0]
-            for line in inner.splitlines():
-                if match := _SKILL_TOOL_ENTRY.match(line):
-                    entries.append(CatalogEntry(match["name"].strip(), match["desc"].strip()))
-    heading = next(
-        (h for h in ("Skills available:", "Available skills:") if h in request.system), None
-    )
-    if not entries and heading is not None:
-        listing = request.system.split(heading, 1)[1]
-        for line in listing.splitlines()[1:]:
-            if match := _LOAD_SKILL_ENTRY.match(line):
-                entries.append(CatalogEntry(match["name"], match["desc"].strip()))
-            elif line.strip():
-                break
-    return entries
+    return skill_choice.read_catalog(request.system, request.tools)
 
 
 def plan_reply(request: ModelRequest) -> DemoReply:
@@ -305,50 +278,20 @@ def _after_tool_result(messages: list[dict[str, Any]], result: dict[str, Any]) -
     )
 
 
-def _find_skill(question: str, catalog: list[CatalogEntry]) -> tuple[CatalogEntry, str] | None:
-    """The skill the user names (earliest mention, longest name) and the text after it."""
-    best: tuple[int, int, CatalogEntry, re.Match[str]] | None = None
-    for entry in catalog:
-        # A name as a word: not part of a longer name, a path or a file extension like report.pdf.
-        pattern = rf"(?<![\w./:-]){re.escape(entry.name)}(?![\w/:-])(?!\.\w)"
-        match = re.search(pattern, question, re.IGNORECASE)
-        if match and (best is None or (match.start(), -len(entry.name)) < best[:2]):
-            best = (match.start(), -len(entry.name), entry, match)
-    if best is None:
-        return None
-    rest = question[best[3].end() :]
-    rest = re.sub(r"^\s*(?:skill\b)?[\s:,.-]*", "", rest, flags=re.IGNORECASE)
-    return best[2], rest.strip()
-
-
-def _skill_tool_call(request: ModelRequest, skill: str, args: str) -> tuple[str, dict[str, Any]]:
-    """The tool name and input that load a skill in this request's profile."""
-    names = {tool.get("name"): tool for tool in request.tools}
-    if "Skill" in names:
-        return "Skill", {"skill": skill, "args": args}
-    if "skill_load" in names:
-        return "skill_load", {"skill": skill}
-    tool = names.get("load_skill", {})
-    properties = list(tool.get("input_schema", {}).get("properties", {}) or {"name": None})
-    return "load_skill", {properties[0]: skill}
-
-
 def _answer_user(request: ModelRequest, catalog: list[CatalogEntry], question: str) -> DemoReply:
-    found = _find_skill(question, catalog)
-    can_load = any(tool.get("name") in LOADERS for tool in request.tools)
-    if found is None or not can_load:
+    # The skill is chosen by the documented rule of `skill_choice` (named, else word overlap).
+    choice = skill_choice.choose_skill(question, catalog)
+    if choice is None or not skill_choice.can_load(request.tools):
         return _text(_intro(catalog, question))
-    entry, args = found
-    tool_name, tool_input = _skill_tool_call(request, entry.name, args)
+    name = choice.entry.name
+    tool_name, tool_input = skill_choice.loader_call(request.tools, name, choice.args)
     if _last_skill_call(request.messages) == (tool_name, tool_input):
         return _text(
-            f'The "{entry.name}" skill is already loaded above with the same arguments, '
+            f'The "{name}" skill is already loaded above with the same arguments, '
             "so I won't load it again. I'm the offline demo model; a real Claude model "
             "(set ANTHROPIC_API_KEY) would now follow its instructions."
         )
-    return _tool_call(
-        request, f'I\'ll use the "{entry.name}" skill for this.', tool_name, tool_input
-    )
+    return _tool_call(request, f'I\'ll use the "{name}" skill for this.', tool_name, tool_input)
 
 
 def _last_skill_call(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any]] | None:
@@ -356,7 +299,7 @@ def _last_skill_call(messages: list[dict[str, Any]]) -> tuple[str, dict[str, Any
         if message.get("role") != "assistant":
             continue
         for block in reversed(_blocks(message.get("content"))):
-            if block.get("type") == "tool_use" and block.get("name") in LOADERS:
+            if block.get("type") == "tool_use" and block.get("name") in skill_choice.LOADERS:
                 return block["name"], block.get("input", {})
     return None
 

@@ -8,6 +8,7 @@ from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.runs import Run, Worker
+from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
 
 __all__ = [
@@ -25,6 +26,9 @@ __all__ = [
     "SkillInvocation",
     "SkillPackage",
     "SkillVersion",
+    "TriggerQuery",
+    "TriggerResult",
+    "TriggerRun",
     "VisibleSkillSource",
     "Worker",
 ]

@@ -22,6 +22,7 @@ from skills_app.models import (
 )
 from skills_app.registry import uploads
 from skills_app.registry.forms import SkillUploadForm
+from skills_app.triggers.report import activation_comparison, figures, latest_by_version
 
 
 def _problems(lint: Any) -> list[dict[str, Any]]:
@@ -239,6 +240,9 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
                 "result": result,
                 "warnings": _problems(result.warnings),
                 "url": self._url("change", result.package.pk),
+                # A changed description is worth measuring before (or just after) it goes live.
+                "trigger_url": reverse("triggers-package", args=[result.package.pk])
+                + f"?version={result.version.pk}#run",
             }
             for result in results
         ]
@@ -257,16 +261,21 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
 
     def _install(self, request: HttpRequest, data: dict[str, Any]) -> list[Any]:
         personal = bool(data.get("personal"))
+        activate = not data.get("candidate")
         archive = data.get("archive")
         if archive:
             return uploads.install_archive(
-                archive.read(), archive.name, user=request.user, personal=personal
+                archive.read(),
+                archive.name,
+                user=request.user,
+                personal=personal,
+                activate=activate,
             )
         files = [
             uploads.UploadFile(path=relative, data=upload.read())
             for relative, upload in zip(data["folder_paths"], data["folder"], strict=True)
         ]
-        return uploads.install_files(files, user=request.user, personal=personal)
+        return uploads.install_files(files, user=request.user, personal=personal, activate=activate)
 
     def _record_upload(self, request: HttpRequest, result: Any) -> None:
         version = result.version
@@ -288,11 +297,14 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
         return package
 
     def activate_view(self, request: HttpRequest, object_id: int, version_id: int) -> HttpResponse:
-        """Make one version the active one: a rollback or a roll forward."""
-        if request.method != "POST":
-            return HttpResponseNotAllowed(["POST"])
+        """Make one version the active one: a rollback or a roll forward. GET shows the version's
+        trigger tests beside the active version's first, and the button."""
+        if request.method not in ("GET", "POST"):
+            return HttpResponseNotAllowed(["GET", "POST"])
         package = self._package_for_change(request, object_id)
         version = get_object_or_404(SkillVersion, pk=version_id, package=package)
+        if request.method == "GET":
+            return self._activation_page(request, package, version)
         try:
             uploads.activate_version(version)
         except uploads.UploadError as exc:
@@ -309,6 +321,24 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
             messages.SUCCESS,
         )
         return redirect(self._url("change", package.pk))
+
+    def _activation_page(
+        self, request: HttpRequest, package: SkillPackage, version: SkillVersion
+    ) -> HttpResponse:
+        context = self._context(
+            request,
+            f"Activate {package.name} v{version.number}?",
+            package=package,
+            original=package,
+            version=version,
+            active=package.active_version,
+            comparison=activation_comparison(package, version),
+            activate_url=self._url("activate", package.pk, version.pk),
+            change_url=self._url("change", package.pk),
+            trigger_url=reverse("triggers-package", args=[package.pk])
+            + f"?version={version.pk}#run",
+        )
+        return TemplateResponse(request, "admin/skills_app/skillpackage/activate.html", context)
 
     def diff_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """SKILL.md of one version against another (default: the previous one against the newest)."""
@@ -355,12 +385,16 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
         extra = {"show_save_and_add_another": False, **(extra_context or {})}
         if package is not None:
             versions = list(package.versions.select_related("uploaded_by").order_by("-number"))
+            tested = latest_by_version(package.pk)
             extra["versions"] = [
                 {
                     "version": v,
                     "active": v.pk == package.active_version_id,
                     "warnings": [p for p in _problems(v.lint) if p["severity"] != "error"],
                     "activate_url": self._url("activate", package.pk, v.pk),
+                    "trigger": figures(tested[v.pk]) if v.pk in tested else None,
+                    "trigger_url": reverse("triggers-package", args=[package.pk])
+                    + f"?version={v.pk}#run",
                 }
                 for v in versions
             ]

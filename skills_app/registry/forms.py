@@ -43,6 +43,12 @@ class SkillUploadForm(forms.Form):
     # The browser strips folders from uploaded file names; the page's script sends each file's
     # relative path here, one per line, in the same order as the files.
     folder_paths = forms.CharField(required=False, widget=forms.HiddenInput)
+    candidate = forms.BooleanField(
+        label="Upload as a candidate",
+        required=False,
+        help_text="A new version of an existing skill waits beside the active one until you "
+        "activate it, so its trigger tests can be compared first.",
+    )
     personal = forms.BooleanField(
         label="Personal skill",
         required=False,
@@ -51,10 +57,11 @@ class SkillUploadForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["candidate"].label_suffix = ""  # a checkbox label follows the box
         if not settings.ALLOW_PERSONAL_SKILLS:
             del self.fields["personal"]
         else:
-            self.fields["personal"].label_suffix = ""  # a checkbox label follows the box
+            self.fields["personal"].label_suffix = ""
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()

@@ -46,6 +46,7 @@ from skills_app.core.upload_checks import (
     read_zip,
 )
 from skills_app.models import SkillInvocation, SkillPackage, SkillVersion
+from skills_app.triggers import sets as trigger_sets
 
 __all__ = [
     "InstallResult",
@@ -100,6 +101,11 @@ class InstallResult:
     created: bool  # False: a version with this digest already existed, nothing changed
     warnings: list[Problem]
     message: str
+    # The new version's catalog text (description, when_to_use) differs from the version that
+    # was active: worth a trigger run before (or after) it goes live.
+    description_changed: bool = False
+    # Stored without being made active (the active version stays until an admin activates it).
+    candidate: bool = False
 
 
 # --- storage -------------------------------------------------------------------------------
@@ -130,30 +136,34 @@ def limits() -> Limits:
 
 
 def install_archive(
-    data: bytes, filename: str, *, user: Any, personal: bool = False
+    data: bytes, filename: str, *, user: Any, personal: bool = False, activate: bool = True
 ) -> list[InstallResult]:
-    """Install the skill(s) of a .zip / .skill upload; several results for a plugin."""
+    """Install the skill(s) of a .zip / .skill upload; several results for a plugin.
+
+    `activate=False` stores a new version of an existing skill as a candidate: the active
+    version stays until someone activates the new one (after comparing its trigger tests).
+    """
     _check_scope(user, personal)
     members = read_zip(data, filename, limits())
-    return _install(find_skills(members, stem=archive_stem(filename)), user, personal)
+    return _install(find_skills(members, stem=archive_stem(filename)), user, personal, activate)
 
 
 def install_files(
-    files: list[UploadFile], *, user: Any, personal: bool = False
+    files: list[UploadFile], *, user: Any, personal: bool = False, activate: bool = True
 ) -> list[InstallResult]:
     """Install a folder chosen in the browser."""
     _check_scope(user, personal)
     members = check_files([(f.path, f.data) for f in files], limits())
-    return _install(find_skills(members, stem=None), user, personal)
+    return _install(find_skills(members, stem=None), user, personal, activate)
 
 
 def install_directory(
-    path: Path, *, user: Any = None, personal: bool = False
+    path: Path, *, user: Any = None, personal: bool = False, activate: bool = True
 ) -> list[InstallResult]:
     """Install a skill or plugin folder from disk (`manage.py skills import`)."""
     _check_scope(user, personal)
     members = read_directory(Path(path), limits())
-    return _install(find_skills(members, stem=None), user, personal)
+    return _install(find_skills(members, stem=None), user, personal, activate)
 
 
 def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
@@ -340,7 +350,9 @@ def _stage(candidate: Candidate, folder: Path) -> _Staged:
     )
 
 
-def _install(layout: Layout, user: Any, personal: bool) -> list[InstallResult]:
+def _install(
+    layout: Layout, user: Any, personal: bool, activate: bool = True
+) -> list[InstallResult]:
     root = storage_root()
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=root))
@@ -350,7 +362,7 @@ def _install(layout: Layout, user: Any, personal: bool) -> list[InstallResult]:
         ignored = _ignored_warning(layout)
         try:
             with transaction.atomic():
-                results = [_store(s, user, personal, root, written) for s in staged]
+                results = [_store(s, user, personal, root, written, activate) for s in staged]
         except IntegrityError:
             raise UploadError(
                 "another upload of the same skill finished at the same moment; try again"
@@ -379,7 +391,12 @@ def _ignored_warning(layout: Layout) -> Problem | None:
 
 
 def _store(
-    staged: _Staged, user: Any, personal: bool, root: Path, written: list[Path]
+    staged: _Staged,
+    user: Any,
+    personal: bool,
+    root: Path,
+    written: list[Path],
+    activate: bool = True,
 ) -> InstallResult:
     name = staged.candidate.name
     owner = user if personal else None
@@ -416,14 +433,28 @@ def _store(
         lint=[_problem_json(p) for p in staged.warnings],
         uploaded_by=user if getattr(user, "is_authenticated", False) else None,
     )
-    package.active_version = version
+    previous = package.active_version
+    # A candidate needs an active version to stand beside; a new skill's first version is active.
+    candidate = not activate and previous is not None
+    if not candidate:
+        package.active_version = version
     package.save(update_fields=["active_version", "updated_at"])
     scope = "personal" if personal else "organisation-wide"
     state = "" if package.enabled else "; the package is disabled, enable it to offer it"
+    if candidate and previous is not None:
+        state += f"; stored as a candidate, version {previous.number} stays active"
+    picked, problem = trigger_sets.pick_up_for_install(
+        package, target, origin=staged.candidate.origin, user=user
+    )
+    warnings = [*staged.warnings, *([problem] if problem else [])]
+    state += f"; {picked}" if picked else ""
     return InstallResult(
         package,
         version,
         True,
-        staged.warnings,
+        warnings,
         f"installed {name} version {number} ({scope}, digest {digest[:12]}){state}",
+        description_changed=previous is not None
+        and trigger_sets.catalog_changed(previous.frontmatter, version.frontmatter),
+        candidate=candidate,
     )

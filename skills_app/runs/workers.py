@@ -33,6 +33,7 @@ from skills_app.ops.logcontext import log_context
 from skills_app.runs import liveness, queue, recovery, tasks
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
+from skills_app.triggers import executor as trigger_executor
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class WorkerLoop:
                     events = await self.database.run(recovery.sweep)
                     await broadcast_events(events)
                 await self.claim()
+                # Trigger tests (issue 17) are queued the same way and claimed here too.
+                await trigger_executor.claim_and_start(worker=self.name, database=self.database.run)
             except Exception:
                 # The database or Redis is down for a moment: keep the runs going and try again.
                 logger.exception("worker %s: heartbeat, sweep or claim failed", self.name)
@@ -190,6 +193,7 @@ class WorkerLoop:
             await asyncio.gather(self._task, return_exceptions=True)
         try:
             await self._give_up_runs()
+            await trigger_executor.give_up_here()
             await self.database.run(liveness.deregister, self.name, reason)
             logger.info("worker %s stopped (%s)", self.name, reason, extra={"worker": self.name})
         except Exception:
