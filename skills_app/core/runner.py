@@ -21,6 +21,7 @@ from .events import (
     HookRan,
     ModelCalled,
     TextDelta,
+    ThinkingDelta,
     ToolCalled,
     ToolFinished,
 )
