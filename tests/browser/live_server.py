@@ -71,6 +71,8 @@ def server_env(config: LiveServerConfig) -> dict[str, str]:
         ANTHROPIC_API_KEY="sk-test",
         ANTHROPIC_BASE_URL=config.model_url,
         ANTHROPIC_MAX_RETRIES="0",
+        # Scripted replies count stream events; thinking (on by default) would add its own.
+        ANTHROPIC_THINKING="false",
         SKILLS_DIRS=str(config.skills_dir),
         ALLOWED_HOSTS="127.0.0.1,localhost",
         APPROVAL_TIMEOUT="60",
