@@ -97,9 +97,9 @@ async def test_it_hands_the_run_to_a_worker_which_executes_it(
     assert texts == ["hi", "Hello from the worker."]
     seen = []
     while not seen or seen[-1] != "run.finished":
-        seen.append((await asyncio.wait_for(layer.receive(watcher), 5))["event_type"])
+        seen.append((await asyncio.wait_for(layer.receive(watcher), 5))["type"])
     # The user's message was stored (and announced) by the web process before the worker ran.
-    assert seen[:2] == ["message", "run.started"] and "text.delta" in seen
+    assert seen[:2] == ["message.stored", "run.started"] and "text.delta" in seen
 
 
 async def test_one_worker_executes_several_runs_at_once(fake, worker, alice):

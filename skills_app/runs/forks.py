@@ -12,6 +12,7 @@ import logging
 from django.utils import timezone
 
 from skills_app.core.agent import ForkResult
+from skills_app.core.events import SubagentFinished, SubagentStarted
 from skills_app.core.llm import ModelClient
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.transcript import StoredMessage
@@ -45,8 +46,9 @@ def make_forker(
         runner = await build_runner(
             setup, run_id=child.pk, user_id=user_id, client=client, recorder=recorder, subagent=spec
         )
-        started = {"run_id": child.pk, "parent_run_id": parent_run_id, "skill": spec.name}
-        await recorder.record("subagent.started", started)
+        await recorder.record(
+            SubagentStarted(run_id=child.pk, parent_run_id=parent_run_id, skill=spec.name)
+        )
         first = StoredMessage.text(
             "user", prompt, kind="skill_prompt", is_meta=True, meta={"skill": spec.name}
         )
@@ -65,7 +67,11 @@ def make_forker(
         await Run.objects.filter(pk=child.pk).aupdate(
             status=status, error=error, finished_at=timezone.now(), model_calls=runner.model_calls
         )
-        await recorder.record("subagent.finished", {**started, "status": status})
+        await recorder.record(
+            SubagentFinished(
+                run_id=child.pk, parent_run_id=parent_run_id, skill=spec.name, status=status
+            )
+        )
         if status != Run.DONE:
             return ForkResult(
                 ok=False, text=final, error=error or "The subagent failed.", run=child.pk

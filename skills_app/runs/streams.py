@@ -1,0 +1,217 @@
+"""Streamed text on its way out of a run: to the browser live, to the database in batches.
+
+Live: the deltas of a run go to the conversation's group straight from the run, coalesced to at
+most one frame per LIVE_INTERVAL (an idle stream's next delta goes at once), each frame at most
+LIVE_FRAME_CHARS characters and naming its block and character offset.
+
+Stored: the text is written to the event log as `text.saved` / `thinking.saved` pieces by one
+`StreamSaver` per process, which writes the unsaved text of every open stream in one transaction
+every SAVE_INTERVAL, so database writes grow with how long answers stream (a few per second for
+all of them together), never with their deltas. The saved pieces are what a tab that connects
+mid-answer starts from, and what is kept of an answer whose process died. When the run stores its
+message row the row holds the text, and what was not saved yet is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from asgiref.sync import sync_to_async
+
+from skills_app.core.events import RunEvent, TextDelta, TextSaved, ThinkingDelta, ThinkingSaved
+
+logger = logging.getLogger(__name__)
+
+# At most one live frame per run every 50 ms: 20 frames/s per stream keeps text fluid.
+LIVE_INTERVAL = 0.05
+# 16,000 characters are at most 64 KB of UTF-8 (+ JSON quoting of the odd quote or backslash):
+# within the largest frame the consumer itself accepts.
+LIVE_FRAME_CHARS = 16_000
+# How often streamed text is written: the most a crash loses, and the longest a tab that
+# connects mid-answer waits for the text between the last save and its first live delta.
+SAVE_INTERVAL = 0.5
+
+DELTAS: dict[str, type[TextDelta] | type[ThinkingDelta]] = {
+    "text": TextDelta,
+    "thinking": ThinkingDelta,
+}
+SAVED: dict[str, type[TextSaved] | type[ThinkingSaved]] = {
+    "text": TextSaved,
+    "thinking": ThinkingSaved,
+}
+
+
+@dataclass(slots=True)
+class Stream:
+    """One streamed block: its text so far, how much went out live and how much was saved."""
+
+    kind: str  # text | thinking
+    call: int
+    index: int
+    pieces: list[str] = field(default_factory=list)
+    length: int = 0
+    sent: int = 0
+    saved: int = 0
+    unsent: list[str] = field(default_factory=list)
+    unsaved: list[str] = field(default_factory=list)
+
+
+class RunStreams:
+    """The open streams of one run, with the live coalescing and the hand-over to the saver."""
+
+    def __init__(self, conversation_id: int, run_id: int) -> None:
+        self.conversation_id = conversation_id
+        self.run_id = run_id
+        self._streams: dict[tuple[int, int], Stream] = {}
+        self._last_live = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        # Frames go out in order even when a timer flush and an inline flush meet.
+        self._lock = asyncio.Lock()
+
+    def __bool__(self) -> bool:
+        return bool(self._streams)
+
+    async def add(self, kind: str, call: int, index: int, text: str) -> None:
+        """Take one delta; send it now if the last frame is LIVE_INTERVAL old, else soon."""
+        if not text:
+            return
+        stream = self._streams.get((call, index))
+        if stream is None:
+            stream = self._streams[(call, index)] = Stream(kind=kind, call=call, index=index)
+            saver().watch(self)
+        stream.pieces.append(text)
+        stream.length += len(text)
+        stream.unsent.append(text)
+        stream.unsaved.append(text)
+        wait = self._last_live + LIVE_INTERVAL - time.monotonic()
+        if wait <= 0:
+            await self.flush_live()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(wait, self._flush_soon)
+
+    def _flush_soon(self) -> None:
+        self._timer = None
+        task = asyncio.ensure_future(self.flush_live())
+        task.add_done_callback(_log_failure)
+
+    async def flush_live(self) -> None:
+        """Send every unsent piece of text to the conversation's group now."""
+        from skills_app.runs.broadcast import send_live
+
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        async with self._lock:
+            frames = list(self._take_unsent())
+            self._last_live = time.monotonic()
+            for frame in frames:
+                await send_live(self.conversation_id, frame)
+
+    def _take_unsent(self) -> Iterator[RunEvent]:
+        for stream in self._streams.values():
+            if not stream.unsent:
+                continue
+            text, stream.unsent = "".join(stream.unsent), []
+            cls = DELTAS[stream.kind]
+            for start in range(0, len(text), LIVE_FRAME_CHARS):
+                yield cls(
+                    index=stream.index,
+                    text=text[start : start + LIVE_FRAME_CHARS],
+                    run_id=self.run_id,
+                    call=stream.call,
+                    offset=stream.sent + start,
+                )
+            stream.sent += len(text)
+
+    def take_unsaved(self) -> list[RunEvent]:
+        """The text not saved yet, as events to store (it counts as saved from now on)."""
+        events: list[RunEvent] = []
+        for stream in self._streams.values():
+            if not stream.unsaved:
+                continue
+            text, stream.unsaved = "".join(stream.unsaved), []
+            events.append(
+                SAVED[stream.kind](
+                    run_id=self.run_id,
+                    call=stream.call,
+                    index=stream.index,
+                    offset=stream.saved,
+                    text=text,
+                )
+            )
+            stream.saved += len(text)
+        return events
+
+    def text(self, call: int, index: int) -> str:
+        stream = self._streams.get((call, index))
+        return "".join(stream.pieces) if stream is not None else ""
+
+    def close(self) -> None:
+        """The streams ended in a stored row (or the run ended): nothing more to save or send."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._streams.clear()
+        saver().forget(self)
+
+
+class StreamSaver:
+    """Saves the unsaved text of every open stream in this process, one transaction per tick."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._watched: dict[int, RunStreams] = {}
+        self._task: asyncio.Task[None] | None = None
+
+    def watch(self, streams: RunStreams) -> None:
+        self._watched[id(streams)] = streams
+        if self._task is None or self._task.done():
+            self._task = self.loop.create_task(self._run())
+
+    def forget(self, streams: RunStreams) -> None:
+        self._watched.pop(id(streams), None)
+
+    async def _run(self) -> None:
+        while self._watched:
+            await asyncio.sleep(SAVE_INTERVAL)
+            try:
+                await self.save_now()
+            except Exception:
+                # A database hiccup loses nothing: the text stays unsaved and the row stores it.
+                logger.exception("saving streamed text failed; trying again next tick")
+
+    async def save_now(self) -> None:
+        """Write every watched stream's unsaved text now and announce each piece."""
+        from skills_app.runs import store
+        from skills_app.runs.broadcast import publish
+
+        items: list[tuple[int, int, RunEvent]] = []
+        for streams in list(self._watched.values()):
+            for event in streams.take_unsaved():
+                items.append((streams.conversation_id, streams.run_id, event))
+        if not items:
+            return
+        stored = await sync_to_async(store.append_events)(items)
+        for (conversation_id, _run_id, event), seq in zip(items, stored, strict=True):
+            await publish(conversation_id, seq, event)
+
+
+_SAVER: StreamSaver | None = None
+
+
+def saver() -> StreamSaver:
+    """This event loop's saver (tests run a loop each; a server runs one)."""
+    global _SAVER
+    loop = asyncio.get_running_loop()
+    if _SAVER is None or _SAVER.loop is not loop:
+        _SAVER = StreamSaver(loop)
+    return _SAVER
+
+
+def _log_failure(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.error("sending live text failed", exc_info=task.exception())
