@@ -42,7 +42,7 @@ def test_it_streams_the_answer_and_renders_markdown_when_it_completes(tab, model
     bold = chat.transcript.locator(".row-assistant .md strong")
     expect(bold).to_have_text("bold words")
     expect(chat.transcript.locator(".row-assistant .md")).to_have_text(answer.replace("**", ""))
-    expect(chat.transcript.locator(".live")).to_have_count(0)
+    expect(chat.live).to_have_count(0)
     expect(chat.page.get_by_role("button", name="Stop")).to_be_hidden()
     expect(chat.transcript).not_to_contain_text("**")
     screenshot(chat.page, "02-streaming-done-markdown")
@@ -121,6 +121,6 @@ def test_it_shows_the_full_answer_exactly_once_after_a_reload_mid_stream(tab, mo
     final = chat.transcript.locator(".row-assistant .md")
     expect(final).to_have_count(1)
     expect(final).to_have_text(answer)
-    expect(chat.transcript.locator(".live")).to_have_count(0)
+    expect(chat.live).to_have_count(0)
     text = chat.transcript.inner_text()
     assert all(text.count(word) == 1 for word in words), text
