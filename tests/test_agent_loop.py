@@ -73,8 +73,8 @@ async def test_it_coalesces_text_deltas_into_few_frames_and_fewer_writes(
     took = loop.time() - started
     frames = [m for m in seen if m["type"] == "text.delta"]
     assert "".join(m["event"]["text"] for m in frames) == "x" * 2000
-    # 2,000 deltas: at most one live frame per 50 ms (and the last one).
-    assert len(frames) <= took / LIVE_INTERVAL + 2
+    # 2,000 deltas: at most one live frame per 50 ms on average (a burst of two, the last one).
+    assert len(frames) <= took / LIVE_INTERVAL + 4
     # Stored: a few pieces per second at most, never one per delta (the row holds the rest).
     saved = await RunEvent.objects.filter(conversation=conversation, type="text.saved").acount()
     assert saved <= took / SAVE_INTERVAL + 1
