@@ -207,3 +207,39 @@ def test_without_javascript_a_person_can_read_and_send(browser, chat_server, aut
         screenshot(page, "19-no-javascript-phone")
     finally:
         context.close()
+
+
+def test_a_dropped_connection_resumes_without_repeating_or_losing_text(tab, model):
+    words = [f"v{i:02d}" for i in range(40)]
+    answer = " ".join(words) + "."
+    release, reached = model.pause()
+    model.enqueue(
+        Reply.text(
+            answer,
+            chunk=4,
+            delay=0.04,
+            wait_for=release,
+            wait_after_events=EVENTS_BEFORE_TEXT + 30,
+            reached=reached,
+        )
+    )
+    chat = tab("alice")
+    chat.new_conversation()
+    chat.send("Count again")
+    expect(chat.live_text).to_contain_text("v03")
+    before = chat.resumed_count()
+    # A new socket replaces the old one, as after a network drop: htmx reconnects, chat.js
+    # resumes after the last seq it applied, and the server restarts the stream from its text.
+    chat.page.evaluate(
+        "document.getElementById('chat')['htmx-internal-data'].webSocket.publicInterface.reconnect()"
+    )
+    chat.wait_until(lambda: chat.resumed_count() > before, "the socket to resume")
+    assert reached.wait(10), "the stream never reached its pause"
+    expect(chat.live_text).to_have_count(1)
+    # Every one of the 30 pieces sent before the pause, once, in order: 30 words of 4 characters.
+    expect(chat.live_text).to_have_text(answer[: 30 * 4].rstrip())
+    release.set()
+    final = chat.transcript.locator(".row-assistant .md")
+    expect(final).to_have_text(answer)
+    text = chat.page.locator("#main").inner_text()
+    assert all(text.count(word) == 1 for word in words), text
