@@ -246,3 +246,6 @@ async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_
     ]
     assert kinds == [("user", "text"), ("assistant", "text"), ("assistant", "error")]
     assert await sync_to_async(_valid_after_another_turn)(conversation) is None
+    # Not even a piece of streamed text was saved after the history was closed.
+    types = [e.type async for e in RunEvent.objects.filter(run=run).order_by("seq")]
+    assert types[-1] == "run.finished", types

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 
 from skills_app.core.events import RunEvent, TextDelta, TextSaved, ThinkingDelta, ThinkingSaved
+from skills_app.runs import tasks
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +53,11 @@ SAVED: dict[str, type[TextSaved] | type[ThinkingSaved]] = {
 
 @dataclass(slots=True)
 class Stream:
-    """One streamed block: its text so far, how much went out live and how much was saved."""
+    """One streamed block: how much of it went out live and was saved, and what did not yet."""
 
     kind: str  # text | thinking
     call: int
     index: int
-    pieces: list[str] = field(default_factory=list)
-    length: int = 0
     sent: int = 0
     saved: int = 0
     unsent: list[str] = field(default_factory=list)
@@ -89,8 +88,6 @@ class RunStreams:
         if stream is None:
             stream = self._streams[(call, index)] = Stream(kind=kind, call=call, index=index)
             saver().watch(self)
-        stream.pieces.append(text)
-        stream.length += len(text)
         stream.unsent.append(text)
         stream.unsaved.append(text)
         if self._timer is not None:
@@ -146,6 +143,8 @@ class RunStreams:
     def take_unsaved(self) -> list[RunEvent]:
         """The text not saved yet, as events to store (it counts as saved from now on)."""
         events: list[RunEvent] = []
+        if self.run_id in tasks.ABANDONED:
+            return events  # another process closed this run's history: it stores nothing more
         for stream in self._streams.values():
             if not stream.unsaved:
                 continue
@@ -161,10 +160,6 @@ class RunStreams:
             )
             stream.saved += len(text)
         return events
-
-    def text(self, call: int, index: int) -> str:
-        stream = self._streams.get((call, index))
-        return "".join(stream.pieces) if stream is not None else ""
 
     def close(self) -> None:
         """The streams ended in a stored row (or the run ended): nothing more to save or send."""
