@@ -40,7 +40,11 @@ class ChatPage:
         self.page = page
         self.base_url = base_url
         self.frames: list[str] = []
+        # Script errors and htmx's own complaints (a swap without a target) land here.
+        self.errors: list[str] = []
         page.on("websocket", self._on_socket)
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
 
     def _on_socket(self, socket: WebSocket) -> None:
         socket.on("framereceived", self._on_frame)

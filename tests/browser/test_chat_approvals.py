@@ -130,3 +130,4 @@ def test_two_tabs_see_the_same_stream_and_an_answer_from_either(tab, model):
             "It is the year shown above."
         )
     screenshot(tab_b.page, "14-second-tab-answered")
+    assert tab_a.errors == [] and tab_b.errors == []

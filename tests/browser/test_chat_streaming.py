@@ -49,6 +49,7 @@ def test_it_streams_the_answer_and_renders_markdown_when_it_completes(tab, model
     expect(chat.page.get_by_role("button", name="Stop")).to_be_hidden()
     expect(chat.transcript).not_to_contain_text("**")
     screenshot(chat.page, "02-streaming-done-markdown")
+    assert chat.errors == []
 
 
 def test_it_stops_a_run_and_keeps_the_partial_text_marked(tab, model):
@@ -243,3 +244,4 @@ def test_a_dropped_connection_resumes_without_repeating_or_losing_text(tab, mode
     expect(final).to_have_text(answer)
     text = chat.page.locator("#main").inner_text()
     assert all(text.count(word) == 1 for word in words), text
+    assert chat.errors == []
