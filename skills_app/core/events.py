@@ -103,6 +103,10 @@ class TextDelta(RunEvent):
     call: int = 0
     offset: int = 0
 
+    def data(self) -> dict[str, Any]:
+        # Spelled out: this is the one event sent many times a second per stream.
+        return _delta_data(self)
+
 
 @dataclass(frozen=True, slots=True)
 class ThinkingDelta(RunEvent):
@@ -115,6 +119,19 @@ class ThinkingDelta(RunEvent):
     run_id: int = 0
     call: int = 0
     offset: int = 0
+
+    def data(self) -> dict[str, Any]:
+        return _delta_data(self)
+
+
+def _delta_data(event: TextDelta | ThinkingDelta) -> dict[str, Any]:
+    return {
+        "index": event.index,
+        "text": event.text,
+        "run_id": event.run_id,
+        "call": event.call,
+        "offset": event.offset,
+    }
 
 
 @dataclass(frozen=True, slots=True)

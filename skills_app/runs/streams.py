@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 
 from skills_app.core.events import RunEvent, TextDelta, TextSaved, ThinkingDelta, ThinkingSaved
-from skills_app.runs import tasks
+from skills_app.runs import broadcast, tasks
 
 logger = logging.getLogger(__name__)
 
@@ -114,15 +114,13 @@ class RunStreams:
 
     async def flush_live(self) -> None:
         """Send every unsent piece of text to the conversation's group now."""
-        from skills_app.runs.broadcast import send_live
-
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
         async with self._lock:
             frames = list(self._take_unsent())
             for frame in frames:
-                await send_live(self.conversation_id, frame)
+                await broadcast.send_live(self.conversation_id, frame)
 
     def _take_unsent(self) -> Iterator[RunEvent]:
         for stream in self._streams.values():
@@ -198,7 +196,6 @@ class StreamSaver:
     async def save_now(self) -> None:
         """Write every watched stream's unsaved text now and announce each piece."""
         from skills_app.runs import store
-        from skills_app.runs.broadcast import publish
 
         items: list[tuple[int, int, RunEvent]] = []
         for streams in list(self._watched.values()):
@@ -208,7 +205,7 @@ class StreamSaver:
             return
         stored = await sync_to_async(store.append_events)(items)
         for (conversation_id, _run_id, event), seq in zip(items, stored, strict=True):
-            await publish(conversation_id, seq, event)
+            await broadcast.publish(conversation_id, seq, event)
 
 
 _SAVER: StreamSaver | None = None
