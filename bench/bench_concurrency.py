@@ -32,6 +32,7 @@ from bench.live import (  # noqa: E402
     FakeModel,
     Socket,
     StreamText,
+    load,
     machine,
     percentile,
     run_bare,
@@ -150,10 +151,14 @@ async def main_async(opts: argparse.Namespace) -> int:
     command = f"paced {opts.rate} {opts.duration}"
     expected = int(opts.rate * opts.duration) * opts.conversations
     with FakeModel() as model:
+        bare_load = load()
         bare = await asyncio.to_thread(
             run_bare, model.url, opts.conversations, command, opts.duration + opts.grace
         )
+        bare["load_before"] = bare_load
+        ours_load = load()
         ours = await through_skillscope(opts, model, command)
+        ours["load_before"] = ours_load
     limit_ms = max(100.0, 3 * bare["p99_ms"])
     ok = (
         ours["delivered"] == expected
@@ -167,7 +172,8 @@ async def main_async(opts: argparse.Namespace) -> int:
     for name, r in (("bare SDK", bare), ("Skillscope", ours)):
         print(
             f"{name:>10}: delivered {r['delivered']}/{expected}, in order: {r['ordered']}, "
-            f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, max {r['max_ms']:.1f} ms"
+            f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, max {r['max_ms']:.1f} ms "
+            f"(load average {r['load_before']} before)"
         )
     print(
         f"Skillscope: errors {ours['errors'][:5]}, runs not done {ours['not_done']}, "

@@ -431,7 +431,13 @@ def machine() -> dict[str, str]:
         "ram": f"{mem_kb / 1024 / 1024:.1f} GiB",
         "cpu": cpu,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "load": load(),
     }
+
+
+def load() -> str:
+    """The 1-minute load average: the machine is shared, so say how busy it was."""
+    return Path("/proc/loadavg").read_text().split()[0]
 
 
 def percentile(values: list[float], p: float) -> float:
