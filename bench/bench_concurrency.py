@@ -39,7 +39,8 @@ from bench.live import (  # noqa: E402
 )
 
 RSS_LIMIT_MB = 300.0
-SLOW: list[tuple[float, float]] = []
+# (send time, added latency) of every delta, to tell the start (runs being set up) from the rest.
+SEEN: list[tuple[float, float]] = []
 
 
 async def one_conversation(
@@ -71,8 +72,7 @@ async def one_conversation(
                     result["ordered"] = bool(result["ordered"]) and sent > last_stamp
                     last_stamp = sent
                     latencies.append(arrived - sent)
-                    if arrived - sent > 0.1:
-                        SLOW.append((sent, arrived - sent))
+                    SEEN.append((sent, arrived - sent))
                     result["delivered"] = int(result["delivered"]) + 1
             elif kind == "message.stored" and "row-assistant" in frame.get("html", ""):
                 # Text that reached this tab only with the stored answer (its live frames were
@@ -185,9 +185,16 @@ async def main_async(opts: argparse.Namespace) -> int:
         f"p99 limit max(100 ms, 3 x bare p99) = {limit_ms:.1f} ms: {'PASS' if latency_ok else 'MISS'}"
     )
     print("delivery, order, memory:", "PASS" if ok else "MISS")
-    if SLOW:
-        first = min(t for t, _ in SLOW)
-        print("slow", len(SLOW), [(round(t - first, 2), round(lat, 3)) for t, lat in SLOW[:30]])
+    if SEEN:
+        first = min(t for t, _ in SEEN)
+        start = [lat for t, lat in SEEN if t < first + 3]
+        rest = [lat for t, lat in SEEN if t >= first + 3]
+        ours["p99_first_3s_ms"] = percentile(start, 99) * 1000
+        ours["p99_after_3s_ms"] = percentile(rest, 99) * 1000
+        print(
+            f"Skillscope p99: {ours['p99_first_3s_ms']:.1f} ms for deltas sent in the first 3 s "
+            f"(runs still starting), {ours['p99_after_3s_ms']:.1f} ms after"
+        )
     if opts.json:
         Path(opts.json).write_text(json.dumps({"bare": bare, "skillscope": ours}, indent=2))
     return 0 if ok and (latency_ok or not opts.latency_target) else 1
