@@ -15,6 +15,7 @@ if [ -f .env ] && [ -z "${SKILLSCOPE_DOTENV_READ:-}" ]; then
   exec "${PYTHON:-python3}" -m webapp.envfile --defaults .env -- scripts/run.sh "$@"
 fi
 
+scripts/sandbox-check.sh
 scripts/setup.sh
 .venv/bin/python manage.py bootstrap
 url="$(.venv/bin/python -m webapp.publicurl)"

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.checks import Error, register
+from django.core.checks import Error, Warning, register
 
 from .core.model_catalog import EFFORT_LEVELS, KNOWN_MODELS, closest_model, get_model
+from .core.tools.sandbox import describe_sandbox
 
 VALID_IDS = ", ".join(KNOWN_MODELS)
 
@@ -44,3 +45,12 @@ def check_models(app_configs: Any = None, **kwargs: Any) -> list[Error]:
             )
         )
     return errors
+
+
+@register("security")
+def check_sandbox(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """Say at start-up when commands would run without a sandbox (docs/security.md)."""
+    status = describe_sandbox(settings.SANDBOX)
+    if status.sandboxed:
+        return []
+    return [Warning(status.summary(), id="skillscope.W001")]

@@ -12,6 +12,9 @@ def _isolated_dirs(settings, tmp_path):
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.APPROVAL_TIMEOUT = 5
+    # Commands run sandboxed, as they do by default (SANDBOX=auto; without a sandbox they need
+    # the "run unsandboxed commands" permission).
+    settings.SANDBOX = "auto"
 
 
 @pytest.fixture

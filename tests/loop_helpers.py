@@ -77,6 +77,15 @@ def use_fake_model(settings: Any, fake: Any, *, retries: int = 2) -> None:
     settings.ANTHROPIC_THINKING = None
 
 
+async def wait_until(condition: Any, *, timeout: float = 10.0, what: str = "the condition") -> None:
+    """Poll an async predicate until it holds: waiting on the event itself, never a fixed sleep."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await condition():
+        if asyncio.get_running_loop().time() >= deadline:
+            raise AssertionError(f"{what} did not happen within {timeout} s")
+        await asyncio.sleep(0.02)
+
+
 async def run_turn(
     conversation: Conversation, text: str | None, user: Any, *, answer: str | None = None
 ) -> Run:

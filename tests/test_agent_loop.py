@@ -17,6 +17,7 @@ from tests.loop_helpers import (
     rows,
     run_turn,
     use_fake_model,
+    wait_until,
     watch_group,
     write_skills,
 )
@@ -339,7 +340,8 @@ async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
     )
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
     await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
-    await asyncio.sleep(0.2)
+    streamed = RunEvent.objects.filter(run_id=run.pk, type="text.saved")
+    await wait_until(streamed.aexists, what="a saved piece of streamed text")
     assert await runs.stop_run(run.pk)
     gate.set()
     run = await Run.objects.aget(pk=run.pk)
@@ -358,10 +360,7 @@ async def test_stopping_during_an_approval_answers_the_tool_use(setup, conversat
 
     setup.enqueue(Reply.tool_use("Bash", {"command": "rm -rf work"}))
     run = await runs.start_run(conversation.pk, "clean", user_id=alice.pk)
-    for _ in range(100):
-        if await Approval.objects.filter(run_id=run.pk).aexists():
-            break
-        await asyncio.sleep(0.05)
+    await wait_until(Approval.objects.filter(run_id=run.pk).aexists, what="the approval request")
     assert await runs.stop_run(run.pk)
     approval = await Approval.objects.aget(run_id=run.pk)
     assert approval.status == Approval.CANCELLED
@@ -446,3 +445,28 @@ async def test_a_bare_skill_deny_removes_the_skill_tool(setup, conversation, ali
     setup.enqueue(Reply.text("ok"))
     await run_turn(conversation, "hi", alice)
     assert "Skill" not in [t["name"] for t in accepted(setup)[0]["tools"]]
+
+
+async def test_a_skills_disallowed_tools_leave_the_request_for_its_turn(
+    setup, conversation, alice, tmp_path
+):
+    write_skills(
+        tmp_path / "skills",
+        {
+            "no-shell": (
+                "---\nname: no-shell\ndescription: Works without a shell.\n"
+                "disallowed-tools: Bash\n---\nNO-SHELL-BODY\n"
+            )
+        },
+    )
+    await sync_to_async(allow)("Skill")
+    setup.enqueue(
+        Reply.tool_use("Skill", {"skill": "no-shell"}), Reply.text("done"), Reply.text("later")
+    )
+    await run_turn(conversation, "use no-shell", alice)
+    await run_turn(conversation, "and now?", alice)
+    before, during, next_turn = accepted(setup)
+    assert "Bash" in [t["name"] for t in before["tools"]]
+    assert "Bash" not in [t["name"] for t in during["tools"]]
+    # The turn that invoked the skill ended with the user's next message: Bash is back.
+    assert "Bash" in [t["name"] for t in next_turn["tools"]]

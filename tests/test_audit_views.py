@@ -298,7 +298,6 @@ def test_it_paginates_the_invocation_list_keeping_the_filters(client, staff, ali
 @pytest.fixture
 def skills_dir(settings, tmp_path):
     settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
-    settings.SANDBOX = "none"
     return settings.SKILLS_DIRS[0]
 
 

@@ -146,7 +146,8 @@ def test_it_warns_on_absolute_paths_in_the_body(tmp_path):
     problems = lint_skill_dir(skill(tmp_path, "abs", "description: d", body=body))
     found = [p for p in problems if p.rule == "absolute-path"]
     assert [p.severity for p in found] == ["warning", "warning"]
-    assert "/home/alice/notes/todo.md" in found[0].message
+    # Lint messages reach people who may not see the body: the line, never the text.
+    assert "/home/alice" not in found[0].message and "absolute path" in found[0].message
     assert found[0].line == 6
 
 
@@ -166,8 +167,9 @@ def test_it_warns_on_references_to_files_that_are_not_in_the_folder(tmp_path):
         "${CLAUDE_SKILL_DIR}/assets/logo.png.\n"
     )
     problems = lint_skill_dir(skill(tmp_path, "refs", "description: d", body=body))
-    found = sorted(p.message.split("'")[1] for p in problems if p.rule == "missing-reference")
-    assert found == ["assets/logo.png", "references/guide.md", "scripts/missing.py"]
+    found = [p for p in problems if p.rule == "missing-reference"]
+    assert len(found) == 3 and {p.line for p in found} == {4}
+    assert not any(name in p.message for p in found for name in ("guide", "missing", "logo"))
     assert {p.severity for p in problems} == {"warning"}
 
 

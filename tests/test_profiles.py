@@ -5,6 +5,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
+from skills_app.core.tools.bash import SAFE_PATH
 from skills_app.models import Conversation, PermissionRule, SkillInvocation
 from skills_app.runs import store
 from tests.fake_anthropic import Reply
@@ -154,3 +155,31 @@ async def test_a_slash_command_in_the_toolset_profile_loads_into_the_system_prom
     request = accepted(fake)[0]
     assert "GUIDE-BODY-MARKER" in request.system_text
     assert "GUIDE-BODY-MARKER" not in json.dumps(request["messages"])
+
+
+async def test_skill_run_keeps_the_environment_the_tool_sets(fake, alice):
+    conversation = await sync_to_async(conversation_with)(alice, "system-prompt")
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Bash")
+    command = 'echo "mode=$MODE skill=$SKILL_NAME out=$OUTPUT_DIR path=$PATH"'
+    fake.enqueue(
+        Reply.tool_use("skill_load", {"skill": "guide"}),
+        # A variable the tool sets may not be replaced, nor one that makes bash load code.
+        Reply.tool_use(
+            "skill_run",
+            {"skill": "guide", "command": command, "env": {"SKILL_NAME": "other", "MODE": "x"}},
+        ),
+        Reply.tool_use("skill_run", {"skill": "guide", "command": command, "env": {"PATH": "/x"}}),
+        Reply.tool_use(
+            "skill_run", {"skill": "guide", "command": command, "env": {"BASH_ENV": "w/.x.sh"}}
+        ),
+        Reply.tool_use("skill_run", {"skill": "guide", "command": command, "env": {"MODE": "f"}}),
+        Reply.text("ok"),
+    )
+    await run_turn(conversation, "run it", alice, answer="deny")
+    sent = accepted(fake)
+    results = [sent[i]["messages"][-1]["content"][0] for i in (2, 3, 4, 5)]
+    for refused, name in zip(results[:3], ("SKILL_NAME", "PATH", "BASH_ENV"), strict=True):
+        assert refused["is_error"] and name in refused["content"]
+    ran = json.loads(results[3]["content"])
+    out = ran["stdout"].strip()
+    assert out.startswith("mode=f skill=guide out=") and out.endswith("/out path=" + SAFE_PATH)

@@ -30,8 +30,9 @@ echo "ran: $* key=${ANTHROPIC_API_KEY:-unset} model=${ANTHROPIC_MODEL:-unset}"
 def checkout(tmp_path: Path) -> Path:
     (tmp_path / "scripts").mkdir()
     shutil.copy(ROOT / "scripts" / "run.sh", tmp_path / "scripts" / "run.sh")
-    (tmp_path / "scripts" / "setup.sh").write_text("#!/bin/sh\nexit 0\n")
-    (tmp_path / "scripts" / "setup.sh").chmod(0o755)
+    for stand_in in ("setup.sh", "sandbox-check.sh"):
+        (tmp_path / "scripts" / stand_in).write_text("#!/bin/sh\nexit 0\n")
+        (tmp_path / "scripts" / stand_in).chmod(0o755)
     shutil.copytree(
         ROOT / "webapp", tmp_path / "webapp", ignore=shutil.ignore_patterns("__pycache__")
     )

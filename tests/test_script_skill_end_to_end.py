@@ -6,6 +6,7 @@ import shutil
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission
 
 from skills_app.models import Approval, Conversation, PermissionRule, Run, RunEvent
 from skills_app.runs.factory import workspace_for
@@ -38,6 +39,11 @@ async def test_a_script_skill_runs_under_its_allowed_tools_and_leaves_an_artifac
     use_fake_model(settings, fake_anthropic)
     settings.SKILLS_DIRS = []
     settings.SANDBOX = sandbox
+    if sandbox == "none":
+        # Without a sandbox only holders of this permission may run commands.
+        await sync_to_async(alice.user_permissions.add)(
+            await Permission.objects.aget(codename="run_unsandboxed_commands")
+        )
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill(text-stats)")
     conversation = await Conversation.objects.acreate(owner=alice, title="stats")
     workspace = await sync_to_async(workspace_for)(conversation.pk)

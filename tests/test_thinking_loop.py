@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from skills_app.models import Conversation, Run
+from skills_app.models import Conversation, Run, RunEvent
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, rows, run_turn, use_fake_model
 
@@ -52,3 +52,24 @@ async def test_a_changed_thinking_block_would_be_refused(settings, fake_anthropi
     run = await run_turn(conversation, None, alice)
     assert run.status == Run.FAILED
     assert "Invalid `signature` in `thinking` block" in run.error
+
+
+async def test_summarized_thinking_streams_as_thinking_delta_events(
+    settings, fake_anthropic, alice
+):
+    use_fake_model(settings, fake_anthropic)
+    settings.ANTHROPIC_THINKING = True  # adaptive thinking, display "summarized"
+    conversation = await Conversation.objects.acreate(owner=alice, title="t")
+    fake_anthropic.enqueue(Reply.text("The answer."))
+    run = await run_turn(conversation, "think about it", alice)
+
+    assert run.status == Run.DONE, run.error
+    assert accepted(fake_anthropic)[0]["thinking"]["display"] == "summarized"
+    streamed = [
+        e.data["text"]
+        async for e in RunEvent.objects.filter(run=run, type="thinking.delta").order_by("seq")
+    ]
+    stored = await sync_to_async(rows)(conversation)
+    thinking = stored[-1].content[0]
+    assert thinking["type"] == "thinking" and thinking["thinking"]
+    assert "".join(streamed) == thinking["thinking"]

@@ -22,7 +22,13 @@ def ws(tmp_path: Path) -> Workspace:
 
 @pytest.fixture
 def ctx(ws: Workspace) -> ToolContext:
-    return ToolContext(workspace=ws, env={"SKILL_DIR": str(ws.skills_dir / "demo")})
+    # The unsandboxed path, as a user with the "run unsandboxed commands" permission has it.
+    return ToolContext(
+        workspace=ws,
+        env={"SKILL_DIR": str(ws.skills_dir / "demo")},
+        sandbox="none",
+        unsandboxed_allowed=True,
+    )
 
 
 @pytest.fixture

@@ -413,8 +413,11 @@ def test_it_hides_artifacts_from_others(bob, conversation, artifact):
 def test_it_serves_only_files_under_out(alice, conversation, artifact):
     client = _client(alice)
     assert client.get(f"/c/{conversation.pk}/files/work/scratch.txt").status_code == 404
-    assert client.get(f"/c/{conversation.pk}/files/out/../work/scratch.txt").status_code == 404
-    assert client.get(f"/c/{conversation.pk}/files/out/%2e%2e/work/scratch.txt").status_code == 404
+    # A path that climbs out is a bad request, said plainly; it never reaches the file.
+    climbing = client.get(f"/c/{conversation.pk}/files/out/../work/scratch.txt")
+    assert climbing.status_code == 400 and b"scratch" not in climbing.content
+    encoded = client.get(f"/c/{conversation.pk}/files/out/%2e%2e/work/scratch.txt")
+    assert encoded.status_code == 400 and b"scratch" not in encoded.content
     assert client.get(f"/c/{conversation.pk}/files/out/missing.md").status_code == 404
 
 

@@ -345,7 +345,9 @@ WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(VAR_DIR / "workspaces")))
 BASH_TIMEOUT_DEFAULT = env_int("BASH_TIMEOUT_DEFAULT", 120, minimum=1)
 BASH_TIMEOUT_MAX = env_int("BASH_TIMEOUT_MAX", 600, minimum=1)
 BASH_OUTPUT_LIMIT = env_int("BASH_OUTPUT_LIMIT", 30_000, minimum=1_000)
-SANDBOX = env_choice("SANDBOX", "none", ("none", "bwrap"))
+# auto: bubblewrap when it works, else none; without a sandbox only holders of the "run unsandboxed
+# commands" permission may run commands (docs/security.md).
+SANDBOX = env_choice("SANDBOX", "auto", ("auto", "bwrap", "none"))
 
 # --- Runs ----------------------------------------------------------------------------------
 

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path, PurePosixPath
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+)
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -17,6 +22,7 @@ from skills_app.chat import actions, fragments
 from skills_app.chat import conversations as conv
 from skills_app.chat.forms import RenameForm, SearchForm
 from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
+from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
 from skills_app.models import Conversation
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.registry.skills import skills_for_user
@@ -168,15 +174,19 @@ async def conversation_action(request: HttpRequest, pk: int) -> HttpResponse:
 def conversation_file(request: HttpRequest, pk: int, path: str) -> FileResponse:
     """Download an artifact from the conversation's workspace; only regular files under out/."""
     _get_conversation_for_user(request, pk)
-    parts = PurePosixPath(path).parts
-    if len(parts) < 2 or parts[0] != "out" or any(p in {"..", "."} for p in parts):
+    parts = path.split("/")
+    if len(parts) < 2 or parts[0] != "out":
         raise Http404("Only files under out/ can be downloaded.")
-    out_dir = (Path(workspace_for(pk).root) / "out").resolve()
-    # Resolve symlinks too, then check containment: a link out of out/ is not a download.
-    target = out_dir.joinpath(*parts[1:]).resolve()
-    if not target.is_relative_to(out_dir) or not target.is_file():
-        raise Http404("No such file.")
-    return FileResponse(target.open("rb"), as_attachment=True, filename=target.name)
+    # Opened without following any link (a command may have replaced out/ or a file with one).
+    try:
+        handle = open_workspace_file(workspace_for(pk), path)
+    except WorkspaceFileError as exc:
+        if exc.reason == "invalid":
+            return HttpResponseBadRequest(
+                "That is not a file path under out/.", content_type="text/plain; charset=utf-8"
+            )
+        raise Http404("No such file.") from exc
+    return FileResponse(handle, as_attachment=True, filename=parts[-1])
 
 
 def _redirect(request: HttpRequest, url: str) -> HttpResponse:

@@ -16,6 +16,11 @@ Commands are found in the raw body, before argument substitution, so arguments c
 command; argument tokens inside a command are substituted (and the rules then see the final text).
 Commands run through the ordinary Bash tool, so the sandbox, the scrubbed environment and the
 resource limits apply.
+
+The commands and their output are hidden content (like the body they come from): the errors
+raised here name the skill, the command's position ("command 2 of 3"), the rule or the failure
+(exit code, timeout, the sandbox refusal), never the command text or its output. Both are kept
+in `ShellRun`s for the audit, which only inspectors see.
 """
 
 from __future__ import annotations
@@ -69,6 +74,8 @@ class ShellResult:
     exit_code: int | None  # None when it timed out or the status is unknown
     output: str
     timed_out: bool = False
+    # Set when the command never ran (the Bash tool refused it); the server's own words.
+    error: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +156,7 @@ async def run_shell(
     try:
         result = await tool.run(call, ctx)
     except ToolError as exc:
-        return ShellResult(exit_code=None, output=str(exc))
+        return ShellResult(exit_code=None, output="", error=str(exc))
     # The Bash tool ends its result with a status paragraph: "Exit code: N" or a timeout notice.
     text, sep, status = result.content.rpartition("\n\n")
     if not sep:
@@ -196,7 +203,8 @@ async def render_dynamic(
         command = substitute(
             p.command, args, arguments=spec.arguments, skill_dir=skill_dir, session_id=session_id
         )
-        run = await _run_one(spec.name, command, p.form, check, execute, disabled, runs)
+        which = f"command {len(runs) + 1} of {len(placeholders)}"
+        run = await _run_one(spec.name, which, command, p.form, check, execute, disabled, runs)
         runs.append(run)
         outputs.append(run.output)
 
@@ -206,6 +214,7 @@ async def render_dynamic(
 
 async def _run_one(
     skill: str,
+    which: str,
     command: str,
     form: str,
     check: ShellCheck | None,
@@ -225,10 +234,11 @@ async def _run_one(
         denied = ShellRun(command, form, "denied", reason=f"{decision.behavior}: {decision.reason}")
         raise DynamicContextError(
             SHELL_DENIED,
-            f'The skill "{skill}" runs the shell command `{command}` before it loads, and the '
-            f"permission check did not allow it ({decision.behavior}: {decision.reason}). "
-            "Skill commands never prompt: an admin must add an allow rule such as "
-            f"Bash({command}), or remove the command from the skill.",
+            f'The skill "{skill}" runs a shell command before it loads ({which}, `!` dynamic '
+            f"context), and the permission check did not allow it ({decision.behavior}: "
+            f"{decision.reason}). Skill commands never prompt: an admin must add an allow rule "
+            "for that command (an auditor can see it in the skill's audit), or remove the "
+            "command from the skill.",
             (*done, denied),
         )
     result = await execute(command)
@@ -239,13 +249,15 @@ async def _run_one(
             if result.timed_out
             else f"failed with exit code {result.exit_code}"
             if result.exit_code is not None
+            else f"could not run: {result.error}"
+            if result.error
             else "could not run"
         )
         failed = ShellRun(command, form, "failed", result.exit_code, output, reason=why)
-        tail = f" Output: {cap_text(output, 600)}" if output else ""
         raise DynamicContextError(
             SHELL_FAILED,
-            f'The skill "{skill}" could not load: its shell command `{command}` {why}.{tail}',
+            f'The skill "{skill}" could not load: its shell command ({which}, `!` dynamic '
+            f"context) {why}. Its output is kept in the skill's audit.",
             (*done, failed),
         )
     return ShellRun(command, form, "ran", result.exit_code, output, reason=decision.reason)

@@ -2,6 +2,9 @@
 
 Severity follows the policy in `skillfile`: errors break the Agent Skills spec, warnings are
 advice. Every check appends Problems; none raises.
+
+Lint messages are shown to people who may not see the skill's body (the Skills page, upload
+errors), so body checks state the rule and the line, never the body text they found.
 """
 
 from __future__ import annotations
@@ -234,7 +237,7 @@ def lint_body(body: str, first_line: int, directory: Path, file: str, probs: lis
     if ":\\" in body:
         absolute += _WINDOWS_PATH.finditer(body)
     for m in absolute[:_MAX_REPORTS]:
-        msg = f"absolute path {m[0]!r} will not exist on another machine; use ${{CLAUDE_SKILL_DIR}}/... or a relative path"
+        msg = "an absolute path in the body will not exist on another machine; use ${CLAUDE_SKILL_DIR}/... or a relative path"
         probs.append(Problem("warning", "absolute-path", msg, file, line_of(m.start())))
 
     refs: dict[str, int] = {}
@@ -251,7 +254,7 @@ def lint_body(body: str, first_line: int, directory: Path, file: str, probs: lis
         if not rel or any(c in rel for c in "*?$[{<"):
             continue  # a glob or a placeholder, not a file name
         if not os.path.exists(os.path.join(directory, rel)):
-            msg = f"the body refers to {rel!r}, which is not in the skill folder; add the file or fix the path"
+            msg = "the body refers to a file that is not in the skill folder; add the file or fix the path"
             probs.append(Problem("warning", "missing-reference", msg, file, line_of(offset)))
             reported += 1
             if reported >= _MAX_REPORTS:

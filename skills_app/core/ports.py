@@ -7,7 +7,7 @@ user's approvals. Tests implement them in memory.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -84,6 +84,10 @@ class RunPorts(Protocol):
 
     async def record_tool_call(self, invocation: InvocationRef, audit: ToolAudit) -> None:
         """Audit a tool call made under an invoked skill."""
+        ...
+
+    async def path_filter(self, state: TurnState) -> Callable[[str], bool] | None:
+        """Which files searches may show under the turn's rules (Read deny/ask rules hide files)."""
         ...
 
     async def stage_skill(self, spec: SkillSpec) -> str:

@@ -358,7 +358,10 @@ class Runner:
             if decision.behavior != "allow":
                 result = ToolResult(content=f"Permission denied: {decision.reason}", is_error=True)
             else:
-                result = await _run(tool, tool_input, self.tool_context())
+                ctx = replace(
+                    self.tool_context(), path_allowed=await self.ports.path_filter(self.state)
+                )
+                result = await _run(tool, tool_input, ctx)
         await self.agent.hooks.run(
             "PostToolUse", {**payload, "result": result, "decision": decision}
         )

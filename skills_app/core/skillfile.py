@@ -7,7 +7,8 @@ name differing from the directory, description taken from the body, large body, 
 references to files that are not in the folder). Discovery is lenient, as the Agent Skills client
 guide recommends: a skill with errors still loads, with its problems attached. Only a skill that
 cannot be read at all (YAML that does not parse, not UTF-8, no SKILL.md) raises SkillFileError,
-and the registry skips it and reports the error. The checks live in `lint`, the folder walk and
+and the registry skips it and reports the error. The frontmatter is read by `frontmatter` (bounded:
+size, no YAML anchors or aliases, nesting depth), the checks live in `lint`, the folder walk and
 digest in `tree`; their public names are re-exported here.
 """
 
@@ -20,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from . import frontmatter
 from .lint import (
     EFFORTS,
     KNOWN_KEYS,
@@ -56,9 +56,6 @@ __all__ = [
     "split_tool_rules",
     "walk_skill_tree",
 ]
-
-# The C loader is the same safe loader, several times faster; the cold-scan budget needs it.
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,8 +160,7 @@ def parse_skill_text(
             h = hashlib.sha256()
             digest_update(h, skill_file.name, text.encode("utf-8"))
             digest = h.hexdigest()
-    text = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-    return _build(text, directory, name, source, skill_file, digest)
+    return _build(frontmatter.normalise(text), directory, name, source, skill_file, digest)
 
 
 def lint_skill_dir(directory: Path) -> list[Problem]:
@@ -186,9 +182,6 @@ def lint_skill_dir(directory: Path) -> list[Problem]:
 
 # --- parsing -------------------------------------------------------------------------------
 
-_FRONTMATTER = re.compile(r"\A---[ \t]*\n(.*?)^---[ \t]*(?:\n|\Z)", re.S | re.M)
-_UNQUOTED_COLON = re.compile(r"^([\w-]+):[ \t]+([^'\"|>\[{&*!#\s].*?:\s.*)$", re.M)
-
 
 def _decode(data: bytes, file: Path) -> str:
     try:
@@ -197,45 +190,7 @@ def _decode(data: bytes, file: Path) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         msg = f"{file.name} is not UTF-8 (bad byte at offset {exc.start}, line {line}); re-save it as UTF-8"
         raise SkillFileError(Problem("error", "encoding", msg, str(file), line)) from None
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
-
-
-def _load_yaml(source: str, file: Path, probs: list[Problem]) -> dict[str, Any]:
-    try:
-        data = yaml.load(source, Loader=_Loader)  # noqa: S506 - a safe loader
-    except (ValueError, TypeError, OverflowError) as exc:
-        # Values YAML recognises but cannot build, e.g. the date 2024-13-45.
-        msg = f"the frontmatter has a value YAML cannot read ({exc}); quote it to keep it as text"
-        raise SkillFileError(Problem("error", "yaml", msg, str(file), None)) from None
-    except yaml.YAMLError as exc:
-        # The client guide's tip: a value with an unquoted ": " is the usual culprit; retry quoted.
-        fixed = _UNQUOTED_COLON.sub(lambda m: f"{m[1]}: {_yaml_quote(m[2])}", source)
-        data = None
-        if fixed != source:
-            try:
-                data = yaml.load(fixed, Loader=_Loader)  # noqa: S506
-            except yaml.YAMLError:
-                data = None
-        if not isinstance(data, dict):
-            mark = getattr(exc, "problem_mark", None)
-            line = (
-                mark.line + 2 if mark is not None else 1
-            )  # +1 for the opening ---, +1 for 1-based
-            what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            msg = f"the frontmatter is not valid YAML ({what}); fix it, e.g. quote values that contain ': '"
-            raise SkillFileError(Problem("error", "yaml", msg, str(file), line)) from None
-        msg = "a value contains an unquoted ': '; it was read as quoted text, but quote it in the file"
-        probs.append(Problem("warning", "yaml-colon", msg, str(file), None))
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        msg = f"the frontmatter is a YAML {type(data).__name__}, not a mapping; write `key: value` lines"
-        raise SkillFileError(Problem("error", "frontmatter-shape", msg, str(file), 2))
-    return data
-
-
-def _yaml_quote(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+    return frontmatter.normalise(text)
 
 
 def split_tool_rules(value: str) -> list[str]:
@@ -271,16 +226,8 @@ def _build(
     text: str, directory: Path, name: str, source: str, skill_file: Path, digest: str
 ) -> SkillSpec:
     probs: list[Problem] = []
-    m = _FRONTMATTER.match(text)
-    if m:
-        yaml_text, rest = m[1], text[m.end() :]
-        body_line = text.count("\n", 0, m.end()) + 1
-    elif text.split("\n", 1)[0].rstrip() == "---":
-        msg = "the frontmatter opened with --- is never closed; add a line with --- after it"
-        raise SkillFileError(Problem("error", "frontmatter-unclosed", msg, str(skill_file), 1))
-    else:
-        yaml_text, rest, body_line = "", text, 1
-    fm = _load_yaml(yaml_text, skill_file, probs) if yaml_text.strip() else {}
+    yaml_text, rest, body_line = frontmatter.split(text, skill_file)
+    fm = frontmatter.load(yaml_text, skill_file, probs)
     body = rest.lstrip("\n")
     body_line += len(rest) - len(body)
     f = Fields(fm, yaml_text, skill_file, probs)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -204,10 +205,11 @@ class SkillHookRunner:
             return None
         ctx = self.context()
         data = self._input(hook, payload, ctx)
-        tmp = ctx.workspace.work_dir / ".tmp"
-        tmp.mkdir(parents=True, exist_ok=True)
-        path = tmp / f"hook-input-{uuid.uuid4().hex}.json"
-        path.write_text(data)
+        # Never through a link a command planted at work/ or work/.tmp: O_NOFOLLOW all the way.
+        path = ctx.workspace.ensure_tmp() / f"hook-input-{uuid.uuid4().hex}.json"
+        fd = ctx.workspace.open_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(data)
         env = {
             **ctx.env,
             "SKILLSCOPE_HOOK_INPUT_FILE": str(path),

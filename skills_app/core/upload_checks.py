@@ -29,10 +29,9 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-import yaml
-
+from . import frontmatter
 from .lint import name_format_problem
-from .skilltypes import Problem
+from .skilltypes import Problem, SkillFileError
 from .tree import MAX_TREE_DEPTH, SKIP_NAMES
 
 ARCHIVE_SUFFIXES = (".zip", ".skill")
@@ -56,7 +55,6 @@ _ZIP_ERRORS = (
     IndexError,
     OverflowError,
 )
-_FRONTMATTER = re.compile(r"\A\ufeff?---[ \t]*\r?\n(.*?)^---[ \t]*$", re.S | re.M)
 
 
 class UploadError(Exception):
@@ -334,12 +332,13 @@ def read_directory(directory: Path, limits: Limits) -> list[Member]:
 
 def _frontmatter_name(data: bytes) -> str | None:
     """`name:` of a SKILL.md when it is readable and a valid skill name; lint reports the rest."""
+    # The same bounded reader as discovery and lint: an alias bomb fails here, fast, and the
+    # lint of the staged skill then reports why.
     try:
-        m = _FRONTMATTER.match(data.decode("utf-8"))
-        fm = yaml.safe_load(m[1]) if m else None
-    except (UnicodeDecodeError, yaml.YAMLError):
+        fm = frontmatter.read(data.decode("utf-8"), Path("SKILL.md"))[0]
+    except (UnicodeDecodeError, SkillFileError):
         return None
-    name = fm.get("name") if isinstance(fm, dict) else None
+    name = fm.get("name")
     if isinstance(name, str) and name_format_problem(name) is None:
         return unicodedata.normalize("NFKC", name.strip())
     return None

@@ -30,7 +30,10 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-updated_at"]
-        permissions = [("inspect_injected_content", "Can inspect injected content")]
+        permissions = [
+            ("inspect_injected_content", "Can inspect injected content"),
+            ("run_unsandboxed_commands", "Can run commands without a sandbox"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.title} (#{self.pk})"

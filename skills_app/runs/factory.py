@@ -27,6 +27,7 @@ from skills_app.permissions.approvals import PermissionGate
 from skills_app.runs import store
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
+from skills_app.visibility import UNSANDBOXED_PERMISSION
 
 # `agent:` presets: which base tools a subagent gets (None: every base tool).
 AGENT_PRESETS: dict[str, tuple[str, ...] | None] = {
@@ -50,6 +51,8 @@ class RunSetup:
     workspace: Workspace
     skills: SkillProvider
     skill_hooks: tuple[SkillHook, ...]
+    # Commands may run without a sandbox only for holders of UNSANDBOXED_PERMISSION.
+    unsandboxed_allowed: bool = False
 
 
 def workspace_for(conversation_id: int) -> Workspace:
@@ -78,6 +81,7 @@ def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSe
         workspace=workspace_for(conversation.pk),
         skills=skills,
         skill_hooks=tuple(_stored_skill_hooks(conversation.pk, skills)),
+        unsandboxed_allowed=conversation.owner.has_perm(UNSANDBOXED_PERMISSION),
     )
 
 
@@ -90,10 +94,17 @@ def _stored_skill_hooks(conversation_id: int, skills: SkillProvider) -> list[Ski
     return [h for h in hooks if skills.get(h.skill) is not None]
 
 
-def tool_context(workspace: Workspace) -> ToolContext:
+def tool_context(workspace: Workspace, *, unsandboxed_allowed: bool = False) -> ToolContext:
     return ToolContext(
         workspace=workspace,
         sandbox=settings.SANDBOX,
+        unsandboxed_allowed=unsandboxed_allowed,
+        # Inside the sandbox these server folders are masked, should a system bind expose them.
+        sandbox_hidden_paths=(
+            str(settings.BASE_DIR),
+            str(settings.VAR_DIR),
+            str(settings.MEDIA_ROOT),
+        ),
         bash_timeout_default=settings.BASH_TIMEOUT_DEFAULT,
         bash_timeout_max=settings.BASH_TIMEOUT_MAX,
         output_limit=settings.BASH_OUTPUT_LIMIT,
@@ -142,7 +153,7 @@ async def build_runner(
         config=config,
         tools=tools.without(removed),
         skills=skills,
-        tool_context=tool_context(setup.workspace),
+        tool_context=tool_context(setup.workspace, unsandboxed_allowed=setup.unsandboxed_allowed),
         hooks=await sync_to_async(settings_hooks)(),
         removed_tools=removed,
         skill_hooks=skill_hooks,

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from skills_app.core.agent import ForkResult, InvocationRef, TurnState
 from skills_app.core.events import RunEvent
 from skills_app.core.llm import ModelClient, ModelRequest, StreamEvent
-from skills_app.core.permissions import Decision, ToolCall, decide
+from skills_app.core.permissions import Decision, ToolCall, decide, read_filter
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools.workspace import Workspace
@@ -52,6 +52,9 @@ class ServicePorts:
 
     async def record_tool_call(self, invocation: InvocationRef, audit: ToolAudit) -> None:
         await self.recorder.tool_call(invocation, audit)
+
+    async def path_filter(self, state: TurnState) -> Callable[[str], bool] | None:
+        return read_filter(await sync_to_async(self.gate.context)(state))
 
     async def stage_skill(self, spec: SkillSpec) -> str:
         staged = await sync_to_async(self.workspace.stage_skill)(spec.name, spec.path, spec.digest)

@@ -301,6 +301,8 @@ def deployment(migrated, redis_url, fake_anthropic, tmp_path) -> Iterator[Deploy
         "ALLOWED_HOSTS": "127.0.0.1,localhost",
         "DEBUG": "false",
         "ANTHROPIC_API_KEY": "sk-test-fake",
+        # Scripted replies count stream events; thinking (on by default) would add its own.
+        "ANTHROPIC_THINKING": "false",
         "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
         "ANTHROPIC_MAX_RETRIES": "0",
         "LOG_LEVEL": "INFO",

@@ -3,8 +3,10 @@ in the conversation workspace under the Bash rules, reporting stdout, stderr, ex
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import json
+import os
 import shlex
 import time
 import uuid
@@ -13,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from ..permissions import ToolCall
+from ..tools.base import ToolError
 from ..tools.bash import BashTool
+from ..tools.env import command_with_env, skill_run_env
+from ..tools.workspace import Workspace, WorkspaceError
 from ..transcript import tool_result_block
 from .base import SkillSession
 
@@ -40,15 +45,6 @@ SKILL_RUN_TOOL: dict[str, Any] = {
         "required": ["skill", "command"],
     },
 }
-_SAFE_ENV = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789")
-# Names the command's environment must keep as the tool sets them.
-PROTECTED_ENV = frozenset({"PATH", "HOME", "WORK_DIR", "OUTPUT_DIR", "SKILLS_DIR", "SKILL_NAME"})
-
-
-def command_env(raw: Any) -> dict[str, str]:
-    """The caller's `env`, minus names that are not plain upper-case or that the tool sets."""
-    items = raw.items() if isinstance(raw, dict) else []
-    return {k: str(v) for k, v in items if k and set(k) <= _SAFE_ENV and k not in PROTECTED_ENV}
 
 
 async def run_skill_command(
@@ -58,28 +54,35 @@ async def run_skill_command(
     command = str(tool_input.get("command") or "").strip()
     if not command:
         return _error(tool_use_id, "command is empty.")
-    # skill_run commands are governed by the Bash rules.
-    decision = await session.decide(ToolCall(tool="Bash", input={"command": command}))
+    try:
+        # An allow-list of plain names: nothing that makes bash or an interpreter load code.
+        env = skill_run_env(tool_input.get("env"))
+    except ToolError as exc:
+        return _error(tool_use_id, str(exc))
+    # skill_run commands are governed by the Bash rules, with the environment in plain sight.
+    shown = command_with_env(env, command)
+    decision = await session.decide(ToolCall(tool="Bash", input={"command": shown}))
     if decision.behavior != "allow":
         return _error(tool_use_id, f"Permission denied: {decision.reason}")
     ctx = session.tool_context()
     workspace = ctx.workspace
     try:
         cwd_path = workspace.resolve(str(tool_input.get("cwd") or "."))
+        err_file = workspace.ensure_tmp() / f"stderr-{uuid.uuid4().hex}"
     except Exception as exc:
         return _error(tool_use_id, str(exc))
-    env = command_env(tool_input.get("env")) | {"SKILL_NAME": name}
-    err_file = workspace.work_dir / ".tmp" / f"stderr-{uuid.uuid4().hex}"
-    err_file.parent.mkdir(parents=True, exist_ok=True)
     wrapped = f"cd {shlex.quote(str(cwd_path))} && ( {command}\n) 2> {shlex.quote(str(err_file))}"
     run_input: dict[str, Any] = {"command": wrapped}
     if tool_input.get("timeout"):
         run_input["timeout"] = tool_input["timeout"]
     started = time.monotonic()
-    result = await BashTool().run(run_input, replace(ctx, env={**ctx.env, **env}))
+    run_ctx = replace(ctx, env={**ctx.env, **env, "SKILL_NAME": name})
+    try:
+        result = await BashTool().run(run_input, run_ctx)
+    except ToolError as exc:  # e.g. no sandbox and no permission to run without one
+        return _error(tool_use_id, str(exc))
     duration = round(time.monotonic() - started, 3)
-    stderr = err_file.read_text(errors="replace") if err_file.exists() else ""
-    err_file.unlink(missing_ok=True)
+    stderr = _read_back(workspace, err_file, ctx.output_limit)
     stdout, _sep, status = result.content.rpartition("\n\n")
     exit_code: int | None = None
     if status.startswith("Exit code: "):
@@ -95,7 +98,7 @@ async def run_skill_command(
     ]
     payload = {
         "stdout": stdout if status else result.content,
-        "stderr": stderr[-ctx.output_limit :],
+        "stderr": stderr,
         "exit_code": exit_code,
         "timed_out": "timed out" in status,
         "duration": duration,
@@ -104,6 +107,21 @@ async def run_skill_command(
     return tool_result_block(
         tool_use_id, json.dumps(payload, ensure_ascii=False), is_error=result.is_error
     )
+
+
+def _read_back(workspace: Workspace, path: Path, limit: int) -> str:
+    """The tail of the command's stderr file, opened without following a link the command may
+    have put in its place; the file is removed either way."""
+    try:
+        fd = workspace.open_file(path, os.O_RDONLY)
+    except (WorkspaceError, OSError):
+        text = ""
+    else:
+        with os.fdopen(fd, "rb") as handle:
+            text = handle.read().decode("utf-8", errors="replace")
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return text[-limit:]
 
 
 def _workspace_files(root: Path) -> list[str]:

@@ -8,12 +8,25 @@ from skills_app.core.tools.base import (
     ToolError,
     ToolRegistry,
     ToolResult,
-    default_tools,
 )
 from skills_app.core.tools.bash import BashLimits, BashTool
+from skills_app.core.tools.env import command_with_env, skill_run_env
 from skills_app.core.tools.files import EditTool, ReadTool, WriteTool
+from skills_app.core.tools.sandbox import SandboxStatus, describe_sandbox
 from skills_app.core.tools.search import GlobTool, GrepTool
-from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
+from skills_app.core.tools.workspace import (
+    Workspace,
+    WorkspaceError,
+    WorkspaceFileError,
+    open_workspace_file,
+    skill_folder_name,
+)
+
+
+def default_tools() -> ToolRegistry:
+    """Read, Write, Edit, Glob, Grep and Bash, in that order."""
+    return ToolRegistry([ReadTool(), WriteTool(), EditTool(), GlobTool(), GrepTool(), BashTool()])
+
 
 __all__ = [
     "BashLimits",
@@ -22,6 +35,7 @@ __all__ = [
     "GlobTool",
     "GrepTool",
     "ReadTool",
+    "SandboxStatus",
     "Tool",
     "ToolContext",
     "ToolError",
@@ -29,7 +43,12 @@ __all__ = [
     "ToolResult",
     "Workspace",
     "WorkspaceError",
+    "WorkspaceFileError",
     "WriteTool",
+    "command_with_env",
     "default_tools",
+    "describe_sandbox",
+    "open_workspace_file",
     "skill_folder_name",
+    "skill_run_env",
 ]

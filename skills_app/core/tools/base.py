@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from skills_app.core.tools.workspace import Workspace
+from skills_app.core.tools.errors import ToolError
+from skills_app.core.tools.workspace import Workspace
 
-
-class ToolError(Exception):
-    """A tool call the model or user got wrong; the message says what is wrong and what to do."""
+__all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +25,15 @@ class ToolContext:
     workspace: Workspace
     # Extra environment for Bash (e.g. SKILL_DIR of the active skill); nothing else reaches it.
     env: Mapping[str, str] = field(default_factory=dict)
-    sandbox: str = "none"  # "none" | "bwrap"
+    # "auto" | "bwrap" | "none"; see tools.sandbox. Without a sandbox, commands run only when
+    # the user holds the "run unsandboxed commands" permission.
+    sandbox: str = "auto"
+    unsandboxed_allowed: bool = False
+    # Server folders to mask inside the sandbox if they lie under a read-only system bind.
+    sandbox_hidden_paths: tuple[str, ...] = ()
+    # Read-rule filter for search results: given a file's absolute path, False hides it from
+    # Grep and Glob (built by permissions.read_filter from the Read deny rules).
+    path_allowed: Callable[[str], bool] | None = None
     bash_timeout_default: int = 120
     bash_timeout_max: int = 600
     output_limit: int = 30_000
@@ -93,16 +99,6 @@ class ToolRegistry:
 
     def __len__(self) -> int:
         return len(self._tools)
-
-
-def default_tools() -> ToolRegistry:
-    """Read, Write, Edit, Glob, Grep and Bash, in that order."""
-    # Imported here because the tool modules import this one.
-    from skills_app.core.tools.bash import BashTool
-    from skills_app.core.tools.files import EditTool, ReadTool, WriteTool
-    from skills_app.core.tools.search import GlobTool, GrepTool
-
-    return ToolRegistry([ReadTool(), WriteTool(), EditTool(), GlobTool(), GrepTool(), BashTool()])
 
 
 # --- input helpers shared by the tools -------------------------------------------------------

@@ -2,51 +2,58 @@
 
 Containment, in layers:
 
-- The child starts in its own session (`start_new_session=True`), so it has no controlling
-  terminal and the whole process group can be killed: on timeout, and also when the command
-  finishes (background jobs do not outlive the call).
+- Sandbox (see `sandbox`): SANDBOX=auto runs the command in bubblewrap when it works here, and
+  otherwise without a sandbox; without one, the command is refused unless the context says the
+  user holds the "run unsandboxed commands" permission (`ToolContext.unsandboxed_allowed`).
+- No process outlives the call. In bubblewrap the command is in its own PID namespace: when it
+  ends, or bwrap is killed, the kernel kills every process in it (setsid, nohup and double forks
+  included). Without a sandbox the command runs under `reaper`, a child subreaper that keeps
+  every orphan as its descendant and kills them all when the command ends or on a timeout.
+- Server restarts: the direct child gets a parent-death signal (PR_SET_PDEATHSIG), SIGKILL for
+  bwrap (whose --die-with-parent then empties the namespace), SIGTERM for the reaper (which then
+  kills the tree). Limits: the signal fires when the forking *thread* exits, so the run's event
+  loop must outlive its commands (it does: the call is awaited); a setuid bwrap would drop it.
 - stdin is /dev/null; stdout and stderr are merged and capped (head and tail kept).
 - The environment starts empty: a fixed PATH, HOME=<workspace root>, C.UTF-8 locale, TERM=dumb,
-  TMPDIR=<root>/work/.tmp, WORK_DIR/OUTPUT_DIR/SKILLS_DIR and the context's extra env. No
-  variable of the server process (API keys, SECRET_KEY, DATABASE_URL...) is passed on.
+  TMPDIR=<root>/work/.tmp, WORK_DIR/OUTPUT_DIR/SKILLS_DIR and the context's extra env, whose
+  names must pass `env.env_name_problem` (no BASH_ENV, LD_*, PYTHON*...). No variable of the
+  server process (API keys, SECRET_KEY, DATABASE_URL...) is passed on.
 - rlimits set in the child: CPU seconds, address space, file size, process count, no core dumps.
   RLIMIT_NPROC is not enforced for uid 0, so when the server runs as root a fork bomb is held
-  only by the timeout and the process-group kill (and, with bwrap, by the PID namespace whose
-  init takes every process with it). Run the server as an unprivileged user in production.
-- SANDBOX=bwrap wraps the command in bubblewrap: no network, new PID/IPC/UTS namespaces, all
-  capabilities dropped (as root they would otherwise allow remounting the read-only binds), a
-  read-only /usr and a few /etc files, the workspace bound writable at its own path, and skills/
-  bound read-only on top of it. Under SANDBOX=none staged skills rely on file modes, which root
-  ignores (see workspace.py).
+  only by the timeout and the kill (and, with bwrap, by the PID namespace). Run the server as an
+  unprivileged user in production.
+- Before each command the workspace layout is repaired without following links (a `work/` or
+  `out/` that a previous command replaced by a symlink is removed, never followed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import resource
-import shutil
 import signal
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from skills_app.core.tools import reaper
 from skills_app.core.tools.base import ToolContext, ToolError, ToolResult, str_arg
+from skills_app.core.tools.env import check_extra_env
+from skills_app.core.tools.sandbox import bwrap_argv, check_mode, describe_sandbox, refusal
 from skills_app.core.tools.workspace import Workspace
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _READ_CHUNK = 64 * 1024
 _DRAIN_SECONDS = 2.0
-_SANDBOXES = ("none", "bwrap")
-# /etc entries a normal userland needs; the rest of /etc (shadow, ssh keys...) stays out.
-_ETC_ENTRIES = (
-    "alternatives", "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group",
-    "nsswitch.conf", "localtime", "timezone", "ssl", "ca-certificates", "fonts", "mime.types",
-    "magic", "ImageMagick-6", "ImageMagick-7", "os-release", "debian_version", "hosts",
-    "bash.bashrc", "profile", "inputrc", "python3", "python3.11", "pki", "crypto-policies",
-)  # fmt: skip
+# How long the reaper gets to kill the command's tree after SIGTERM before it is SIGKILLed.
+_REAPER_GRACE_SECONDS = 6.0
+_REAPER = str(Path(reaper.__file__).resolve())
+# Loaded once here: calling dlopen between fork and exec could deadlock.
+_LIBC = ctypes.CDLL(None, use_errno=True)
 _SIGNAL_HINTS = {
     signal.SIGXFSZ: "file size limit exceeded",
     signal.SIGXCPU: "CPU time limit exceeded",
@@ -81,40 +88,19 @@ def build_env(ws: Workspace, extra: Mapping[str, str]) -> dict[str, str]:
         # Staged skills are read-only; don't let Python try to write __pycache__ into them.
         "PYTHONDONTWRITEBYTECODE": "1",
     }
-    for key, value in extra.items():
-        if not key or "=" in key or "\x00" in key or "\x00" in str(value):
-            raise ToolError(f"Bash: invalid environment variable name or value for {key!r}.")
-        env[key] = str(value)
+    env.update(check_extra_env(extra))
     return env
 
 
-def bwrap_argv(ws: Workspace, command: str) -> list[str]:
-    """The bubblewrap command line that runs `bash -c command` sandboxed in the workspace."""
-    bwrap = shutil.which("bwrap")
-    if bwrap is None:
-        raise ToolError(
-            "Bash: SANDBOX=bwrap but bubblewrap is not installed. Install it "
-            "(`apt-get install bubblewrap`) or set SANDBOX=none."
-        )
-    argv = [bwrap, "--unshare-all", "--die-with-parent", "--cap-drop", "ALL"]
-    argv += ["--ro-bind", "/usr", "/usr"]
-    for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = Path("/") / top
-        if host.is_symlink():
-            argv += ["--symlink", os.readlink(host), str(host)]
-        elif host.is_dir():
-            argv += ["--ro-bind", str(host), str(host)]
-    for entry in _ETC_ENTRIES:
-        argv += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-    # Same absolute path inside and out, so paths in tool results and ${CLAUDE_SKILL_DIR} agree.
-    root, skills = str(ws.root), str(ws.skills_dir)
-    argv += ["--bind", root, root, "--ro-bind", skills, skills, "--chdir", root]
-    return [*argv, "bash", "-c", command]
-
-
-def _limiter(limits: BashLimits, cpu_seconds: int) -> Callable[[], None]:
+def _child_setup(
+    limits: BashLimits, cpu_seconds: int, death_signal: int, server_pid: int
+) -> Callable[[], None]:
     def apply() -> None:  # runs in the child between fork and exec
+        # Die (bwrap) or clean up (reaper) when the server process goes away, so no command
+        # outlives a restart; if it already went away during the fork, stop here.
+        _LIBC.prctl(reaper.PR_SET_PDEATHSIG, death_signal, 0, 0, 0)
+        if os.getppid() != server_pid:
+            os._exit(1)
         for kind, value in (
             (resource.RLIMIT_CPU, cpu_seconds),
             (resource.RLIMIT_AS, limits.address_space_bytes),
@@ -145,6 +131,25 @@ def kill_group(pgid: int) -> None:
         except (ProcessLookupError, PermissionError):
             return
         time.sleep(0.005)
+
+
+def _close(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _kill_reported_group(report: int) -> None:
+    """SIGKILL the process group the reaper reported on `report`, if it did already."""
+    if report < 0:
+        return
+    os.set_blocking(report, False)
+    try:
+        text = os.read(report, 64).decode("ascii", "replace").strip()
+    except OSError:
+        return  # nothing written yet: the reaper alone cleans up
+    if text.isdigit() and int(text) > 1:
+        kill_group(int(text))
 
 
 class _CappedOutput:
@@ -240,14 +245,26 @@ class BashTool:
         """Run the command and report its output, exit status and new files under out/."""
         command = str_arg(self.name, input, "command")
         timeout = self._timeout(input, ctx)
-        if ctx.sandbox not in _SANDBOXES:
-            raise ToolError(
-                f"Bash: unknown sandbox {ctx.sandbox!r}; use one of {', '.join(_SANDBOXES)}."
-            )
+        sandbox = describe_sandbox(check_mode(ctx.sandbox))
+        if not sandbox.sandboxed and not ctx.unsandboxed_allowed:
+            raise ToolError(refusal(sandbox, self.name))
         ws = ctx.workspace
-        argv = bwrap_argv(ws, command) if ctx.sandbox == "bwrap" else ["bash", "-c", command]
         env = build_env(ws, ctx.env)
-        (ws.work_dir / ".tmp").mkdir(exist_ok=True)
+        ws.ensure_layout()  # a previous command may have replaced work/ or out/ with a link
+        ws.ensure_tmp()
+        report = report_w = -1
+        if sandbox.sandboxed:
+            argv = bwrap_argv(
+                ws.root, ws.skills_dir, command, hidden_paths=tuple(ctx.sandbox_hidden_paths)
+            )
+            death = signal.SIGKILL  # bwrap's --die-with-parent then empties the namespace
+        else:
+            # -I: the reaper ignores PYTHON* variables and the user's site-packages. It reports
+            # the command's process group on `report`, for a fast kill on timeout.
+            report, report_w = os.pipe()
+            argv = [sys.executable, "-I", "-S", _REAPER, "--report-fd", str(report_w)]
+            argv += ["bash", "-c", command]
+            death = signal.SIGTERM  # the reaper catches it and kills the whole tree
         cpu = min(self.limits.cpu_seconds, int(timeout) + 1)
         before = ws.snapshot_out()
         try:
@@ -259,10 +276,13 @@ class BashTool:
                 cwd=ws.root,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_limiter(self.limits, cpu),
+                preexec_fn=_child_setup(self.limits, cpu, death, os.getpid()),
+                pass_fds=(report_w,) if report_w >= 0 else (),
             )
         except OSError as exc:
+            _close(report, report_w)
             raise ToolError(f"Bash: could not start the command: {exc}.") from exc
+        _close(report_w)
 
         output = _CappedOutput(ctx.output_limit)
         assert proc.stdout is not None
@@ -270,8 +290,17 @@ class BashTool:
         try:
             timed_out = not await _exited_within(proc, timeout)
         finally:
-            # Also on success: background jobs must not outlive the call (or hold the pipe open).
-            kill_group(proc.pid)
+            # Also on success and on cancellation: nothing the command started may outlive it.
+            if sandbox.sandboxed:
+                kill_group(proc.pid)  # bwrap dies, and its PID namespace with it
+            elif proc.returncode is None:
+                # The command's own group at once (a fork bomb stops now), then the reaper
+                # kills what left the group and exits.
+                _kill_reported_group(report)
+                proc.send_signal(signal.SIGTERM)
+            _close(report)
+        if not sandbox.sandboxed and not await _exited_within(proc, _REAPER_GRACE_SECONDS):
+            kill_group(proc.pid)  # a reaper that did not finish: the last resort
         try:
             await asyncio.wait_for(asyncio.shield(pump), _DRAIN_SECONDS)
             await asyncio.wait_for(proc.wait(), _DRAIN_SECONDS)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from skills_app.core.tools.base import (
     ToolContext,
@@ -26,10 +28,26 @@ _SNIFF_BYTES = 8192
 _PATH_HINT = "Relative paths start at the workspace root, e.g. work/notes.md or out/report.md."
 
 
-def is_binary(path: Path) -> bool:
+def is_binary(handle: BinaryIO) -> bool:
     """True when the start of the file holds a NUL byte (how git and grep tell binary files)."""
-    with path.open("rb") as handle:
-        return b"\x00" in handle.read(_SNIFF_BYTES)
+    start = handle.read(_SNIFF_BYTES)
+    handle.seek(0)
+    return b"\x00" in start
+
+
+def open_read(ws: Workspace, path: Path) -> BinaryIO:
+    """Open a resolved workspace file for reading, with no symlink in any component."""
+    # O_NONBLOCK: a FIFO swapped in after the checks must not hang the read.
+    fd = ws.open_file(path, os.O_RDONLY | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ToolError(f"{ws.relative(path)} is not a regular file.")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _text(handle: BinaryIO, **options: Any) -> io.TextIOWrapper:
+    return io.TextIOWrapper(handle, encoding="utf-8", **options)
 
 
 def _existing_file(tool: str, ws: Workspace, file_path: str) -> Path:
@@ -45,9 +63,9 @@ def _existing_file(tool: str, ws: Workspace, file_path: str) -> Path:
     return path
 
 
-def _open_for_write(path: Path) -> IO[str]:
-    # O_NOFOLLOW: if a symlink appears at the checked path after resolve(), refuse, don't follow.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+def _open_for_write(ws: Workspace, path: Path) -> IO[str]:
+    # No symlink in any component: one planted after resolve() is refused, never followed.
+    fd = ws.open_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, make_dirs=True)
     return os.fdopen(fd, "w", encoding="utf-8", newline="")
 
 
@@ -106,18 +124,20 @@ class ReadTool:
         offset = int_arg(self.name, input, "offset", minimum=1) or 1
         limit = int_arg(self.name, input, "limit", minimum=1) or READ_DEFAULT_LIMIT
         path = _existing_file(self.name, ctx.workspace, file_path)
-        text = await asyncio.to_thread(self._read, path, file_path, offset, limit)
+        text = await asyncio.to_thread(self._read, ctx.workspace, path, file_path, offset, limit)
         return ToolResult(cap_text(text, ctx.output_limit))
 
-    def _read(self, path: Path, shown: str, offset: int, limit: int) -> str:
-        if is_binary(path):
+    def _read(self, ws: Workspace, path: Path, shown: str, offset: int, limit: int) -> str:
+        raw = open_read(ws, path)
+        if is_binary(raw):
+            raw.close()
             raise ToolError(
                 f"Read: {shown} is a binary file; Read only shows text. Use Bash to inspect it."
             )
         out: list[str] = []
         total = 0
         cut_lines = 0
-        with path.open(encoding="utf-8", errors="replace") as handle:
+        with _text(raw, errors="replace") as handle:
             for number, (line, was_cut) in enumerate(_lines(handle), start=1):
                 total = number
                 if offset <= number < offset + limit:
@@ -168,8 +188,7 @@ class WriteTool:
             raise ToolError(f"Write: {file_path} is a directory; give a file path inside it.")
         existed = path.exists()
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with _open_for_write(path) as handle:
+            with _open_for_write(ws, path) as handle:
                 handle.write(content)
         except OSError as exc:
             raise ToolError(f"Write: cannot write {file_path}: {exc.strerror or exc}.") from exc
@@ -227,11 +246,13 @@ class EditTool:
             raise ToolError(
                 f"Edit: {file_path} is larger than {EDIT_MAX_BYTES} bytes; use Bash for it."
             )
-        if is_binary(path):
+        raw = open_read(ws, path)
+        if is_binary(raw):
+            raw.close()
             raise ToolError(f"Edit: {file_path} is a binary file; only text files can be edited.")
         try:
             # newline="" keeps CRLF files CRLF.
-            with path.open(encoding="utf-8", newline="") as handle:
+            with _text(raw, newline="") as handle:
                 text = handle.read()
         except UnicodeDecodeError as exc:
             raise ToolError(f"Edit: {file_path} is not UTF-8 text; use Bash to change it.") from exc
@@ -248,7 +269,7 @@ class EditTool:
             )
         updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
         try:
-            with _open_for_write(path) as handle:
+            with _open_for_write(ws, path) as handle:
                 handle.write(updated)
         except OSError as exc:
             raise ToolError(f"Edit: cannot write {file_path}: {exc.strerror or exc}.") from exc

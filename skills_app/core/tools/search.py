@@ -1,15 +1,30 @@
-"""Glob and Grep: find files and text inside the conversation workspace."""
+"""Glob and Grep: find files and text inside the conversation workspace.
+
+Bounded by construction, because both run without approval:
+- patterns (Grep's regex and Glob's translated glob) are compiled with RE2, whose matching time
+  is linear in the text: `(a+)+$` cannot backtrack catastrophically as it does in Python's `re`;
+- the walk never follows a symlinked folder, opens files with no link in any component, and a
+  symlinked file counts only when its target is inside the workspace;
+- both run in a worker thread (RE2 releases the GIL) and stop at SEARCH_SECONDS, and at
+  SEARCH_ENTRY_LIMIT walked entries, saying so in the result;
+- `ToolContext.path_allowed` (built from the Read deny rules) hides files one by one, so a deny
+  on `Read(./work/secret/**)` also keeps that content out of Grep and Glob results.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import os
 import re
-from collections.abc import Iterator, Mapping
+import stat
+import time
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import re2
+
+from skills_app.core.rulematch import glob_regex
 from skills_app.core.tools.base import (
     ToolContext,
     ToolError,
@@ -18,7 +33,7 @@ from skills_app.core.tools.base import (
     cap_text,
     str_arg,
 )
-from skills_app.core.tools.files import is_binary
+from skills_app.core.tools.files import is_binary, open_read
 from skills_app.core.tools.workspace import Workspace
 
 GLOB_LIMIT = 200
@@ -27,9 +42,15 @@ GREP_FILE_LIMIT = 200
 GREP_LINE_LIMIT = 500
 GREP_LINE_CHARS = 300
 GREP_MAX_FILE_BYTES = 20 * 1024 * 1024
+SEARCH_SECONDS = 20.0
+SEARCH_ENTRY_LIMIT = 200_000
+_REGEX_MEMORY = 64 * 1024 * 1024
 _SKIP_DIRS = frozenset({".git"})
 _OUTPUT_MODES = ("files_with_matches", "content", "count")
 _BRACES = re.compile(r"\{([^{}]*)\}")
+_WILD = re.compile(r"[*?\[]")
+
+PathFilter = Callable[[str], bool]
 
 
 def _search_base(tool: str, ws: Workspace, path: str | None) -> Path:
@@ -57,6 +78,74 @@ def expand_braces(pattern: str) -> list[str]:
         return [pattern]
     head, tail = pattern[: match.start()], pattern[match.end() :]
     return [p for alt in match.group(1).split(",") for p in expand_braces(head + alt + tail)]
+
+
+def compile_regex(pattern: str, *, ignore_case: bool = False) -> Any:
+    """An RE2 pattern (linear-time matching); ValueError with RE2's reason when it is invalid."""
+    options = re2.Options()
+    options.case_sensitive = not ignore_case
+    options.max_mem = _REGEX_MEMORY
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        raise ValueError(str(reason)) from None
+
+
+class _Walk:
+    """A bounded walk below a folder that never enters a symlinked folder."""
+
+    def __init__(self, ws: Workspace, allowed: PathFilter | None) -> None:
+        self.ws = ws
+        self.allowed = allowed
+        self.deadline = time.monotonic() + SEARCH_SECONDS
+        self.entries = 0
+        self.stopped = ""  # why the walk stopped early, for the result's note
+
+    def out_of_budget(self) -> bool:
+        if not self.stopped and time.monotonic() > self.deadline:
+            self.stopped = f"stopped after {SEARCH_SECONDS:g} seconds"
+        if not self.stopped and self.entries > SEARCH_ENTRY_LIMIT:
+            self.stopped = f"stopped after {SEARCH_ENTRY_LIMIT} entries"
+        return bool(self.stopped)
+
+    def visible(self, real: Path) -> bool:
+        return self.allowed is None or self.allowed(str(real))
+
+    def entries_below(
+        self, base: Path, skip: frozenset[str] = frozenset()
+    ) -> Iterator[tuple[Path, Path, bool]]:
+        """(path as walked, real path, is a folder) for everything below base, sorted."""
+        for dirpath, dirnames, filenames in os.walk(base):  # followlinks=False
+            if self.out_of_budget():
+                return
+            here = Path(dirpath)
+            dirnames[:] = sorted(d for d in dirnames if d not in skip)
+            linked = [d for d in dirnames if (here / d).is_symlink()]
+            # A symlinked folder is listed (if it leads inside) but never entered.
+            dirnames[:] = [d for d in dirnames if d not in linked]
+            for name in [*dirnames, *linked, *sorted(filenames)]:
+                self.entries += 1
+                walked = here / name
+                if name in linked or walked.is_symlink():
+                    real = _inside_root(self.ws, walked)
+                    if real is None:
+                        continue
+                else:
+                    real = walked
+                try:
+                    is_dir = stat.S_ISDIR(real.stat().st_mode)
+                except OSError:
+                    continue
+                if self.visible(real):
+                    yield walked, real, is_dir
+
+
+def _note(stopped: str) -> str:
+    return f"search {stopped}; narrow the pattern or the path" if stopped else ""
 
 
 class GlobTool:
@@ -92,43 +181,60 @@ class GlobTool:
         base = _search_base(self.name, ws, path)
         if not base.is_dir():
             raise ToolError(f"Glob: {path} is a file, not a folder; give a folder as path.")
-        text = await asyncio.to_thread(self._glob, ws, base, pattern)
+        matchers = []
+        for alt in expand_braces(pattern):
+            try:
+                matchers.append(compile_regex(glob_regex(os.path.normpath(alt))))
+            except ValueError as exc:
+                raise ToolError(f"Glob: invalid pattern {pattern!r}: {exc}.") from exc
+        text = await asyncio.to_thread(self._glob, ws, base, pattern, matchers, ctx.path_allowed)
         return ToolResult(cap_text(text, ctx.output_limit))
 
-    def _glob(self, ws: Workspace, base: Path, pattern: str) -> str:
-        found: dict[Path, float] = {}
+    def _glob(
+        self,
+        ws: Workspace,
+        base: Path,
+        pattern: str,
+        matchers: list[Any],
+        allowed: PathFilter | None,
+    ) -> str:
+        walk = _Walk(ws, allowed)
+        found: dict[Path, tuple[float, bool]] = {}
         truncated_scan = False
-        try:
-            for alt in expand_braces(pattern):
-                for match in base.glob(alt):
-                    real = _inside_root(ws, match)
-                    if real is None or real in found:
-                        continue  # symlink leading out, or seen through another spelling
-                    try:
-                        found[real] = real.stat().st_mtime
-                    except OSError:
-                        continue
-                    if len(found) >= GLOB_SCAN_LIMIT:
-                        truncated_scan = True
-                        break
-        except (ValueError, NotImplementedError) as exc:
-            raise ToolError(f"Glob: invalid pattern {pattern!r}: {exc}.") from exc
+        for walked, real, is_dir in walk.entries_below(base):
+            rel = walked.relative_to(base).as_posix()
+            if real in found or not any(m.fullmatch(rel) for m in matchers):
+                continue  # seen through another spelling, or no match
+            if ".." in Path(pattern).parts:
+                continue  # a pattern climbing out of the base never matches
+            try:
+                found[real] = (real.stat().st_mtime, is_dir)
+            except OSError:
+                continue
+            if len(found) >= GLOB_SCAN_LIMIT:
+                truncated_scan = True
+                break
         if not found:
-            return f"No files match {pattern!r} under {ws.relative(base)}."
-        ordered = sorted(found, key=lambda p: (-found[p], str(p)))
-        shown = [ws.relative(p) + ("/" if p.is_dir() else "") for p in ordered[:GLOB_LIMIT]]
-        lines = list(shown)
+            note = _note(walk.stopped)
+            return f"No files match {pattern!r} under {ws.relative(base)}." + (
+                f" ({note})" if note else ""
+            )
+        ordered = sorted(found, key=lambda p: (-found[p][0], str(p)))
+        lines = [ws.relative(p) + ("/" if found[p][1] else "") for p in ordered[:GLOB_LIMIT]]
         if len(ordered) > GLOB_LIMIT or truncated_scan:
             more = f"{len(ordered) - GLOB_LIMIT}" if not truncated_scan else "many"
             lines.append(f"({more} more not shown; narrow the pattern or the path)")
+        if walk.stopped:
+            lines.append(f"({_note(walk.stopped)})")
         return "\n".join(lines)
 
 
 class GrepTool:
     name = "Grep"
     description = (
-        "Search file contents in the workspace with a Python regular expression. path may be a "
-        "folder (default: the workspace root) or one file; glob filters file names (e.g. '*.md', "
+        "Search file contents in the workspace with a regular expression (RE2 syntax: like "
+        "Python's re, without backreferences or look-around). path may be a folder (default: "
+        "the workspace root) or one file; glob filters file names (e.g. '*.md', "
         "'*.{py,txt}'). output_mode: 'files_with_matches' (default, file paths), 'content' "
         "(path:line:text) or 'count' (path:count). Binary files, files over "
         f"{GREP_MAX_FILE_BYTES // (1024 * 1024)} MB and .git folders are skipped; results are "
@@ -137,7 +243,7 @@ class GrepTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "Regular expression (Python re syntax)."},
+            "pattern": {"type": "string", "description": "Regular expression (RE2 syntax)."},
             "path": {"type": "string", "description": "File or folder to search; default root."},
             "glob": {"type": "string", "description": "Only search files matching this glob."},
             "ignore_case": {"type": "boolean", "description": "Case-insensitive search."},
@@ -161,56 +267,85 @@ class GrepTool:
             raise ToolError(
                 f"Grep: output_mode must be one of {', '.join(_OUTPUT_MODES)}; got {mode!r}."
             )
-        flags = re.IGNORECASE if bool_arg(self.name, input, "ignore_case") else 0
         try:
-            regex = re.compile(pattern, flags)
-        except re.error as exc:
-            raise ToolError(f"Grep: invalid regular expression {pattern!r}: {exc}.") from exc
+            regex = compile_regex(pattern, ignore_case=bool_arg(self.name, input, "ignore_case"))
+        except ValueError as exc:
+            raise ToolError(
+                f"Grep: invalid regular expression {pattern!r}: {exc}. Grep uses RE2 syntax "
+                "(like Python's re, without backreferences or look-around)."
+            ) from exc
         ws = ctx.workspace
         base = _search_base(self.name, ws, path)
-        globs = expand_braces(glob) if glob else []
-        text = await asyncio.to_thread(self._grep, ws, base, regex, globs, mode)
+        globs: list[tuple[bool, Any]] = []
+        for alt in expand_braces(glob) if glob else []:
+            try:
+                globs.append(("/" in alt, compile_regex(glob_regex(alt))))
+            except ValueError as exc:
+                raise ToolError(f"Grep: invalid glob {glob!r}: {exc}.") from exc
+        text = await asyncio.to_thread(
+            self._grep, ws, base, regex, pattern, globs, mode, ctx.path_allowed
+        )
         return ToolResult(cap_text(text, ctx.output_limit))
 
-    def _files(self, ws: Workspace, base: Path, globs: list[str]) -> Iterator[Path]:
+    def _files(self, walk: _Walk, base: Path, globs: list[tuple[bool, Any]]) -> Iterator[Path]:
         if base.is_file():
-            yield base
+            if walk.visible(base):
+                yield base
             return
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS)
-            for filename in sorted(filenames):
-                candidate = Path(dirpath) / filename
-                if globs and not self._glob_matches(candidate, base, globs):
-                    continue
-                real = _inside_root(ws, candidate)
-                if real is not None and real.is_file():
-                    yield real
+        for walked, real, is_dir in walk.entries_below(base, _SKIP_DIRS):
+            if is_dir:
+                continue
+            if globs and not self._glob_matches(walked, base, globs):
+                continue
+            yield real
 
     @staticmethod
-    def _glob_matches(path: Path, base: Path, globs: list[str]) -> bool:
+    def _glob_matches(path: Path, base: Path, globs: list[tuple[bool, Any]]) -> bool:
         rel = path.relative_to(base).as_posix()
         # A glob with a slash is matched against the path from `base`, otherwise the name only.
-        return any(fnmatch.fnmatchcase(rel if "/" in g else path.name, g) for g in globs)
+        return any(m.fullmatch(rel if slash else path.name) for slash, m in globs)
+
+    def _search_file(
+        self, ws: Workspace, path: Path, regex: Any, walk: _Walk
+    ) -> list[tuple[int, str]] | None:
+        """Matching (line number, line) pairs; None when the file is skipped."""
+        if path.stat().st_size > GREP_MAX_FILE_BYTES:
+            return None
+        with open_read(ws, path) as raw:
+            if is_binary(raw):
+                return None
+            hits: list[tuple[int, str]] = []
+            for number, line in enumerate(raw, 1):
+                if number % 4096 == 0 and walk.out_of_budget():
+                    break
+                text = line.decode("utf-8", "replace").rstrip("\r\n")
+                if regex.search(text):
+                    hits.append((number, text))
+        return hits
 
     def _grep(
-        self, ws: Workspace, base: Path, regex: re.Pattern[str], globs: list[str], mode: str
+        self,
+        ws: Workspace,
+        base: Path,
+        regex: Any,
+        pattern: str,
+        globs: list[tuple[bool, Any]],
+        mode: str,
+        allowed: PathFilter | None,
     ) -> str:
+        walk = _Walk(ws, allowed)
         results: list[str] = []
         files_matched = 0
         lines_matched = 0
         skipped = 0
-        for path in self._files(ws, base, globs):
+        for path in self._files(walk, base, globs):
+            if walk.out_of_budget():
+                break
             try:
-                if path.stat().st_size > GREP_MAX_FILE_BYTES or is_binary(path):
-                    skipped += 1
-                    continue
-                with path.open(encoding="utf-8", errors="replace") as handle:
-                    hits = [
-                        (n, line.rstrip("\r\n"))
-                        for n, line in enumerate(handle, 1)
-                        if regex.search(line)
-                    ]
-            except OSError:
+                hits = self._search_file(ws, path, regex, walk)
+            except (OSError, ToolError):
+                hits = None
+            if hits is None:
                 skipped += 1
                 continue
             if not hits:
@@ -232,9 +367,12 @@ class GrepTool:
                         line = line[:GREP_LINE_CHARS] + " [line cut]"
                     results.append(f"{rel}:{number}:{line}")
         if not files_matched:
-            note = f" ({skipped} binary or oversized files skipped)" if skipped else ""
-            return f"No matches for {regex.pattern!r} under {ws.relative(base)}{note}."
-        notes: list[str] = []
+            notes = [f"{skipped} binary or oversized files skipped"] if skipped else []
+            if walk.stopped:
+                notes.append(_note(walk.stopped))
+            extra = f" ({'; '.join(notes)})" if notes else ""
+            return f"No matches for {pattern!r} under {ws.relative(base)}{extra}."
+        notes = []
         if mode == "content" and lines_matched > len(results):
             notes.append(f"{lines_matched - len(results)} more matching lines not shown")
         elif mode != "content" and files_matched > GREP_FILE_LIMIT:
@@ -243,5 +381,7 @@ class GrepTool:
             notes.append(f"{lines_matched} matching lines in {files_matched} files")
         if skipped:
             notes.append(f"{skipped} binary or oversized files skipped")
+        if walk.stopped:
+            notes.append(_note(walk.stopped))
         body = "\n".join(results)
         return f"{body}\n\n({'; '.join(notes)})" if notes else body

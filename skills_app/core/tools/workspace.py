@@ -14,6 +14,12 @@ made read-only (0o444, dirs 0o555). Root ignores file modes, so when the app run
 SANDBOX=none a Bash command *can* change a staged copy; `stage_skill` notices such tampering and
 copies again. With SANDBOX=bwrap the skills/ directory is a read-only bind mount and Bash cannot
 modify it at all.
+
+Planted links: a command can replace work/, out/ or any file with a symlink. Nothing here
+follows one: the layout is repaired through directory descriptors (`ensure_layout` removes a
+link where a folder belongs, and never chmods through it), artifact listing walks out/ without
+following links, staging changes modes through O_NOFOLLOW descriptors, and files are opened
+with an O_NOFOLLOW walk from the root (`open_file`, `open_workspace_file` for downloads).
 """
 
 from __future__ import annotations
@@ -25,8 +31,17 @@ import shutil
 import stat
 import uuid
 from pathlib import Path
+from typing import BinaryIO
 
-from skills_app.core.tools.base import ToolError
+from skills_app.core.tools.errors import ToolError
+from skills_app.core.tools.safepath import (
+    check_parts,
+    chmod_nofollow,
+    ensure_dir,
+    is_link_error,
+    open_beneath,
+    open_dir,
+)
 
 _DIR_MODE = 0o755
 _STAGED_FILE_MODE = 0o444
@@ -38,6 +53,14 @@ _UNSAFE_FOLDER_CHARS = re.compile(r"[^\w.-]")
 
 class WorkspaceError(ToolError):
     """A path or staging request that would leave, or damage, the workspace."""
+
+
+class WorkspaceFileError(WorkspaceError):
+    """A file that cannot be served: `reason` is "missing", "link", "not-a-file" or "invalid"."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def _inside(path: Path, base: Path) -> bool:
@@ -72,9 +95,7 @@ class Workspace:
         self.work_dir = self.root / "work"
         self.out_dir = self.root / "out"
         self.skills_dir = self.root / "skills"
-        for directory in (self.root, self.work_dir, self.out_dir, self.skills_dir):
-            directory.mkdir(exist_ok=True)
-            directory.chmod(_DIR_MODE)
+        self.ensure_layout()
 
     def __repr__(self) -> str:
         return f"Workspace({str(self.root)!r})"
@@ -88,6 +109,44 @@ class Workspace:
                 f"Invalid conversation id {ident!r} for a workspace: use letters, digits, '-' or '_'."
             )
         return cls(Path(base) / ident)
+
+    # --- layout -----------------------------------------------------------------------------
+
+    def ensure_layout(self) -> None:
+        """Make work/, out/ and skills/ real folders again, removing links a command planted."""
+        fd = open_dir(self.root)
+        try:
+            os.fchmod(fd, _DIR_MODE)
+            for name in ("work", "out", "skills"):
+                ensure_dir(fd, name, _DIR_MODE)
+        finally:
+            os.close(fd)
+
+    def ensure_tmp(self) -> Path:
+        """work/.tmp as a real folder (Bash's TMPDIR), without following links."""
+        fd = open_dir(self.root, ("work",))
+        try:
+            ensure_dir(fd, ".tmp", _DIR_MODE)
+        finally:
+            os.close(fd)
+        return self.work_dir / ".tmp"
+
+    def open_file(
+        self, path: Path, flags: int, mode: int = 0o644, *, make_dirs: bool = False
+    ) -> int:
+        """Open a resolved path inside the root with no link in any component (WorkspaceError)."""
+        try:
+            parts = path.relative_to(self.root).parts
+            return open_beneath(self.root, parts, flags, mode, make_dirs=make_dirs)
+        except ValueError as exc:
+            raise WorkspaceError(f"{path} is not a file path inside the workspace.") from exc
+        except OSError as exc:
+            if is_link_error(exc):
+                raise WorkspaceError(
+                    f"{self.relative(path)} goes through a symbolic link that appeared after the "
+                    "path was checked; it was not followed. Try again with the real path."
+                ) from exc
+            raise
 
     # --- paths ------------------------------------------------------------------------------
 
@@ -139,16 +198,18 @@ class Workspace:
     def snapshot_out(self) -> dict[str, tuple[int, int]]:
         """{relpath: (mtime_ns, size)} of the regular files under out/, to diff around a call."""
         snapshot: dict[str, tuple[int, int]] = {}
-        for dirpath, dirnames, filenames in os.walk(self.out_dir):
+        # fwalk without follow_symlinks yields nothing when out/ itself is a link and never
+        # descends into a linked folder, checking each step on descriptors (no check-then-use).
+        for dirpath, dirnames, filenames, dirfd in os.fwalk(self.out_dir, follow_symlinks=False):
             dirnames.sort()
             for filename in filenames:
-                full = Path(dirpath) / filename
                 try:
-                    info = full.lstat()
+                    info = os.stat(filename, dir_fd=dirfd, follow_symlinks=False)
                 except OSError:
                     continue  # removed while walking
                 # Symlinks are never artifacts: a link to /etc/passwd must not become a download.
                 if stat.S_ISREG(info.st_mode):
+                    full = Path(dirpath) / filename
                     snapshot[self.relative(full)] = (info.st_mtime_ns, info.st_size)
         return snapshot
 
@@ -164,9 +225,10 @@ class Workspace:
         if not source.is_dir():
             raise WorkspaceError(f"Cannot stage skill {name!r}: {source} is not a directory.")
         folder = skill_folder_name(name)
+        self.ensure_layout()
         target = self.skills_dir / folder
         marker = self.skills_dir / f".{folder}.digest"
-        if target.is_dir() and self._marker_matches(marker, digest, target):
+        if _is_real_dir(target) and self._marker_matches(marker, digest, target):
             return target
 
         staging = self.skills_dir / f".staging-{folder}-{uuid.uuid4().hex[:8]}"
@@ -179,12 +241,17 @@ class Workspace:
         except OSError as exc:
             _remove_tree(staging)
             raise WorkspaceError(f"Cannot stage skill {name!r} from {source}: {exc}") from exc
-        marker.write_text(json.dumps({"digest": digest, "tree": _tree_fingerprint(target)}))
+        record = json.dumps({"digest": digest, "tree": _tree_fingerprint(target)})
+        marker.unlink(missing_ok=True)  # a link planted there is removed, not written through
+        fd = self.open_file(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(record)
         return target
 
     def _marker_matches(self, marker: Path, digest: str, target: Path) -> bool:
         try:
-            recorded = json.loads(marker.read_text())
+            with os.fdopen(self.open_file(marker, os.O_RDONLY), encoding="utf-8") as handle:
+                recorded = json.loads(handle.read(1024 * 1024))
         except (OSError, ValueError):
             return False
         # The fingerprint catches a staged copy changed behind our back (root ignores 0o444).
@@ -193,6 +260,46 @@ class Workspace:
             and recorded.get("digest") == digest
             and recorded.get("tree") == _tree_fingerprint(target)
         )
+
+
+def open_workspace_file(ws: Workspace, relative_path: str) -> BinaryIO:
+    """Open a workspace file for download, refusing a symlink in any component of the path.
+
+    `relative_path` is root-relative (e.g. "out/report.md"). Raises WorkspaceFileError whose
+    `reason` is "invalid" (absolute, `..`, empty parts), "missing", "link" or "not-a-file".
+    """
+    parts = tuple(relative_path.split("/")) if isinstance(relative_path, str) else ()
+    try:
+        check_parts(parts)
+    except ValueError as exc:
+        raise WorkspaceFileError(
+            f"{relative_path!r} is not a plain relative path inside the workspace ({exc}); "
+            "use a path such as out/report.md.",
+            "invalid",
+        ) from exc
+    try:
+        fd = open_beneath(ws.root, parts, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError as exc:
+        raise WorkspaceFileError(f"{relative_path} does not exist.", "missing") from exc
+    except OSError as exc:
+        if is_link_error(exc):
+            raise WorkspaceFileError(
+                f"{relative_path} is or goes through a symbolic link; links are never served.",
+                "link",
+            ) from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise WorkspaceFileError(f"{relative_path} is not a regular file.", "not-a-file")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def _is_real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.lstat().st_mode)
+    except OSError:
+        return False
 
 
 def _copy_tree(source: Path, dest: Path) -> None:
@@ -221,12 +328,15 @@ def _copy_tree(source: Path, dest: Path) -> None:
 
 def _make_read_only(root: Path) -> None:
     # Bottom-up so a directory becomes read-only only after its contents are done.
+    # Through O_NOFOLLOW descriptors: a link planted in the staging folder is never chmod-ed.
     for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
         for filename in filenames:
             path = Path(dirpath) / filename
-            executable = path.stat().st_mode & stat.S_IXUSR
-            path.chmod(_STAGED_EXEC_MODE if executable else _STAGED_FILE_MODE)
-        Path(dirpath).chmod(_STAGED_DIR_MODE)
+            info = path.lstat()
+            if stat.S_ISREG(info.st_mode):
+                executable = info.st_mode & stat.S_IXUSR
+                chmod_nofollow(path, _STAGED_EXEC_MODE if executable else _STAGED_FILE_MODE)
+        chmod_nofollow(Path(dirpath), _STAGED_DIR_MODE)
 
 
 def _remove_tree(path: Path) -> None:
@@ -237,8 +347,8 @@ def _remove_tree(path: Path) -> None:
         return
     # Read-only directories must become writable again before their entries can be removed.
     for dirpath, _dirnames, _filenames in os.walk(path):
-        Path(dirpath).chmod(_DIR_MODE)
-    shutil.rmtree(path)
+        chmod_nofollow(Path(dirpath), _DIR_MODE)
+    shutil.rmtree(path)  # fd-based on Linux: it never follows a link out of the tree
 
 
 def _tree_fingerprint(root: Path) -> dict[str, list[int]]:

@@ -1,0 +1,146 @@
+"""decide(): allow / ask / deny for a tool call, from the active rules and the defaults.
+
+Deny rules, then ask rules, then allow rules, then the default. Bash calls are decided in
+`bash` (every simple command in the parsed tree, write targets, blind spots). `read_filter`
+turns the Read deny and ask rules into the per-file predicate Grep and Glob apply.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable, Iterable
+
+from ..rulematch import command_regex, domain_matches, is_inside, norm_path, path_matches
+from .bash import decide_bash
+from .model import (
+    _EDIT_TOOLS,
+    _PRIMARY_FIELD,
+    _READ_TOOLS,
+    _SKILL_LOADERS,
+    Decision,
+    PermissionContext,
+    Rule,
+    ToolCall,
+    describe,
+    skill_subjects,
+    str_field,
+    target_path,
+)
+
+
+def _covers(rule: Rule, tool: str) -> bool:
+    """Whether a rule for rule.tool is consulted for a call of tool."""
+    if rule.tool == tool:
+        return True
+    if rule.tool.startswith("mcp__") and tool.startswith("mcp__"):
+        server, _, name = rule.tool[5:].partition("__")
+        return name in ("", "*") and tool.startswith(f"mcp__{server}__")
+    if rule.tool == "Skill":
+        return tool in _SKILL_LOADERS
+    if rule.tool == "Read":
+        # A deny on a Read path also protects that path from Edit and Write.
+        edit_deny = rule.behavior == "deny" and rule.specifier is not None
+        return tool in ("Glob", "Grep") or (edit_deny and tool in _EDIT_TOOLS)
+    return rule.tool == "Edit" and tool == "Write"
+
+
+def _specifier_matches(rule: Rule, call: ToolCall, workspace: str, subjects: list[str]) -> bool:
+    spec = rule.specifier
+    if spec is None:
+        return True
+    if rule.tool in ("Bash", "Skill"):
+        regex = command_regex(spec)
+        return any(regex.fullmatch(subject) for subject in subjects)
+    if rule.tool in ("Read", "Edit"):
+        target = target_path(call, workspace)
+        # Glob and Grep search a directory: a rule covering its contents covers the search.
+        dir_tool = call.tool in ("Glob", "Grep")
+        targets = (target, posixpath.join(target, "\0")) if dir_tool else (target,)
+        return any(path_matches(spec, t, workspace) for t in targets)
+    if rule.tool == "WebFetch":
+        return domain_matches(spec.removeprefix("domain:"), str_field(call.input, "url"))
+    key, sep, value = spec.partition(":")
+    if sep and key.isidentifier() and key in call.input:
+        return command_regex(value).fullmatch(str(call.input[key])) is not None
+    primary = _PRIMARY_FIELD.get(call.tool)
+    values = [call.input.get(primary)] if primary else list(call.input.values())
+    regex = command_regex(spec)
+    return any(isinstance(v, str) and regex.fullmatch(v) for v in values)
+
+
+def _default(call: ToolCall, context: PermissionContext, workspace: str) -> Decision:
+    defaults, tool = context.defaults, call.tool
+    fallback = defaults.get("Skill") if tool in _SKILL_LOADERS else None
+    behavior = defaults.get(tool) or fallback or defaults.get("*", "ask")
+    if behavior != "deny" and tool in _READ_TOOLS + _EDIT_TOOLS:
+        target = target_path(call, workspace)
+        roots = [workspace]
+        if tool in _READ_TOOLS:
+            roots += [norm_path(posixpath.join(workspace, str(r))) for r in context.readable_roots]
+        if not any(is_inside(target, root) for root in roots):
+            where = "the workspace and readable roots" if tool in _READ_TOOLS else "the workspace"
+            return Decision("deny", f"default for {tool}: {target} is outside {where}", None)
+    return Decision(behavior, f"default for {tool}: {behavior}", None)
+
+
+def _active_rules(context: PermissionContext) -> list[Rule]:
+    """Admin rules (scoped ones only while their skill is active), then skill rules, then grants."""
+    admin = [
+        r
+        for r in context.admin_rules
+        if r.scope_skill is None or r.scope_skill in context.active_skills
+    ]
+    return [*admin, *context.skill_rules, *context.grants]
+
+
+def removed_tools(tools: Iterable[str], context: PermissionContext) -> frozenset[str]:
+    """The tools a bare deny rule removes entirely, so the agent can leave them out of a request."""
+    denies = [r for r in _active_rules(context) if r.behavior == "deny" and r.specifier is None]
+    return frozenset(t for t in tools if any(_covers(r, t) for r in denies))
+
+
+def decide(call: ToolCall, context: PermissionContext) -> Decision:
+    """Decide allow / ask / deny for a tool call: deny rules, then ask, then allow, then default."""
+    workspace = norm_path(str(context.workspace))
+    rules = [r for r in _active_rules(context) if _covers(r, call.tool)]
+    if call.tool == "Bash":
+        decided = decide_bash(call, context, rules, workspace, decide)
+        return decided or _default(call, context, workspace)
+    if call.tool == "Skill" or call.tool in _SKILL_LOADERS:
+        subjects = skill_subjects(call)
+    else:
+        subjects = []
+    for behavior in ("deny", "ask"):
+        for rule in rules:
+            if rule.behavior == behavior and _specifier_matches(rule, call, workspace, subjects):
+                return Decision(behavior, describe(rule), rule)
+    allowed = next(
+        (
+            Decision("allow", describe(r), r)
+            for r in rules
+            if r.behavior == "allow" and _specifier_matches(r, call, workspace, subjects)
+        ),
+        None,
+    )
+    return allowed or _default(call, context, workspace)
+
+
+def read_filter(context: PermissionContext) -> Callable[[str], bool]:
+    """For ToolContext.path_allowed: False for a file a Read deny or ask rule covers.
+
+    Grep and Glob results are filtered file by file with it, so a rule such as
+    `deny Read(./work/secret/**)` keeps that content out of a search of the whole workspace.
+    A Read *ask* rule hides the file too: a search must not show what reading would ask for.
+    """
+    workspace = norm_path(str(context.workspace))
+    guarded = [
+        r
+        for r in _active_rules(context)
+        if r.tool == "Read" and r.specifier is not None and r.behavior in ("deny", "ask")
+    ]
+
+    def allowed(path: str) -> bool:
+        target = norm_path(path)
+        return not any(path_matches(r.specifier or "", target, workspace) for r in guarded)
+
+    return allowed
