@@ -15,7 +15,7 @@ def rename_backwards(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("skills_app", "0006_run_prompt"),
+        ("skills_app", "0007_unsandboxed_permission"),
     ]
 
     operations = [migrations.RunPython(rename_forwards, rename_backwards)]
