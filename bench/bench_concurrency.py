@@ -120,6 +120,8 @@ async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command
         warm_up, *measured = server.conversation_ids
         await one_conversation(server, warm_up, "fast 2000 8", [], time.monotonic() + 60)
         baseline_kb = server.rss_kb()[0]
+        cpu_before = server.cpu_seconds()
+        client_before = time.process_time()
         peak = [0]
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample_memory(server, peak, stop))
@@ -129,6 +131,8 @@ async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command
             *(one_conversation(server, cid, command, latencies, deadline) for cid in measured)
         )
         wall = time.monotonic() - started
+        cpu = server.cpu_seconds() - cpu_before
+        client_cpu = time.process_time() - client_before
         stop.set()
         await sampler
         peak[0] = max(peak[0], server.rss_kb()[1])
@@ -142,6 +146,8 @@ async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command
         "p99_ms": percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
         "wall_s": wall,
+        "daphne_cpu_s": cpu,
+        "client_cpu_s": client_cpu,
         "rss_start_mb": baseline_kb / 1024,
         "rss_peak_mb": peak[0] / 1024,
     }
@@ -178,7 +184,8 @@ async def main_async(opts: argparse.Namespace) -> int:
     print(
         f"Skillscope: errors {ours['errors'][:5]}, runs not done {ours['not_done']}, "
         f"deltas that came only with the stored answer {ours['late']}, "
-        f"wall {ours['wall_s']:.1f} s, daphne RSS {ours['rss_start_mb']:.0f} -> "
+        f"wall {ours['wall_s']:.1f} s, daphne CPU {ours['daphne_cpu_s']:.1f} s "
+        f"(client {ours['client_cpu_s']:.1f} s), daphne RSS {ours['rss_start_mb']:.0f} -> "
         f"{ours['rss_peak_mb']:.0f} MB"
     )
     print(
@@ -195,6 +202,13 @@ async def main_async(opts: argparse.Namespace) -> int:
             f"Skillscope p99: {ours['p99_first_3s_ms']:.1f} ms for deltas sent in the first 3 s "
             f"(runs still starting), {ours['p99_after_3s_ms']:.1f} ms after"
         )
+        by_second: dict[int, list[float]] = {}
+        for t, lat in SEEN:
+            by_second.setdefault(int(t - first), []).append(lat)
+        ours["p99_by_second_ms"] = {
+            s: round(percentile(v, 99) * 1000) for s, v in sorted(by_second.items())
+        }
+        print("Skillscope p99 per second of sending (ms):", ours["p99_by_second_ms"])
     if opts.json:
         Path(opts.json).write_text(json.dumps({"bare": bare, "skillscope": ours}, indent=2))
     return 0 if ok and (latency_ok or not opts.latency_target) else 1

@@ -285,8 +285,11 @@ class Daphne:
         data = json.loads(done.stdout.strip().splitlines()[-1])
         self.session, self.conversation_ids = data["session"], data["conversations"]
         self.log = open(Path(self.var_dir) / "daphne.log", "wb")  # noqa: SIM115
+        profile = os.environ.get("BENCH_PROFILE_DAPHNE")  # a path: write a cProfile there
+        wrap = [str(VENV_BIN / "python"), "-m", "cProfile", "-o", profile] if profile else []
         self.process = subprocess.Popen(
             [
+                *wrap,
                 str(VENV_BIN / "daphne"),
                 "-b",
                 "127.0.0.1",
@@ -318,6 +321,11 @@ class Daphne:
         self.log.close()
         if not os.environ.get("BENCH_KEEP"):
             shutil.rmtree(self.var_dir, ignore_errors=True)
+
+    def cpu_seconds(self) -> float:
+        """CPU time daphne used so far (user + system), from /proc."""
+        assert self.process is not None
+        return cpu_seconds(self.process.pid)
 
     def rss_kb(self) -> tuple[int, int]:
         """(current RSS, peak RSS) of daphne in kB, from /proc."""
@@ -433,6 +441,12 @@ def machine() -> dict[str, str]:
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "load": load(),
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def load() -> str:

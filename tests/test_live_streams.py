@@ -257,3 +257,25 @@ async def _publish_stored_answer(recorder: RunRecorder) -> int:
     )
     await recorder.message(StoredMessage.text("assistant", "".join(WORDS[:60])))
     return before + 1
+
+
+async def test_relaying_takes_no_trip_through_the_database_thread(recorder, alice, monkeypatch):
+    """Channels closes stale connections before every handler, in the database thread; a relayed
+    frame must not queue there behind the runs' database work."""
+    import channels.consumer
+
+    trips = []
+    real = channels.consumer.aclose_old_connections
+
+    async def counted() -> None:
+        trips.append(1)
+        await real()
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    before = len(trips)
+    await _stream(recorder, WORDS[:50], pause=0.002)
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:50]))
+    assert len(trips) == before
+    await tab.disconnect()

@@ -20,12 +20,14 @@ import json
 import logging
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from skills_app.chat import actions, frames
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
 from skills_app.chat.fragments import replay_html
+from skills_app.core.events import EVENT_TYPES
 from skills_app.models import Conversation, RunEvent
 from skills_app.runs import store
 from skills_app.runs.store import group_name
@@ -74,6 +76,17 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.group = group_name(self.conversation_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before every handler: a hop through the
+        # one thread all database work shares, for every message. The events of a run are
+        # relayed without the database (what reads it goes through database_sync_to_async,
+        # which closes them itself), so they go straight to their handler; a relay that waited
+        # behind the run's database work would put that wait on every frame.
+        if message.get("type") in EVENT_TYPES:
+            await getattr(self, get_handler_name(message))(message)
+        else:
+            await super().dispatch(message)
 
     async def disconnect(self, code: int) -> None:
         # Closing the tab is not a stop: the run goes on and a reconnect resumes from its seq.
