@@ -9,6 +9,7 @@ text (`Reader` fails on a hole or a repeated piece), without the database per fr
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -21,7 +22,7 @@ from skills_app.core.events import MessageStored, ModelCalled, TextDelta, Thinki
 from skills_app.models import Conversation, Run, RunEvent
 from skills_app.runs import broadcast, store
 from skills_app.runs.recorder import RunRecorder
-from skills_app.runs.streams import LIVE_FRAME_CHARS, saver
+from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, saver
 from tests.loop_helpers import watch_group
 from tests.ws_helpers import Reader, receive, until
 from webapp.asgi import application
@@ -279,3 +280,23 @@ async def test_relaying_takes_no_trip_through_the_database_thread(recorder, alic
     await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:50]))
     assert len(trips) == before
     await tab.disconnect()
+
+
+async def test_frames_get_rarer_while_the_event_loop_lags_and_return_to_full_pace():
+    pace = saver()
+    assert pace.interval == LIVE_INTERVAL
+    for _ in range(10):
+        pace.pace(lag=0.2)  # the loop woke the saver 200 ms late
+    assert pace.interval == LIVE_MAX_INTERVAL
+    for _ in range(20):
+        pace.pace(lag=0.0)
+    assert pace.interval == LIVE_INTERVAL
+
+
+async def test_a_blocked_event_loop_slows_live_frames(recorder):
+    await recorder.event(TextDelta(0, "start"))  # the saver watches an open stream now
+    pace = saver()
+    for _ in range(3):
+        time.sleep(0.15)  # the loop is stuck: the saver's next probe wakes late
+        await asyncio.sleep(0.12)
+    assert pace.interval > LIVE_INTERVAL

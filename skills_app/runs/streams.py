@@ -6,6 +6,8 @@ and character offset. The pace is a token bucket: a frame may go every LIVE_INTE
 (LIVE_BURST at once); a delta that finds a token goes at once, the others ride with the next
 frame. The interval is 40 ms, not 50: a pace that equals the model's (20 deltas per second is
 one per 50 ms) has no slack, so one late delta would delay every delta after it by as much.
+While the event loop lags, the interval grows (to at most 250 ms): more streams than a process
+can relay at full pace get fewer, bigger frames instead of an ever longer queue.
 
 Stored: the text is written to the event log as `text.saved` / `thinking.saved` pieces by one
 `StreamSaver` per process, which writes the unsaved text of every open stream in one transaction
@@ -34,6 +36,12 @@ logger = logging.getLogger(__name__)
 # busy stream costs its tabs one frame per ~40-50 ms however fast the model writes.
 LIVE_INTERVAL = 0.04
 LIVE_BURST = 2.0
+# While the event loop lags (more streams than the process can relay at full pace: a frame to
+# every tab is most of what a stream costs it), frames get rarer, down to one per
+# LIVE_MAX_INTERVAL, and fewer, bigger frames let it catch up; back to full pace when it does.
+LIVE_MAX_INTERVAL = 0.25
+PROBE_SECONDS = 0.1
+LAG_HIGH, LAG_LOW = 0.03, 0.01
 # 16,000 characters are at most 64 KB of UTF-8 (+ JSON quoting of the odd quote or backslash):
 # within the largest frame the consumer itself accepts.
 LIVE_FRAME_CHARS = 16_000
@@ -100,10 +108,10 @@ class RunStreams:
             self._timer = asyncio.get_running_loop().call_later(wait, self._flush_soon)
 
     def _wait_for_token(self) -> float:
-        now = time.monotonic()
-        self._tokens = min(LIVE_BURST, self._tokens + (now - self._refilled) / LIVE_INTERVAL)
+        now, interval = time.monotonic(), saver().interval
+        self._tokens = min(LIVE_BURST, self._tokens + (now - self._refilled) / interval)
         self._refilled = now
-        return 0.0 if self._tokens >= 1 else (1 - self._tokens) * LIVE_INTERVAL
+        return 0.0 if self._tokens >= 1 else (1 - self._tokens) * interval
 
     def _flush_soon(self) -> None:
         self._timer = None
@@ -169,10 +177,12 @@ class RunStreams:
 
 
 class StreamSaver:
-    """Saves the unsaved text of every open stream in this process, one transaction per tick."""
+    """Saves the unsaved text of every open stream in this process, one transaction per tick,
+    and sets the pace of live frames from how late the event loop wakes it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
+        self.interval = LIVE_INTERVAL
         self._watched: dict[int, RunStreams] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -185,13 +195,31 @@ class StreamSaver:
         self._watched.pop(id(streams), None)
 
     async def _run(self) -> None:
+        saving: asyncio.Task[None] | None = None
+        next_save = self.loop.time() + SAVE_INTERVAL
         while self._watched:
-            await asyncio.sleep(SAVE_INTERVAL)
-            try:
-                await self.save_now()
-            except Exception:
-                # A database hiccup loses nothing: the text stays unsaved and the row stores it.
-                logger.exception("saving streamed text failed; trying again next tick")
+            asleep = self.loop.time()
+            await asyncio.sleep(PROBE_SECONDS)
+            self.pace(self.loop.time() - asleep - PROBE_SECONDS)
+            # A save waits for the database thread; the probe goes on meanwhile.
+            if self.loop.time() >= next_save and (saving is None or saving.done()):
+                next_save = self.loop.time() + SAVE_INTERVAL
+                saving = self.loop.create_task(self._save_logged())
+        self.interval = LIVE_INTERVAL
+
+    def pace(self, lag: float) -> None:
+        """Slow live frames down while the loop runs `lag` seconds late, speed up when it is not."""
+        if lag > LAG_HIGH:
+            self.interval = min(self.interval * 2, LIVE_MAX_INTERVAL)
+        elif lag < LAG_LOW:
+            self.interval = max(self.interval * 0.75, LIVE_INTERVAL)
+
+    async def _save_logged(self) -> None:
+        try:
+            await self.save_now()
+        except Exception:
+            # A database hiccup loses nothing: the text stays unsaved and the row stores it.
+            logger.exception("saving streamed text failed; trying again next tick")
 
     async def save_now(self) -> None:
         """Write every watched stream's unsaved text now and announce each piece."""
