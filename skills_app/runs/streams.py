@@ -41,7 +41,10 @@ LIVE_BURST = 2.0
 # LIVE_MAX_INTERVAL, and fewer, bigger frames let it catch up; back to full pace when it does.
 LIVE_MAX_INTERVAL = 0.25
 PROBE_SECONDS = 0.1
-LAG_HIGH, LAG_LOW = 0.03, 0.01
+# Lag averaged over about a second: one pause (a garbage collection, a burst of runs starting)
+# is not a loop that cannot keep up, and slowing every stream for it only adds to its delay.
+LAG_WEIGHT = 0.2
+LAG_HIGH, LAG_LOW = 0.05, 0.015
 # 16,000 characters are at most 64 KB of UTF-8 (+ JSON quoting of the odd quote or backslash):
 # within the largest frame the consumer itself accepts.
 LIVE_FRAME_CHARS = 16_000
@@ -183,6 +186,7 @@ class StreamSaver:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.interval = LIVE_INTERVAL
+        self.lag = 0.0
         self._watched: dict[int, RunStreams] = {}
         self._task: asyncio.Task[None] | None = None
 
@@ -205,14 +209,15 @@ class StreamSaver:
             if self.loop.time() >= next_save and (saving is None or saving.done()):
                 next_save = self.loop.time() + SAVE_INTERVAL
                 saving = self.loop.create_task(self._save_logged())
-        self.interval = LIVE_INTERVAL
+        self.interval, self.lag = LIVE_INTERVAL, 0.0
 
     def pace(self, lag: float) -> None:
-        """Slow live frames down while the loop runs `lag` seconds late, speed up when it is not."""
-        if lag > LAG_HIGH:
-            self.interval = min(self.interval * 2, LIVE_MAX_INTERVAL)
-        elif lag < LAG_LOW:
-            self.interval = max(self.interval * 0.75, LIVE_INTERVAL)
+        """Slow live frames down while the loop keeps running late, speed up when it does not."""
+        self.lag += LAG_WEIGHT * (lag - self.lag)
+        if self.lag > LAG_HIGH:
+            self.interval = min(self.interval * 1.5, LIVE_MAX_INTERVAL)
+        elif self.lag < LAG_LOW:
+            self.interval = max(self.interval * 0.5, LIVE_INTERVAL)
 
     async def _save_logged(self) -> None:
         try:
