@@ -67,9 +67,10 @@ async def one_conversation(
                 seqs.append(frame["seq"])
             kind = frame.get("type")
             if kind == "text.delta":
+                # Pieces arrive once each, in place (StreamText counts any other as an error).
                 for stamp in STAMP.findall(text.new(frame)):
                     sent = float(stamp)
-                    result["ordered"] = bool(result["ordered"]) and sent > last_stamp
+                    result["ordered"] = bool(result["ordered"]) and sent >= last_stamp
                     last_stamp = sent
                     latencies.append(arrived - sent)
                     SEEN.append((sent, arrived - sent))
@@ -77,13 +78,11 @@ async def one_conversation(
             elif kind == "message.stored" and "row-assistant" in frame.get("html", ""):
                 # Text that reached this tab only with the stored answer (its live frames were
                 # dropped by an overloaded layer) counts as delivered when the answer arrived.
-                for stamp in STAMP.findall(html.unescape(frame["html"])):
-                    sent = float(stamp)
-                    if sent > last_stamp:
-                        last_stamp = sent
-                        latencies.append(arrived - sent)
-                        result["delivered"] = int(result["delivered"]) + 1
-                        result["late"] = int(result.get("late", 0)) + 1
+                stamps = STAMP.findall(html.unescape(frame["html"]))
+                for stamp in stamps[int(result["delivered"]) :]:
+                    latencies.append(arrived - float(stamp))
+                    result["delivered"] = int(result["delivered"]) + 1
+                    result["late"] = int(result.get("late", 0)) + 1
             elif kind == "error":
                 result["error"] = frame.get("text", "error")
             elif kind == "closed":
