@@ -24,6 +24,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from asgiref.sync import sync_to_async
 
@@ -84,15 +85,18 @@ class RunStreams:
         self._streams: dict[tuple[int, int], Stream] = {}
         self._tokens = LIVE_BURST
         self._refilled = time.monotonic()
-        self._timer: asyncio.TimerHandle | None = None
-        # Frames go out in order even when a timer flush and an inline flush meet.
+        # At most one frame on its way per run, sent by this task: the run never waits for the
+        # channel layer, and what arrives meanwhile rides with the next frame (a slow layer,
+        # such as Redis under load, gets fewer and bigger frames rather than a longer queue).
+        self._sender: asyncio.Task[None] | None = None
+        # Frames go out in order when the sender and an explicit flush meet.
         self._lock = asyncio.Lock()
 
     def __bool__(self) -> bool:
         return bool(self._streams)
 
     async def add(self, kind: str, call: int, index: int, text: str) -> None:
-        """Take one delta; send it now if the pace allows a frame, else with the next one."""
+        """Take one delta: the sender sends it when the pace allows, with what else is waiting."""
         if not text:
             return
         stream = self._streams.get((call, index))
@@ -101,14 +105,21 @@ class RunStreams:
             saver().watch(self)
         stream.unsent.append(text)
         stream.unsaved.append(text)
-        if self._timer is not None:
-            return  # a frame is due soon and takes this delta along
-        wait = self._wait_for_token()
-        if wait <= 0:
-            self._tokens -= 1
-            await self.flush_live()
-        else:
-            self._timer = asyncio.get_running_loop().call_later(wait, self._flush_soon)
+        if self._sender is None:
+            self._sender = asyncio.ensure_future(self._send_while_unsent())
+            self._sender.add_done_callback(_log_failure)
+
+    async def _send_while_unsent(self) -> None:
+        try:
+            while any(stream.unsent for stream in self._streams.values()):
+                wait = self._wait_for_token()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                    continue
+                self._tokens -= 1
+                await self._send_unsent()
+        finally:
+            self._sender = None
 
     def _wait_for_token(self) -> float:
         now, interval = time.monotonic(), saver().interval
@@ -116,21 +127,13 @@ class RunStreams:
         self._refilled = now
         return 0.0 if self._tokens >= 1 else (1 - self._tokens) * interval
 
-    def _flush_soon(self) -> None:
-        self._timer = None
-        self._wait_for_token()
-        self._tokens -= 1
-        task = asyncio.ensure_future(self.flush_live())
-        task.add_done_callback(_log_failure)
-
     async def flush_live(self) -> None:
         """Send every unsent piece of text to the conversation's group now."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        await self._send_unsent()
+
+    async def _send_unsent(self) -> None:
         async with self._lock:
-            frames = list(self._take_unsent())
-            for frame in frames:
+            for frame in list(self._take_unsent()):
                 await broadcast.send_live(self.conversation_id, frame)
 
     def _take_unsent(self) -> Iterator[RunEvent]:
@@ -172,9 +175,6 @@ class RunStreams:
 
     def close(self) -> None:
         """The streams ended in a stored row (or the run ended): nothing more to save or send."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         self._streams.clear()
         saver().forget(self)
 
@@ -253,6 +253,6 @@ def saver() -> StreamSaver:
     return _SAVER
 
 
-def _log_failure(task: asyncio.Task[None]) -> None:
+def _log_failure(task: asyncio.Task[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
         logger.error("sending live text failed", exc_info=task.exception())
