@@ -1,32 +1,52 @@
-"""Concurrency: many conversations streaming at once through one daphne process.
+"""Concurrency: many conversations streaming at once through one daphne process, against the limit.
 
-Run: .venv/bin/python bench/bench_concurrency.py [--conversations 100] [--rate 50] [--duration 60]
-Each conversation's fake model sends `rate` deltas per second for `duration` seconds, every delta
-being its own send time; the websocket client reads the stamps out of the (coalesced) text
-frames and computes arrival - send per delta. Reports delivered/expected, p50/p99 added latency,
-errors, and daphne's peak RSS (VmHWM from /proc). Targets: nothing lost, p99 < 50 ms, < 300 MB.
-Everything is on loopback and stops by itself after duration + a grace period.
+Run: .venv/bin/python bench/bench_concurrency.py [--conversations 50] [--rate 20] [--duration 20]
+First the limit: the bare `anthropic` SDK consuming the same paced streams, all at once, in one
+process. Then Skillscope: one daphne process (SQLite, in-memory channel layer, inline runs), one
+websocket per conversation, each message asking the fake model for `rate` deltas per second for
+`duration` seconds. Every delta is its own send time (`time.time()` in the fake model); the
+client assembles the streamed text like the browser (offsets; a hole or a repeat is an error),
+reads the stamps out of it and computes arrival - send per delta.
+
+Both the bare SDK's process and daphne answer one message first (first-use costs), then all
+conversations send at once. Targets (issue 15): every delta delivered, in order; p99 added latency at most
+max(100 ms, 3 x the bare SDK's p99); daphne under 300 MB. Everything is on loopback and stops
+by itself after duration + grace.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import html
+import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.live import STAMP, Daphne, FakeModel, Socket, machine, percentile  # noqa: E402
+from bench.live import (  # noqa: E402
+    STAMP,
+    Daphne,
+    FakeModel,
+    Socket,
+    StreamText,
+    load,
+    machine,
+    percentile,
+    run_bare,
+)
 
-TARGETS = {"p99_ms": 50.0, "rss_mb": 300.0}
+RSS_LIMIT_MB = 300.0
+# (send time, added latency) of every delta, to tell the start (runs being set up) from the rest.
+SEEN: list[tuple[float, float]] = []
 
 
 async def one_conversation(
     server: Daphne, conversation_id: int, command: str, latencies: list[float], deadline: float
 ) -> dict[str, object]:
-    result: dict[str, object] = {"delivered": 0, "error": "", "status": ""}
+    result: dict[str, object] = {"delivered": 0, "error": "", "status": "", "ordered": True}
     try:
         tab = await Socket(
             server.port, f"/ws/conversations/{conversation_id}/", server.session
@@ -35,6 +55,8 @@ async def one_conversation(
         await tab.until("resumed", timeout=60)
         tab.send({"action": "send", "text": command})
         seqs: list[int] = []
+        text = StreamText()
+        last_stamp = 0.0
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -45,17 +67,32 @@ async def one_conversation(
                 seqs.append(frame["seq"])
             kind = frame.get("type")
             if kind == "text.delta":
-                stamps = STAMP.findall(frame["text"])
-                latencies.extend(arrived - float(s) for s in stamps)
-                result["delivered"] = int(result["delivered"]) + len(stamps)
+                # Pieces arrive once each, in place (StreamText counts any other as an error).
+                for stamp in STAMP.findall(text.new(frame)):
+                    sent = float(stamp)
+                    result["ordered"] = bool(result["ordered"]) and sent >= last_stamp
+                    last_stamp = sent
+                    latencies.append(arrived - sent)
+                    SEEN.append((sent, arrived - sent))
+                    result["delivered"] = int(result["delivered"]) + 1
+            elif kind == "message.stored" and "row-assistant" in frame.get("html", ""):
+                # Text that reached this tab only with the stored answer (its live frames were
+                # dropped by an overloaded layer) counts as delivered when the answer arrived.
+                stamps = STAMP.findall(html.unescape(frame["html"]))
+                for stamp in stamps[int(result["delivered"]) :]:
+                    latencies.append(arrived - float(stamp))
+                    result["delivered"] = int(result["delivered"]) + 1
+                    result["late"] = int(result.get("late", 0)) + 1
             elif kind == "error":
-                result["error"] = frame.get("message", "error")
+                result["error"] = frame.get("text", "error")
             elif kind == "closed":
                 result["error"] = f"socket closed {frame.get('code')}"
                 break
             elif kind == "run.finished":
                 result["status"] = frame.get("status", "")
                 break
+        if text.errors:
+            result["error"] = f"{text.errors} pieces out of place"
         if seqs != sorted(seqs) or len(seqs) != len(set(seqs)):
             result["error"] = "frames out of order or duplicated"
         tab.close()
@@ -74,59 +111,121 @@ async def sample_memory(server: Daphne, peak: list[int], stop: asyncio.Event) ->
             pass
 
 
-async def main_async(opts: argparse.Namespace) -> int:
-    command = f"paced {opts.rate} {opts.duration}"
-    expected_each = int(opts.rate * opts.duration)
+async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command: str) -> dict:
     latencies: list[float] = []
-    with FakeModel() as model, Daphne(model.url, conversations=opts.conversations) as server:
+    with Daphne(model.url, conversations=opts.conversations + 1) as server:
+        # A server in service has answered before: one answer first (first-use costs of the
+        # SDK, the templates, the database), as the bare SDK's process warms up too.
+        warm_up, *measured = server.conversation_ids
+        await one_conversation(server, warm_up, "fast 2000 8", [], time.monotonic() + 60)
         baseline_kb = server.rss_kb()[0]
+        cpu_before = server.cpu_seconds()
+        client_before = time.process_time()
         peak = [0]
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample_memory(server, peak, stop))
         deadline = time.monotonic() + opts.duration + opts.grace
         started = time.monotonic()
         results = await asyncio.gather(
-            *(
-                one_conversation(server, cid, command, latencies, deadline)
-                for cid in server.conversation_ids
-            )
+            *(one_conversation(server, cid, command, latencies, deadline) for cid in measured)
         )
         wall = time.monotonic() - started
+        cpu = server.cpu_seconds() - cpu_before
+        client_cpu = time.process_time() - client_before
         stop.set()
         await sampler
         peak[0] = max(peak[0], server.rss_kb()[1])
-    delivered = sum(int(r["delivered"]) for r in results)
-    expected = expected_each * opts.conversations
-    errors = [r["error"] for r in results if r["error"]]
-    not_done = sum(1 for r in results if r["status"] != "done")
-    p50, p99 = percentile(latencies, 50) * 1000, percentile(latencies, 99) * 1000
-    rss_mb = peak[0] / 1024
-    print(machine())
-    print(
-        f"{opts.conversations} conversations x {opts.rate} deltas/s x {opts.duration} s "
-        f"(wall {wall:.1f} s)"
-    )
-    print(f"delivered/expected: {delivered}/{expected} ({delivered / expected * 100:.2f} %)")
-    print(f"added latency per delta: p50 {p50:.1f} ms   p99 {p99:.1f} ms   max "
-          f"{max(latencies, default=0) * 1000:.1f} ms")  # fmt: skip
-    print(f"errors: {len(errors)} {sorted(set(errors))[:5]}   runs not done: {not_done}")
-    print(f"daphne RSS: {baseline_kb / 1024:.0f} MB at start, peak {rss_mb:.0f} MB")
+    return {
+        "delivered": sum(int(r["delivered"]) for r in results),
+        "ordered": all(r["ordered"] for r in results),
+        "errors": sorted({str(r["error"]) for r in results if r["error"]}),
+        "not_done": sum(1 for r in results if r["status"] != "done"),
+        "late": sum(int(r.get("late", 0)) for r in results),
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+        "max_ms": max(latencies, default=0.0) * 1000,
+        "wall_s": wall,
+        "daphne_cpu_s": cpu,
+        "client_cpu_s": client_cpu,
+        "rss_start_mb": baseline_kb / 1024,
+        "rss_peak_mb": peak[0] / 1024,
+    }
+
+
+async def main_async(opts: argparse.Namespace) -> int:
+    command = f"paced {opts.rate} {opts.duration}"
+    expected = int(opts.rate * opts.duration) * opts.conversations
+    with FakeModel() as model:
+        bare_load = load()
+        bare = await asyncio.to_thread(
+            run_bare, model.url, opts.conversations, command, opts.duration + opts.grace
+        )
+        bare["load_before"] = bare_load
+        ours_load = load()
+        ours = await through_skillscope(opts, model, command)
+        ours["load_before"] = ours_load
+    limit_ms = max(100.0, 3 * bare["p99_ms"])
     ok = (
-        delivered == expected
-        and not errors
-        and p99 < TARGETS["p99_ms"]
-        and rss_mb < TARGETS["rss_mb"]
+        ours["delivered"] == expected
+        and ours["ordered"]
+        and not ours["errors"]
+        and ours["rss_peak_mb"] < RSS_LIMIT_MB
     )
-    print("PASS" if ok else "MISS")
-    return 0 if ok else 1
+    latency_ok = ours["p99_ms"] <= limit_ms
+    print(machine())
+    print(f"{opts.conversations} conversations x {opts.rate:g} deltas/s x {opts.duration:g} s")
+    for name, r in (("bare SDK", bare), ("Skillscope", ours)):
+        print(
+            f"{name:>10}: delivered {r['delivered']}/{expected}, in order: {r['ordered']}, "
+            f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, max {r['max_ms']:.1f} ms "
+            f"(load average {r['load_before']} before)"
+        )
+    print(
+        f"Skillscope: errors {ours['errors'][:5]}, runs not done {ours['not_done']}, "
+        f"deltas that came only with the stored answer {ours['late']}, "
+        f"wall {ours['wall_s']:.1f} s, daphne CPU {ours['daphne_cpu_s']:.1f} s "
+        f"(client {ours['client_cpu_s']:.1f} s), daphne RSS {ours['rss_start_mb']:.0f} -> "
+        f"{ours['rss_peak_mb']:.0f} MB"
+    )
+    print(
+        f"p99 limit max(100 ms, 3 x bare p99) = {limit_ms:.1f} ms: {'PASS' if latency_ok else 'MISS'}"
+    )
+    print("delivery, order, memory:", "PASS" if ok else "MISS")
+    if SEEN:
+        first = min(t for t, _ in SEEN)
+        start = [lat for t, lat in SEEN if t < first + 3]
+        rest = [lat for t, lat in SEEN if t >= first + 3]
+        ours["p99_first_3s_ms"] = percentile(start, 99) * 1000
+        ours["p99_after_3s_ms"] = percentile(rest, 99) * 1000
+        print(
+            f"Skillscope p99: {ours['p99_first_3s_ms']:.1f} ms for deltas sent in the first 3 s "
+            f"(runs still starting), {ours['p99_after_3s_ms']:.1f} ms after"
+        )
+        by_second: dict[int, list[float]] = {}
+        for t, lat in SEEN:
+            by_second.setdefault(int(t - first), []).append(lat)
+        ours["p99_by_second_ms"] = {
+            s: round(percentile(v, 99) * 1000) for s, v in sorted(by_second.items())
+        }
+        print("Skillscope p99 per second of sending (ms):", ours["p99_by_second_ms"])
+    if opts.json:
+        Path(opts.json).write_text(json.dumps({"bare": bare, "skillscope": ours}, indent=2))
+    return 0 if ok and (latency_ok or not opts.latency_target) else 1
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--conversations", type=int, default=100)
-    parser.add_argument("--rate", type=float, default=50.0)
-    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--conversations", type=int, default=50)
+    parser.add_argument("--rate", type=float, default=20.0)
+    parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--grace", type=float, default=60.0, help="extra seconds before giving up")
+    parser.add_argument(
+        "--no-latency-target",
+        dest="latency_target",
+        action="store_false",
+        help="report p99 against the bare SDK without failing on it (the 100-stream load)",
+    )
+    parser.add_argument("--json", help="also write the figures to this file")
     return asyncio.run(main_async(parser.parse_args()))
 
 

@@ -1,9 +1,11 @@
-"""Database writes per assistant message, and per 1,000 deltas, in-process against the fake model.
+"""Database writes per streamed answer, in-process against the fake model.
 
 Run: .venv/bin/python bench/bench_db_writes.py
-Drives whole runs (real SDK, RunRecorder, SQLite in a temp dir) with answers of different lengths
-and pacing; counts INSERT/UPDATE/DELETE statements on every connection (execute_wrapper installed
-on connection creation) and the RunEvent / Message rows each run added.
+Drives whole runs (real SDK, RunRecorder, stream saver, SQLite in a temp dir) with answers of
+different lengths and pacing; counts INSERT/UPDATE/DELETE statements on every connection
+(execute_wrapper installed on connection creation) and the RunEvent / Message rows each run
+added. Target (issue 15): writes bounded by how long the answer streams, a few per second,
+never one per delta.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,9 +61,10 @@ def _install(sender, connection, **kwargs):
 CASES = [
     # (label, characters, chunk, seconds between deltas)
     ("1,000 deltas, as fast as possible", 8_000, 8, 0.0),
-    ("10,000 deltas, as fast as possible", 80_000, 8, 0.0),
+    ("25,000 deltas, as fast as possible", 200_000, 8, 0.0),
     ("1,000 deltas at ~200/s (5 s)", 8_000, 8, 0.005),
     ("500 deltas at ~50/s (10 s)", 4_000, 8, 0.02),
+    ("200 deltas at ~20/s (10 s)", 1_600, 8, 0.05),
 ]
 
 
@@ -68,15 +72,17 @@ async def one_run(fake: FakeAnthropic, user, chars: int, chunk: int, delay: floa
     conversation = await Conversation.objects.acreate(owner=user, title="bench")
     fake.enqueue(Reply.text("x" * chars, chunk=chunk, delay=delay))
     before = dict(COUNTS)
+    started = time.monotonic()
     run = await runs.start_run(conversation.pk, "write it", user_id=user.pk)
     await runs.wait_for_run(run.pk, timeout=600)
+    seconds = time.monotonic() - started
     writes = COUNTS["write"] - before["write"]
-    events = await RunEvent.objects.filter(conversation=conversation).acount()
-    deltas = await RunEvent.objects.filter(conversation=conversation, type="text.delta").acount()
+    events = RunEvent.objects.filter(conversation=conversation)
+    saved = await events.filter(type="text.saved").acount()
     messages = await Message.objects.filter(conversation=conversation, role="assistant").acount()
     stored = await Message.objects.filter(conversation=conversation, role="assistant").afirst()
-    assert stored is not None and stored.content[0]["text"] == "x" * chars
-    return writes, events, deltas, messages
+    assert stored is not None and stored.content[-1]["text"] == "x" * chars
+    return writes, await events.acount(), saved, messages, seconds
 
 
 async def main_async(user) -> None:
@@ -84,18 +90,21 @@ async def main_async(user) -> None:
         settings.ANTHROPIC_API_KEY = "sk-bench"
         settings.ANTHROPIC_BASE_URL = fake.base_url
         settings.RATE_LIMIT_CONCURRENT_RUNS = 1000
+        settings.ANTHROPIC_THINKING = None  # the model's default: no thinking for the test model
         await one_run(fake, user, 80, 8, 0.0)  # warm up
         print(
-            "| answer | model deltas | text.delta events | all RunEvents | assistant Messages "
-            "| DB writes per run | writes per 1,000 deltas |"
+            "| answer | model deltas | run seconds | text.saved events | all RunEvents "
+            "| assistant Messages | DB writes per run | writes per second | writes per 1,000 deltas |"
         )
-        print("|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         for label, chars, chunk, delay in CASES:
             model_deltas = -(-chars // chunk)
-            writes, events, deltas, messages = await one_run(fake, user, chars, chunk, delay)
+            writes, events, saved, messages, seconds = await one_run(
+                fake, user, chars, chunk, delay
+            )
             print(
-                f"| {label} | {model_deltas} | {deltas} | {events} | {messages} | {writes} "
-                f"| {writes / model_deltas * 1000:.0f} |"
+                f"| {label} | {model_deltas:,} | {seconds:.1f} | {saved} | {events} | {messages} "
+                f"| {writes} | {writes / seconds:.1f} | {writes / model_deltas * 1000:.0f} |"
             )
 
 

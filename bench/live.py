@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from skills_app.chat.frames import parse  # noqa: E402  (plain Python: no Django set-up needed)
+
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 VENV_BIN = Path(sys.executable).parent
 STAMP = re.compile(r"<(\d+\.\d+)>")
 
@@ -282,8 +285,11 @@ class Daphne:
         data = json.loads(done.stdout.strip().splitlines()[-1])
         self.session, self.conversation_ids = data["session"], data["conversations"]
         self.log = open(Path(self.var_dir) / "daphne.log", "wb")  # noqa: SIM115
+        profile = os.environ.get("BENCH_PROFILE_DAPHNE")  # a path: write a cProfile there
+        wrap = [str(VENV_BIN / "python"), "-m", "cProfile", "-o", profile] if profile else []
         self.process = subprocess.Popen(
             [
+                *wrap,
                 str(VENV_BIN / "daphne"),
                 "-b",
                 "127.0.0.1",
@@ -315,6 +321,11 @@ class Daphne:
         self.log.close()
         if not os.environ.get("BENCH_KEEP"):
             shutil.rmtree(self.var_dir, ignore_errors=True)
+
+    def cpu_seconds(self) -> float:
+        """CPU time daphne used so far (user + system), from /proc."""
+        assert self.process is not None
+        return cpu_seconds(self.process.pid)
 
     def rss_kb(self) -> tuple[int, int]:
         """(current RSS, peak RSS) of daphne in kB, from /proc."""
@@ -351,7 +362,7 @@ class Socket:
                     opened.set_result(True)
 
             def onMessage(self, payload: bytes, is_binary: bool) -> None:  # noqa: N802
-                queue.put_nowait((time.time(), json.loads(payload)))
+                queue.put_nowait((time.time(), parse(payload)))
 
             def onClose(self, was_clean: bool, code: Any, reason: Any) -> None:  # noqa: N802
                 if not opened.done():
@@ -372,6 +383,7 @@ class Socket:
         return self
 
     def send(self, frame: dict[str, Any]) -> None:
+        """Send an action, as the page's forms do."""
         self.protocol.sendMessage(json.dumps(frame).encode())
 
     async def receive(self, timeout: float = 60) -> tuple[float, dict[str, Any]]:
@@ -390,6 +402,27 @@ class Socket:
             self.protocol.sendClose()
 
 
+class StreamText:
+    """Streamed text as a browser assembles it, with the checks the benchmarks report.
+
+    Offset 0 starts a block; any other piece must start where the block's text ends (a hole or
+    a repeat is counted as an error). `new` returns the text a piece added.
+    """
+
+    def __init__(self) -> None:
+        self.blocks: dict[tuple[Any, ...], int] = {}
+        self.errors = 0
+
+    def new(self, frame: dict[str, Any]) -> str:
+        key = (frame["run"], frame["call"], frame["index"], frame["type"])
+        have = 0 if frame["offset"] == 0 else self.blocks.get(key, 0)
+        if frame["offset"] != have:
+            self.errors += 1
+            return ""
+        self.blocks[key] = have + len(frame["text"])
+        return str(frame["text"])
+
+
 def machine() -> dict[str, str]:
     """nproc, RAM and CPU model, for RESULTS.md."""
     cpu = next(
@@ -406,7 +439,19 @@ def machine() -> dict[str, str]:
         "ram": f"{mem_kb / 1024 / 1024:.1f} GiB",
         "cpu": cpu,
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "load": load(),
     }
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process, from /proc/<pid>/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load() -> str:
+    """The 1-minute load average: the machine is shared, so say how busy it was."""
+    return Path("/proc/loadavg").read_text().split()[0]
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -422,5 +467,82 @@ def chunks(items: list[Any], size: int) -> Iterator[list[Any]]:
         yield items[i : i + size]
 
 
+# -- the limit: the bare SDK consuming the same streams in one process --------------------------
+
+
+async def bare_streams(
+    url: str, conversations: int, command: str, timeout: float
+) -> dict[str, Any]:
+    """`conversations` paced streams consumed at once by the bare SDK: latencies and counts."""
+    import anthropic
+
+    latencies: list[float] = []
+    counts: list[int] = []
+    ordered = True
+
+    # One client for every stream, as a server would keep one; warmed up like the server is.
+    client = anthropic.AsyncAnthropic(api_key="sk-bench", base_url=url, max_retries=0)
+    async with client.messages.stream(
+        model="bench", max_tokens=64000, messages=[{"role": "user", "content": "fast 2000 8"}]
+    ) as warm_up:
+        await warm_up.get_final_message()
+
+    async def one() -> None:
+        nonlocal ordered
+        last, count = 0.0, 0
+        try:
+            async with client.messages.stream(
+                model="bench", max_tokens=64000, messages=[{"role": "user", "content": command}]
+            ) as stream:
+                async for event in stream:
+                    if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        arrived = time.time()
+                        for stamp in STAMP.findall(event.delta.text):
+                            sent = float(stamp)
+                            ordered &= sent >= last
+                            last = sent
+                            latencies.append(arrived - sent)
+                            count += 1
+        finally:
+            counts.append(count)
+
+    await asyncio.wait_for(asyncio.gather(*(one() for _ in range(conversations))), timeout)
+    await client.close()
+    return {
+        "delivered": sum(counts),
+        "ordered": ordered,
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+        "max_ms": max(latencies, default=0.0) * 1000,
+    }
+
+
+def run_bare(url: str, conversations: int, command: str, timeout: float) -> dict[str, Any]:
+    """`bare_streams` in its own process (as daphne is), its result as a dict."""
+    done = subprocess.run(
+        [
+            str(VENV_BIN / "python"),
+            "-m",
+            "bench.live",
+            "bare",
+            url,
+            str(conversations),
+            command,
+            str(timeout),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout + 60,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"the bare SDK run failed:\n{done.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 if __name__ == "__main__" and sys.argv[1:2] == ["serve"]:
     _serve(int(sys.argv[2]))
+elif __name__ == "__main__" and sys.argv[1:2] == ["bare"]:
+    _url, _n, _command, _timeout = sys.argv[2:6]
+    print(json.dumps(asyncio.run(bare_streams(_url, int(_n), _command, float(_timeout)))))

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+from channels.layers import get_channel_layer
+
 from skills_app.models import Conversation, Message, Run
+from skills_app.runs import store
 from skills_app.runs import supervisor as runs
 
 SKILLS = {
@@ -100,3 +105,27 @@ def accepted(fake: Any) -> list[dict[str, Any]]:
 
 def count_in_request(request: dict[str, Any], needle: str) -> int:
     return json.dumps(request["messages"], ensure_ascii=False).count(needle)
+
+
+@contextlib.asynccontextmanager
+async def watch_group(conversation_id: int) -> AsyncIterator[list[dict[str, Any]]]:
+    """Every channel-layer message sent to the conversation's group while inside, in order."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(store.group_name(conversation_id), channel)
+    seen: list[dict[str, Any]] = []
+
+    async def collect() -> None:
+        while True:
+            seen.append(await layer.receive(channel))
+
+    task = asyncio.ensure_future(collect())
+    try:
+        yield seen
+        # Let what is already queued arrive.
+        for _ in range(50):
+            await asyncio.sleep(0)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await layer.group_discard(store.group_name(conversation_id), channel)

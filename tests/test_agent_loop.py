@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 from skills_app.core.hooks import HookResult
 from skills_app.models import Conversation, PermissionRule, Run, RunEvent, SkillInvocation
 from skills_app.runs import store
+from skills_app.runs.streams import LIVE_INTERVAL, SAVE_INTERVAL
 from tests.fake_anthropic import Reply, tool_use_block, without_cache_control
 from tests.loop_helpers import (
     accepted,
@@ -17,6 +18,7 @@ from tests.loop_helpers import (
     run_turn,
     use_fake_model,
     wait_until,
+    watch_group,
     write_skills,
 )
 
@@ -46,24 +48,38 @@ def deny(rule_text):
 
 async def test_it_streams_a_plain_answer_and_stores_it(setup, conversation, alice):
     setup.enqueue(Reply.text("Hello there, how can I help?", chunk=4))
-    run = await run_turn(conversation, "hi", alice)
+    async with watch_group(conversation.pk) as seen:
+        run = await run_turn(conversation, "hi", alice)
     assert run.status == Run.DONE
     stored = await sync_to_async(rows)(conversation)
     assert [(m.role, m.kind) for m in stored] == [("user", "text"), ("assistant", "text")]
     assert stored[1].content == [{"type": "text", "text": "Hello there, how can I help?"}]
-    deltas = [
-        e.data["text"]
-        async for e in RunEvent.objects.filter(conversation=conversation, type="text.delta")
-    ]
-    assert "".join(deltas) == "Hello there, how can I help?"
+    deltas = [m["event"] for m in seen if m["type"] == "text.delta"]
+    assert "".join(d["text"] for d in deltas) == "Hello there, how can I help?"
+    # Each live piece says where it goes: the run, its model call, the block and the offset.
+    offsets = [d["offset"] for d in deltas]
+    assert offsets == [sum(len(d["text"]) for d in deltas[:i]) for i in range(len(deltas))]
+    assert {(d["run_id"], d["call"], d["index"]) for d in deltas} == {(run.pk, 1, 0)}
     assert run.usage.get("output_tokens", 0) > 0
 
 
-async def test_it_coalesces_text_deltas_into_few_writes(setup, conversation, alice):
-    setup.enqueue(Reply.text("x" * 2000, chunk=1))
-    await run_turn(conversation, "long please", alice)
-    writes = await RunEvent.objects.filter(conversation=conversation, type="text.delta").acount()
-    assert writes < 200  # 2,000 deltas, far fewer event rows
+async def test_it_coalesces_text_deltas_into_few_frames_and_fewer_writes(
+    setup, conversation, alice
+):
+    setup.enqueue(Reply.text("x" * 2000, chunk=1, delay=0.001))
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    async with watch_group(conversation.pk) as seen:
+        await run_turn(conversation, "long please", alice)
+    took = loop.time() - started
+    frames = [m for m in seen if m["type"] == "text.delta"]
+    assert "".join(m["event"]["text"] for m in frames) == "x" * 2000
+    # 2,000 deltas: at most one live frame per 50 ms on average (a burst of two, the last one).
+    assert len(frames) <= took / LIVE_INTERVAL + 4
+    # Stored: a few pieces per second at most, never one per delta (the row holds the rest).
+    saved = await RunEvent.objects.filter(conversation=conversation, type="text.saved").acount()
+    assert saved <= took / SAVE_INTERVAL + 1
+    assert not await RunEvent.objects.filter(conversation=conversation, type="text.delta").aexists()
 
 
 async def test_it_answers_a_tool_use_and_sends_the_result_back(
@@ -324,8 +340,8 @@ async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
     )
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
     await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
-    streamed = RunEvent.objects.filter(run_id=run.pk, type="text.delta")
-    await wait_until(streamed.aexists, what="a recorded text delta")
+    streamed = RunEvent.objects.filter(run_id=run.pk, type="text.saved")
+    await wait_until(streamed.aexists, what="a saved piece of streamed text")
     assert await runs.stop_run(run.pk)
     gate.set()
     run = await Run.objects.aget(pk=run.pk)

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 import threading
 from typing import Any
 
@@ -14,6 +13,7 @@ from skills_app.models import Approval, Conversation, Message, PermissionRule, R
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import use_fake_model
+from tests.ws_helpers import Reader, approval_id, receive, stored, until
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -42,14 +42,7 @@ async def _connect(user, conversation_id: int, *, origin: tuple[bytes, bytes] = 
 
 async def _frames_until(communicator, predicate, *, timeout: float = 10.0) -> list[dict[str, Any]]:
     """Collect frames until one satisfies predicate (inclusive)."""
-    frames: list[dict[str, Any]] = []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        frame = await communicator.receive_json_from(timeout=max(0.1, deadline - loop.time()))
-        frames.append(frame)
-        if predicate(frame):
-            return frames
+    return await until(communicator, predicate, timeout=timeout)
 
 
 def _finished(frame: dict[str, Any]) -> bool:
@@ -101,7 +94,8 @@ async def test_it_accepts_the_owner(alice, conversation):
     communicator, connected, _code = await _connect(alice, conversation.pk)
     assert connected
     await communicator.send_json_to({"action": "resume", "after": 0})
-    assert await communicator.receive_json_from() == {"type": "resumed", "last_seq": 0}
+    frame = await receive(communicator)
+    assert (frame["type"], frame["last_seq"]) == ("resumed", 0)
     await communicator.disconnect()
 
 
@@ -132,12 +126,12 @@ def _store_events(conversation: Conversation) -> dict[str, int]:
         ("run.started", {"run_id": run.pk, "demo": True, "label": "Demo"}, False),
         ("text.delta", {"index": 0, "text": "Hel"}, False),
         (
-            "message",
+            "message.stored",
             {"message_id": status.pk, "role": "user", "kind": "skill_status", "is_meta": False},
             False,
         ),
         (
-            "message",
+            "message.stored",
             {"message_id": hidden.pk, "role": "user", "kind": "skill_prompt", "is_meta": True},
             True,
         ),
@@ -158,7 +152,7 @@ async def test_it_replays_events_after_the_given_seq(alice, conversation):
     await communicator.send_json_to({"action": "resume", "after": 2})
     frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
     assert [f.get("seq") for f in frames] == [3, 6, None]
-    assert frames[0]["type"] == "message"
+    assert frames[0]["type"] == "message.stored"
     assert 'The "notes" skill' in frames[0]["html"]
     assert "<command-message>" not in frames[0]["html"]
     assert frames[-1]["last_seq"] == 6
@@ -172,7 +166,9 @@ async def test_it_never_sends_hidden_content_to_an_ordinary_user(alice, conversa
     frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
     assert "HIDDEN-BODY" not in repr(frames)
     assert "audit.tool" not in {f["type"] for f in frames}
-    assert [f.get("seq") for f in frames] == [1, 2, 3, 6, None]
+    # Shown: the run starting, the skill's status row, the run finishing. A stored text piece
+    # of an old log, the hidden row and the audit are not: the browser shows nothing of them.
+    assert [f.get("seq") for f in frames] == [1, 3, 6, None]
     await communicator.disconnect()
 
 
@@ -182,7 +178,7 @@ async def test_it_sends_hidden_content_to_an_auditor(auditor, conversation):
     communicator, _connected, _code = await _connect(auditor, conversation.pk)
     await communicator.send_json_to({"action": "resume", "after": 0})
     frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
-    hidden = [f for f in frames if f.get("message_id") == ids["hidden"]]
+    hidden = [f for f in frames if f'id="message-{ids["hidden"]}"' in f.get("html", "")]
     assert len(hidden) == 1
     assert "HIDDEN-BODY-91c2" in hidden[0]["html"]
     assert "Hidden from the user · sent to the model" in hidden[0]["html"]
@@ -202,14 +198,13 @@ async def test_it_streams_a_reply_to_a_sent_message(alice, conversation, fake_mo
     await _wait_runs_done(conversation.pk)
     types = [f["type"] for f in frames]
     # The user's message is stored and shown the moment it is sent, before the run starts.
-    assert types[:2] == ["message", "run.started"]
+    assert types[:2] == ["message.stored", "run.started"]
     assert "text.delta" in types
-    streamed = "".join(f["text"] for f in frames if f["type"] == "text.delta")
-    assert streamed == "Hello **there**, friend"
-    seqs = [f["seq"] for f in frames]
+    assert Reader().apply(frames).text() == "Hello **there**, friend"
+    seqs = [f["seq"] for f in stored(frames)]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
-    messages = [f for f in frames if f["type"] == "message"]
-    assert messages[0]["role"] == "user" and "hi there" in messages[0]["html"]
+    messages = [f for f in frames if f["type"] == "message.stored"]
+    assert 'class="row row-user"' in messages[0]["html"] and "hi there" in messages[0]["html"]
     assert "<strong>there</strong>" in messages[-1]["html"]
     assert frames[-1]["status"] == "done"
     await communicator.disconnect()
@@ -226,7 +221,8 @@ async def test_a_second_tab_sees_the_same_stream(alice, conversation, fake_model
     one = await _frames_until(first, _finished)
     two = await _frames_until(second, _finished)
     await _wait_runs_done(conversation.pk)
-    assert [f["seq"] for f in one] == [f["seq"] for f in two]
+    assert [f["seq"] for f in stored(one)] == [f["seq"] for f in stored(two)]
+    assert Reader().apply(one).text() == Reader().apply(two).text() == "Shared answer"
     await first.disconnect()
     await second.disconnect()
 
@@ -236,9 +232,9 @@ async def test_it_rate_limits_messages_per_minute(alice, conversation, settings)
     await Run.objects.acreate(conversation=conversation, status=Run.DONE)
     communicator, _connected, _code = await _connect(alice, conversation.pk)
     await communicator.send_json_to({"action": "send", "text": "hello"})
-    frame = await communicator.receive_json_from(timeout=5)
+    frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert "limit is 1" in frame["message"]
+    assert "limit is 1" in frame["text"]
     assert 'data-action="retry"' in frame["html"]
     assert await Run.objects.filter(conversation=conversation).acount() == 1
     await communicator.disconnect()
@@ -250,9 +246,9 @@ async def test_it_limits_concurrent_runs(alice, conversation, settings):
     await Run.objects.acreate(conversation=other, status=Run.RUNNING)
     communicator, _connected, _code = await _connect(alice, conversation.pk)
     await communicator.send_json_to({"action": "send", "text": "hello"})
-    frame = await communicator.receive_json_from(timeout=5)
+    frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert "in progress" in frame["message"]
+    assert "in progress" in frame["text"]
     await communicator.disconnect()
 
 
@@ -272,7 +268,7 @@ async def test_it_retries_the_last_user_message(alice, conversation, fake_model)
     await _wait_runs_done(conversation.pk)
     assert fake_model.requests[-1]["messages"][-1]["content"][-1]["text"] == "again please"
     # A retry sends the stored message again; it does not store (or show) it a second time.
-    assert not any(f.get("role") == "user" for f in frames if f["type"] == "message")
+    assert not any("row-user" in f["html"] for f in frames if f["type"] == "message.stored")
     users = Message.objects.filter(conversation=conversation, role="user")
     assert await users.acount() == 1
     await communicator.disconnect()
@@ -292,15 +288,21 @@ async def test_it_answers_an_approval_over_the_socket(alice, conversation, fake_
     await communicator.send_json_to({"action": "send", "text": "run it"})
     frames = await _frames_until(communicator, lambda f: f["type"] == "approval.requested")
     requested = frames[-1]
-    assert f'id="approval-{requested["approval_id"]}"' in requested["html"]
-    assert "Allow once" in requested["html"]
+    assert "Allow once" in requested["html"] and "ws-send" in requested["html"]
+    # What htmx sends for the form: the fields as strings, the pressed button's value.
     await communicator.send_json_to(
-        {"action": "approve", "approval_id": requested["approval_id"], "answer": "allow_once"}
+        {
+            "action": "approve",
+            "approval_id": str(approval_id(requested)),
+            "answer": "allow_once",
+            "reason": "",
+            "HEADERS": {"HX-Request": "true"},
+        }
     )
     frames = await _frames_until(communicator, _finished)
     await _wait_runs_done(conversation.pk)
     answered = [f for f in frames if f["type"] == "approval.answered"]
-    assert answered and answered[0]["status"] == "allow_once"
+    assert answered and 'data-status="allow_once"' in answered[0]["html"]
     results = [f for f in frames if f["type"] == "tool.result"]
     assert results and "approved-ok" in results[0]["html"]
     assert frames[-1]["status"] == "done"
@@ -316,9 +318,9 @@ async def test_a_second_answer_is_told_already_answered(alice, conversation):
     await communicator.send_json_to(
         {"action": "approve", "approval_id": approval.pk, "answer": "allow_once"}
     )
-    frame = await communicator.receive_json_from(timeout=5)
+    frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert "already answered" in frame["message"]
+    assert "already answered" in frame["text"]
     await communicator.disconnect()
 
 
@@ -332,7 +334,7 @@ async def test_it_refuses_answering_another_conversations_approval(alice, bob, c
     await communicator.send_json_to(
         {"action": "approve", "approval_id": approval.pk, "answer": "allow_once"}
     )
-    frame = await communicator.receive_json_from(timeout=5)
+    frame = await receive(communicator)
     assert frame["type"] == "error"
     await approval.arefresh_from_db()
     assert approval.status == Approval.PENDING
@@ -372,8 +374,8 @@ async def test_it_stops_a_running_answer(alice, conversation, fake_model):
 async def test_stop_without_a_run_says_nothing_is_running(alice, conversation):
     communicator, _connected, _code = await _connect(alice, conversation.pk)
     await communicator.send_json_to({"action": "stop"})
-    frame = await communicator.receive_json_from(timeout=5)
-    assert frame == {"type": "info", "message": "Nothing is running."}
+    frame = await receive(communicator)
+    assert (frame["type"], frame["text"]) == ("info", "Nothing is running.")
     await communicator.disconnect()
 
 
@@ -394,20 +396,20 @@ async def test_stop_without_a_run_says_nothing_is_running(alice, conversation):
 async def test_it_answers_malformed_frames_with_an_error(alice, conversation, payload, expected):
     communicator, _connected, _code = await _connect(alice, conversation.pk)
     await communicator.send_to(text_data=payload)
-    frame = await communicator.receive_json_from(timeout=5)
+    frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert expected in frame["message"]
+    assert expected in frame["text"]
     # The socket is still usable afterwards.
     await communicator.send_json_to({"action": "resume", "after": 0})
-    assert (await communicator.receive_json_from(timeout=5))["type"] == "resumed"
+    assert (await receive(communicator))["type"] == "resumed"
     await communicator.disconnect()
 
 
 async def test_it_refuses_oversized_frames(alice, conversation):
     communicator, _connected, _code = await _connect(alice, conversation.pk)
     await communicator.send_json_to({"action": "send", "text": "x" * (70 * 1024)})
-    frame = await communicator.receive_json_from(timeout=5)
+    frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert "too large" in frame["message"]
+    assert "too large" in frame["text"]
     assert not await Run.objects.filter(conversation=conversation).aexists()
     await communicator.disconnect()

@@ -148,7 +148,7 @@ def test_open_tool_uses_are_answered_and_pending_approvals_cancelled_with_events
     assert all(b["is_error"] for b in answered.content)
     assert Approval.objects.get(pk=approval.pk).status == Approval.CANCELLED
     types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
-    assert types == ["message", "message", "approval.answered", "run.finished"]
+    assert types == ["message.stored", "message.stored", "approval.answered", "run.finished"]
     assert _valid_after_another_turn(conversation) is None
 
 
@@ -161,8 +161,10 @@ async def test_browsers_watching_the_conversation_are_told(workers, alice):
     await recovery.interrupt_stale_runs()
 
     received = [await asyncio.wait_for(layer.receive(watcher), 5) for _ in range(2)]
-    assert [m["event_type"] for m in received] == ["message", "run.finished"]
-    assert received[1]["data"]["status"] == Run.INTERRUPTED
+    assert [m["type"] for m in received] == ["message.stored", "run.finished"]
+    assert received[1]["event"]["status"] == Run.INTERRUPTED
+    # Rendered once for each visibility class: the error row with its Retry, for everyone.
+    assert "Retry" in received[0]["html"] and received[0]["hidden"] is False
     await layer.flush()
 
 
@@ -218,6 +220,15 @@ async def test_stopping_a_live_run_that_does_not_answer_reports_failure(workers,
     assert run.status == Run.RUNNING and run.stop_requested
 
 
+async def _until_saved(run_id: int, timeout: float = 5.0) -> None:
+    """Wait (bounded) until some of the run's streamed text is in the database."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await sync_to_async(store.streamed_text)(run_id):
+        assert loop.time() < deadline, "the streamed text was never saved"
+        await asyncio.sleep(0.05)
+
+
 async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_anthropic, alice):
     """A false alarm (a heartbeat delayed past the limit) must not corrupt the closed history."""
     use_fake_model(settings, fake_anthropic)
@@ -229,7 +240,7 @@ async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_
     )
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
     assert await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
-    await asyncio.sleep(0.2)
+    await _until_saved(run.pk)
     # Another process declares it dead; this one notices at its next heartbeat.
     await sync_to_async(recovery.interrupt_runs)([run.pk])
     try:
@@ -245,3 +256,6 @@ async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_
     ]
     assert kinds == [("user", "text"), ("assistant", "text"), ("assistant", "error")]
     assert await sync_to_async(_valid_after_another_turn)(conversation) is None
+    # Not even a piece of streamed text was saved after the history was closed.
+    types = [e.type async for e in RunEvent.objects.filter(run=run).order_by("seq")]
+    assert types[-1] == "run.finished", types

@@ -9,7 +9,6 @@ marker does reach those allowed to see it, so an absence is not an accident of t
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -31,6 +30,7 @@ from tests.test_security_urls import (
     client_for,
     url_for,
 )
+from tests.ws_helpers import until
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 ORDINARY = ("anonymous", "owner", "other")
@@ -198,13 +198,7 @@ def _application():
 
 
 async def _until(tab, predicate, timeout: float = 15.0) -> list[dict[str, Any]]:
-    frames: list[dict[str, Any]] = []
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        frames.append(await tab.receive_json_from(timeout=max(0.1, deadline - loop.time())))
-        if predicate(frames[-1]):
-            return frames
+    return await until(tab, predicate, timeout=timeout)
 
 
 @pytest.mark.django_db(transaction=True)

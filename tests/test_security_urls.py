@@ -25,6 +25,7 @@ from django.conf import settings
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
+from skills_app.chat.frames import parse
 from skills_app.core.transcript import status_message_text
 from skills_app.models import (
     Approval,
@@ -669,8 +670,8 @@ async def test_each_websocket_route_admits_only_the_owner(
             await communicator.send_json_to({"action": "resume", "after": 0})
             frames = []
             while not frames or frames[-1].get("type") != "resumed":
-                frames.append(await communicator.receive_json_from(timeout=5))
-            assert any(f.get("type") == "message" for f in frames)
+                frames.append(parse(await communicator.receive_from(timeout=5)))
+            assert any(f.get("type") == "message.stored" for f in frames)
     finally:
         await communicator.disconnect()
 

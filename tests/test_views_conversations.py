@@ -258,7 +258,13 @@ def test_it_shows_the_chat_page_to_the_owner(alice, conversation):
     assert 'id="transcript"' in body
     assert 'role="log"' in body
     assert 'aria-label="Message"' in body
-    assert f'data-ws-url="/ws/conversations/{conversation.pk}/"' in body
+    assert 'hx-ext="ws"' in body
+    assert f'ws-connect="/ws/conversations/{conversation.pk}/"' in body
+    # htmx and its websocket extension come from django-htmx, not a CDN.
+    assert "/static/django_htmx/htmx-2.min.js" in body
+    assert "/static/django_htmx/ext/hx-ws-2.min.js" in body
+    # Without JavaScript the composer is a plain form that posts the message.
+    assert f'action="/c/{conversation.pk}/act/"' in body and 'name="text"' in body
 
 
 def test_it_hides_the_chat_page_from_others(bob, conversation):
@@ -380,7 +386,8 @@ def test_it_renders_pending_approvals_so_they_survive_reload(alice, conversation
     assert "Allow for this conversation" in body
     assert "Bash(rm *)" in body
     assert 'id="stop-button"' in body
-    assert 'data-running="true"' in body
+    assert 'data-run-status="running" hidden' not in body
+    assert 'data-run-status="running"' in body
 
 
 def test_it_includes_the_text_streamed_so_far_for_an_active_run(alice, conversation):
@@ -395,7 +402,7 @@ def test_it_includes_the_text_streamed_so_far_for_an_active_run(alice, conversat
     Conversation.objects.filter(pk=conversation.pk).update(last_event_seq=3)
     body = _client(alice).get(f"/c/{conversation.pk}/").content.decode()
     assert "Hello wor</div>" in body
-    assert 'data-last-seq="3"' in body
+    assert 'id="chat-seq" hidden data-seq="3"' in body
 
 
 def test_it_explains_the_demo_model_when_no_key_is_set(alice, conversation, settings):

@@ -83,9 +83,9 @@ async def test_it_queues_the_run_and_a_worker_executes_it(fake, layer, worker, c
     assert texts == ["hi", "Hello from the worker."]
     seen = []
     while not seen or seen[-1] != "run.finished":
-        seen.append((await asyncio.wait_for(layer.receive(watcher), 5))["event_type"])
+        seen.append((await asyncio.wait_for(layer.receive(watcher), 5))["type"])
     # The user's message was stored (and announced) with the queued run, before any worker ran.
-    assert seen[:3] == ["message", "run.queued", "run.started"] and "text.delta" in seen
+    assert seen[:3] == ["message.stored", "run.queued", "run.started"] and "text.delta" in seen
 
 
 async def test_one_worker_executes_several_runs_at_once(fake, worker, alice):

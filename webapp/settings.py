@@ -250,7 +250,12 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Channels' in-memory layer, minus its per-message sweeps (see webapp/layers.py). A tab's
+    # channel holds 1,000 messages (Channels' default is 100): about 30 s of one busy answer
+    # before a tab that falls behind misses live frames (its consumer then fills the gap).
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "webapp.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}
+    }
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -1,12 +1,17 @@
-"""The chat websocket: relays a conversation's run events to the browser and takes its actions.
+"""The chat websocket: relays a conversation's events to one browser tab and takes its actions.
 
-Frames to the browser are JSON. Events carry `seq` (the RunEvent seq) and `type` (the event
-type) plus `html` (a rendered partial, or "") and a little data; the client remembers the last
-seq it applied and sends `{"action": "resume", "after": seq}` on every (re)connect. Frames that
-answer an action and are not events (`type` "error" / "info") carry no seq.
+The browser sends JSON: `{"action": "resume", "after": SEQ}` on every (re)connect, and the forms
+of the page (htmx `ws-send`) send `send`, `retry`, `stop` and `approve` with their fields. The
+server sends what `chat.frames` describes: stored events as htmx out-of-band fragments headed by
+their seq, streamed text as JSON.
 
-Hidden events and `is_meta` rows are dropped here for users without the inspect permission:
-they never leave the server.
+Every group message names its event type, so Channels calls the handler of that name; each one
+only filters and sends. Stored events arrive rendered for both visibility classes and this tab
+sends its own class's HTML: nothing hidden reaches a tab without the inspect permission, and
+relaying needs no database. The database is read only to resume, to fill a gap in the seqs (the
+channel layer drops messages for a full channel) and to start a stream whose beginning this tab
+missed: streamed text is tracked per block by character offset, so a tab gets the text saved so
+far and then exactly the deltas after it, never a piece twice and never a hole.
 """
 
 from __future__ import annotations
@@ -15,32 +20,35 @@ import json
 import logging
 from typing import Any
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
-from django.template.loader import render_to_string
+from channels.generic.websocket import AsyncWebsocketConsumer
 
-from skills_app.chat import conversations as conv
-from skills_app.chat import rendering
-from skills_app.chat.ratelimit import RateLimitError, check_send
-from skills_app.models import Approval, Conversation, Message, RunEvent
-from skills_app.permissions.approvals import ApprovalError, answer_approval
-from skills_app.runs import recovery
-from skills_app.runs import supervisor as runs
+from skills_app.chat import actions, frames
+from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
+from skills_app.chat.fragments import replay_html
+from skills_app.core.events import EVENT_TYPES
+from skills_app.models import Conversation, RunEvent
+from skills_app.runs import recovery, store
 from skills_app.runs.store import group_name
-from skills_app.visibility import INSPECT_PERMISSION, outbound
+from skills_app.runs.streams import LIVE_FRAME_CHARS
+from skills_app.visibility import INSPECT_PERMISSION
 
 logger = logging.getLogger(__name__)
 
+__all__ = ["MAX_MESSAGE_CHARS", "ConversationConsumer"]
 
 MAX_FRAME_BYTES = 64 * 1024
-MAX_MESSAGE_CHARS = 32_000
 REPLAY_LIMIT = 5_000
 REFUSED = 4403
-# Events the browser has no use for; everything else is relayed (filtered for hidden content).
-IGNORED = {"audit.tool", "model.call", "block.done", "tool.call"}
+# Pieces of a stream kept while its beginning is fetched; more are dropped (the next save has them).
+MAX_WAITING = 500
+
+# (run id, model call, block index, kind): one streamed block.
+StreamId = tuple[int, int, int, str]
 
 
-class ConversationConsumer(AsyncJsonWebsocketConsumer):
+class ConversationConsumer(AsyncWebsocketConsumer):
     """One browser tab watching one conversation."""
 
     conversation_id: int
@@ -62,12 +70,26 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
             return
         self.last_sent = 0
         self.ready = False
+        # Characters of each streamed block this tab has, and pieces waiting for a hole to fill.
+        self.known: dict[StreamId, int] = {}
+        self.waiting: dict[StreamId, list[tuple[int, str]]] = {}
         self.group = group_name(self.conversation_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         # daphne has no start-up hook: the first browser starts this process's sweep for runs of
         # dead workers, so a tab sees "interrupted" within seconds even when no worker is left.
         recovery.ensure_sweeping()
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Channels closes stale database connections before every handler: a hop through the
+        # one thread all database work shares, for every message. The events of a run are
+        # relayed without the database (what reads it goes through database_sync_to_async,
+        # which closes them itself), so they go straight to their handler; a relay that waited
+        # behind the run's database work would put that wait on every frame.
+        if message.get("type") in EVENT_TYPES:
+            await getattr(self, get_handler_name(message))(message)
+        else:
+            await super().dispatch(message)
 
     async def disconnect(self, code: int) -> None:
         # Closing the tab is not a stop: the run goes on and a reconnect resumes from its seq.
@@ -91,134 +113,205 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         if not isinstance(content, dict):
             await self._error('A frame must be a JSON object with an "action".')
             return
-        await self.receive_json(content)
-
-    async def receive_json(self, content: dict[str, Any], **kwargs: Any) -> None:
         action = content.get("action")
-        handler = {
-            "resume": self.do_resume,
-            "send": self.do_send,
-            "retry": self.do_retry,
-            "stop": self.do_stop,
-            "approve": self.do_approve,
-        }.get(action if isinstance(action, str) else "")
-        if handler is None:
+        if not isinstance(action, str) or action not in ("resume", *actions.ACTIONS):
             await self._error(
                 f"Unknown action {action!r}: use resume, send, retry, stop or approve."
             )
             return
         try:
-            await handler(content)
+            if action == "resume":
+                await self.resume(content.get("after", 0))
+                return
+            info = await actions.perform(
+                action, content, conversation_id=self.conversation_id, user_id=self.user_id
+            )
+        except ActionError as exc:
+            await self._error(str(exc), retry=exc.retry)
         except Exception:
             logger.exception(
                 "websocket action %r failed in conversation %s", action, self.conversation_id
             )
             await self._error("Something went wrong on the server. Try again.")
+        else:
+            if info:
+                await self.send(text_data=frames.status(info))
 
-    async def do_resume(self, content: dict[str, Any]) -> None:
-        after = content.get("after", 0)
+    async def resume(self, after: Any) -> None:
+        """Send what was stored after `after` and the text of open streams, then go live."""
         if not isinstance(after, int) or isinstance(after, bool) or after < 0:
             await self._error('"after" must be a whole number: the last seq you applied.')
             return
-        frames = await self._replay(after)
+        replayed, streams = await self._replay(after, with_streams=True)
         self.last_sent = max(self.last_sent, after)
-        for frame in frames:
-            await self.send_json(frame)
-            self.last_sent = max(self.last_sent, frame["seq"])
+        await self._send_replayed(replayed)
+        # The tab starts every open stream afresh: offset 0 replaces what it showed.
+        self.known, self.waiting = {}, {}
+        for block in streams:
+            sid = (block.run_id, block.call, block.index, block.kind)
+            await self._send_text(sid, 0, block.text)
+            self.known[sid] = len(block.text)
         self.ready = True
-        await self.send_json({"type": "resumed", "last_seq": self.last_sent})
+        await self.send(text_data=frames.resumed(self.last_sent))
 
-    async def do_send(self, content: dict[str, Any]) -> None:
-        text = content.get("text")
-        if not isinstance(text, str) or not text.strip():
-            await self._error("Type a message first.", retry=False)
-            return
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate (\ud800) would be stored and then break every later model request.
-            await self._error(
-                "That message contains characters that are not valid text.", retry=False
-            )
-            return
-        if len(text) > MAX_MESSAGE_CHARS:
-            await self._error(
-                f"That message is too long ({len(text)} characters; the limit is {MAX_MESSAGE_CHARS}).",
-                retry=False,
-            )
-            return
-        await self._start(text)
+    # -- stored events (one handler per type: they only filter and send) --------------------
 
-    async def do_retry(self, content: dict[str, Any]) -> None:
-        text = await database_sync_to_async(conv.last_user_text)(self.conversation_id)
-        if text is None:
-            await self._error("There is no earlier message to send again.", retry=False)
-            return
-        await self._start(text, retry=True)
+    async def message_stored(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+        run_id = message["event"].get("run_id")
+        if run_id is not None:
+            self._forget_streams(int(run_id))  # the row holds what the run streamed
 
-    async def _start(self, text: str, *, retry: bool = False) -> None:
-        try:
-            await database_sync_to_async(check_send)(self.user_id)
-            # start_run only creates the task: the loop runs beside this consumer, never inside it.
-            await runs.start_run(self.conversation_id, text, user_id=self.user_id, retry=retry)
-        except (RateLimitError, runs.RunError) as exc:
-            await self._error(str(exc))
+    async def run_finished(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+        self._forget_streams(int(message["event"]["run_id"]))
 
-    async def do_stop(self, content: dict[str, Any]) -> None:
-        run = await database_sync_to_async(conv.active_run)(self.conversation_id)
-        if run is None:
-            await self.send_json({"type": "info", "message": "Nothing is running."})
-            return
-        if not await runs.stop_run(run.pk):
-            await self._error(
-                "This run is executing in another process and could not be stopped from here.",
-                retry=False,
-            )
+    async def text_saved(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+        await self._saved(message["event"], "text")
 
-    async def do_approve(self, content: dict[str, Any]) -> None:
-        approval_id, answer = content.get("approval_id"), content.get("answer")
-        reason = content.get("reason") or ""
-        if (
-            not isinstance(approval_id, int)
-            or not isinstance(answer, str)
-            or not isinstance(reason, str)
-        ):
-            await self._error('"approve" needs an approval_id (number) and an answer.', retry=False)
-            return
-        try:
-            await database_sync_to_async(self._answer)(approval_id, answer, reason)
-        except ApprovalError as exc:
-            await self._error(str(exc), retry=False)
+    async def thinking_saved(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+        await self._saved(message["event"], "thinking")
 
-    def _answer(self, approval_id: int, answer: str, reason: str) -> None:
-        if not Approval.objects.filter(
-            pk=approval_id, conversation_id=self.conversation_id
-        ).exists():
-            raise ApprovalError("There is no such approval request in this conversation.")
-        answer_approval(approval_id, self.user_id, answer, reason=reason)
+    async def run_queued(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
 
-    # -- from the run (channel layer) ------------------------------------------------------
+    async def run_started(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
 
-    async def run_event(self, event: dict[str, Any]) -> None:
-        seq = int(event["seq"])
+    async def turn_excluded(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def tool_result(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def skill_invocation(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def approval_requested(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def approval_answered(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    # Stored for the audit or the log; the browser shows nothing of them, but they keep the seq.
+    async def model_call(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def tool_call(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def audit_tool(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def audit_hook(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def subagent_started(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def subagent_finished(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    # Never sent to the group (not stored one by one, or shown through their row).
+    async def block_done(self, message: dict[str, Any]) -> None:
+        return None
+
+    async def _stored(self, message: dict[str, Any]) -> None:
+        seq = int(message["seq"])
         if not self.ready or seq <= self.last_sent:
             return  # not resumed yet (the replay will include it) or already sent
         if seq > self.last_sent + 1:
-            # A gap: the channel layer drops messages when this consumer's channel is full
-            # (a slow client), and some events are stored without a broadcast. The database
-            # has them all, so send what is missing from there, in order.
-            for frame in await self._replay(self.last_sent):
-                if frame["seq"] > self.last_sent:
-                    await self.send_json(frame)
-                    self.last_sent = frame["seq"]
+            # A gap: the channel layer dropped messages for this tab's full channel. The
+            # database has every stored event: send what is missing from there, in order.
+            replayed, _ = await self._replay(self.last_sent, with_streams=False)
+            await self._send_replayed(replayed)
             self.last_sent = max(self.last_sent, seq)
             return
         self.last_sent = seq
-        frame = await database_sync_to_async(self._frame)(
-            seq, event["event_type"], event.get("data") or {}, bool(event.get("hidden"))
-        )
-        if frame is not None:
-            await self.send_json(frame)
+        if self.can_inspect:
+            html = message.get("inspector_html") or message.get("html")
+        else:
+            html = None if message.get("hidden") else message.get("html")
+        if html:
+            await self.send(text_data=frames.stored(seq, message["type"], html))
+
+    async def _send_replayed(self, replayed: list[tuple[int, str, str | None]]) -> None:
+        for seq, event_type, html in replayed:
+            if seq <= self.last_sent:
+                continue
+            if html:
+                await self.send(text_data=frames.stored(seq, event_type, html))
+            self.last_sent = seq
+
+    # -- live events ---------------------------------------------------------------------------
+
+    async def text_delta(self, message: dict[str, Any]) -> None:
+        await self._delta(message["event"], "text")
+
+    async def thinking_delta(self, message: dict[str, Any]) -> None:
+        await self._delta(message["event"], "thinking")
+
+    async def block_start(self, message: dict[str, Any]) -> None:
+        event = message["event"]
+        if self.ready and event.get("tool_name"):
+            html = frames.calling(
+                event["run_id"], event["call"], event["index"], str(event["tool_name"])
+            )
+            await self.send(text_data=html)
+
+    async def _delta(self, event: dict[str, Any], kind: str) -> None:
+        if not self.ready:
+            return  # the resume sends the saved text, and a hole is filled from there
+        sid = (int(event["run_id"]), int(event["call"]), int(event["index"]), kind)
+        await self._deliver(sid, int(event["offset"]), str(event["text"]))
+
+    async def _deliver(self, sid: StreamId, offset: int, piece: str, *, drain: bool = True) -> None:
+        have = self.known.get(sid, 0)
+        if offset > have:
+            # Text before this piece never reached this tab: wait for it to be saved.
+            waiting = self.waiting.setdefault(sid, [])
+            if len(waiting) < MAX_WAITING:
+                waiting.append((offset, piece))
+            return
+        if offset + len(piece) > have:
+            await self._send_text(sid, have, piece[have - offset :])
+            self.known[sid] = offset + len(piece)
+        if drain and self.waiting.get(sid):
+            await self._drain(sid)
+
+    async def _drain(self, sid: StreamId) -> None:
+        pieces = sorted(self.waiting.pop(sid, []))
+        for position, (offset, piece) in enumerate(pieces):
+            if offset > self.known.get(sid, 0):
+                self.waiting[sid] = pieces[position:]
+                return
+            await self._deliver(sid, offset, piece, drain=False)
+
+    async def _saved(self, event: dict[str, Any], kind: str) -> None:
+        """A piece of a stream was saved: fill this tab's hole in it, if it has one."""
+        sid = (int(event["run_id"]), int(event["call"]), int(event["index"]), kind)
+        if not self.ready or not self.waiting.get(sid):
+            return
+        saved = await database_sync_to_async(store.saved_text)(*sid)
+        have = self.known.get(sid, 0)
+        if len(saved) > have:
+            await self._send_text(sid, have, saved[have:])
+            self.known[sid] = len(saved)
+        await self._drain(sid)
+
+    async def _send_text(self, sid: StreamId, offset: int, piece: str) -> None:
+        run_id, call, index, kind = sid
+        for start in range(0, len(piece), LIVE_FRAME_CHARS):
+            chunk = piece[start : start + LIVE_FRAME_CHARS]
+            await self.send(text_data=frames.text(kind, run_id, call, index, offset + start, chunk))
+
+    def _forget_streams(self, run_id: int) -> None:
+        for sid in [s for s in self.known if s[0] == run_id]:
+            del self.known[sid]
+        for sid in [s for s in self.waiting if s[0] == run_id]:
+            del self.waiting[sid]
 
     # -- database side ---------------------------------------------------------------------
 
@@ -228,113 +321,16 @@ class ConversationConsumer(AsyncJsonWebsocketConsumer):
         return owns, owns and user.has_perm(INSPECT_PERMISSION)
 
     @database_sync_to_async
-    def _replay(self, after: int) -> list[dict[str, Any]]:
+    def _replay(
+        self, after: int, *, with_streams: bool
+    ) -> tuple[list[tuple[int, str, str | None]], list[store.StreamedBlock]]:
         events = RunEvent.objects.filter(conversation_id=self.conversation_id, seq__gt=after)
-        if not self.can_inspect:
-            events = events.filter(hidden=False)
-        frames = []
-        for event in events.exclude(type__in=IGNORED).order_by("seq")[:REPLAY_LIMIT]:
-            frame = self._frame(event.seq, event.type, event.data, event.hidden)
-            if frame is not None:
-                frames.append(frame)
-        return frames
-
-    def _frame(
-        self, seq: int, type: str, data: dict[str, Any], hidden: bool
-    ) -> dict[str, Any] | None:
-        """The browser frame for one event, or None when this viewer gets nothing for it."""
-        if type in IGNORED or (hidden and not self.can_inspect):
-            return None
-        frame: dict[str, Any] = {"seq": seq, "type": type, "html": ""}
-        if type == "text.delta":
-            frame.update(index=data.get("index", 0), text=data.get("text", ""))
-        elif type == "block.start":
-            frame.update(
-                index=data.get("index", 0),
-                block_type=data.get("block_type", ""),
-                tool_name=data.get("tool_name") or "",
-            )
-        elif type == "message":
-            return self._message_frame(frame, data)
-        elif type == "tool.result":
-            tool_use_id = str(data.get("tool_use_id", ""))
-            frame.update(tool_use_id=tool_use_id, is_error=bool(data.get("is_error")))
-            if data.get("name") != "Skill":
-                frame["html"] = rendering.render_tool_result(
-                    self.conversation_id, tool_use_id, data, can_inspect=self.can_inspect
-                )
-        elif type == "skill.invocation":
-            tool_use_id = str(data.get("tool_use_id", ""))
-            frame.update(
-                tool_use_id=tool_use_id,
-                skill=data.get("skill", ""),
-                decision=data.get("decision", ""),
-            )
-            if tool_use_id:
-                state = {"allowed": "loaded", "denied": "denied"}.get(
-                    data.get("decision", ""), "failed"
-                )
-                frame["html"] = rendering.render_skill_call(
-                    tool_use_id,
-                    str(data.get("skill", "")),
-                    str(data.get("args", "")),
-                    state,
-                    str(data.get("error", "")),
-                    out=outbound(self.conversation_id, can_inspect=self.can_inspect),
-                )
-        elif type in {"approval.requested", "approval.answered"}:
-            approval = (
-                Approval.objects.select_related("answered_by")
-                .filter(pk=data.get("approval_id"), conversation_id=self.conversation_id)
-                .first()
-            )
-            if approval is None:
-                return None
-            frame.update(approval_id=approval.pk, status=approval.status)
-            frame["html"] = rendering.render_approval(approval, can_inspect=self.can_inspect)
-        elif type == "run.started":
-            frame.update(
-                run_id=data.get("run_id"), demo=bool(data.get("demo")), label=data.get("label", "")
-            )
-        elif type == "run.queued":
-            frame.update(run_id=data.get("run_id"))
-            frame["html"] = render_to_string(
-                "skills_app/chat/_run_queued.html", {"run_id": data.get("run_id")}
-            )
-        elif type == "run.finished":
-            frame.update(
-                run_id=data.get("run_id"), status=data.get("status", ""), kind=data.get("kind", "")
-            )
-            if data.get("status") == "stopped":
-                frame["html"] = rendering.render_notice("Stopped.", kind="notice", retry=False)
-        else:
-            return (
-                None  # an event type this client does not know: relay nothing rather than raw data
-            )
-        return frame
-
-    def _message_frame(self, frame: dict[str, Any], data: dict[str, Any]) -> dict[str, Any] | None:
-        row = (
-            Message.objects.select_related("run", "invocation")
-            .filter(pk=data.get("message_id"), conversation_id=self.conversation_id)
-            .first()
-        )
-        if row is None or (row.is_meta and not self.can_inspect):
-            return None
-        ctx: dict[str, Any] = {}
-        if row.role == "assistant" and row.kind in rendering.ASSISTANT_CONTENT_KINDS:
-            ctx = conv.transcript_context(row.conversation, [row], can_inspect=self.can_inspect)
-        frame.update(message_id=row.pk, role=row.role, kind=row.kind)
-        frame["html"] = rendering.render_message(row, can_inspect=self.can_inspect, ctx=ctx)
-        if row.kind == "skill_status" and row.invocation is not None and row.invocation.tool_use_id:
-            frame["replaces"] = f"skill-{row.invocation.tool_use_id}"
-        return frame
+        rows = list(events.order_by("seq")[:REPLAY_LIMIT])
+        replayed = replay_html(self.conversation_id, rows, can_inspect=self.can_inspect)
+        streams = store.open_streams(self.conversation_id) if with_streams else []
+        return replayed, streams
 
     async def _error(self, message: str, *, retry: bool = True) -> None:
-        await self.send_json(
-            {
-                "type": "error",
-                "message": message,
-                "html": rendering.render_notice(message, retry=retry),
-            }
+        await self.send(
+            text_data=frames.error(message, retry=retry, conversation_id=self.conversation_id)
         )

@@ -89,10 +89,11 @@ def conversation_usage(conversation_id: int) -> UsageFigures | None:
     return _totals(ModelCall.objects.filter(conversation_id=conversation_id))
 
 
-def render_conversation_cost(conversation_id: int) -> str:
-    """The chat header's cost (id `conversation-cost`), e.g. to swap in when a run finishes."""
+def render_conversation_cost(conversation_id: int, *, oob: bool = False) -> str:
+    """The chat header's cost (id `conversation-cost`); `oob` to swap it in when a run ends."""
     return render_to_string(
-        "skills_app/chat/_conversation_cost.html", {"cost": conversation_usage(conversation_id)}
+        "skills_app/chat/_conversation_cost.html",
+        {"cost": conversation_usage(conversation_id), "oob": oob},
     )
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from asgiref.sync import sync_to_async
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import (
     FileResponse,
@@ -20,8 +21,8 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from skills_app.chat import actions, fragments
 from skills_app.chat import conversations as conv
-from skills_app.chat import rendering
 from skills_app.chat.forms import RenameForm, SearchForm
 from skills_app.chat.model_views import picker_context
 from skills_app.chat.usage import conversation_usage
@@ -124,7 +125,7 @@ async def conversation_delete(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_GET
 def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    """The chat page: the stored transcript rendered with the partials the websocket pushes."""
+    """The chat page: the stored transcript rendered with the fragments the websocket pushes."""
     conversation = _get_conversation_for_user(request, pk)
     can_inspect = request.user.has_perm(INSPECT_PERMISSION)
     # Read the event position first: anything stored after it is replayed by the socket, and
@@ -132,14 +133,11 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     last_seq = Conversation.objects.values_list("last_event_seq", flat=True).get(pk=pk)
     rows = conv.visible_messages(conversation, can_inspect=can_inspect)
     ctx = conv.transcript_context(conversation, rows, can_inspect=can_inspect)
-    messages_html = [
-        rendering.render_message(row, can_inspect=can_inspect, ctx=ctx) for row in rows
-    ]
+    messages_html = fragments.page_html(pk, rows, ctx, can_inspect=can_inspect)
     run = conv.active_run(pk)
-    live = store.streamed_text(run.pk, upto_seq=last_seq) if run is not None else []
-    approvals_html = [
-        rendering.render_approval(a, can_inspect=can_inspect) for a in pending_approvals(pk)
-    ]
+    approvals_html = fragments.approvals_page_html(
+        pk, pending_approvals(pk), can_inspect=can_inspect
+    )
     skills = [
         {"name": s.name, "description": s.description, "hint": s.argument_hint or ""}
         for s in skills_for_user(request.user.pk).skills()
@@ -152,7 +150,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "conversation": conversation,
             "messages_html": messages_html,
             "approvals_html": approvals_html,
-            "live": live,
+            "live": _live_bubbles(store.open_streams(pk, upto_seq=last_seq)),
             "last_seq": last_seq,
             "running": run is not None,
             "queued_run": run.pk if run is not None and run.status == Run.QUEUED else None,
@@ -162,6 +160,38 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "cost": conversation_usage(conversation.pk),
         },
     )
+
+
+def _live_bubbles(blocks: list[store.StreamedBlock]) -> list[dict[str, Any]]:
+    """Streamed blocks grouped into the answers being written (one per run and model call)."""
+    bubbles: dict[tuple[int, int], dict[str, Any]] = {}
+    for block in blocks:
+        key = (block.run_id, block.call)
+        bubble = bubbles.setdefault(key, {"run_id": block.run_id, "call": block.call, "blocks": []})
+        bubble["blocks"].append(block)
+    return list(bubbles.values())
+
+
+@login_required
+@require_POST
+async def conversation_action(request: HttpRequest, pk: int) -> HttpResponse:
+    """Send, retry, stop or answer an approval from a plain form post (a page without JavaScript).
+
+    The same fields the page's forms send over the websocket; the same checks (`chat.actions`).
+    """
+    user = await request.auser()
+    if not await Conversation.objects.filter(pk=pk, owner_id=user.pk).aexists():
+        raise Http404("No such conversation.")
+    try:
+        info = await actions.perform(
+            request.POST.get("action", ""), request.POST, conversation_id=pk, user_id=user.pk
+        )
+    except actions.ActionError as exc:
+        await sync_to_async(messages.error)(request, str(exc))
+    else:
+        if info:
+            await sync_to_async(messages.info)(request, info)
+    return redirect("conversation", pk=pk)
 
 
 @login_required

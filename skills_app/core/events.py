@@ -1,15 +1,31 @@
-"""The typed events a run emits while it works, one class per event type.
+"""Every event of a run, one typed class per dotted name: what the runner emits, what the services
+store in the conversation's event log, and what travels the channel layer to the browser's socket.
 
-The runner emits them through `RunPorts.emit`; the services persist and broadcast them, and the
-consumer relays them. Each class names its wire type once (`type`), and `data()` is the JSON the
-event log stores. Rows the run stores (messages, skill invocations) are not events here: the
-runner hands them to their own ports, and the services announce them.
+Each class names its wire type once (`type`, e.g. `message.stored`); `data()` is its JSON (what
+the event log stores and the channel layer carries) and `from_data()` reads it back, so the
+recorder, the consumer and the tests share one schema. `EVENT_TYPES` maps every name to its class;
+Channels dispatches a group message of type `text.delta` to the consumer's `text_delta`, so every
+name here has a handler there (a test checks it).
+
+Two kinds of events reach the browser:
+- stored events get a per-conversation `seq` in the event log; a browser resumes after the last
+  seq it applied and a consumer fills gaps in them from the database;
+- live events (`text.delta`, `thinking.delta`, `block.start`) go to the browser straight from the
+  run and are never stored one by one: streamed text is stored in `text.saved` /
+  `thinking.saved` pieces a few times per second, each identified by run, model call, block
+  index and character offset, so a tab that (re)connects mid-answer gets the text so far and
+  then exactly the deltas after it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar
+
+
+class EventDataError(ValueError):
+    """Stored or received event data does not fit its event type."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -17,9 +33,32 @@ class RunEvent:
     """Base of every event: a dotted wire type and JSON data."""
 
     type: ClassVar[str] = ""
+    # Stored in the conversation's event log (with a seq) rather than only sent live.
+    stored: ClassVar[bool] = True
 
     def data(self) -> dict[str, Any]:
         return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self) if f.repr}
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunEvent:
+        """The event from its JSON; unknown keys are ignored, a missing required one is an error."""
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            if not f.repr:
+                continue
+            if f.name in data:
+                value = data[f.name]
+                values[f.name] = tuple(value) if isinstance(value, list) and _is_tuple(f) else value
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise EventDataError(f"a {cls.type} event needs {f.name!r}; got {sorted(data)}")
+        return cls(**values)
+
+
+def _is_tuple(f: Any) -> bool:
+    return str(f.type).startswith("tuple")
+
+
+# -- the model's stream ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,20 +76,38 @@ class ModelCalled(RunEvent):
 
 @dataclass(frozen=True, slots=True)
 class BlockStarted(RunEvent):
+    """A content block began streaming (live: the browser shows "Calling X…" for a tool_use)."""
+
     type: ClassVar[str] = "block.start"
+    stored: ClassVar[bool] = False
     index: int
     block_type: str
     tool_name: str | None = None
     tool_use_id: str | None = None
+    run_id: int = 0
+    call: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta(RunEvent):
-    """A piece of text streamed into the text block at `index` of the answer being written."""
+    """Text streamed into the text block at `index` of the answer being written.
+
+    The runner emits one per model delta (index and text); the recorder coalesces them and sends
+    the browser pieces that also name the run, the model call and the piece's character offset
+    in its block (characters as Python counts them: code points).
+    """
 
     type: ClassVar[str] = "text.delta"
+    stored: ClassVar[bool] = False
     index: int
     text: str
+    run_id: int = 0
+    call: int = 0
+    offset: int = 0
+
+    def data(self) -> dict[str, Any]:
+        # Spelled out: this is the one event sent many times a second per stream.
+        return _delta_data(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,15 +115,62 @@ class ThinkingDelta(RunEvent):
     """A piece of the model's (summarized) thinking streamed into the block at `index`."""
 
     type: ClassVar[str] = "thinking.delta"
+    stored: ClassVar[bool] = False
     index: int
+    text: str
+    run_id: int = 0
+    call: int = 0
+    offset: int = 0
+
+    def data(self) -> dict[str, Any]:
+        return _delta_data(self)
+
+
+def _delta_data(event: TextDelta | ThinkingDelta) -> dict[str, Any]:
+    return {
+        "index": event.index,
+        "text": event.text,
+        "run_id": event.run_id,
+        "call": event.call,
+        "offset": event.offset,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class TextSaved(RunEvent):
+    """Streamed text stored: block `index` of model call `call`, from character `offset` on."""
+
+    type: ClassVar[str] = "text.saved"
+    run_id: int
+    call: int
+    index: int
+    offset: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ThinkingSaved(RunEvent):
+    """Streamed thinking stored, like `TextSaved`."""
+
+    type: ClassVar[str] = "thinking.saved"
+    run_id: int
+    call: int
+    index: int
+    offset: int
     text: str
 
 
 @dataclass(frozen=True, slots=True)
 class BlockDone(RunEvent):
+    """A content block is complete (the stored message row carries it; not logged separately)."""
+
     type: ClassVar[str] = "block.done"
+    stored: ClassVar[bool] = False
     index: int
     block: dict[str, Any]
+
+
+# -- tools and skills -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +199,19 @@ class ToolFinished(RunEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class SkillInvoked(RunEvent):
+    """A skill invocation was decided; the facts only, never the injected text."""
+
+    type: ClassVar[str] = "skill.invocation"
+    skill: str
+    caller: str
+    decision: str
+    args: str = ""
+    error: str = ""
+    tool_use_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class HookRan(RunEvent):
     """A skill hook ran or was skipped (the audit of skill hooks)."""
 
@@ -103,6 +220,166 @@ class HookRan(RunEvent):
 
     def data(self) -> dict[str, Any]:
         return dict(_jsonable(self.report))
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> RunEvent:
+        return cls(report=dict(data))
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAudited(RunEvent):
+    """A tool call made under an invoked skill, for that skill's audit."""
+
+    type: ClassVar[str] = "audit.tool"
+    tool_use_id: str
+    tool: str
+    invocation_id: int
+    input: dict[str, Any] = field(default_factory=dict)
+    is_error: bool = False
+    decision: str | None = None
+    reason: str | None = None
+
+
+# -- the conversation and the run -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MessageStored(RunEvent):
+    """A message row was stored (`seq` is the row's place in the conversation)."""
+
+    type: ClassVar[str] = "message.stored"
+    message_id: int
+    role: str
+    kind: str
+    is_meta: bool = False
+    seq: int = 0
+    run_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequested(RunEvent):
+    """The rules said ask: the user is asked, in every tab, to allow or deny a call."""
+
+    type: ClassVar[str] = "approval.requested"
+    approval_id: int
+    tool: str = ""
+    call: str = ""
+    rule: str = ""
+    reason: str = ""
+    skill: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalAnswered(RunEvent):
+    """An approval was answered (or expired, or was cancelled)."""
+
+    type: ClassVar[str] = "approval.answered"
+    approval_id: int
+    status: str
+    by: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunQueued(RunEvent):
+    """The run waits for a worker; the chat says so until `run.started`."""
+
+    type: ClassVar[str] = "run.queued"
+    run_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TurnExcluded(RunEvent):
+    """A failed or declined turn's rows are kept in view and left out of later requests.
+
+    `message_ids` are the visible rows only: ids of hidden rows are not announced to people who
+    may not know they exist.
+    """
+
+    type: ClassVar[str] = "turn.excluded"
+    reason: str
+    message_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RunStarted(RunEvent):
+    type: ClassVar[str] = "run.started"
+    run_id: int
+    model: str = ""
+    label: str = ""
+    demo: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished(RunEvent):
+    """The run ended: done, stopped, failed or interrupted (`kind` says why it did not finish)."""
+
+    type: ClassVar[str] = "run.finished"
+    run_id: int
+    status: str
+    error: str = ""
+    kind: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentStarted(RunEvent):
+    """A `context: fork` skill started its subagent in child run `run_id`."""
+
+    type: ClassVar[str] = "subagent.started"
+    run_id: int
+    parent_run_id: int
+    skill: str
+
+
+@dataclass(frozen=True, slots=True)
+class SubagentFinished(RunEvent):
+    type: ClassVar[str] = "subagent.finished"
+    run_id: int
+    parent_run_id: int
+    skill: str
+    status: str
+
+
+EVENT_TYPES: dict[str, type[RunEvent]] = {
+    cls.type: cls
+    for cls in (
+        ModelCalled,
+        BlockStarted,
+        TextDelta,
+        ThinkingDelta,
+        TextSaved,
+        ThinkingSaved,
+        BlockDone,
+        ToolCalled,
+        ToolFinished,
+        SkillInvoked,
+        HookRan,
+        ToolAudited,
+        MessageStored,
+        ApprovalRequested,
+        ApprovalAnswered,
+        RunQueued,
+        RunStarted,
+        RunFinished,
+        TurnExcluded,
+        SubagentStarted,
+        SubagentFinished,
+    )
+}
+# Names event logs written before the rename still hold.
+LEGACY_NAMES = {"message": MessageStored.type}
+
+
+def event_type(name: str) -> type[RunEvent]:
+    """The class of a dotted event name (legacy names accepted); EventDataError if unknown."""
+    cls = EVENT_TYPES.get(LEGACY_NAMES.get(name, name))
+    if cls is None:
+        raise EventDataError(f"unknown event type {name!r}; known: {', '.join(EVENT_TYPES)}")
+    return cls
+
+
+def event_from(name: str, data: Mapping[str, Any]) -> RunEvent:
+    """The typed event for a dotted name and its JSON data."""
+    return event_type(name).from_data(data)
 
 
 def _jsonable(value: Any) -> Any:
@@ -116,13 +393,30 @@ def _jsonable(value: Any) -> Any:
 
 
 __all__ = [
+    "EVENT_TYPES",
+    "ApprovalAnswered",
+    "ApprovalRequested",
     "BlockDone",
     "BlockStarted",
+    "EventDataError",
     "HookRan",
+    "MessageStored",
     "ModelCalled",
     "RunEvent",
+    "RunFinished",
+    "RunQueued",
+    "RunStarted",
+    "SkillInvoked",
+    "SubagentFinished",
+    "SubagentStarted",
     "TextDelta",
+    "TextSaved",
     "ThinkingDelta",
+    "ThinkingSaved",
+    "ToolAudited",
     "ToolCalled",
     "ToolFinished",
+    "TurnExcluded",
+    "event_from",
+    "event_type",
 ]

@@ -1,33 +1,80 @@
-"""Sending stored events to every subscriber of a conversation (the channel-layer group)."""
+"""Sending events to every subscriber of a conversation (the channel-layer group).
+
+A group message's `type` is the event's own dotted name, so Channels hands it to the consumer's
+handler of that name (`text.delta` -> `text_delta`). Stored events carry their `seq` and the
+HTML they show, rendered once per visibility class (`html` for ordinary users, None when they get
+nothing; `inspector_html` for those who may inspect hidden content); live events carry only
+their data.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
+from skills_app.chat.fragments import Fragments, fragments_for
+from skills_app.core.events import EventDataError, event_from
+from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import RunEvent
 from skills_app.runs import store
 
 logger = logging.getLogger(__name__)
 
 
-async def broadcast(
-    conversation_id: int, seq: int, type: str, data: dict[str, Any], *, hidden: bool = False
+async def publish(
+    conversation_id: int,
+    seq: int,
+    event: CoreEvent,
+    *,
+    hidden: bool = False,
+    fragments: Fragments | None = None,
 ) -> None:
+    """Announce a stored event (its seq, its data and its HTML) to the conversation's tabs."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message: dict[str, Any] = {
+        "type": event.type,
+        "seq": seq,
+        "hidden": hidden,
+        "event": event.data(),
+        "html": None,
+        "inspector_html": None,
+    }
+    if fragments is not None:
+        message["html"] = None if hidden else fragments.public
+        message["inspector_html"] = fragments.inspector
+    await layer.group_send(store.group_name(conversation_id), message)
+
+
+async def send_live(conversation_id: int, event: CoreEvent) -> None:
+    """Send a live event (streamed text, a block starting) to the conversation's tabs."""
     layer = get_channel_layer()
     if layer is None:
         return
     await layer.group_send(
-        store.group_name(conversation_id),
-        {"type": "run.event", "seq": seq, "event_type": type, "data": data, "hidden": hidden},
+        store.group_name(conversation_id), {"type": event.type, "event": event.data()}
     )
 
 
 async def broadcast_events(events: list[RunEvent]) -> None:
-    """Send stored events to the subscribers of their conversations."""
-    for event in events:
-        await broadcast(
-            event.conversation_id, event.seq, event.type, event.data, hidden=event.hidden
-        )
+    """Announce events stored outside a run's recorder (the user's message, a stop, recovery)."""
+    for row, event, fragments in await sync_to_async(_typed_and_rendered)(events):
+        await publish(row.conversation_id, row.seq, event, hidden=row.hidden, fragments=fragments)
+
+
+def _typed_and_rendered(
+    events: list[RunEvent],
+) -> list[tuple[RunEvent, CoreEvent, Fragments | None]]:
+    found = []
+    for row in events:
+        try:
+            event = event_from(row.type, row.data)
+        except EventDataError:
+            logger.exception("not announcing event %s #%s", row.type, row.seq)
+            continue
+        found.append((row, event, fragments_for(event, conversation_id=row.conversation_id)))
+    return found

@@ -9,6 +9,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from skills_app.core.agent import RunOutcome
+from skills_app.core.events import RunFinished, RunStarted
 from skills_app.core.llm import ModelClient
 from skills_app.models import Run
 from skills_app.ops.logcontext import log_context
@@ -54,8 +55,7 @@ async def _execute(
     )
     rows = await sync_to_async(store.history)(conversation)
     await recorder.record(
-        "run.started",
-        {"run_id": run.pk, "model": run.model, "label": run.model_label, "demo": run.is_demo},
+        RunStarted(run_id=run.pk, model=run.model, label=run.model_label, demo=run.is_demo)
     )
     status, error, kind = Run.DONE, "", ""
     outcome: RunOutcome | None = None
@@ -94,6 +94,4 @@ async def finish(run_id: int, recorder: RunRecorder, status: str, error: str, ki
             "run %s had already been finished elsewhere; not marking it %s", run_id, status
         )
         return
-    await recorder.record(
-        "run.finished", {"run_id": run_id, "status": status, "error": error, "kind": kind}
-    )
+    await recorder.record(RunFinished(run_id=run_id, status=status, error=error, kind=kind))

@@ -12,6 +12,7 @@ import logging
 from django.utils import timezone
 
 from skills_app.core.agent import ForkResult
+from skills_app.core.events import SubagentFinished, SubagentStarted
 from skills_app.core.llm import ModelClient
 from skills_app.core.model_catalog import resolve_model_id
 from skills_app.core.skillfile import SkillSpec
@@ -46,8 +47,9 @@ def make_forker(
         runner = await build_runner(
             setup, run_id=child.pk, user_id=user_id, client=client, recorder=recorder, subagent=spec
         )
-        started = {"run_id": child.pk, "parent_run_id": parent_run_id, "skill": spec.name}
-        await recorder.record("subagent.started", started)
+        await recorder.record(
+            SubagentStarted(run_id=child.pk, parent_run_id=parent_run_id, skill=spec.name)
+        )
         # The profile decides how the subagent receives the skill (a message, or its state).
         first = runner.profile.fork_messages(spec.name, prompt)
         for row in first:
@@ -66,7 +68,11 @@ def make_forker(
         await Run.objects.filter(pk=child.pk).aupdate(
             status=status, error=error, finished_at=timezone.now(), model_calls=runner.model_calls
         )
-        await recorder.record("subagent.finished", {**started, "status": status})
+        await recorder.record(
+            SubagentFinished(
+                run_id=child.pk, parent_run_id=parent_run_id, skill=spec.name, status=status
+            )
+        )
         if status != Run.DONE:
             return ForkResult(
                 ok=False, text=final, error=error or "The subagent failed.", run=child.pk

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from asgiref.sync import sync_to_async
 
 from skills_app.core.agent import ForkResult, InvocationRef, TurnState
-from skills_app.core.events import ModelCalled, RunEvent
+from skills_app.core.events import ModelCalled, RunEvent, TurnExcluded
 from skills_app.core.llm import MessageDone, ModelClient, ModelError, ModelRequest, StreamEvent
 from skills_app.core.permissions import Decision, ToolCall, decide, read_filter
 from skills_app.core.ports import InvocationRecord, ToolAudit
@@ -97,7 +97,7 @@ class ServicePorts:
             # For any open tab: these visible rows will not be sent again (hidden rows' ids are
             # not announced to people who may not know they exist).
             visible = await sync_to_async(store.visible_ids)(ids)
-            await self.recorder.record("turn.excluded", {"reason": reason, "message_ids": visible})
+            await self.recorder.record(TurnExcluded(reason=reason, message_ids=tuple(visible)))
 
     async def record_invocation(self, record: InvocationRecord) -> InvocationRef | None:
         return await self.recorder.invocation(record)

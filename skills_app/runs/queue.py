@@ -22,27 +22,17 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar
 
 from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
-from skills_app.core.events import RunEvent
 from skills_app.models import Run
 
 logger = logging.getLogger(__name__)
 
 # The channel Channels workers listen on (`manage.py runworker skillscope-runs`) for wake-ups.
 RUN_CHANNEL = "skillscope-runs"
-
-
-@dataclass(frozen=True, slots=True)
-class RunQueued(RunEvent):
-    """The run waits for a worker; the chat says so until `run.started`."""
-
-    type: ClassVar[str] = "run.queued"
-    run_id: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,139 +1,193 @@
-"""The run recorder: stores what a run produces (rows, RunEvents, the audit) and broadcasts it.
+"""The run recorder: stores what a run produces (rows, events, the audit) and announces it.
 
-Text deltas are coalesced: one RunEvent per flush (every DELTA_FLUSH_SECONDS), not per delta.
+Streamed text takes the live path (`streams`): straight to the conversation's group, coalesced,
+and saved in batches by the process's stream saver. Everything else is stored first, in one
+thread hop with its rendering (`chat.fragments`: once for ordinary users, once for inspectors),
+then published with its seq and HTML. Before anything is stored the run's unsent text goes out,
+so a tab sees the stream end before the row that replaces it.
+
 Everything a run stores goes through here, so a run that another process marked interrupted
 (its history already closed) stores nothing more.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
-from skills_app.core.events import ModelCalled, RunEvent, TextDelta, ToolFinished
+from skills_app.chat.fragments import Fragments, fragments_for
+from skills_app.chat.rendering import SHOWN_CHARS
+from skills_app.core.events import (
+    BlockDone,
+    BlockStarted,
+    MessageStored,
+    ModelCalled,
+    RunEvent,
+    RunFinished,
+    SkillInvoked,
+    SubagentFinished,
+    TextDelta,
+    ThinkingDelta,
+    ToolAudited,
+    ToolFinished,
+    event_from,
+)
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Message, Run, SkillInvocation
 from skills_app.runs import store, tasks
-from skills_app.runs.broadcast import broadcast
+from skills_app.runs.broadcast import publish, send_live
+from skills_app.runs.streams import RunStreams
 
-# Text deltas are written and broadcast in batches: one RunEvent per flush, not per delta.
-DELTA_FLUSH_SECONDS = 0.03
-# Tool results are shown cut to this many characters in live events (the row keeps them whole).
-LIVE_RESULT_CHARS = 4000
+# Tool results are cut in live events to what a card shows (the row keeps them whole).
+LIVE_RESULT_CHARS = SHOWN_CHARS
+# Blocks the browser shows a "Calling X…" line for while their input streams.
+TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use"})
+# Events that end the run's streams for good: nothing more to send or save.
+ENDINGS = (RunFinished, SubagentFinished)
 
 
 @dataclass(slots=True)
 class RunRecorder:
-    """Stores and broadcasts what one run produces."""
+    """Stores and announces what one run produces."""
 
     conversation_id: int
     run_id: int
     user_id: int
-    _buffer: list[TextDelta] = field(default_factory=list)
-    _last_flush: float = 0.0
-    _flush_task: asyncio.Task[Any] | None = None
+    # The model call being streamed (1, 2, ...): it names the streams of its answer.
+    call: int = 0
+    streams: RunStreams = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.streams = RunStreams(self.conversation_id, self.run_id)
 
     @property
     def abandoned(self) -> bool:
         return self.run_id in tasks.ABANDONED
 
     async def event(self, event: RunEvent) -> None:
-        """Record and broadcast one event of the run (text deltas in batches)."""
+        """Take one event the runner emitted: streamed text live, the rest stored."""
         if self.abandoned:
             return
         if isinstance(event, TextDelta):
-            self._buffer.append(event)
-            if time.monotonic() - self._last_flush >= DELTA_FLUSH_SECONDS:
-                await self.flush()
-            elif self._flush_task is None or self._flush_task.done():
-                self._flush_task = asyncio.ensure_future(self._flush_later())
-            return
-        await self.flush()
-        data = event.data()
-        if isinstance(event, ModelCalled):
-            await sync_to_async(_note_request)(self.run_id, event.call, event.model)
+            await self.streams.add("text", self.call, event.index, event.text)
+        elif isinstance(event, ThinkingDelta):
+            await self.streams.add("thinking", self.call, event.index, event.text)
+        elif isinstance(event, BlockStarted):
+            if event.block_type in TOOL_BLOCKS:
+                await self.streams.flush_live()
+                live = replace(event, run_id=self.run_id, call=self.call)
+                await send_live(self.conversation_id, live)
+        elif isinstance(event, BlockDone):
+            # The block's text goes out now; the stored message row will hold it whole.
+            await self.streams.flush_live()
+        elif isinstance(event, ModelCalled):
+            self.call = event.call
+            await self.record(event)
         elif isinstance(event, ToolFinished):
-            data["content"] = event.content[:LIVE_RESULT_CHARS]
-        await self.record(event.type, data)
-
-    async def _flush_later(self) -> None:
-        await asyncio.sleep(DELTA_FLUSH_SECONDS)
-        await self.flush()
+            await self.record(replace(event, content=event.content[:LIVE_RESULT_CHARS]))
+        else:
+            await self.record(event)
 
     async def flush(self) -> None:
-        if not self._buffer:
-            return
-        pending, self._buffer = self._buffer, []
-        self._last_flush = time.monotonic()
-        # Merge consecutive deltas of the same block into one event.
-        merged: list[dict[str, Any]] = []
-        for delta in pending:
-            if merged and merged[-1]["index"] == delta.index:
-                merged[-1]["text"] += delta.text
-            else:
-                merged.append({"index": delta.index, "text": delta.text})
-        for item in merged:
-            await self.record(TextDelta.type, item)
+        """Send the text streamed so far to the browser now."""
+        await self.streams.flush_live()
 
-    async def record(self, type: str, data: dict[str, Any], *, hidden: bool = False) -> int:
-        """Append one event to the conversation's log and broadcast it; its seq (0: dropped)."""
+    async def record(
+        self,
+        event: RunEvent | str,
+        data: dict[str, Any] | None = None,
+        *,
+        hidden: bool = False,
+    ) -> int:
+        """Store one event, render it and announce it; its seq (0: dropped).
+
+        Takes a typed event; a dotted name plus data is read into one (the approvals gate).
+        """
         if self.abandoned:
             return 0
-        event = await sync_to_async(store.append_event)(
-            self.conversation_id, type, data, run_id=self.run_id, hidden=hidden
-        )
-        await broadcast(self.conversation_id, event.seq, type, data, hidden=hidden)
-        return event.seq
+        typed = event_from(event, data or {}) if isinstance(event, str) else event
+        await self.streams.flush_live()
+        seq, fragments = await sync_to_async(self._store)(typed, hidden)
+        if isinstance(typed, ENDINGS):
+            self.streams.close()
+        await publish(self.conversation_id, seq, typed, hidden=hidden, fragments=fragments)
+        return seq
+
+    def _store(self, event: RunEvent, hidden: bool) -> tuple[int, Fragments | None]:
+        with transaction.atomic():  # one commit for the event and what it changes
+            if isinstance(event, ModelCalled):
+                _note_request(self.run_id, event.call, event.model)
+            stored = store.append_event(
+                self.conversation_id, event, run_id=self.run_id, hidden=hidden
+            )
+        return stored.seq, fragments_for(event, conversation_id=self.conversation_id)
 
     async def message(self, message: StoredMessage, invocation: int | None = None) -> None:
         """Store one message row and announce it."""
         if self.abandoned:
             return
-        await self.flush()
-        row = await sync_to_async(_store_message)(
-            self.conversation_id, self.run_id, message, invocation
+        await self.streams.flush_live()
+        # The row holds what was streamed: the unsaved rest of the streams is not needed now.
+        self.streams.close()
+        seq, event, fragments, hidden = await sync_to_async(self._store_message)(
+            message, invocation
         )
-        await self.record("message", store.message_event(row), hidden=row.is_meta)
+        await publish(self.conversation_id, seq, event, hidden=hidden, fragments=fragments)
+
+    def _store_message(
+        self, message: StoredMessage, invocation: int | None
+    ) -> tuple[int, MessageStored, Fragments | None, bool]:
+        with transaction.atomic():  # one commit for the row, its usage and its event
+            row = store.append_message(
+                self.conversation_id, message, run_id=self.run_id, invocation_id=invocation
+            )
+            usage = message.meta.get("usage") if message.role == "assistant" else None
+            if usage:
+                _add_usage(self.run_id, usage)
+            event = MessageStored(
+                message_id=row.pk,
+                role=row.role,
+                kind=row.kind,
+                is_meta=row.is_meta,
+                seq=row.seq,
+                run_id=self.run_id,
+            )
+            stored = store.append_event(
+                self.conversation_id, event, run_id=self.run_id, hidden=row.is_meta
+            )
+        row = Message.objects.select_related("run", "invocation").get(pk=row.pk)
+        fragments = fragments_for(event, conversation_id=self.conversation_id, row=row)
+        return stored.seq, event, fragments, row.is_meta
 
     async def invocation(self, record: InvocationRecord) -> int | None:
         """Write the audit row of a skill invocation and announce that it happened."""
         if self.abandoned:
             return None
-        await self.flush()
+        await self.streams.flush_live()
         invocation_id = await sync_to_async(_write_invocation)(
             self.conversation_id, self.run_id, record
         )
         # Subscribers learn the facts, never the injected text.
-        public = {
-            "skill": record.skill,
-            "caller": record.caller,
-            "decision": record.decision,
-            "args": record.args,
-            "error": record.error,
-            "tool_use_id": record.tool_use_id,
-        }
-        await self.record("skill.invocation", public)
+        await self.record(
+            SkillInvoked(
+                skill=record.skill,
+                caller=record.caller,
+                decision=record.decision,
+                args=record.args,
+                error=record.error,
+                tool_use_id=record.tool_use_id,
+            )
+        )
         return invocation_id
 
     async def tool_call(self, invocation: int, audit: ToolAudit) -> None:
         """Audit a tool call made under an invoked skill."""
-        await self.record("audit.tool", {**asdict(audit), "invocation_id": invocation})
-
-
-def _store_message(
-    conversation_id: int, run_id: int, message: StoredMessage, invocation: int | None
-) -> Message:
-    row = store.append_message(conversation_id, message, run_id=run_id, invocation_id=invocation)
-    usage = message.meta.get("usage") if message.role == "assistant" else None
-    if usage:
-        _add_usage(run_id, usage)
-    return row
+        await self.record(ToolAudited(**asdict(audit), invocation_id=invocation))
 
 
 def _write_invocation(conversation_id: int, run_id: int, record: InvocationRecord) -> int:

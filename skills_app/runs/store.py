@@ -1,8 +1,9 @@
-"""Rows in, rows out: persisting messages and run events, and rebuilding the model request."""
+"""Rows in, rows out: messages, the event log and streamed text, and rebuilding the model request."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,14 @@ from django.db import transaction
 from django.db.models import F, Max
 
 from skills_app.core.agent import SYSTEM_PROMPT, AgentConfig, SkillProvider
+from skills_app.core.events import (
+    MessageStored,
+    ModelCalled,
+    TextSaved,
+    ThinkingSaved,
+    event_type,
+)
+from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.core.llm import ModelRequest
 from skills_app.core.profiles import design_prompt
 from skills_app.core.request import compose_request
@@ -23,7 +32,7 @@ from skills_app.core.transcript import (
     retry_turn,
     turn_start,
 )
-from skills_app.models import Conversation, Message, RunEvent
+from skills_app.models import Conversation, Message, Run, RunEvent
 from skills_app.registry.skills import skills_for_user
 from skills_app.visibility import note_quoted_hidden
 
@@ -214,24 +223,34 @@ def keep_prompt_from_model(run_id: int) -> None:
 
 
 def message_event(row: Message) -> dict[str, Any]:
-    """The data of a "message" event: which row was stored (the consumer renders it)."""
-    return {
-        "message_id": row.pk,
-        "seq": row.seq,
-        "role": row.role,
-        "kind": row.kind,
-        "is_meta": row.is_meta,
-    }
+    """The data of a `message.stored` event: which row was stored (the chat renders it)."""
+    return MessageStored(
+        message_id=row.pk,
+        role=row.role,
+        kind=row.kind,
+        is_meta=row.is_meta,
+        seq=row.seq,
+        run_id=row.run_id,
+    ).data()
 
 
 def append_event(
     conversation_id: int,
-    type: str,
-    data: dict[str, Any],
+    event: CoreEvent | str,
+    data: dict[str, Any] | None = None,
     *,
     run_id: int | None = None,
     hidden: bool = False,
 ) -> RunEvent:
+    """Append one event to the conversation's log, with the next seq.
+
+    `event` is a typed event, or (for callers not converted yet) a dotted name plus its data;
+    legacy names are stored under their current one (`message` as `message.stored`).
+    """
+    if isinstance(event, str):
+        type_name, payload = event_type(event).type, dict(data or {})
+    else:
+        type_name, payload = event.type, event.data()
     with transaction.atomic():
         Conversation.objects.filter(pk=conversation_id).update(
             last_event_seq=F("last_event_seq") + 1
@@ -241,32 +260,127 @@ def append_event(
             conversation_id=conversation_id,
             run_id=run_id,
             seq=seq,
-            type=type,
-            data=data,
+            type=type_name,
+            data=payload,
             hidden=hidden,
         )
 
 
-def streamed_text(run_id: int, *, upto_seq: int | None = None) -> list[dict[str, Any]]:
-    """Text the run's current model call streamed and no stored row holds yet: [{index, text}].
+def append_events(items: Sequence[tuple[int, int | None, CoreEvent]]) -> list[int]:
+    """Append (conversation id, run id, event) items in one transaction; their seqs, in order.
+
+    The stream saver writes the text of every streaming run at once this way: one transaction
+    per tick for the whole process, one seq update per conversation.
+    """
+    by_conversation: dict[int, list[int]] = {}
+    for position, (conversation_id, _run_id, _event) in enumerate(items):
+        by_conversation.setdefault(conversation_id, []).append(position)
+    seqs = [0] * len(items)
+    rows: list[RunEvent] = []
+    with transaction.atomic():
+        for conversation_id, positions in sorted(by_conversation.items()):
+            Conversation.objects.filter(pk=conversation_id).update(
+                last_event_seq=F("last_event_seq") + len(positions)
+            )
+            last = Conversation.objects.values_list("last_event_seq", flat=True).get(
+                pk=conversation_id
+            )
+            for offset, position in enumerate(positions):
+                seq = last - len(positions) + 1 + offset
+                seqs[position] = seq
+                _cid, run_id, event = items[position]
+                rows.append(
+                    RunEvent(
+                        conversation_id=conversation_id,
+                        run_id=run_id,
+                        seq=seq,
+                        type=event.type,
+                        data=event.data(),
+                    )
+                )
+        RunEvent.objects.bulk_create(rows)
+    return seqs
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedBlock:
+    """Text a run streamed into one block of its current model call and no row holds yet."""
+
+    run_id: int
+    call: int
+    index: int
+    kind: str  # text | thinking
+    text: str
+
+
+# Saved pieces, and `text.delta` rows that event logs written before live streaming still hold.
+_SAVED_TYPES = {TextSaved.type: "text", ThinkingSaved.type: "thinking", "text.delta": "text"}
+_RESETS = {ModelCalled.type, MessageStored.type, "message"}
+
+
+def streamed_blocks(run_id: int, *, upto_seq: int | None = None) -> list[StreamedBlock]:
+    """What the run's current model call streamed and no stored row holds yet, per block.
 
     A new model call starts fresh, and a stored row holds everything streamed before it.
     """
-    events = RunEvent.objects.filter(
-        run_id=run_id, type__in=("model.call", "text.delta", "message")
-    ).order_by("seq")
+    events = RunEvent.objects.filter(run_id=run_id, type__in=[*_SAVED_TYPES, *_RESETS]).order_by(
+        "seq"
+    )
     if upto_seq is not None:
         events = events.filter(seq__lte=upto_seq)
     rows = list(events.values_list("type", "data"))
-    start = 0
-    for i, (type_, _data) in enumerate(rows):
-        if type_ in ("model.call", "message"):
+    start, call = 0, 0
+    for i, (type_, data) in enumerate(rows):
+        if type_ in _RESETS:
             start = i + 1
-    blocks: dict[int, list[str]] = {}
+            if type_ == ModelCalled.type:
+                call = int(data.get("call") or 0)
+    blocks: dict[tuple[int, str], list[str]] = {}
     for type_, data in rows[start:]:
-        if type_ == "text.delta":
-            blocks.setdefault(int(data.get("index", 0)), []).append(str(data.get("text", "")))
-    return [{"index": index, "text": "".join(parts)} for index, parts in sorted(blocks.items())]
+        kind = _SAVED_TYPES.get(type_)
+        if kind is not None:
+            index = int(data.get("index", 0))
+            blocks.setdefault((index, kind), []).append(str(data.get("text", "")))
+    return [
+        StreamedBlock(run_id=run_id, call=call, index=index, kind=kind, text="".join(parts))
+        for (index, kind), parts in sorted(blocks.items())
+    ]
+
+
+def streamed_text(run_id: int, *, upto_seq: int | None = None) -> list[dict[str, Any]]:
+    """The streamed text (not thinking) no stored row holds yet: [{index, text}]."""
+    return [
+        {"index": block.index, "text": block.text}
+        for block in streamed_blocks(run_id, upto_seq=upto_seq)
+        if block.kind == "text"
+    ]
+
+
+def saved_text(run_id: int, call: int, index: int, kind: str) -> str:
+    """The text of one streamed block saved so far (its pieces joined by offset)."""
+    saved_type = TextSaved.type if kind == "text" else ThinkingSaved.type
+    text = ""
+    for data in (
+        RunEvent.objects.filter(run_id=run_id, type=saved_type)
+        .order_by("seq")
+        .values_list("data", flat=True)
+    ):
+        if data.get("call") != call or data.get("index") != index:
+            continue
+        offset, piece = int(data.get("offset", 0)), str(data.get("text", ""))
+        if offset <= len(text) < offset + len(piece):
+            text += piece[len(text) - offset :]
+    return text
+
+
+def open_streams(conversation_id: int, *, upto_seq: int | None = None) -> list[StreamedBlock]:
+    """The saved text of every block the conversation's active runs are streaming."""
+    active = Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE)
+    return [
+        block
+        for run_id in active.order_by("pk").values_list("pk", flat=True)
+        for block in streamed_blocks(run_id, upto_seq=upto_seq)
+    ]
 
 
 def _now() -> Any:

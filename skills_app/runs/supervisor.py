@@ -23,6 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from skills_app.core.agent import RunOutcome
+from skills_app.core.events import RunQueued
 from skills_app.core.llm import ModelClient
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
@@ -32,7 +33,7 @@ from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
 from skills_app.runs.execute import execute_run
 from skills_app.runs.liveness import process_identity
-from skills_app.runs.queue import RUN_CHANNEL, RunQueued, wake_workers
+from skills_app.runs.queue import RUN_CHANNEL, wake_workers
 from skills_app.runs.recovery import interrupt_if_orphaned
 
 logger = logging.getLogger(__name__)
@@ -93,9 +94,8 @@ def _create_run(
         if prompt is not None and not retry:
             events.append(_store_prompt(conversation, run, prompt))
         if not inline:
-            queued = RunQueued(run_id=run.pk)
             events.append(
-                store.append_event(conversation.pk, queued.type, queued.data(), run_id=run.pk)
+                store.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
             )
         return run, events
 

@@ -1,192 +1,141 @@
-// Skillscope chat: one websocket per tab, frames applied in seq order, resume after reconnects.
+// Skillscope chat on htmx's websocket extension. htmx connects, sends the forms (ws-send) and
+// swaps the fragments the server pushes (hx-swap-oob). What stays here: resuming after the last
+// seq on every (re)connect, appending streamed text, replacing elements the page already has,
+// and the "/" menu of the composer.
 (() => {
   "use strict";
   const chat = document.getElementById("chat");
   if (!chat) return;
 
-  const transcript = document.getElementById("transcript");
+  const live = document.getElementById("live");
   const form = document.getElementById("composer");
   const input = document.getElementById("message-input");
-  const stopButton = document.getElementById("stop-button");
   const statusLine = document.getElementById("connection");
   const menu = document.getElementById("slash-menu");
   const skills = JSON.parse(document.getElementById("skills-data").textContent || "[]");
 
-  let lastSeq = parseInt(chat.dataset.lastSeq || "0", 10) || 0;
-  let socket = null;
-  let backoff = 500;
-  let refused = false;
-
-  // -- DOM helpers ------------------------------------------------------------------------
-
-  function element(html) {
-    const template = document.createElement("template");
-    template.innerHTML = (html || "").trim();
-    return template.content.firstElementChild;
+  function status(text) {
+    statusLine.textContent = text;
   }
 
   function nearBottom() {
     return window.innerHeight + window.scrollY >= document.body.scrollHeight - 120;
   }
 
-  function withScroll(change) {
-    const stick = nearBottom();
-    change();
-    if (stick) window.scrollTo(0, document.body.scrollHeight);
-  }
+  // -- the socket: resume after the last applied seq -----------------------------------------
 
-  function dropHint() {
-    const hint = document.getElementById("empty-hint");
-    if (hint) hint.remove();
-  }
+  chat.addEventListener("htmx:wsOpen", (event) => {
+    const seq = parseInt(document.getElementById("chat-seq").dataset.seq || "0", 10) || 0;
+    event.detail.socketWrapper.send(JSON.stringify({ action: "resume", after: seq }));
+  });
 
-  // Insert a partial, or replace the element with the same id (replays never duplicate).
-  function put(html) {
-    const el = element(html);
-    if (!el) return;
-    const existing = el.id && document.getElementById(el.id);
-    if (existing) existing.replaceWith(el);
-    else transcript.append(el);
-    dropHint();
-  }
-
-  function replaceById(id, html) {
-    const existing = document.getElementById(id);
-    const el = element(html);
-    if (existing && el) existing.replaceWith(el);
-  }
-
-  function liveBubble(index) {
-    let row = transcript.querySelector(`.live[data-index="${index}"]`);
-    if (!row) {
-      row = element(
-        '<div class="row row-assistant live"><div class="bubble assistant"><div class="live-text"></div></div></div>',
-      );
-      row.dataset.index = String(index);
-      transcript.append(row);
-      dropHint();
-    }
-    return row;
-  }
-
-  function dropLive() {
-    transcript.querySelectorAll(".live").forEach((el) => el.remove());
-  }
-
-  function setRunning(running) {
-    chat.dataset.running = running ? "true" : "false";
-    stopButton.hidden = !running;
-  }
-
-  function status(text) {
-    statusLine.textContent = text;
-  }
-
-  // -- frames from the server ----------------------------------------------------------------
-
-  function apply(frame) {
-    if (typeof frame.seq === "number") {
-      if (frame.seq <= lastSeq) return;
-      lastSeq = frame.seq;
-      chat.dataset.lastSeq = String(lastSeq);
-    }
-    switch (frame.type) {
-      case "run.started":
-        setRunning(true);
-        break;
-      case "run.finished":
-        setRunning(false);
-        dropLive();
-        if (frame.html) put(frame.html);
-        break;
-      case "block.start":
-        if (frame.block_type === "text") liveBubble(frame.index);
-        else if (frame.block_type === "tool_use") {
-          const row = liveBubble(frame.index);
-          row.classList.add("live-tool");
-          row.querySelector(".live-text").textContent = `Calling ${frame.tool_name}…`;
-        }
-        break;
-      case "text.delta": {
-        // textContent, never HTML: the Markdown rendering arrives with the stored message.
-        const text = liveBubble(frame.index).querySelector(".live-text");
-        text.textContent += frame.text;
-        break;
-      }
-      case "message":
-        if (frame.role === "assistant") dropLive();
-        if (frame.replaces) {
-          const old = document.getElementById(frame.replaces);
-          if (old) old.remove();
-        }
-        put(frame.html);
-        break;
-      case "tool.result": {
-        if (frame.html) replaceById(`tool-result-${frame.tool_use_id}`, frame.html);
-        const card = document.getElementById(`tool-${frame.tool_use_id}`);
-        if (card) card.classList.toggle("is-error", !!frame.is_error);
-        break;
-      }
-      case "skill.invocation":
-        if (frame.html) replaceById(`skill-${frame.tool_use_id}`, frame.html);
-        break;
-      case "approval.requested":
-      case "approval.answered":
-        put(frame.html);
-        break;
-      case "error":
-      case "info":
-        if (frame.html) put(frame.html);
-        else status(frame.message || "");
-        break;
-      case "resumed":
-        status("");
-        break;
-      default:
-        break;
-    }
-  }
-
-  // -- the socket ------------------------------------------------------------------------------
-
-  function connect() {
-    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    socket = new WebSocket(scheme + location.host + chat.dataset.wsUrl);
-    socket.addEventListener("open", () => {
-      backoff = 500;
-      socket.send(JSON.stringify({ action: "resume", after: lastSeq }));
-    });
-    socket.addEventListener("message", (event) => {
-      let frame;
-      try {
-        frame = JSON.parse(event.data);
-      } catch (_err) {
-        return;
-      }
-      withScroll(() => apply(frame));
-    });
-    socket.addEventListener("close", (event) => {
-      if (event.code === 4403) {
-        refused = true;
-        status("This conversation cannot be opened here. Log in again or go back to the list.");
-        return;
-      }
+  chat.addEventListener("htmx:wsClose", (event) => {
+    if (event.detail.event.code === 4403) {
+      status("This conversation cannot be opened here. Log in again or go back to the list.");
+    } else {
       status("Connection lost — reconnecting…");
-      setTimeout(connect, backoff);
-      backoff = Math.min(backoff * 2, 10000);
-    });
-  }
-
-  function send(payload) {
-    if (!socket || socket.readyState !== WebSocket.OPEN) {
-      status(refused ? "Not connected." : "Not connected yet — reconnecting, try again in a moment.");
-      return false;
     }
-    socket.send(JSON.stringify(payload));
-    return true;
+  });
+
+  let stick = false;
+  chat.addEventListener("htmx:wsBeforeMessage", (event) => {
+    stick = nearBottom();
+    const message = event.detail.message;
+    if (typeof message !== "string" || message[0] !== "{") return; // HTML: htmx swaps it
+    event.preventDefault();
+    let frame;
+    try {
+      frame = JSON.parse(message);
+    } catch (_err) {
+      return;
+    }
+    if (frame.type === "text.delta" || frame.type === "thinking.delta") {
+      appendText(frame);
+      if (stick) window.scrollTo(0, document.body.scrollHeight);
+    }
+  });
+
+  chat.addEventListener("htmx:wsAfterMessage", () => {
+    if (stick) window.scrollTo(0, document.body.scrollHeight);
+  });
+
+  // -- streamed text: appended as text, never as HTML ------------------------------------------
+
+  function appendText(frame) {
+    const id = `live-${frame.run}-${frame.call}`;
+    let row = document.getElementById(id);
+    if (!row) {
+      row = document.createElement("div");
+      row.className = "row row-assistant live";
+      row.id = id;
+      const bubble = document.createElement("div");
+      bubble.className = "bubble assistant";
+      row.append(bubble);
+      live.append(row);
+    }
+    const bubble = row.querySelector(".bubble");
+    let block = bubble.querySelector(`:scope > [data-index="${frame.index}"]`);
+    if (!block) {
+      block = newBlock(frame.type === "thinking.delta");
+      block.dataset.index = String(frame.index);
+      const after = [...bubble.children].find((el) => Number(el.dataset.index) > frame.index);
+      bubble.insertBefore(block, after || null);
+    }
+    const target = block.querySelector(".thinking-text") || block;
+    // Offset 0 starts the block: after a reconnect it brings the whole text saved so far.
+    if (frame.offset === 0) target.textContent = frame.text;
+    else target.append(frame.text);
+    document.getElementById("empty-hint")?.remove();
   }
 
-  // -- composer and the / menu ------------------------------------------------------------------
+  function newBlock(thinking) {
+    if (!thinking) {
+      const text = document.createElement("div");
+      text.className = "live-text";
+      return text;
+    }
+    // The same markup as a stored thinking block: collapsed, the model's own words inside.
+    const details = document.createElement("details");
+    details.className = "thinking";
+    const summary = document.createElement("summary");
+    summary.textContent = "Thinking";
+    const text = document.createElement("div");
+    text.className = "thinking-text";
+    details.append(summary, text);
+    return details;
+  }
+
+  // -- fragments: an element the page already has is replaced, never added twice -----------------
+
+  document.body.addEventListener("htmx:oobBeforeSwap", (event) => {
+    const { target, fragment } = event.detail;
+    if (!fragment || !fragment.dataset || (target.id !== "transcript" && target.id !== "live")) {
+      return;
+    }
+    if (fragment.dataset.replaces) document.getElementById(fragment.dataset.replaces)?.remove();
+    const updateOnly = fragment.dataset.swap === "update";
+    let handled = 0;
+    for (const element of [...fragment.children]) {
+      const existing = element.id && document.getElementById(element.id);
+      if (existing) {
+        existing.replaceWith(element);
+        htmx.process(element);
+        handled += 1;
+      } else if (updateOnly) {
+        element.remove(); // an update of something this page does not show
+        handled += 1;
+      }
+    }
+    if (handled && !fragment.children.length) event.detail.shouldSwap = false;
+    document.getElementById("empty-hint")?.remove();
+  });
+
+  // -- the composer and its "/" menu ---------------------------------------------------------------
+
+  form.addEventListener("htmx:wsAfterSend", () => {
+    input.value = "";
+    closeMenu();
+  });
 
   let options = [];
   let active = -1;
@@ -257,15 +206,6 @@
     input.focus();
   }
 
-  function submit() {
-    const text = input.value;
-    if (!text.trim()) return;
-    if (send({ action: "send", text })) {
-      input.value = "";
-      closeMenu();
-    }
-  }
-
   input.addEventListener("input", openMenu);
   input.addEventListener("blur", () => setTimeout(closeMenu, 150));
   input.addEventListener("keydown", (event) => {
@@ -291,36 +231,9 @@
     }
     if (event.key === "Enter" && !event.shiftKey) {
       event.preventDefault();
-      submit();
-    }
-  });
-  form.addEventListener("submit", (event) => {
-    event.preventDefault();
-    submit();
-  });
-  stopButton.addEventListener("click", () => send({ action: "stop" }));
-
-  // Retry and approval buttons live in pushed partials, so listen on the transcript.
-  transcript.addEventListener("click", (event) => {
-    const target = event.target.closest("button");
-    if (!target) return;
-    if (target.dataset.action === "retry") {
-      send({ action: "retry" });
-      return;
-    }
-    if (target.dataset.answer) {
-      const box = target.closest(".approval");
-      const reason = box.querySelector('input[name="reason"]');
-      send({
-        action: "approve",
-        approval_id: parseInt(box.dataset.approvalId, 10),
-        answer: target.dataset.answer,
-        reason: reason ? reason.value : "",
-      });
+      if (input.value.trim()) form.requestSubmit();
     }
   });
 
-  setRunning(chat.dataset.running === "true");
-  connect();
   window.scrollTo(0, document.body.scrollHeight);
 })();

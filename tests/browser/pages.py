@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
@@ -10,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from playwright.sync_api import Locator, Page, WebSocket, expect
+
+from skills_app.chat.frames import parse
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
@@ -39,7 +40,11 @@ class ChatPage:
         self.page = page
         self.base_url = base_url
         self.frames: list[str] = []
+        # Script errors and htmx's own complaints (a swap without a target) land here.
+        self.errors: list[str] = []
         page.on("websocket", self._on_socket)
+        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda error: self.errors.append(str(error)))
 
     def _on_socket(self, socket: WebSocket) -> None:
         socket.on("framereceived", self._on_frame)
@@ -52,14 +57,8 @@ class ChatPage:
     # -- frames ----------------------------------------------------------------------------
 
     def parsed_frames(self) -> list[dict[str, Any]]:
-        """The frames received so far, parsed (non-JSON frames are skipped)."""
-        parsed = []
-        for raw in list(self.frames):
-            try:
-                parsed.append(json.loads(raw))
-            except json.JSONDecodeError:
-                continue
-        return parsed
+        """The frames received so far, parsed (`skills_app.chat.frames.parse`)."""
+        return [parse(raw) for raw in list(self.frames)]
 
     def resumed_count(self) -> int:
         return sum(1 for f in self.parsed_frames() if f.get("type") == "resumed")
@@ -116,8 +115,13 @@ class ChatPage:
         return self.page.get_by_role("textbox", name="Message")
 
     @property
+    def live(self) -> Locator:
+        """The answers being written (below the transcript until their rows land)."""
+        return self.page.locator("#live .live")
+
+    @property
     def live_text(self) -> Locator:
-        return self.transcript.locator(".live .live-text")
+        return self.live.locator(".live-text")
 
     def send(self, text: str) -> None:
         """Type a message and press Send."""

@@ -83,7 +83,12 @@ def test_it_sends_the_denial_reason_to_the_model(tab, model):
     expect(chat.transcript.locator(".row-assistant .md").last).to_have_text(
         "Understood, I will leave the build folder alone."
     )
-    expect(chat.transcript.locator('.tool[data-tool="Bash"]')).to_have_class("tool is-error")
+    card = chat.transcript.locator('.tool[data-tool="Bash"]')
+    expect(card.locator(".tool-result")).to_have_class("tool-result is-error")
+    # The card is marked as failed too (the stylesheet follows its result).
+    assert card.evaluate("el => getComputedStyle(el).borderColor") == card.evaluate(
+        "el => getComputedStyle(el.querySelector('.tool-result summary')).color"
+    )
     screenshot(chat.page, "12-denied-with-reason")
     results = _tool_results(model.requests[-1])
     assert [r["tool_use_id"] for r in results] == ["toolu_deny01"]
@@ -125,3 +130,4 @@ def test_two_tabs_see_the_same_stream_and_an_answer_from_either(tab, model):
             "It is the year shown above."
         )
     screenshot(tab_b.page, "14-second-tab-answered")
+    assert tab_a.errors == [] and tab_b.errors == []

@@ -150,6 +150,7 @@ def test_it_never_sends_hidden_text_to_a_user_without_the_inspect_permission(tab
         assert hidden not in reloaded_html, f"{hidden!r} is in the server-rendered page"
     expect(chat.transcript.locator(".row-hidden")).to_have_count(0)
     expect(chat.page.get_by_text("Injected instructions")).to_have_count(0)
+    assert chat.errors == []
 
 
 def test_it_shows_an_auditor_the_hidden_text_on_demand(tab, model):

@@ -23,6 +23,7 @@ import redis
 from tests.fake_anthropic import Reply, validate_request
 from tests.multiprocess.conftest import PUBLIC_HOST
 from tests.multiprocess.wsclient import WebSocket
+from tests.ws_helpers import Reader
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 
@@ -72,7 +73,7 @@ async def _until(
                 f"no matching frame in {timeout} s; saw {[f.get('type') for f in seen]}"
             )
         try:
-            frame = await ws.receive_json(timeout=left)
+            frame = await ws.receive_frame(timeout=left)
         except TimeoutError:
             continue
         seen.append(frame)
@@ -125,12 +126,12 @@ async def test_a_run_executes_in_a_worker_streams_to_every_web_process_and_survi
         await asyncio.sleep(0.5)  # the deltas streamed before the pause reach B
         while True:
             try:
-                seen_b.append(await ws_b.receive_json(timeout=0.5))
+                seen_b.append(await ws_b.receive_frame(timeout=0.5))
             except TimeoutError:
                 break
-        streamed = "".join(f["text"] for f in seen_b if f.get("type") == "text.delta")
+        streamed = Reader().apply(seen_b).text()
         assert streamed and ANSWER.startswith(streamed), streamed
-        assert any(f.get("type") == "message" and f.get("role") == "user" for f in seen_b)
+        assert any(f.get("type") == "message.stored" and "row-user" in f["html"] for f in seen_b)
         runs = deployment.db_tool("state", str(conversation))["runs"]
         assert runs[-1]["status"] == "running"
         assert f"pid {worker.pid}" in runs[-1]["worker"], runs[-1]
@@ -144,7 +145,11 @@ async def test_a_run_executes_in_a_worker_streams_to_every_web_process_and_survi
         noticed = time.monotonic() - killed_at
         print(f"interrupted shown {noticed:.1f} s after the kill")  # pytest -s shows it
         assert noticed < INTERRUPTED_WITHIN, f"interrupted shown after {noticed:.1f} s"
-        errors = [f for f in seen_b if f.get("type") == "message" and f.get("kind") == "error"]
+        errors = [
+            f
+            for f in seen_b
+            if f.get("type") == "message.stored" and 'data-kind="error"' in f["html"]
+        ]
         assert errors and "Retry" in errors[-1]["html"]
         state = deployment.db_tool("state", str(conversation))
         assert [r["status"] for r in state["runs"]] == ["interrupted"]
@@ -167,9 +172,7 @@ async def test_a_run_executes_in_a_worker_streams_to_every_web_process_and_survi
         seen_a: list[dict[str, Any]] = []
         await _until(ws_a, _finished("done"), seen_a, timeout=30)
         assert fake_anthropic.requests[-1].status == 200
-        assert "Back on track." in "".join(
-            f["text"] for f in seen_a if f.get("type") == "text.delta"
-        )
+        assert "Back on track." in Reader().apply(seen_a).text()
 
         # 4. Stop from B a run the worker executes: the stop crosses processes.
         gate, reached = threading.Event(), threading.Event()

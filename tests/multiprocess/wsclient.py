@@ -63,6 +63,12 @@ class WebSocket:
         """The next text frame as JSON; TimeoutError when none arrives in time."""
         return json.loads(await asyncio.wait_for(self._receive_text(), timeout))
 
+    async def receive_frame(self, timeout: float) -> dict[str, Any]:
+        """The next chat frame, read as `skills_app.chat.frames.parse` reads it."""
+        from skills_app.chat.frames import parse
+
+        return parse(await asyncio.wait_for(self._receive_text(), timeout))
+
     async def close(self) -> None:
         try:
             await self._send(0x8, struct.pack("!H", 1000))

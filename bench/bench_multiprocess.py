@@ -1,0 +1,54 @@
+"""The multi-process load: RUN_EXECUTOR=worker, PostgreSQL, Redis, 2 web processes, N workers.
+
+Run: .venv/bin/python bench/bench_multiprocess.py [--conversations 100] [--rate 50]
+         [--duration 20] [--workers 2] [--json figures.json]
+Runs tests/multiprocess/bench_load.py with pytest, so the deployment is started exactly as the
+multi-process tests start it (tests/multiprocess/conftest.py: a throw-away PostgreSQL cluster and
+redis-server, daphne and `runworker` processes, all on loopback and all stopped at the end).
+Needs PostgreSQL and redis-server installed (./scripts/test.sh installs them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--conversations", type=int, default=100)
+    parser.add_argument("--rate", type=float, default=50.0)
+    parser.add_argument("--duration", type=float, default=20.0)
+    parser.add_argument("--grace", type=float, default=120.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--json", default="", help="also write the figures to this file")
+    opts = parser.parse_args()
+    env = {
+        **os.environ,
+        "BENCH_CONVERSATIONS": str(opts.conversations),
+        "BENCH_RATE": str(opts.rate),
+        "BENCH_DURATION": str(opts.duration),
+        "BENCH_GRACE": str(opts.grace),
+        "BENCH_WORKERS": str(opts.workers),
+        "BENCH_RESULT": str(Path(opts.json).resolve()) if opts.json else "",
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/multiprocess/bench_load.py",
+        "-q",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+    ]
+    return subprocess.run(command, cwd=REPO, env=env).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

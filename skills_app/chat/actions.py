@@ -1,0 +1,118 @@
+"""What a person can do in a conversation: send, retry, stop, answer an approval.
+
+The websocket (forms sent with htmx's `ws-send`) and the plain POST of a page without JavaScript
+post the same fields (`action` plus its own) and reach the same checks here, so both refuse the
+same things with the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from channels.db import database_sync_to_async
+
+from skills_app.chat import conversations as conv
+from skills_app.chat.ratelimit import RateLimitError, check_send
+from skills_app.models import Approval
+from skills_app.permissions.approvals import ApprovalError, answer_approval
+from skills_app.runs import supervisor as runs
+
+MAX_MESSAGE_CHARS = 32_000
+ACTIONS = ("send", "retry", "stop", "approve")
+
+
+class ActionError(Exception):
+    """The action cannot be taken; the message says why, `retry` whether Retry may help."""
+
+    def __init__(self, message: str, *, retry: bool = True) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
+async def perform(
+    action: str, fields: Mapping[str, Any], *, conversation_id: int, user_id: int
+) -> str:
+    """Take one action for the conversation's owner; what to tell them ("" when nothing)."""
+    if action == "send":
+        await _start(conversation_id, user_id, message_text(fields.get("text")))
+    elif action == "retry":
+        text = await database_sync_to_async(conv.last_user_text)(conversation_id)
+        if text is None:
+            raise ActionError("There is no earlier message to send again.", retry=False)
+        await _start(conversation_id, user_id, text, retry=True)
+    elif action == "stop":
+        return await _stop(conversation_id)
+    elif action == "approve":
+        await _approve(conversation_id, user_id, fields)
+    else:
+        raise ActionError(f"Unknown action {action!r}: use one of {', '.join(ACTIONS)}.")
+    return ""
+
+
+def message_text(text: Any) -> str:
+    """The message as typed, or ActionError saying what is wrong with it."""
+    if not isinstance(text, str) or not text.strip():
+        raise ActionError("Type a message first.", retry=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # A lone surrogate (\ud800) would be stored and then break every later model request.
+        raise ActionError(
+            "That message contains characters that are not valid text.", retry=False
+        ) from None
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ActionError(
+            f"That message is too long ({len(text)} characters; the limit is {MAX_MESSAGE_CHARS}).",
+            retry=False,
+        )
+    return text
+
+
+async def _start(conversation_id: int, user_id: int, text: str, *, retry: bool = False) -> None:
+    try:
+        await database_sync_to_async(check_send)(user_id)
+        # start_run only creates the task: the loop runs beside the caller, never inside it.
+        await runs.start_run(conversation_id, text, user_id=user_id, retry=retry)
+    except (RateLimitError, runs.RunError) as exc:
+        raise ActionError(str(exc)) from None
+
+
+async def _stop(conversation_id: int) -> str:
+    run = await database_sync_to_async(conv.active_run)(conversation_id)
+    if run is None:
+        return "Nothing is running."
+    if not await runs.stop_run(run.pk):
+        raise ActionError(
+            "This run is executing in another process and could not be stopped from here.",
+            retry=False,
+        )
+    return ""
+
+
+async def _approve(conversation_id: int, user_id: int, fields: Mapping[str, Any]) -> None:
+    approval_id, answer = _whole_number(fields.get("approval_id")), fields.get("answer")
+    reason = fields.get("reason") or ""
+    if approval_id is None or not isinstance(answer, str) or not isinstance(reason, str):
+        raise ActionError('"approve" needs an approval_id (number) and an answer.', retry=False)
+    try:
+        await database_sync_to_async(_answer)(conversation_id, user_id, approval_id, answer, reason)
+    except ApprovalError as exc:
+        raise ActionError(str(exc), retry=False) from None
+
+
+def _answer(conversation_id: int, user_id: int, approval_id: int, answer: str, reason: str) -> None:
+    if not Approval.objects.filter(pk=approval_id, conversation_id=conversation_id).exists():
+        raise ApprovalError("There is no such approval request in this conversation.")
+    answer_approval(approval_id, user_id, answer, reason=reason)
+
+
+def _whole_number(value: Any) -> int | None:
+    """An id from JSON (a number) or from a form (digits); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None

@@ -1,0 +1,167 @@
+"""The multi-process load benchmark (issue 15): RUN_EXECUTOR=worker, PostgreSQL, Redis, two web
+processes and two Channels workers sustaining many paced streams, against the bare SDK.
+
+Not collected with the test suite (its name does not start with test_). Run it through
+`bench/bench_multiprocess.py`, which passes the load in BENCH_* variables and runs this file with
+pytest so that it gets tests/multiprocess/conftest.py's PostgreSQL, Redis and processes.
+
+The fake model is bench/live.py's (an asyncio SSE server in its own process, stamping every
+delta with its send time). The bare SDK consumes the same load first, in one process; then every
+conversation gets one websocket (half through each web process) and one paced message, executed
+by the workers. Reported: deltas delivered (assembled by offset as the browser does), order,
+added latency per delta, and the peak memory of each process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.live import _SETUP, STAMP, FakeModel, StreamText, machine, percentile, run_bare
+from tests.multiprocess.conftest import ROOT, Deployment
+from tests.multiprocess.wsclient import WebSocket
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(3600)]
+
+CONVERSATIONS = int(os.environ.get("BENCH_CONVERSATIONS", "100"))
+RATE = float(os.environ.get("BENCH_RATE", "50"))
+DURATION = float(os.environ.get("BENCH_DURATION", "20"))
+GRACE = float(os.environ.get("BENCH_GRACE", "120"))
+WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
+RESULT = os.environ.get("BENCH_RESULT", "")
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+async def _conversation(port: int, conversation: int, session: str, command: str, deadline: float):
+    result: dict[str, Any] = {"delivered": 0, "latencies": [], "error": "", "ordered": True}
+    try:
+        tab = await WebSocket.connect(
+            "127.0.0.1",
+            port,
+            f"/ws/conversations/{conversation}/",
+            headers={"Origin": f"http://127.0.0.1:{port}", "Cookie": f"sessionid={session}"},
+            timeout=60,
+        )
+    except Exception as exc:
+        result["error"] = f"{type(exc).__name__}: {exc}"
+        return result
+    try:
+        await tab.send_json({"action": "resume", "after": 0})
+        while (await tab.receive_frame(timeout=60)).get("type") != "resumed":
+            pass
+        await tab.send_json({"action": "send", "text": command})
+        text, last, seqs = StreamText(), 0.0, []
+        while True:
+            frame = await tab.receive_frame(timeout=max(0.1, deadline - time.monotonic()))
+            arrived = time.time()
+            seqs.extend([frame["seq"]] if "seq" in frame else [])
+            stamps: list[str] = []
+            if frame.get("type") == "text.delta":
+                # Pieces arrive once each, in place (StreamText counts any other as an error).
+                stamps = STAMP.findall(text.new(frame))
+            elif frame.get("type") == "message.stored" and "row-assistant" in frame["html"]:
+                # What arrived only with the stored answer (its live frames were dropped).
+                stamps = STAMP.findall(html.unescape(frame["html"]))[result["delivered"] :]
+            for stamp in stamps:
+                sent = float(stamp)
+                result["ordered"] = result["ordered"] and sent >= last
+                result["latencies"].append(arrived - sent)
+                result["delivered"] += 1
+                last = sent
+            if frame.get("type") == "error":
+                result["error"] = frame.get("text", "error")
+            if frame.get("type") == "run.finished":
+                result["status"] = frame.get("status", "")
+                break
+        if text.errors or seqs != sorted(set(seqs)):
+            result["ordered"] = False
+    except Exception as exc:  # counted, not raised: one failing tab must not hide the others
+        result["error"] = f"{type(exc).__name__}: {exc}"
+    finally:
+        await tab.close()
+    return result
+
+
+async def test_workers_sustain_the_load(deployment: Deployment) -> None:
+    command = f"paced {RATE:g} {DURATION:g}"
+    expected = int(RATE * DURATION) * CONVERSATIONS
+    with FakeModel() as model:
+        bare = await asyncio.to_thread(
+            run_bare, model.url, CONVERSATIONS, command, DURATION + GRACE
+        )
+        deployment.env.update(
+            ANTHROPIC_BASE_URL=model.url,
+            # The production defaults: the fixture's short ones (made for killing workers) would
+            # take a run whose heartbeat a loaded machine delays for a dead one.
+            RUN_HEARTBEAT_SECONDS="5",
+            RUN_STALE_SECONDS="30",
+            RATE_LIMIT_MESSAGES_PER_MINUTE="100000",
+            RATE_LIMIT_CONCURRENT_RUNS="100000",
+            LOG_LEVEL="WARNING",
+        )
+        setup = subprocess.run(
+            [sys.executable, "-c", _SETUP.format(n=CONVERSATIONS)],
+            cwd=ROOT,
+            env=deployment.env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert setup.returncode == 0, setup.stderr[-3000:]
+        data = json.loads(setup.stdout.strip().splitlines()[-1])
+        webs = ["web-a", "web-b"]
+        workers = [f"worker-{i}" for i in range(1, WORKERS + 1)]
+        for name in webs:
+            deployment.spawn_web(name)
+        for name in workers:
+            deployment.spawn_worker(name)
+        deployment.wait_ready(*webs, *workers)
+        try:
+            started = time.monotonic()
+            deadline = started + DURATION + GRACE
+            results = await asyncio.gather(
+                *(
+                    _conversation(
+                        deployment.ports[webs[i % 2]], cid, data["session"], command, deadline
+                    )
+                    for i, cid in enumerate(data["conversations"])
+                )
+            )
+            wall = time.monotonic() - started
+            memory = {name: _peak_rss_mb(deployment.processes[name].pid) for name in webs + workers}
+        except BaseException:
+            print(deployment.all_logs())
+            raise
+    latencies = [lat for r in results for lat in r["latencies"]]
+    ours = {
+        "delivered": sum(r["delivered"] for r in results),
+        "ordered": all(r["ordered"] for r in results),
+        "errors": sorted({r["error"] for r in results if r["error"]}),
+        "not_done": sum(1 for r in results if r.get("status") != "done"),
+        "p50_ms": percentile(latencies, 50) * 1000,
+        "p99_ms": percentile(latencies, 99) * 1000,
+        "max_ms": max(latencies, default=0.0) * 1000,
+        "wall_s": wall,
+        "peak_rss_mb": memory,
+    }
+    report = {"machine": machine(), "load": [CONVERSATIONS, RATE, DURATION, WORKERS]}
+    report.update(expected=expected, bare=bare, skillscope=ours)
+    print(json.dumps(report, indent=2))
+    if RESULT:
+        Path(RESULT).write_text(json.dumps(report, indent=2))
+    assert ours["delivered"] == expected and ours["ordered"] and not ours["errors"], ours

@@ -1,0 +1,304 @@
+"""Live text: straight from the run, saved in batches, and whole in every tab whatever the timing.
+
+A run's recorder is driven directly here (its deltas at chosen moments), and tabs connect at
+different points of the stream: before it, mid-stream before anything was saved, right after a
+save, with the channel layer dropping live frames. Each tab must assemble exactly the streamed
+text (`Reader` fails on a hole or a repeated piece), without the database per frame.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.db import connections
+from django.test import Client
+
+from skills_app.core.events import MessageStored, ModelCalled, TextDelta, ThinkingDelta
+from skills_app.models import Conversation, Run, RunEvent
+from skills_app.runs import broadcast, store
+from skills_app.runs.recorder import RunRecorder
+from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, saver
+from tests.loop_helpers import watch_group
+from tests.ws_helpers import Reader, receive, until
+from webapp.asgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = (b"origin", b"http://127.0.0.1")
+WORDS = [f"word{i:03d} " for i in range(120)]
+TEXT = "".join(WORDS)
+
+
+def _cookie(user: Any) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.cookies["sessionid"].value
+
+
+async def _tab(user: Any, conversation_id: int) -> tuple[WebsocketCommunicator, list[dict]]:
+    cookie = await sync_to_async(_cookie)(user)
+    tab = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation_id}/",
+        headers=[ORIGIN, (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    connected, _ = await tab.connect()
+    assert connected
+    await tab.send_json_to({"action": "resume", "after": 0})
+    return tab, await until(tab, lambda f: f["type"] == "resumed")
+
+
+async def _read_until(
+    tab: WebsocketCommunicator, frames: list[dict], done: Any, timeout: float = 5.0
+) -> None:
+    """Read frames into `frames` until done(Reader) holds; fail after `timeout` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not done(Reader().apply(frames)):
+        left = deadline - loop.time()
+        assert left > 0, f"the tab has {Reader().apply(frames).blocks!r}"
+        try:
+            frames.append(await receive(tab, timeout=min(left, 0.5)))
+        except TimeoutError:
+            continue
+
+
+@pytest.fixture
+async def recorder(alice) -> RunRecorder:
+    conversation = await Conversation.objects.acreate(owner=alice, title="live")
+    run = await Run.objects.acreate(conversation=conversation, status=Run.RUNNING)
+    recorder = RunRecorder(conversation.pk, run.pk, alice.pk)
+    await recorder.event(ModelCalled(call=1, model="claude-test"))
+    yield recorder
+    recorder.streams.close()
+
+
+async def _stream(recorder: RunRecorder, words: list[str], pause: float = 0.0) -> None:
+    for word in words:
+        await recorder.event(TextDelta(0, word))
+        if pause:
+            await asyncio.sleep(pause)
+
+
+@pytest.mark.parametrize(
+    "moment", ["before", "mid-stream-unsaved", "after-a-save", "connected-resumed-late"]
+)
+async def test_a_tab_gets_the_whole_text_once_whenever_it_connects(recorder, alice, moment):
+    conversation_id = recorder.conversation_id
+    tab = None
+    if moment == "before":
+        tab, frames = await _tab(alice, conversation_id)
+    await _stream(recorder, WORDS[:40], pause=0.002)
+    if moment == "mid-stream-unsaved":
+        assert not await RunEvent.objects.filter(type="text.saved").aexists()
+        tab, frames = await _tab(alice, conversation_id)
+    if moment == "after-a-save":
+        await saver().save_now()
+        tab, frames = await _tab(alice, conversation_id)
+        assert Reader().apply(frames).text() == "".join(WORDS[:40])  # the saved text first
+    if moment == "connected-resumed-late":
+        cookie = await sync_to_async(_cookie)(alice)
+        tab = WebsocketCommunicator(
+            application,
+            f"/ws/conversations/{conversation_id}/",
+            headers=[ORIGIN, (b"cookie", f"sessionid={cookie}".encode())],
+        )
+        assert (await tab.connect())[0]
+    await _stream(recorder, WORDS[40:80], pause=0.002)
+    if moment == "connected-resumed-late":
+        # In the group since connect, but live frames before its resume are not for it.
+        await tab.send_json_to({"action": "resume", "after": 0})
+        frames = await until(tab, lambda f: f["type"] == "resumed")
+    await _stream(recorder, WORDS[80:], pause=0.002)
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
+    assert Reader().apply(frames).text() == TEXT
+    await tab.disconnect()
+
+
+async def test_live_frames_the_channel_layer_dropped_are_filled_from_the_saved_text(
+    recorder, alice, monkeypatch
+):
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    sent, real_send_live = [], broadcast.send_live
+
+    async def lossy(conversation_id, event):
+        sent.append(event)
+        if len(sent) % 3 != 2:  # every third frame is lost on a full channel
+            await real_send_live(conversation_id, event)
+
+    monkeypatch.setattr(broadcast, "send_live", lossy)
+    await _stream(recorder, WORDS, pause=0.003)
+    await recorder.flush()
+    assert len(sent) >= 3, "the stream was too fast to lose a frame"
+    await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
+    await tab.disconnect()
+
+
+async def test_thinking_streams_into_its_own_block_before_the_text(recorder, alice):
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    thought = "Weighing the two options. " * 5
+    for i in range(0, len(thought), 7):
+        await recorder.event(ThinkingDelta(0, thought[i : i + 7]))
+    await recorder.event(TextDelta(1, "The answer."))
+    await recorder.flush()
+    await _read_until(
+        tab, frames, lambda r: r.text("thinking.delta") == thought and r.text() == "The answer."
+    )
+    kinds = [f["type"] for f in frames if f["type"].endswith(".delta")]
+    assert kinds.index("thinking.delta") < kinds.index("text.delta")
+    await tab.disconnect()
+
+
+async def test_no_frame_carries_more_than_the_frame_limit(recorder, alice):
+    huge = "é" * (2 * LIVE_FRAME_CHARS + 123)
+    async with watch_group(recorder.conversation_id) as seen:
+        await recorder.event(TextDelta(0, huge))
+        await recorder.flush()
+    live = [m["event"] for m in seen if m["type"] == "text.delta"]
+    assert [len(e["text"]) for e in live] == [LIVE_FRAME_CHARS, LIVE_FRAME_CHARS, 123]
+    assert [e["offset"] for e in live] == [0, LIVE_FRAME_CHARS, 2 * LIVE_FRAME_CHARS]
+    # A tab that arrives later gets the saved text in pieces of the same size.
+    await saver().save_now()
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    texts = [f for f in frames if f["type"] == "text.delta"]
+    assert max(len(f["text"].encode()) for f in texts) <= 64 * 1024
+    assert Reader().apply(frames).text() == huge
+    await tab.disconnect()
+
+
+async def test_saves_are_batched_and_the_stored_row_makes_the_rest_unneeded(recorder):
+    await _stream(recorder, WORDS[:30])
+    await saver().save_now()
+    await saver().save_now()  # nothing new: nothing written
+    saved = [e async for e in RunEvent.objects.filter(type="text.saved").order_by("seq")]
+    assert len(saved) == 1 and saved[0].data["text"] == "".join(WORDS[:30])
+    await _stream(recorder, WORDS[30:])
+    from skills_app.core.transcript import StoredMessage
+
+    await recorder.message(StoredMessage.text("assistant", TEXT))
+    await saver().save_now()
+    assert await RunEvent.objects.filter(type="text.saved").acount() == 1
+    assert await sync_to_async(store.streamed_text)(recorder.run_id) == []
+
+
+async def test_the_saver_writes_every_streaming_conversation_in_one_batch(alice):
+    recorders = []
+    for i in range(3):
+        conversation = await Conversation.objects.acreate(owner=alice, title=f"c{i}")
+        run = await Run.objects.acreate(conversation=conversation, status=Run.RUNNING)
+        recorder = RunRecorder(conversation.pk, run.pk, alice.pk)
+        await recorder.event(ModelCalled(call=1, model="claude-test"))
+        recorders.append(recorder)
+    for recorder in recorders:
+        await recorder.event(TextDelta(0, f"text of {recorder.run_id}"))
+    await saver().save_now()
+    for recorder in recorders:
+        seqs = [
+            e.seq
+            async for e in RunEvent.objects.filter(
+                conversation_id=recorder.conversation_id
+            ).order_by("seq")
+        ]
+        assert seqs == list(range(1, len(seqs) + 1))  # gap-free per conversation
+        assert await sync_to_async(store.streamed_text)(recorder.run_id) == [
+            {"index": 0, "text": f"text of {recorder.run_id}"}
+        ]
+        recorder.streams.close()
+
+
+async def test_relaying_touches_no_database_and_filling_a_gap_does(recorder, alice):
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    queries: list[str] = []
+
+    def count(execute, sql, params, many, context):
+        queries.append(sql)
+        return execute(sql, params, many, context)
+
+    def install() -> None:
+        # The consumer's database calls run in this thread (thread-sensitive), on this wrapper.
+        connections["default"].execute_wrappers.append(count)
+
+    await sync_to_async(install)()
+    try:
+        async with watch_group(recorder.conversation_id):
+            await _stream(recorder, WORDS[:60], pause=0.002)
+            await recorder.flush()
+            row_event = await _publish_stored_answer(recorder)
+        await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:60]))
+        frames += await until(tab, lambda f: f.get("seq") == row_event)
+        relayed_by_consumer = [q for q in queries if "skills_app_runevent" in q and "SELECT" in q]
+        assert relayed_by_consumer == [], queries
+        # Positive control: a seq the tab never got makes it read the database.
+        await sync_to_async(store.append_event)(
+            recorder.conversation_id, MessageStored(message_id=0, role="user", kind="text")
+        )
+        last = await sync_to_async(store.append_event)(
+            recorder.conversation_id, ModelCalled(call=2, model="m")
+        )
+        before = len(queries)
+        await broadcast.publish(recorder.conversation_id, last.seq, ModelCalled(call=2, model="m"))
+        assert await tab.receive_nothing(timeout=0.3)
+        assert any("skills_app_runevent" in q and "SELECT" in q for q in queries[before:])
+    finally:
+        await sync_to_async(lambda: connections["default"].execute_wrappers.remove(count))()
+        await tab.disconnect()
+
+
+async def _publish_stored_answer(recorder: RunRecorder) -> int:
+    from skills_app.core.transcript import StoredMessage
+
+    before = await Conversation.objects.values_list("last_event_seq", flat=True).aget(
+        pk=recorder.conversation_id
+    )
+    await recorder.message(StoredMessage.text("assistant", "".join(WORDS[:60])))
+    return before + 1
+
+
+async def test_relaying_takes_no_trip_through_the_database_thread(recorder, alice, monkeypatch):
+    """Channels closes stale connections before every handler, in the database thread; a relayed
+    frame must not queue there behind the runs' database work."""
+    import channels.consumer
+
+    trips = []
+    real = channels.consumer.aclose_old_connections
+
+    async def counted() -> None:
+        trips.append(1)
+        await real()
+
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", counted)
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    before = len(trips)
+    await _stream(recorder, WORDS[:50], pause=0.002)
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:50]))
+    assert len(trips) == before
+    await tab.disconnect()
+
+
+async def test_frames_get_rarer_while_the_event_loop_lags_and_return_to_full_pace():
+    pace = saver()
+    assert pace.interval == LIVE_INTERVAL
+    pace.pace(lag=0.2)  # one late wake-up (a pause) is not a loop that cannot keep up
+    assert pace.interval == LIVE_INTERVAL
+    for _ in range(15):
+        pace.pace(lag=0.2)  # the loop keeps waking the saver 200 ms late
+    assert pace.interval == LIVE_MAX_INTERVAL
+    for _ in range(30):
+        pace.pace(lag=0.0)
+    assert pace.interval == LIVE_INTERVAL
+
+
+async def test_a_blocked_event_loop_slows_live_frames(recorder):
+    await recorder.event(TextDelta(0, "start"))  # the saver watches an open stream now
+    pace = saver()
+    for _ in range(12):
+        time.sleep(0.15)  # the loop is stuck, again and again: the saver's probes wake late
+        await asyncio.sleep(0.01)
+    assert pace.interval > LIVE_INTERVAL

@@ -1,0 +1,85 @@
+"""The in-memory channel layer of the one-process deployment, without its per-message sweeps.
+
+Channels' InMemoryChannelLayer walks every channel and every group membership on each receive
+and group_send to expire old messages, builds a new asyncio.Queue on every send and receive
+(even when the channel has one), gives every group member its own task and deep-copies every
+message generically. At 50 streaming conversations (about 1,000 group messages a second, each
+to every tab of its conversation) those sweeps cost more CPU than relaying the text itself,
+measured in bench/bench_concurrency.py. This subclass keeps the semantics (capacity, expiry,
+groups, copies isolated per receiver) and changes only the cost: expiry is swept at most once
+per SWEEP_SECONDS, a channel's queue is made once, group members are sent to in a loop, and
+JSON-like messages are copied by a small recursive copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from copy import deepcopy
+from typing import Any
+
+from channels.exceptions import ChannelFull
+from channels.layers import InMemoryChannelLayer as ChannelsInMemoryLayer
+
+SWEEP_SECONDS = 1.0
+
+
+class InMemoryChannelLayer(ChannelsInMemoryLayer):
+    """Channels' in-memory layer with its housekeeping paid once a second, not per message."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._swept = 0.0
+
+    def _clean_expired(self) -> None:
+        now = time.monotonic()
+        if now - self._swept >= SWEEP_SECONDS:
+            self._swept = now
+            super()._clean_expired()
+
+    def _queue(self, channel: str) -> asyncio.Queue[Any]:
+        queue = self.channels.get(channel)
+        if queue is None:
+            queue = self.channels[channel] = asyncio.Queue(maxsize=self.get_capacity(channel))
+        return queue
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        assert isinstance(message, dict), "message is not a dict"
+        self.require_valid_channel_name(channel)
+        assert "__asgi_channel__" not in message
+        try:
+            self._queue(channel).put_nowait((time.time() + self.expiry, _copy(message)))
+        except asyncio.QueueFull:
+            raise ChannelFull(channel) from None
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        self.require_valid_channel_name(channel)
+        self._clean_expired()
+        queue = self._queue(channel)
+        try:
+            _expires, message = await queue.get()
+        finally:
+            if queue.empty():
+                self.channels.pop(channel, None)
+        return message  # type: ignore[no-any-return]
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        assert isinstance(message, dict), "Message is not a dict"
+        self.require_valid_group_name(group)
+        self._clean_expired()
+        for channel in list(self.groups.get(group, {})):
+            try:
+                await self.send(channel, message)
+            except ChannelFull:
+                pass  # as Channels does: a full channel misses it (the consumer fills gaps)
+
+
+def _copy(value: Any) -> Any:
+    """A copy no receiver shares with another: JSON-like values by hand, the rest by deepcopy."""
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return deepcopy(value)
