@@ -19,7 +19,7 @@ from skills_app.core.events import (
 )
 
 EXAMPLES = {
-    "model.call": ModelCalled(call=2, model="claude-opus-4-8", request=object()),
+    "model.call": ModelCalled(call=2, model="claude-opus-4-8", skill="pdf", request=object()),
     "tool.result": ToolFinished(
         tool_use_id="toolu_1", name="Bash", is_error=False, content="ok", artifacts=("out/a.md",)
     ),
@@ -51,7 +51,7 @@ def test_an_event_survives_its_json(name):
 
 
 def test_the_request_of_a_model_call_is_not_part_of_its_data():
-    assert EXAMPLES["model.call"].data() == {"call": 2, "model": "claude-opus-4-8"}
+    assert EXAMPLES["model.call"].data() == {"call": 2, "model": "claude-opus-4-8", "skill": "pdf"}
 
 
 def test_the_old_message_name_reads_as_message_stored():

@@ -24,7 +24,7 @@ from skills_app.runs import store
 
 pytestmark = pytest.mark.django_db
 
-MARKER = "PLANTED-HIDDEN-SPAN-41c9 of the skill's instructions, long enough to withhold"
+MARKER = "PLANTED-HIDDEN-SPAN-41c9 of the skill instructions, long enough to withhold"
 
 
 @pytest.fixture

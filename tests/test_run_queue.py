@@ -22,6 +22,7 @@ from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import use_fake_model
 from tests.worker_helpers import running_worker, status, use_fast_heartbeats
+from tests.ws_helpers import receive
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -76,7 +77,7 @@ async def _until(tab, predicate, *, timeout: float = 15.0) -> list[dict[str, Any
     while True:
         left = deadline - asyncio.get_running_loop().time()
         assert left > 0, f"no matching frame; saw {[f.get('type') for f in frames]}"
-        frames.append(await tab.receive_json_from(timeout=left))
+        frames.append(await receive(tab, timeout=left))
         if predicate(frames[-1]):
             return frames
 
@@ -94,7 +95,9 @@ async def test_a_message_sent_with_no_worker_waits_visibly_and_is_answered_when_
     try:
         await tab.send_json_to({"action": "send", "text": "anyone there?"})
         frames = await _until(tab, lambda f: f.get("type") == "run.queued")
-        user_rows = [f for f in frames if f.get("type") == "message" and f.get("role") == "user"]
+        user_rows = [
+            f for f in frames if f.get("type") == "message.stored" and "row-user" in f["html"]
+        ]
         assert user_rows and "anyone there?" in user_rows[0]["html"]
         assert WAITING in frames[-1]["html"]
         run = await Run.objects.aget(conversation=conversation)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import sync_to_async
 
-from skills_app.models import Conversation, Run, RunEvent
+from skills_app.models import Conversation, Run
 from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model
+from tests.loop_helpers import accepted, rows, run_turn, use_fake_model, watch_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -63,14 +63,13 @@ async def test_summarized_thinking_streams_as_thinking_delta_events(
     settings.ANTHROPIC_THINKING = True  # adaptive thinking, display "summarized"
     conversation = await Conversation.objects.acreate(owner=alice, title="t")
     fake_anthropic.enqueue(Reply.text("The answer."))
-    run = await run_turn(conversation, "think about it", alice)
+    async with watch_group(conversation.pk) as seen:
+        run = await run_turn(conversation, "think about it", alice)
 
     assert run.status == Run.DONE, run.error
     assert accepted(fake_anthropic)[0]["thinking"]["display"] == "summarized"
-    streamed = [
-        e.data["text"]
-        async for e in RunEvent.objects.filter(run=run, type="thinking.delta").order_by("seq")
-    ]
+    # Live to the conversation's tabs (not stored one by one: the row holds the whole text).
+    streamed = [m["event"]["text"] for m in seen if m["type"] == "thinking.delta"]
     stored = await sync_to_async(rows)(conversation)
     thinking = stored[-1].content[0]
     assert thinking["type"] == "thinking" and thinking["thinking"]

@@ -14,12 +14,12 @@ from django.test import Client
 from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
-from skills_app.models import Conversation, Message, Run, Worker
+from skills_app.models import Conversation, Message, Run, RunEvent, Worker
 from skills_app.ops.health import live_workers
 from skills_app.runs import liveness, recovery, store
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
-from tests.loop_helpers import use_fake_model
+from tests.loop_helpers import use_fake_model, wait_until
 from tests.worker_helpers import (
     paused,
     running_worker,
@@ -28,6 +28,7 @@ from tests.worker_helpers import (
     use_fast_heartbeats,
     wait_event,
 )
+from tests.ws_helpers import receive
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -103,7 +104,9 @@ async def test_a_worker_that_stops_interrupts_its_runs_at_once(fake, layer, alic
         async with running_worker():
             run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
             await wait_event(reached)
-            await asyncio.sleep(0.1)  # the first deltas are recorded
+            # The first deltas are saved (streamed text is saved in batches, a few per second).
+            saved = RunEvent.objects.filter(run_id=run.pk, type="text.saved")
+            await wait_until(saved.aexists, what="a saved piece of the streamed text")
     finally:
         gate.set()
     # No waiting for a heartbeat to go stale: the worker said goodbye for its run.
@@ -131,7 +134,7 @@ async def test_a_live_worker_interrupts_the_runs_of_a_silent_one(fake, layer, al
     async with running_worker():
         # The ghost misses its beats from now on (the run's own heartbeat still looks fresh).
         event = await _next(layer, watcher, "run.finished", timeout=10)
-    assert event["data"]["status"] == Run.INTERRUPTED
+    assert event["event"]["status"] == Run.INTERRUPTED
     ghost = await Worker.objects.aget(pk=ghost.pk)
     assert ghost.stopped_at is not None and ghost.stop_reason == "no heartbeat"
     rows = [m async for m in Message.objects.filter(run=run).order_by("seq")]
@@ -145,7 +148,7 @@ async def _next(layer, channel: str, event_type: str, *, timeout: float) -> dict
         left = deadline - asyncio.get_running_loop().time()
         assert left > 0, f"no {event_type} within {timeout} s"
         message = await asyncio.wait_for(layer.receive(channel), left)
-        if message["event_type"] == event_type:
+        if message["type"] == event_type:
             return message
 
 
@@ -164,9 +167,7 @@ async def test_a_web_process_notices_a_dead_worker_when_no_worker_is_left(fake, 
         await tab.send_json_to({"action": "resume", "after": 0})
         deadline = asyncio.get_running_loop().time() + 10
         while True:
-            frame = await tab.receive_json_from(
-                timeout=deadline - asyncio.get_running_loop().time()
-            )
+            frame = await receive(tab, timeout=deadline - asyncio.get_running_loop().time())
             if frame.get("type") == "run.finished":
                 break
         assert frame["status"] == Run.INTERRUPTED

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
+from skills_app.chat.frames import parse
 from skills_app.core.redact import MIN_SPAN
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
@@ -58,8 +59,18 @@ def frames_text(frames: list[dict[str, Any]]) -> str:
 
 
 def frame_bytes(frame: dict[str, Any]) -> int:
-    """The size of a frame as the consumer sends it (json.dumps, ASCII escapes)."""
+    """The size of a frame as the consumer sent it (`receive` notes it; else as JSON)."""
+    if "bytes" in frame:
+        return int(frame["bytes"])
     return len(json.dumps(frame).encode())
+
+
+async def receive(tab: WebsocketCommunicator, timeout: float) -> dict[str, Any]:
+    """One frame as `frames.parse` reads it, with its size on the wire as `bytes`."""
+    raw = await tab.receive_from(timeout=timeout)
+    frame = parse(raw)
+    frame["bytes"] = len(raw.encode() if isinstance(raw, str) else raw)
+    return frame
 
 
 def client_of(user: Any) -> Client:
@@ -101,7 +112,7 @@ async def frames_until(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while True:
-        frames.append(await tab.receive_json_from(timeout=max(0.1, deadline - loop.time())))
+        frames.append(await receive(tab, timeout=max(0.1, deadline - loop.time())))
         if predicate(frames[-1]):
             return frames
 

@@ -12,7 +12,7 @@ from skills_app.chat import rendering
 from skills_app.chat.rendering import FRAGMENT_MAX_BYTES, markdown_html
 from skills_app.models import Conversation, Message, Run
 from skills_app.runs import store
-from tests.security.helpers import client_of, frame_bytes, open_tab, resume
+from tests.security.helpers import client_of, frame_bytes, open_tab, receive, resume
 
 # The websocket server's limit the issue hit (Daphne/Autobahn: 1 MiB per message).
 SERVER_FRAME_LIMIT = 1024 * 1024
@@ -236,7 +236,7 @@ async def test_a_websocket_error_notice_escapes_what_it_echoes(alice):
     conversation = await Conversation.objects.acreate(owner=alice)
     tab, _ = await open_tab(alice, conversation.pk)
     await tab.send_json_to({"action": PROBE})
-    frame = await tab.receive_json_from(timeout=5)
+    frame = await receive(tab, timeout=5)
     await tab.disconnect()
     assert frame["type"] == "error" and PROBE not in frame["html"]
 

@@ -148,7 +148,8 @@ def test_a_server_kill_takes_every_command_process_with_it(tmp_path: Path, mode:
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(root), mode, marker], env=env)
     try:
         deadline = time.monotonic() + 20
-        while not (root / "work" / "started").exists():
+        # Both escapees run (the loop has written its tick once) before the server is killed.
+        while not ((root / "work" / "started").exists() and (root / "work" / "tick").exists()):
             assert time.monotonic() < deadline, "the command never started"
             assert proc.poll() is None, "the server process died early"
             time.sleep(0.02)
