@@ -225,7 +225,9 @@ async def test_a_message_sent_with_no_worker_running_is_answered_when_one_starts
         await ws.send_json({"action": "send", "text": "is anybody there?"})
         seen: list[dict[str, Any]] = []
         await _until(ws, lambda f: f.get("type") == "run.queued", seen)
-        assert any(f.get("type") == "message" and "is anybody there?" in f["html"] for f in seen)
+        assert any(
+            f.get("type") == "message.stored" and "is anybody there?" in f["html"] for f in seen
+        )
         assert "Waiting for a worker" in seen[-1]["html"]
         code, _, body = deployment.get("web-a", "/readyz")
         assert code == 503 and '"workers": "none alive"' in body
@@ -237,14 +239,14 @@ async def test_a_message_sent_with_no_worker_running_is_answered_when_one_starts
         redis.Redis.from_url(deployment.redis_url).flushall()
         replayed: list[dict[str, Any]] = []
         ws = await _open(deployment.ports["web-b"], conversation, session, replayed)
-        assert [f["type"] for f in replayed] == ["message", "run.queued", "resumed"]
+        assert [f["type"] for f in replayed] == ["message.stored", "run.queued", "resumed"]
         code, _, page = deployment.get("web-b", f"/c/{conversation}/", cookie=session)
         assert "is anybody there?" in page and "Waiting for a worker" in page
 
         # It waits, however long: nothing starts or ends it while no worker runs.
         while (left := QUEUE_WAIT - (time.monotonic() - sent_at)) > 0:
             try:
-                frame = await ws.receive_json(timeout=left)
+                frame = await ws.receive_frame(timeout=left)
             except TimeoutError:
                 break
             assert frame.get("type") not in ("run.started", "run.finished"), frame
