@@ -34,6 +34,7 @@ from pygments.util import ClassNotFound
 
 from skills_app.chat.presenters import HiddenContentError, result_text, tool_summary
 from skills_app.chat.usage import answer_usage
+from skills_app.core.attachments import human_size
 from skills_app.core.transcript import parse_status_message
 from skills_app.models import Approval, Message
 from skills_app.visibility import Outbound, outbound
@@ -185,6 +186,8 @@ def _render_message(
     elif row.role == "assistant" and row.kind in ASSISTANT_CONTENT_KINDS:
         context["parts"] = _assistant_parts(row, ctx, out, shown)
         context["usage"] = answer_usage(row)
+    elif row.kind == "attachments":
+        context["attachments"] = attachment_chips(row)
     elif row.kind in {"error", "notice"}:
         context["text"] = out.text(message_text(row))
         context["code"] = row.meta.get("code", "")
@@ -204,6 +207,20 @@ def _render_message(
             f"{html}</div>"
         )
     return html
+
+
+def attachment_chips(row: Message) -> list[dict[str, Any]]:
+    """The files of an attachments row, with their download links (owner-only views)."""
+    chips = []
+    for info in row.meta.get("attachments", []) if isinstance(row.meta, dict) else []:
+        chips.append(
+            {
+                **info,
+                "size_text": human_size(int(info.get("size", 0))),
+                "url": reverse("conversation-attachment", args=[row.conversation_id, info["id"]]),
+            }
+        )
+    return chips
 
 
 def _assistant_parts(
