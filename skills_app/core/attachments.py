@@ -51,13 +51,6 @@ _EXTENSION_TYPES = {
 # Letters, digits, "_", "." and "-" only: a path the model pastes into a shell needs no quoting.
 _UNSAFE = re.compile(r"[^\w.-]")
 _SPACES = re.compile(r"\s+")
-    "con",
-    "prn",
-    "aux",
-    "nul",
-    *(f"com{i}" for i in range(10)),
-    *(f"lpt{i}" for i in range(10)),
-}
 
 
 class AttachmentError(Exception):
