@@ -30,6 +30,7 @@ from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
 from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
 from skills_app.models import Conversation, Run
 from skills_app.permissions.approvals import pending_approvals
+from skills_app.permissions.blocked import offered
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import store
 from skills_app.runs import supervisor as runs
@@ -141,7 +142,8 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
     skills = [
         {"name": s.name, "description": s.description, "hint": s.argument_hint or ""}
-        for s in skills_for_user(request.user.pk).skills()
+        # Skills a deny rule blocks are not offered in the "/" menu.
+        for s in offered(skills_for_user(request.user.pk)).skills()
         if s.user_invocable
     ]
     return render(
