@@ -11,7 +11,9 @@ from skills_app.core.attachments import AttachedFile, AttachmentError, Limits
 from skills_app.core.demo import use_attachments
 from skills_app.core.tools.workspace import Workspace, WorkspaceError
 
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00\x00\x00\x10\x00\x00\x00\x10" + b"\0" * 20
+PNG = (
+    b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00\x00\x00\x10\x00\x00\x00\x10" + b"\0" * 20
+)
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"
 
 

@@ -92,6 +92,8 @@ def test_a_dropped_or_pasted_file_becomes_a_chip_that_can_be_removed(tab, model,
     _drop_or_paste(chat, how, f"{how}ped.txt", "some notes")
     expect(_pending(chat)).to_have_count(1)
     expect(_pending(chat)).to_contain_text(f"{how}ped.txt")
+    if how == "drop":
+        _keep(screenshot(chat.page, "attachment-composer"), "attachment-composer")
     _pending(chat).get_by_role("button", name=f"Remove {how}ped.txt").click()
     expect(_pending(chat)).to_have_count(0)
 
