@@ -49,6 +49,8 @@ TEST_MODEL = DEFAULT_MODEL
 # without using up a scripted reply.
 REFUSE_DIRECTIVE = "[[refuse]]"
 
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+
 # The longest a paused reply waits for its event, so a forgotten release cannot hang the suite.
 MAX_PAUSE_SECONDS = 30.0
 
@@ -128,6 +130,10 @@ class _Handler(BaseHTTPRequestHandler):
         request.usage = None
         fake._record(request)
 
+        if length > MAX_REQUEST_BYTES:
+            # The API's own limit for a Messages request (what a few large PDFs reach).
+            self._reject(request, 413, "request_too_large", "Request exceeds the maximum size")
+            return
         if request.path != "/v1/messages":
             self._reject(request, 404, "not_found_error", f"Not found: {request.path}")
             return

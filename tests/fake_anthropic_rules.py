@@ -13,6 +13,7 @@ from typing import Any
 
 from skills_app.core.caching import MAX_BREAKPOINTS, count_breakpoints
 from skills_app.core.model_catalog import EFFORT_LEVELS, ModelInfo, get_model
+from tests.fake_anthropic_media import validate_media
 
 # Block types the real API accepts in request messages; anything else is rejected like the API does.
 KNOWN_BLOCK_TYPES = frozenset(
@@ -146,6 +147,10 @@ def _validate_blocks(
         kind = block["type"]
         if kind == "text" and block.get("text", "") == "":
             return f"{where}: text content blocks must be non-empty"
+        if kind in ("image", "document"):
+            reason = validate_media(where, block)
+            if reason:
+                return reason
         if kind == "tool_use" and role != "assistant":
             return f"{where}: `tool_use` blocks can only appear in assistant messages"
         if kind == "tool_result":

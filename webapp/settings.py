@@ -449,6 +449,13 @@ SKILL_STORAGE_ROOT: Path | None = Path(_skill_storage_root) if _skill_storage_ro
 # A browser folder upload sends one form field per file; Django refuses more than this many.
 DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES
 
+# --- Attachments (files attached to chat messages, saved in the workspace's in/) ----------
+
+# Bytes of one attached file, and how many files one message may carry. Images up to ~3.7 MB and
+# PDFs up to ~18 MB are also sent to the model as content blocks; larger ones only by path.
+ATTACHMENT_MAX_FILE_BYTES = env_int("ATTACHMENT_MAX_FILE_BYTES", 10 * 1024 * 1024, minimum=1024)
+ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10, minimum=1)
+
 # --- Audit ---------------------------------------------------------------------------------
 
 # Minimum age, in days, before `manage.py audit purge` may remove audit rows; 0: keep forever.

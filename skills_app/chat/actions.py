@@ -16,6 +16,7 @@ from skills_app.chat import conversations as conv
 from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.models import Approval
 from skills_app.permissions.approvals import ApprovalError, answer_approval
+from skills_app.runs import attached
 from skills_app.runs import supervisor as runs
 
 MAX_MESSAGE_CHARS = 32_000
@@ -35,7 +36,12 @@ async def perform(
 ) -> str:
     """Take one action for the conversation's owner; what to tell them ("" when nothing)."""
     if action == "send":
-        await _start(conversation_id, user_id, message_text(fields.get("text")))
+        try:
+            files = attached.attachment_ids(fields.get("attachments"))
+        except attached.AttachmentError as exc:
+            raise ActionError(str(exc), retry=False) from None
+        text = message_text(fields.get("text"))
+        await _start(conversation_id, user_id, text, attachments=files)
     elif action == "retry":
         text = await database_sync_to_async(conv.last_user_text)(conversation_id)
         if text is None:
@@ -69,11 +75,20 @@ def message_text(text: Any) -> str:
     return text
 
 
-async def _start(conversation_id: int, user_id: int, text: str, *, retry: bool = False) -> None:
+async def _start(
+    conversation_id: int,
+    user_id: int,
+    text: str,
+    *,
+    retry: bool = False,
+    attachments: list[int] | None = None,
+) -> None:
     try:
         await database_sync_to_async(check_send)(user_id)
         # start_run only creates the task: the loop runs beside the caller, never inside it.
-        await runs.start_run(conversation_id, text, user_id=user_id, retry=retry)
+        await runs.start_run(
+            conversation_id, text, user_id=user_id, retry=retry, attachments=attachments or ()
+        )
     except (RateLimitError, runs.RunError) as exc:
         raise ActionError(str(exc)) from None
 

@@ -32,8 +32,10 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
+from skills_app.chat import approval_words
 from skills_app.chat.presenters import HiddenContentError, result_text, tool_summary
 from skills_app.chat.usage import answer_usage
+from skills_app.core.attachments import human_size
 from skills_app.core.transcript import parse_status_message
 from skills_app.models import Approval, Message
 from skills_app.visibility import Outbound, outbound
@@ -185,6 +187,8 @@ def _render_message(
     elif row.role == "assistant" and row.kind in ASSISTANT_CONTENT_KINDS:
         context["parts"] = _assistant_parts(row, ctx, out, shown)
         context["usage"] = answer_usage(row)
+    elif row.kind == "attachments":
+        context["attachments"] = attachment_chips(row)
     elif row.kind in {"error", "notice"}:
         context["text"] = out.text(message_text(row))
         context["code"] = row.meta.get("code", "")
@@ -204,6 +208,20 @@ def _render_message(
             f"{html}</div>"
         )
     return html
+
+
+def attachment_chips(row: Message) -> list[dict[str, Any]]:
+    """The files of an attachments row, with their download links (owner-only views)."""
+    chips = []
+    for info in row.meta.get("attachments", []) if isinstance(row.meta, dict) else []:
+        chips.append(
+            {
+                **info,
+                "size_text": human_size(int(info.get("size", 0))),
+                "url": reverse("conversation-attachment", args=[row.conversation_id, info["id"]]),
+            }
+        )
+    return chips
 
 
 def _assistant_parts(
@@ -372,24 +390,27 @@ def render_tool_result(
 def render_approval(approval: Approval, *, can_inspect: bool) -> str:
     """The `_approval.html` partial (id `approval-<id>`), pending or answered, for one class.
 
-    The call (a command, a file's content to write) may quote hidden text: for people without
-    the inspect permission it is filtered like a tool result. They approve what they can see.
+    The action is said in words with workspace-relative paths (`chat.approval_words`); the call
+    (a command, a file's content to write) may quote hidden text: for people without the
+    inspect permission it is filtered like a tool result. They approve what they can see.
     """
     out = outbound(approval.conversation_id, can_inspect=can_inspect)
-    is_skill = approval.tool == "Skill"
+    roots = approval_words.workspace_roots(approval.conversation_id)
+    action = approval_words.describe_action(approval, roots)
     shown_input = out.value(approval.input)
-    arguments, cut = _cut(json.dumps(shown_input, indent=2, ensure_ascii=False), SHOWN_CHARS)
+    arguments, cut = _cut(approval_words.arguments_text(shown_input, roots), SHOWN_CHARS)
+    reason = approval_words.relative(out.text(approval.reason), roots)
     return render_to_string(
         "skills_app/chat/_approval.html",
         {
             "a": approval,
-            "call_text": _cut(out.text(approval.call_text), SHOWN_CHARS)[0],
-            "reason": out.text(approval.reason),
+            "action": action,
+            "subject": _cut(out.text(action.subject), SHOWN_CHARS)[0],
+            "why": approval_words.why_text(approval, roots),
+            "reason": reason,
+            "show_reason": bool(reason) and reason != approval.rule_text,
             "arguments": arguments,
             "arguments_cut": cut,
-            "is_skill": is_skill,
-            "skill_name": approval.input.get("skill", "") if is_skill else "",
-            "skill_args": out.text(str(approval.input.get("args", ""))) if is_skill else "",
         },
     )
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.chat import model_views, views
+from skills_app.chat import attachments, model_views, views
 
 urlpatterns = [
     path("", views.home, name="skills-home"),
@@ -16,6 +16,17 @@ urlpatterns = [
         "c/<int:pk>/summarise/",
         model_views.conversation_summarise,
         name="conversation-summarise",
+    ),
+    path("c/<int:pk>/attach/", attachments.upload, name="conversation-attach"),
+    path(
+        "c/<int:pk>/attachments/<int:attachment_id>/",
+        attachments.download,
+        name="conversation-attachment",
+    ),
+    path(
+        "c/<int:pk>/attachments/<int:attachment_id>/remove/",
+        attachments.remove,
+        name="conversation-attachment-remove",
     ),
     path("c/<int:pk>/files/<path:path>", views.conversation_file, name="conversation-file"),
     path(

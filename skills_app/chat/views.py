@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from skills_app.chat import actions, fragments
+from skills_app.chat import actions, approval_page, fragments
 from skills_app.chat import conversations as conv
 from skills_app.chat.forms import RenameForm, SearchForm
 from skills_app.chat.model_views import picker_context
@@ -30,6 +30,7 @@ from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
 from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
 from skills_app.models import Conversation, Run
 from skills_app.permissions.approvals import pending_approvals
+from skills_app.permissions.blocked import offered
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import store
 from skills_app.runs import supervisor as runs
@@ -133,14 +134,16 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     last_seq = Conversation.objects.values_list("last_event_seq", flat=True).get(pk=pk)
     rows = conv.visible_messages(conversation, can_inspect=can_inspect)
     ctx = conv.transcript_context(conversation, rows, can_inspect=can_inspect)
-    messages_html = fragments.page_html(pk, rows, ctx, can_inspect=can_inspect)
+    # Answered approvals stay where they were asked, as a compact line.
+    messages_html = approval_page.transcript_html(pk, rows, ctx, can_inspect=can_inspect)
     run = conv.active_run(pk)
     approvals_html = fragments.approvals_page_html(
         pk, pending_approvals(pk), can_inspect=can_inspect
     )
     skills = [
         {"name": s.name, "description": s.description, "hint": s.argument_hint or ""}
-        for s in skills_for_user(request.user.pk).skills()
+        # Skills a deny rule blocks are not offered in the "/" menu.
+        for s in offered(skills_for_user(request.user.pk)).skills()
         if s.user_invocable
     ]
     return render(

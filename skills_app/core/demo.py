@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from skills_app.core import skill_choice
+from skills_app.core.attachments import ATTACHED_HEADER, paths_in_note
 from skills_app.core.llm import (
     BlockDone,
     BlockStart,
@@ -64,7 +65,11 @@ def plan_reply(request: ModelRequest) -> DemoReply:
     results = [b for b in blocks if b.get("type") == "tool_result"]
     if results:
         return _after_tool_result(messages, results[0])
-    question = "\n".join(b.get("text", "") for b in blocks if b.get("type") == "text").strip()
+    question = "\n".join(
+        b.get("text", "")
+        for b in blocks
+        if b.get("type") == "text" and not b.get("text", "").startswith(ATTACHED_HEADER)
+    ).strip()
     return _answer_user(request, catalog, question)
 
 
@@ -220,8 +225,51 @@ def _previous_tool_uses(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [b for b in _blocks(messages[-2].get("content")) if b.get("type") == "tool_use"]
 
 
+def attached_paths(messages: list[dict[str, Any]]) -> list[str]:
+    """Workspace paths of the files the user attached so far, oldest first."""
+    paths: list[str] = []
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        for block in _blocks(message.get("content")):
+            if block.get("type") == "text":
+                paths.extend(paths_in_note(block.get("text", "")))
+    return paths
+
+
+_FILE_TOKEN = re.compile(r"(?<![\w/.$-])[\w][\w./-]*\.(?P<ext>[A-Za-z0-9]{1,8})(?![\w/.-])")
+
+
+def use_attachments(command: str, paths: list[str]) -> str:
+    """The command with example file names (input.pdf) replaced by the attached file of that kind.
+
+    A skill's example says `pdftotext input.pdf out.txt`; with report.pdf attached, the demo runs
+    `pdftotext in/report.pdf out.txt`. Names of another kind, and paths under out/ or work/ (what
+    the command writes) are left alone.
+    """
+    by_ext: dict[str, str] = {}
+    for path in paths:  # the newest attachment of a kind wins
+        by_ext[path.rsplit(".", 1)[-1].lower()] = path
+    used: set[str] = set()
+
+    def swap(match: re.Match[str]) -> str:
+        token, ext = match[0], match["ext"].lower()
+        target = by_ext.get(ext)
+        if target is None or token in paths or token.startswith(("out/", "work/")):
+            return token
+        if ext in used:
+            return token  # only the first input of a kind: a second one is usually the output
+        used.add(ext)
+        return target
+
+    return _FILE_TOKEN.sub(swap, command)
+
+
 def _after_skill_load(request: ModelRequest, name: str, body: str) -> DemoReply:
     command = _first_command(body)
+    paths = attached_paths(request.messages)
+    if command and paths:
+        command = use_attachments(command, paths)
     names = {tool.get("name") for tool in request.tools}
     runner = "skill_run" if "skill_run" in names else "Bash" if "Bash" in names else None
     already_ran = any(

@@ -82,7 +82,7 @@ class SkillInvoker:
             )
             record = replace(record, source=spec.source, digest=spec.digest)
             call = ToolCall(tool=permission, input={"skill": name, "args": args})
-            decision = await self.ports.decide(call, self.state)
+            decision = await self._decide(call, name, caller)
             record = replace(record, decided_by=decision.reason, approval_id=decision.approval_id)
             if decision.behavior != "allow":
                 raise SkillInvocationError(
@@ -106,6 +106,22 @@ class SkillInvoker:
             await self.ports.record_invocation(record)
             return SkillOutcome(ok=False, error=exc.message, code=exc.code)
         return await self._apply(spec, args, skill_dir, rendered, record)
+
+    async def _decide(self, call: ToolCall, name: str, caller: str) -> Decision:
+        """The permission for this invocation; a person's own `/name` is their consent.
+
+        A slash command is typed on purpose, so the default "ask" for skills does not ask
+        again. Deny rules still refuse it, and an admin rule that explicitly says ask for this
+        skill still asks; a model's call is decided (and asked about) as before.
+        """
+        if caller != "user":
+            return await self.ports.decide(call, self.state)
+        ruled = await self.ports.check(call, self.state)
+        if ruled.behavior == "ask" and ruled.rule is None:
+            return Decision("allow", f"started by the user with /{name}", None)
+        if ruled.behavior == "ask":
+            return await self.ports.decide(call, self.state)
+        return ruled
 
     async def _apply(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from skills_app.models.attachments import Attachment
 from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
@@ -13,6 +14,7 @@ from skills_app.models.usage import ModelCall, RequestPart
 
 __all__ = [
     "Approval",
+    "Attachment",
     "AuditEvent",
     "Comparison",
     "Conversation",

@@ -76,12 +76,14 @@ class AuditEvent(models.Model):
     EXPORT = "audit.export"
     ROLE_GRANTED = "role.granted"
     ROLE_REVOKED = "role.revoked"
+    ATTACHMENT_ADDED = "attachment.added"
     ACTION_CHOICES = [
         (CONVERSATION_DELETED, "conversation deleted by its owner"),
         (PURGE, "audit purged"),
         (EXPORT, "audit exported"),
         (ROLE_GRANTED, "role granted"),
         (ROLE_REVOKED, "role revoked"),
+        (ATTACHMENT_ADDED, "file attached to a conversation"),
     ]
 
     action = models.CharField(max_length=40, choices=ACTION_CHOICES)

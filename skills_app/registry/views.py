@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_POST
 from skills_app.core.redact import HiddenIndex
 from skills_app.core.skillfile import Problem, SkillSpec
 from skills_app.models import SkillPackage, SkillVersion
+from skills_app.permissions.blocked import blocked_skills
 from skills_app.registry import uploads
 from skills_app.registry.skills import UserSkills, skills_for_user
 
@@ -42,6 +43,7 @@ class SkillRow:
     errors: list[Problem]
     shadowed_by: str | None  # the source of the skill that wins the name, when this one loses
     loaded: bool = True
+    blocked_by: str = ""  # the deny rule that refuses every invocation, if one does
 
 
 def _get_package_for_user(request: HttpRequest, pk: int) -> SkillPackage:
@@ -65,10 +67,11 @@ def skill_rows(provider: UserSkills, user_id: int) -> list[SkillRow]:
     """Every loaded skill (shadowed ones included) and every skill that failed to load."""
     winners = {s.name: s for s in provider.skills()}
     versions = _versions_by_dir(user_id)
+    blocked = blocked_skills(winners)
     rows: list[SkillRow] = []
     for spec in provider.candidates():
         winner = winners.get(spec.name)
-        rows.append(_row(spec, winner, versions))
+        rows.append(replace(_row(spec, winner, versions), blocked_by=blocked.get(spec.name, "")))
     for failure in provider.failures:
         rows.append(
             SkillRow(

@@ -33,6 +33,7 @@ from skills_app.core.transcript import (
     turn_start,
 )
 from skills_app.models import Conversation, Message, Run, RunEvent
+from skills_app.permissions.blocked import offered
 from skills_app.registry.skills import skills_for_user
 from skills_app.visibility import note_quoted_hidden
 
@@ -59,8 +60,12 @@ class FilteredSkills:
 
 
 def skills_for_conversation(conversation: Conversation) -> SkillProvider:
-    """The skills offered in a conversation: its owner's, narrowed by its skill filter."""
-    provider: SkillProvider = skills_for_user(conversation.owner_id)
+    """The skills offered in a conversation: its owner's, narrowed by its skill filter.
+
+    Skills a deny rule blocks are left out of the listing (the model's catalog), not out of
+    lookups: naming one still gets the rule's refusal.
+    """
+    provider: SkillProvider = offered(skills_for_user(conversation.owner_id))
     if conversation.skill_filter:
         return FilteredSkills(provider, conversation.skill_filter)
     return provider

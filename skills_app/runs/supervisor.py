@@ -14,6 +14,7 @@ import asyncio
 import contextvars
 import logging
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from asgiref.sync import sync_to_async
@@ -28,7 +29,7 @@ from skills_app.core.llm import ModelClient
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
-from skills_app.runs import store, tasks
+from skills_app.runs import attached, store, tasks
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
 from skills_app.runs.execute import execute_run
@@ -57,6 +58,7 @@ def _create_run(
     retry: bool,
     user_id: int,
     auto_answer: str | None,
+    attachments: Sequence[int] = (),
 ) -> tuple[Run, list[RunEvent]]:
     """The new Run row, with the user's message stored at once, and the events to broadcast."""
     with transaction.atomic():
@@ -92,12 +94,28 @@ def _create_run(
             auto_answer=auto_answer or "",
         )
         if prompt is not None and not retry:
+            events.extend(_store_attachments(conversation, run, user_id, attachments))
             events.append(_store_prompt(conversation, run, prompt))
         if not inline:
             events.append(
                 store.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
             )
         return run, events
+
+
+def _store_attachments(
+    conversation: Conversation, run: Run, user_id: int, ids: Sequence[int]
+) -> list[RunEvent]:
+    """The files sent with the message: one row right before it (RunError if one cannot go)."""
+    try:
+        message, claimed = attached.stored_message(conversation.pk, user_id, ids)
+    except attached.AttachmentError as exc:
+        raise RunError(str(exc)) from None
+    if message is None:
+        return []
+    row = store.append_message(conversation.pk, message, run_id=run.pk)
+    attached.mark_sent(claimed, row.pk)
+    return [store.append_event(conversation.pk, "message", store.message_event(row), run_id=run.pk)]
 
 
 def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent:
@@ -124,8 +142,11 @@ async def start_run(
     user_id: int,
     auto_answer: str | None = None,
     retry: bool = False,
+    attachments: Sequence[int] = (),
 ) -> Run:
     """Store the user's message, create a run and hand it to the configured executor.
+
+    `attachments`: ids of pending files (`chat.attachments`) sent with the message.
 
     `retry` answers the latest failed or refused turn again (its rows are sent to the model again,
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
@@ -141,6 +162,7 @@ async def start_run(
         retry=retry,
         user_id=user_id,
         auto_answer=auto_answer,
+        attachments=attachments,
     )
     await broadcast_events(events)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)

@@ -3,6 +3,7 @@
 Layout of a workspace root (the Bash tool's cwd, and the base for relative tool paths):
 
     work/     scratch space (TMPDIR for Bash is work/.tmp)
+    in/       files the user attached to a message (`save_input`)
     out/      artifacts: files here are offered to the user for download
     skills/   staged skill folders, read-only copies made by `stage_skill`
     runs/     one fresh folder per `skill_run` call ($RUN_DIR), made by `new_run_dir`
@@ -125,11 +126,11 @@ class Workspace:
     # --- layout -----------------------------------------------------------------------------
 
     def ensure_layout(self) -> None:
-        """Make work/, out/ and skills/ real folders again, removing links a command planted."""
+        """Make work/, out/, skills/ and in/ real folders again, removing links a command planted."""
         fd = open_dir(self.root)
         try:
             os.fchmod(fd, _DIR_MODE)
-            for name in ("work", "out", "skills"):
+            for name in ("work", "out", "skills", "in"):
                 ensure_dir(fd, name, _DIR_MODE)
             owner = staged_owner()
             if owner is not None:
@@ -143,6 +144,32 @@ class Workspace:
                     os.close(skills_fd)
         finally:
             os.close(fd)
+
+    def save_input(self, name: str, data: bytes) -> str:
+        """Write an attached file as in/<name> (or in/<stem>-2.<ext>, ...); its relative path.
+
+        `name` must already be a plain file name (`core.attachments.safe_name`). The file is
+        created with O_EXCL through an O_NOFOLLOW walk, so a link a command planted in in/ is
+        never written through and an earlier attachment is never overwritten.
+        """
+        if not name or "/" in name or name in (".", "..") or name.startswith("."):
+            raise WorkspaceError(f"{name!r} is not a plain file name for in/.")
+        self.ensure_layout()
+        stem, dot, ext = name.rpartition(".")
+        if not dot:
+            stem, ext = name, ""
+        for attempt in range(1, 1000):
+            candidate = name if attempt == 1 else f"{stem}-{attempt}" + (f".{ext}" if ext else "")
+            try:
+                fd = open_beneath(
+                    self.root, ("in", candidate), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
+                )
+            except FileExistsError:
+                continue  # a file, or a link a command put there: never replaced
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            return f"in/{candidate}"
+        raise WorkspaceError(f"Too many files named like {name} in in/; rename the file.")
 
     def new_run_dir(self) -> Path:
         """A fresh runs/<id>/ for one `skill_run` call (its $RUN_DIR), made without following links."""

@@ -1,0 +1,179 @@
+"""Attaching files to a message: upload (pending), remove, send with a message, download.
+
+A file is uploaded on its own, before the message: it is saved in the workspace's in/ at once
+(a pending Attachment the composer shows as a chip) and recorded in the audit. Sending the
+message claims the pending files in the transaction that stores it (`runs.attached`), so a
+message refused because a run is busy leaves them waiting, never lost and never half-sent.
+Only the conversation's owner can upload, remove or download; a download serves the bytes the
+person attached (checked by digest) and passes the hidden-text filter like any workspace file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from skills_app.audit import trail
+from skills_app.chat.views import _filtered_download
+from skills_app.core import attachments as core
+from skills_app.core.attachments import AttachmentError, Limits
+from skills_app.core.tools.workspace import WorkspaceError, WorkspaceFileError, open_workspace_file
+from skills_app.models import Attachment, AuditEvent, Conversation
+from skills_app.runs.factory import workspace_for
+from skills_app.visibility import INSPECT_PERMISSION
+
+logger = logging.getLogger(__name__)
+
+# Multipart framing around the files: a request larger than the files allow plus this is refused
+# before its files are read.
+_FORM_OVERHEAD = 64 * 1024
+
+
+def limits() -> Limits:
+    return Limits(
+        max_file_bytes=settings.ATTACHMENT_MAX_FILE_BYTES, max_files=settings.ATTACHMENT_MAX_FILES
+    )
+
+
+def _owned(request: HttpRequest, pk: int) -> Conversation:
+    try:
+        return Conversation.objects.owned_by(request.user).get(pk=pk)
+    except Conversation.DoesNotExist:
+        raise Http404("No such conversation.") from None
+
+
+def _refuse(message: str, status: int = 400) -> JsonResponse:
+    return JsonResponse({"error": message}, status=status)
+
+
+def chip(attachment: Attachment) -> dict[str, Any]:
+    """What the composer and the message show for one file."""
+    return {
+        **attachment.info(),
+        "size_text": core.human_size(attachment.size),
+        "url": reverse("conversation-attachment", args=[attachment.conversation_id, attachment.pk]),
+    }
+
+
+@login_required
+@require_POST
+def upload(request: HttpRequest, pk: int) -> JsonResponse:
+    """Save the posted files (field `file`) in in/ as pending attachments; JSON chips or error."""
+    conversation = _owned(request, pk)
+    lim = limits()
+    declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    if declared > lim.max_files * lim.max_file_bytes + _FORM_OVERHEAD:
+        return _refuse(
+            f"That upload is {core.human_size(declared)}; at most {lim.max_files} files of "
+            f"{core.human_size(lim.max_file_bytes)} each can be attached.",
+            status=413,
+        )
+    files = request.FILES.getlist("file")
+    if not files:
+        return _refuse("Choose a file to attach (the form field is called 'file').")
+    pending = Attachment.objects.filter(conversation=conversation, message__isnull=True).count()
+    try:
+        core.check_limits([f.size or 0 for f in files], lim, pending=pending)
+        prepared = [_prepare(f.name or "", f.read(lim.max_file_bytes + 1)) for f in files]
+    except AttachmentError as exc:
+        return _refuse(str(exc))
+    saved: list[Attachment] = []
+    workspace = workspace_for(conversation.pk)
+    for name, kind, data in prepared:
+        try:
+            path = workspace.save_input(name, data)
+        except (WorkspaceError, OSError):
+            logger.exception("could not save attachment %r in conversation %s", name, pk)
+            return _refuse("The file could not be saved in the workspace. Try again.", status=500)
+        attachment = Attachment.objects.create(
+            conversation=conversation,
+            owner=request.user,
+            name=path.removeprefix("in/"),
+            path=path,
+            media_type=kind,
+            size=len(data),
+            sha256=hashlib.sha256(data).hexdigest(),
+        )
+        trail.record(
+            AuditEvent.ATTACHMENT_ADDED,
+            target=f"conversation #{conversation.pk}",
+            actor=request.user,
+            attachment=attachment.pk,
+            path=path,
+            media_type=kind,
+            size=len(data),
+            sha256=attachment.sha256,
+            given_name=(files[len(saved)].name or "")[:300],
+        )
+        saved.append(attachment)
+    return JsonResponse({"attachments": [chip(a) for a in saved]})
+
+
+def _prepare(given: str, data: bytes) -> tuple[str, str, bytes]:
+    name = core.safe_name(given)
+    core.check_limits([len(data)], limits())
+    return name, core.media_type(name, data[:16]), data
+
+
+@login_required
+@require_POST
+def remove(request: HttpRequest, pk: int, attachment_id: int) -> JsonResponse:
+    """Take a pending file off the composer (a sent one stays: it is part of the transcript)."""
+    conversation = _owned(request, pk)
+    attachment = Attachment.objects.filter(
+        pk=attachment_id, conversation=conversation, message__isnull=True
+    ).first()
+    if attachment is None:
+        raise Http404("No such pending attachment.")
+    try:
+        with open_workspace_file(workspace_for(pk), attachment.path) as handle:
+            same = hashlib.sha256(handle.read()).hexdigest() == attachment.sha256
+        if same:
+            (workspace_for(pk).root / attachment.path).unlink(missing_ok=True)
+    except WorkspaceFileError:
+        pass  # already gone or replaced by a link: nothing of ours to remove
+    attachment.delete()
+    return JsonResponse({"removed": attachment_id})
+
+
+@login_required
+@require_GET
+def download(request: HttpRequest, pk: int, attachment_id: int) -> HttpResponseBase:
+    """The attached file as the owner attached it (a file changed since is not served)."""
+    _owned(request, pk)
+    attachment = Attachment.objects.filter(pk=attachment_id, conversation_id=pk).first()
+    if attachment is None:
+        raise Http404("No such attachment.")
+    try:
+        handle = open_workspace_file(workspace_for(pk), attachment.path)
+    except WorkspaceFileError as exc:
+        raise Http404("That file is no longer in the workspace.") from exc
+    digest = hashlib.sha256()
+    for chunk in iter(lambda: handle.read(1024 * 1024), b""):
+        digest.update(chunk)
+    if digest.hexdigest() != attachment.sha256:
+        handle.close()
+        return HttpResponse(
+            f"{attachment.path} was changed in the workspace after you attached it, so it is "
+            "not served as your attachment. Ask the model to write a copy to out/ instead.",
+            status=409,
+            content_type="text/plain; charset=utf-8",
+        )
+    handle.seek(0)
+    if not request.user.has_perm(INSPECT_PERMISSION):
+        # A command can copy a staged skill file over an attachment; the digest check above
+        # refuses that, and the filter stays as a second line like every workspace download.
+        filtered = _filtered_download(pk, handle, attachment.name)
+        if filtered is not None:
+            return filtered
+    response = FileResponse(handle, as_attachment=True, filename=attachment.name)
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
