@@ -100,7 +100,11 @@ def test_ordinary_users_get_tool_data_through_the_filter_and_the_model_prose_as_
 
 def test_an_approval_prompt_goes_through_the_filter(conversation, run, redacting):
     approval = Approval.objects.create(
-        conversation=conversation, run=run, tool="Bash", call_text=f"Bash(cat {MARKER})"
+        conversation=conversation,
+        run=run,
+        tool="Bash",
+        call_text=f"Bash(cat {MARKER})",
+        input={"command": f"cat {MARKER}"},
     )
     rendered = fragments_for(
         ApprovalRequested(approval_id=approval.pk), conversation_id=conversation.pk
