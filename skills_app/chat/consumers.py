@@ -183,6 +183,15 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def turn_excluded(self, message: dict[str, Any]) -> None:
         await self._stored(message)
 
+    async def message_queued(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def queued_gone(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def conversation_titled(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
     async def tool_result(self, message: dict[str, Any]) -> None:
         await self._stored(message)
 
