@@ -52,8 +52,10 @@ def _first_exchange(conversation_id: int) -> tuple[str, str] | None:
     return texts[0], outbound(conversation_id, can_inspect=False).text(texts[1])
 
 
-def _store_title(conversation_id: int, title: str) -> list[RunEvent]:
-    title = outbound(conversation_id, can_inspect=False).text(title)
+def _store_title(conversation_id: int, title: str, fallback: str) -> list[RunEvent]:
+    if outbound(conversation_id, can_inspect=False).text(title) != title:
+        # The model's title quotes hidden text: the person's own words name it instead.
+        title = fallback
     # update(): a title is not activity (the list order stays); only while still the default.
     changed = Conversation.objects.filter(pk=conversation_id, title=DEFAULT_TITLE).update(
         title=title
@@ -69,11 +71,12 @@ async def title_after_answer(conversation_id: int) -> None:
     if exchange is None:
         return
     first, answer = exchange
-    title = title_from_message(first)
+    fallback = title = title_from_message(first)
     client = model_client()
     if settings.CHAT_TITLE_MODEL and not client.is_demo:
-        title = await _model_title(conversation_id, client, first, answer) or title
-    await broadcast_events(await sync_to_async(_store_title)(conversation_id, title))
+        title = await _model_title(conversation_id, client, first, answer) or fallback
+    events = await sync_to_async(_store_title)(conversation_id, title, fallback)
+    await broadcast_events(events)
 
 
 async def _model_title(conversation_id: int, client: ModelClient, first: str, answer: str) -> str:

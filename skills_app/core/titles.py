@@ -66,8 +66,9 @@ def title_request(first_message: str, answer: str, *, model: str) -> ModelReques
 
 def clean_title(text: str) -> str:
     """The model's reply as a title: its first line, without quotes or Markdown marks; "" if none."""
+    marks = "#*_`\"'“”‘’. "
     for line in text.splitlines():
-        cleaned = line.strip().strip("#*_`\"'“”‘’ ").removeprefix("Title:").strip()
+        cleaned = line.strip(marks).removeprefix("Title:").strip(marks)
         if cleaned:
-            return shorten(cleaned.rstrip("."))
+            return shorten(cleaned)
     return ""
