@@ -399,7 +399,7 @@ def deployment(
         ANTHROPIC_MAX_RETRIES="0",
         ANTHROPIC_THINKING="false",
         # Titles from the first message: a title request would take a scripted reply.
-        CHAT_TITLE_MODEL="",
+        CHAT_TITLE_MODEL="none",
     )
     logs = tmp_path / "logs"
     logs.mkdir()
