@@ -183,7 +183,7 @@ def test_edit_and_regenerate_replace_turns_that_stay_visible_as_replaced(tab, mo
     chat.send("Whta is a skill?")
     expect(chat.transcript.locator(".row-assistant .md")).to_have_text("An answer to the typo.")
 
-    chat.transcript.locator(".row-user").get_by_text("Edit").click()
+    chat.transcript.locator(".row-user").get_by_text("Edit", exact=True).click()
     chat.transcript.get_by_role("textbox", name="Edited message").fill("What is a skill?")
     chat.transcript.get_by_role("button", name="Send edited message").click()
     expect(chat.transcript.locator(".row-assistant:not(.replaced) .md")).to_have_text(
@@ -209,13 +209,23 @@ def test_edit_and_regenerate_replace_turns_that_stay_visible_as_replaced(tab, mo
 
     # The auditor sees what was replaced and when.
     audrey = tab("audrey")
-    audrey.page.goto(f"{chat.base_url}/c/{conversation}/")
+    audrey.page.goto(f"{chat.base_url}/audit/conversations/{conversation}/")
     expect(audrey.page.locator(".row.replaced")).to_have_count(3)
+    expect(audrey.page.locator(".row-user.replaced .replaced-note")).to_contain_text(
+        re.compile(r"replaced by an edit · \d\d:\d\d UTC")
+    )
     audited = audrey.page.request.get(
         f"{chat.base_url}/audit/conversations/{conversation}/export.md"
     ).text()
     assert audited.count("Replaced by") == 3
     assert chat.errors == []
+
+
+# What sticks out past the viewport's right edge (for the failure message).
+WIDEST = """() => [...document.querySelectorAll("body *")]
+  .filter((el) => el.getBoundingClientRect().right > window.innerWidth + 0.5)
+  .slice(-3)
+  .map((el) => el.tagName.toLowerCase() + (el.className ? "." + String(el.className).replace(/ /g, ".") : ""))"""
 
 
 # Pages every role reaches from the menu, plus the chat and the list.
@@ -240,5 +250,5 @@ def test_no_page_scrolls_sideways_at_phone_width(tab, model, username):
         chat.page.goto(url)
         width = chat.page.evaluate("document.documentElement.scrollWidth")
         if width > PHONE["width"]:
-            wide[url.removeprefix(chat.base_url)] = width
+            wide[url.removeprefix(chat.base_url)] = (width, chat.page.evaluate(WIDEST))
     assert wide == {}, f"pages wider than 390 px for {username}: {wide}"
