@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 from skills_app.chat import conversations as conv
 from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.core.events import TurnExcluded
-from skills_app.models import Approval
+from skills_app.models import Approval, Run
 from skills_app.permissions.approvals import ApprovalError, answer_approval
 from skills_app.runs import pending, store
 from skills_app.runs import supervisor as runs
@@ -158,7 +158,9 @@ async def _stop(conversation_id: int) -> str:
             "This run is executing in another process and could not be stopped from here.",
             retry=False,
         )
-    await send_queued(conversation_id)  # a run stopped before it started ends no task
+    if run.status == Run.QUEUED:
+        # A run stopped before any process took it ends no task that would send the queue.
+        await send_queued(conversation_id)
     return ""
 
 

@@ -12,6 +12,7 @@ own run, never neither. A conversation holds at most CHAT_MAX_QUEUED waiting mes
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -123,6 +124,20 @@ async def send_next(
     `check(user_id)` raises when the author may not send now (the rate limits): the message is
     then marked failed with that reason, in every tab, rather than sent past the limits.
     """
+    # One drain at a time per conversation in this process, so two ends of the same run (its
+    # task and a stop) cannot start two queued messages out of order.
+    async with _DRAINING.setdefault(conversation_id, asyncio.Lock()):
+        await _send_next(conversation_id, start=start, check=check)
+    if not _DRAINING[conversation_id].locked():
+        _DRAINING.pop(conversation_id, None)
+
+
+_DRAINING: dict[int, asyncio.Lock] = {}
+
+
+async def _send_next(
+    conversation_id: int, *, start: StartRun, check: Callable[[int], None] | None
+) -> None:
     queued, events = await sync_to_async(_take_next)(conversation_id)
     await broadcast_events(events)
     if queued is None:
