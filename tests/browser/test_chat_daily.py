@@ -119,6 +119,7 @@ def test_a_message_sent_while_busy_is_queued_everywhere_cancelable_and_sent_afte
         "button", name="Cancel the queued message"
     ).click()
     expect(queued).to_have_count(1)
+    doc_screenshot(chat.page, "chat-queued")
     chat.reload()
     expect(chat.transcript.locator(".row-queued")).to_have_count(1)
 
@@ -202,6 +203,7 @@ def test_edit_and_regenerate_replace_turns_that_stay_visible_as_replaced(tab, mo
         "A regenerated answer."
     )
     expect(chat.transcript.locator(".row.replaced")).to_have_count(3)
+    doc_screenshot(chat.page, "chat-edited-and-regenerated")
     chat.reload()
     expect(chat.transcript.locator(".row.replaced")).to_have_count(3)
     history = str(model.requests[-1]["messages"])
