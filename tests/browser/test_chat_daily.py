@@ -254,3 +254,20 @@ def test_no_page_scrolls_sideways_at_phone_width(tab, model, username):
         if width > PHONE["width"]:
             wide[url.removeprefix(chat.base_url)] = (width, chat.page.evaluate(WIDEST))
     assert wide == {}, f"pages wider than 390 px for {username}: {wide}"
+
+
+def test_an_approval_and_a_tool_card_with_long_paths_fit_a_phone(tab, model):
+    path = "/srv/skillscope/var/workspaces/12/out/" + "quarterly-report-" * 8 + "final.md"
+    model.enqueue(
+        Reply.tool_use("Bash", {"command": f"wc -c {path}"}, id="toolu_phone01"),
+        Reply.text("Done."),
+    )
+    chat = tab("alice", width=PHONE["width"], height=PHONE["height"])
+    chat.new_conversation()
+    chat.send("Count the bytes")
+    expect(chat.approval()).to_be_visible()
+    assert chat.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+    doc_screenshot(chat.page, "phone-width-approval")
+    chat.approval().get_by_role("button", name="Deny").click()
+    expect(chat.transcript.locator(".row-assistant .md").last).to_have_text("Done.")
+    assert chat.page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
