@@ -177,11 +177,53 @@
     }
   });
 
-  // An edit form closes once sent (the edited message arrives as a new row).
-  chat.addEventListener("htmx:wsAfterSend", (event) => {
-    const details = event.target.closest && event.target.closest("details.edit-message");
-    if (details) details.open = false;
+  // -- editing the latest message: a form built on demand, sent over the socket ---------------
+
+  document.getElementById("transcript").addEventListener("click", (event) => {
+    const button = event.target.closest(".edit-button");
+    if (!button) return;
+    const row = button.closest(".row-user");
+    if (row.querySelector(".edit-form")) return;
+    const edit = editForm(button.dataset.messageId, row.querySelector(".bubble").textContent);
+    row.append(edit);
+    htmx.process(edit); // in the page first: ws-send looks for the socket of an ancestor
+    edit.querySelector("textarea").focus();
   });
+
+  function hidden(name, value) {
+    const field = document.createElement("input");
+    field.type = "hidden";
+    field.name = name;
+    field.value = value;
+    return field;
+  }
+
+  function editForm(messageId, text) {
+    const edit = document.createElement("form");
+    edit.className = "edit-form";
+    edit.setAttribute("ws-send", "");
+    const area = document.createElement("textarea");
+    area.name = "text";
+    area.rows = 3;
+    area.required = true;
+    area.value = text;
+    area.setAttribute("aria-label", "Edited message");
+    const send = document.createElement("button");
+    send.type = "submit";
+    send.className = "primary";
+    send.textContent = "Send edited message";
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.textContent = "Cancel";
+    cancel.addEventListener("click", () => edit.remove());
+    const actions = document.createElement("div");
+    actions.className = "actions";
+    actions.append(cancel, send);
+    edit.append(hidden("action", "edit"), hidden("message_id", messageId), area, actions);
+    // The edited message arrives as a new row; the form goes once it is sent.
+    edit.addEventListener("htmx:wsAfterSend", () => edit.remove());
+    return edit;
+  }
 
   let options = [];
   let active = -1;

@@ -184,7 +184,7 @@ def test_edit_and_regenerate_replace_turns_that_stay_visible_as_replaced(tab, mo
     chat.send("Whta is a skill?")
     expect(chat.transcript.locator(".row-assistant .md")).to_have_text("An answer to the typo.")
 
-    chat.transcript.locator(".row-user").get_by_text("Edit", exact=True).click()
+    chat.transcript.get_by_role("button", name="Edit", exact=True).click()
     chat.transcript.get_by_role("textbox", name="Edited message").fill("What is a skill?")
     chat.transcript.get_by_role("button", name="Send edited message").click()
     expect(chat.transcript.locator(".row-assistant:not(.replaced) .md")).to_have_text(
@@ -195,7 +195,7 @@ def test_edit_and_regenerate_replace_turns_that_stay_visible_as_replaced(tab, mo
         "replaced by an edit"
     )
     # Only the latest message offers Edit; only the latest answer offers Regenerate.
-    expect(chat.transcript.locator(".edit-message:visible")).to_have_count(1)
+    expect(chat.transcript.get_by_role("button", name="Edit", exact=True)).to_have_count(1)
     expect(chat.transcript.get_by_role("button", name="Regenerate")).to_have_count(1)
 
     chat.transcript.get_by_role("button", name="Regenerate").click()
