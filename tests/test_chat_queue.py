@@ -121,6 +121,10 @@ async def test_a_message_sent_while_busy_waits_and_goes_when_the_run_ends(
     assert "third, cancelled" not in json.dumps([r["messages"] for r in fake.requests])
 
 
+async def _titled(conversation, title: str) -> bool:
+    return (await Conversation.objects.aget(pk=conversation.pk)).title == title
+
+
 async def _runs_done(conversation, count: int) -> bool:
     return await finished_runs(conversation) >= count and await _none_active(conversation)
 
@@ -148,9 +152,13 @@ async def test_an_edit_replaces_the_turn_for_the_model_and_keeps_it_for_the_audi
     await wait_until(lambda: _runs_done(conversation, 1), what="the first run")
     first = await Message.objects.aget(conversation=conversation, role="user")
 
+    await wait_until(lambda: _titled(conversation, "teh first question"), what="a title")
+
     fake.enqueue(Reply.text("answer to the fixed question"))
     await act(conversation, alice, "edit", message_id=first.pk, text="the first question")
     await wait_until(lambda: _runs_done(conversation, 2), what="the edited run")
+    # The automatic title follows the edited first message.
+    await wait_until(lambda: _titled(conversation, "the first question"), what="a new title")
 
     sent = json.dumps(fake.requests[-1]["messages"])
     assert "the first question" in sent

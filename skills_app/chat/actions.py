@@ -14,6 +14,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from skills_app.chat import conversations as conv
+from skills_app.chat import titles
 from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.core.events import TurnExcluded
 from skills_app.models import Approval, Run
@@ -142,6 +143,8 @@ async def _replace(
         raise ActionError(str(exc)) from None
     except ValueError as exc:
         raise ActionError(str(exc), retry=False) from None
+    if how == "edit":
+        await database_sync_to_async(titles.forget_auto_title)(conversation_id, message_id)
     visible = await database_sync_to_async(store.visible_ids)(ids)
     event = TurnExcluded(reason="replaced", message_ids=tuple(visible))
     row = await database_sync_to_async(store.append_event)(conversation_id, event)

@@ -12,6 +12,7 @@ import logging
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db.models import QuerySet
 
 from skills_app.core.events import ConversationTitled
 from skills_app.core.llm import ModelClient, ModelError
@@ -22,6 +23,7 @@ from skills_app.core.titles import (
     title_from_message,
     title_request,
 )
+from skills_app.core.transcript import REPLACED
 from skills_app.models import Conversation, Message, ModelCall, RunEvent
 from skills_app.runs import store, usage
 from skills_app.runs.broadcast import broadcast_events
@@ -36,13 +38,12 @@ def _first_exchange(conversation_id: int) -> tuple[str, str] | None:
     if not Conversation.objects.filter(pk=conversation_id, title=DEFAULT_TITLE).exists():
         return None
     visible = Message.objects.filter(conversation_id=conversation_id, is_meta=False)
-    first = (
-        visible.filter(role=Message.USER, kind__in=("text", "command"))
-        .exclude(meta__has_key="summary_of")
-        .order_by("seq")
-        .first()
+    first = _first_kept(
+        visible.filter(role=Message.USER, kind__in=("text", "command")).exclude(
+            meta__has_key="summary_of"
+        )
     )
-    answer = visible.filter(role=Message.ASSISTANT, kind="text").order_by("seq").first()
+    answer = _first_kept(visible.filter(role=Message.ASSISTANT, kind="text"))
     if first is None or answer is None:
         return None
     texts = [
@@ -52,17 +53,45 @@ def _first_exchange(conversation_id: int) -> tuple[str, str] | None:
     return texts[0], outbound(conversation_id, can_inspect=False).text(texts[1])
 
 
+def _first_kept(rows: QuerySet[Message]) -> Message | None:
+    """The earliest row an edit or a regeneration did not replace (looked at in Python: a JSON
+    key lookup in exclude() drops the rows that lack the key on some databases)."""
+    for row in rows.order_by("seq")[:50]:
+        if (row.meta or {}).get("excluded") != REPLACED:
+            return row
+    return None
+
+
 def _store_title(conversation_id: int, title: str, fallback: str) -> list[RunEvent]:
     if outbound(conversation_id, can_inspect=False).text(title) != title:
         # The model's title quotes hidden text: the person's own words name it instead.
         title = fallback
     # update(): a title is not activity (the list order stays); only while still the default.
     changed = Conversation.objects.filter(pk=conversation_id, title=DEFAULT_TITLE).update(
-        title=title
+        title=title, title_auto=True
     )
     if not changed:
         return []
     return [store.append_event(conversation_id, ConversationTitled(title=title))]
+
+
+def forget_auto_title(conversation_id: int, edited_message_id: int | None) -> None:
+    """An edit of the first message: an automatic title is made again after the new answer."""
+    first = (
+        Message.objects.filter(
+            conversation_id=conversation_id,
+            role=Message.USER,
+            is_meta=False,
+            kind__in=("text", "command"),
+        )
+        .order_by("seq")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if edited_message_id is not None and first == edited_message_id:
+        Conversation.objects.filter(pk=conversation_id, title_auto=True).update(
+            title=DEFAULT_TITLE, title_auto=False
+        )
 
 
 async def title_after_answer(conversation_id: int) -> None:
