@@ -231,6 +231,20 @@ WIDEST = """() => [...document.querySelectorAll("body *")]
   .map((el) => el.tagName.toLowerCase() + (el.className ? "." + String(el.className).replace(/ /g, ".") : ""))"""
 
 
+# Pages below the menu's, per role (the menu's own are found on the page).
+EXTRA_PAGES = {
+    "alice": ["/audit/import/"],
+    "mona": ["/skills/triggers/", "/skills/triggers/collisions/"],
+    "audrey": [
+        "/audit/invocations/",
+        "/audit/conversations/",
+        "/audit/costs/",
+        "/audit/trigger-runs/",
+        "/audit/import/",
+    ],
+}
+
+
 # Pages every role reaches from the menu, plus the chat and the list.
 def _pages_of(page: Page, base: str) -> list[str]:
     page.goto(f"{base}/")
@@ -246,6 +260,8 @@ def test_no_page_scrolls_sideways_at_phone_width(tab, model, username):
     chat.send("A message with a long unbroken word " + "b" * 150)
     expect(chat.transcript.locator(".row-assistant")).to_have_count(1)
     pages = [f"{chat.base_url}/c/{conversation}/", *_pages_of(chat.page, chat.base_url)]
+    pages += [f"{chat.base_url}{path}" for path in EXTRA_PAGES[username]]
+    pages.append(f"{chat.base_url}/c/{conversation}/delete/")
     if username == "audrey":
         pages.append(f"{chat.base_url}/audit/conversations/{conversation}/")
     wide = {}
