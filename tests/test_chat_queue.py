@@ -86,6 +86,21 @@ async def test_the_queue_of_a_conversation_is_bounded(fake, conversation, alice)
     await wait_until(lambda: _none_active(conversation), what="the run to end")
 
 
+async def test_queueing_and_cancelling_in_a_loop_hits_the_sending_limit(
+    settings, fake, conversation, alice
+):
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 4
+    release = await busy_run(fake, conversation, alice)
+    with pytest.raises(ActionError, match="queued 4 messages in the last minute"):
+        for n in range(5):
+            await act(conversation, alice, "send", text=f"spam {n}")
+            queued = await QueuedMessage.objects.filter(status="pending").alast()
+            await act(conversation, alice, "cancel", queued_id=queued.pk)
+    assert await QueuedMessage.objects.acount() == 4
+    release.set()
+    await wait_until(lambda: _none_active(conversation), what="the run to end")
+
+
 async def _none_active(conversation) -> bool:
     return not await Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE).aexists()
 

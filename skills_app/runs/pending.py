@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -49,6 +50,16 @@ def queue_if_busy(conversation_id: int, user_id: int, text: str) -> list[RunEven
         busy = conversation.runs.filter(status__in=Run.ACTIVE).exists()
         if not busy and not waiting:
             return None
+        recent = QueuedMessage.objects.filter(
+            author_id=user_id, created_at__gte=timezone.now() - timedelta(minutes=1)
+        ).count()
+        limit = settings.RATE_LIMIT_MESSAGES_PER_MINUTE
+        if recent >= limit:
+            # Queue and cancel in a loop would otherwise write events without end.
+            raise QueueError(
+                f"You have queued {recent} messages in the last minute (the limit is {limit}). "
+                "Your text is still in the box: wait a moment, then send it."
+            )
         if waiting >= settings.CHAT_MAX_QUEUED:
             raise QueueError(
                 f"{waiting} messages are already waiting for this answer to end (the limit is "
