@@ -15,6 +15,9 @@ def _isolated_dirs(settings, tmp_path):
     # Commands run sandboxed, as they do by default (SANDBOX=auto; without a sandbox they need
     # the "run unsandboxed commands" permission).
     settings.SANDBOX = "auto"
+    # No title model: a title request would take the next scripted reply of the fake model.
+    # Titles by the model have their own tests (tests/test_chat_titles.py), which switch it on.
+    settings.CHAT_TITLE_MODEL = ""
 
 
 @pytest.fixture

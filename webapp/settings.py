@@ -419,6 +419,13 @@ _check_heartbeat(
 )
 RATE_LIMIT_MESSAGES_PER_MINUTE = env_int("RATE_LIMIT_MESSAGES_PER_MINUTE", 20, minimum=1)
 RATE_LIMIT_CONCURRENT_RUNS = env_int("RATE_LIMIT_CONCURRENT_RUNS", 3, minimum=1)
+# Messages one conversation may hold queued while a run is busy (each is sent when it ends).
+CHAT_MAX_QUEUED = env_int("CHAT_MAX_QUEUED", 5, minimum=1)
+# The small model that titles a conversation after its first answer (with an API key); empty:
+# "none": titles are made from the first message without a model call (as with the demo model).
+CHAT_TITLE_MODEL = env_str("CHAT_TITLE_MODEL", "claude-haiku-4-5")
+if CHAT_TITLE_MODEL.lower() == "none":
+    CHAT_TITLE_MODEL = ""
 
 # --- Trigger tests -------------------------------------------------------------------------
 

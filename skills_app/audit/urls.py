@@ -22,6 +22,11 @@ urlpatterns = [
         views.conversation_export,
         name="conversation-export",
     ),
+    path(
+        "conversations/<int:pk>/export.md",
+        views.conversation_export_markdown,
+        name="conversation-export-markdown",
+    ),
     path("import/", views.transcript_import, name="transcript-import"),
     path("costs/", costs.cost_report, name="audit-costs"),
     path("trigger-runs/", trigger_audit.trigger_run_list, name="audit-trigger-runs"),

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from skills_app.audit import requests as audit
 from skills_app.audit import trail
 from skills_app.audit.access import can_replay, can_view_audit, require_audit_viewer
+from skills_app.audit.markdown_export import export_markdown_text
 from skills_app.audit.transcript_io import (
     MAX_IMPORT_BYTES,
     TranscriptImportError,
@@ -406,6 +407,27 @@ def conversation_export(request: HttpRequest, pk: int) -> HttpResponse:
     body = "".join(export_lines(conversation, include_hidden=include_hidden))
     response = HttpResponse(body, content_type="application/jsonl; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.jsonl"'
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_required
+@require_GET
+def conversation_export_markdown(request: HttpRequest, pk: int) -> HttpResponse:
+    """The conversation as Markdown, as its reader sees it; inspectors get hidden rows marked."""
+    conversation = _get_conversation_for_user(request, pk, owner_may=True)
+    include_hidden = request.user.has_perm(INSPECT_PERMISSION)
+    if conversation.owner_id != request.user.pk:
+        trail.record(
+            AuditEvent.EXPORT,
+            actor=request.user,
+            target=f"conversation #{conversation.pk} (Markdown)",
+            conversation_id=conversation.pk,
+            hidden_rows=include_hidden,
+        )
+    body = export_markdown_text(conversation, include_hidden=include_hidden)
+    response = HttpResponse(body, content_type="text/markdown; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.md"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
 

@@ -1,4 +1,5 @@
-"""What a person can do in a conversation: send, retry, stop, answer an approval.
+"""What a person can do in a conversation: send (or queue), retry, stop, answer an approval,
+cancel a queued message, edit their latest message, regenerate the latest answer.
 
 The websocket (forms sent with htmx's `ws-send`) and the plain POST of a page without JavaScript
 post the same fields (`action` plus its own) and reach the same checks here, so both refuse the
@@ -13,14 +14,17 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from skills_app.chat import conversations as conv
+from skills_app.chat import titles
 from skills_app.chat.ratelimit import RateLimitError, check_send
-from skills_app.models import Approval
+from skills_app.core.events import TurnExcluded
+from skills_app.models import Approval, Run
 from skills_app.permissions.approvals import ApprovalError, answer_approval
-from skills_app.runs import attached
+from skills_app.runs import attached, pending, store
 from skills_app.runs import supervisor as runs
+from skills_app.runs.broadcast import broadcast_events
 
 MAX_MESSAGE_CHARS = 32_000
-ACTIONS = ("send", "retry", "stop", "approve")
+ACTIONS = ("send", "retry", "stop", "approve", "cancel", "edit", "regenerate")
 
 
 class ActionError(Exception):
@@ -40,8 +44,7 @@ async def perform(
             files = attached.attachment_ids(fields.get("attachments"))
         except attached.AttachmentError as exc:
             raise ActionError(str(exc), retry=False) from None
-        text = message_text(fields.get("text"))
-        await _start(conversation_id, user_id, text, attachments=files)
+        await _send(conversation_id, user_id, message_text(fields.get("text")), files)
     elif action == "retry":
         text = await database_sync_to_async(conv.last_user_text)(conversation_id)
         if text is None:
@@ -51,6 +54,15 @@ async def perform(
         return await _stop(conversation_id)
     elif action == "approve":
         await _approve(conversation_id, user_id, fields)
+    elif action == "cancel":
+        await _cancel(conversation_id, fields)
+    elif action == "edit":
+        text = message_text(fields.get("text"))
+        await _replace(
+            conversation_id, user_id, "edit", text, _whole_number(fields.get("message_id"))
+        )
+    elif action == "regenerate":
+        await _replace(conversation_id, user_id, "regenerate", None, None)
     else:
         raise ActionError(f"Unknown action {action!r}: use one of {', '.join(ACTIONS)}.")
     return ""
@@ -78,7 +90,7 @@ def message_text(text: Any) -> str:
 async def _start(
     conversation_id: int,
     user_id: int,
-    text: str,
+    text: str | None,
     *,
     retry: bool = False,
     attachments: list[int] | None = None,
@@ -93,6 +105,77 @@ async def _start(
         raise ActionError(str(exc)) from None
 
 
+async def _send(conversation_id: int, user_id: int, text: str, files: list[int]) -> None:
+    """Start a run, or queue the message while one is busy (it is sent when that run ends).
+
+    A message with files is not queued: it starts now or is refused, and its files stay
+    attached in the composer for the next try.
+    """
+    if files:
+        if await database_sync_to_async(conv.active_run)(conversation_id) is not None:
+            raise ActionError(
+                "An answer is being written: your message and its files stay here; send them "
+                "when it is finished, or stop it first.",
+                retry=False,
+            )
+        await _start(conversation_id, user_id, text, attachments=files)
+        return
+    try:
+        events = await database_sync_to_async(pending.queue_if_busy)(conversation_id, user_id, text)
+    except pending.QueueError as exc:
+        raise ActionError(str(exc), retry=False) from None
+    if events is None:
+        await _start(conversation_id, user_id, text)
+        return
+    await broadcast_events(events)
+    # A queue left behind by a run that ended without draining it (its process died) moves now.
+    await send_queued(conversation_id)
+
+
+async def send_queued(conversation_id: int) -> None:
+    """Send the oldest queued message if nothing runs (after every run, stop or queueing)."""
+    await pending.send_next(conversation_id, start=runs.start_run, check=check_send)
+
+
+async def _cancel(conversation_id: int, fields: Mapping[str, Any]) -> None:
+    queued_id = _whole_number(fields.get("queued_id"))
+    if queued_id is None:
+        raise ActionError('"cancel" needs a queued_id (number).', retry=False)
+    try:
+        events = await database_sync_to_async(pending.cancel)(conversation_id, queued_id)
+    except pending.QueueError as exc:
+        raise ActionError(str(exc), retry=False) from None
+    await broadcast_events(events)
+
+
+async def _replace(
+    conversation_id: int, user_id: int, how: str, text: str | None, message_id: int | None
+) -> None:
+    """Edit the latest message (`text`) or regenerate the latest answer; the old turn stays."""
+    if await database_sync_to_async(conv.active_run)(conversation_id) is not None:
+        raise ActionError(
+            "An answer is being written: wait for it or stop it, then "
+            + ("edit your message." if how == "edit" else "regenerate."),
+            retry=False,
+        )
+    try:
+        await database_sync_to_async(check_send)(user_id)
+        ids = await database_sync_to_async(store.replace_latest)(
+            conversation_id, how, message_id=message_id
+        )
+    except RateLimitError as exc:
+        raise ActionError(str(exc)) from None
+    except ValueError as exc:
+        raise ActionError(str(exc), retry=False) from None
+    if how == "edit":
+        await database_sync_to_async(titles.forget_auto_title)(conversation_id, message_id)
+    visible = await database_sync_to_async(store.visible_ids)(ids)
+    event = TurnExcluded(reason="replaced", message_ids=tuple(visible))
+    row = await database_sync_to_async(store.append_event)(conversation_id, event)
+    await broadcast_events([row])
+    await _start(conversation_id, user_id, text, retry=text is None)
+
+
 async def _stop(conversation_id: int) -> str:
     run = await database_sync_to_async(conv.active_run)(conversation_id)
     if run is None:
@@ -102,6 +185,9 @@ async def _stop(conversation_id: int) -> str:
             "This run is executing in another process and could not be stopped from here.",
             retry=False,
         )
+    if run.status == Run.QUEUED:
+        # A run stopped before any process took it ends no task that would send the queue.
+        await send_queued(conversation_id)
     return ""
 
 

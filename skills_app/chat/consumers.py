@@ -1,7 +1,8 @@
 """The chat websocket: relays a conversation's events to one browser tab and takes its actions.
 
 The browser sends JSON: `{"action": "resume", "after": SEQ}` on every (re)connect, and the forms
-of the page (htmx `ws-send`) send `send`, `retry`, `stop` and `approve` with their fields. The
+of the page (htmx `ws-send`) send the actions of `chat.actions` (send, retry, stop, approve,
+cancel, edit, regenerate) with their fields. The
 server sends what `chat.frames` describes: stored events as htmx out-of-band fragments headed by
 their seq, streamed text as JSON.
 
@@ -116,7 +117,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         action = content.get("action")
         if not isinstance(action, str) or action not in ("resume", *actions.ACTIONS):
             await self._error(
-                f"Unknown action {action!r}: use resume, send, retry, stop or approve."
+                f"Unknown action {action!r}: use one of resume, {', '.join(actions.ACTIONS)}."
             )
             return
         try:
@@ -181,6 +182,15 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self._stored(message)
 
     async def turn_excluded(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def message_queued(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def queued_gone(self, message: dict[str, Any]) -> None:
+        await self._stored(message)
+
+    async def conversation_titled(self, message: dict[str, Any]) -> None:
         await self._stored(message)
 
     async def tool_result(self, message: dict[str, Any]) -> None:

@@ -148,7 +148,9 @@ def rename_conversation(conversation: Conversation, title: str) -> Conversation:
     """Give a conversation a new title (trimmed, never empty)."""
     conversation.title = " ".join(title.split())[:200] or "New conversation"
     # update() leaves updated_at alone: renaming is not activity and must not reorder the list.
-    Conversation.objects.filter(pk=conversation.pk).update(title=conversation.title)
+    Conversation.objects.filter(pk=conversation.pk).update(
+        title=conversation.title, title_auto=False
+    )
     return conversation
 
 

@@ -35,8 +35,11 @@ from skills_app.chat.usage import render_conversation_cost
 from skills_app.core.events import (
     ApprovalAnswered,
     ApprovalRequested,
+    ConversationTitled,
     EventDataError,
+    MessageQueued,
     MessageStored,
+    QueuedMessageGone,
     RunEvent,
     RunFinished,
     RunQueued,
@@ -46,7 +49,7 @@ from skills_app.core.events import (
     TurnExcluded,
     event_from,
 )
-from skills_app.models import Approval, Conversation, Message
+from skills_app.models import Approval, Conversation, Message, QueuedMessage
 from skills_app.models import RunEvent as StoredEvent
 from skills_app.visibility import outbound
 
@@ -141,6 +144,17 @@ class ApprovalItem:
 
 
 @dataclass(frozen=True, slots=True)
+class QueuedItem:
+    """A message waiting for the run to end (or the trace of one that left the queue)."""
+
+    queued: QueuedMessage
+    hidden: bool = False
+
+    def render(self, *, can_inspect: bool) -> str:
+        return render_to_string("skills_app/chat/_queued_message.html", {"q": self.queued})
+
+
+@dataclass(frozen=True, slots=True)
 class StaticItem:
     """Markup of our own (the Stop button, a notice): the same for everyone, nothing to filter."""
 
@@ -186,6 +200,7 @@ class Lookup:
     messages: dict[int, Message]
     approvals: dict[int, Approval]
     ctx: dict[str, Any] | None = None
+    queued: dict[int, QueuedMessage] | None = None
     # The chat header's cost, swapped in when a run ends (live only: a replay has the page's).
     cost_html: str = ""
 
@@ -219,6 +234,13 @@ def parts_for(event: RunEvent, conversation_id: int, lookup: Lookup) -> list[Par
     if isinstance(event, TurnExcluded):
         rows = [lookup.messages[pk] for pk in event.message_ids if pk in lookup.messages]
         return [Part(MessageItem(row, lookup.ctx), UPDATE) for row in rows]
+    if isinstance(event, MessageQueued | QueuedMessageGone):
+        queued = (lookup.queued or {}).get(event.queued_id)
+        if queued is None:
+            return []
+        return [Part(QueuedItem(queued), APPEND if isinstance(event, MessageQueued) else UPDATE)]
+    if isinstance(event, ConversationTitled):
+        return [Part(StaticItem(title_html(conversation_id, event.title)), UPDATE)]
     if isinstance(event, RunQueued):
         return [
             Part(StaticItem(queued_notice(event.run_id))),
@@ -271,6 +293,8 @@ def fragments_for(
         lookup.messages = _messages(conversation_id, event.message_ids)
     elif isinstance(event, RunFinished):
         lookup.cost_html = render_conversation_cost(conversation_id, oob=True)
+    elif isinstance(event, MessageQueued | QueuedMessageGone):
+        lookup.queued = _queued(conversation_id, [event.queued_id])
     parts = parts_for(event, conversation_id, lookup)
     if not parts:
         return None
@@ -299,6 +323,10 @@ def replay_html(
     if not can_inspect:
         messages = {pk: m for pk, m in messages.items() if not m.is_meta}
     lookup = Lookup(messages=messages, approvals=_approvals(conversation_id, approval_ids))
+    queued_ids = [
+        e.queued_id for _r, e in typed if isinstance(e, MessageQueued | QueuedMessageGone)
+    ]
+    lookup.queued = _queued(conversation_id, queued_ids)
     if any(m.role == Message.ASSISTANT for m in messages.values()):
         conversation = Conversation.objects.get(pk=conversation_id)
         lookup.ctx = transcript_context(
@@ -344,6 +372,27 @@ def _messages(conversation_id: int, ids: Sequence[int]) -> dict[int, Message]:
             pk__in=list(ids), conversation_id=conversation_id
         )
     }
+
+
+def _queued(conversation_id: int, ids: list[int]) -> dict[int, QueuedMessage]:
+    if not ids:
+        return {}
+    rows = QueuedMessage.objects.filter(pk__in=ids, conversation_id=conversation_id)
+    return {q.pk: q for q in rows}
+
+
+def queued_page_html(queued: Sequence[QueuedMessage]) -> list[str]:
+    """Messages waiting for the run to end, on the chat page (the person's own words)."""
+    return [
+        _wrap(Part(QueuedItem(q), REPLACE), QueuedItem(q).render(can_inspect=False)) for q in queued
+    ]
+
+
+def title_html(conversation_id: int, title: str) -> str:
+    """The new title for the chat header and the sidebar (updates of elements the tab may have)."""
+    return render_to_string(
+        "skills_app/chat/_title.html", {"conversation_id": conversation_id, "title": title}
+    )
 
 
 def _approvals(conversation_id: int, ids: list[int]) -> dict[int, Approval]:

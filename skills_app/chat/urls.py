@@ -7,6 +7,7 @@ from skills_app.chat import attachments, model_views, views
 urlpatterns = [
     path("", views.home, name="skills-home"),
     path("c/new/", views.conversation_new, name="conversation-new"),
+    path("c/sidebar/", views.conversation_sidebar, name="conversation-sidebar"),
     path("c/<int:pk>/", views.conversation_detail, name="conversation"),
     path("c/<int:pk>/act/", views.conversation_action, name="conversation-action"),
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation-rename"),

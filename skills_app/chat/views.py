@@ -25,6 +25,7 @@ from skills_app.chat import actions, approval_page, fragments
 from skills_app.chat import conversations as conv
 from skills_app.chat.forms import RenameForm, SearchForm
 from skills_app.chat.model_views import picker_context
+from skills_app.chat.sidebar import sidebar_context
 from skills_app.chat.usage import conversation_usage
 from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
 from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
@@ -32,7 +33,7 @@ from skills_app.models import Conversation, Run
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.permissions.blocked import offered
 from skills_app.registry.skills import skills_for_user
-from skills_app.runs import store
+from skills_app.runs import pending, store
 from skills_app.runs import supervisor as runs
 from skills_app.runs.factory import workspace_for
 from skills_app.visibility import INSPECT_PERMISSION, hidden_index, outbound
@@ -161,6 +162,33 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_inspect": can_inspect,
             "picker": picker_context(conversation),
             "cost": conversation_usage(conversation.pk),
+            "queued_html": fragments.queued_page_html(pending.pending(pk)),
+            "sidebar": sidebar_context(request.user.pk, current=pk, can_inspect=can_inspect),
+        },
+    )
+
+
+@login_required
+@require_GET
+def conversation_sidebar(request: HttpRequest) -> HttpResponse:
+    """The sidebar's list for a search (htmx), grouped by day like the full sidebar."""
+    form = SearchForm(request.GET)
+    query = form.cleaned_data["q"] if form.is_valid() else ""
+    current = request.GET.get("current", "")
+    context = sidebar_context(
+        request.user.pk,
+        query=query,
+        current=int(current) if current.isascii() and current.isdigit() else None,
+        can_inspect=request.user.has_perm(INSPECT_PERMISSION),
+    )
+    return render(
+        request,
+        "skills_app/chat/_sidebar_list.html",
+        {
+            "groups": context["groups"],
+            "current_id": context["current_id"],
+            "q": query,
+            "truncated": context["truncated"],
         },
     )
 

@@ -288,6 +288,32 @@ class RunQueued(RunEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class MessageQueued(RunEvent):
+    """A message sent while a run was busy waits for it to end (shown as "queued", cancelable)."""
+
+    type: ClassVar[str] = "message.queued"
+    queued_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedMessageGone(RunEvent):
+    """A queued message left the queue: sent, cancelled, or it could not be sent."""
+
+    type: ClassVar[str] = "queued.gone"
+    queued_id: int
+    status: str
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationTitled(RunEvent):
+    """The conversation got a title (made after its first answer): every tab shows it."""
+
+    type: ClassVar[str] = "conversation.titled"
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
 class TurnExcluded(RunEvent):
     """A failed or declined turn's rows are kept in view and left out of later requests.
 
@@ -361,6 +387,9 @@ EVENT_TYPES: dict[str, type[RunEvent]] = {
         RunStarted,
         RunFinished,
         TurnExcluded,
+        MessageQueued,
+        QueuedMessageGone,
+        ConversationTitled,
         SubagentStarted,
         SubagentFinished,
     )

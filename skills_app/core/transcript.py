@@ -18,6 +18,11 @@ skips them (as it skips `to_model=False` rows, which are never for the model). T
   without new user text; the model continues where the turn failed.
 - Once the user sends a new message, older excluded turns stay excluded: `retry_turn` returns
   nothing for them, so their Retry buttons go away.
+
+Replaced turns. Editing the person's latest message replaces its whole turn; regenerating
+replaces the turn's answer (from its first assistant row). `replace_rows` marks those rows
+`excluded = "replaced"` with when and how (`replaced_at`, `replaced_by`): kept for the audit and
+shown compactly, never sent to the model again.
 """
 
 from __future__ import annotations
@@ -32,7 +37,8 @@ HIDDEN_PREFIX = "Base directory for this skill: "
 INTERRUPTED_RESULT = "Interrupted: the run was stopped before this tool call finished."
 EXCLUDED = "excluded"  # meta key; its value says why ("failed" or "refusal")
 EXCLUDED_TURN_START = "excluded_turn_start"  # meta key on the first row of an excluded turn
-EXCLUSION_REASONS = ("failed", "refusal")
+REPLACED = "replaced"  # an exclusion reason: the person edited the message or regenerated
+EXCLUSION_REASONS = ("failed", "refusal", REPLACED)
 # Rows that are not messages but shape the request all the same: the system-prompt profile merges
 # loaded skills into the system prompt from them. An excluded turn excludes them too.
 STATE_KIND = "skill_state"
@@ -349,3 +355,42 @@ def retry_notice(rows: Sequence[StoredMessage]) -> int | None:
         if not row.to_model and row.meta.get("retry"):
             return i if can_retry(rows) else None
     return None
+
+
+def edit_start(rows: Sequence[StoredMessage]) -> int | None:
+    """Index of the person's latest message (typed or a slash command): what Edit replaces."""
+    for i in range(len(rows) - 1, -1, -1):
+        if typed_by_user(rows[i]):
+            return None if rows[i].meta.get(EXCLUDED) == REPLACED else i
+    return None
+
+
+def regenerate_start(rows: Sequence[StoredMessage]) -> int | None:
+    """Index of the first answer row of the latest turn (what Regenerate replaces), or None.
+
+    None when the turn has no answer the model sees (still running, or failed: that is Retry).
+    """
+    start = edit_start(rows)
+    if start is None:
+        return None
+    for i in range(start + 1, len(rows)):
+        if rows[i].role == "assistant" and rows[i].sent_to_model:
+            return i
+    return None
+
+
+def replace_rows(
+    rows: Sequence[StoredMessage], start: int, *, how: str, at: str
+) -> dict[int, StoredMessage]:
+    """index -> the row marked replaced (`how`: "edit" or "regenerate", `at`: ISO time).
+
+    Every row from `start` on, visible or hidden, model-bound or not: the chat shows them as
+    replaced and the model never sees them again.
+    """
+    changes: dict[int, StoredMessage] = {}
+    for i in range(start, len(rows)):
+        if rows[i].meta.get(EXCLUDED) == REPLACED:
+            continue
+        marked = with_exclusion(rows[i], REPLACED)
+        changes[i] = replace(marked, meta={**marked.meta, "replaced_at": at, "replaced_by": how})
+    return changes

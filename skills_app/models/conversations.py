@@ -32,6 +32,9 @@ class Conversation(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations"
     )
     title = models.CharField(max_length=200, default="New conversation")
+    # The title was made automatically (after the first answer), not typed: editing the first
+    # message makes it again.
+    title_auto = models.BooleanField(default=False)
     profile = models.CharField(max_length=20, choices=PROFILE_CHOICES, default=DEFAULT_PROFILE)
     model = models.CharField(max_length=100, blank=True, help_text="Empty: the configured default.")
     # Adaptive thinking and effort, picked per conversation; None / "" follow ANTHROPIC_THINKING

@@ -30,7 +30,12 @@ class ModelCall(models.Model):
 
     TURN = "turn"
     SUMMARY = "summary"
-    PURPOSE_CHOICES = [(TURN, "a run's turn"), (SUMMARY, "a summary for a new conversation")]
+    TITLE = "title"
+    PURPOSE_CHOICES = [
+        (TURN, "a run's turn"),
+        (SUMMARY, "a summary for a new conversation"),
+        (TITLE, "a conversation's title"),
+    ]
 
     conversation = models.ForeignKey(
         "skills_app.Conversation", on_delete=models.PROTECT, related_name="model_calls"

@@ -27,8 +27,11 @@ from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools import default_tools
 from skills_app.core.transcript import (
     StoredMessage,
+    edit_start,
     ends_with_user,
     exclude_turn,
+    regenerate_start,
+    replace_rows,
     retry_turn,
     turn_start,
 )
@@ -198,6 +201,27 @@ def exclude_latest_turn(conversation_id: int, reason: str) -> list[int]:
     with transaction.atomic():
         ids, stored = rows_with_ids(conversation_id)
         return _store_meta(ids, exclude_turn(stored, turn_start(stored), reason))
+
+
+def replace_latest(conversation_id: int, how: str, *, message_id: int | None = None) -> list[int]:
+    """Mark the latest turn (`how="edit"`) or its answer ("regenerate") replaced; the ids marked.
+
+    ValueError saying why when there is nothing to replace, or `message_id` is not the person's
+    latest message (an edit names the message it changes).
+    """
+    with transaction.atomic():
+        Conversation.objects.select_for_update().filter(pk=conversation_id).first()
+        ids, stored = rows_with_ids(conversation_id)
+        if how == "edit":
+            start = edit_start(stored)
+            if start is None or ids[start] != message_id:
+                raise ValueError("Only your latest message can be edited.")
+        else:
+            start = regenerate_start(stored)
+            if start is None:
+                raise ValueError("There is no answer to regenerate (use Retry after an error).")
+        changes = replace_rows(stored, start, how=how, at=_now().isoformat())
+        return _store_meta(ids, changes)
 
 
 def visible_ids(ids: Sequence[int]) -> list[int]:

@@ -248,6 +248,33 @@ async def _supervised(
         if beat is not None:
             beat.cancel()
         tasks.ABANDONED.discard(run_id)
+        # Beside the run, not in it: a stop waiting for this task does not wait for these too.
+        follow_up = asyncio.get_running_loop().create_task(
+            _after_run(run_id), context=contextvars.Context()
+        )
+        _FOLLOW_UPS.add(follow_up)
+        follow_up.add_done_callback(_FOLLOW_UPS.discard)
+
+
+_FOLLOW_UPS: set[asyncio.Task[None]] = set()
+
+
+async def _after_run(run_id: int) -> None:
+    """When a run has ended: send the next queued message, then title a new conversation."""
+    # Imported here: both import this module's start_run.
+    from skills_app.chat import titles
+    from skills_app.chat.actions import send_queued
+
+    row = (
+        await Run.objects.filter(pk=run_id, parent__isnull=True).values("conversation_id").afirst()
+    )
+    if row is None:
+        return  # a subagent's run: its parent's end sends the queue
+    for step in (send_queued, titles.title_after_answer):
+        try:
+            await step(row["conversation_id"])
+        except Exception:
+            logger.exception("after run %s: %s failed", run_id, step.__qualname__)
 
 
 async def _heartbeat(run_id: int, task: asyncio.Task[Any]) -> None:

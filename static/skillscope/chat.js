@@ -4,6 +4,7 @@
 // and the "/" menu of the composer.
 (() => {
   "use strict";
+  setUpSidebar();
   const chat = document.getElementById("chat");
   if (!chat) return;
 
@@ -132,10 +133,97 @@
 
   // -- the composer and its "/" menu ---------------------------------------------------------------
 
+  // A draft survives a reload (per conversation, in this browser). Sent text is kept until the
+  // server stores or queues it: a refusal puts it back in the box, never drops it.
+  const draftKey = `skillscope-draft-${chat.dataset.conversationId}`;
+  let unconfirmed = null;
+
+  function saveDraft() {
+    try {
+      if (input.value) localStorage.setItem(draftKey, input.value);
+      else localStorage.removeItem(draftKey);
+    } catch (_err) {
+      // Storage may be full or switched off: the draft only lives in the box then.
+    }
+  }
+
+  if (!input.value) {
+    try {
+      input.value = localStorage.getItem(draftKey) || "";
+    } catch (_err) {
+      // as above
+    }
+  }
+  input.addEventListener("input", saveDraft);
+
   form.addEventListener("htmx:wsAfterSend", () => {
+    unconfirmed = input.value;
     input.value = "";
+    saveDraft();
     closeMenu();
   });
+
+  chat.addEventListener("htmx:wsAfterMessage", (event) => {
+    const message = event.detail.message;
+    if (unconfirmed === null || typeof message !== "string") return;
+    if (/data-event="(message\.stored|message\.queued|turn\.excluded)"/.test(message)) {
+      unconfirmed = null;
+    } else if (message.includes('data-event="error"')) {
+      if (!input.value) {
+        input.value = unconfirmed;
+        saveDraft();
+      }
+      unconfirmed = null;
+    }
+  });
+
+  // -- editing the latest message: a form built on demand, sent over the socket ---------------
+
+  document.getElementById("transcript").addEventListener("click", (event) => {
+    const button = event.target.closest(".edit-button");
+    if (!button) return;
+    const row = button.closest(".row-user");
+    if (row.querySelector(".edit-form")) return;
+    const edit = editForm(button.dataset.messageId, row.querySelector(".bubble").textContent);
+    row.append(edit);
+    htmx.process(edit); // in the page first: ws-send looks for the socket of an ancestor
+    edit.querySelector("textarea").focus();
+  });
+
+  function hidden(name, value) {
+    const field = document.createElement("input");
+    field.type = "hidden";
+    field.name = name;
+    field.value = value;
+    return field;
+  }
+
+  function editForm(messageId, text) {
+    const edit = document.createElement("form");
+    edit.className = "edit-form";
+    edit.setAttribute("ws-send", "");
+    const area = document.createElement("textarea");
+    area.name = "text";
+    area.rows = 3;
+    area.required = true;
+    area.value = text;
+    area.setAttribute("aria-label", "Edited message");
+    const send = document.createElement("button");
+    send.type = "submit";
+    send.className = "primary";
+    send.textContent = "Send edited message";
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.textContent = "Cancel";
+    cancel.addEventListener("click", () => edit.remove());
+    const actions = document.createElement("div");
+    actions.className = "actions";
+    actions.append(cancel, send);
+    edit.append(hidden("action", "edit"), hidden("message_id", messageId), area, actions);
+    // The edited message arrives as a new row; the form goes once it is sent.
+    edit.addEventListener("htmx:wsAfterSend", () => edit.remove());
+    return edit;
+  }
 
   let options = [];
   let active = -1;
@@ -236,4 +324,53 @@
   });
 
   window.scrollTo(0, document.body.scrollHeight);
+
+  // -- the sidebar: collapsible on a wide screen (remembered), a drawer on a phone -------------
+
+  function setUpSidebar() {
+    const sidebar = document.getElementById("sidebar");
+    if (!sidebar) return;
+    const phone = window.matchMedia("(max-width: 760px)");
+    const backdrop = document.querySelector(".sidebar-backdrop");
+    const key = "skillscope-sidebar";
+    const body = document.body;
+    let stored = null;
+    try {
+      stored = localStorage.getItem(key);
+    } catch (_err) {
+      stored = null;
+    }
+    body.classList.toggle("sidebar-collapsed", stored === "collapsed");
+
+    function isOpen() {
+      return phone.matches ? body.classList.contains("sidebar-open") : !body.classList.contains("sidebar-collapsed");
+    }
+
+    function sync() {
+      const open = isOpen();
+      document.querySelectorAll("button[data-sidebar-toggle]").forEach((b) => b.setAttribute("aria-expanded", String(open)));
+      if (backdrop) backdrop.hidden = !(phone.matches && open);
+    }
+
+    document.querySelectorAll("[data-sidebar-toggle]").forEach((control) => {
+      control.addEventListener("click", () => {
+        if (phone.matches) {
+          body.classList.toggle("sidebar-open");
+        } else {
+          const collapsed = body.classList.toggle("sidebar-collapsed");
+          try {
+            localStorage.setItem(key, collapsed ? "collapsed" : "open");
+          } catch (_err) {
+            // not remembered, still toggled
+          }
+        }
+        sync();
+      });
+    });
+    phone.addEventListener("change", () => {
+      body.classList.remove("sidebar-open");
+      sync();
+    });
+    sync();
+  }
 })();

@@ -77,6 +77,8 @@ def server_env(config: LiveServerConfig) -> dict[str, str]:
         ANTHROPIC_API_KEY="sk-test",
         ANTHROPIC_BASE_URL=config.model_url,
         ANTHROPIC_MAX_RETRIES="0",
+        # Titles from the first message: a title request would take a scripted reply.
+        CHAT_TITLE_MODEL="none",
         # Scripted replies count stream events; thinking (on by default) would add its own.
         ANTHROPIC_THINKING="false",
         SKILLS_DIRS=str(config.skills_dir),

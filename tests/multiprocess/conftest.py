@@ -325,7 +325,9 @@ PROXY_HEADERS = {"Host": PUBLIC_HOST, "X-Forwarded-Proto": "https"}
 
 # Settings the tests add for the fake model: its address, no retries (a failure shows at once),
 # and no thinking (scripted replies count stream events; thinking would add its own).
-TEST_ONLY = frozenset({"ANTHROPIC_BASE_URL", "ANTHROPIC_MAX_RETRIES", "ANTHROPIC_THINKING"})
+TEST_ONLY = frozenset(
+    {"ANTHROPIC_BASE_URL", "ANTHROPIC_MAX_RETRIES", "ANTHROPIC_THINKING", "CHAT_TITLE_MODEL"}
+)
 
 
 def documented_environment(tmp_path: Path, **machine: str) -> dict[str, str]:
@@ -396,6 +398,8 @@ def deployment(
         ANTHROPIC_BASE_URL=fake_anthropic.base_url,
         ANTHROPIC_MAX_RETRIES="0",
         ANTHROPIC_THINKING="false",
+        # Titles from the first message: a title request would take a scripted reply.
+        CHAT_TITLE_MODEL="none",
     )
     logs = tmp_path / "logs"
     logs.mkdir()

@@ -1,0 +1,56 @@
+"""The chat page's sidebar: the person's conversations grouped by day, with search."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date
+
+from django.utils import timezone
+
+from skills_app.chat.conversations import search_conversations
+from skills_app.models import Conversation
+
+GROUPS = ("Today", "Yesterday", "Previous 7 days", "Older")
+# The sidebar is for finding recent work; the list page (with search) has everything.
+SIDEBAR_LIMIT = 100
+
+
+@dataclass(slots=True)
+class Group:
+    label: str
+    conversations: list[Conversation] = field(default_factory=list)
+
+
+def day_group(day: date, today: date) -> str:
+    """Which group a conversation last active on `day` belongs to, seen on `today`."""
+    age = (today - day).days
+    if age <= 0:
+        return GROUPS[0]
+    if age == 1:
+        return GROUPS[1]
+    if age <= 7:
+        return GROUPS[2]
+    return GROUPS[3]
+
+
+def grouped(conversations: Iterable[Conversation], today: date) -> list[Group]:
+    """Non-empty groups in GROUPS order, each newest first (the order given)."""
+    groups = {label: Group(label) for label in GROUPS}
+    for c in conversations:
+        day = timezone.localtime(c.updated_at).date()
+        groups[day_group(day, today)].conversations.append(c)
+    return [g for g in groups.values() if g.conversations]
+
+
+def sidebar_context(
+    user_id: int, *, query: str = "", current: int | None = None, can_inspect: bool = False
+) -> dict[str, object]:
+    """What `_sidebar.html` needs: the groups, the query and the open conversation's id."""
+    found = search_conversations(user_id, query, can_inspect=can_inspect)[:SIDEBAR_LIMIT]
+    return {
+        "groups": grouped(found, timezone.localdate()),
+        "q": query,
+        "current_id": current,
+        "truncated": len(found) >= SIDEBAR_LIMIT,
+    }

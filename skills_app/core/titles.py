@@ -1,0 +1,74 @@
+"""Conversation titles: made once, after the first answer, from what the user could see.
+
+With a model: one small request (the configured cheap model) given the person's first message
+and the start of the first answer, nothing hidden. Without one (the demo model, or no title
+model configured): the first message itself, shortened at a word boundary. Either way the title
+is one line of at most TITLE_MAX_CHARS characters.
+"""
+
+from __future__ import annotations
+
+from .llm import ModelRequest
+
+DEFAULT_TITLE = "New conversation"
+TITLE_MAX_CHARS = 60
+# How much of the first message and of the first answer the title model gets.
+TITLE_INPUT_CHARS = 2_000
+TITLE_MAX_TOKENS = 40
+TITLE_SYSTEM = (
+    "You name conversations for a list of chats. Reply with a title of three to seven words "
+    "that says what the user wants, in the user's language. Reply with the title only: no "
+    "quotes, no punctuation at the end, no Markdown."
+)
+
+
+def one_line(text: str) -> str:
+    """`text` on one line, whitespace collapsed."""
+    return " ".join(text.split())
+
+
+def shorten(text: str, limit: int = TITLE_MAX_CHARS) -> str:
+    """At most `limit` characters, cut at a word boundary with an ellipsis when cut."""
+    line = one_line(text)
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,.;:-") + "…"
+
+
+def title_from_message(first_message: str) -> str:
+    """The title without a model: the first message, shortened (a slash command as typed)."""
+    return shorten(first_message) or DEFAULT_TITLE
+
+
+def title_request(first_message: str, answer: str, *, model: str) -> ModelRequest:
+    """The request that asks the title model for a title (no tools, no thinking, no cache)."""
+    prompt = (
+        "The user's first message:\n<message>\n"
+        + first_message[:TITLE_INPUT_CHARS]
+        + "\n</message>\n\nThe start of the assistant's answer:\n<answer>\n"
+        + answer[:TITLE_INPUT_CHARS]
+        + "\n</answer>\n\nTitle:"
+    )
+    return ModelRequest(
+        model=model,
+        system=TITLE_SYSTEM,
+        tools=[],
+        messages=[{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+        max_tokens=TITLE_MAX_TOKENS,
+        thinking=False,
+        cache=False,
+    )
+
+
+def clean_title(text: str) -> str:
+    """The model's reply as a title: its first line, without quotes or Markdown marks; "" if none."""
+    marks = "#*_`\"'“”‘’. "
+    for line in text.splitlines():
+        cleaned = line.strip(marks).removeprefix("Title:").strip(marks)
+        if cleaned:
+            return shorten(cleaned)
+    return ""

@@ -1,0 +1,212 @@
+"""Nothing typed is lost, and edits stay in the audit: messages sent while a run is busy are
+queued on the server and sent when it ends; editing the latest message or regenerating the latest
+answer marks the old rows replaced (kept, never sent again). Attacks first: another
+conversation's ids, a flood of queued messages."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from skills_app.chat import actions
+from skills_app.chat.actions import ActionError
+from skills_app.core.transcript import EXCLUDED, REPLACED
+from skills_app.models import Conversation, Message, QueuedMessage, Run, RunEvent
+from skills_app.runs import store
+from skills_app.runs import supervisor as runs
+from tests.fake_anthropic import Reply
+from tests.loop_helpers import use_fake_model, wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def fake(settings, fake_anthropic):
+    use_fake_model(settings, fake_anthropic, retries=0)
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
+    settings.CHAT_MAX_QUEUED = 3
+    return fake_anthropic
+
+
+@pytest.fixture
+def conversation(alice):
+    return Conversation.objects.create(owner=alice)
+
+
+async def act(conversation, user, action: str, **fields) -> str:
+    return await actions.perform(
+        action, {"action": action, **fields}, conversation_id=conversation.pk, user_id=user.pk
+    )
+
+
+async def busy_run(fake, conversation, user) -> threading.Event:
+    """Start a run whose answer waits until the returned event is set."""
+    release, reached = threading.Event(), threading.Event()
+    fake.enqueue(Reply.text("first answer", wait_for=release, wait_after_events=3, reached=reached))
+    await act(conversation, user, "send", text="first")
+    await wait_until(_is_set(reached), what="the model to be asked")
+    return release
+
+
+def _is_set(event: threading.Event):
+    async def check() -> bool:
+        return event.is_set()
+
+    return check
+
+
+async def finished_runs(conversation) -> int:
+    return await Run.objects.filter(conversation=conversation, status=Run.DONE).acount()
+
+
+async def test_a_queued_message_cannot_be_cancelled_from_another_conversation(
+    fake, conversation, alice, bob
+):
+    other = await Conversation.objects.acreate(owner=bob)
+    theirs = await QueuedMessage.objects.acreate(conversation=other, author=bob, text="bob's")
+    with pytest.raises(ActionError, match="not waiting"):
+        await act(conversation, alice, "cancel", queued_id=theirs.pk)
+    assert (await QueuedMessage.objects.aget(pk=theirs.pk)).status == QueuedMessage.PENDING
+
+
+async def test_the_queue_of_a_conversation_is_bounded(fake, conversation, alice):
+    release = await busy_run(fake, conversation, alice)
+    for n in range(3):
+        await act(conversation, alice, "send", text=f"waiting {n}")
+    with pytest.raises(ActionError, match="the limit is 3"):
+        await act(conversation, alice, "send", text="one too many")
+    assert await QueuedMessage.objects.filter(conversation=conversation).acount() == 3
+    # Leave nothing running: cancel the queue, then let the run end.
+    for q in await sync_to_async(list)(QueuedMessage.objects.filter(conversation=conversation)):
+        await act(conversation, alice, "cancel", queued_id=q.pk)
+    release.set()
+    await wait_until(lambda: _none_active(conversation), what="the run to end")
+
+
+async def test_queueing_and_cancelling_in_a_loop_hits_the_sending_limit(
+    settings, fake, conversation, alice
+):
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 4
+    release = await busy_run(fake, conversation, alice)
+    with pytest.raises(ActionError, match="queued 4 messages in the last minute"):
+        for n in range(5):
+            await act(conversation, alice, "send", text=f"spam {n}")
+            queued = await QueuedMessage.objects.filter(status="pending").alast()
+            await act(conversation, alice, "cancel", queued_id=queued.pk)
+    assert await QueuedMessage.objects.acount() == 4
+    release.set()
+    await wait_until(lambda: _none_active(conversation), what="the run to end")
+
+
+async def _none_active(conversation) -> bool:
+    return not await Run.objects.filter(conversation=conversation, status__in=Run.ACTIVE).aexists()
+
+
+async def test_a_message_sent_while_busy_waits_and_goes_when_the_run_ends(
+    fake, conversation, alice
+):
+    release = await busy_run(fake, conversation, alice)
+    await act(conversation, alice, "send", text="second, typed while busy")
+    await act(conversation, alice, "send", text="third, cancelled")
+    queued = await sync_to_async(list)(QueuedMessage.objects.filter(conversation=conversation))
+    assert [q.text for q in queued] == ["second, typed while busy", "third, cancelled"]
+    # Nothing of them is stored as a message yet: the run in progress must not see them.
+    assert not await Message.objects.filter(content__icontains="typed while busy").aexists()
+    await act(conversation, alice, "cancel", queued_id=queued[1].pk)
+    types = [
+        e
+        async for e in RunEvent.objects.filter(conversation=conversation).values_list(
+            "type", flat=True
+        )
+    ]
+    assert types.count("message.queued") == 2 and "queued.gone" in types
+
+    fake.enqueue(Reply.text("second answer"))
+    release.set()
+    await wait_until(lambda: _runs_done(conversation, 2), what="the queued message's run")
+    last = fake.requests[-1]["messages"][-1]["content"][-1]["text"]
+    assert last == "second, typed while busy"
+    statuses = {
+        q.text: q.status async for q in QueuedMessage.objects.filter(conversation=conversation)
+    }
+    assert statuses == {"second, typed while busy": "sent", "third, cancelled": "cancelled"}
+    assert "third, cancelled" not in json.dumps([r["messages"] for r in fake.requests])
+
+
+async def _titled(conversation, title: str) -> bool:
+    return (await Conversation.objects.aget(pk=conversation.pk)).title == title
+
+
+async def _runs_done(conversation, count: int) -> bool:
+    return await finished_runs(conversation) >= count and await _none_active(conversation)
+
+
+async def test_editing_touches_only_the_latest_message_of_this_conversation(
+    fake, conversation, alice, bob
+):
+    other = await Conversation.objects.acreate(owner=bob)
+    fake.enqueue(Reply.text("bob's answer"), Reply.text("alice's answer"))
+    await runs.wait_for_run((await runs.start_run(other.pk, "bob's", user_id=bob.pk)).pk, 30)
+    await runs.wait_for_run(
+        (await runs.start_run(conversation.pk, "mine", user_id=alice.pk)).pk, 30
+    )
+    bobs = await Message.objects.aget(conversation=other, role="user")
+    with pytest.raises(ActionError, match="Only your latest message"):
+        await act(conversation, alice, "edit", message_id=bobs.pk, text="hijack")
+    assert not await Message.objects.filter(meta__has_key=EXCLUDED).aexists()
+
+
+async def test_an_edit_replaces_the_turn_for_the_model_and_keeps_it_for_the_audit(
+    fake, conversation, alice
+):
+    fake.enqueue(Reply.text("answer to the typo"))
+    await act(conversation, alice, "send", text="teh first question")
+    await wait_until(lambda: _runs_done(conversation, 1), what="the first run")
+    first = await Message.objects.aget(conversation=conversation, role="user")
+
+    await wait_until(lambda: _titled(conversation, "teh first question"), what="a title")
+
+    fake.enqueue(Reply.text("answer to the fixed question"))
+    await act(conversation, alice, "edit", message_id=first.pk, text="the first question")
+    await wait_until(lambda: _runs_done(conversation, 2), what="the edited run")
+    # The automatic title follows the edited first message.
+    await wait_until(lambda: _titled(conversation, "the first question"), what="a new title")
+
+    sent = json.dumps(fake.requests[-1]["messages"])
+    assert "the first question" in sent
+    assert "teh first" not in sent and "answer to the typo" not in sent
+    old = await sync_to_async(list)(
+        Message.objects.filter(conversation=conversation, meta__excluded=REPLACED)
+    )
+    assert len(old) == 2 and all(m.meta["replaced_by"] == "edit" for m in old)
+    assert all(m.meta["replaced_at"] for m in old)
+    # A replaced message cannot be edited again; the new one can.
+    with pytest.raises(ActionError, match="Only your latest message"):
+        await act(conversation, alice, "edit", message_id=first.pk, text="again")
+
+
+async def test_regenerate_replaces_only_the_answer(fake, conversation, alice):
+    fake.enqueue(Reply.text("a weak answer"))
+    await act(conversation, alice, "send", text="a question")
+    await wait_until(lambda: _runs_done(conversation, 1), what="the first run")
+    fake.enqueue(Reply.text("a better answer"))
+    await act(conversation, alice, "regenerate")
+    await wait_until(lambda: _runs_done(conversation, 2), what="the regenerated run")
+
+    messages = fake.requests[-1]["messages"]
+    assert [m["role"] for m in messages] == ["user"]
+    assert "weak" not in json.dumps(messages)
+    rows = await sync_to_async(store.history)(conversation)
+    assert [(r.role, r.meta.get(EXCLUDED)) for r in rows] == [
+        ("user", None),
+        ("assistant", REPLACED),
+        ("assistant", None),
+    ]
+
+
+async def test_regenerate_without_an_answer_says_what_to_do(fake, conversation, alice):
+    with pytest.raises(ActionError, match="no answer to regenerate"):
+        await act(conversation, alice, "regenerate")

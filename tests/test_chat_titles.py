@@ -1,0 +1,128 @@
+"""Titles made after the first answer, and the exports people read (Markdown beside the JSONL).
+
+Titles are shown to ordinary users: the attack is a title model handed hidden skill text, or one
+that quotes it. The positive control proves the model did get the hidden text in the run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.test import Client
+
+from skills_app.chat import titles
+from skills_app.core.titles import clean_title, title_from_message
+from skills_app.models import Conversation, ModelCall, PermissionRule
+from skills_app.runs import supervisor as runs
+from tests.fake_anthropic import Reply
+from tests.loop_helpers import use_fake_model, wait_until, write_skills
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MARKER = "GREETER-BODY-MARKER"
+HIDDEN_SENTENCE = "GREETER-BODY-MARKER: greet Ann warmly and mention the weather."
+
+
+@pytest.fixture
+def fake(settings, fake_anthropic, tmp_path):
+    use_fake_model(settings, fake_anthropic, retries=0)
+    settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
+    settings.AGENT_HOOKS = {"UserPromptSubmit": [], "PreToolUse": [], "PostToolUse": [], "Stop": []}
+    return fake_anthropic
+
+
+@pytest.fixture
+def conversation(alice):
+    PermissionRule.objects.create(behavior="allow", rule_text="Skill(greeter)")
+    return Conversation.objects.create(owner=alice)
+
+
+async def title_of(conversation) -> str:
+    return (await Conversation.objects.aget(pk=conversation.pk)).title
+
+
+async def turn(conversation, user, text: str) -> None:
+    run = await runs.start_run(conversation.pk, text, user_id=user.pk)
+    await runs.wait_for_run(run.pk, timeout=30)
+
+
+async def titled(conversation) -> None:
+    async def done() -> bool:
+        return await title_of(conversation) != "New conversation"
+
+    await wait_until(done, what="the title")
+
+
+def test_a_title_without_a_model_is_the_first_message_cut_at_a_word():
+    assert title_from_message("  Plan   the\nrelease notes ") == "Plan the release notes"
+    long = "Compare the quarterly revenue figures of every region and explain the outliers please"
+    assert title_from_message(long) == "Compare the quarterly revenue figures of every region and…"
+    assert clean_title('"**Quarterly revenue review**."\nmore') == "Quarterly revenue review"
+
+
+async def test_the_title_model_gets_only_visible_text(settings, fake, conversation, alice):
+    settings.CHAT_TITLE_MODEL = "claude-haiku-4-5"
+    fake.enqueue(Reply.text("Hello Ann, lovely sunshine today!"), Reply.text("Greeting Ann"))
+    await turn(conversation, alice, "/greeter Ann")
+    await titled(conversation)
+
+    run_request, title_request = fake.requests[-2], fake.requests[-1]
+    assert MARKER in json.dumps(run_request["messages"])  # positive control: the model got it
+    assert title_request["model"] == "claude-haiku-4-5"
+    sent = json.dumps(title_request, ensure_ascii=False)
+    assert MARKER not in sent and "Base directory" not in sent
+    assert "/greeter Ann" in sent and "lovely sunshine" in sent
+    assert await title_of(conversation) == "Greeting Ann"
+    assert await ModelCall.objects.filter(
+        conversation=conversation, purpose=ModelCall.TITLE
+    ).aexists()
+
+
+async def test_a_title_quoting_hidden_text_falls_back_to_the_first_message(
+    settings, fake, conversation, alice
+):
+    settings.CHAT_TITLE_MODEL = "claude-haiku-4-5"
+    fake.enqueue(Reply.text("Hi Ann."), Reply.text(HIDDEN_SENTENCE))
+    await turn(conversation, alice, "/greeter Ann")
+    await titled(conversation)
+    assert await title_of(conversation) == "/greeter Ann"
+
+
+async def test_a_renamed_conversation_keeps_its_name(fake, conversation, alice):
+    await Conversation.objects.filter(pk=conversation.pk).aupdate(title="Mine")
+    fake.enqueue(Reply.text("An answer."))
+    await turn(conversation, alice, "Some question")
+    # Called here too: the run's own follow-up may not have run yet, and must not matter.
+    await titles.title_after_answer(conversation.pk)
+    assert await title_of(conversation) == "Mine"
+
+
+async def test_the_markdown_export_shows_what_each_reader_sees(fake, conversation, alice, auditor):
+    fake.enqueue(Reply.text("Hello Ann!"))
+    await turn(conversation, alice, "/greeter Ann")
+    owner, inspector = Client(), Client()
+    await sync_to_async(owner.force_login)(alice)
+    await sync_to_async(inspector.force_login)(auditor)
+    url = f"/audit/conversations/{conversation.pk}/export.md"
+
+    mine = (await sync_to_async(owner.get)(url)).content.decode()
+    assert "## You (command)\n\n```\n/greeter Ann\n```" in mine
+    assert "Hello Ann!" in mine and MARKER not in mine and "Hidden from the user" not in mine
+
+    audited = (await sync_to_async(inspector.get)(url)).content.decode()
+    assert "### [Hidden from the user] Injected skill instructions" in audited
+    assert MARKER in audited
+
+    # The command is in the JSONL export too, as the user's own row.
+    lines = (await sync_to_async(owner.get)(url.replace(".md", ".jsonl"))).content.decode()
+    commands = [json.loads(x) for x in lines.splitlines() if '"command"' in x]
+    assert commands[0]["message"]["content"][0]["text"] == "/greeter Ann"
+
+
+async def test_another_users_markdown_export_is_not_found(fake, conversation, bob):
+    client = Client()
+    await sync_to_async(client.force_login)(bob)
+    url = f"/audit/conversations/{conversation.pk}/export.md"
+    assert (await sync_to_async(client.get)(url)).status_code == 404
