@@ -200,7 +200,7 @@ async def test_a_send_refused_while_a_run_is_busy_keeps_the_files(alice, convers
         "attachments"
     ][0]
     await Run.objects.acreate(conversation=conversation, status=Run.RUNNING, started_by=alice)
-    with pytest.raises(actions.ActionError, match="already in progress"):
+    with pytest.raises(actions.ActionError, match="its files stay here"):
         await actions.perform(
             "send",
             {"text": "go", "attachments": str(chip["id"])},

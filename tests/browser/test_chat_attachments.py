@@ -109,7 +109,7 @@ def test_a_file_pasted_while_a_run_is_busy_waits_and_is_never_lost(tab, model):
     expect(_pending(chat)).to_have_count(1)
     chat.message_box.fill("And this file")
     chat.page.get_by_role("button", name="Send").click()
-    expect(chat.page.locator("body")).to_contain_text("already in progress")
+    expect(chat.page.locator("body")).to_contain_text("its files stay here")
     expect(_pending(chat)).to_have_count(1)  # still waiting in the composer
     release.set()
     chat.wait_run_finished()
