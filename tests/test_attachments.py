@@ -311,3 +311,19 @@ async def test_the_demo_runs_the_example_flow_on_the_attached_file(
     assert any(f"in/{name}" in u["input"].get("command", "") for u in uses), uses
     results = [b for r in rows for b in r.content if b.get("type") == "tool_result"]
     assert any(expect in str(b["content"]) and not b.get("is_error") for b in results), results
+
+
+def test_the_markdown_export_lists_the_files_of_a_message(alice, conversation):
+    from skills_app.audit.markdown_export import export_markdown_text
+
+    info = {"id": 1, "name": "q3.pdf", "path": "in/q3.pdf", "media_type": "application/pdf"}
+    Message.objects.create(
+        conversation=conversation,
+        seq=1,
+        role="user",
+        kind="attachments",
+        content=[{"type": "text", "text": "Attached files: in/q3.pdf"}],
+        meta={"attachments": [info]},
+    )
+    text = export_markdown_text(conversation, include_hidden=False)
+    assert "## You (files)\n\n- `in/q3.pdf`" in text

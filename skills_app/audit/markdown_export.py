@@ -98,6 +98,10 @@ def _row(row: Message, out: Outbound) -> list[str]:
         return [quote(f"**{row.kind.capitalize()}:** " + out.text(text))]
     if row.kind == "tool_result":
         return _tool_results(row, out)
+    if row.kind == "attachments":
+        files = row.meta.get("attachments", []) if isinstance(row.meta, dict) else []
+        names = [f"- `{info.get('path') or info.get('name', '?')}`" for info in files]
+        return ["## You (files)", "\n".join(names)]
     if row.role == Message.USER:
         if row.kind == "command":
             return ["## You (command)", fence(text)]
