@@ -133,7 +133,8 @@ class ChatPage:
         return self.transcript.locator(f'.chip[data-skill="{skill}"]')
 
     def approval(self) -> Locator:
-        return self.transcript.get_by_role("group", name="Approval request")
+        """The approval card, pending (a group with buttons) or answered (a one-line note)."""
+        return self.transcript.locator(".approval")
 
     def wait_run_finished(self, count: int = 1, timeout: float = 10.0) -> None:
         """Wait until `count` run.finished frames arrived on this tab."""

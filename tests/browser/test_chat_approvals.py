@@ -39,7 +39,7 @@ def test_it_asks_before_running_bash_and_shows_the_result_when_allowed(tab, mode
 
     approval = chat.approval()
     expect(approval).to_be_visible()
-    expect(approval).to_contain_text("Allow this Bash call?")
+    expect(approval).to_contain_text("Allow running a command?")
     expect(approval).to_contain_text("echo approved-$((40 + 2))")
     for name in ANSWERS:
         expect(approval.get_by_role("button", name=name, exact=True)).to_be_visible()
