@@ -29,11 +29,10 @@ from skills_app.core.tools.base import (
     ToolContext,
     ToolError,
     ToolResult,
-    bool_arg,
     cap_text,
-    str_arg,
 )
 from skills_app.core.tools.files import is_binary, open_read
+from skills_app.core.tools.inputs import check_input
 from skills_app.core.tools.workspace import Workspace
 
 GLOB_LIMIT = 200
@@ -159,9 +158,14 @@ class GlobTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "The glob pattern, relative to path."},
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The glob pattern, relative to path.",
+            },
             "path": {
                 "type": "string",
+                "minLength": 1,
                 "description": "Folder to search from; defaults to the workspace root.",
             },
         },
@@ -171,8 +175,9 @@ class GlobTool:
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """List matching paths, newest first."""
-        pattern = str_arg(self.name, input, "pattern")
-        path = str_arg(self.name, input, "path", required=False)
+        check_input(self.name, self.input_schema, input)
+        pattern: str = input["pattern"]
+        path: str | None = input.get("path")
         if pattern.startswith("/"):
             raise ToolError(
                 "Glob: the pattern must be relative (e.g. '**/*.md'); put the folder in 'path'."
@@ -243,9 +248,21 @@ class GrepTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "Regular expression (RE2 syntax)."},
-            "path": {"type": "string", "description": "File or folder to search; default root."},
-            "glob": {"type": "string", "description": "Only search files matching this glob."},
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Regular expression (RE2 syntax).",
+            },
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "description": "File or folder to search; default root.",
+            },
+            "glob": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Only search files matching this glob.",
+            },
             "ignore_case": {"type": "boolean", "description": "Case-insensitive search."},
             "output_mode": {
                 "type": "string",
@@ -259,16 +276,14 @@ class GrepTool:
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Search and report matches in the chosen output mode."""
-        pattern = str_arg(self.name, input, "pattern")
-        path = str_arg(self.name, input, "path", required=False)
-        glob = str_arg(self.name, input, "glob", required=False)
-        mode = str_arg(self.name, input, "output_mode", required=False) or "files_with_matches"
-        if mode not in _OUTPUT_MODES:
-            raise ToolError(
-                f"Grep: output_mode must be one of {', '.join(_OUTPUT_MODES)}; got {mode!r}."
-            )
+        check_input(self.name, self.input_schema, input)
+        pattern: str = input["pattern"]
+        path: str | None = input.get("path")
+        glob: str | None = input.get("glob")
+        mode: str = input.get("output_mode", "files_with_matches")
+        ignore_case: bool = input.get("ignore_case", False)
         try:
-            regex = compile_regex(pattern, ignore_case=bool_arg(self.name, input, "ignore_case"))
+            regex = compile_regex(pattern, ignore_case=ignore_case)
         except ValueError as exc:
             raise ToolError(
                 f"Grep: invalid regular expression {pattern!r}: {exc}. Grep uses RE2 syntax "
