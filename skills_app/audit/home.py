@@ -20,6 +20,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -79,7 +80,8 @@ class AuditFilterForm(forms.Form):
         return text
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         since, until = data.get("since"), data.get("until")
         if since and until and since > until:
             raise forms.ValidationError("The From date is after the To date; swap them.")
@@ -291,12 +293,12 @@ def csv_lines(
 
 @login_required
 @require_GET
-def audit_export_csv(request: HttpRequest) -> HttpResponse:
+def audit_export_csv(request: HttpRequest) -> HttpResponseBase:
     """The filtered invocations as CSV (every row, not one page); recorded in the audit trail."""
     require_audit_viewer(request)
     form, rows = filtered_rows(request)
     if form.is_bound and not form.is_valid():
-        errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        errors = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
         return HttpResponse(
             f"Nothing was exported: {errors}", status=400, content_type="text/plain; charset=utf-8"
         )

@@ -32,6 +32,7 @@ from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
 from skills_app.chat.usage import call_usage, conversation_usage, run_cost
 from skills_app.core.permissions import ToolCall, call_as_rule_text
+from skills_app.http import AuthedHttpRequest
 from skills_app.models import (
     Approval,
     AuditEvent,
@@ -211,17 +212,19 @@ def tool_calls_for(inv: SkillInvocation, *, out: Outbound | None = None) -> list
             conversation_id=inv.conversation_id, type="audit.tool", data__invocation_id=inv.pk
         ).order_by("seq")
     )
-    if not events:
+    # Audit events come from a run; without one (or without events) there are no calls.
+    run_id = inv.run_id
+    if not events or run_id is None:
         return []
     approvals = list(
-        Approval.objects.filter(run_id=inv.run_id)
+        Approval.objects.filter(run_id=run_id)
         .exclude(tool="Skill")
         .select_related("answered_by")
         .order_by("created_at", "pk")
     )
     results = {
         e.data.get("tool_use_id"): e.data
-        for e in RunEvent.objects.filter(run_id=inv.run_id, type="tool.result").only("data")
+        for e in RunEvent.objects.filter(run_id=run_id, type="tool.result").only("data")
     }
     used: set[int] = set()
     calls: list[dict[str, Any]] = []
@@ -417,7 +420,7 @@ class ImportForm(forms.Form):
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def transcript_import(request: HttpRequest) -> HttpResponse:
+def transcript_import(request: AuthedHttpRequest) -> HttpResponse:
     """Upload a JSONL transcript; it becomes a new conversation of the uploader."""
     form = ImportForm(request.POST or None, request.FILES or None)
     error = ""

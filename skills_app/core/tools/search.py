@@ -79,7 +79,7 @@ def expand_braces(pattern: str) -> list[str]:
     return [p for alt in match.group(1).split(",") for p in expand_braces(head + alt + tail)]
 
 
-def compile_regex(pattern: str, *, ignore_case: bool = False) -> Any:
+def compile_regex(pattern: str, *, ignore_case: bool = False) -> re2._Regexp:
     """An RE2 pattern (linear-time matching); ValueError with RE2's reason when it is invalid."""
     options = re2.Options()
     options.case_sensitive = not ignore_case
@@ -200,7 +200,7 @@ class GlobTool:
         ws: Workspace,
         base: Path,
         pattern: str,
-        matchers: list[Any],
+        matchers: list[re2._Regexp],
         allowed: PathFilter | None,
     ) -> str:
         walk = _Walk(ws, allowed)
@@ -291,7 +291,7 @@ class GrepTool:
             ) from exc
         ws = ctx.workspace
         base = _search_base(self.name, ws, path)
-        globs: list[tuple[bool, Any]] = []
+        globs: list[tuple[bool, re2._Regexp]] = []
         for alt in expand_braces(glob) if glob else []:
             try:
                 globs.append(("/" in alt, compile_regex(glob_regex(alt))))
@@ -302,7 +302,9 @@ class GrepTool:
         )
         return ToolResult(cap_text(text, ctx.output_limit))
 
-    def _files(self, walk: _Walk, base: Path, globs: list[tuple[bool, Any]]) -> Iterator[Path]:
+    def _files(
+        self, walk: _Walk, base: Path, globs: list[tuple[bool, re2._Regexp]]
+    ) -> Iterator[Path]:
         if base.is_file():
             if walk.visible(base):
                 yield base
@@ -315,13 +317,13 @@ class GrepTool:
             yield real
 
     @staticmethod
-    def _glob_matches(path: Path, base: Path, globs: list[tuple[bool, Any]]) -> bool:
+    def _glob_matches(path: Path, base: Path, globs: list[tuple[bool, re2._Regexp]]) -> bool:
         rel = path.relative_to(base).as_posix()
         # A glob with a slash is matched against the path from `base`, otherwise the name only.
         return any(m.fullmatch(rel if slash else path.name) for slash, m in globs)
 
     def _search_file(
-        self, ws: Workspace, path: Path, regex: Any, walk: _Walk
+        self, ws: Workspace, path: Path, regex: re2._Regexp, walk: _Walk
     ) -> list[tuple[int, str]] | None:
         """Matching (line number, line) pairs; None when the file is skipped."""
         if path.stat().st_size > GREP_MAX_FILE_BYTES:
@@ -342,9 +344,9 @@ class GrepTool:
         self,
         ws: Workspace,
         base: Path,
-        regex: Any,
+        regex: re2._Regexp,
         pattern: str,
-        globs: list[tuple[bool, Any]],
+        globs: list[tuple[bool, re2._Regexp]],
         mode: str,
         allowed: PathFilter | None,
     ) -> str:
