@@ -56,7 +56,7 @@ class AuditFilterForm(forms.Form):
     )
     user = forms.CharField(required=False, max_length=150, label="User")
     caller = forms.ChoiceField(
-        required=False, choices=[("", "any"), *SkillInvocation.CALLER_CHOICES]
+        required=False, choices=[("", "any"), *SkillInvocation.Caller.choices]
     )
     decision = forms.ChoiceField(
         required=False,

@@ -90,7 +90,7 @@ class InvocationFilterForm(forms.Form):
     skill = forms.CharField(required=False, max_length=200)
     user = forms.CharField(required=False, max_length=150, label="User")
     caller = forms.ChoiceField(
-        required=False, choices=[("", "any"), *SkillInvocation.CALLER_CHOICES]
+        required=False, choices=[("", "any"), *SkillInvocation.Caller.choices]
     )
     decision = forms.ChoiceField(
         required=False,

@@ -25,7 +25,7 @@ from skills_app.registry.skills import skills_for_user
 from skills_app.runs import supervisor as runs
 
 PROMPT_LIMIT = 4000
-BASE_PROMPTS = dict(Conversation.BASE_PROMPT_CHOICES)
+BASE_PROMPTS = dict(Conversation.BasePrompt.choices)
 
 
 def _require_staff(request: HttpRequest) -> None:
