@@ -23,7 +23,7 @@ skips them (as it skips `to_model=False` rows, which are never for the model). T
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,6 +40,19 @@ STATE_KIND = "skill_state"
 # They are shown and exported, never sent: the API would reject their signatures.
 FOREIGN_THINKING = "foreign_thinking"
 THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+
+def text_of(blocks: Iterable[Any], sep: str = "\n") -> str:
+    """The text of the text blocks among `blocks`, joined by `sep`; other blocks are skipped."""
+    return sep.join(
+        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
+def result_text(block: Mapping[str, Any]) -> str:
+    """What a tool_result says: its string content, or the text of its content blocks."""
+    content = block.get("content", "")
+    return text_of(content) if isinstance(content, list) else str(content)
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +72,7 @@ class StoredMessage:
 
     @property
     def plain_text(self) -> str:
-        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return text_of(self.content)
 
     @property
     def excluded(self) -> bool:
