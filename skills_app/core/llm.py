@@ -96,6 +96,12 @@ class ModelRequest:
                 f'ModelRequest.effort "{self.effort}" is not one of {", ".join(EFFORT_LEVELS)}.'
             )
 
+    @property
+    def output_limit(self) -> int:
+        """The output limit this request is sent with (max_tokens, capped by the model)."""
+        info = get_model(self.model)
+        return min(self.max_tokens, info.max_output) if info else self.max_tokens
+
     def as_kwargs(self) -> dict[str, Any]:
         """The request body: exactly what is sent (`_sdk_kwargs` makes it `stream()` arguments)."""
         options = request_options(

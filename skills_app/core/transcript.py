@@ -49,6 +49,11 @@ def text_of(blocks: Iterable[Any], sep: str = "\n") -> str:
     )
 
 
+def is_empty_text(block: Mapping[str, Any]) -> bool:
+    """A text block without text: the API rejects it in a request."""
+    return block.get("type") == "text" and not block.get("text")
+
+
 def result_text(block: Mapping[str, Any]) -> str:
     """What a tool_result says: its string content, or the text of its content blocks."""
     content = block.get("content", "")
@@ -120,7 +125,7 @@ def _between(text: str, start: str, end: str) -> str | None:
 
 def _clean_block(block: dict[str, Any], *, foreign_thinking: bool) -> dict[str, Any] | None:
     """Drop blocks the API would reject when replayed (empty text, thinking signed elsewhere)."""
-    if block.get("type") == "text" and not block.get("text"):
+    if is_empty_text(block):
         return None
     if foreign_thinking and block.get("type") in THINKING_TYPES:
         return None
