@@ -29,7 +29,7 @@ from django.views.decorators.http import require_GET
 from skills_app.audit import trail
 from skills_app.audit.access import require_audit_viewer
 from skills_app.audit.chart import build_chart
-from skills_app.audit.views import decided_by, filter_invocation
+from skills_app.audit.invocations import decided_by, filter_invocation
 from skills_app.core.profiles import profile_choices
 from skills_app.models import AuditEvent, SkillInvocation
 from skills_app.visibility import INSPECT_PERMISSION, outbound
