@@ -242,9 +242,11 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
             return base
         model_admin = self
 
+        # mypy cannot subclass a class held in a variable (the admin's own ChangeList).
         class ShownChangeList(base):  # type: ignore[misc,valid-type]
             def get_results(self, request: HttpRequest) -> None:
                 super().get_results(request)
+                # Set by get_results above; the stubs declare it without a type.
                 listed = self.result_list  # type: ignore[has-type]
                 shown = [model_admin.shown_copy(obj) for obj in listed]
                 self.result_list = shown
@@ -279,5 +281,6 @@ def _unordered(column: Any, model_admin: Any) -> Callable[[Any], Any]:
         except FieldDoesNotExist:
             label = name.replace("_", " ")
         label = label or getattr(column, "short_description", "")
+    # The admin reads a column's label from this attribute; functions do not declare it.
     show.short_description = label  # type: ignore[attr-defined]
     return show

@@ -5,8 +5,8 @@ Bounded by construction, because both run without approval:
   is linear in the text: `(a+)+$` cannot backtrack catastrophically as it does in Python's `re`;
 - the walk never follows a symlinked folder, opens files with no link in any component, and a
   symlinked file counts only when its target is inside the workspace;
-- both run in a worker thread (RE2 releases the GIL) and stop at SEARCH_SECONDS, and at
-  SEARCH_ENTRY_LIMIT walked entries, saying so in the result;
+- both run in a worker thread (RE2 releases the GIL) and stop at `walk.SEARCH_SECONDS`, and at
+  `walk.SEARCH_ENTRY_LIMIT` walked entries, saying so in the result;
 - `ToolContext.path_allowed` (built from the Read deny rules) hides files one by one, so a deny
   on `Read(./work/secret/**)` also keeps that content out of Grep and Glob results.
 """
@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import stat
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,14 @@ from skills_app.core.tools.base import (
 )
 from skills_app.core.tools.files import is_binary, open_read
 from skills_app.core.tools.inputs import check_input
+from skills_app.core.tools.walk import (
+    PathFilter,
+    Walk,
+    compile_regex,
+    expand_braces,
+    search_base,
+    stopped_note,
+)
 from skills_app.core.tools.workspace import Workspace
 
 GLOB_LIMIT = 200
@@ -41,110 +47,9 @@ GREP_FILE_LIMIT = 200
 GREP_LINE_LIMIT = 500
 GREP_LINE_CHARS = 300
 GREP_MAX_FILE_BYTES = 20 * 1024 * 1024
-SEARCH_SECONDS = 20.0
-SEARCH_ENTRY_LIMIT = 200_000
-_REGEX_MEMORY = 64 * 1024 * 1024
 _SKIP_DIRS = frozenset({".git"})
 _OUTPUT_MODES = ("files_with_matches", "content", "count")
-_BRACES = re.compile(r"\{([^{}]*)\}")
 _WILD = re.compile(r"[*?\[]")
-
-PathFilter = Callable[[str], bool]
-
-
-def _search_base(tool: str, ws: Workspace, path: str | None) -> Path:
-    base = ws.resolve(path or ".")
-    if not base.exists():
-        raise ToolError(
-            f"{tool}: path does not exist: {path}. Relative paths start at the workspace root."
-        )
-    return base
-
-
-def _inside_root(ws: Workspace, path: Path) -> Path | None:
-    """The real path when it stays inside the workspace (symlinks included), else None."""
-    try:
-        real = path.resolve()
-    except (OSError, RuntimeError):
-        return None
-    return real if real == ws.root or real.is_relative_to(ws.root) else None
-
-
-def expand_braces(pattern: str) -> list[str]:
-    """Expand shell-style braces: "*.{md,txt}" -> ["*.md", "*.txt"]."""
-    match = _BRACES.search(pattern)
-    if match is None:
-        return [pattern]
-    head, tail = pattern[: match.start()], pattern[match.end() :]
-    return [p for alt in match.group(1).split(",") for p in expand_braces(head + alt + tail)]
-
-
-def compile_regex(pattern: str, *, ignore_case: bool = False) -> re2._Regexp:
-    """An RE2 pattern (linear-time matching); ValueError with RE2's reason when it is invalid."""
-    options = re2.Options()
-    options.case_sensitive = not ignore_case
-    options.max_mem = _REGEX_MEMORY
-    options.log_errors = False
-    try:
-        return re2.compile(pattern, options)
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else exc
-        if isinstance(reason, bytes):
-            reason = reason.decode("utf-8", "replace")
-        raise ValueError(str(reason)) from None
-
-
-class _Walk:
-    """A bounded walk below a folder that never enters a symlinked folder."""
-
-    def __init__(self, ws: Workspace, allowed: PathFilter | None) -> None:
-        self.ws = ws
-        self.allowed = allowed
-        self.deadline = time.monotonic() + SEARCH_SECONDS
-        self.entries = 0
-        self.stopped = ""  # why the walk stopped early, for the result's note
-
-    def out_of_budget(self) -> bool:
-        if not self.stopped and time.monotonic() > self.deadline:
-            self.stopped = f"stopped after {SEARCH_SECONDS:g} seconds"
-        if not self.stopped and self.entries > SEARCH_ENTRY_LIMIT:
-            self.stopped = f"stopped after {SEARCH_ENTRY_LIMIT} entries"
-        return bool(self.stopped)
-
-    def visible(self, real: Path) -> bool:
-        return self.allowed is None or self.allowed(str(real))
-
-    def entries_below(
-        self, base: Path, skip: frozenset[str] = frozenset()
-    ) -> Iterator[tuple[Path, Path, bool]]:
-        """(path as walked, real path, is a folder) for everything below base, sorted."""
-        for dirpath, dirnames, filenames in os.walk(base):  # followlinks=False
-            if self.out_of_budget():
-                return
-            here = Path(dirpath)
-            dirnames[:] = sorted(d for d in dirnames if d not in skip)
-            linked = [d for d in dirnames if (here / d).is_symlink()]
-            # A symlinked folder is listed (if it leads inside) but never entered.
-            dirnames[:] = [d for d in dirnames if d not in linked]
-            for name in [*dirnames, *linked, *sorted(filenames)]:
-                self.entries += 1
-                walked = here / name
-                if name in linked or walked.is_symlink():
-                    real = _inside_root(self.ws, walked)
-                    if real is None:
-                        continue
-                else:
-                    real = walked
-                try:
-                    is_dir = stat.S_ISDIR(real.stat().st_mode)
-                except OSError:
-                    continue
-                if self.visible(real):
-                    yield walked, real, is_dir
-
-
-def _note(stopped: str) -> str:
-    return f"search {stopped}; narrow the pattern or the path" if stopped else ""
 
 
 class GlobTool:
@@ -183,7 +88,7 @@ class GlobTool:
                 "Glob: the pattern must be relative (e.g. '**/*.md'); put the folder in 'path'."
             )
         ws = ctx.workspace
-        base = _search_base(self.name, ws, path)
+        base = search_base(self.name, ws, path)
         if not base.is_dir():
             raise ToolError(f"Glob: {path} is a file, not a folder; give a folder as path.")
         matchers = []
@@ -203,7 +108,7 @@ class GlobTool:
         matchers: list[re2._Regexp],
         allowed: PathFilter | None,
     ) -> str:
-        walk = _Walk(ws, allowed)
+        walk = Walk(ws, allowed)
         found: dict[Path, tuple[float, bool]] = {}
         truncated_scan = False
         for walked, real, is_dir in walk.entries_below(base):
@@ -220,7 +125,7 @@ class GlobTool:
                 truncated_scan = True
                 break
         if not found:
-            note = _note(walk.stopped)
+            note = stopped_note(walk.stopped)
             return f"No files match {pattern!r} under {ws.relative(base)}." + (
                 f" ({note})" if note else ""
             )
@@ -230,7 +135,7 @@ class GlobTool:
             more = f"{len(ordered) - GLOB_LIMIT}" if not truncated_scan else "many"
             lines.append(f"({more} more not shown; narrow the pattern or the path)")
         if walk.stopped:
-            lines.append(f"({_note(walk.stopped)})")
+            lines.append(f"({stopped_note(walk.stopped)})")
         return "\n".join(lines)
 
 
@@ -290,7 +195,7 @@ class GrepTool:
                 "(like Python's re, without backreferences or look-around)."
             ) from exc
         ws = ctx.workspace
-        base = _search_base(self.name, ws, path)
+        base = search_base(self.name, ws, path)
         globs: list[tuple[bool, re2._Regexp]] = []
         for alt in expand_braces(glob) if glob else []:
             try:
@@ -303,7 +208,7 @@ class GrepTool:
         return ToolResult(cap_text(text, ctx.output_limit))
 
     def _files(
-        self, walk: _Walk, base: Path, globs: list[tuple[bool, re2._Regexp]]
+        self, walk: Walk, base: Path, globs: list[tuple[bool, re2._Regexp]]
     ) -> Iterator[Path]:
         if base.is_file():
             if walk.visible(base):
@@ -323,7 +228,7 @@ class GrepTool:
         return any(m.fullmatch(rel if slash else path.name) for slash, m in globs)
 
     def _search_file(
-        self, ws: Workspace, path: Path, regex: re2._Regexp, walk: _Walk
+        self, ws: Workspace, path: Path, regex: re2._Regexp, walk: Walk
     ) -> list[tuple[int, str]] | None:
         """Matching (line number, line) pairs; None when the file is skipped."""
         if path.stat().st_size > GREP_MAX_FILE_BYTES:
@@ -350,7 +255,7 @@ class GrepTool:
         mode: str,
         allowed: PathFilter | None,
     ) -> str:
-        walk = _Walk(ws, allowed)
+        walk = Walk(ws, allowed)
         results: list[str] = []
         files_matched = 0
         lines_matched = 0
@@ -386,7 +291,7 @@ class GrepTool:
         if not files_matched:
             notes = [f"{skipped} binary or oversized files skipped"] if skipped else []
             if walk.stopped:
-                notes.append(_note(walk.stopped))
+                notes.append(stopped_note(walk.stopped))
             extra = f" ({'; '.join(notes)})" if notes else ""
             return f"No matches for {pattern!r} under {ws.relative(base)}{extra}."
         notes = []
@@ -399,6 +304,6 @@ class GrepTool:
         if skipped:
             notes.append(f"{skipped} binary or oversized files skipped")
         if walk.stopped:
-            notes.append(_note(walk.stopped))
+            notes.append(stopped_note(walk.stopped))
         body = "\n".join(results)
         return f"{body}\n\n({'; '.join(notes)})" if notes else body
