@@ -8,8 +8,11 @@ scripts/system-packages.sh
 scripts/setup.sh test
 
 echo "==> Lint (ruff)"
-.venv/bin/ruff format --check --quiet webapp skills_app tests bench manage.py
-.venv/bin/ruff check --quiet webapp skills_app tests bench manage.py
+.venv/bin/ruff format --check --quiet webapp skills_app tests bench typings manage.py
+.venv/bin/ruff check --quiet webapp skills_app tests bench typings manage.py
+
+echo "==> Types (mypy: strict on skills_app/core, the default elsewhere; config in pyproject.toml)"
+.venv/bin/mypy
 
 echo "==> Tests"
 exec .venv/bin/python -m pytest "$@"

@@ -19,7 +19,8 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
-from django.core.exceptions import FieldDoesNotExist
+from django.contrib.auth.models import User
+from django.core.exceptions import FieldDoesNotExist, PermissionDenied
 from django.db.models import Model
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest
@@ -60,6 +61,14 @@ def sentence(text: str, *, name: str = "", capital: bool = True) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
+def signed_in_user(request: HttpRequest) -> User:
+    """The admin's own user; the admin site lets only signed-in staff this far."""
+    user = request.user
+    if not isinstance(user, User):
+        raise PermissionDenied("Sign in to use the admin.")
+    return user
+
+
 def _label(model: type[Model]) -> str:
     return model._meta.label_lower
 
@@ -95,7 +104,7 @@ def _filter_item_lookup(item: Any) -> str | None:
     return None
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ReadOnlyAdmin(admin.ModelAdmin):
     """Immutable records: viewable, never added, changed or deleted through the admin."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -108,7 +117,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
         return False
 
 
-class HiddenFieldsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class HiddenFieldsAdmin(admin.ModelAdmin):
     """Keeps hidden content away from staff without the inspect permission (module docstring).
 
     Put it first among the bases. Subclasses that override get_fields, get_search_fields,
@@ -233,9 +242,11 @@ class HiddenFieldsAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
             return base
         model_admin = self
 
+        # mypy cannot subclass a class held in a variable (the admin's own ChangeList).
         class ShownChangeList(base):  # type: ignore[misc,valid-type]
             def get_results(self, request: HttpRequest) -> None:
                 super().get_results(request)
+                # Set by get_results above; the stubs declare it without a type.
                 listed = self.result_list  # type: ignore[has-type]
                 shown = [model_admin.shown_copy(obj) for obj in listed]
                 self.result_list = shown
@@ -270,5 +281,6 @@ def _unordered(column: Any, model_admin: Any) -> Callable[[Any], Any]:
         except FieldDoesNotExist:
             label = name.replace("_", " ")
         label = label or getattr(column, "short_description", "")
+    # The admin reads a column's label from this attribute; functions do not declare it.
     show.short_description = label  # type: ignore[attr-defined]
     return show

@@ -32,6 +32,7 @@ from typing import Any
 
 from skills_app.core.redact import MIN_SPAN, HiddenText
 from skills_app.core.tools.workspace import WorkspaceError, skill_folder_name
+from skills_app.core.transcript import result_text, text_of
 from skills_app.models import (
     Conversation,
     Message,
@@ -203,16 +204,9 @@ def _read_text(path: Path) -> str | None:
 
 
 def _row_text(content: Any) -> str:
-    parts: list[str] = []
-    for block in content if isinstance(content, list) else []:
-        if not isinstance(block, dict):
-            continue
-        if block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-        elif block.get("type") == "tool_result":
-            inner = block.get("content", "")
-            if isinstance(inner, list):
-                parts.extend(str(b.get("text", "")) for b in inner if isinstance(b, dict))
-            else:
-                parts.append(str(inner))
-    return "\n".join(parts)
+    blocks = [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+    return "\n".join(
+        result_text(b) if b.get("type") == "tool_result" else text_of([b])
+        for b in blocks
+        if b.get("type") in ("text", "tool_result")
+    )

@@ -29,7 +29,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
-from skills_app.models import Conversation, PermissionRule, Run
+from skills_app.models import Conversation, Message, PermissionRule, Run
 from skills_app.runs.factory import workspace_for
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, run_turn, use_fake_model
@@ -257,6 +257,9 @@ async def test_the_requests_match_the_golden_ones(fake, alice, tmp_path, profile
     follow(fake, steps, child_steps)
     run = await run_turn(conversation, prompt, alice, answer="allow_once")
     assert run.status == Run.DONE, run.error
+    # Every kind a profile stores is a declared choice (skill_state was once missing).
+    stored = Message.objects.filter(conversation=conversation).values_list("kind", flat=True)
+    assert {kind async for kind in stored} <= set(Message.Kind.values)
 
     replacements = {
         str(ws.root): "<WORKSPACE>",

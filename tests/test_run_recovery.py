@@ -15,10 +15,10 @@ from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run, RunEvent
-from skills_app.runs import recovery, store
+from skills_app.runs import recovery, store, streams
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
-from tests.loop_helpers import use_fake_model
+from tests.loop_helpers import use_fake_model, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -220,13 +220,17 @@ async def test_stopping_a_live_run_that_does_not_answer_reports_failure(workers,
     assert run.status == Run.RUNNING and run.stop_requested
 
 
-async def _until_saved(run_id: int, timeout: float = 5.0) -> None:
+async def _until_saved(run_id: int) -> None:
     """Wait (bounded) until some of the run's streamed text is in the database."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await sync_to_async(store.streamed_text)(run_id):
-        assert loop.time() < deadline, "the streamed text was never saved"
-        await asyncio.sleep(0.05)
+
+    async def saved() -> bool:
+        return bool(await sync_to_async(store.streamed_text)(run_id))
+
+    await wait_until(saved, timeout=5, what="saving the streamed text")
+
+
+async def _saver_idle() -> bool:
+    return streams.saver().idle()
 
 
 async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_anthropic, alice):
@@ -247,7 +251,9 @@ async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_
         await runs.wait_for_run(run.pk, timeout=10)
     finally:
         gate.set()
-    await asyncio.sleep(0.2)  # anything the cancelled run still emits would be stored by now
+    # The run's task has ended (wait_for_run); what could still write is the stream saver, so
+    # wait until it has let go of the run's streams and finished any save under way.
+    await wait_until(_saver_idle, what="the stream saver letting go of the run")
     final = await Run.objects.aget(pk=run.pk)
     assert final.status == Run.INTERRUPTED
     kinds = [

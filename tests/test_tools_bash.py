@@ -143,15 +143,9 @@ async def test_it_stops_background_jobs_when_the_command_ends(ctx: ToolContext) 
     assert wait_until_dead(pid) is True
 
 
-async def test_it_rejects_a_bad_timeout_and_an_unknown_sandbox(
-    ws: Workspace, ctx: ToolContext
-) -> None:
-    with pytest.raises(ToolError, match="timeout must be a positive number"):
-        await run(ctx, "true", timeout=-1)
+async def test_it_rejects_an_unknown_sandbox(ws: Workspace, ctx: ToolContext) -> None:
     with pytest.raises(ToolError, match="unknown sandbox"):
         await run(ToolContext(workspace=ws, sandbox="docker"), "true")
-    with pytest.raises(ToolError, match="'command' argument is required"):
-        await BashTool().run({}, ctx)
 
 
 # --- limits -------------------------------------------------------------------------------

@@ -160,10 +160,8 @@ async def test_it_never_greps_through_a_symlink_leading_out(
         await GrepTool().run({"pattern": "secret", "path": "work/escape"}, ctx)
 
 
-async def test_it_reports_a_bad_regex_and_a_bad_mode(ctx: ToolContext) -> None:
+async def test_it_reports_a_bad_regex_and_a_missing_path(ctx: ToolContext) -> None:
     with pytest.raises(ToolError, match="invalid regular expression"):
         await GrepTool().run({"pattern": "("}, ctx)
-    with pytest.raises(ToolError, match="output_mode must be one of"):
-        await GrepTool().run({"pattern": "x", "output_mode": "lines"}, ctx)
     with pytest.raises(ToolError, match="does not exist"):
         await GrepTool().run({"pattern": "x", "path": "work/missing"}, ctx)

@@ -13,8 +13,10 @@ from skills_app.core.transcript import (
     EXCLUDED_TURN_START,
     StoredMessage,
     exclude_turn,
+    result_text,
     retry_turn,
     status_message_text,
+    text_of,
     to_api_messages,
     tool_result_block,
     turn_start,
@@ -163,3 +165,26 @@ def test_only_known_exclusion_reasons_are_accepted() -> None:
         exclude_turn([user("x")], 0, "oops")
     with pytest.raises(ValueError, match="use one of"):
         with_exclusion(user("x"), "oops")
+
+
+# --- the text of content blocks ---------------------------------------------------------------
+
+
+def test_text_of_joins_only_text_blocks_and_skips_what_is_not_a_block() -> None:
+    blocks = [
+        {"type": "text", "text": "one"},
+        {"type": "tool_use", "id": "t", "name": "Read", "input": {"text": "not prose"}},
+        "stray",
+        {"type": "thinking", "thinking": "hmm", "text": "not prose either"},
+        {"type": "text", "text": "two"},
+    ]
+    assert text_of(blocks) == "one\ntwo"
+    assert text_of(blocks, sep="") == "onetwo"
+    assert text_of([]) == ""
+
+
+def test_result_text_reads_a_string_or_the_text_blocks_of_a_tool_result() -> None:
+    assert result_text(tool_result_block("t", "done")) == "done"
+    listed = {"type": "tool_result", "content": [{"type": "text", "text": "a"}, {"type": "image"}]}
+    assert result_text(listed) == "a"
+    assert result_text({"type": "tool_result"}) == ""

@@ -29,6 +29,7 @@ from tests.worker_helpers import (
     paused,
     running_worker,
     status,
+    until,
     use_fast_heartbeats,
     wait_event,
 )
@@ -130,12 +131,17 @@ async def test_a_full_worker_leaves_further_runs_queued_until_one_ends(
     assert await sync_to_async(status)(run_b.pk) == Run.DONE
 
 
+def _streamed(run_id: int) -> str:
+    return "".join(block["text"] for block in store.streamed_text(run_id))
+
+
 async def test_stop_reaches_the_run_through_its_workers_channel(fake, worker, conversation, alice):
     reply, gate, reached = paused("The first part is here. " * 4)
     fake.enqueue(reply)
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
     await wait_event(reached)
-    await asyncio.sleep(0.2)  # let the streamed deltas be recorded
+    # The run holds the text it streamed (what a stop keeps) once the text is saved.
+    await until(lambda: _streamed(run.pk).startswith("The first"))
     started = asyncio.get_running_loop().time()
     try:
         assert await runs.stop_run(run.pk)

@@ -227,7 +227,7 @@ else:
     DATABASES = {
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
-            "NAME": Path(env_str("SQLITE_PATH", str(VAR_DIR / "db.sqlite3"))),
+            "NAME": str(Path(env_str("SQLITE_PATH", str(VAR_DIR / "db.sqlite3")))),
             # Waiting for the write lock beats failing when a run and a view write at once.
             "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
         }

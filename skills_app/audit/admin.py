@@ -54,9 +54,9 @@ class SkillInvocationAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
     search_fields = ("skill", "args", "conversation__owner__username")
     date_hierarchy = "created_at"
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         # Hidden ones (injected text, commands and output, hooks) are dropped by the mixin.
-        return [f.name for f in self.opts.concrete_fields if f.name != "id"]
+        return tuple(f.name for f in self.opts.concrete_fields if f.name != "id")
 
     @admin.display(description="user", ordering="conversation__owner__username")
     def user(self, invocation: SkillInvocation) -> str:
@@ -83,11 +83,11 @@ class ApprovalAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
         base = tuple(super().get_list_display(request))
         return (*base, "replay") if can_replay(request.user) else base
 
-    def get_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
-        fields = [f.name for f in self.opts.concrete_fields if f.name != "id"]
-        return [*fields, "replay"] if can_replay(request.user) else fields
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        fields = tuple(f.name for f in self.opts.concrete_fields if f.name != "id")
+        return (*fields, "replay") if can_replay(request.user) else fields
 
-    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
         return self.get_fields(request, obj)
 
     @admin.display(description="today's rules")

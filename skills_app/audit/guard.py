@@ -73,7 +73,7 @@ def _refuse(sender: type[Model], instance: Model, **kwargs: Any) -> None:
         "conversation is deleted for its owner by marking it deleted; a user with audit history "
         "is deactivated instead of deleted; old audit rows leave only through "
         "`manage.py audit purge` (AUDIT_RETENTION_DAYS).",
-        [instance],
+        {instance},
     )
 
 

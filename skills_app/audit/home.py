@@ -20,6 +20,7 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import TruncDate
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils import timezone
@@ -28,7 +29,7 @@ from django.views.decorators.http import require_GET
 from skills_app.audit import trail
 from skills_app.audit.access import require_audit_viewer
 from skills_app.audit.chart import build_chart
-from skills_app.audit.views import decided_by, filter_invocation
+from skills_app.audit.invocations import decided_by, filter_invocation
 from skills_app.core.profiles import profile_choices
 from skills_app.models import AuditEvent, SkillInvocation
 from skills_app.visibility import INSPECT_PERMISSION, outbound
@@ -55,7 +56,7 @@ class AuditFilterForm(forms.Form):
     )
     user = forms.CharField(required=False, max_length=150, label="User")
     caller = forms.ChoiceField(
-        required=False, choices=[("", "any"), *SkillInvocation.CALLER_CHOICES]
+        required=False, choices=[("", "any"), *SkillInvocation.Caller.choices]
     )
     decision = forms.ChoiceField(
         required=False,
@@ -79,7 +80,8 @@ class AuditFilterForm(forms.Form):
         return text
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         since, until = data.get("since"), data.get("until")
         if since and until and since > until:
             raise forms.ValidationError("The From date is after the To date; swap them.")
@@ -291,12 +293,12 @@ def csv_lines(
 
 @login_required
 @require_GET
-def audit_export_csv(request: HttpRequest) -> HttpResponse:
+def audit_export_csv(request: HttpRequest) -> HttpResponseBase:
     """The filtered invocations as CSV (every row, not one page); recorded in the audit trail."""
     require_audit_viewer(request)
     form, rows = filtered_rows(request)
     if form.is_bound and not form.is_valid():
-        errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        errors = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
         return HttpResponse(
             f"Nothing was exported: {errors}", status=400, content_type="text/plain; charset=utf-8"
         )

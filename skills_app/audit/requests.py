@@ -44,7 +44,7 @@ from skills_app.core.permissions import (
 from skills_app.core.request import compose_request
 from skills_app.core.skilltool import SKILL_TOOL
 from skills_app.core.tools import default_tools
-from skills_app.core.transcript import StoredMessage
+from skills_app.core.transcript import StoredMessage, text_of
 from skills_app.models import Conversation, Message, ModelCall, Run, RunEvent, SkillInvocation
 from skills_app.permissions.approvals import admin_rules
 from skills_app.runs import store, usage
@@ -85,7 +85,7 @@ class RequestView:
         system = self.body.get("system") or ""
         if isinstance(system, str):
             return system
-        return "".join(str(b.get("text", "")) for b in system if isinstance(b, dict))
+        return text_of(system, sep="")
 
     @property
     def tools(self) -> list[dict[str, Any]]:

@@ -25,6 +25,7 @@ from skills_app.core.transcript import (
     HIDDEN_PREFIX,
     THINKING_TYPES,
     parse_status_message,
+    text_of,
 )
 from skills_app.models import Conversation, Message
 from skills_app.visibility import Outbound, outbound
@@ -296,7 +297,7 @@ def _kind(role: str, content: list[dict[str, Any]], given: Any, is_meta: bool) -
         return "tool_use" if "tool_use" in types else "text"
     if types == {"tool_result"}:
         return "tool_result"
-    text = "\n".join(b.get("text", "") for b in content if b["type"] == "text")
+    text = text_of(content)
     if parse_status_message(text) is not None:
         return "skill_status"
     if text.startswith(HIDDEN_PREFIX):
@@ -338,7 +339,7 @@ def _meta(message: ImportedMessage) -> dict[str, Any]:
     if message.thinking_blocks:
         meta[FOREIGN_THINKING] = True
     if message.kind == "skill_status":
-        text = "\n".join(b.get("text", "") for b in message.content if b["type"] == "text")
+        text = text_of(message.content)
         meta.update(parse_status_message(text) or {})
         meta["skill"] = meta.pop("name", "")
     return meta
@@ -347,9 +348,7 @@ def _meta(message: ImportedMessage) -> dict[str, Any]:
 def _title(messages: list[ImportedMessage]) -> str:
     for m in messages:
         if m.role == "user" and not m.is_meta and m.kind == "text":
-            text = " ".join(
-                " ".join(b.get("text", "") for b in m.content if b["type"] == "text").split()
-            )
+            text = " ".join(text_of(m.content, sep=" ").split())
             if text:
                 return "Imported: " + (text[:60] + "…" if len(text) > 60 else text)
     return "Imported conversation"

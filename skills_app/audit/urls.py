@@ -2,14 +2,14 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.audit import costs, home, views
+from skills_app.audit import costs, home, invocations, views
 from skills_app.triggers import audit as trigger_audit
 
 urlpatterns = [
     path("", home.audit_home, name="audit-home"),
     path("export.csv", home.audit_export_csv, name="audit-export-csv"),
-    path("invocations/", views.invocation_list, name="audit-invocations"),
-    path("invocations/<int:pk>/", views.invocation_detail, name="audit-invocation"),
+    path("invocations/", invocations.invocation_list, name="audit-invocations"),
+    path("invocations/<int:pk>/", invocations.invocation_detail, name="audit-invocation"),
     path("conversations/", views.conversation_list, name="audit-conversations"),
     path("conversations/<int:pk>/", views.conversation_audit, name="audit-conversation"),
     path(

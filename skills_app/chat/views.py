@@ -29,6 +29,7 @@ from skills_app.chat.sidebar import sidebar_context
 from skills_app.chat.usage import conversation_usage
 from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
 from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
+from skills_app.http import AuthedHttpRequest
 from skills_app.models import Conversation, Run
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.permissions.blocked import offered
@@ -51,7 +52,7 @@ def _get_conversation_for_user(request: HttpRequest, pk: int) -> Conversation:
 
 @login_required
 @require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: AuthedHttpRequest) -> HttpResponse:
     """The conversation list, newest activity first, with search over titles and visible text."""
     form = SearchForm(request.GET)
     query = form.cleaned_data["q"] if form.is_valid() else ""
@@ -69,7 +70,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def conversation_new(request: HttpRequest) -> HttpResponse:
+def conversation_new(request: AuthedHttpRequest) -> HttpResponse:
     """Start an empty conversation (with the chosen delivery profile) and open it."""
     profile = request.POST.get("profile") or DEFAULT_PROFILE
     if profile not in PROFILES:
@@ -85,7 +86,7 @@ def conversation_new(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def conversation_rename(request: HttpRequest, pk: int) -> HttpResponse:
+def conversation_rename(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """Rename; htmx gets the updated list row, a plain form post goes back to the list."""
     conversation = _get_conversation_for_user(request, pk)
     form = RenameForm(request.POST)
@@ -105,7 +106,7 @@ def conversation_rename(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-async def conversation_delete(request: HttpRequest, pk: int) -> HttpResponse:
+async def conversation_delete(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """GET asks for confirmation; POST hides the conversation from its owner, for good.
 
     Every row stays for the audit; a run still going is stopped (its partial answer is kept, as
@@ -211,7 +212,7 @@ async def conversation_action(request: HttpRequest, pk: int) -> HttpResponse:
     The same fields the page's forms send over the websocket; the same checks (`chat.actions`).
     """
     user = await request.auser()
-    if not await Conversation.objects.filter(pk=pk, owner_id=user.pk).aexists():
+    if user.pk is None or not await Conversation.objects.filter(pk=pk, owner_id=user.pk).aexists():
         raise Http404("No such conversation.")
     try:
         info = await actions.perform(
@@ -305,7 +306,7 @@ def tool_text(request: HttpRequest, pk: int, tool_use_id: str, part: str) -> Htt
     return response
 
 
-def _redirect(request: HttpRequest, url: str) -> HttpResponse:
+def _redirect(request: AuthedHttpRequest, url: str) -> HttpResponse:
     """A redirect that htmx follows as a full page change."""
     if request.htmx:
         response = HttpResponse(status=204)

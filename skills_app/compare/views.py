@@ -19,12 +19,13 @@ from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
 from skills_app.chat.usage import run_cost
 from skills_app.core.profiles import PROFILES
+from skills_app.http import AuthedHttpRequest
 from skills_app.models import Comparison, Conversation, ModelCall, Run
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import supervisor as runs
 
 PROMPT_LIMIT = 4000
-BASE_PROMPTS = dict(Conversation.BASE_PROMPT_CHOICES)
+BASE_PROMPTS = dict(Conversation.BasePrompt.choices)
 
 
 def _require_staff(request: HttpRequest) -> None:
@@ -32,7 +33,7 @@ def _require_staff(request: HttpRequest) -> None:
         raise PermissionDenied("The comparison page is for staff.")
 
 
-def _get_comparison_for_user(request: HttpRequest, pk: int) -> Comparison:
+def _get_comparison_for_user(request: AuthedHttpRequest, pk: int) -> Comparison:
     _require_staff(request)
     try:
         return Comparison.objects.get(pk=pk, created_by=request.user)
@@ -50,7 +51,7 @@ def _skill_choices(user_id: int) -> list[dict[str, str]]:
 
 @login_required
 @require_http_methods(["GET"])
-def compare_home(request: HttpRequest) -> HttpResponse:
+def compare_home(request: AuthedHttpRequest) -> HttpResponse:
     _require_staff(request)
     return render(
         request,
@@ -193,7 +194,7 @@ def _call_shares(run: Run) -> list[dict[str, Any]]:
 
 @login_required
 @require_http_methods(["GET"])
-def compare_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def compare_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     comparison = _get_comparison_for_user(request, pk)
     order = {p: i for i, p in enumerate(PROFILES)}
     conversations = sorted(comparison.conversations.all(), key=lambda c: order.get(c.profile, 9))

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .transcript import is_empty_text
+
 MAX_BREAKPOINTS = 4
 EPHEMERAL: dict[str, str] = {"type": "ephemeral"}
 # Thinking blocks cannot carry cache_control; empty text blocks are rejected outright.
@@ -110,7 +112,7 @@ def _mark_last_block(messages: list[dict[str, Any]], index: int) -> bool:
 def _markable(block: Any) -> bool:
     if not isinstance(block, dict) or block.get("type") in _UNMARKABLE:
         return False
-    return not (block.get("type") == "text" and not block.get("text"))
+    return not is_empty_text(block)
 
 
 def _marked(block: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,14 @@ class ContextEstimate:
     message: str  # empty when level is "ok"
 
 
+class ContextFull(Exception):
+    """The next request would not fit the model's context window; it was not sent."""
+
+    def __init__(self, estimate: ContextEstimate) -> None:
+        super().__init__(estimate.message)
+        self.estimate = estimate
+
+
 def _chars(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
 

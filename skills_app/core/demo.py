@@ -23,6 +23,7 @@ from skills_app.core.llm import (
 from skills_app.core.model_catalog import DEMO_MODEL_ID
 from skills_app.core.skill_choice import CatalogEntry
 from skills_app.core.summary import SUMMARY_SYSTEM, demo_summary
+from skills_app.core.transcript import result_text, text_of
 
 BASE_DIR_PREFIX = "Base directory for this skill:"
 LAUNCHING_PREFIX = "Launching skill:"
@@ -65,10 +66,8 @@ def plan_reply(request: ModelRequest) -> DemoReply:
     results = [b for b in blocks if b.get("type") == "tool_result"]
     if results:
         return _after_tool_result(messages, results[0])
-    question = "\n".join(
-        b.get("text", "")
-        for b in blocks
-        if b.get("type") == "text" and not b.get("text", "").startswith(ATTACHED_HEADER)
+    question = text_of(
+        b for b in blocks if not str(b.get("text", "")).startswith(ATTACHED_HEADER)
     ).strip()
     return _answer_user(request, catalog, question)
 
@@ -135,13 +134,6 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [b for b in content or [] if isinstance(b, dict)]
 
 
-def _result_text(block: dict[str, Any]) -> str:
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return content
-    return "\n".join(b.get("text", "") for b in content if isinstance(b, dict))
-
-
 def _text(text: str) -> DemoReply:
     return DemoReply(content=({"type": "text", "text": text},), stop_reason="end_turn")
 
@@ -166,7 +158,7 @@ def _loaded_skill(blocks: list[dict[str, Any]]) -> tuple[str, str] | None:
     launched = False
     for block in blocks:
         if block.get("type") == "tool_result" and not block.get("is_error"):
-            text = _result_text(block)
+            text = result_text(block)
             if text.startswith(LAUNCHING_PREFIX):
                 name, launched = text[len(LAUNCHING_PREFIX) :].strip(), True
             elif match := _SKILL_XML.search(text):
@@ -191,7 +183,7 @@ def _toolset_loaded(request: ModelRequest, blocks: list[dict[str, Any]]) -> tupl
     name = ""
     for block in blocks:
         if block.get("type") == "tool_result" and not block.get("is_error"):
-            if match := _TOOLSET_LOADED.match(_result_text(block)):
+            if match := _TOOLSET_LOADED.match(result_text(block)):
                 name = match["name"]
         elif block.get("type") == "text" and (match := _COMMAND_NAME.search(block.get("text", ""))):
             name = name or match["name"].strip()
@@ -307,7 +299,7 @@ def _after_tool_result(messages: list[dict[str, Any]], result: dict[str, Any]) -
         ),
         "tool",
     )
-    output = _result_text(result).strip()
+    output = result_text(result).strip()
     lines = output.splitlines()
     if result.get("is_error"):
         reason = lines[0] if lines else "no reason was given"

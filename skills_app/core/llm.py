@@ -10,15 +10,14 @@ from typing import Any, Protocol
 
 import anthropic
 
+# The SDK's HTTP layer (anthropic 2.x requires httpx2); mid-stream transport failures surface
+# as its exceptions, unwrapped.
+import httpx2 as _http
+
 from .caching import with_cache_breakpoints
 from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
 from .model_catalog import EFFORT_LEVELS, get_model
 from .model_options import request_options
-
-try:  # the SDK's HTTP layer; mid-stream transport failures surface as its exceptions, unwrapped
-    import httpx2 as _http
-except ImportError:  # pragma: no cover - older SDKs use httpx
-    import httpx as _http  # type: ignore[no-redef]
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 
@@ -97,6 +96,12 @@ class ModelRequest:
                 f'ModelRequest.effort "{self.effort}" is not one of {", ".join(EFFORT_LEVELS)}.'
             )
 
+    @property
+    def output_limit(self) -> int:
+        """The output limit this request is sent with (max_tokens, capped by the model)."""
+        info = get_model(self.model)
+        return min(self.max_tokens, info.max_output) if info else self.max_tokens
+
     def as_kwargs(self) -> dict[str, Any]:
         """The request body: exactly what is sent (`_sdk_kwargs` makes it `stream()` arguments)."""
         options = request_options(
@@ -106,6 +111,8 @@ class ModelRequest:
             effort=self.effort,
             temperature=self.temperature,
         )
+        # With caching, the system prompt becomes a list of blocks carrying the breakpoint.
+        system: str | list[dict[str, Any]]
         if self.cache:
             tools, system, messages = with_cache_breakpoints(self.tools, self.system, self.messages)
         else:
@@ -155,7 +162,7 @@ class _Progress:
 
 def _block_json(block: Any) -> dict[str, Any]:
     # exclude_unset keeps exactly the fields the API sent; parsed_output is SDK-only.
-    data = block.to_dict(mode="json", exclude_none=True)
+    data: dict[str, Any] = block.to_dict(mode="json", exclude_none=True)
     data.pop("parsed_output", None)
     return data
 

@@ -15,21 +15,18 @@ from dataclasses import replace
 from typing import Any
 
 from .agent import Agent, AgentConfig, ForkResult, InvocationRef, RunOutcome, TurnState
-from .context_window import ContextEstimate, PreviousCall, check_context, prefix_chars
-from .events import (
-    BlockDone,
-    BlockStarted,
-    HookRan,
-    ModelCalled,
-    TextDelta,
-    ThinkingDelta,
+from .context_window import (
+    ContextEstimate,
+    ContextFull,
+    PreviousCall,
+    check_context,
+    prefix_chars,
 )
+from .events import HookRan, ModelCalled
 from .invocation import SkillInvoker
-from .llm import BlockDone as StreamBlockDone
-from .llm import BlockStart, MessageDone, ModelError, ModelRequest
-from .llm import TextDelta as StreamTextDelta
-from .llm import ThinkingDelta as StreamThinkingDelta
-from .model_catalog import get_model, resolve_model_id
+from .llm import ModelError, ModelRequest
+from .model_catalog import resolve_model_id
+from .model_stream import ModelStream
 from .permissions import Decision, ToolCall
 from .ports import RunPorts
 from .profiles import CLAUDE_CODE, Rendering, SkillOutcome, get_profile
@@ -45,18 +42,11 @@ from .transcript import (
     StoredMessage,
     close_open_tool_uses,
     exclude_turn,
+    is_empty_text,
     turn_start,
 )
 
 logger = logging.getLogger(__name__)
-
-
-class ContextFull(Exception):
-    """The next request would not fit the model's context window; it was not sent."""
-
-    def __init__(self, estimate: ContextEstimate) -> None:
-        super().__init__(estimate.message)
-        self.estimate = estimate
 
 
 class Runner:
@@ -75,10 +65,7 @@ class Runner:
         # What the last model call saw, to estimate the next request (seeded from earlier runs).
         self._previous: PreviousCall | None = agent.previous_call
         self._warned_context = False
-        # Text pieces per block of the answer being streamed (joined on demand: growing a str
-        # would be quadratic), and the blocks already complete.
-        self._partial_text: dict[int, list[str]] = {}
-        self._partial_blocks: dict[int, dict[str, Any]] = {}
+        self.stream = ModelStream(ports)
         self._bash = self._bash_tool()
         self.skill_hooks = SkillHookRunner(
             agent.hooks,
@@ -260,7 +247,7 @@ class Runner:
             except ModelError as exc:
                 return await self._model_failed(exc)
             stop_reason = final.get("stop_reason")
-            content = [b for b in final.get("content", []) if not _empty_text(b)]
+            content = [b for b in final.get("content", []) if not is_empty_text(b)]
             if stop_reason == "max_tokens":
                 # A tool_use cut off by the token limit has no usable input: drop it.
                 content = [b for b in content if b.get("type") != "tool_use"]
@@ -284,7 +271,7 @@ class Runner:
             notice = stop_notice(
                 stop_reason,
                 model=str(final.get("model") or request.model),
-                max_tokens=_max_output(request),
+                max_tokens=request.output_limit,
                 has_content=bool(content),
             )
             if notice is not None:
@@ -354,32 +341,7 @@ class Runner:
         await self.ports.emit(
             ModelCalled(self.model_calls, request.model, skill=skill, request=request)
         )
-        self._partial_text, self._partial_blocks = {}, {}
-        final: dict[str, Any] | None = None
-        async for event in self.ports.stream(request):
-            if isinstance(event, StreamTextDelta):
-                self._partial_text.setdefault(event.index, []).append(event.text)
-                await self.ports.emit(TextDelta(event.index, event.text))
-            elif isinstance(event, StreamThinkingDelta):
-                await self.ports.emit(ThinkingDelta(event.index, event.text))
-            elif isinstance(event, BlockStart):
-                started = BlockStarted(
-                    event.index, event.block_type, event.tool_name, event.tool_use_id
-                )
-                await self.ports.emit(started)
-            elif isinstance(event, StreamBlockDone):
-                self._partial_blocks[event.index] = event.block
-                await self.ports.emit(BlockDone(event.index, event.block))
-            elif isinstance(event, MessageDone):
-                final = event.message
-        self._partial_text, self._partial_blocks = {}, {}
-        if final is None:
-            raise ModelError(
-                kind="stream_cut",
-                message="The model's answer ended unexpectedly. Try again.",
-                retryable=True,
-                partial_content=[],
-            )
+        final = await self.stream.answer(request)
         self._previous = PreviousCall(
             usage=final.get("usage") or {},
             message_count=len(request.messages),
@@ -414,17 +376,7 @@ class Runner:
     async def _on_cancel(self) -> None:
         """Keep the partial answer and answer every open tool_use so the history stays valid."""
         try:
-            if self._partial_text or self._partial_blocks:
-                blocks: list[dict[str, Any]] = []
-                for index in sorted(set(self._partial_text) | set(self._partial_blocks)):
-                    done = self._partial_blocks.get(index)
-                    if done is not None:
-                        if done.get("type") == "text":
-                            blocks.append(done)
-                    elif index in self._partial_text:
-                        blocks.append({"type": "text", "text": "".join(self._partial_text[index])})
-                await self._store_partial(blocks)
-                self._partial_text, self._partial_blocks = {}, {}
+            await self._store_partial(self.stream.take_partial())
             closing = close_open_tool_uses(self.history)
             if closing:
                 await self._store(
@@ -451,13 +403,3 @@ class Runner:
     def _bash_tool(self) -> BashTool:
         tool = self.agent.tools.get("Bash")
         return tool if isinstance(tool, BashTool) else BashTool()
-
-
-def _max_output(request: ModelRequest) -> int:
-    """The output limit the request was sent with (ANTHROPIC_MAX_TOKENS, capped by the model)."""
-    info = get_model(request.model)
-    return min(request.max_tokens, info.max_output) if info else request.max_tokens
-
-
-def _empty_text(block: dict[str, Any]) -> bool:
-    return block.get("type") == "text" and not block.get("text")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from .llm import MessageDone, ModelClient, ModelError, ModelRequest
 from .model_catalog import get_model
-from .transcript import StoredMessage, parse_status_message
+from .transcript import StoredMessage, parse_status_message, text_of
 
 SUMMARY_SYSTEM = (
     "You summarise a conversation between a user and an assistant so that it can go on in a new "
@@ -93,9 +93,7 @@ async def summarise(client: ModelClient, request: ModelRequest) -> tuple[str, di
         raise ModelError("stream_cut", "The model's answer ended unexpectedly. Try again.")
     content = final.get("content")
     blocks = content if isinstance(content, list) else []
-    text = "\n\n".join(
-        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
-    ).strip()
+    text = text_of(blocks, sep="\n\n").strip()
     if final.get("stop_reason") == "refusal" or not text:
         raise ModelError(
             "no_summary",

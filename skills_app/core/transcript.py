@@ -28,7 +28,7 @@ shown compactly, never sent to the model again.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,6 +48,24 @@ FOREIGN_THINKING = "foreign_thinking"
 THINKING_TYPES = frozenset({"thinking", "redacted_thinking"})
 
 
+def text_of(blocks: Iterable[Any], sep: str = "\n") -> str:
+    """The text of the text blocks among `blocks`, joined by `sep`; other blocks are skipped."""
+    return sep.join(
+        str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
+def is_empty_text(block: Mapping[str, Any]) -> bool:
+    """A text block without text: the API rejects it in a request."""
+    return block.get("type") == "text" and not block.get("text")
+
+
+def result_text(block: Mapping[str, Any]) -> str:
+    """What a tool_result says: its string content, or the text of its content blocks."""
+    content = block.get("content", "")
+    return text_of(content) if isinstance(content, list) else str(content)
+
+
 @dataclass(frozen=True, slots=True)
 class StoredMessage:
     """One stored row, as the core sees it."""
@@ -65,7 +83,7 @@ class StoredMessage:
 
     @property
     def plain_text(self) -> str:
-        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return text_of(self.content)
 
     @property
     def excluded(self) -> bool:
@@ -113,7 +131,7 @@ def _between(text: str, start: str, end: str) -> str | None:
 
 def _clean_block(block: dict[str, Any], *, foreign_thinking: bool) -> dict[str, Any] | None:
     """Drop blocks the API would reject when replayed (empty text, thinking signed elsewhere)."""
-    if block.get("type") == "text" and not block.get("text"):
+    if is_empty_text(block):
         return None
     if foreign_thinking and block.get("type") in THINKING_TYPES:
         return None

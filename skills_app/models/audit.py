@@ -9,9 +9,12 @@ from django.db import models
 class SkillInvocation(models.Model):
     """The audit row: one attempt to load a skill, successful or not."""
 
-    USER = "user"
-    MODEL = "model"
-    CALLER_CHOICES = [(USER, "user"), (MODEL, "model")]
+    class Caller(models.TextChoices):
+        USER = "user", "user"
+        MODEL = "model", "model"
+
+    USER = Caller.USER
+    MODEL = Caller.MODEL
 
     # PROTECT: audit rows outlive anything that would cascade into them (skills_app.audit.guard).
     conversation = models.ForeignKey(
@@ -35,7 +38,7 @@ class SkillInvocation(models.Model):
         related_name="invocations",
     )
     digest = models.CharField(max_length=64, blank=True)
-    caller = models.CharField(max_length=10, choices=CALLER_CHOICES)
+    caller = models.CharField(max_length=10, choices=Caller.choices)
     args = models.TextField(blank=True)
     tool_use_id = models.CharField(max_length=100, blank=True)
     # allowed | denied | failed — and what decided: a rule, the user's approval, or an error code.
@@ -71,22 +74,22 @@ class AuditEvent(models.Model):
     Append-only like the rest of the audit; a purge never removes these rows.
     """
 
-    CONVERSATION_DELETED = "conversation.deleted"
-    PURGE = "audit.purge"
-    EXPORT = "audit.export"
-    ROLE_GRANTED = "role.granted"
-    ROLE_REVOKED = "role.revoked"
-    ATTACHMENT_ADDED = "attachment.added"
-    ACTION_CHOICES = [
-        (CONVERSATION_DELETED, "conversation deleted by its owner"),
-        (PURGE, "audit purged"),
-        (EXPORT, "audit exported"),
-        (ROLE_GRANTED, "role granted"),
-        (ROLE_REVOKED, "role revoked"),
-        (ATTACHMENT_ADDED, "file attached to a conversation"),
-    ]
+    class Action(models.TextChoices):
+        CONVERSATION_DELETED = "conversation.deleted", "conversation deleted by its owner"
+        PURGE = "audit.purge", "audit purged"
+        EXPORT = "audit.export", "audit exported"
+        ROLE_GRANTED = "role.granted", "role granted"
+        ROLE_REVOKED = "role.revoked", "role revoked"
+        ATTACHMENT_ADDED = "attachment.added", "file attached to a conversation"
 
-    action = models.CharField(max_length=40, choices=ACTION_CHOICES)
+    CONVERSATION_DELETED = Action.CONVERSATION_DELETED
+    PURGE = Action.PURGE
+    EXPORT = Action.EXPORT
+    ROLE_GRANTED = Action.ROLE_GRANTED
+    ROLE_REVOKED = Action.ROLE_REVOKED
+    ATTACHMENT_ADDED = Action.ATTACHMENT_ADDED
+
+    action = models.CharField(max_length=40, choices=Action.choices)
     # Who did it; the name is kept as text too, so the row reads the same if the account changes.
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,

@@ -18,7 +18,9 @@ class Comparison(models.Model):
     skills = models.JSONField(default=list, blank=True)
     # Which base system prompt the columns ran with (see Conversation.base_prompt).
     base_prompt = models.CharField(
-        max_length=10, choices=Conversation.BASE_PROMPT_CHOICES, default=Conversation.SHARED_PROMPT
+        max_length=10,
+        choices=Conversation.BasePrompt.choices,
+        default=Conversation.BasePrompt.SHARED,
     )
     conversations = models.ManyToManyField("skills_app.Conversation", related_name="comparisons")
     created_at = models.DateTimeField(auto_now_add=True)

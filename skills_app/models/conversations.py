@@ -10,6 +10,7 @@ from django.db import models
 
 from skills_app.core.model_catalog import EFFORT_LEVELS
 from skills_app.core.profiles import DEFAULT_PROFILE, profile_choices
+from skills_app.core.transcript import STATE_KIND
 
 
 class ConversationQuerySet(models.QuerySet["Conversation"]):
@@ -50,16 +51,17 @@ class Conversation(models.Model):
     )
     # Names of the only skills offered in this conversation (the comparison page); empty: all.
     skill_filter = models.JSONField(default=list, blank=True)
+
     # The base system prompt: Skillscope's own, or the one of the design the profile reproduces
     # (the comparison page's "as the source design").
-    SHARED_PROMPT = "shared"
-    DESIGN_PROMPT = "design"
-    BASE_PROMPT_CHOICES = [
-        (SHARED_PROMPT, "same base prompt"),
-        (DESIGN_PROMPT, "as the source design"),
-    ]
+    class BasePrompt(models.TextChoices):
+        SHARED = "shared", "same base prompt"
+        DESIGN = "design", "as the source design"
+
+    SHARED_PROMPT = BasePrompt.SHARED
+    DESIGN_PROMPT = BasePrompt.DESIGN
     base_prompt = models.CharField(
-        max_length=10, choices=BASE_PROMPT_CHOICES, default=SHARED_PROMPT
+        max_length=10, choices=BasePrompt.choices, default=BasePrompt.SHARED
     )
     session_id = models.UUIDField(default=uuid.uuid4, editable=False, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -90,30 +92,36 @@ class Conversation(models.Model):
 
 
 class Message(models.Model):
-    USER = "user"
-    ASSISTANT = "assistant"
-    ROLE_CHOICES = [(USER, "user"), (ASSISTANT, "assistant")]
+    class Role(models.TextChoices):
+        USER = "user", "user"
+        ASSISTANT = "assistant", "assistant"
 
-    KIND_CHOICES = [
-        ("text", "text"),
-        ("tool_use", "tool use"),
-        ("tool_result", "tool result"),
-        ("skill_status", "skill status"),
-        ("skill_prompt", "skill prompt (hidden)"),
-        ("permissions", "applied permissions"),
-        ("error", "error"),
-        ("notice", "notice"),
-    ]
+    # Every kind the code stores (the core writes them as plain strings: it knows no Django).
+    class Kind(models.TextChoices):
+        TEXT = "text", "text"
+        COMMAND = "command", "slash command (shown, never sent)"
+        ATTACHMENTS = "attachments", "attached files (shown as chips; the model gets their blocks)"
+        TOOL_USE = "tool_use", "tool use"
+        TOOL_RESULT = "tool_result", "tool result"
+        SKILL_STATUS = "skill_status", "skill status"
+        SKILL_PROMPT = "skill_prompt", "skill prompt (hidden)"
+        SKILL_STATE = STATE_KIND, "skill state (hidden, shapes the system prompt)"
+        PERMISSIONS = "permissions", "applied permissions"
+        ERROR = "error", "error"
+        NOTICE = "notice", "notice"
+
+    USER = Role.USER
+    ASSISTANT = Role.ASSISTANT
 
     conversation = models.ForeignKey(
         "skills_app.Conversation", on_delete=models.PROTECT, related_name="messages"
     )
     seq = models.PositiveIntegerField()
-    role = models.CharField(max_length=10, choices=ROLE_CHOICES)
+    role = models.CharField(max_length=10, choices=Role.choices)
     content = models.JSONField(default=list)
     is_meta = models.BooleanField(default=False, help_text="Hidden from the transcript.")
     to_model = models.BooleanField(default=True, help_text="Sent to the model.")
-    kind = models.CharField(max_length=20, choices=KIND_CHOICES, default="text")
+    kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.TEXT)
     run = models.ForeignKey(
         "skills_app.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
     )

@@ -7,12 +7,17 @@ from django.db import models
 
 
 class PermissionRule(models.Model):
-    ALLOW = "allow"
-    ASK = "ask"
-    DENY = "deny"
-    BEHAVIOR_CHOICES = [(DENY, "deny"), (ASK, "ask"), (ALLOW, "allow")]
+    # Listed in the order the rules are applied: deny, then ask, then allow.
+    class Behavior(models.TextChoices):
+        DENY = "deny", "deny"
+        ASK = "ask", "ask"
+        ALLOW = "allow", "allow"
 
-    behavior = models.CharField(max_length=5, choices=BEHAVIOR_CHOICES)
+    ALLOW = Behavior.ALLOW
+    ASK = Behavior.ASK
+    DENY = Behavior.DENY
+
+    behavior = models.CharField(max_length=5, choices=Behavior.choices)
     rule_text = models.CharField(
         max_length=500, help_text="e.g. Skill(pdf), Bash(git diff *), Read(./docs/**)"
     )
@@ -39,20 +44,20 @@ class PermissionRule(models.Model):
 
 
 class Approval(models.Model):
-    PENDING = "pending"
-    ALLOW_ONCE = "allow_once"
-    ALLOW_CONVERSATION = "allow_conversation"
-    DENY = "deny"
-    TIMEOUT = "timeout"
-    CANCELLED = "cancelled"
-    ANSWER_CHOICES = [
-        (PENDING, "pending"),
-        (ALLOW_ONCE, "allow once"),
-        (ALLOW_CONVERSATION, "allow for this conversation"),
-        (DENY, "deny"),
-        (TIMEOUT, "timed out"),
-        (CANCELLED, "cancelled"),
-    ]
+    class Status(models.TextChoices):
+        PENDING = "pending", "pending"
+        ALLOW_ONCE = "allow_once", "allow once"
+        ALLOW_CONVERSATION = "allow_conversation", "allow for this conversation"
+        DENY = "deny", "deny"
+        TIMEOUT = "timeout", "timed out"
+        CANCELLED = "cancelled", "cancelled"
+
+    PENDING = Status.PENDING
+    ALLOW_ONCE = Status.ALLOW_ONCE
+    ALLOW_CONVERSATION = Status.ALLOW_CONVERSATION
+    DENY = Status.DENY
+    TIMEOUT = Status.TIMEOUT
+    CANCELLED = Status.CANCELLED
 
     conversation = models.ForeignKey(
         "skills_app.Conversation", on_delete=models.PROTECT, related_name="approvals"
@@ -65,7 +70,7 @@ class Approval(models.Model):
     skill = models.CharField(max_length=200, blank=True, help_text="Active skill, if any.")
     rule_text = models.CharField(max_length=500, blank=True)
     reason = models.TextField(blank=True, help_text="Why the rules engine asked.")
-    status = models.CharField(max_length=20, choices=ANSWER_CHOICES, default=PENDING)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
     deny_reason = models.TextField(blank=True)
     # PROTECT: who answered is part of the audit; such a user is deactivated, not deleted.
     answered_by = models.ForeignKey(

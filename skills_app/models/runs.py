@@ -7,22 +7,23 @@ from django.db import models
 
 
 class Run(models.Model):
-    QUEUED = "queued"
-    RUNNING = "running"
-    WAITING = "waiting"
-    DONE = "done"
-    STOPPED = "stopped"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    STATUS_CHOICES = [
-        (QUEUED, "waiting for a worker"),
-        (RUNNING, "running"),
-        (WAITING, "waiting for approval"),
-        (DONE, "done"),
-        (STOPPED, "stopped"),
-        (FAILED, "failed"),
-        (INTERRUPTED, "interrupted"),
-    ]
+    class Status(models.TextChoices):
+        QUEUED = "queued", "waiting for a worker"
+        RUNNING = "running", "running"
+        WAITING = "waiting", "waiting for approval"
+        DONE = "done", "done"
+        STOPPED = "stopped", "stopped"
+        FAILED = "failed", "failed"
+        INTERRUPTED = "interrupted", "interrupted"
+
+    # The short names every call site uses (Run.QUEUED); they are the Status members.
+    QUEUED = Status.QUEUED
+    RUNNING = Status.RUNNING
+    WAITING = Status.WAITING
+    DONE = Status.DONE
+    STOPPED = Status.STOPPED
+    FAILED = Status.FAILED
+    INTERRUPTED = Status.INTERRUPTED
     # Not finished: a conversation has at most one such run (a queued one counts: it will run).
     ACTIVE = (QUEUED, RUNNING, WAITING)
     # Taken by a process that executes it (and keeps its heartbeat fresh).
@@ -34,7 +35,7 @@ class Run(models.Model):
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
-    status = models.CharField(max_length=20, choices=STATUS_CHOICES, default=RUNNING)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.RUNNING)
     model = models.CharField(max_length=100, blank=True)
     model_label = models.CharField(max_length=100, blank=True)
     is_demo = models.BooleanField(default=False)

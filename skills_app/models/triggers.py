@@ -41,20 +41,20 @@ class TriggerQuery(models.Model):
 class TriggerRun(models.Model):
     """One measurement of a skill version's description on its package's trigger set."""
 
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    STOPPED = "stopped"
-    FAILED = "failed"
-    INTERRUPTED = "interrupted"
-    STATUS_CHOICES = [
-        (QUEUED, "waiting for a worker"),
-        (RUNNING, "running"),
-        (DONE, "done"),
-        (STOPPED, "stopped"),
-        (FAILED, "failed"),
-        (INTERRUPTED, "interrupted"),
-    ]
+    class Status(models.TextChoices):
+        QUEUED = "queued", "waiting for a worker"
+        RUNNING = "running", "running"
+        DONE = "done", "done"
+        STOPPED = "stopped", "stopped"
+        FAILED = "failed", "failed"
+        INTERRUPTED = "interrupted", "interrupted"
+
+    QUEUED = Status.QUEUED
+    RUNNING = Status.RUNNING
+    DONE = Status.DONE
+    STOPPED = Status.STOPPED
+    FAILED = Status.FAILED
+    INTERRUPTED = Status.INTERRUPTED
     ACTIVE = (QUEUED, RUNNING)
 
     # SET_NULL with the facts copied below: the record outlives a deleted package or version.
@@ -102,7 +102,7 @@ class TriggerRun(models.Model):
     is_demo = models.BooleanField(default=False)
     profile = models.CharField(max_length=20)
     repetitions = models.PositiveSmallIntegerField(default=3)
-    status = models.CharField(max_length=20, choices=STATUS_CHOICES, default=QUEUED)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
     error = models.TextField(blank=True)
     attempts_total = models.PositiveIntegerField(default=0)
     attempts_done = models.PositiveIntegerField(default=0)

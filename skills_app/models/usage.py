@@ -12,12 +12,15 @@ class RequestPart(models.Model):
     keeps one copy however many calls share them.
     """
 
-    SYSTEM = "system"
-    TOOLS = "tools"
-    KIND_CHOICES = [(SYSTEM, "system prompt"), (TOOLS, "tools")]
+    class Kind(models.TextChoices):
+        SYSTEM = "system", "system prompt"
+        TOOLS = "tools", "tools"
+
+    SYSTEM = Kind.SYSTEM
+    TOOLS = Kind.TOOLS
 
     digest = models.CharField(max_length=64, unique=True)  # sha256 of kind + canonical JSON
-    kind = models.CharField(max_length=10, choices=KIND_CHOICES)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
     content = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -28,14 +31,14 @@ class RequestPart(models.Model):
 class ModelCall(models.Model):
     """One call of the model: its usage and cost as the API reported them, and what was sent."""
 
-    TURN = "turn"
-    SUMMARY = "summary"
-    TITLE = "title"
-    PURPOSE_CHOICES = [
-        (TURN, "a run's turn"),
-        (SUMMARY, "a summary for a new conversation"),
-        (TITLE, "a conversation's title"),
-    ]
+    class Purpose(models.TextChoices):
+        TURN = "turn", "a run's turn"
+        SUMMARY = "summary", "a summary for a new conversation"
+        TITLE = "title", "a conversation's title"
+
+    TURN = Purpose.TURN
+    SUMMARY = Purpose.SUMMARY
+    TITLE = Purpose.TITLE
 
     conversation = models.ForeignKey(
         "skills_app.Conversation", on_delete=models.PROTECT, related_name="model_calls"
@@ -45,7 +48,7 @@ class ModelCall(models.Model):
         "skills_app.Run", null=True, blank=True, on_delete=models.PROTECT, related_name="calls"
     )
     call = models.PositiveIntegerField(default=1)  # numbered from 1 within its run
-    purpose = models.CharField(max_length=10, choices=PURPOSE_CHOICES, default=TURN)
+    purpose = models.CharField(max_length=10, choices=Purpose.choices, default=Purpose.TURN)
     requested_model = models.CharField(max_length=100)
     # The model that answered, as the API named it ("demo" for the offline demo model).
     model = models.CharField(max_length=100, blank=True)

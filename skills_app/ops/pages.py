@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
+
+from skills_app.http import AuthedHttpRequest
 
 from . import snapshot
 
@@ -21,7 +23,7 @@ REFRESH_SECONDS = 5
 @never_cache
 @login_required
 @require_GET
-def operator_status(request: HttpRequest) -> HttpResponse:
+def operator_status(request: AuthedHttpRequest) -> HttpResponse:
     """The page, or (for htmx's poll) only its figures."""
     if not request.user.is_staff:
         raise PermissionDenied("The operator page is for staff.")

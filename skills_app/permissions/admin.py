@@ -15,7 +15,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.text import Truncator
 
-from skills_app.adminkit import HiddenFieldsAdmin
+from skills_app.adminkit import HiddenFieldsAdmin, signed_in_user
 from skills_app.core.permissions import (
     Decision,
     PermissionContext,
@@ -179,7 +179,7 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     def save_model(
         self, request: HttpRequest, obj: PermissionRule, form: Any, change: bool
     ) -> None:
-        obj.author = request.user
+        obj.author = signed_in_user(request)
         super().save_model(request, obj, form, change)
         # Saved, but a rule naming what does not exist matches nothing: say so where it was made.
         for warning in checks.rule_warnings(obj.rule_text, obj.skill):

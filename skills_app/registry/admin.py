@@ -15,7 +15,13 @@ from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 
-from skills_app.adminkit import HiddenFieldsAdmin, ReadOnlyAdmin, sentence, short_digest
+from skills_app.adminkit import (
+    HiddenFieldsAdmin,
+    ReadOnlyAdmin,
+    sentence,
+    short_digest,
+    signed_in_user,
+)
 from skills_app.models import (
     SkillPackage,
     SkillVersion,
@@ -111,7 +117,7 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
 
     @admin.display(description="scope", ordering="owner__username")
     def scope(self, package: SkillPackage) -> str:
-        if package.owner_id is None:
+        if package.owner is None:
             return "organisation"
         return f"personal: {package.owner.get_username()}"
 
@@ -165,7 +171,7 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
                 self.log_change(request, package, outcome)
             else:
                 LogEntry.objects.create(
-                    user_id=request.user.pk,
+                    user=signed_in_user(request),
                     content_type=ContentType.objects.get_for_model(SkillPackage),
                     object_id=str(pk),
                     object_repr=name,

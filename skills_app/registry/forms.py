@@ -64,7 +64,8 @@ class SkillUploadForm(forms.Form):
             self.fields["personal"].label_suffix = ""
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         archive, folder = cleaned.get("archive"), cleaned.get("folder") or []
         if archive and folder:
             raise forms.ValidationError(

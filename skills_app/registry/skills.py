@@ -120,7 +120,11 @@ def extra_skills() -> list[SkillSpec]:
         .select_related("active_version")
         .order_by("name")
     )
-    specs = [s for p in rows if (s := parse_version(p.active_version, p.name, "uploaded"))]
+    specs = [
+        s
+        for p in rows
+        if p.active_version and (s := parse_version(p.active_version, p.name, "uploaded"))
+    ]
     with _uploads_lock:
         _org_cache = (key, specs)
     return list(specs)
@@ -187,5 +191,9 @@ def skills_for_user(user_id: int | None) -> UserSkills:
             .select_related("active_version")
             .order_by("name")
         )
-        personal = [s for p in rows if (s := parse_version(p.active_version, p.name, "personal"))]
+        personal = [
+            s
+            for p in rows
+            if p.active_version and (s := parse_version(p.active_version, p.name, "personal"))
+        ]
     return UserSkills(registry, personal)

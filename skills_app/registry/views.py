@@ -11,12 +11,13 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import UploadedFile
 from django.db.models import F, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from skills_app.core.redact import HiddenIndex
 from skills_app.core.skillfile import Problem, SkillSpec
+from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, SkillVersion
 from skills_app.permissions.blocked import blocked_skills
 from skills_app.registry import uploads
@@ -46,7 +47,7 @@ class SkillRow:
     blocked_by: str = ""  # the deny rule that refuses every invocation, if one does
 
 
-def _get_package_for_user(request: HttpRequest, pk: int) -> SkillPackage:
+def _get_package_for_user(request: AuthedHttpRequest, pk: int) -> SkillPackage:
     """The user's own personal package; 404 for anyone else's (no hint that it exists)."""
     try:
         return SkillPackage.objects.get(pk=pk, owner=request.user)
@@ -105,7 +106,10 @@ def _shown_problems(spec: SkillSpec, problems: list[Problem]) -> list[Problem]:
 
 
 def _row(spec: SkillSpec, winner: SkillSpec | None, versions: dict[str, SkillVersion]) -> SkillRow:
-    shadowed = winner is not None and winner is not spec
+    # Narrowed here (not through a bool) so the type checker sees winner is set when shadowed.
+    shadowed_by = None
+    if winner is not None and winner is not spec:
+        shadowed_by = SOURCE_LABELS.get(winner.source, winner.source)
     return SkillRow(
         name=spec.name,
         description=spec.description,
@@ -116,11 +120,11 @@ def _row(spec: SkillSpec, winner: SkillSpec | None, versions: dict[str, SkillVer
         user_invocable=spec.user_invocable,
         warnings=_shown_problems(spec, spec.warnings),
         errors=_shown_problems(spec, spec.errors),
-        shadowed_by=SOURCE_LABELS.get(winner.source, winner.source) if shadowed else None,
+        shadowed_by=shadowed_by,
     )
 
 
-def _page(request: HttpRequest, *, status: int = 200, **extra: Any) -> HttpResponse:
+def _page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) -> HttpResponse:
     provider = skills_for_user(request.user.pk)
     personal = (
         SkillPackage.objects.filter(owner=request.user)
@@ -139,14 +143,14 @@ def _page(request: HttpRequest, *, status: int = 200, **extra: Any) -> HttpRespo
 
 @login_required
 @require_GET
-def skills_page(request: HttpRequest) -> HttpResponse:
+def skills_page(request: AuthedHttpRequest) -> HttpResponse:
     """Every skill the user can see, with source, version, digest, invocability and lint."""
     return _page(request)
 
 
 @login_required
 @require_POST
-def skills_upload(request: HttpRequest) -> HttpResponse:
+def skills_upload(request: AuthedHttpRequest) -> HttpResponse:
     """Install a personal skill from a .zip/.skill file or a folder; shows the lint report."""
     if not settings.ALLOW_PERSONAL_SKILLS:
         return _page(
@@ -213,7 +217,7 @@ def _folder_files(files: list[UploadedFile], paths_json: str) -> list[uploads.Up
 
 @login_required
 @require_POST
-def package_enable(request: HttpRequest, pk: int) -> HttpResponse:
+def package_enable(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """Enable or disable one of the user's personal packages."""
     package = _get_package_for_user(request, pk)
     uploads.set_enabled(package, request.POST.get("enabled") == "1")
@@ -222,7 +226,7 @@ def package_enable(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def package_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def package_delete(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """Delete one of the user's personal packages (disabled instead if a conversation used it)."""
     package = _get_package_for_user(request, pk)
     message = uploads.delete_package(package)

@@ -69,9 +69,19 @@ class RunRecorder:
     def abandoned(self) -> bool:
         return self.run_id in tasks.ABANDONED
 
+    def _drop(self) -> bool:
+        """True once another process closed this run's history: nothing more is stored.
+
+        Its streams end here too, or the saver would watch them for as long as the process lives.
+        """
+        if not self.abandoned:
+            return False
+        self.streams.close()
+        return True
+
     async def event(self, event: RunEvent) -> None:
         """Take one event the runner emitted: streamed text live, the rest stored."""
-        if self.abandoned:
+        if self._drop():
             return
         if isinstance(event, TextDelta):
             await self.streams.add("text", self.call, event.index, event.text)
@@ -108,7 +118,7 @@ class RunRecorder:
 
         Takes a typed event; a dotted name plus data is read into one (the approvals gate).
         """
-        if self.abandoned:
+        if self._drop():
             return 0
         typed = event_from(event, data or {}) if isinstance(event, str) else event
         await self.streams.flush_live()
@@ -129,7 +139,7 @@ class RunRecorder:
 
     async def message(self, message: StoredMessage, invocation: int | None = None) -> None:
         """Store one message row and announce it."""
-        if self.abandoned:
+        if self._drop():
             return
         await self.streams.flush_live()
         # The row holds what was streamed: the unsaved rest of the streams is not needed now.
@@ -166,7 +176,7 @@ class RunRecorder:
 
     async def invocation(self, record: InvocationRecord) -> int | None:
         """Write the audit row of a skill invocation and announce that it happened."""
-        if self.abandoned:
+        if self._drop():
             return None
         await self.streams.flush_live()
         invocation_id = await sync_to_async(_write_invocation)(

@@ -150,14 +150,11 @@ def append_message(
     invocation_id: int | None = None,
 ) -> Message:
     meta = dict(message.meta)
-    if message.role == "assistant" and not message.is_meta:
-        # The model's prose is shown as written; an answer quoting hidden text is marked (and
-        # its run) so the audit shows it. Checked before the transaction: it may read files.
-        prose = "\n".join(
-            str(b.get("text", "")) for b in message.content if b.get("type") == "text"
-        )
-        if note_quoted_hidden(conversation_id, run_id, prose):
-            meta["quoted_hidden"] = True
+    # The model's prose is shown as written; an answer quoting hidden text is marked (and its
+    # run) so the audit shows it. Checked before the transaction: it may read files.
+    prose = message.plain_text if message.role == "assistant" and not message.is_meta else ""
+    if prose and note_quoted_hidden(conversation_id, run_id, prose):
+        meta["quoted_hidden"] = True
     with transaction.atomic():
         # Lock the conversation row so two writers never take the same seq.
         Conversation.objects.filter(pk=conversation_id).update(updated_at=_now())

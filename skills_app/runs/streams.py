@@ -198,6 +198,10 @@ class StreamSaver:
     def forget(self, streams: RunStreams) -> None:
         self._watched.pop(id(streams), None)
 
+    def idle(self) -> bool:
+        """True when no stream is watched and no save is under way."""
+        return self._task is None or self._task.done()
+
     async def _run(self) -> None:
         saving: asyncio.Task[None] | None = None
         next_save = self.loop.time() + SAVE_INTERVAL
@@ -210,6 +214,8 @@ class StreamSaver:
                 next_save = self.loop.time() + SAVE_INTERVAL
                 saving = self.loop.create_task(self._save_logged())
         self.interval, self.lag = LIVE_INTERVAL, 0.0
+        if saving is not None:
+            await saving  # idle means idle: no save still writing when this task ends
 
     def pace(self, lag: float) -> None:
         """Slow live frames down while the loop keeps running late, speed up when it does not."""

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES
 from skills_app.core.triggers.cases import TriggerSetError
+from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, TriggerQuery, TriggerRun
 from skills_app.runs.client import model_client
 from skills_app.triggers import access, executor, runs, sets
@@ -273,7 +274,7 @@ def _run_context(request: HttpRequest, run: TriggerRun) -> dict[str, Any]:
 
 @login_required
 @require_GET
-def run_report(request: HttpRequest, pk: int) -> HttpResponse:
+def run_report(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     runs.interrupt_stale()
     run = access.get_run_for_view(request.user, pk)
     template = (

@@ -6,9 +6,9 @@ profile's name. See `base.py` for the protocol every profile implements.
 
 from __future__ import annotations
 
+from ..transcript import STATE_KIND
 from .base import CLAUDE_CODE, DeliveryProfile, Rendering, SkillOutcome, SkillSession, ToolAnswer
 from .meta_message import MetaMessageProfile
-from .skill_state import STATE_KIND
 from .system_prompt import SystemPromptProfile
 from .tool_result import ToolResultProfile
 

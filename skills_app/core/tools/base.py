@@ -101,46 +101,7 @@ class ToolRegistry:
         return len(self._tools)
 
 
-# --- input helpers shared by the tools -------------------------------------------------------
-
-
-def str_arg(
-    tool: str, input: Mapping[str, Any], key: str, *, required: bool = True, empty: bool = False
-) -> str | None:
-    """A string argument, or None when optional and absent; ToolError when malformed."""
-    value = input.get(key)
-    if value is None:
-        if required:
-            raise ToolError(f"{tool}: the {key!r} argument is required (a string).")
-        return None
-    if not isinstance(value, str):
-        raise ToolError(f"{tool}: {key!r} must be a string, not {type(value).__name__}.")
-    if not empty and not value:
-        raise ToolError(f"{tool}: {key!r} must not be empty.")
-    return value
-
-
-def int_arg(tool: str, input: Mapping[str, Any], key: str, *, minimum: int) -> int | None:
-    """An optional integer argument of at least `minimum`; ToolError when malformed."""
-    value = input.get(key)
-    if value is None:
-        return None
-    # bool is an int subclass; True as a line number is a mistake, not 1.
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-        raise ToolError(f"{tool}: {key!r} must be a whole number, got {value!r}.")
-    if value < minimum:
-        raise ToolError(f"{tool}: {key!r} must be at least {minimum}, got {value!r}.")
-    return int(value)
-
-
-def bool_arg(tool: str, input: Mapping[str, Any], key: str) -> bool:
-    """An optional boolean argument (absent means False)."""
-    value = input.get(key)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise ToolError(f"{tool}: {key!r} must be true or false, got {value!r}.")
-    return value
+# --- output helper shared by the tools ------------------------------------------------------
 
 
 def cap_text(text: str, limit: int) -> str:

@@ -44,8 +44,9 @@ from pathlib import Path
 from typing import Any
 
 from skills_app.core.tools import caps, reaper
-from skills_app.core.tools.base import ToolContext, ToolError, ToolResult, str_arg
+from skills_app.core.tools.base import ToolContext, ToolError, ToolResult
 from skills_app.core.tools.env import check_extra_env
+from skills_app.core.tools.inputs import check_input
 from skills_app.core.tools.sandbox import (
     INSTALL_HINT,
     bwrap_argv,
@@ -234,7 +235,11 @@ class BashTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "command": {"type": "string", "description": "The command to run with bash -c."},
+            "command": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The command to run with bash -c.",
+            },
             "timeout": {
                 "type": "number",
                 "exclusiveMinimum": 0,
@@ -253,16 +258,16 @@ class BashTool:
         self.limits = limits or BashLimits()
 
     def _timeout(self, input: Mapping[str, Any], ctx: ToolContext) -> float:
+        # The schema has already checked that a given timeout is a positive number.
         value = input.get("timeout")
         if value is None:
             return float(min(ctx.bash_timeout_default, ctx.bash_timeout_max))
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise ToolError(f"Bash: timeout must be a positive number of seconds, got {value!r}.")
         return float(min(value, ctx.bash_timeout_max))
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Run the command and report its output, exit status and new files under out/."""
-        command = str_arg(self.name, input, "command")
+        check_input(self.name, self.input_schema, input)
+        command: str = input["command"]
         timeout = self._timeout(input, ctx)
         sandbox = describe_sandbox(check_mode(ctx.sandbox))
         if not sandbox.sandboxed and not ctx.unsandboxed_allowed:

@@ -14,11 +14,9 @@ from skills_app.core.tools.base import (
     ToolContext,
     ToolError,
     ToolResult,
-    bool_arg,
     cap_text,
-    int_arg,
-    str_arg,
 )
+from skills_app.core.tools.inputs import check_input
 from skills_app.core.tools.workspace import Workspace
 
 READ_DEFAULT_LIMIT = 2000
@@ -102,7 +100,7 @@ class ReadTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "The file to read."},
+            "file_path": {"type": "string", "minLength": 1, "description": "The file to read."},
             "offset": {
                 "type": "integer",
                 "minimum": 1,
@@ -120,9 +118,10 @@ class ReadTool:
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Return the numbered lines of one text file."""
-        file_path = str_arg(self.name, input, "file_path")
-        offset = int_arg(self.name, input, "offset", minimum=1) or 1
-        limit = int_arg(self.name, input, "limit", minimum=1) or READ_DEFAULT_LIMIT
+        check_input(self.name, self.input_schema, input)
+        file_path: str = input["file_path"]
+        offset = int(input.get("offset", 1))
+        limit = int(input.get("limit", READ_DEFAULT_LIMIT))
         path = _existing_file(self.name, ctx.workspace, file_path)
         text = await asyncio.to_thread(self._read, ctx.workspace, path, file_path, offset, limit)
         return ToolResult(cap_text(text, ctx.output_limit))
@@ -171,7 +170,7 @@ class WriteTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "The file to write."},
+            "file_path": {"type": "string", "minLength": 1, "description": "The file to write."},
             "content": {"type": "string", "description": "The full new content of the file."},
         },
         "required": ["file_path", "content"],
@@ -180,8 +179,9 @@ class WriteTool:
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Write the file and report its size."""
-        file_path = str_arg(self.name, input, "file_path")
-        content = str_arg(self.name, input, "content", empty=True)
+        check_input(self.name, self.input_schema, input)
+        file_path: str = input["file_path"]
+        content: str = input["content"]
         ws = ctx.workspace
         path = ws.resolve(file_path, for_write=True)
         if path.is_dir():
@@ -210,7 +210,7 @@ class EditTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "file_path": {"type": "string", "description": "The file to change."},
+            "file_path": {"type": "string", "minLength": 1, "description": "The file to change."},
             "old_string": {"type": "string", "description": "The exact text to replace."},
             "new_string": {"type": "string", "description": "The replacement text."},
             "replace_all": {
@@ -225,10 +225,11 @@ class EditTool:
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Apply one exact-match replacement (or all of them) and report the count."""
-        file_path = str_arg(self.name, input, "file_path")
-        old = str_arg(self.name, input, "old_string", empty=True)
-        new = str_arg(self.name, input, "new_string", empty=True)
-        replace_all = bool_arg(self.name, input, "replace_all")
+        check_input(self.name, self.input_schema, input)
+        file_path: str = input["file_path"]
+        old: str = input["old_string"]
+        new: str = input["new_string"]
+        replace_all: bool = input.get("replace_all", False)
         if old == "":
             raise ToolError(
                 "Edit: old_string is empty. Give the text to replace, or use Write to create a file."

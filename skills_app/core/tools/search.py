@@ -5,8 +5,8 @@ Bounded by construction, because both run without approval:
   is linear in the text: `(a+)+$` cannot backtrack catastrophically as it does in Python's `re`;
 - the walk never follows a symlinked folder, opens files with no link in any component, and a
   symlinked file counts only when its target is inside the workspace;
-- both run in a worker thread (RE2 releases the GIL) and stop at SEARCH_SECONDS, and at
-  SEARCH_ENTRY_LIMIT walked entries, saying so in the result;
+- both run in a worker thread (RE2 releases the GIL) and stop at `walk.SEARCH_SECONDS`, and at
+  `walk.SEARCH_ENTRY_LIMIT` walked entries, saying so in the result;
 - `ToolContext.path_allowed` (built from the Read deny rules) hides files one by one, so a deny
   on `Read(./work/secret/**)` also keeps that content out of Grep and Glob results.
 """
@@ -16,9 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import stat
-import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +27,18 @@ from skills_app.core.tools.base import (
     ToolContext,
     ToolError,
     ToolResult,
-    bool_arg,
     cap_text,
-    str_arg,
 )
 from skills_app.core.tools.files import is_binary, open_read
+from skills_app.core.tools.inputs import check_input
+from skills_app.core.tools.walk import (
+    PathFilter,
+    Walk,
+    compile_regex,
+    expand_braces,
+    search_base,
+    stopped_note,
+)
 from skills_app.core.tools.workspace import Workspace
 
 GLOB_LIMIT = 200
@@ -42,110 +47,9 @@ GREP_FILE_LIMIT = 200
 GREP_LINE_LIMIT = 500
 GREP_LINE_CHARS = 300
 GREP_MAX_FILE_BYTES = 20 * 1024 * 1024
-SEARCH_SECONDS = 20.0
-SEARCH_ENTRY_LIMIT = 200_000
-_REGEX_MEMORY = 64 * 1024 * 1024
 _SKIP_DIRS = frozenset({".git"})
 _OUTPUT_MODES = ("files_with_matches", "content", "count")
-_BRACES = re.compile(r"\{([^{}]*)\}")
 _WILD = re.compile(r"[*?\[]")
-
-PathFilter = Callable[[str], bool]
-
-
-def _search_base(tool: str, ws: Workspace, path: str | None) -> Path:
-    base = ws.resolve(path or ".")
-    if not base.exists():
-        raise ToolError(
-            f"{tool}: path does not exist: {path}. Relative paths start at the workspace root."
-        )
-    return base
-
-
-def _inside_root(ws: Workspace, path: Path) -> Path | None:
-    """The real path when it stays inside the workspace (symlinks included), else None."""
-    try:
-        real = path.resolve()
-    except (OSError, RuntimeError):
-        return None
-    return real if real == ws.root or real.is_relative_to(ws.root) else None
-
-
-def expand_braces(pattern: str) -> list[str]:
-    """Expand shell-style braces: "*.{md,txt}" -> ["*.md", "*.txt"]."""
-    match = _BRACES.search(pattern)
-    if match is None:
-        return [pattern]
-    head, tail = pattern[: match.start()], pattern[match.end() :]
-    return [p for alt in match.group(1).split(",") for p in expand_braces(head + alt + tail)]
-
-
-def compile_regex(pattern: str, *, ignore_case: bool = False) -> Any:
-    """An RE2 pattern (linear-time matching); ValueError with RE2's reason when it is invalid."""
-    options = re2.Options()
-    options.case_sensitive = not ignore_case
-    options.max_mem = _REGEX_MEMORY
-    options.log_errors = False
-    try:
-        return re2.compile(pattern, options)
-    except re2.error as exc:
-        reason = exc.args[0] if exc.args else exc
-        if isinstance(reason, bytes):
-            reason = reason.decode("utf-8", "replace")
-        raise ValueError(str(reason)) from None
-
-
-class _Walk:
-    """A bounded walk below a folder that never enters a symlinked folder."""
-
-    def __init__(self, ws: Workspace, allowed: PathFilter | None) -> None:
-        self.ws = ws
-        self.allowed = allowed
-        self.deadline = time.monotonic() + SEARCH_SECONDS
-        self.entries = 0
-        self.stopped = ""  # why the walk stopped early, for the result's note
-
-    def out_of_budget(self) -> bool:
-        if not self.stopped and time.monotonic() > self.deadline:
-            self.stopped = f"stopped after {SEARCH_SECONDS:g} seconds"
-        if not self.stopped and self.entries > SEARCH_ENTRY_LIMIT:
-            self.stopped = f"stopped after {SEARCH_ENTRY_LIMIT} entries"
-        return bool(self.stopped)
-
-    def visible(self, real: Path) -> bool:
-        return self.allowed is None or self.allowed(str(real))
-
-    def entries_below(
-        self, base: Path, skip: frozenset[str] = frozenset()
-    ) -> Iterator[tuple[Path, Path, bool]]:
-        """(path as walked, real path, is a folder) for everything below base, sorted."""
-        for dirpath, dirnames, filenames in os.walk(base):  # followlinks=False
-            if self.out_of_budget():
-                return
-            here = Path(dirpath)
-            dirnames[:] = sorted(d for d in dirnames if d not in skip)
-            linked = [d for d in dirnames if (here / d).is_symlink()]
-            # A symlinked folder is listed (if it leads inside) but never entered.
-            dirnames[:] = [d for d in dirnames if d not in linked]
-            for name in [*dirnames, *linked, *sorted(filenames)]:
-                self.entries += 1
-                walked = here / name
-                if name in linked or walked.is_symlink():
-                    real = _inside_root(self.ws, walked)
-                    if real is None:
-                        continue
-                else:
-                    real = walked
-                try:
-                    is_dir = stat.S_ISDIR(real.stat().st_mode)
-                except OSError:
-                    continue
-                if self.visible(real):
-                    yield walked, real, is_dir
-
-
-def _note(stopped: str) -> str:
-    return f"search {stopped}; narrow the pattern or the path" if stopped else ""
 
 
 class GlobTool:
@@ -159,9 +63,14 @@ class GlobTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "The glob pattern, relative to path."},
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The glob pattern, relative to path.",
+            },
             "path": {
                 "type": "string",
+                "minLength": 1,
                 "description": "Folder to search from; defaults to the workspace root.",
             },
         },
@@ -171,14 +80,15 @@ class GlobTool:
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """List matching paths, newest first."""
-        pattern = str_arg(self.name, input, "pattern")
-        path = str_arg(self.name, input, "path", required=False)
+        check_input(self.name, self.input_schema, input)
+        pattern: str = input["pattern"]
+        path: str | None = input.get("path")
         if pattern.startswith("/"):
             raise ToolError(
                 "Glob: the pattern must be relative (e.g. '**/*.md'); put the folder in 'path'."
             )
         ws = ctx.workspace
-        base = _search_base(self.name, ws, path)
+        base = search_base(self.name, ws, path)
         if not base.is_dir():
             raise ToolError(f"Glob: {path} is a file, not a folder; give a folder as path.")
         matchers = []
@@ -195,10 +105,10 @@ class GlobTool:
         ws: Workspace,
         base: Path,
         pattern: str,
-        matchers: list[Any],
+        matchers: list[re2._Regexp],
         allowed: PathFilter | None,
     ) -> str:
-        walk = _Walk(ws, allowed)
+        walk = Walk(ws, allowed)
         found: dict[Path, tuple[float, bool]] = {}
         truncated_scan = False
         for walked, real, is_dir in walk.entries_below(base):
@@ -215,7 +125,7 @@ class GlobTool:
                 truncated_scan = True
                 break
         if not found:
-            note = _note(walk.stopped)
+            note = stopped_note(walk.stopped)
             return f"No files match {pattern!r} under {ws.relative(base)}." + (
                 f" ({note})" if note else ""
             )
@@ -225,7 +135,7 @@ class GlobTool:
             more = f"{len(ordered) - GLOB_LIMIT}" if not truncated_scan else "many"
             lines.append(f"({more} more not shown; narrow the pattern or the path)")
         if walk.stopped:
-            lines.append(f"({_note(walk.stopped)})")
+            lines.append(f"({stopped_note(walk.stopped)})")
         return "\n".join(lines)
 
 
@@ -243,9 +153,21 @@ class GrepTool:
     input_schema: dict[str, Any] = {
         "type": "object",
         "properties": {
-            "pattern": {"type": "string", "description": "Regular expression (RE2 syntax)."},
-            "path": {"type": "string", "description": "File or folder to search; default root."},
-            "glob": {"type": "string", "description": "Only search files matching this glob."},
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Regular expression (RE2 syntax).",
+            },
+            "path": {
+                "type": "string",
+                "minLength": 1,
+                "description": "File or folder to search; default root.",
+            },
+            "glob": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Only search files matching this glob.",
+            },
             "ignore_case": {"type": "boolean", "description": "Case-insensitive search."},
             "output_mode": {
                 "type": "string",
@@ -259,24 +181,22 @@ class GrepTool:
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Search and report matches in the chosen output mode."""
-        pattern = str_arg(self.name, input, "pattern")
-        path = str_arg(self.name, input, "path", required=False)
-        glob = str_arg(self.name, input, "glob", required=False)
-        mode = str_arg(self.name, input, "output_mode", required=False) or "files_with_matches"
-        if mode not in _OUTPUT_MODES:
-            raise ToolError(
-                f"Grep: output_mode must be one of {', '.join(_OUTPUT_MODES)}; got {mode!r}."
-            )
+        check_input(self.name, self.input_schema, input)
+        pattern: str = input["pattern"]
+        path: str | None = input.get("path")
+        glob: str | None = input.get("glob")
+        mode: str = input.get("output_mode", "files_with_matches")
+        ignore_case: bool = input.get("ignore_case", False)
         try:
-            regex = compile_regex(pattern, ignore_case=bool_arg(self.name, input, "ignore_case"))
+            regex = compile_regex(pattern, ignore_case=ignore_case)
         except ValueError as exc:
             raise ToolError(
                 f"Grep: invalid regular expression {pattern!r}: {exc}. Grep uses RE2 syntax "
                 "(like Python's re, without backreferences or look-around)."
             ) from exc
         ws = ctx.workspace
-        base = _search_base(self.name, ws, path)
-        globs: list[tuple[bool, Any]] = []
+        base = search_base(self.name, ws, path)
+        globs: list[tuple[bool, re2._Regexp]] = []
         for alt in expand_braces(glob) if glob else []:
             try:
                 globs.append(("/" in alt, compile_regex(glob_regex(alt))))
@@ -287,7 +207,9 @@ class GrepTool:
         )
         return ToolResult(cap_text(text, ctx.output_limit))
 
-    def _files(self, walk: _Walk, base: Path, globs: list[tuple[bool, Any]]) -> Iterator[Path]:
+    def _files(
+        self, walk: Walk, base: Path, globs: list[tuple[bool, re2._Regexp]]
+    ) -> Iterator[Path]:
         if base.is_file():
             if walk.visible(base):
                 yield base
@@ -300,13 +222,13 @@ class GrepTool:
             yield real
 
     @staticmethod
-    def _glob_matches(path: Path, base: Path, globs: list[tuple[bool, Any]]) -> bool:
+    def _glob_matches(path: Path, base: Path, globs: list[tuple[bool, re2._Regexp]]) -> bool:
         rel = path.relative_to(base).as_posix()
         # A glob with a slash is matched against the path from `base`, otherwise the name only.
         return any(m.fullmatch(rel if slash else path.name) for slash, m in globs)
 
     def _search_file(
-        self, ws: Workspace, path: Path, regex: Any, walk: _Walk
+        self, ws: Workspace, path: Path, regex: re2._Regexp, walk: Walk
     ) -> list[tuple[int, str]] | None:
         """Matching (line number, line) pairs; None when the file is skipped."""
         if path.stat().st_size > GREP_MAX_FILE_BYTES:
@@ -327,13 +249,13 @@ class GrepTool:
         self,
         ws: Workspace,
         base: Path,
-        regex: Any,
+        regex: re2._Regexp,
         pattern: str,
-        globs: list[tuple[bool, Any]],
+        globs: list[tuple[bool, re2._Regexp]],
         mode: str,
         allowed: PathFilter | None,
     ) -> str:
-        walk = _Walk(ws, allowed)
+        walk = Walk(ws, allowed)
         results: list[str] = []
         files_matched = 0
         lines_matched = 0
@@ -369,7 +291,7 @@ class GrepTool:
         if not files_matched:
             notes = [f"{skipped} binary or oversized files skipped"] if skipped else []
             if walk.stopped:
-                notes.append(_note(walk.stopped))
+                notes.append(stopped_note(walk.stopped))
             extra = f" ({'; '.join(notes)})" if notes else ""
             return f"No matches for {pattern!r} under {ws.relative(base)}{extra}."
         notes = []
@@ -382,6 +304,6 @@ class GrepTool:
         if skipped:
             notes.append(f"{skipped} binary or oversized files skipped")
         if walk.stopped:
-            notes.append(_note(walk.stopped))
+            notes.append(stopped_note(walk.stopped))
         body = "\n".join(results)
         return f"{body}\n\n({'; '.join(notes)})" if notes else body

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -217,10 +219,15 @@ class Command(BaseCommand):
                 raise CommandError(f"no user named {options['user']!r}") from None
         elif options["personal"]:
             raise CommandError("--personal needs --user NAME: the owner of the personal skill")
+        installs: list[Callable[[], list[uploads.InstallResult]]]
         if path.is_file():
             installs = [
-                lambda: uploads.install_archive(
-                    path.read_bytes(), path.name, user=user, personal=options["personal"]
+                partial(
+                    uploads.install_archive,
+                    path.read_bytes(),
+                    path.name,
+                    user=user,
+                    personal=options["personal"],
                 )
             ]
             label = [path]
@@ -228,7 +235,7 @@ class Command(BaseCommand):
             folders = self._import_folders(path)
             label = folders
             installs = [
-                (lambda f=f: uploads.install_directory(f, user=user, personal=options["personal"]))
+                partial(uploads.install_directory, f, user=user, personal=options["personal"])
                 for f in folders
             ]
         else:

@@ -1,0 +1,71 @@
+"""One model call, streamed through the ports: typed events out, the answer (or what came of it) kept.
+
+The runner decides what to send and what to do with the answer; this module only relays the
+stream. It keeps the pieces of the answer that have arrived, so a run cancelled mid-answer can
+store the text the user already saw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .events import BlockDone, BlockStarted, TextDelta, ThinkingDelta
+from .llm import BlockDone as StreamBlockDone
+from .llm import BlockStart, MessageDone, ModelError, ModelRequest
+from .llm import TextDelta as StreamTextDelta
+from .llm import ThinkingDelta as StreamThinkingDelta
+from .ports import RunPorts
+
+
+class ModelStream:
+    """Streams model calls one at a time and remembers the answer in progress."""
+
+    def __init__(self, ports: RunPorts) -> None:
+        self.ports = ports
+        # Text pieces per block (joined on demand: growing a str would be quadratic), and the
+        # blocks already complete, of the answer being streamed.
+        self._text: dict[int, list[str]] = {}
+        self._blocks: dict[int, dict[str, Any]] = {}
+
+    async def answer(self, request: ModelRequest) -> dict[str, Any]:
+        """The whole assistant message; ModelError("stream_cut") when the stream ends without it."""
+        self._text, self._blocks = {}, {}
+        final: dict[str, Any] | None = None
+        async for event in self.ports.stream(request):
+            if isinstance(event, StreamTextDelta):
+                self._text.setdefault(event.index, []).append(event.text)
+                await self.ports.emit(TextDelta(event.index, event.text))
+            elif isinstance(event, StreamThinkingDelta):
+                await self.ports.emit(ThinkingDelta(event.index, event.text))
+            elif isinstance(event, BlockStart):
+                started = BlockStarted(
+                    event.index, event.block_type, event.tool_name, event.tool_use_id
+                )
+                await self.ports.emit(started)
+            elif isinstance(event, StreamBlockDone):
+                self._blocks[event.index] = event.block
+                await self.ports.emit(BlockDone(event.index, event.block))
+            elif isinstance(event, MessageDone):
+                final = event.message
+        self._text, self._blocks = {}, {}
+        if final is None:
+            raise ModelError(
+                kind="stream_cut",
+                message="The model's answer ended unexpectedly. Try again.",
+                retryable=True,
+                partial_content=[],
+            )
+        return final
+
+    def take_partial(self) -> list[dict[str, Any]]:
+        """The text blocks of an interrupted answer (complete ones and the one being written)."""
+        blocks: list[dict[str, Any]] = []
+        for index in sorted(set(self._text) | set(self._blocks)):
+            done = self._blocks.get(index)
+            if done is not None:
+                if done.get("type") == "text":
+                    blocks.append(done)
+            elif index in self._text:
+                blocks.append({"type": "text", "text": "".join(self._text[index])})
+        self._text, self._blocks = {}, {}
+        return blocks
