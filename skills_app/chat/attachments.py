@@ -26,6 +26,7 @@ from skills_app.chat.views import _filtered_download
 from skills_app.core import attachments as core
 from skills_app.core.attachments import AttachmentError, Limits
 from skills_app.core.tools.workspace import WorkspaceError, WorkspaceFileError, open_workspace_file
+from skills_app.http import AuthedHttpRequest
 from skills_app.models import Attachment, AuditEvent, Conversation
 from skills_app.runs.factory import workspace_for
 from skills_app.visibility import INSPECT_PERMISSION
@@ -65,7 +66,7 @@ def chip(attachment: Attachment) -> dict[str, Any]:
 
 @login_required
 @require_POST
-def upload(request: HttpRequest, pk: int) -> JsonResponse:
+def upload(request: AuthedHttpRequest, pk: int) -> JsonResponse:
     """Save the posted files (field `file`) in in/ as pending attachments; JSON chips or error."""
     conversation = _owned(request, pk)
     lim = limits()
