@@ -24,13 +24,25 @@ def test_conversations_are_grouped_by_the_day_of_their_last_activity():
 
 @pytest.mark.django_db
 def test_the_sidebar_lists_only_the_viewers_conversations(alice, bob):
-    Conversation.objects.create(owner=alice, title="alice's secret plan")
+    Conversation.objects.create(owner=alice, title="alice's secret plan", last_event_seq=3)
     mine = Conversation.objects.create(owner=bob, title="bob's plan")
     client = Client()
     client.force_login(bob)
     page = client.get("/c/sidebar/", {"q": "plan", "current": str(mine.pk)}).content.decode()
     assert "bob&#x27;s plan" in page and "secret" not in page
     assert f'id="sidebar-conversation-{mine.pk}" href="/c/{mine.pk}/" aria-current="page"' in page
+
+
+@pytest.mark.django_db
+def test_a_conversation_nothing_was_sent_in_is_listed_only_while_open(bob):
+    used = Conversation.objects.create(owner=bob, title="Used", last_event_seq=2)
+    empty = Conversation.objects.create(owner=bob, title="Empty one")
+    client = Client()
+    client.force_login(bob)
+    page = client.get("/c/sidebar/", {"current": str(used.pk)}).content.decode()
+    assert "Used" in page and "Empty one" not in page
+    page = client.get("/c/sidebar/", {"current": str(empty.pk)}).content.decode()
+    assert "Used" in page and "Empty one" in page
 
 
 @pytest.mark.django_db

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
+from django.db.models import Q
 from django.utils import timezone
 
 from skills_app.chat.conversations import search_conversations
@@ -47,7 +48,10 @@ def sidebar_context(
     user_id: int, *, query: str = "", current: int | None = None, can_inspect: bool = False
 ) -> dict[str, object]:
     """What `_sidebar.html` needs: the groups, the query and the open conversation's id."""
-    found = search_conversations(user_id, query, can_inspect=can_inspect)[:SIDEBAR_LIMIT]
+    # A conversation nothing was sent in yet is listed only while it is open (like a draft).
+    started = Q(last_event_seq__gt=0) | Q(pk=current or 0)
+    found = search_conversations(user_id, query, can_inspect=can_inspect).filter(started)
+    found = found[:SIDEBAR_LIMIT]
     return {
         "groups": grouped(found, timezone.localdate()),
         "q": query,
