@@ -9,6 +9,7 @@ POST-only views, objects other than a conversation). The Django admin has its ow
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from skills_app.chat.frames import parse
 from skills_app.core.transcript import status_message_text
 from skills_app.models import (
     Approval,
+    Attachment,
     Conversation,
     Message,
     Run,
@@ -171,6 +173,7 @@ RULES: dict[str, Expect] = {
     "audit-request-json": Expect(owner=frozenset({403}), other=frozenset({403}), staff=OK),
     "audit-costs": STAFF_ONLY,
     "conversation-export": Expect(owner=OK, other=DENIED, staff=OK),
+    "conversation-export-markdown": Expect(owner=OK, other=DENIED, staff=OK),
     "transcript-import": SIGNED_IN,
     # The whole text of one tool call: the world's Read of the skill's hidden prompt.
     "conversation-tool-text": Expect(extra={"tool_use_id": "toolu_world_read", "part": "result"}),
@@ -352,6 +355,19 @@ def build_world(alice: Any, bob: Any, auditor: Any, tmp_path: Path) -> World:
     out = Path(workspace_for(conversation.pk).root) / "out"
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.txt").write_text("the report\n")
+    # A file alice attached: in the workspace's in/, with the digest the download checks.
+    data = b"alice's notes\n"
+    path = workspace_for(conversation.pk).save_input("notes.txt", data)
+    attachment = Attachment.objects.create(
+        conversation=conversation,
+        owner=alice,
+        name=path.removeprefix("in/"),
+        path=path,
+        media_type="text/plain",
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+    )
+    ids["attachment"] = attachment.pk
     return World(users={"owner": alice, "other": bob, "staff": auditor}, ids=ids)
 
 

@@ -175,21 +175,29 @@ def request_json(request: HttpRequest, pk: int, run_id: int, call: int) -> JsonR
 # -- export and import --------------------------------------------------------------------------
 
 
+def _exported(request: HttpRequest, pk: int, form: str) -> tuple[Conversation, bool]:
+    """The conversation to export and whether hidden rows go with it (inspectors only).
+
+    Someone else's conversation leaving the server is recorded: the audit trail says who took it.
+    """
+    conversation = _get_conversation_for_user(request, pk, owner_may=True)
+    include_hidden = request.user.has_perm(INSPECT_PERMISSION)
+    if conversation.owner_id != request.user.pk:
+        trail.record(
+            AuditEvent.EXPORT,
+            actor=request.user,
+            target=f"conversation #{conversation.pk} ({form})",
+            conversation_id=conversation.pk,
+            hidden_rows=include_hidden,
+        )
+    return conversation, include_hidden
+
+
 @login_required
 @require_GET
 def conversation_export(request: HttpRequest, pk: int) -> HttpResponse:
     """The conversation as JSONL; hidden rows only for inspectors."""
-    conversation = _get_conversation_for_user(request, pk, owner_may=True)
-    include_hidden = request.user.has_perm(INSPECT_PERMISSION)
-    if conversation.owner_id != request.user.pk:
-        # Someone else's conversation leaves the server: the audit trail says who took it.
-        trail.record(
-            AuditEvent.EXPORT,
-            actor=request.user,
-            target=f"conversation #{conversation.pk} (JSONL)",
-            conversation_id=conversation.pk,
-            hidden_rows=include_hidden,
-        )
+    conversation, include_hidden = _exported(request, pk, "JSONL")
     body = "".join(export_lines(conversation, include_hidden=include_hidden))
     response = HttpResponse(body, content_type="application/jsonl; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.jsonl"'
@@ -201,16 +209,7 @@ def conversation_export(request: HttpRequest, pk: int) -> HttpResponse:
 @require_GET
 def conversation_export_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     """The conversation as Markdown, as its reader sees it; inspectors get hidden rows marked."""
-    conversation = _get_conversation_for_user(request, pk, owner_may=True)
-    include_hidden = request.user.has_perm(INSPECT_PERMISSION)
-    if conversation.owner_id != request.user.pk:
-        trail.record(
-            AuditEvent.EXPORT,
-            actor=request.user,
-            target=f"conversation #{conversation.pk} (Markdown)",
-            conversation_id=conversation.pk,
-            hidden_rows=include_hidden,
-        )
+    conversation, include_hidden = _exported(request, pk, "Markdown")
     body = export_markdown_text(conversation, include_hidden=include_hidden)
     response = HttpResponse(body, content_type="text/markdown; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="conversation-{conversation.pk}.md"'

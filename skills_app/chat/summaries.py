@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from skills_app.chat.ratelimit import RateLimitError, check_send
-from skills_app.core.llm import ModelClient, ModelError
+from skills_app.core.llm import ModelClient, ModelError, ModelRequest
 from skills_app.core.summary import summarise, summary_request
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, ModelCall
@@ -74,19 +74,33 @@ async def continue_with_summary(
     client = client or model_client()
     rows = await sync_to_async(store.history)(old)
     request = summary_request(rows, model=old.model or client.model, title=old.title)
+    try:
+        text = await recorded_call(old.pk, client, request, purpose=ModelCall.SUMMARY)
+    except ModelError as exc:
+        raise SummaryError(exc.message) from exc
+    return await sync_to_async(_seed)(old, text)
+
+
+async def recorded_call(
+    conversation_id: int, client: ModelClient, request: ModelRequest, *, purpose: str
+) -> str:
+    """One model call outside a run (a summary, a title), recorded with its usage and cost.
+
+    The answer's text; a ModelError (recorded as the call's failure) when the call fails.
+    """
     call_id = await sync_to_async(usage.start_call)(
-        conversation_id=old.pk,
+        conversation_id=conversation_id,
         run_id=None,
         call=1,
         request=request,
         is_demo=client.is_demo,
         from_rows=False,
-        purpose=ModelCall.SUMMARY,
+        purpose=purpose,
     )
     try:
         text, final = await summarise(client, request)
     except ModelError as exc:
         await sync_to_async(usage.fail_call)(call_id, exc.kind)
-        raise SummaryError(exc.message) from exc
+        raise
     await sync_to_async(usage.finish_call)(call_id, final, is_demo=client.is_demo)
-    return await sync_to_async(_seed)(old, text)
+    return text

@@ -14,9 +14,9 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db.models import QuerySet
 
+from skills_app.chat.summaries import recorded_call
 from skills_app.core.events import ConversationTitled
 from skills_app.core.llm import ModelClient, ModelError
-from skills_app.core.summary import summarise
 from skills_app.core.titles import (
     DEFAULT_TITLE,
     clean_title,
@@ -25,7 +25,7 @@ from skills_app.core.titles import (
 )
 from skills_app.core.transcript import REPLACED
 from skills_app.models import Conversation, Message, ModelCall, RunEvent
-from skills_app.runs import store, usage
+from skills_app.runs import store
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
 from skills_app.visibility import outbound
@@ -110,20 +110,9 @@ async def title_after_answer(conversation_id: int) -> None:
 
 async def _model_title(conversation_id: int, client: ModelClient, first: str, answer: str) -> str:
     request = title_request(first, answer, model=settings.CHAT_TITLE_MODEL)
-    call_id = await sync_to_async(usage.start_call)(
-        conversation_id=conversation_id,
-        run_id=None,
-        call=1,
-        request=request,
-        is_demo=client.is_demo,
-        from_rows=False,
-        purpose=ModelCall.TITLE,
-    )
     try:
-        text, final = await summarise(client, request)
+        text = await recorded_call(conversation_id, client, request, purpose=ModelCall.TITLE)
     except ModelError as exc:
-        await sync_to_async(usage.fail_call)(call_id, exc.kind)
         logger.info("no title from the model for conversation %s: %s", conversation_id, exc)
         return ""
-    await sync_to_async(usage.finish_call)(call_id, final, is_demo=client.is_demo)
     return clean_title(text)
