@@ -30,6 +30,13 @@ from django.template.loader import render_to_string
 from django.utils.html import escape
 
 from skills_app.chat import rendering
+from skills_app.chat.controls import (
+    live_area,
+    queued_notice,
+    queued_notice_gone,
+    stop_button,
+    title_html,
+)
 from skills_app.chat.conversations import transcript_context
 from skills_app.chat.usage import render_conversation_cost
 from skills_app.core.events import (
@@ -388,13 +395,6 @@ def queued_page_html(queued: Sequence[QueuedMessage]) -> list[str]:
     ]
 
 
-def title_html(conversation_id: int, title: str) -> str:
-    """The new title for the chat header and the sidebar (updates of elements the tab may have)."""
-    return render_to_string(
-        "skills_app/chat/_title.html", {"conversation_id": conversation_id, "title": title}
-    )
-
-
 def _approvals(conversation_id: int, ids: list[int]) -> dict[int, Approval]:
     if not ids:
         return {}
@@ -404,32 +404,3 @@ def _approvals(conversation_id: int, ids: list[int]) -> dict[int, Approval]:
             pk__in=ids, conversation_id=conversation_id
         )
     }
-
-
-# -- the run's controls and the live area ---------------------------------------------------------
-
-
-def stop_button(status: str) -> str:
-    """The Stop button, shown while a run is active (replaced whole on run.started/finished).
-
-    It carries the run's status (queued, running, done, stopped, failed, interrupted) for whoever
-    watches; a queued run can be stopped before a worker takes it.
-    """
-    running = status in {"running", "queued"}
-    context = {"running": running, "status": status, "oob": True}
-    return render_to_string("skills_app/chat/_stop_button.html", context)
-
-
-def queued_notice(run_id: int) -> str:
-    """ "Waiting for a worker": shown from `run.queued` until the run starts or ends."""
-    return render_to_string("skills_app/chat/_run_queued.html", {"run_id": run_id})
-
-
-def queued_notice_gone(run_id: int) -> str:
-    """Takes the place of the run's waiting notice, when the tab shows one (an update)."""
-    return f'<div id="run-queued-{run_id}" hidden></div>'
-
-
-def live_area() -> str:
-    """The live area emptied: the streamed text became a stored row, or the run ended."""
-    return '<div id="live" class="live-area" hx-swap-oob="innerHTML"></div>'
