@@ -15,8 +15,13 @@ from collections.abc import Iterator
 
 from django.utils import timezone
 
-from skills_app.chat.presenters import result_text
-from skills_app.core.transcript import EXCLUDED, REPLACED, parse_status_message
+from skills_app.core.transcript import (
+    EXCLUDED,
+    REPLACED,
+    parse_status_message,
+    result_text,
+    text_of,
+)
 from skills_app.models import Conversation, Message
 from skills_app.visibility import Outbound, outbound
 
@@ -42,7 +47,7 @@ def quote(text: str) -> str:
 
 
 def _texts(row: Message) -> str:
-    return "\n".join(str(b.get("text", "")) for b in row.content if b.get("type") == "text")
+    return text_of(row.content)
 
 
 def _status_note(row: Message) -> str:

@@ -11,8 +11,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from skills_app.audit import trail
-from skills_app.chat.presenters import result_text
-from skills_app.core.transcript import parse_status_message, retry_notice
+from skills_app.core.transcript import parse_status_message, result_text, retry_notice, text_of
 from skills_app.models import (
     Approval,
     AuditEvent,
@@ -31,7 +30,7 @@ FILTERED_KINDS = frozenset({"error", "notice"})
 
 
 def _visible_text(row: Message) -> str:
-    return "\n".join(b.get("text", "") for b in row.content if b.get("type") == "text")
+    return text_of(row.content)
 
 
 def search_conversations(

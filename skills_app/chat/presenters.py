@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from skills_app.core.transcript import parse_status_message
+from skills_app.core.transcript import parse_status_message, result_text, text_of
 from skills_app.models import Message
 
 SUMMARY_LIMIT = 160
@@ -39,13 +39,6 @@ def tool_summary(name: str, tool_input: dict[str, Any]) -> str:
     if len(detail) > SUMMARY_LIMIT:
         detail = detail[: SUMMARY_LIMIT - 1] + "…"
     return f"{name}: {detail}" if detail else name
-
-
-def result_text(block: dict[str, Any]) -> str:
-    content = block.get("content", "")
-    if isinstance(content, list):
-        return "\n".join(b.get("text", "") for b in content if b.get("type") == "text")
-    return str(content)
 
 
 def message_plain_text(row: Message, *, allow_hidden: bool = False) -> str:
@@ -83,4 +76,4 @@ def message_plain_text(row: Message, *, allow_hidden: bool = False) -> str:
 
 
 def _text(row: Message) -> str:
-    return "\n".join(b.get("text", "") for b in row.content if b.get("type") == "text")
+    return text_of(row.content)

@@ -33,10 +33,10 @@ from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from skills_app.chat import approval_words
-from skills_app.chat.presenters import HiddenContentError, result_text, tool_summary
+from skills_app.chat.presenters import HiddenContentError, tool_summary
 from skills_app.chat.usage import answer_usage
 from skills_app.core.attachments import human_size
-from skills_app.core.transcript import parse_status_message
+from skills_app.core.transcript import parse_status_message, result_text, text_of
 from skills_app.models import Approval, Message
 from skills_app.visibility import Outbound, outbound
 
@@ -114,7 +114,7 @@ def markdown_html(text: str) -> str:
 
 def message_text(row: Message) -> str:
     """The text blocks of a row joined."""
-    return "\n".join(b.get("text", "") for b in row.content if b.get("type") == "text")
+    return text_of(row.content)
 
 
 def skill_state(invocation: Any) -> str:
