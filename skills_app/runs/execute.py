@@ -6,12 +6,13 @@ import asyncio
 import logging
 
 from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.utils import timezone
 
 from skills_app.core.agent import RunOutcome
-from skills_app.core.events import RunFinished, RunStarted
+from skills_app.core.events import ApprovalAnswered, RunFinished, RunStarted
 from skills_app.core.llm import ModelClient
-from skills_app.models import Run
+from skills_app.models import Approval, Run
 from skills_app.ops.logcontext import log_context
 from skills_app.runs import store
 from skills_app.runs.client import model_client
@@ -94,4 +95,23 @@ async def finish(run_id: int, recorder: RunRecorder, status: str, error: str, ki
             "run %s had already been finished elsewhere; not marking it %s", run_id, status
         )
         return
+    # A stop can land between an approval's creation and the wait for its answer: nothing would
+    # then answer it, and the chat would offer its buttons for good.
+    for approval_id in await sync_to_async(_cancel_pending_approvals)(run_id):
+        await recorder.record(
+            ApprovalAnswered(approval_id=approval_id, status=Approval.CANCELLED, by=None)
+        )
     await recorder.record(RunFinished(run_id=run_id, status=status, error=error, kind=kind))
+
+
+def _cancel_pending_approvals(run_id: int) -> list[int]:
+    """Mark the run's unanswered approvals cancelled; their ids."""
+    with transaction.atomic():
+        pending = Approval.objects.select_for_update().filter(
+            run_id=run_id, status=Approval.PENDING
+        )
+        ids = list(pending.values_list("pk", flat=True))
+        Approval.objects.filter(pk__in=ids).update(
+            status=Approval.CANCELLED, answered_at=timezone.now()
+        )
+    return ids

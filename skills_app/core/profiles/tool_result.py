@@ -131,6 +131,11 @@ class ToolResultProfile:
         named = design_names([s for s in session.skills.skills() if s.model_invocable])
         spec = named.get(name)
         if spec is None:
+            # Not listed, but a skill of that name (one a deny rule keeps out of the listing)
+            # goes through the rules, so the refusal names the rule that blocks it.
+            found = session.skills.get(name)
+            spec = found if found is not None and found.model_invocable else None
+        if spec is None:
             available = ", ".join(named)
             return _plain(
                 tool_use_id, f"Error: Unknown skill '{name}'. Available: {available}", name
