@@ -52,9 +52,13 @@ def relative(text: str, roots: list[str]) -> str:
     return text
 
 
-def describe_action(approval: Approval, roots: list[str]) -> Action:
-    """The action an approval asks about, in words."""
-    tool, data = approval.tool, approval.input if isinstance(approval.input, dict) else {}
+def describe_action(tool: str, tool_input: Any, roots: list[str]) -> Action:
+    """The action a call of `tool` asks about, in words.
+
+    `tool_input` is the call's input as the viewer may see it (already through their outbound
+    filter): every field may end up in the title, the action line or the call shown.
+    """
+    data = tool_input if isinstance(tool_input, dict) else {}
 
     def field(*names: str) -> str:
         for name in names:
