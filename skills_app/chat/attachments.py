@@ -133,13 +133,12 @@ def remove(request: HttpRequest, pk: int, attachment_id: int) -> JsonResponse:
     ).first()
     if attachment is None:
         raise Http404("No such pending attachment.")
-    try:
-        with open_workspace_file(workspace_for(pk), attachment.path) as handle:
-            same = hashlib.sha256(handle.read()).hexdigest() == attachment.sha256
-        if same:
-            (workspace_for(pk).root / attachment.path).unlink(missing_ok=True)
-    except WorkspaceFileError:
-        pass  # already gone or replaced by a link: nothing of ours to remove
+    # Only the file as attached is removed (a command may have changed or linked it since).
+    workspace_for(pk).remove_input(
+        attachment.path,
+        size=attachment.size,
+        check=lambda handle: core.is_attached_file(handle, attachment.size, attachment.sha256),
+    )
     attachment.delete()
     return JsonResponse({"removed": attachment_id})
 
@@ -156,10 +155,7 @@ def download(request: HttpRequest, pk: int, attachment_id: int) -> HttpResponseB
         handle = open_workspace_file(workspace_for(pk), attachment.path)
     except WorkspaceFileError as exc:
         raise Http404("That file is no longer in the workspace.") from exc
-    digest = hashlib.sha256()
-    for chunk in iter(lambda: handle.read(1024 * 1024), b""):
-        digest.update(chunk)
-    if digest.hexdigest() != attachment.sha256:
+    if not core.is_attached_file(handle, attachment.size, attachment.sha256):
         handle.close()
         return HttpResponse(
             f"{attachment.path} was changed in the workspace after you attached it, so it is "

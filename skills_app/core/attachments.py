@@ -11,11 +11,13 @@ Everything here is pure: the Django side stores rows and files, this module deci
 from __future__ import annotations
 
 import base64
+import hashlib
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 INPUT_DIR = "in"
 MAX_NAME_CHARS = 120
@@ -149,6 +151,29 @@ def check_limits(sizes: list[int], limits: Limits, *, pending: int = 0) -> None:
             )
         if size == 0:
             raise AttachmentError("That file is empty; there is nothing to attach.")
+
+
+def is_attached_file(handle: BinaryIO, size: int, sha256: str) -> bool:
+    """True when `handle` is still the file attached: `size` bytes with that digest.
+
+    The size comes first, from the descriptor: a command can grow an attachment to terabytes
+    (a sparse file costs it nothing), and a check that read it whole would hold the server's
+    thread and memory for as long as that takes. At most `size` bytes are read, in chunks.
+    """
+    if os.fstat(handle.fileno()).st_size != size:
+        return False
+    digest = hashlib.sha256()
+    left = size
+    while left > 0:
+        chunk = handle.read(min(left, _CHUNK))
+        if not chunk:
+            return False
+        digest.update(chunk)
+        left -= len(chunk)
+    return digest.hexdigest() == sha256
+
+
+_CHUNK = 1024 * 1024
 
 
 def human_size(size: int) -> str:

@@ -37,6 +37,7 @@ import os
 import re
 import stat
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -170,6 +171,47 @@ class Workspace:
                 handle.write(data)
             return f"in/{candidate}"
         raise WorkspaceError(f"Too many files named like {name} in in/; rename the file.")
+
+    def remove_input(self, relative: str, *, size: int, check: Callable[[BinaryIO], bool]) -> bool:
+        """Remove an attached file if it is still the one attached; True when it was removed.
+
+        The file must be a regular file of `size` bytes that `check` accepts (its digest). A
+        command may swap in/ (or the file) for a link while that runs: everything goes through
+        the descriptor of the real folder, and only the very file checked is unlinked, so
+        nothing outside in/ is ever deleted.
+        """
+        parts = tuple(relative.split("/"))
+        try:
+            check_parts(parts)
+            parent = open_dir(self.root, parts[:-1])
+        except (ValueError, OSError):
+            return False  # not a plain path, gone, or through a link: nothing of ours
+        try:
+            try:
+                fd = os.open(
+                    parts[-1],
+                    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                    dir_fd=parent,
+                )
+            except OSError:
+                return False
+            with os.fdopen(fd, "rb") as handle:
+                checked = os.fstat(fd)
+                if not stat.S_ISREG(checked.st_mode) or checked.st_size != size:
+                    return False
+                os.set_blocking(fd, True)
+                if not check(handle):
+                    return False
+            try:
+                now = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                return False
+            if (now.st_dev, now.st_ino) != (checked.st_dev, checked.st_ino):
+                return False  # replaced since the check: not the file attached
+            os.unlink(parts[-1], dir_fd=parent)
+            return True
+        finally:
+            os.close(parent)
 
     def new_run_dir(self) -> Path:
         """A fresh runs/<id>/ for one `skill_run` call (its $RUN_DIR), made without following links."""
