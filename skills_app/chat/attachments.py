@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import UploadedFile
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
@@ -26,6 +27,7 @@ from skills_app.chat.views import _filtered_download
 from skills_app.core import attachments as core
 from skills_app.core.attachments import AttachmentError, Limits
 from skills_app.core.tools.workspace import WorkspaceError, WorkspaceFileError, open_workspace_file
+from skills_app.http import AuthedHttpRequest
 from skills_app.models import Attachment, AuditEvent, Conversation
 from skills_app.runs.factory import workspace_for
 from skills_app.visibility import INSPECT_PERMISSION
@@ -65,7 +67,7 @@ def chip(attachment: Attachment) -> dict[str, Any]:
 
 @login_required
 @require_POST
-def upload(request: HttpRequest, pk: int) -> JsonResponse:
+def upload(request: AuthedHttpRequest, pk: int) -> JsonResponse:
     """Save the posted files (field `file`) in in/ as pending attachments; JSON chips or error."""
     conversation = _owned(request, pk)
     lim = limits()
@@ -82,14 +84,20 @@ def upload(request: HttpRequest, pk: int) -> JsonResponse:
     pending = Attachment.objects.filter(conversation=conversation, message__isnull=True).count()
     try:
         core.check_limits([f.size or 0 for f in files], lim, pending=pending)
-        prepared = [_prepare(f.name or "", f.read(lim.max_file_bytes + 1)) for f in files]
+        prepared = [(f, *_prepare(f)) for f in files]
     except AttachmentError as exc:
         return _refuse(str(exc))
     saved: list[Attachment] = []
     workspace = workspace_for(conversation.pk)
-    for name, kind, data in prepared:
+    for upload_file, name, kind in prepared:
+        # The parsed upload (a temporary file past Django's memory limit) is hashed and copied
+        # in chunks: ten 10 MB files never sit in the server's memory at once.
+        digest = hashlib.sha256()
+        for chunk in upload_file.chunks():
+            digest.update(chunk)
+        upload_file.seek(0)
         try:
-            path = workspace.save_input(name, data)
+            path = workspace.save_input(name, upload_file)
         except (WorkspaceError, OSError):
             logger.exception("could not save attachment %r in conversation %s", name, pk)
             return _refuse("The file could not be saved in the workspace. Try again.", status=500)
@@ -99,8 +107,8 @@ def upload(request: HttpRequest, pk: int) -> JsonResponse:
             name=path.removeprefix("in/"),
             path=path,
             media_type=kind,
-            size=len(data),
-            sha256=hashlib.sha256(data).hexdigest(),
+            size=upload_file.size or 0,
+            sha256=digest.hexdigest(),
         )
         trail.record(
             AuditEvent.ATTACHMENT_ADDED,
@@ -109,18 +117,21 @@ def upload(request: HttpRequest, pk: int) -> JsonResponse:
             attachment=attachment.pk,
             path=path,
             media_type=kind,
-            size=len(data),
+            size=attachment.size,
             sha256=attachment.sha256,
-            given_name=(files[len(saved)].name or "")[:300],
+            given_name=(upload_file.name or "")[:300],
         )
         saved.append(attachment)
     return JsonResponse({"attachments": [chip(a) for a in saved]})
 
 
-def _prepare(given: str, data: bytes) -> tuple[str, str, bytes]:
-    name = core.safe_name(given)
-    core.check_limits([len(data)], limits())
-    return name, core.media_type(name, data[:16]), data
+def _prepare(upload_file: UploadedFile) -> tuple[str, str]:
+    """The file's safe name and media type (from its name and its first bytes)."""
+    name = core.safe_name(upload_file.name or "")
+    upload_file.seek(0)
+    head = upload_file.read(16)
+    upload_file.seek(0)
+    return name, core.media_type(name, head)
 
 
 @login_required

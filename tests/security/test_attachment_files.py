@@ -84,3 +84,27 @@ def test_removing_never_deletes_through_a_folder_swapped_during_the_check(tmp_pa
     assert workspace.remove_input(path, size=4, check=check) is True
     assert (victim / "notes.txt").read_bytes() == b"mine"
     assert not (workspace.root / "in-old" / "notes.txt").exists()  # the real one went
+
+
+def test_an_upload_is_copied_to_in_without_holding_the_files_in_memory(alice, conversation):
+    import tracemalloc
+
+    from django.test import RequestFactory
+
+    from skills_app.chat import attachments
+
+    size = 6 * 1024 * 1024  # each over Django's in-memory limit: parsed into a temporary file
+    files = [SimpleUploadedFile(f"part{i}.bin", bytes([i]) * size) for i in range(2)]
+    request = RequestFactory().post(f"/c/{conversation.pk}/attach/", {"file": files})
+    request.user = alice
+    tracemalloc.start()
+    try:
+        response = attachments.upload(request, conversation.pk)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert response.status_code == 200, response.content
+    root = workspace_for(conversation.pk).root
+    assert (root / "in" / "part1.bin").read_bytes() == bytes([1]) * size
+    # Copied in chunks: far less than one file at a time, let alone all of them.
+    assert peak < size // 2, f"the upload held {peak} bytes in memory"

@@ -35,11 +35,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from skills_app.core.tools.errors import ToolError
 from skills_app.core.tools.safepath import (
@@ -61,6 +62,15 @@ from skills_app.core.tools.staging import (
 )
 
 _DIR_MODE = 0o755
+_COPY_CHUNK = 1024 * 1024
+
+
+class Readable(Protocol):
+    """A file to copy from (an upload): `read(n)` gives at most n bytes, b"" at the end."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _UNSAFE_FOLDER_CHARS = re.compile(r"[^\w.-]")
 
@@ -146,8 +156,10 @@ class Workspace:
         finally:
             os.close(fd)
 
-    def save_input(self, name: str, data: bytes) -> str:
+    def save_input(self, name: str, data: bytes | Readable) -> str:
         """Write an attached file as in/<name> (or in/<stem>-2.<ext>, ...); its relative path.
+
+        `data` is the bytes, or a file read from where it stands and copied in chunks.
 
         `name` must already be a plain file name (`core.attachments.safe_name`). The file is
         created with O_EXCL through an O_NOFOLLOW walk, so a link a command planted in in/ is
@@ -168,7 +180,10 @@ class Workspace:
             except FileExistsError:
                 continue  # a file, or a link a command put there: never replaced
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                if isinstance(data, bytes):
+                    handle.write(data)
+                else:
+                    shutil.copyfileobj(data, handle, _COPY_CHUNK)
             return f"in/{candidate}"
         raise WorkspaceError(f"Too many files named like {name} in in/; rename the file.")
 
