@@ -127,7 +127,7 @@ async def conversation_delete(request: AuthedHttpRequest, pk: int) -> HttpRespon
 
 @login_required
 @require_GET
-def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """The chat page: the stored transcript rendered with the fragments the websocket pushes."""
     conversation = _get_conversation_for_user(request, pk)
     can_inspect = request.user.has_perm(INSPECT_PERMISSION)
@@ -171,7 +171,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def conversation_sidebar(request: HttpRequest) -> HttpResponse:
+def conversation_sidebar(request: AuthedHttpRequest) -> HttpResponse:
     """The sidebar's list for a search (htmx), grouped by day like the full sidebar."""
     form = SearchForm(request.GET)
     query = form.cleaned_data["q"] if form.is_valid() else ""
