@@ -95,7 +95,8 @@ def describe_action(tool: str, tool_input: Any, roots: list[str]) -> Action:
             f"{name} {args}".strip(),
             "skill",
         )
-    text = relative(json.dumps(data, ensure_ascii=False)[:200], roots)
+    # Cut after the roots are: a cut through a root would leave the server's path half shown.
+    text = relative(json.dumps(data, ensure_ascii=False), roots)[:200]
     return Action(f"Allow the {tool} tool?", f"Use {tool} with", text, tool)
 
 

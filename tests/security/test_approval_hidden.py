@@ -61,3 +61,13 @@ def test_no_field_of_a_call_shows_hidden_text_in_the_prompt(conversation, alice,
     assert "withheld" in html or "hidden skill text" in html
     # An inspector sees the call as it is.
     assert leaked(render_approval(approval, can_inspect=True), [BODY])
+
+
+def test_a_long_call_of_another_tool_is_cut_after_the_workspace_root_is(conversation, alice):
+    root = str(workspace_for(conversation.pk).root)
+    # The root straddles the 200th character of the call's JSON.
+    padding = "x" * (200 - len('{"a": "') - len(root) // 2)
+    approval = _approval(conversation, alice, "SomeTool", {"a": padding + root + "/out/r.md"})
+    html = render_approval(approval, can_inspect=False)
+    subject = html[html.index('class="approval-call">') :].split("</code>")[0]
+    assert root[: len(root) // 2] not in subject
