@@ -41,3 +41,14 @@ async def test_a_deleted_conversation_is_not_edited_or_regenerated(deleted, alic
     assert await RunEvent.objects.filter(conversation=deleted).acount() == events
     rows = await sync_to_async(list)(Message.objects.filter(conversation=deleted))
     assert len(rows) == 2
+
+
+def test_a_deleted_conversation_is_neither_summarised_nor_reconfigured(deleted, alice):
+    from tests.security.helpers import client_of
+
+    client = client_of(alice)
+    assert client.get(f"/c/{deleted.pk}/summarise/").status_code == 404
+    assert client.post(f"/c/{deleted.pk}/summarise/").status_code == 404
+    settings_url = f"/c/{deleted.pk}/settings/"
+    assert client.post(settings_url, {"model": "x", "thinking": "on"}).status_code == 404
+    assert Conversation.objects.filter(owner=alice).count() == 1  # no summary started
