@@ -212,7 +212,7 @@ async def conversation_action(request: HttpRequest, pk: int) -> HttpResponse:
     The same fields the page's forms send over the websocket; the same checks (`chat.actions`).
     """
     user = await request.auser()
-    if user.pk is None or not await Conversation.objects.filter(pk=pk, owner_id=user.pk).aexists():
+    if user.pk is None or not await Conversation.objects.owned_by(user).filter(pk=pk).aexists():
         raise Http404("No such conversation.")
     try:
         info = await actions.perform(

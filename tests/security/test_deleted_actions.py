@@ -52,3 +52,10 @@ def test_a_deleted_conversation_is_neither_summarised_nor_reconfigured(deleted, 
     settings_url = f"/c/{deleted.pk}/settings/"
     assert client.post(settings_url, {"model": "x", "thinking": "on"}).status_code == 404
     assert Conversation.objects.filter(owner=alice).count() == 1  # no summary started
+
+
+def test_the_plain_form_post_refuses_a_deleted_conversation(deleted, alice):
+    from tests.security.helpers import client_of
+
+    response = client_of(alice).post(f"/c/{deleted.pk}/act/", {"action": "regenerate"})
+    assert response.status_code == 404
