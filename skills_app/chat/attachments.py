@@ -17,13 +17,13 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.uploadedfile import UploadedFile
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from skills_app.audit import trail
-from skills_app.chat.views import _filtered_download
+from skills_app.chat.views import checked_response, filtered_bytes
 from skills_app.core import attachments as core
 from skills_app.core.attachments import AttachmentError, Limits
 from skills_app.core.tools.workspace import WorkspaceError, WorkspaceFileError, open_workspace_file
@@ -148,7 +148,9 @@ def remove(request: HttpRequest, pk: int, attachment_id: int) -> JsonResponse:
     workspace_for(pk).remove_input(
         attachment.path,
         size=attachment.size,
-        check=lambda handle: core.is_attached_file(handle, attachment.size, attachment.sha256),
+        check=lambda handle: (
+            core.attached_bytes(handle, attachment.size, attachment.sha256) is not None
+        ),
     )
     attachment.delete()
     return JsonResponse({"removed": attachment_id})
@@ -163,24 +165,22 @@ def download(request: HttpRequest, pk: int, attachment_id: int) -> HttpResponseB
     if attachment is None:
         raise Http404("No such attachment.")
     try:
-        handle = open_workspace_file(workspace_for(pk), attachment.path)
+        with open_workspace_file(workspace_for(pk), attachment.path) as handle:
+            data = core.attached_bytes(handle, attachment.size, attachment.sha256)
     except WorkspaceFileError as exc:
         raise Http404("That file is no longer in the workspace.") from exc
-    if not core.is_attached_file(handle, attachment.size, attachment.sha256):
-        handle.close()
+    if data is None:
         return HttpResponse(
             f"{attachment.path} was changed in the workspace after you attached it, so it is "
             "not served as your attachment. Ask the model to write a copy to out/ instead.",
             status=409,
             content_type="text/plain; charset=utf-8",
         )
-    handle.seek(0)
+    # The bytes checked are the bytes served: the file may change again after the check.
     if not request.user.has_perm(INSPECT_PERMISSION):
         # A command can copy a staged skill file over an attachment; the digest check above
         # refuses that, and the filter stays as a second line like every workspace download.
-        filtered = _filtered_download(pk, handle, attachment.name)
+        filtered = filtered_bytes(pk, data, attachment.name)
         if filtered is not None:
             return filtered
-    response = FileResponse(handle, as_attachment=True, filename=attachment.name)
-    response["X-Content-Type-Options"] = "nosniff"
-    return response
+    return checked_response(data, attachment.name)

@@ -153,24 +153,26 @@ def check_limits(sizes: list[int], limits: Limits, *, pending: int = 0) -> None:
             raise AttachmentError("That file is empty; there is nothing to attach.")
 
 
-def is_attached_file(handle: BinaryIO, size: int, sha256: str) -> bool:
-    """True when `handle` is still the file attached: `size` bytes with that digest.
+def attached_bytes(handle: BinaryIO, size: int, sha256: str) -> bytes | None:
+    """The file's bytes when it is still the file attached (`size` bytes, that digest); or None.
 
     The size comes first, from the descriptor: a command can grow an attachment to terabytes
-    (a sparse file costs it nothing), and a check that read it whole would hold the server's
-    thread and memory for as long as that takes. At most `size` bytes are read, in chunks.
+    (a sparse file costs it nothing), and a check that read it whole would keep a request
+    reading for as long as that takes. At most `size` bytes are read (the upload's limit), and
+    they are what the caller serves: the file may change again right after.
     """
     if os.fstat(handle.fileno()).st_size != size:
-        return False
-    digest = hashlib.sha256()
+        return None
+    chunks: list[bytes] = []
     left = size
     while left > 0:
         chunk = handle.read(min(left, _CHUNK))
         if not chunk:
-            return False
-        digest.update(chunk)
+            return None
+        chunks.append(chunk)
         left -= len(chunk)
-    return digest.hexdigest() == sha256
+    data = b"".join(chunks)
+    return data if hashlib.sha256(data).hexdigest() == sha256 else None
 
 
 _CHUNK = 1024 * 1024
