@@ -52,9 +52,13 @@ def relative(text: str, roots: list[str]) -> str:
     return text
 
 
-def describe_action(approval: Approval, roots: list[str]) -> Action:
-    """The action an approval asks about, in words."""
-    tool, data = approval.tool, approval.input if isinstance(approval.input, dict) else {}
+def describe_action(tool: str, tool_input: Any, roots: list[str]) -> Action:
+    """The action a call of `tool` asks about, in words.
+
+    `tool_input` is the call's input as the viewer may see it (already through their outbound
+    filter): every field may end up in the title, the action line or the call shown.
+    """
+    data = tool_input if isinstance(tool_input, dict) else {}
 
     def field(*names: str) -> str:
         for name in names:
@@ -91,7 +95,8 @@ def describe_action(approval: Approval, roots: list[str]) -> Action:
             f"{name} {args}".strip(),
             "skill",
         )
-    text = relative(json.dumps(data, ensure_ascii=False)[:200], roots)
+    # Cut after the roots are: a cut through a root would leave the server's path half shown.
+    text = relative(json.dumps(data, ensure_ascii=False), roots)[:200]
     return Action(f"Allow the {tool} tool?", f"Use {tool} with", text, tool)
 
 

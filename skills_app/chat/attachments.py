@@ -16,13 +16,14 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
+from django.core.files.uploadedfile import UploadedFile
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from skills_app.audit import trail
-from skills_app.chat.views import _filtered_download
+from skills_app.chat.views import checked_response, filtered_bytes
 from skills_app.core import attachments as core
 from skills_app.core.attachments import AttachmentError, Limits
 from skills_app.core.tools.workspace import WorkspaceError, WorkspaceFileError, open_workspace_file
@@ -83,14 +84,20 @@ def upload(request: AuthedHttpRequest, pk: int) -> JsonResponse:
     pending = Attachment.objects.filter(conversation=conversation, message__isnull=True).count()
     try:
         core.check_limits([f.size or 0 for f in files], lim, pending=pending)
-        prepared = [_prepare(f.name or "", f.read(lim.max_file_bytes + 1)) for f in files]
+        prepared = [(f, *_prepare(f)) for f in files]
     except AttachmentError as exc:
         return _refuse(str(exc))
     saved: list[Attachment] = []
     workspace = workspace_for(conversation.pk)
-    for name, kind, data in prepared:
+    for upload_file, name, kind in prepared:
+        # The parsed upload (a temporary file past Django's memory limit) is hashed and copied
+        # in chunks: ten 10 MB files never sit in the server's memory at once.
+        digest = hashlib.sha256()
+        for chunk in upload_file.chunks():
+            digest.update(chunk)
+        upload_file.seek(0)
         try:
-            path = workspace.save_input(name, data)
+            path = workspace.save_input(name, upload_file)
         except (WorkspaceError, OSError):
             logger.exception("could not save attachment %r in conversation %s", name, pk)
             return _refuse("The file could not be saved in the workspace. Try again.", status=500)
@@ -100,8 +107,8 @@ def upload(request: AuthedHttpRequest, pk: int) -> JsonResponse:
             name=path.removeprefix("in/"),
             path=path,
             media_type=kind,
-            size=len(data),
-            sha256=hashlib.sha256(data).hexdigest(),
+            size=upload_file.size or 0,
+            sha256=digest.hexdigest(),
         )
         trail.record(
             AuditEvent.ATTACHMENT_ADDED,
@@ -110,18 +117,21 @@ def upload(request: AuthedHttpRequest, pk: int) -> JsonResponse:
             attachment=attachment.pk,
             path=path,
             media_type=kind,
-            size=len(data),
+            size=attachment.size,
             sha256=attachment.sha256,
-            given_name=(files[len(saved)].name or "")[:300],
+            given_name=(upload_file.name or "")[:300],
         )
         saved.append(attachment)
     return JsonResponse({"attachments": [chip(a) for a in saved]})
 
 
-def _prepare(given: str, data: bytes) -> tuple[str, str, bytes]:
-    name = core.safe_name(given)
-    core.check_limits([len(data)], limits())
-    return name, core.media_type(name, data[:16]), data
+def _prepare(upload_file: UploadedFile) -> tuple[str, str]:
+    """The file's safe name and media type (from its name and its first bytes)."""
+    name = core.safe_name(upload_file.name or "")
+    upload_file.seek(0)
+    head = upload_file.read(16)
+    upload_file.seek(0)
+    return name, core.media_type(name, head)
 
 
 @login_required
@@ -134,13 +144,14 @@ def remove(request: HttpRequest, pk: int, attachment_id: int) -> JsonResponse:
     ).first()
     if attachment is None:
         raise Http404("No such pending attachment.")
-    try:
-        with open_workspace_file(workspace_for(pk), attachment.path) as handle:
-            same = hashlib.sha256(handle.read()).hexdigest() == attachment.sha256
-        if same:
-            (workspace_for(pk).root / attachment.path).unlink(missing_ok=True)
-    except WorkspaceFileError:
-        pass  # already gone or replaced by a link: nothing of ours to remove
+    # Only the file as attached is removed (a command may have changed or linked it since).
+    workspace_for(pk).remove_input(
+        attachment.path,
+        size=attachment.size,
+        check=lambda handle: (
+            core.attached_bytes(handle, attachment.size, attachment.sha256) is not None
+        ),
+    )
     attachment.delete()
     return JsonResponse({"removed": attachment_id})
 
@@ -154,27 +165,22 @@ def download(request: HttpRequest, pk: int, attachment_id: int) -> HttpResponseB
     if attachment is None:
         raise Http404("No such attachment.")
     try:
-        handle = open_workspace_file(workspace_for(pk), attachment.path)
+        with open_workspace_file(workspace_for(pk), attachment.path) as handle:
+            data = core.attached_bytes(handle, attachment.size, attachment.sha256)
     except WorkspaceFileError as exc:
         raise Http404("That file is no longer in the workspace.") from exc
-    digest = hashlib.sha256()
-    for chunk in iter(lambda: handle.read(1024 * 1024), b""):
-        digest.update(chunk)
-    if digest.hexdigest() != attachment.sha256:
-        handle.close()
+    if data is None:
         return HttpResponse(
             f"{attachment.path} was changed in the workspace after you attached it, so it is "
             "not served as your attachment. Ask the model to write a copy to out/ instead.",
             status=409,
             content_type="text/plain; charset=utf-8",
         )
-    handle.seek(0)
+    # The bytes checked are the bytes served: the file may change again after the check.
     if not request.user.has_perm(INSPECT_PERMISSION):
         # A command can copy a staged skill file over an attachment; the digest check above
         # refuses that, and the filter stays as a second line like every workspace download.
-        filtered = _filtered_download(pk, handle, attachment.name)
+        filtered = filtered_bytes(pk, data, attachment.name)
         if filtered is not None:
             return filtered
-    response = FileResponse(handle, as_attachment=True, filename=attachment.name)
-    response["X-Content-Type-Options"] = "nosniff"
-    return response
+    return checked_response(data, attachment.name)

@@ -22,9 +22,10 @@ from skills_app.runs import store
 
 
 def _get_conversation_for_user(user: Any, pk: int) -> Conversation:
-    """The conversation if `user` owns it; 404 otherwise (no hint that it exists)."""
+    """The conversation if `user` owns it and has not deleted it; 404 otherwise (no hint)."""
     try:
-        return Conversation.objects.get(pk=pk, owner_id=user.pk)
+        # A deleted conversation is gone for its owner: no summary brings its content back.
+        return Conversation.objects.owned_by(user).get(pk=pk)
     except Conversation.DoesNotExist:
         raise Http404("No such conversation.") from None
 

@@ -396,8 +396,10 @@ def render_approval(approval: Approval, *, can_inspect: bool) -> str:
     """
     out = outbound(approval.conversation_id, can_inspect=can_inspect)
     roots = approval_words.workspace_roots(approval.conversation_id)
-    action = approval_words.describe_action(approval, roots)
+    # Every part of the prompt is built from the filtered input: a model can paste injected
+    # text into any field (a Grep's path lands in the action line, not in the call shown).
     shown_input = out.value(approval.input)
+    action = approval_words.describe_action(approval.tool, shown_input, roots)
     arguments, cut = _cut(approval_words.arguments_text(shown_input, roots), SHOWN_CHARS)
     reason = approval_words.relative(out.text(approval.reason), roots)
     return render_to_string(
@@ -406,7 +408,7 @@ def render_approval(approval: Approval, *, can_inspect: bool) -> str:
             "a": approval,
             "action": action,
             "subject": _cut(out.text(action.subject), SHOWN_CHARS)[0],
-            "why": approval_words.why_text(approval, roots),
+            "why": out.text(approval_words.why_text(approval, roots)),
             "reason": reason,
             "show_reason": bool(reason) and reason != approval.rule_text,
             "arguments": arguments,

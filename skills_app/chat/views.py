@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import logging
 from typing import Any, BinaryIO
 
@@ -212,7 +213,7 @@ async def conversation_action(request: HttpRequest, pk: int) -> HttpResponse:
     The same fields the page's forms send over the websocket; the same checks (`chat.actions`).
     """
     user = await request.auser()
-    if user.pk is None or not await Conversation.objects.filter(pk=pk, owner_id=user.pk).aexists():
+    if user.pk is None or not await Conversation.objects.owned_by(user).filter(pk=pk).aexists():
         raise Http404("No such conversation.")
     try:
         info = await actions.perform(
@@ -258,14 +259,25 @@ DOWNLOAD_CHECK_MAX_BYTES = 4 * 1024 * 1024
 
 def _filtered_download(
     conversation_id: int, handle: BinaryIO, filename: str
-) -> HttpResponse | None:
-    """A filtered or refused download, or None to serve the file as it is."""
+) -> HttpResponseBase | None:
+    """The download for a person without the inspect permission; None when nothing is hidden.
+
+    The bytes checked are the bytes served (a command may change the file right after the
+    check, before a streamed response would read it again).
+    """
+    if not hidden_index(conversation_id):
+        return None
+    data = handle.read(DOWNLOAD_CHECK_MAX_BYTES + 1)
+    handle.close()
+    return filtered_bytes(conversation_id, data, filename) or checked_response(data, filename)
+
+
+def filtered_bytes(conversation_id: int, data: bytes, filename: str) -> HttpResponse | None:
+    """A refused or redacted download of `data`; None when it holds no hidden text."""
     index = hidden_index(conversation_id)
     if not index:
         return None
-    data = handle.read(DOWNLOAD_CHECK_MAX_BYTES + 1)
     if len(data) > DOWNLOAD_CHECK_MAX_BYTES:
-        handle.close()
         return HttpResponse(
             f"This file is larger than {DOWNLOAD_CHECK_MAX_BYTES // (1024 * 1024)} MB, too large "
             "to check for hidden skill text. Ask someone with the inspect permission for it, "
@@ -273,15 +285,20 @@ def _filtered_download(
             status=403,
             content_type="text/plain; charset=utf-8",
         )
-    handle.seek(0)
     # surrogateescape: any bytes round-trip, and text inside a binary file is still checked.
     text = data.decode("utf-8", "surrogateescape")
     if not index.contains_hidden(text):
         return None
-    handle.close()
     body = index.redact(text).encode("utf-8", "surrogateescape")
     response = HttpResponse(body, content_type="application/octet-stream")
     response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
+    return response
+
+
+def checked_response(data: bytes, filename: str) -> FileResponse:
+    """Bytes already read and checked, served as a download of `filename`."""
+    response = FileResponse(io.BytesIO(data), as_attachment=True, filename=filename)
+    response["X-Content-Type-Options"] = "nosniff"
     return response
 
 

@@ -11,11 +11,13 @@ Everything here is pure: the Django side stores rows and files, this module deci
 from __future__ import annotations
 
 import base64
+import hashlib
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, BinaryIO
 
 INPUT_DIR = "in"
 MAX_NAME_CHARS = 120
@@ -149,6 +151,31 @@ def check_limits(sizes: list[int], limits: Limits, *, pending: int = 0) -> None:
             )
         if size == 0:
             raise AttachmentError("That file is empty; there is nothing to attach.")
+
+
+def attached_bytes(handle: BinaryIO, size: int, sha256: str) -> bytes | None:
+    """The file's bytes when it is still the file attached (`size` bytes, that digest); or None.
+
+    The size comes first, from the descriptor: a command can grow an attachment to terabytes
+    (a sparse file costs it nothing), and a check that read it whole would keep a request
+    reading for as long as that takes. At most `size` bytes are read (the upload's limit), and
+    they are what the caller serves: the file may change again right after.
+    """
+    if os.fstat(handle.fileno()).st_size != size:
+        return None
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = handle.read(min(left, _CHUNK))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    data = b"".join(chunks)
+    return data if hashlib.sha256(data).hexdigest() == sha256 else None
+
+
+_CHUNK = 1024 * 1024
 
 
 def human_size(size: int) -> str:

@@ -165,5 +165,18 @@ async def _send_next(
             # A run started between the take and the start: the message waits for that one.
             await broadcast_events(await sync_to_async(_requeue)(queued))
             return
+        await broadcast_events(await sync_to_async(_failed)(queued, _reason(queued, exc)))
+
+
+def _reason(queued: QueuedMessage, exc: Exception) -> str:
+    """Why a queued message was not sent, as every tab shows it: a refusal in its own words;
+    anything else only in the log (its text may name server paths, hosts or queries)."""
+    # Imported here: the supervisor imports this module, and the chat's limits sit above runs.
+    from skills_app.chat.ratelimit import RateLimitError
+    from skills_app.runs.supervisor import RunError
+
+    if isinstance(exc, RunError | RateLimitError):
         logger.info("queued message %s could not be sent: %s", queued.pk, exc)
-        await broadcast_events(await sync_to_async(_failed)(queued, str(exc)[:500]))
+        return str(exc)[:500]
+    logger.error("queued message %s could not be sent", queued.pk, exc_info=exc)
+    return "The server could not send it (an internal error). Copy it and send it again."

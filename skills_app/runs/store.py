@@ -207,7 +207,10 @@ def replace_latest(conversation_id: int, how: str, *, message_id: int | None = N
     latest message (an edit names the message it changes).
     """
     with transaction.atomic():
-        Conversation.objects.select_for_update().filter(pk=conversation_id).first()
+        conversation = Conversation.objects.select_for_update().filter(pk=conversation_id).first()
+        if conversation is None or conversation.deleted_at is not None:
+            # A tab left open on it still connects: the rows stay as the audit keeps them.
+            raise ValueError("This conversation was deleted; start a new one.")
         ids, stored = rows_with_ids(conversation_id)
         if how == "edit":
             start = edit_start(stored)

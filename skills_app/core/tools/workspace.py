@@ -35,10 +35,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from skills_app.core.tools.errors import ToolError
 from skills_app.core.tools.safepath import (
@@ -60,6 +62,15 @@ from skills_app.core.tools.staging import (
 )
 
 _DIR_MODE = 0o755
+_COPY_CHUNK = 1024 * 1024
+
+
+class Readable(Protocol):
+    """A file to copy from (an upload): `read(n)` gives at most n bytes, b"" at the end."""
+
+    def read(self, size: int = ..., /) -> bytes: ...
+
+
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _UNSAFE_FOLDER_CHARS = re.compile(r"[^\w.-]")
 
@@ -145,8 +156,10 @@ class Workspace:
         finally:
             os.close(fd)
 
-    def save_input(self, name: str, data: bytes) -> str:
+    def save_input(self, name: str, data: bytes | Readable) -> str:
         """Write an attached file as in/<name> (or in/<stem>-2.<ext>, ...); its relative path.
+
+        `data` is the bytes, or a file read from where it stands and copied in chunks.
 
         `name` must already be a plain file name (`core.attachments.safe_name`). The file is
         created with O_EXCL through an O_NOFOLLOW walk, so a link a command planted in in/ is
@@ -167,9 +180,53 @@ class Workspace:
             except FileExistsError:
                 continue  # a file, or a link a command put there: never replaced
             with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
+                if isinstance(data, bytes):
+                    handle.write(data)
+                else:
+                    shutil.copyfileobj(data, handle, _COPY_CHUNK)
             return f"in/{candidate}"
         raise WorkspaceError(f"Too many files named like {name} in in/; rename the file.")
+
+    def remove_input(self, relative: str, *, size: int, check: Callable[[BinaryIO], bool]) -> bool:
+        """Remove an attached file if it is still the one attached; True when it was removed.
+
+        The file must be a regular file of `size` bytes that `check` accepts (its digest). A
+        command may swap in/ (or the file) for a link while that runs: everything goes through
+        the descriptor of the real folder, and only the very file checked is unlinked, so
+        nothing outside in/ is ever deleted.
+        """
+        parts = tuple(relative.split("/"))
+        try:
+            check_parts(parts)
+            parent = open_dir(self.root, parts[:-1])
+        except (ValueError, OSError):
+            return False  # not a plain path, gone, or through a link: nothing of ours
+        try:
+            try:
+                fd = os.open(
+                    parts[-1],
+                    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                    dir_fd=parent,
+                )
+            except OSError:
+                return False
+            with os.fdopen(fd, "rb") as handle:
+                checked = os.fstat(fd)
+                if not stat.S_ISREG(checked.st_mode) or checked.st_size != size:
+                    return False
+                os.set_blocking(fd, True)
+                if not check(handle):
+                    return False
+            try:
+                now = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+            except FileNotFoundError:
+                return False
+            if (now.st_dev, now.st_ino) != (checked.st_dev, checked.st_ino):
+                return False  # replaced since the check: not the file attached
+            os.unlink(parts[-1], dir_fd=parent)
+            return True
+        finally:
+            os.close(parent)
 
     def new_run_dir(self) -> Path:
         """A fresh runs/<id>/ for one `skill_run` call (its $RUN_DIR), made without following links."""
