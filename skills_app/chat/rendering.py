@@ -117,7 +117,7 @@ def message_text(row: Message) -> str:
     return text_of(row.content)
 
 
-def skill_state(invocation: Any) -> str:
+def chip_state(invocation: Any) -> str:
     """loaded / failed / denied for an invocation row, loading when there is none yet."""
     if invocation is None:
         return "loading"
@@ -178,7 +178,7 @@ def _render_message(
         # injected text, which would withhold a person's own words from them).
         context.update(skill=status["name"], args=status["args"], state="loaded")
         if row.invocation_id and row.invocation is not None:
-            context["state"] = skill_state(row.invocation)
+            context["state"] = chip_state(row.invocation)
     elif row.kind in {"skill_prompt", "permissions"} or row.is_meta:
         # The tool-result profile carries the body in a tool_result block.
         context["hidden_text"] = message_text(row) or "\n".join(
@@ -255,7 +255,7 @@ def _assistant_parts(
                             block["id"],
                             name,
                             str(tool_input.get("args") or ""),
-                            skill_state(invocations.get(block["id"])),
+                            chip_state(invocations.get(block["id"])),
                             getattr(invocations.get(block["id"]), "error", ""),
                             out=out,
                         ),

@@ -16,16 +16,14 @@ from django.urls import URLPattern, path, reverse
 from django.utils.text import Truncator
 
 from skills_app.adminkit import HiddenFieldsAdmin, signed_in_user
+from skills_app.core.invocation import skill_rules
 from skills_app.core.permissions import (
     Decision,
-    PermissionContext,
     Rule,
-    RuleSyntaxError,
     ToolCall,
     call_as_rule_text,
-    decide,
-    parse_rule,
 )
+from skills_app.core.permissions.tester import read_call
 from skills_app.models import (
     PermissionRule,
 )
@@ -73,56 +71,37 @@ class TesterResult:
 
 
 def tester_skill_rules(user_id: int | None, skill: str) -> tuple[Rule, ...]:
-    """The active skill's allowed-tools and disallowed-tools, as the agent applies them."""
-    if not skill:
-        return ()
-    spec = skills_for_user(user_id).get(skill)
+    """The active skill's allowed-tools and disallowed-tools, as a run applies them."""
+    spec = skills_for_user(user_id).get(skill) if skill else None
     if spec is None:
         return ()
     skill_dir = f"{TESTER_WORKSPACE}/skills/{spec.name}"
-    rules: list[Rule] = []
-    for behavior, texts in (("allow", spec.allowed_tools), ("deny", spec.disallowed_tools)):
-        for text in texts:
-            try:
-                rules.append(
-                    parse_rule(
-                        text.replace("${CLAUDE_SKILL_DIR}", skill_dir),
-                        behavior,
-                        source="skill",
-                        scope_skill=spec.name,
-                    )
-                )
-            except RuleSyntaxError:
-                continue  # the agent skips it too, with a warning in the log
-    return tuple(rules)
+    return (*skill_rules(spec, "allow", skill_dir), *skill_rules(spec, "deny", skill_dir))
 
 
 def try_call(call: ToolCall, skill: str, *, user_id: int | None = None) -> TesterResult:
     """Decide a call as a run would: the enabled admin rules of this moment, the active skill."""
-    rules = approvals.admin_rules()
-    skill_rules = tester_skill_rules(user_id, skill)
-    context = PermissionContext(
+    active_rules = tester_skill_rules(user_id, skill)
+    reading = read_call(
+        call,
+        admin_rules=approvals.admin_rules(),
+        skill=skill,
+        skill_rules=active_rules,
         workspace=TESTER_WORKSPACE,
-        admin_rules=rules,
-        active_skills=(skill,) if skill else (),
-        skill_rules=skill_rules,
-        readable_roots=(TESTER_WORKSPACE / "skills",),
     )
-    decision = decide(call, context)
-    rule = decision.rule
+    rule = reading.decision.rule
     rule_url = ""
     if rule is not None and rule.source == "admin" and rule.rule_id is not None:
         rule_url = reverse("admin:skills_app_permissionrule_change", args=[rule.rule_id])
-    scoped = [r for r in rules if r.scope_skill and r.scope_skill != skill]
     return TesterResult(
         call=call,
         call_text=call_as_rule_text(call),
-        decision=decision,
+        decision=reading.decision,
         rule_url=rule_url,
         active_skill=skill,
-        rules_considered=len(rules) - len(scoped),
-        scoped_elsewhere=len(scoped),
-        skill_rules=skill_rules,
+        rules_considered=reading.rules_considered,
+        scoped_elsewhere=reading.scoped_elsewhere,
+        skill_rules=active_rules,
     )
 
 
