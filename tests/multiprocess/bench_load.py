@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from bench.live import _SETUP, STAMP, FakeModel, StreamText, machine, percentile, run_bare
-from tests.multiprocess.conftest import ROOT, Deployment
+from tests.multiprocess.conftest import PUBLIC_HOST, ROOT, Deployment
 from tests.multiprocess.wsclient import WebSocket
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(3600)]
@@ -54,7 +54,12 @@ async def _conversation(port: int, conversation: int, session: str, command: str
             "127.0.0.1",
             port,
             f"/ws/conversations/{conversation}/",
-            headers={"Origin": f"http://127.0.0.1:{port}", "Cookie": f"sessionid={session}"},
+            # As nginx passes a browser's websocket on: the public name and its HTTPS origin.
+            headers={
+                "Host": PUBLIC_HOST,
+                "Origin": f"https://{PUBLIC_HOST}",
+                "Cookie": f"sessionid={session}",
+            },
             timeout=60,
         )
     except Exception as exc:
@@ -112,12 +117,13 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
             RUN_STALE_SECONDS="30",
             RATE_LIMIT_MESSAGES_PER_MINUTE="100000",
             RATE_LIMIT_CONCURRENT_RUNS="100000",
-            LOG_LEVEL="WARNING",
+            # INFO: the fixtures know a worker is ready by the line it logs when it starts.
+            LOG_LEVEL="INFO",
         )
         setup = subprocess.run(
             [sys.executable, "-c", _SETUP.format(n=CONVERSATIONS)],
             cwd=ROOT,
-            env=deployment.env,
+            env={**deployment.env, "DJANGO_SETTINGS_MODULE": "webapp.settings"},
             capture_output=True,
             text=True,
             timeout=300,
