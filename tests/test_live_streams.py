@@ -19,6 +19,7 @@ from django.db import connections
 from django.test import Client
 
 from skills_app.core.events import MessageStored, ModelCalled, TextDelta, ThinkingDelta
+from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
 from skills_app.runs import broadcast, store
 from skills_app.runs.recorder import RunRecorder
@@ -137,6 +138,39 @@ async def test_live_frames_the_channel_layer_dropped_are_filled_from_the_saved_t
     await recorder.flush()
     assert len(sent) >= 3, "the stream was too fast to lose a frame"
     await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
+    await tab.disconnect()
+
+
+def _store_user_message(conversation_id: int, run_id: int) -> RunEvent:
+    row = store.append_message(conversation_id, StoredMessage.text("user", "hello"), run_id=run_id)
+    return store.append_event(conversation_id, "message", store.message_event(row), run_id=run_id)
+
+
+async def test_an_event_announced_late_by_another_process_does_not_restart_a_stream(
+    recorder, alice
+):
+    # The web process stores the user's message and announces it; a worker may run the run and
+    # announce its first events before that announcement arrives. The tab fills the gap from
+    # the database, so the late message.stored is old news: it must not make the tab forget
+    # the stream it is following (which sent the saved text again from offset 0, and held the
+    # live frames back until the next save).
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    late = await sync_to_async(_store_user_message)(recorder.conversation_id, recorder.run_id)
+    await _stream(recorder, WORDS[:40])
+    await recorder.flush()
+    await saver().save_now()  # a seq after the unannounced one: the tab fills its gap
+    await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:40]))
+    await broadcast.broadcast_events([late])
+    await _stream(recorder, WORDS[40:80])
+    await recorder.flush()
+    # Live, not held back for the next save.
+    await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:80]))
+    await saver().save_now()
+    await _stream(recorder, WORDS[80:])
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
+    starts = [f for f in frames if f["type"] == "text.delta" and f["offset"] == 0]
+    assert len(starts) == 1, f"the block was sent from its start {len(starts)} times"
     await tab.disconnect()
 
 

@@ -157,15 +157,17 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     # -- stored events (one handler per type: they only filter and send) --------------------
 
+    # Only news ends streams: an event announced late (the web process's user message after the
+    # worker's first deltas; the tab already filled that gap from the database) is older than
+    # the streams the tab follows, and forgetting them restarted a block from offset 0.
     async def message_stored(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
         run_id = message["event"].get("run_id")
-        if run_id is not None:
+        if await self._stored(message) and run_id is not None:
             self._forget_streams(int(run_id))  # the row holds what the run streamed
 
     async def run_finished(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-        self._forget_streams(int(message["event"]["run_id"]))
+        if await self._stored(message):
+            self._forget_streams(int(message["event"]["run_id"]))
 
     async def text_saved(self, message: dict[str, Any]) -> None:
         await self._stored(message)
@@ -228,17 +230,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def block_done(self, message: dict[str, Any]) -> None:
         return None
 
-    async def _stored(self, message: dict[str, Any]) -> None:
+    async def _stored(self, message: dict[str, Any]) -> bool:
+        """Send a stored event to this tab; False if it had it already (or is not resumed)."""
         seq = int(message["seq"])
         if not self.ready or seq <= self.last_sent:
-            return  # not resumed yet (the replay will include it) or already sent
+            return False  # not resumed yet (the replay will include it) or already sent
         if seq > self.last_sent + 1:
             # A gap: the channel layer dropped messages for this tab's full channel. The
             # database has every stored event: send what is missing from there, in order.
             replayed, _ = await self._replay(self.last_sent, with_streams=False)
             await self._send_replayed(replayed)
             self.last_sent = max(self.last_sent, seq)
-            return
+            return True
         self.last_sent = seq
         if self.can_inspect:
             html = message.get("inspector_html") or message.get("html")
@@ -246,6 +249,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             html = None if message.get("hidden") else message.get("html")
         if html:
             await self.send(text_data=frames.stored(seq, message["type"], html))
+        return True
 
     async def _send_replayed(self, replayed: list[tuple[int, str, str | None]]) -> None:
         for seq, event_type, html in replayed:

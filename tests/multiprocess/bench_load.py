@@ -38,6 +38,8 @@ DURATION = float(os.environ.get("BENCH_DURATION", "20"))
 GRACE = float(os.environ.get("BENCH_GRACE", "120"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
 RESULT = os.environ.get("BENCH_RESULT", "")
+# BENCH_TRACE=1 prints, for a tab whose text repeats or has a hole, the frames it got.
+TRACE = os.environ.get("BENCH_TRACE", "") == "1"
 
 
 def _peak_rss_mb(pid: int) -> float:
@@ -45,6 +47,16 @@ def _peak_rss_mb(pid: int) -> float:
         if line.startswith("VmHWM"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def _traced(frame: dict[str, Any], text: StreamText) -> str:
+    if frame.get("type") in ("text.delta", "thinking.delta"):
+        key = (frame["run"], frame["call"], frame["index"], frame["type"])
+        return (
+            f"{frame['type']} {key[:3]} offset={frame['offset']} len={len(frame['text'])}"
+            f" have={text.blocks.get(key)}"
+        )
+    return f"{frame.get('type')} seq={frame.get('seq')}"
 
 
 async def _conversation(port: int, conversation: int, session: str, command: str, deadline: float):
@@ -71,9 +83,12 @@ async def _conversation(port: int, conversation: int, session: str, command: str
             pass
         await tab.send_json({"action": "send", "text": command})
         text, last, seqs = StreamText(), 0.0, []
+        trace: list[str] = []
         while True:
             frame = await tab.receive_frame(timeout=max(0.1, deadline - time.monotonic()))
             arrived = time.time()
+            if TRACE:
+                trace.append(_traced(frame, text))
             seqs.extend([frame["seq"]] if "seq" in frame else [])
             stamps: list[str] = []
             if frame.get("type") == "text.delta":
@@ -95,6 +110,8 @@ async def _conversation(port: int, conversation: int, session: str, command: str
                 break
         if text.errors or seqs != sorted(set(seqs)):
             result["ordered"] = False
+        if TRACE and (not result["ordered"] or result["delivered"] != int(RATE * DURATION)):
+            print(f"conversation {conversation}: {result['delivered']} stamps", *trace, sep="\n  ")
     except Exception as exc:  # counted, not raised: one failing tab must not hide the others
         result["error"] = f"{type(exc).__name__}: {exc}"
     finally:
