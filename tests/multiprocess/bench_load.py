@@ -134,6 +134,9 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
             RUN_STALE_SECONDS="30",
             RATE_LIMIT_MESSAGES_PER_MINUTE="100000",
             RATE_LIMIT_CONCURRENT_RUNS="100000",
+            # Every conversation streams at once: the workers share them (the default cap of 10
+            # runs per worker would queue 80 of the 100 and measure the queue, not the streams).
+            WORKER_MAX_RUNS=str(-(-CONVERSATIONS // WORKERS)),
             # INFO: the fixtures know a worker is ready by the line it logs when it starts.
             LOG_LEVEL="INFO",
         )
