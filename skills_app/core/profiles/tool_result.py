@@ -128,13 +128,16 @@ class ToolResultProfile:
     async def handle(self, session: SkillSession, block: dict[str, Any]) -> ToolAnswer:
         tool_use_id = block["id"]
         name = str((block.get("input") or {}).get("name") or "")
-        named = design_names([s for s in session.skills.skills() if s.model_invocable])
+        listed = [s for s in session.skills.skills() if s.model_invocable]
+        named = design_names(listed)
         spec = named.get(name)
         if spec is None:
-            # Not listed, but a skill of that name (one a deny rule keeps out of the listing)
-            # goes through the rules, so the refusal names the rule that blocks it.
+            # A skill left out of the listing (a deny rule blocks it) still goes through the
+            # rules when called by its name, so the refusal names the rule. A listed skill is
+            # reachable only under the name the design gives it.
             found = session.skills.get(name)
-            spec = found if found is not None and found.model_invocable else None
+            unlisted = found is not None and all(s.name != found.name for s in listed)
+            spec = found if unlisted and found is not None and found.model_invocable else None
         if spec is None:
             available = ", ".join(named)
             return _plain(
