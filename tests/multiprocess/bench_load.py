@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +180,7 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
         "ordered": all(r["ordered"] for r in results),
         "errors": sorted({r["error"] for r in results if r["error"]}),
         "not_done": sum(1 for r in results if r.get("status") != "done"),
+        "statuses": dict(Counter(str(r.get("status", "none")) for r in results)),
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
