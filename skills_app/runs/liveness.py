@@ -7,7 +7,9 @@ executes (one statement for all of them). A worker silent for WORKER_STALE_SECON
 
 The heartbeat must not wait behind the run's own database work: under load a worker's shared
 database thread can be seconds behind, and a late heartbeat looks like a dead worker. So the
-liveness work runs in a `DatabaseThread` of its own, with its own connection.
+liveness work runs in a `DatabaseThread` of its own, with its own connection, and the beat itself
+in a thread with a clock of its own (`heartbeat.Heart`): under load the worker's event loop can be
+seconds late too.
 """
 
 from __future__ import annotations
@@ -70,7 +72,7 @@ class DatabaseThread:
     async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         if self._shared:
             return await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
-        call = functools.partial(_with_connection, fn, *args, **kwargs)
+        call = functools.partial(with_connection, fn, *args, **kwargs)
         return await asyncio.get_running_loop().run_in_executor(self._pool, call)
 
     async def close(self) -> None:
@@ -87,7 +89,7 @@ def _close_connection() -> None:
     connection.close()
 
 
-def _with_connection(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def with_connection(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     # A connection broken by a database restart is replaced here instead of failing every call.
     close_old_connections()
     try:

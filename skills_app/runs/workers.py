@@ -1,10 +1,14 @@
 """Channels workers that execute agent runs (RUN_EXECUTOR=worker).
 
 `python manage.py runworker skillscope-runs` starts one. When it starts, it registers itself
-(`liveness`: a `Worker` row) and then, several times a heartbeat, in a database thread of its own:
+(`liveness`: a `Worker` row) and then:
 
 - beats every WORKER_HEARTBEAT_SECONDS, for itself and every run it executes, and learns from
-  the same rows whether one of its runs was asked to stop;
+  the same rows whether one of its runs was asked to stop; the beat has a thread and clock of its
+  own (`heartbeat.Heart`), so a loop lagging under load does not make a live worker look dead;
+
+and, several times a heartbeat, in a database thread of its own:
+
 - sweeps: runs of workers that stopped beating are marked interrupted (`recovery`);
 - claims queued runs, oldest first, while it executes fewer than WORKER_MAX_RUNS (`queue`),
   at most its share of the work among the live workers, so the least busy worker goes first.
@@ -30,7 +34,7 @@ from channels.worker import Worker
 from django.conf import settings
 
 from skills_app.ops.logcontext import log_context
-from skills_app.runs import liveness, queue, recovery, tasks
+from skills_app.runs import heartbeat, liveness, queue, recovery, tasks
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.triggers import executor as trigger_executor
@@ -54,9 +58,27 @@ class WorkerLoop:
         self._task: asyncio.Task[None] | None = None
         self.ticks = 0  # rounds of the loop so far (tests wait on it)
         self._registered = False
+        self.heart: heartbeat.Heart | None = None
+        # The latest beat the heart handed over, applied by the loop in order with its other work.
+        self._beat: liveness.Beat | None = None
 
     def start(self) -> None:
+        self.heart = heartbeat.Heart(asyncio.get_running_loop(), self._received)
+        self.heart.start()
         self._task = asyncio.ensure_future(self._loop())
+
+    def _received(self, name: str, beat: liveness.Beat) -> None:
+        # On the loop, from the heart's thread. A beat for a former name, or one that was under
+        # way while this worker gave up its runs, is stale: drop it.
+        if self.heart is not None and name == self.heart.name == self.name and self._registered:
+            self._beat = beat
+            if not beat.alive:
+                self.poke()
+
+    def _publish_runs(self) -> None:
+        # A fresh tuple each time: the heart's thread reads it, never this dict.
+        if self.heart is not None:
+            self.heart.run_ids = tuple(self.runs)
 
     def poke(self) -> None:
         """Look at the queue now (a wake-up arrived, or a run ended and made room)."""
@@ -65,6 +87,8 @@ class WorkerLoop:
     async def _register(self) -> None:
         await self.database.run(liveness.register, self.name, self.channel, self.capacity)
         self._registered = True
+        if self.heart is not None:
+            self.heart.name = self.name
         logger.info(
             "worker %s started (channel %s, at most %s runs at once)",
             self.name,
@@ -74,16 +98,16 @@ class WorkerLoop:
         )
 
     async def _loop(self) -> None:
-        next_beat = next_sweep = 0.0
+        next_sweep = 0.0
         while True:
             try:
                 if not self._registered:
                     # Until the database answers, this worker neither claims nor beats.
                     await self._register()
+                beat, self._beat = self._beat, None
+                if beat is not None:
+                    await self._follow(beat)
                 now = time.monotonic()
-                if now >= next_beat:
-                    next_beat = now + settings.WORKER_HEARTBEAT_SECONDS
-                    await self._beat()
                 if now >= next_sweep:
                     next_sweep = now + liveness.sweep_interval()
                     events = await self.database.run(recovery.sweep)
@@ -101,8 +125,8 @@ class WorkerLoop:
             self._poke.clear()
             self.ticks += 1
 
-    async def _beat(self) -> None:
-        beat = await self.database.run(liveness.beat, self.name, list(self.runs))
+    async def _follow(self, beat: liveness.Beat) -> None:
+        """Act on what the heart learned: stop flags, or that others took this worker for dead."""
         if not beat.alive:
             await self._taken_for_dead()
             return
@@ -120,7 +144,13 @@ class WorkerLoop:
             settings.WORKER_STALE_SECONDS,
             extra={"worker": self.name},
         )
-        await self._give_up_runs()
+        assert self.heart is not None
+        self.heart.name = None  # no beats for the buried name, none yet for the new one
+        try:
+            await self._give_up_runs()
+        except Exception:
+            self.heart.name = self.name  # the next beat says so again, and this is tried again
+            raise
         self.name = liveness.new_worker_name()
         self._registered = False
         await self._register()
@@ -167,10 +197,12 @@ class WorkerLoop:
         )
         tasks.track(run.run_id, task)
         self.runs[run.run_id] = task
+        self._publish_runs()
         started = time.monotonic()
 
         def finished(task: asyncio.Task[Any]) -> None:
             self.runs.pop(run.run_id, None)
+            self._publish_runs()
             self.poke()  # room for the next queued run
             failure = None if task.cancelled() else task.exception()
             with log_context(run_id=run.run_id, conversation_id=run.conversation_id):
@@ -191,6 +223,9 @@ class WorkerLoop:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self.heart is not None:
+            # Before deregistering: no beat may follow the goodbye.
+            await asyncio.to_thread(self.heart.stop)
         try:
             await self._give_up_runs()
             await trigger_executor.give_up_here()
