@@ -28,7 +28,7 @@ from collections.abc import Callable
 
 from ..rulematch import bash_subjects, command_regex, is_inside, literal_text, strip_wrappers
 from .model import Decision, PermissionContext, Rule, ToolCall, describe
-from .shell import WORKSPACE, ShellAnalysis, analyze
+from .shell import WORKSPACE, ShellAnalysis, SimpleCommand, analyze
 
 DecideFn = Callable[[ToolCall, PermissionContext], Decision]
 
@@ -85,9 +85,13 @@ def _write_decisions(
     return None, pending
 
 
-def _allow_forms(simple_text: str, joined: str, assignments: tuple[str, ...]) -> list[str]:
+def _allow_forms(simple: SimpleCommand) -> list[str]:
+    joined, assignments = simple.joined, simple.assignments
     with_env = " ".join([*assignments, joined]) if assignments else joined
-    forms = [simple_text, strip_wrappers(simple_text), with_env, strip_wrappers(with_env)]
+    forms = [simple.text, strip_wrappers(simple.text), with_env, strip_wrappers(with_env)]
+    if simple.resolved:
+        # The command under the wrappers looked through, e.g. `ls` for `command ls`.
+        forms.append(" ".join([*assignments, *simple.resolved]))
     return list(dict.fromkeys(forms))
 
 
@@ -97,13 +101,30 @@ def _allow_each(analysis: ShellAnalysis, allows: list[Rule]) -> Decision | None:
         return None
     used: list[Rule] = []
     for simple in analysis.commands:
-        forms = _allow_forms(simple.text, simple.joined, simple.assignments)
+        forms = _allow_forms(simple)
         rule = next((r for r in allows if _matches(r, forms)), None)
         if rule is None:
             return None
         if rule not in used:
             used.append(rule)
     return Decision("allow", "; ".join(describe(r) for r in used), used[0])
+
+
+def _could_be_denied(analysis: ShellAnalysis, rules: list[Rule]) -> Decision | None:
+    """Deny a command that may run code the parser cannot read while a Bash deny rule is in
+    force: that code could be the denied command (docs/security.md, "Expansions are code")."""
+    if not analysis.hidden:
+        return None
+    rule = next((r for r in rules if r.behavior == "deny" and r.specifier is not None), None)
+    if rule is None:
+        return None
+    why = analysis.hidden[0]
+    more = f" (and {len(analysis.hidden) - 1} more)" if len(analysis.hidden) > 1 else ""
+    reason = (
+        f"Bash: {why}{more}. Bash could run a command the rules cannot read, and "
+        f"{describe(rule)} is in force, so it is denied"
+    )
+    return Decision("deny", reason, rule)
 
 
 def decide_bash(
@@ -121,6 +142,9 @@ def decide_bash(
     for rule in rules:
         if rule.behavior == "deny" and _matches(rule, subjects):
             return Decision("deny", describe(rule), rule)
+    hidden = _could_be_denied(analysis, rules)
+    if hidden is not None:
+        return hidden
     write_deny, write_pending = _write_decisions(analysis, context, workspace, decide)
     if write_deny is not None:
         return write_deny
