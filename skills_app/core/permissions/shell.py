@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,15 +42,15 @@ import tree_sitter_bash
 from tree_sitter import Language, Node, Parser, Tree
 
 from ..tools.env import env_name_problem
-from .shell_builtins import declaration, handles, inspect
+from .shell_builtins import declaration
 from .shell_reader import Reader
+from .shell_runners import handles, inspect
 from .shell_values import IFS_WRITTEN, LOCALE_NAMES, Values, code_name
-from .shell_words import Word, join_lines, parser_text
-from .shell_wrappers import OTHER_RUNNERS, resolve
+from .shell_words import Word, loose_subjects, parser_text, readings, without_coproc
+from .shell_wrappers import OTHER_RUNNERS, resolve, suffix_subjects
 
 MAX_DEPTH = 8
 MAX_CHARS = 100_000
-_LOOSE_WORDS = 256
 _LANGUAGE = Language(tree_sitter_bash.language())
 _LOCAL = threading.local()
 # Where a write target built from the server's folder variables is anchored; no shell word can
@@ -135,13 +134,14 @@ class _Walker(Reader):
         """Text bash expands (a subscript, compgen -W words): its substitutions run."""
         if not any(c in text for c in "$`<>"):
             return
-        tree = self.parse(": " + text, depth + 1)
-        if tree is None:
-            return
-        for top in tree.root_node.children:
-            for child in top.children[1:] if top.type == "command" else [top]:
-                self.node(child, depth + 1)
-        self.sources.pop()
+        for reading in readings(text):
+            tree = self.parse(": " + reading, depth + 1)
+            if tree is None:
+                return
+            for top in tree.root_node.children:
+                for child in top.children[1:] if top.type == "command" else [top]:
+                    self.node(child, depth + 1)
+            self.sources.pop()
 
     # --- trees ----------------------------------------------------------------------------
 
@@ -153,20 +153,17 @@ class _Walker(Reader):
         tree = _parser().parse(parser_text(text).encode("ascii"))
         if tree.root_node.has_error:
             self.blind("part of the command could not be parsed; write it in a simpler form")
-            self.loose += _loose_subjects(text)
+            self.loose += loose_subjects(text)
         self.sources.append(text)
         return tree
 
     def source(self, text: str, depth: int) -> None:
         """Walk shell source text (the command, or code found inside one), read both ways when
         it holds a backslash-newline (joined as bash joins it, and as written)."""
-        readings = [join_lines(text)]
-        if readings[0] != text:
-            readings.append(text)
-        for reading in readings:
+        for reading in readings(text):
             if _COPROC.search(reading):
                 self.ask("coproc runs a command in the background, joined by pipes")
-            tree = self.parse(_without_coproc(reading), depth)
+            tree = self.parse(without_coproc(reading), depth)
             if tree is None:
                 return
             try:
@@ -221,7 +218,7 @@ class _Walker(Reader):
         exact = resolution.known and not resolution.blind and all(w.exact for w in real)
         resolved = (*resolution.assignments, *(w.text for w in real)) if exact else ()
         subjects = [text, " ".join(plain), " ".join([*assignments, *plain])]
-        subjects += _suffix_subjects(plain)
+        subjects += suffix_subjects(plain)
         subjects += [" ".join(w.text for w in real), *self.extra]
         if real:
             subjects.append(
@@ -240,9 +237,11 @@ class _Walker(Reader):
                            "the command it runs; write it literally")  # fmt: skip
                 return
         for i in range(1, len(words)):
-            inner = posixpath.basename(words[i].text)
-            if not words[i].text.startswith("-") and inner not in OTHER_RUNNERS:
-                inspect(self, list(words[i:]), fed, depth + 1)
+            if words[i].text.startswith("-"):
+                continue
+            real = list(resolve(words[i:]).words)
+            if real and handles(posixpath.basename(real[0].text)):
+                inspect(self, real, fed, depth + 1)
                 return
 
     def declaration(self, node: Node, depth: int) -> None:
@@ -351,17 +350,6 @@ _DYNAMIC = frozenset(
 )  # fmt: skip
 
 
-def _without_coproc(text: str) -> str:
-    """`coproc [NAME] cmd` as bash reads it: blank the keyword (and a NAME before a compound
-    command) so that tree-sitter, which does not know coproc, sees the command itself."""
-
-    def blank(m: re.Match[str]) -> str:
-        return m.group(1) + " " * (len(m.group(0)) - len(m.group(1)))
-
-    text = re.sub(r"(^|[\s;&|(])coproc\s+[A-Za-z_]\w*(?=\s*[{(])", blank, text)
-    return re.sub(r"(^|[\s;&|(])coproc(?=\s)", blank, text)
-
-
 def _parser() -> Parser:
     """This thread's parser (a parser must not be shared between threads)."""
     parser: Parser | None = getattr(_LOCAL, "parser", None)
@@ -377,31 +365,6 @@ def _descendants(node: Node) -> list[Node]:
         out.append(current)
         stack.extend(current.children)
     return out
-
-
-def _suffix_subjects(words: tuple[str, ...]) -> list[str]:
-    """The command under any runner: with a basename, and every suffix after a runner."""
-    out: list[str] = []
-    head = posixpath.basename(words[0])
-    if head != words[0]:
-        out.append(" ".join((head, *words[1:])))
-    if head in OTHER_RUNNERS:
-        for i in range(1, len(words)):
-            rest = (posixpath.basename(words[i]), *words[i + 1 :])
-            out += [" ".join(words[i:]), " ".join(rest)]
-    return out
-
-
-def _loose_subjects(text: str) -> list[str]:
-    """Every suffix of the text's words (quotes and backslashes removed), for broken commands."""
-    try:
-        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        tokens = list(lexer)
-    except ValueError:  # an unclosed quote: split roughly, dropping quote characters
-        tokens = re.findall(r"[^\s;&|()<>`]+", re.sub(r"[\\'\"]", "", text))
-    words = [t for t in tokens if not re.fullmatch(r"[;&|()<>`{}!]+", t)][:_LOOSE_WORDS]
-    return [" ".join(words[i:]) for i in range(len(words))]
 
 
 @lru_cache(maxsize=1024)

@@ -179,7 +179,7 @@ class Reader:
                     if operand is not None:
                         self.values.arithmetic(self.operand(operand), f"`[[ ... {op} ... ]]`")
             if child.type == "unary_expression" and op == "-v":
-                operand = next((c for c in child.children if c is not operator), None)
+                operand = next((c for c in child.named_children if c.type != "test_operator"), None)
                 if operand is not None:
                     self.test_v(operand, depth)
 
@@ -210,6 +210,10 @@ class Reader:
         if value is None:
             self.values.write(name, "", "")
         elif value.type == "array":
+            for element in value.named_children:
+                raw = self.text(element)
+                if raw.startswith("[") and "]" in raw:  # `[i]=v`: i is a subscript
+                    self.values.arithmetic(raw[1 : raw.index("]")], f"the subscript in `{raw}`")
             elements = [w for c in value.named_children for w in self.words(c, braces=True)]
             inert = all(w.exact and is_integer(w.text) for w in elements)
             self.values.write(name, "0" if inert else None, f"by `{self.text(node)[:40]}`")

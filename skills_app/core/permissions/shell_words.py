@@ -16,9 +16,11 @@ would give it before running anything, where that value is written in the comman
 from __future__ import annotations
 
 import re
+import shlex
 from dataclasses import dataclass
 
 MAX_BRACE_WORDS = 256
+_LOOSE_WORDS = 256
 _META = " \t\n|&;()<>"
 _SEQUENCE = re.compile(
     r"(-?\d+)\.\.(-?\d+)(?:\.\.(-?\d+))?|([A-Za-z])\.\.([A-Za-z])(?:\.\.(-?\d+))?"
@@ -324,3 +326,33 @@ def _word(atoms: list[Atom], ifs: bool, braced: bool) -> Word:
         if braced and not quoted and char in "$`":
             dollar = char
     return Word("".join(text), literal, glob, ifs, dollar)
+
+
+def readings(text: str) -> list[str]:
+    """The text with backslash-newlines joined as bash joins them, and (when that differs) as
+    written: if the joining is wrong somewhere, the other reading still shows the commands."""
+    joined = join_lines(text)
+    return [joined] if joined == text else [joined, text]
+
+
+def without_coproc(text: str) -> str:
+    """`coproc [NAME] cmd` as bash reads it: blank the keyword (and a NAME before a compound
+    command) so that tree-sitter, which does not know coproc, sees the command itself."""
+
+    def blank(m: re.Match[str]) -> str:
+        return m.group(1) + " " * (len(m.group(0)) - len(m.group(1)))
+
+    text = re.sub(r"(^|[\s;&|(])coproc\s+[A-Za-z_]\w*\s+(?=\{\s|\()", blank, text)
+    return re.sub(r"(^|[\s;&|(])coproc(?=\s)", blank, text)
+
+
+def loose_subjects(text: str) -> list[str]:
+    """Every suffix of the text's words (quotes and backslashes removed), for broken commands."""
+    try:
+        lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        tokens = list(lexer)
+    except ValueError:  # an unclosed quote: split roughly, dropping quote characters
+        tokens = re.findall(r"[^\s;&|()<>`]+", re.sub(r"[\\'\"]", "", text))
+    words = [t for t in tokens if not re.fullmatch(r"[;&|()<>`{}!]+", t)][:_LOOSE_WORDS]
+    return [" ".join(words[i:]) for i in range(len(words))]

@@ -17,8 +17,6 @@ from dataclasses import dataclass
 
 from .shell_words import Word
 
-ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\+?=")
-
 
 @dataclass(frozen=True, slots=True)
 class _Spec:
@@ -158,7 +156,7 @@ def _options(head: str, words: list[Word]) -> tuple[int, list[str], list[Word]] 
             else:
                 i += 1
             continue
-        if head == "env" and (text == "-" or ASSIGNMENT.match(text)):
+        if head == "env" and (text == "-" or "=" in text):  # env takes any NAME=VALUE
             if text != "-":
                 assignments.append(text)
             i += 1
@@ -194,3 +192,16 @@ def resolve(words: list[Word]) -> Resolved:
         assignments += env_assignments
         current = current[start:]
     return Resolved(tuple(current), tuple(assignments), tuple(via))
+
+
+def suffix_subjects(words: tuple[str, ...]) -> list[str]:
+    """The command under any runner: with a basename, and every suffix after a runner."""
+    out: list[str] = []
+    head = posixpath.basename(words[0])
+    if head != words[0]:
+        out.append(" ".join((head, *words[1:])))
+    if head in OTHER_RUNNERS:
+        for i in range(1, len(words)):
+            rest = (posixpath.basename(words[i]), *words[i + 1 :])
+            out += [" ".join(words[i:]), " ".join(rest)]
+    return out
