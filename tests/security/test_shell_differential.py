@@ -188,9 +188,25 @@ def _structures(code: str) -> list[str]:
     ]  # fmt: skip
 
 
+_SOUP = [
+    "echo", "hi", "rm", "work/t", "touch", "work/p", ";", "&&", "||", "|", "&", "\n", "#", "'",
+    '"', "\\", "$", "(", ")", "{", "}", "<<E", "\nE\n", "$(", "`", "[[", "]]", "((", "))", "case",
+    "in", "esac", ";;", "if", "then", "fi", "x=", "<", ">", "<<<", " ", " ", " ", "\\\n", "$'",
+    '$"', "${", "!", "=", ",", "[", "]", "*", "?", "~", "-", "\t", "\r", "function", "do", "done",
+]  # fmt: skip
+
+
+@st.composite
+def soup(draw: st.DrawFn) -> str:
+    """Shell tokens strung together at random: where tree-sitter and bash may read differently."""
+    return "".join(draw(st.lists(st.sampled_from(_SOUP), min_size=1, max_size=14)))
+
+
 @st.composite
 def candidates(draw: st.DrawFn) -> str:
-    """A command: a program run through up to three random constructs."""
+    """A command: a program run through up to three random constructs, or token soup."""
+    if draw(st.integers(0, 5)) == 0:
+        return draw(soup())
     name = draw(st.sampled_from(["rm", "rm", "echo", "touch"]))
     command = draw(simple(name))
     for _ in range(draw(st.integers(0, 3))):

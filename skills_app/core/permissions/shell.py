@@ -162,7 +162,9 @@ class _Walker(Reader):
         it holds a backslash-newline (joined as bash joins it, and as written)."""
         for reading in readings(text):
             if _COPROC.search(reading):
-                self.ask("coproc runs a command in the background, joined by pipes")
+                self.ask(
+                    "coproc runs a command in the background, joined by pipes; run the command directly"
+                )
             tree = self.parse(without_coproc(reading), depth)
             if tree is None:
                 return
@@ -321,7 +323,7 @@ class _Walker(Reader):
                 self.blind(f"it sets {name}, which changes which program or code bash runs; "
                            f"leave {name} as the server set it")  # fmt: skip
             elif (problem := env_name_problem(name, server=True)) and name.isupper():
-                self.ask(f"it sets {name}: {problem}")
+                self.ask(f"it sets {name}: {problem}; pass the setting as an argument or in a file")
 
 
 _UNSET = Word("unset", literal=True)

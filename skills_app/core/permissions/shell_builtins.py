@@ -75,7 +75,9 @@ def declaration(an: Analyst, head: str, items: list[Word]) -> None:
                 integer = True
             if text[0] == "-" and "n" in text:
                 an.values.suspects_all = f"`{head} -n` makes a name reference"
-                an.ask(f"`{head} -n` makes a name reference: a write to one name changes another")
+                an.ask(
+                    f"`{head} -n` makes a name reference: a write to one name changes another; use the variable itself"
+                )
             continue
         name, eq, value = text.partition("=")
         base = name.partition("[")[0].rstrip("+")
@@ -105,7 +107,9 @@ def _eval(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
 
 
 def _source(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
-    an.ask("source runs a file's commands in this shell, where the rules cannot see them")
+    an.ask(
+        "source runs a file's commands in this shell, where the rules cannot see them; run the script as a program (bash FILE) if you need it"
+    )
     an.values.suspects_all = "a sourced file may set any variable"
     if len(words) < 2 or not words[1].exact:
         an.blind("source reads a file whose name is computed; name the file literally")
@@ -125,7 +129,7 @@ def _trap(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
     if not args or args[0].text in ("-p", "-l", "-P", "-", ""):
         return
     if args[0].exact:
-        an.ask("trap runs its text as code when a signal or exit comes")
+        an.ask("trap runs its text as code when a signal or exit comes; run the command directly")
         an.code(args[0].text, depth)
     else:
         an.blind("trap runs text built at run time; write the command literally")
@@ -138,10 +142,14 @@ def _mapfile(an: Analyst, words: list[Word], fed: str | None, depth: int) -> Non
         if text in ("-C",) and i + 1 < len(words):
             callback = words[i + 1]
             if callback.exact:
-                an.ask("mapfile -C runs its callback as code for the lines it reads")
+                an.ask(
+                    "mapfile -C runs its callback as code for the lines it reads; read the lines first, then run the command"
+                )
                 an.code(callback.text, depth)
             else:
-                an.blind("mapfile -C runs a callback built at run time")
+                an.blind(
+                    "mapfile -C runs a callback built at run time; write the callback literally"
+                )
             i += 2
         elif text in ("-c", "-d", "-n", "-O", "-s", "-u"):
             i += 2
@@ -154,10 +162,12 @@ def _mapfile(an: Analyst, words: list[Word], fed: str | None, depth: int) -> Non
 
 def _compgen(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
     head = posixpath.basename(words[0].text)
-    an.ask(f"{head} runs its -C command and expands its -W words")
+    an.ask(f"{head} runs its -C command and expands its -W words; list the words directly")
     for i, word in enumerate(words[1:], 1):
         if not word.exact:
-            an.blind(f"an argument of {head} is computed, so it may be code")
+            an.blind(
+                f"an argument of {head} is computed, so it may be code; write its arguments literally"
+            )
             return
         value = words[i + 1] if i + 1 < len(words) else None
         if word.text == "-C" and value is not None:
@@ -221,7 +231,7 @@ def _let(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
 def _unset(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
     for word in words[1:]:
         if not word.exact:
-            an.ask(f"unset gets a computed name ({word.text})")
+            an.ask(f"unset gets a computed name ({word.text}); write the name literally")
         elif "[" in word.text:
             name, _, rest = word.text.partition("[")
             an.values.arithmetic(rest.rsplit("]", 1)[0], f"the subscript in unset {name}")
@@ -240,9 +250,13 @@ def _enable(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None
     if any(w.text.startswith("-") and "f" in w.text for w in words[1:]) or not all(
         w.exact for w in words[1:]
     ):
-        an.blind("enable -f loads a builtin from a shared library, code the rules cannot read")
+        an.blind(
+            "enable -f loads a builtin from a shared library, code the rules cannot read; use a program instead"
+        )
     else:
-        an.ask("enable changes which builtins exist, so a name may run another program")
+        an.ask(
+            "enable changes which builtins exist, so a name may run another program; call the program by its path"
+        )
 
 
 def _alias(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
@@ -276,7 +290,7 @@ BUILTINS: dict[str, Handler] = {
     "printf": _value_option("-v", "printf -v"), "wait": _value_option("-p", "wait -p"),
     "getopts": _getopts, "test": _test, "[": _test, "let": _let, "unset": _unset, "hash": _hash,
     "enable": _enable, "alias": _alias, "cd": _cd, "pushd": _cd, "popd": _cd, "tee": _tee,
-    "fc": _other("fc runs commands from history or an editor", blind=True),
-    "coproc": _other("coproc runs a command in the background, joined by pipes"),
+    "fc": _other("fc runs commands from history or an editor; write the command itself", blind=True),
+    "coproc": _other("coproc runs a command in the background, joined by pipes; run the command directly"),
     **dict.fromkeys(_DECLARE, _declare),
 }  # fmt: skip

@@ -149,7 +149,9 @@ class Reader:
             self.blind(f"`{raw}` expands the variable whose name {name} holds, and such a name "
                        "may carry a subscript that runs code; use the variable directly")  # fmt: skip
         elif bang:
-            self.ask(f"`{raw}` lists names or keys, which depend on run time")
+            self.ask(
+                f"`{raw}` lists names or keys, which depend on run time; name the variables directly"
+            )
         if rest.startswith("@"):
             if rest[1:2] == "P":
                 self.blind(f"`{raw}` expands {name}'s value as a prompt, which runs any `$(...)` "
@@ -201,8 +203,8 @@ class Reader:
 
     def assignment(self, node: Node, depth: int) -> None:
         name_node = node.child_by_field_name("name")
-        if name_node is None:
-            return
+        if name_node is None or (node.parent and node.parent.type == "c_style_for_statement"):
+            return  # an arithmetic assignment: its result is a number
         if name_node.type == "subscript":
             name_node = name_node.child_by_field_name("name") or name_node
         name = self.text(name_node)

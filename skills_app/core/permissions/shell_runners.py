@@ -42,7 +42,9 @@ def _shell(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
     while i < len(words):
         word = words[i]
         if not word.exact:
-            an.blind(f"an argument of {head} is computed, so it may be code or an option")
+            an.blind(
+                f"an argument of {head} is computed, so it may be code or an option; write its arguments literally"
+            )
             return
         text = word.text
         if text in _STARTUP_OPTIONS or (text.startswith("-") and not text.startswith("--")
@@ -55,11 +57,13 @@ def _shell(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
         if text[:1] in "-+" and not text.startswith("--") and "c" in text[1:]:
             code = words[i + 1 : i + 2]
             if not code:
-                an.blind(f"{head} -c expects code that is missing")
+                an.blind(f"{head} -c expects code that is missing; give the code after -c")
             elif not code[0].exact:
                 an.blind(f"{head} -c runs code built at run time; write the command itself")
             else:
-                an.ask(f"{head} -c runs a string as code in another shell")
+                an.ask(
+                    f"{head} -c runs a string as code in another shell; run the command directly"
+                )
                 an.code(code[0].text, depth)
             return
         if text in ("-s", "-", "--"):
@@ -69,7 +73,7 @@ def _shell(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
                 run_fed(an, fed, depth, head)
             return  # runs a script file: its commands are the file's business
         i += 1
-    an.ask(f"{head} reads commands from its input")
+    an.ask(f"{head} reads commands from its input; run the commands directly")
     run_fed(an, fed, depth, head)
 
 
@@ -79,19 +83,21 @@ def _code_option(an: Analyst, words: list[Word], fed: str | None, depth: int) ->
         if word.text == _CODE_OPTION[head] and word.exact:
             code = words[i + 1 : i + 2]
             if code and code[0].exact:
-                an.ask(f"{head} {word.text} runs a string as code")
+                an.ask(f"{head} {word.text} runs a string as code; run the command directly")
                 an.code(code[0].text, depth)
             else:
-                an.blind(f"{head} {word.text} runs code built at run time")
+                an.blind(
+                    f"{head} {word.text} runs code built at run time; write the code literally"
+                )
 
 
 def _watch(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
     args = [w for w in words[1:] if not w.text.startswith("-")]
     if args and all(w.exact for w in args):
-        an.ask("watch runs its arguments as shell code, again and again")
+        an.ask("watch runs its arguments as shell code, again and again; run the command directly")
         an.code(" ".join(w.text for w in args), depth)
     elif args:
-        an.blind("watch runs code built at run time")
+        an.blind("watch runs code built at run time; write the command literally")
 
 
 def _find(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
@@ -104,13 +110,19 @@ def _find(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
         if text in _FIND_EXEC:
             end = next((j for j in range(i + 1, len(texts)) if texts[j] in (";", "+")), len(texts))
             inner = words[i + 1 : end]
-            an.ask(f"find {text} runs a command for every file it finds")
+            an.ask(
+                f"find {text} runs a command for every file it finds; list the files, then run the command on them"
+            )
             if inner and "{}" in inner[0].text:
-                an.blind(f"find {text} runs a command named by the files it finds")
+                an.blind(
+                    f"find {text} runs a command named by the files it finds; name the command literally"
+                )
             elif inner:
                 an.code(" ".join(_quote(w.text) for w in inner), depth)
         elif text == "-delete":
-            an.ask("find -delete removes every file it finds")
+            an.ask(
+                "find -delete removes every file it finds; list them (find -print), then remove them with rm"
+            )
             # find's own rm: a deny rule on rm denies it, in rm's usual spellings.
             for flags in ("", "-r ", "-f ", "-rf ", "-d ", "-R "):
                 an.subject(f"rm {flags}{' '.join(starts)}")
@@ -119,7 +131,9 @@ def _find(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
 
 
 def _xargs(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
-    an.ask("xargs adds arguments read from its input to the command it runs")
+    an.ask(
+        "xargs adds arguments read from its input to the command it runs; pass the arguments directly"
+    )
     replace = ""
     i = 1
     while i < len(words):
@@ -157,7 +171,9 @@ def _xargs(an: Analyst, words: list[Word], fed: str | None, depth: int) -> None:
         or not real
         or any(replace and replace in w.text for w in real[:1])
     ):
-        an.blind(f"xargs passes its input to {words[i].text}, which may run it as a command")
+        an.blind(
+            f"xargs passes its input to {words[i].text}, which may run it as a command; run the command directly"
+        )
     inspect(an, real, None, depth + 1)
 
 

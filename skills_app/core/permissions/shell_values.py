@@ -141,7 +141,7 @@ class Values:
 
     def write(self, name: str, value: str | None, how: str) -> None:
         """Record `name` being set: value is its literal text, or None when computed or read."""
-        inert = value is not None and (value == "" or is_integer(value))
+        inert = value is not None and (value.strip() == "" or is_integer(value.strip()))
         why = "" if inert else f"it is set {how}"
         self.writes.setdefault(name, []).append(why)
 

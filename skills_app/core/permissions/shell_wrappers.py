@@ -111,7 +111,7 @@ def _options(head: str, words: list[Word]) -> tuple[int, list[str], list[Word]] 
     i, operands = 1, 0
     while i < len(words):
         word = words[i]
-        if not word.exact:
+        if not word.literal or word.dollar:
             return f"an argument of `{head}` ({word.text}) is computed, so it may be the command"
         text = word.text
         if text == "--":
@@ -121,7 +121,7 @@ def _options(head: str, words: list[Word]) -> tuple[int, list[str], list[Word]] 
             value = text.partition("=")[2] if text.startswith("--") else text[2:]
             taken = 1
             if not value and "=" not in text:
-                if i + 1 >= len(words) or not words[i + 1].exact:
+                if i + 1 >= len(words) or not words[i + 1].literal or words[i + 1].dollar:
                     return "`env -S` splits a computed string into a command"
                 value, taken = words[i + 1].text, 2
             split = _split_string(value)
@@ -176,9 +176,12 @@ def resolve(words: list[Word]) -> Resolved:
     current = list(words)
     while current:
         first = current[0]
-        if not first.exact or first.glob:
+        if not first.literal or first.glob or first.dollar:
             return Resolved(tuple(current), tuple(assignments), tuple(via),
                             f"the command name comes from an expansion ({first.text})")  # fmt: skip
+        if first.text.startswith(("/proc/", "/dev/")):
+            why = f"{first.text} names a program through /proc or /dev, hiding which it is"
+            return Resolved(tuple(current), tuple(assignments), tuple(via), why)
         head = posixpath.basename(first.text)
         if head not in _SPECS:
             break
