@@ -247,6 +247,20 @@ ASK_ONLY = [
     "compgen -W 'a b' x",
     "enable -n echo",
     "declare -n r=x",
+    "echo $((1 + 2))",
+    "x=5; echo $((x * 2))",
+    "for i in 1 2 3; do echo $((i * 2)); done",
+    "for ((i = 0; i < 3; i++)); do echo $i; done",
+    "n=0; ((n++)); echo $n",
+    "[[ 3 -gt 2 ]] && echo y",
+    "echo ${a[0]}",
+    "let n=1+2",
+    "declare -i n=1",
+    "command ls",
+    "builtin echo hi",
+    "env -S'ls -l'",
+    'exec ls "$d"',
+    "export X=$(date)",
 ]
 
 
@@ -266,13 +280,9 @@ def test_dynamic_but_readable_constructs_are_ask_at_best_not_hidden(command: str
 @pytest.mark.parametrize(
     "command",
     [
-        "echo $((1 + 2))",
-        "x=5; echo $((x * 2))",
-        "for i in 1 2 3; do echo $((i * 2)); done",
-        "for ((i = 0; i < 3; i++)); do echo $i; done",
-        "n=0; ((n++)); echo $n",
-        "[[ 3 -gt 2 ]] && echo y",
         '[ "$x" -eq 1 ] && echo y',  # test's -eq compares, it does not evaluate
+        'echo "${args[@]}" "${#args[@]}"',
+        "X=$(date); export X",
         "echo ${#x} ${x:-default} ${x/a/b} ${HOME}",
         "echo {a,b} {1..3}",
         "git status && git diff",
@@ -335,8 +345,8 @@ def test_an_allow_rule_never_waves_hidden_code_through() -> None:
 
 def test_an_allow_rule_matches_the_resolved_command() -> None:
     ls = ("allow", "Bash(ls *)")
-    assert decision("command ls -l", ls)[0] == "allow"
     assert decision("{ls,-l}", ls)[0] == "allow"
+    assert decision("time -p ls", ls)[0] == "allow"
     assert decision("nice -n 5 ls", ls)[0] == "allow"
     # env's assignments stay in front, like VAR=x prefixes: the rule must name them.
     assert decision("env MODE=x ls", ls)[0] == "ask"
@@ -344,6 +354,7 @@ def test_an_allow_rule_matches_the_resolved_command() -> None:
     # Resolved but dynamic: never allowed.
     assert decision("ls${IFS}-l", ls)[0] == "ask"
     assert decision("eval 'ls -l'", ls)[0] == "ask"
+    assert decision("command ls -l", ls)[0] == "ask"  # command takes its command as data
 
 
 def test_find_delete_is_rm_for_deny_rules() -> None:
@@ -360,3 +371,10 @@ def test_every_reason_says_what_to_write_instead() -> None:
             for reason in analysis.hidden
             for word in ("write", "use", "name", "leave", "drop", "call", "pass", "split")
         ), analysis.hidden
+
+
+def test_arithmetic_over_literal_integers_asks_but_is_not_denied() -> None:
+    # Never allowed unasked (bash evaluates it), yet it cannot run a command: no deny.
+    for command in ("echo $((1 + 2))", "for i in 1 2 3; do echo $((i * 2)); done"):
+        assert decision(command, DENY_RM, ("allow", "Bash(echo *)"))[0] == "ask"
+    assert decision("read n; echo $((n))", DENY_RM, ("allow", "Bash(echo *)"))[0] == "deny"

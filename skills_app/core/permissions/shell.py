@@ -47,7 +47,7 @@ from .shell_reader import Reader
 from .shell_runners import handles, inspect
 from .shell_values import IFS_WRITTEN, LOCALE_NAMES, Values, code_name
 from .shell_words import Word, loose_subjects, parser_text, readings, without_coproc
-from .shell_wrappers import OTHER_RUNNERS, resolve, suffix_subjects
+from .shell_wrappers import OTHER_RUNNERS, Resolved, resolve, suffix_subjects
 
 MAX_DEPTH = 8
 MAX_CHARS = 100_000
@@ -205,6 +205,7 @@ class _Walker(Reader):
         real = list(resolution.words)
         self.extra = []
         fed = self.fed_code(node)
+        self.runs_a_word(resolution, words)
         if not resolution.blind and real:
             head = posixpath.basename(real[0].text)
             if handles(head) or head not in OTHER_RUNNERS:
@@ -229,6 +230,17 @@ class _Walker(Reader):
         self.commands.append(
             SimpleCommand(text, plain, tuple(assignments), tuple(dict.fromkeys(subjects)), resolved)
         )
+
+    def runs_a_word(self, resolution: Resolved, words: list[Word]) -> None:
+        """command, builtin, env -S and exec with expansions take a command as data."""
+        for via in dict.fromkeys(resolution.via):
+            if via in ("command", "builtin"):
+                self.ask(f"`{via}` runs its first argument as a command; write the command itself")
+            if via == "exec" and not all(w.literal for w in words):
+                self.ask("exec with expansions replaces the shell with a computed command line; "
+                         "write the command itself")  # fmt: skip
+        if resolution.split:
+            self.ask("`env -S` splits a string into a command; write the command itself")
 
     def unknown_runner(self, words: list[Word], fed: str | None, depth: int) -> None:
         """A wrapper whose options are not read: every later word may start the real command."""
@@ -318,6 +330,10 @@ class _Walker(Reader):
         """Decide what only the whole command shows: values evaluated as code, risky names."""
         for finding in self.values.findings():
             self.blind(finding + _ARITH_ADVICE)
+        if self.values.contexts:
+            self.ask(f"{self.values.contexts[0]} is arithmetic, which bash evaluates as code (a "
+                     "subscript in a value runs commands), so no rule allows it unasked; write "
+                     "the numbers literally, or compare them with `[ a -eq b ]`")  # fmt: skip
         for name in dict.fromkeys([*self.values.writes, *self.env_names]):
             if code_name(name):
                 self.blind(f"it sets {name}, which changes which program or code bash runs; "

@@ -66,6 +66,8 @@ def declaration(an: Analyst, head: str, items: list[Word]) -> None:
             name = text.partition("=")[0]
             if "=" in text and re.fullmatch(r"[A-Za-z_]\w*\+?", name):
                 an.values.write(name.rstrip("+"), None, f"by {head} from a computed value")
+                an.ask(f"`{head}` gets a computed value ({text}); assign the variable first "
+                       f"(NAME=value), then `{head} NAME`")  # fmt: skip
                 continue
             an.blind(f"`{head}` gets a computed name or option ({text}); it may evaluate a "
                      "subscript or make a name reference. Write the names and options literally")  # fmt: skip
@@ -73,6 +75,8 @@ def declaration(an: Analyst, head: str, items: list[Word]) -> None:
         if text[:1] in "-+" and len(text) > 1:
             if text[0] == "-" and "i" in text:
                 integer = True
+                an.ask(f"`{head} -i` makes every assignment to its names arithmetic, which bash "
+                       "evaluates as code; assign plain numbers without -i")  # fmt: skip
             if text[0] == "-" and "n" in text:
                 an.values.suspects_all = f"`{head} -n` makes a name reference"
                 an.ask(

@@ -138,6 +138,7 @@ class Values:
     suspects_all: str = ""  # why every name may hold anything
     reads: list[tuple[str, str]] = field(default_factory=list)  # (name, where it is evaluated)
     blind: list[str] = field(default_factory=list)  # computed values evaluated as arithmetic
+    contexts: list[str] = field(default_factory=list)  # every place arithmetic is evaluated
 
     def write(self, name: str, value: str | None, how: str) -> None:
         """Record `name` being set: value is its literal text, or None when computed or read."""
@@ -148,6 +149,7 @@ class Values:
     def arithmetic(self, text: str, where: str) -> None:
         """An arithmetic text bash will evaluate, at `where` (e.g. "`$((...))`")."""
         found = read_arithmetic(text)
+        self.contexts.append(where)
         self.reads += [(name, where) for name in sorted(found.names)]
         self.blind += [f"{where} evaluates {what} as arithmetic" for what in found.blind]
 

@@ -28,6 +28,7 @@ class _Spec:
     positionals: int = 0  # operands before the command (timeout's duration)
 
 
+_SPLIT = re.compile(r"-[^-]*S|--split-string")
 _SPECS = {
     "command": _Spec(flags="p", stops="vV"),
     "builtin": _Spec(),
@@ -87,6 +88,7 @@ class Resolved:
     via: tuple[str, ...] = ()  # the wrappers looked through, outermost first
     blind: str = ""  # why the real command cannot be known
     known: bool = True  # False when a wrapper's options were not understood
+    split: bool = False  # env -S split a string into words
 
 
 def _literal(text: str) -> Word:
@@ -174,6 +176,7 @@ def resolve(words: list[Word]) -> Resolved:
     via: list[str] = []
     assignments: list[str] = []
     current = list(words)
+    split = False
     while current:
         first = current[0]
         if not first.literal or first.glob or first.dollar:
@@ -185,6 +188,7 @@ def resolve(words: list[Word]) -> Resolved:
         head = posixpath.basename(first.text)
         if head not in _SPECS:
             break
+        split = split or (head == "env" and any(_SPLIT.match(w.text) for w in current[1:]))
         parsed = _options(head, current)
         if parsed is None:
             return Resolved(tuple(current), tuple(assignments), tuple(via), known=False)
@@ -194,7 +198,7 @@ def resolve(words: list[Word]) -> Resolved:
         via.append(head)
         assignments += env_assignments
         current = current[start:]
-    return Resolved(tuple(current), tuple(assignments), tuple(via))
+    return Resolved(tuple(current), tuple(assignments), tuple(via), split=split)
 
 
 def suffix_subjects(words: tuple[str, ...]) -> list[str]:
