@@ -199,6 +199,8 @@ class _Walker(Reader):
         if not words:
             return  # assignments (and redirections) only
         text = self.text(node)
+        if text == "}":
+            return  # the end of a group tree-sitter did not see open (`! { ...; }`)
         resolution = resolve(words)
         if resolution.blind:
             self.blind(f"{resolution.blind}; write the program's name literally")

@@ -66,6 +66,8 @@ def declaration(an: Analyst, head: str, items: list[Word]) -> None:
             name = text.partition("=")[0]
             if "=" in text and re.fullmatch(r"[A-Za-z_]\w*\+?", name):
                 an.values.write(name.rstrip("+"), None, f"by {head} from a computed value")
+                if integer:
+                    an.values.integer.add(name.rstrip("+"))
                 an.ask(f"`{head}` gets a computed value ({text}); assign the variable first "
                        f"(NAME=value), then `{head} NAME`")  # fmt: skip
                 continue

@@ -48,6 +48,9 @@ class Reader:
     def expression(self, text: str, depth: int) -> None:
         raise NotImplementedError
 
+    def code(self, text: str, depth: int) -> None:
+        raise NotImplementedError
+
     def text(self, node: Node) -> str:
         """The original text of a node of the tree being walked."""
         return self.sources[-1][node.start_byte : node.end_byte]
@@ -131,9 +134,15 @@ class Reader:
     def substitution(self, node: Node, depth: int) -> None:
         raw = self.text(node)
         if raw.startswith("$((") and raw.endswith("))"):
-            self.values.arithmetic(
-                raw[3:-2], f"`{raw[:40]}`"
-            )  # read as `$( (...) )` by tree-sitter
+            # Arithmetic that tree-sitter read as `$( (...) )`.
+            self.values.arithmetic(raw[3:-2], f"`{raw[:40]}`")
+        if raw.startswith("`") and "\\" in raw:
+            # Inside backquotes bash removes the backslash of \$, \` and \\ before it parses the
+            # text, so `echo \`rm x\`` nests a substitution that tree-sitter reads as text.
+            inner = re.sub(r"\\([$`\\])", r"\1", raw[1:-1] if raw.endswith("`") else raw[1:])
+            self.code(inner, depth)
+            if '\\"' in inner:  # inside double quotes \" loses its backslash too
+                self.code(inner.replace('\\"', '"'), depth)
 
     def process(self, node: Node, depth: int) -> None:
         self.ask("process substitution (`<(...)`, `>(...)`) runs a command beside this one; "

@@ -38,6 +38,7 @@ _SPECS = {
     "time": _Spec(flags="p"),
     "coproc": _Spec(),
     "!": _Spec(),
+    "{": _Spec(),  # the group keyword, which tree-sitter reads as a command after `!` or `time`
     "timeout": _Spec(
         flags="v",
         valued="sk",
@@ -74,7 +75,8 @@ OTHER_RUNNERS = frozenset(
         "valgrind", "fakeroot", "faketime", "numactl", "prlimit", "setpriv", "chpst", "bwrap",
         "nsjail", "pkexec", "sg", "torify", "proxychains", "proxychains4", "xvfb-run",
         "dbus-run-session", "flock", "watch", "parallel", "su", "script", "time", "nice",
-        "nohup", "timeout", "setsid", "stdbuf", "env", "command", "builtin", "exec", "coproc",
+        "nohup", "timeout", "setsid", "stdbuf", "env", "command", "builtin", "exec", "coproc", "{",
+        "!",
     }
 )  # fmt: skip
 
