@@ -7,6 +7,7 @@ reports for each construct of docs/security.md, then the decisions they lead to.
 from __future__ import annotations
 
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -378,3 +379,22 @@ def test_arithmetic_over_literal_integers_asks_but_is_not_denied() -> None:
     for command in ("echo $((1 + 2))", "for i in 1 2 3; do echo $((i * 2)); done"):
         assert decision(command, DENY_RM, ("allow", "Bash(echo *)"))[0] == "ask"
     assert decision("read n; echo $((n))", DENY_RM, ("allow", "Bash(echo *)"))[0] == "deny"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "{" * 50_000,  # every `{` looking for its pair: quadratic before MAX_BRACES
+        "echo " + "{a," * 3_000 + "}" * 3_000,
+        "$(" * 3_000 + ")" * 3_000,  # Node.parent is quadratic in deep trees: not used
+        "echo " + " x" * 40_000,
+        "echo $((" + "x+" * 30_000 + "1))",
+        "cat <<E\n" + "a\\\n" * 30_000 + "E",
+    ],
+    ids=["braces", "nested-braces", "nested-substitutions", "words", "arithmetic", "heredoc"],
+)
+def test_hostile_commands_are_read_in_bounded_time(command: str) -> None:
+    # Generous: a shared machine is slow; the quadratic cases this guards against took minutes.
+    started = time.monotonic()
+    analyze(command)
+    assert time.monotonic() - started < 15

@@ -175,15 +175,17 @@ class _Walker(Reader):
 
     def node(self, node: Node, depth: int) -> None:
         # Iterative: a long pipeline or deep nesting must not exhaust Python's stack.
-        stack = [node]
+        # The parent travels with each node: Node.parent walks down from the root each time,
+        # which is quadratic in deep trees.
+        stack: list[tuple[Node, Node | None]] = [(node, None)]
         while stack:
-            current = stack.pop()
+            current, self.parent = stack.pop()
             handler = _VISIT.get(current.type)
             if handler is not None:
                 handler(self, current, depth)
             elif current.type == "compound_statement":
                 self.arithmetic(current, depth)
-            stack.extend(reversed(current.children))
+            stack.extend((child, current) for child in reversed(current.children))
 
     # --- commands -------------------------------------------------------------------------
 
@@ -277,8 +279,8 @@ class _Walker(Reader):
     def fed_code(self, node: Node) -> str | None:
         """The literal here-document or here-string given to a command, or None."""
         holders = [node]
-        if node.parent is not None and node.parent.type == "redirected_statement":
-            holders.append(node.parent)
+        if self.parent is not None and self.parent.type == "redirected_statement":
+            holders.append(self.parent)
         for holder in holders:
             for child in holder.children:
                 if child.type == "heredoc_redirect":

@@ -26,6 +26,8 @@ _ARITH_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
 _EXPANSION = re.compile(
     r"\$\{(!?)(#?)([A-Za-z_]\w*|[0-9]+|[@*#?$!-])(\[[^\]]*\])?(.*)\}", re.DOTALL
 )
+_PLAIN = re.compile(r"[A-Za-z0-9_./:=,+%@-]+")
+_UNQUOTED = re.compile(r"\\(.)|([^\\]+)|\\$", re.DOTALL)
 _ARITH_START = re.compile(r"\$\(\(|\$\[")
 
 
@@ -38,6 +40,7 @@ class Reader:
         self.ifs_default = ifs_default
         self.locale_fixed = locale_fixed
         self.sources: list[str] = []  # the text each tree being walked was parsed from
+        self.parent: Node | None = None  # the parent of the node being visited
 
     def ask(self, reason: str) -> None:
         raise NotImplementedError
@@ -103,6 +106,8 @@ class Reader:
 
     def words(self, node: Node, *, braces: bool) -> list[Word]:
         """The words a written word becomes: brace-expanded (when bash does) and split at $IFS."""
+        if node.type == "word" and _PLAIN.fullmatch(raw := self.text(node)):
+            return [Word(raw, literal=True)]  # the common case, without the machinery
         words, complete = expand(self.segments(node), braces=braces, ifs_default=self.ifs_default)
         if not complete:
             self.blind("brace expansion makes too many words to read; write them out")
@@ -212,7 +217,7 @@ class Reader:
 
     def assignment(self, node: Node, depth: int) -> None:
         name_node = node.child_by_field_name("name")
-        if name_node is None or (node.parent and node.parent.type == "c_style_for_statement"):
+        if name_node is None or (self.parent and self.parent.type == "c_style_for_statement"):
             return  # an arithmetic assignment: its result is a number
         if name_node.type == "subscript":
             name_node = name_node.child_by_field_name("name") or name_node
@@ -260,7 +265,7 @@ class Reader:
 def _unquoted_word(raw: str) -> list[Seg]:
     """Unquoted word text: a backslash quotes the next character."""
     out: list[Seg] = []
-    for m in re.finditer(r"\\(.)|([^\\]+)|\\$", raw, re.DOTALL):
+    for m in _UNQUOTED.finditer(raw):
         if m.group(1) is not None:
             out.append(Seg(m.group(1), True))
         elif m.group(2) is not None:

@@ -20,6 +20,7 @@ import shlex
 from dataclasses import dataclass
 
 MAX_BRACE_WORDS = 256
+MAX_BRACES = 64  # unquoted `{` in one word
 _LOOSE_WORDS = 256
 _META = " \t\n|&;()<>"
 _SEQUENCE = re.compile(
@@ -99,6 +100,8 @@ def _skip_quote(text: str, i: int, end: str, escapes: bool) -> int:
 
 def join_lines(text: str) -> str:
     """The command with every backslash-newline bash removes before reading words removed."""
+    if "\\\n" not in text:
+        return text
     out: list[str] = []
     heredocs: list[tuple[str, bool, bool]] = []  # (delimiter, quoted, strip tabs)
     i, n, in_dq, word_start = 0, len(text), False, True
@@ -281,6 +284,8 @@ def expand(segs: list[Seg], *, braces: bool, ifs_default: bool) -> tuple[list[Wo
     """The words one written word becomes, and False when brace expansion gave too many."""
     budget = [MAX_BRACE_WORDS]
     atoms = _atoms(segs)
+    if braces and sum(1 for a in atoms if _is(a, "{")) > MAX_BRACES:
+        braces, budget[0] = False, -1  # finding each `{`'s pair would take quadratic time
     alternatives = _brace(atoms, budget) if braces else [atoms]
     expanded = len(alternatives) > 1 or (alternatives and alternatives[0] is not atoms)
     words: list[Word] = []
