@@ -43,7 +43,7 @@ from tree_sitter import Language, Node, Parser, Tree
 
 from ..tools.env import env_name_problem
 from .shell_builtins import declaration
-from .shell_reader import Reader
+from .shell_reader import DYNAMIC, Reader, descendants
 from .shell_runners import handles, inspect
 from .shell_values import IFS_WRITTEN, LOCALE_NAMES, Values, code_name
 from .shell_words import Word, loose_subjects, parser_text, readings, without_coproc
@@ -207,7 +207,7 @@ class _Walker(Reader):
         if resolution.blind:
             self.blind(f"{resolution.blind}; write the program's name literally")
         real = list(resolution.words)
-        self.extra = []
+        outer, self.extra = self.extra, []  # code walked inside may read commands of its own
         fed = self.fed_code(node)
         self.runs_a_word(resolution, words)
         if not resolution.blind and real:
@@ -227,6 +227,7 @@ class _Walker(Reader):
         subjects = [text, " ".join(plain), " ".join([*assignments, *plain])]
         subjects += suffix_subjects(plain)
         subjects += [" ".join(w.text for w in real), *self.extra]
+        self.extra = outer
         if real:
             subjects.append(
                 " ".join((posixpath.basename(real[0].text), *(w.text for w in real[1:])))
@@ -285,7 +286,7 @@ class _Walker(Reader):
             for child in holder.children:
                 if child.type == "heredoc_redirect":
                     body = next((c for c in child.children if c.type == "heredoc_body"), None)
-                    if body is not None and not any(c.type in _DYNAMIC for c in _descendants(body)):
+                    if body is not None and not any(c.type in DYNAMIC for c in descendants(body)):
                         return self.text(body)
                 if child.type == "herestring_redirect" and child.children:
                     words = self.words(child.children[-1], braces=False)
@@ -364,12 +365,6 @@ _VISIT: dict[str, Callable[[_Walker, Node, int], None]] = {
     "heredoc_body": _Walker.heredoc,
     "unset_command": _Walker.unset,
 }
-_DYNAMIC = frozenset(
-    {
-        "simple_expansion", "expansion", "command_substitution", "process_substitution",
-        "arithmetic_expansion",
-    }
-)  # fmt: skip
 
 
 def _parser() -> Parser:
@@ -378,15 +373,6 @@ def _parser() -> Parser:
     if parser is None:
         parser = _LOCAL.parser = Parser(_LANGUAGE)
     return parser
-
-
-def _descendants(node: Node) -> list[Node]:
-    out, stack = [], list(node.children)
-    while stack:
-        current = stack.pop()
-        out.append(current)
-        stack.extend(current.children)
-    return out
 
 
 @lru_cache(maxsize=1024)

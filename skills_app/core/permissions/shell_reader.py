@@ -16,7 +16,7 @@ from tree_sitter import Node
 from .shell_values import Values, is_integer
 from .shell_words import Seg, Word, ansi_c, expand, unescape
 
-_DYNAMIC = frozenset(
+DYNAMIC = frozenset(
     {
         "simple_expansion", "expansion", "command_substitution", "process_substitution",
         "arithmetic_expansion",
@@ -79,11 +79,11 @@ class Reader:
             return self._pieces(node, True)
         if kind == "concatenation":
             return self._pieces(node, quoted)
-        if kind in _DYNAMIC:
+        if kind in DYNAMIC:
             return [Seg(raw, quoted, True, kind)]
         if kind == "string_content":
             return [Seg(re.sub(r"\\([$`\"\\])", r"\1", raw), True)]
-        dynamic = any(c.type in _DYNAMIC for c in _descendants(node))
+        dynamic = any(c.type in DYNAMIC for c in descendants(node))
         return [Seg(raw, quoted, dynamic, kind if dynamic else "")]
 
     def _pieces(self, node: Node, quoted: bool) -> list[Seg]:
@@ -186,7 +186,7 @@ class Reader:
 
     def test(self, node: Node, depth: int) -> None:
         double = bool(node.children) and node.children[0].type == "[["
-        for child in [node, *_descendants(node)]:
+        for child in [node, *descendants(node)]:
             operator = child.child_by_field_name("operator")
             op = self.text(operator) if operator is not None else ""
             if double and child.type == "binary_expression" and op in _ARITH_TESTS:
@@ -286,7 +286,7 @@ def _top_level_colons(text: str) -> list[str]:
     return [*parts, "".join(current)]
 
 
-def _descendants(node: Node) -> list[Node]:
+def descendants(node: Node) -> list[Node]:
     out, stack = [], list(node.children)
     while stack:
         current = stack.pop()
