@@ -20,12 +20,12 @@ is unreachable, also as `/bin/rm`, `command -p rm` or through `env`). The test f
 Every bypass found this way goes into `shell_bypass_corpus.json`, which
 `test_shell_bypass_corpus.py` replays on every run.
 
-The normal run tries EXAMPLES candidates (about 15 s). A deep run:
+The normal run tries EXAMPLES candidates (about 25 s on a shared, busy machine). A deep run:
 
     HYPOTHESIS_PROFILE=shell-deep .venv/bin/python -m pytest \\
         tests/security/test_shell_differential.py -p no:cacheprovider
 
-tries 20,000 (about half an hour on one core).
+tries 20,000 (42 minutes at a load average of 10 on 2 cores).
 """
 
 from __future__ import annotations
