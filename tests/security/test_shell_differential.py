@@ -172,6 +172,14 @@ def _code_forms(code: str) -> list[str]:
         f"read -r x <<< {q(sub)}; echo $((x))", f"set -- {q(sub)}; echo $(($1))",
         f"x={q(sub)}; echo $(( ${{x}} ))", f"echo $(( $(echo {q(sub)}) ))",
         f"f() {{ echo $(($1)); }}; f {q(sub)}", f"declare -n r=x; x={q(sub)}; echo $((r))",
+        f"printf '%s\\n' {q(code)} | xargs -I{{}} bash -c {{}}", f"echo {q(code)} | bash",
+        f"bash -c \"$(printf '%s' {q(code)})\"", f"find work -name t -exec sh -c {q(code)} \\;",
+        f"/proc/self/exe -c {q(code)}", f"nice -n 1 bash -c {q(code)}",
+        f"env -i PATH=/usr/bin bash -c {q(code)}", f"x={q(code)}; eval \"$x\"",
+        f"f() {{ eval \"$1\"; }}; f {q(code)}", f"bash -s <<< {q(code)}",
+        f"source <(printf '%s\\n' {q(code)})", f"x={q(code)}; bash <<< \"$x\"",
+        f"bash -- /dev/stdin <<< {q(code)}", f"flock work/.lk -c {q(code)}",
+        f"exec 3<<< {q(code)}; bash <&3", f"mapfile -t a <<< {q(code)}; eval \"${{a[0]}}\"",
     ]  # fmt: skip
 
 
