@@ -1,15 +1,14 @@
-"""What each command that runs or evaluates text does with its words.
+"""What bash's own builtins that run or evaluate text do with their words.
 
-`inspect(analyst, words, fed, depth)` is called with the words of the real command (wrappers
-already looked through). Code bash will run that is written in the command (`eval 'rm x'`,
-`bash -c '...'`, `trap '...' EXIT`, `mapfile -C '...'`, `find -exec ...`, a literal here-document
-fed to a shell) is parsed and walked like the rest, so deny rules see it; such a command is *ask*
-at best. Code built at run time (`eval "$x"`, `bash -c "$c"`, `xargs sh -c`, `hash -p`,
-`enable -f`, `alias`) is *blind*: the shell could run anything, so a Bash deny rule denies it.
-Names these builtins write (`read x`, `printf -v x`, `declare x=...`) go to `Values`, and their
-subscripts are arithmetic.
+The handlers in BUILTINS (dispatched by `shell_runners.inspect`, after wrappers are looked
+through) see the real command's words. Code written in the command (`eval 'rm x'`,
+`trap '...' EXIT`, `mapfile -C '...'`, `compgen -C/-W`, a literal here-string fed to
+`source /dev/stdin`) is parsed and walked like the rest, so deny rules see it; such a command is
+*ask* at best. Code built at run time (`eval "$x"`, `source <(...)`, `hash -p`, `enable -f`,
+`alias`, `fc`) is *blind*: bash could run anything, so a Bash deny rule denies it. Names these
+builtins write (`read x`, `printf -v x`, `declare x=...`, `getopts`, `mapfile`) go to `Values`,
+and the subscripts in them are arithmetic.
 """
-
 from __future__ import annotations
 
 import posixpath
