@@ -4,23 +4,28 @@ Order, for a Bash call (and for `skill_run`, `!` dynamic context and hooks, whic
 as Bash calls):
 
 1. deny rules, matched against every subject: the whole command, every simple command found
-   anywhere by `shell.analyze` (as written, after quote removal, under any wrapper), and the
-   parts the old text splitter finds (kept as a second opinion);
-2. output redirections and `tee` files, each decided as a `Write` call (`Edit(...)` rules and
+   anywhere by `shell.analyze` (as written, as bash reads its words, under any wrapper), and
+   the parts the old text splitter finds (kept as a second opinion);
+2. hidden code (`ShellAnalysis.hidden`: bash may run a command the parser cannot read, e.g.
+   `$CMD x`, `eval "$x"`, `${x@P}`, arithmetic over a value that is not a literal integer) is
+   denied while any Bash deny rule with a specifier is in force: it could be that command
+   (docs/security.md, "Expansions are code");
+3. output redirections and `tee` files, each decided as a `Write` call (`Edit(...)` rules and
    the Write default apply): a deny there denies the command (outside the workspace Write is
    denied by default);
-3. ask rules, against the same subjects;
-4. a conversation grant of exactly this command text, or a bare `Bash` allow rule, allows
+4. ask rules, against the same subjects;
+5. a conversation grant of exactly this command text, or a bare `Bash` allow rule, allows
    (a bare allow still asks when the command has blind spots and a Bash deny or ask rule with a
    specifier exists: that rule could be walked around);
-5. a write held back by a Write ask rule, or to an unknown target (`> $F`, or a relative one
+6. a write held back by a Write ask rule, or to an unknown target (`> $F`, or a relative one
    after `cd`) asks; a write inside the workspace needs nothing more (any allowed command
-   could write there anyway); a blind spot (`eval $x`, `$CMD`, unparsable text) asks: never allowed;
-6. allow when every simple command is matched by an allow rule: as written, or with the
-   wrappers `timeout`, `nice`, `nohup`, `time` and `xargs` stripped. `VAR=x` prefixes and `env`
-   are not stripped for allow (they can change what a command does).
+   could write there anyway); anything dynamic (`ShellAnalysis.opaque`: eval of literal text,
+   arithmetic, `$IFS`, process substitution...) asks: never allowed;
+7. allow when every simple command is matched by an allow rule: as written, as bash reads it
+   with its wrappers looked through (`command ls` is `ls`), or with the wrappers `timeout`,
+   `nice`, `nohup`, `time` and `xargs` stripped. `VAR=x` prefixes and `env`'s assignments stay
+   in front for allow (they can change what a command does).
 """
-
 from __future__ import annotations
 
 import posixpath
