@@ -398,3 +398,11 @@ def test_hostile_commands_are_read_in_bounded_time(command: str) -> None:
     started = time.monotonic()
     analyze(command)
     assert time.monotonic() - started < 15
+
+
+def test_a_bare_allow_trusts_what_the_rules_can_read() -> None:
+    everything = ("allow", "Bash")
+    assert decision("echo $((1 + 2))", DENY_RM, everything)[0] == "allow"
+    assert decision("eval 'ls'", ("ask", "Bash(git push *)"), everything)[0] == "allow"
+    # Hidden code could be the command the ask rule names.
+    assert decision('eval "$x"', ("ask", "Bash(git push *)"), everything)[0] == "ask"

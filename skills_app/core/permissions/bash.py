@@ -15,8 +15,8 @@ as Bash calls):
    denied by default);
 4. ask rules, against the same subjects;
 5. a conversation grant of exactly this command text, or a bare `Bash` allow rule, allows
-   (a bare allow still asks when the command has blind spots and a Bash deny or ask rule with a
-   specifier exists: that rule could be walked around);
+   (a bare allow still asks for hidden code while a Bash ask rule with a specifier exists: that
+   rule could be walked around);
 6. a write held back by a Write ask rule, or to an unknown target (`> $F`, or a relative one
    after `cd`) asks; a write inside the workspace needs nothing more (any allowed command
    could write there anyway); anything dynamic (`ShellAnalysis.opaque`: eval of literal text,
@@ -26,6 +26,7 @@ as Bash calls):
    `nice`, `nohup`, `time` and `xargs` stripped. `VAR=x` prefixes and `env`'s assignments stay
    in front for allow (they can change what a command does).
 """
+
 from __future__ import annotations
 
 import posixpath
@@ -162,11 +163,14 @@ def decide_bash(
             return Decision("allow", describe(rule), rule)  # this exact text was approved
     guarded = any(r.specifier is not None and r.behavior != "allow" for r in rules)
     blind = "; ".join(analysis.opaque)
+    # A bare allow trusts every command the rules can read; what they cannot read (hidden
+    # code) could walk around an ask rule.
+    walks_around = bool(analysis.hidden) and guarded
     for rule in allows:
-        if rule.specifier is None and not (blind and guarded):
+        if rule.specifier is None and not walks_around:
             return Decision("allow", describe(rule), rule)
     if write_pending:
         return Decision("ask", f"Bash: {write_pending}", None)
     if blind:
-        return Decision("ask", f"Bash: the rules cannot see everything this runs ({blind})", None)
+        return Decision("ask", f"Bash: this is not allowed without asking: {blind}", None)
     return _allow_each(analysis, allows)

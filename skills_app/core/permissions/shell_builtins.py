@@ -9,6 +9,7 @@ through) see the real command's words. Code written in the command (`eval 'rm x'
 builtins write (`read x`, `printf -v x`, `declare x=...`, `getopts`, `mapfile`) go to `Values`,
 and the subscripts in them are arithmetic.
 """
+
 from __future__ import annotations
 
 import posixpath
