@@ -99,7 +99,7 @@ async def test_a_dropped_socket_resumes_from_its_seq_without_loss_or_duplicates(
     await tab.disconnect()
     last_seen = max(f["seq"] for f in stored(first))
     release.set()
-    await asyncio.sleep(0.3)  # events are stored while nobody listens
+    await _wait_runs(conversation.pk)  # the rest of the run is stored while nobody listens
     tab, replayed = await _tab(alice, conversation.pk, after=last_seen)
     rest = list(replayed)
     if not any(f["type"] == "run.finished" for f in rest):

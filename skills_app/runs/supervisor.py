@@ -391,20 +391,31 @@ async def wait_for_run(run_id: int, timeout: float | None = None) -> None:
     A run executing here is waited for with its after-work (the next queued message started,
     the title written): nothing it started is still writing when this returns.
     """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if not await _wait_here(run_id, deadline, timeout):
+        while await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aexists():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"run {run_id} is still active after {timeout} s")
+            await asyncio.sleep(0.05)
+        # A worker of this process may have taken it meanwhile: its after-work is here too.
+        await _wait_here(run_id, deadline, timeout)
+
+
+async def _wait_here(run_id: int, deadline: float | None, timeout: float | None) -> bool:
+    """Wait for the run's task group if it executes in this process; False if it does not."""
     group = tasks.GROUPS.get(run_id)
     task = group.task if group is not None else tasks.RUNNING.get(run_id)
-    if task is not None:
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=timeout)
-        except asyncio.CancelledError:
-            if not task.cancelled():
-                raise  # the waiter itself was cancelled
-        return
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aexists():
-        if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"run {run_id} is still active after {timeout} s")
-        await asyncio.sleep(0.05)
+    if task is None:
+        return False
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout=left)
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise  # the waiter itself was cancelled
+    except TimeoutError:
+        raise TimeoutError(f"run {run_id} is still active after {timeout} s") from None
+    return True
 
 
 async def drain() -> None:
