@@ -13,7 +13,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from skills_app.models import Conversation, Message, Run
-from skills_app.runs import store
+from skills_app.runs import broadcast
 from skills_app.runs import supervisor as runs
 
 SKILLS = {
@@ -115,7 +115,7 @@ async def watch_group(conversation_id: int) -> AsyncIterator[list[dict[str, Any]
     """Every channel-layer message sent to the conversation's group while inside, in order."""
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(store.group_name(conversation_id), channel)
+    await layer.group_add(broadcast.group_name(conversation_id), channel)
     seen: list[dict[str, Any]] = []
     end = asyncio.Event()
 
@@ -136,4 +136,4 @@ async def watch_group(conversation_id: int) -> AsyncIterator[list[dict[str, Any]
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await layer.group_discard(store.group_name(conversation_id), channel)
+        await layer.group_discard(broadcast.group_name(conversation_id), channel)

@@ -17,7 +17,7 @@ from asgiref.sync import sync_to_async
 
 from skills_app.core.hooks import HookResult
 from skills_app.models import Conversation, PermissionRule, Run, RunEvent, SkillInvocation
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 from skills_app.runs.streams import LIVE_INTERVAL, SAVE_INTERVAL
 from tests.fake_anthropic import Reply, tool_use_block, without_cache_control
 from tests.loop_helpers import (
@@ -287,8 +287,8 @@ async def test_build_request_is_a_pure_function_of_the_rows(setup, conversation,
         Reply.tool_use("Skill", {"skill": "greeter", "args": "Fay"}), Reply.text("Hi Fay")
     )
     await run_turn(conversation, "greet Fay", alice)
-    one = await sync_to_async(store.build_request)(conversation)
-    two = await sync_to_async(store.build_request)(conversation)
+    one = await sync_to_async(agent_setup.build_request)(conversation)
+    two = await sync_to_async(agent_setup.build_request)(conversation)
     assert one.as_kwargs() == two.as_kwargs()
     last_sent = accepted(setup)[-1]
     # Rebuilt from rows, the history equals what was sent (less its cache markers) plus the answer.

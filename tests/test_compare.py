@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient, Client
 
 from skills_app.models import Comparison, Conversation, Message, ModelCall, PermissionRule, Run
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 from skills_app.runs import supervisor as runs
 from skills_app.workspaces import workspace_for
 from tests.fake_anthropic import FakeAnthropic, Reply
@@ -99,7 +99,7 @@ async def test_as_the_source_design_each_profile_starts_from_its_designs_base_pr
     systems = {}
     async for conversation in comparison.conversations.all():
         assert conversation.base_prompt == "design"
-        request = await sync_to_async(store.build_request)(conversation)
+        request = await sync_to_async(agent_setup.build_request)(conversation)
         systems[conversation.profile] = (request.system, conversation.pk)
     assert systems["meta-message"][0] == "You are Claude Code, Anthropic's official CLI for Claude."
     tool_result, pk = systems["tool-result"]

@@ -27,7 +27,7 @@ from skills_app.core.events import (
     event_type,
 )
 from skills_app.models import Conversation
-from skills_app.runs.store import group_name
+from skills_app.runs.broadcast import group_name
 from tests.test_consumer import _session_cookie
 from tests.ws_helpers import receive, until
 from webapp.asgi import application

@@ -314,14 +314,14 @@ async def test_events_the_channel_layer_dropped_are_sent_from_the_database(alice
     from skills_app.chat.fragments import fragments_for
     from skills_app.core.events import MessageStored
     from skills_app.core.transcript import StoredMessage
-    from skills_app.runs import store
+    from skills_app.runs import eventlog, store
     from skills_app.runs.broadcast import publish
 
     def store_three() -> tuple[int, MessageStored, Any]:
         for text in ("one", "two", "three"):
             row = store.append_message(conversation.pk, StoredMessage.text("user", text))
             event = MessageStored(message_id=row.pk, role="user", kind="text", seq=row.seq)
-            stored_event = store.append_event(conversation.pk, event)
+            stored_event = eventlog.append_event(conversation.pk, event)
         return stored_event.seq, event, fragments_for(event, conversation_id=conversation.pk)
 
     tab, _ = await _tab(alice, conversation.pk)

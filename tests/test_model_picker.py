@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 
 from skills_app.models import Conversation, PermissionRule
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
@@ -47,7 +47,7 @@ def test_it_saves_the_choice_without_reordering_the_list(alice, conversation):
     saved = Conversation.objects.get(pk=conversation.pk)
     assert (saved.model, saved.thinking, saved.effort) == ("claude-haiku-4-5", False, "low")
     assert saved.updated_at == before
-    config = store.agent_config(saved)
+    config = agent_setup.agent_config(saved)
     assert (config.model, config.thinking, config.effort) == ("claude-haiku-4-5", False, "low")
 
 
@@ -83,11 +83,11 @@ def test_nobody_else_can_change_my_conversation(bob, conversation):
 def test_the_defaults_come_from_the_settings_until_a_pick(alice, conversation, settings):
     settings.ANTHROPIC_THINKING = False
     settings.ANTHROPIC_EFFORT = "medium"
-    config = store.agent_config(conversation)
+    config = agent_setup.agent_config(conversation)
     assert (config.thinking, config.effort) == (False, "medium")
     conversation.thinking = True
     conversation.effort = "max"
-    config = store.agent_config(conversation)
+    config = agent_setup.agent_config(conversation)
     assert (config.thinking, config.effort) == (True, "max")
 
 

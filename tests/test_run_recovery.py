@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run, RunEvent
-from skills_app.runs import recovery, store, streams
+from skills_app.runs import agent_setup, broadcast, eventlog, recovery, store, streams, textlog
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import use_fake_model, wait_until
@@ -51,7 +51,7 @@ def _run(owner, *, heartbeat_age: float | None, age: float = 0, status: str = Ru
 def _valid_after_another_turn(conversation: Conversation) -> str | None:
     """Why the API would reject the request after the user's next message (a Retry), or None."""
     store.append_message(conversation.pk, StoredMessage.text("user", "again"))
-    return validate_request(store.build_request(conversation).as_kwargs())
+    return validate_request(agent_setup.build_request(conversation).as_kwargs())
 
 
 def _statuses(*run_list: Run) -> list[str]:
@@ -80,9 +80,9 @@ async def test_the_sweep_marks_runs_with_a_stale_heartbeat_and_leaves_live_and_q
 def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
     run = _run(alice, heartbeat_age=60, age=60)
     conversation = run.conversation
-    store.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
+    eventlog.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
     for piece in ("The answer ", "was half ", "written "):
-        store.append_event(
+        eventlog.append_event(
             conversation.pk, "text.delta", {"index": 0, "text": piece}, run_id=run.pk
         )
 
@@ -100,7 +100,7 @@ def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
     assert rows[2].meta["retry"] is True
     # Retry sends the turn again (without its partial answer), and the next request is valid.
     assert store.prepare_retry(conversation.pk) == [rows[0].pk]
-    request = store.build_request(conversation).as_kwargs()
+    request = agent_setup.build_request(conversation).as_kwargs()
     assert validate_request(request) is None and request["messages"][-1]["role"] == "user"
     assert _valid_after_another_turn(conversation) is None
 
@@ -108,11 +108,13 @@ def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
 def test_text_already_stored_as_a_message_is_not_kept_twice(alice):
     run = _run(alice, heartbeat_age=60)
     conversation = run.conversation
-    store.append_event(conversation.pk, "text.delta", {"index": 0, "text": "Done."}, run_id=run.pk)
+    eventlog.append_event(
+        conversation.pk, "text.delta", {"index": 0, "text": "Done."}, run_id=run.pk
+    )
     row = store.append_message(
         conversation.pk, StoredMessage.text("assistant", "Done."), run_id=run.pk
     )
-    store.append_event(conversation.pk, "message", {"message_id": row.pk}, run_id=run.pk)
+    eventlog.append_event(conversation.pk, "message", {"message_id": row.pk}, run_id=run.pk)
 
     recovery.interrupt_orphaned_runs()
 
@@ -156,7 +158,7 @@ async def test_browsers_watching_the_conversation_are_told(workers, alice):
     run = await sync_to_async(_run)(alice, heartbeat_age=60)
     layer = get_channel_layer()
     watcher = await layer.new_channel()
-    await layer.group_add(store.group_name(run.conversation_id), watcher)
+    await layer.group_add(broadcast.group_name(run.conversation_id), watcher)
 
     await recovery.interrupt_stale_runs()
 
@@ -224,7 +226,7 @@ async def _until_saved(run_id: int) -> None:
     """Wait (bounded) until some of the run's streamed text is in the database."""
 
     async def saved() -> bool:
-        return bool(await sync_to_async(store.streamed_text)(run_id))
+        return bool(await sync_to_async(textlog.streamed_text)(run_id))
 
     await wait_until(saved, timeout=5, what="saving the streamed text")
 

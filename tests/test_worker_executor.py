@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, Run, Worker
-from skills_app.runs import queue, store, tasks
+from skills_app.runs import agent_setup, broadcast, queue, store, tasks, textlog
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
 from tests.worker_helpers import (
@@ -41,7 +41,7 @@ async def test_it_queues_the_run_and_a_worker_executes_it(
 ):
     worker_fake.enqueue(Reply.text("Hello from the worker."))
     watcher = await layer.new_channel()
-    await layer.group_add(store.group_name(conversation.pk), watcher)
+    await layer.group_add(broadcast.group_name(conversation.pk), watcher)
 
     run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
     assert run.status == Run.QUEUED and run.pk not in tasks.RUNNING  # nothing executes here
@@ -106,7 +106,7 @@ async def test_a_full_worker_leaves_further_runs_queued_until_one_ends(
 
 
 def _streamed(run_id: int) -> str:
-    return "".join(block["text"] for block in store.streamed_text(run_id))
+    return "".join(block["text"] for block in textlog.streamed_text(run_id))
 
 
 async def test_stop_reaches_the_run_through_its_workers_channel(
@@ -126,7 +126,7 @@ async def test_stop_reaches_the_run_through_its_workers_channel(
     assert asyncio.get_running_loop().time() - started < 3
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == Run.STOPPED
-    request = (await sync_to_async(store.build_request)(conversation)).as_kwargs()
+    request = (await sync_to_async(agent_setup.build_request)(conversation)).as_kwargs()
     assert request["messages"][-1]["content"][0]["text"].startswith("The first")
     request["messages"].append({"role": "user", "content": "go on"})
     assert validate_request(request) is None

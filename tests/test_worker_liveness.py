@@ -15,7 +15,7 @@ from django.utils import timezone
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, Run, RunEvent, Worker
 from skills_app.ops.health import live_workers
-from skills_app.runs import liveness, recovery, store
+from skills_app.runs import agent_setup, broadcast, eventlog, liveness, recovery, store
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import wait_until
@@ -54,15 +54,15 @@ def _run_of(worker: str, owner, *, text: str = "half an answer") -> Run:
         heartbeat_at=timezone.now(),
     )
     store.append_message(conversation.pk, StoredMessage.text("user", "hello"), run_id=run.pk)
-    store.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
-    store.append_event(conversation.pk, "text.delta", {"index": 0, "text": text}, run_id=run.pk)
+    eventlog.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
+    eventlog.append_event(conversation.pk, "text.delta", {"index": 0, "text": text}, run_id=run.pk)
     return run
 
 
 def _valid_after_another_turn(conversation_id: int) -> str | None:
     store.append_message(conversation_id, StoredMessage.text("user", "again"))
     conversation = Conversation.objects.get(pk=conversation_id)
-    return validate_request(store.build_request(conversation).as_kwargs())
+    return validate_request(agent_setup.build_request(conversation).as_kwargs())
 
 
 async def test_a_worker_registers_beats_and_deregisters(worker_fake, layer):
@@ -109,7 +109,7 @@ async def test_a_live_worker_interrupts_the_runs_of_a_silent_one(worker_fake, la
     ghost = await sync_to_async(_ghost)(silent_for=0)
     run = await sync_to_async(_run_of)(ghost.name, alice)
     watcher = await layer.new_channel()
-    await layer.group_add(store.group_name(run.conversation_id), watcher)
+    await layer.group_add(broadcast.group_name(run.conversation_id), watcher)
     # Positive control: while the ghost's heartbeat is fresh its run is left alone.
     assert await recovery.interrupt_stale_runs() == 0
 

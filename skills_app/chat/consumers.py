@@ -32,8 +32,8 @@ from skills_app.chat.fragments import replay_html
 from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import Conversation, RunEvent
-from skills_app.runs import recovery, store
-from skills_app.runs.store import group_name
+from skills_app.runs import recovery, textlog
+from skills_app.runs.broadcast import group_name
 from skills_app.runs.streams import LIVE_FRAME_CHARS
 from skills_app.visibility import INSPECT_PERMISSION
 
@@ -249,7 +249,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         sid = (int(event["run_id"]), int(event["call"]), int(event["index"]), kind)
         if not self.ready or not self.waiting.get(sid):
             return
-        saved = await database_sync_to_async(store.saved_text)(*sid)
+        saved = await database_sync_to_async(textlog.saved_text)(*sid)
         have = self.known.get(sid, 0)
         if len(saved) > have:
             await self._send_text(sid, have, saved[have:])
@@ -278,11 +278,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     @database_sync_to_async
     def _replay(
         self, after: int, *, with_streams: bool
-    ) -> tuple[list[tuple[int, str, str | None]], list[store.StreamedBlock]]:
+    ) -> tuple[list[tuple[int, str, str | None]], list[textlog.StreamedBlock]]:
         events = RunEvent.objects.filter(conversation_id=self.conversation_id, seq__gt=after)
         rows = list(events.order_by("seq")[:REPLAY_LIMIT])
         replayed = replay_html(self.conversation_id, rows, can_inspect=self.can_inspect)
-        streams = store.open_streams(self.conversation_id) if with_streams else []
+        streams = textlog.open_streams(self.conversation_id) if with_streams else []
         return replayed, streams
 
     async def _error(self, message: str, *, retry: bool = True) -> None:

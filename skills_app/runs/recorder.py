@@ -37,7 +37,7 @@ from skills_app.core.events import (
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Message, Run, SkillInvocation
-from skills_app.runs import store, tasks, wiring
+from skills_app.runs import eventlog, store, tasks, wiring
 from skills_app.runs.broadcast import publish, send_live
 from skills_app.runs.streams import RunStreams
 from skills_app.runs.wiring import Fragments, Renderer
@@ -142,7 +142,7 @@ class RunRecorder:
         with transaction.atomic():  # one commit for the event and what it changes
             if also is not None:
                 also()
-            stored = store.append_event(
+            stored = eventlog.append_event(
                 self.conversation_id, event, run_id=self.run_id, hidden=hidden
             )
         return stored.seq, self.render(event, conversation_id=self.conversation_id)
@@ -177,7 +177,7 @@ class RunRecorder:
                 seq=row.seq,
                 run_id=self.run_id,
             )
-            stored = store.append_event(
+            stored = eventlog.append_event(
                 self.conversation_id, event, run_id=self.run_id, hidden=row.is_meta
             )
         row = Message.objects.select_related("run", "invocation").get(pk=row.pk)
