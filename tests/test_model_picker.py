@@ -12,7 +12,8 @@ from skills_app.runs import agent_setup
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -91,6 +92,7 @@ def test_the_defaults_come_from_the_settings_until_a_pick(alice, conversation, s
     assert (config.thinking, config.effort) == (True, "max")
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_the_picked_model_thinking_and_effort_reach_the_model(
     settings, fake_anthropic, alice, conversation, tmp_path
 ):
@@ -119,6 +121,7 @@ async def test_the_picked_model_thinking_and_effort_reach_the_model(
     assert "output_config" not in sent and "thinking" not in sent
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_skill_model_alias_resolves_to_a_served_id(
     settings, fake_anthropic, alice, conversation, tmp_path
 ):

@@ -20,7 +20,8 @@ from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import use_fake_model, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -58,6 +59,7 @@ def _statuses(*run_list: Run) -> list[str]:
     return [Run.objects.get(pk=r.pk).status for r in run_list]
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_the_sweep_marks_runs_with_a_stale_heartbeat_and_leaves_live_and_queued_ones(
     workers, alice
 ):
@@ -154,6 +156,7 @@ def test_open_tool_uses_are_answered_and_pending_approvals_cancelled_with_events
     assert _valid_after_another_turn(conversation) is None
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_browsers_watching_the_conversation_are_told(workers, alice):
     run = await sync_to_async(_run)(alice, heartbeat_age=60)
     layer = get_channel_layer()
@@ -186,6 +189,7 @@ def test_bootstrap_in_one_process_takes_every_active_run_as_orphaned(settings, a
     assert _statuses(fresh) == [Run.INTERRUPTED]
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_new_message_replaces_a_run_whose_process_died(settings, fake_anthropic, alice):
     use_fake_model(settings, fake_anthropic)
     dead = await sync_to_async(_run)(alice, heartbeat_age=600, age=600)
@@ -196,6 +200,7 @@ async def test_a_new_message_replaces_a_run_whose_process_died(settings, fake_an
     assert fake_anthropic.requests[-1].status == 200
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_new_message_is_refused_while_a_live_run_is_active(workers, alice):
     live = await sync_to_async(_run)(alice, heartbeat_age=1)
     with pytest.raises(runs.RunError, match="already in progress"):
@@ -203,12 +208,14 @@ async def test_a_new_message_is_refused_while_a_live_run_is_active(workers, alic
     assert await sync_to_async(_statuses)(live) == [Run.RUNNING]
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_stopping_a_run_whose_process_died_marks_it_interrupted(workers, alice):
     dead = await sync_to_async(_run)(alice, heartbeat_age=600)
     assert await runs.stop_run(dead.pk)
     assert await sync_to_async(_statuses)(dead) == [Run.INTERRUPTED]
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_stopping_a_live_run_that_does_not_answer_reports_failure(workers, settings, alice):
     settings.RUN_HEARTBEAT_SECONDS = 0.1
     runs_module_wait = runs.STOP_WAIT_SECONDS
@@ -235,6 +242,7 @@ async def _saver_idle() -> bool:
     return streams.saver().idle()
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_anthropic, alice):
     """A false alarm (a heartbeat delayed past the limit) must not corrupt the closed history."""
     use_fake_model(settings, fake_anthropic)

@@ -29,7 +29,8 @@ from tests.worker_helpers import (
 from tests.ws_helpers import receive
 from webapp.asgi import application
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 
 def _ghost(name: str = "ghost-host pid 9 #dead01", *, silent_for: float) -> Worker:
@@ -65,6 +66,7 @@ def _valid_after_another_turn(conversation_id: int) -> str | None:
     return validate_request(agent_setup.build_request(conversation).as_kwargs())
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_worker_registers_beats_and_deregisters(worker_fake, layer):
     async with running_worker() as worker:
         name = worker.loop.name
@@ -78,6 +80,7 @@ async def test_a_worker_registers_beats_and_deregisters(worker_fake, layer):
     assert await sync_to_async(live_workers)() == 0
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_worker_that_stops_interrupts_its_runs_at_once(worker_fake, layer, alice):
     conversation = await Conversation.objects.acreate(owner=alice)
     reply, gate, reached = paused("Streaming along nicely. " * 4)
@@ -105,6 +108,7 @@ async def test_a_worker_that_stops_interrupts_its_runs_at_once(worker_fake, laye
     assert await sync_to_async(_valid_after_another_turn)(conversation.pk) is None
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_live_worker_interrupts_the_runs_of_a_silent_one(worker_fake, layer, alice):
     ghost = await sync_to_async(_ghost)(silent_for=0)
     run = await sync_to_async(_run_of)(ghost.name, alice)
@@ -134,6 +138,7 @@ async def _next(layer, channel: str, event_type: str, *, timeout: float) -> dict
             return message
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_web_process_notices_a_dead_worker_when_no_worker_is_left(
     worker_fake, layer, alice
 ):
@@ -168,6 +173,7 @@ def _session_cookie(user) -> str:
     return client.cookies["sessionid"].value
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_worker_taken_for_dead_gives_up_its_runs_and_starts_over(worker_fake, layer, alice):
     """A stalled worker came back after others declared it dead: it must not add to the closed
     history of its runs, and it goes on as a new worker."""
