@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import MISSING, fields
-from typing import Any
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -11,6 +11,7 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
 from skills_app.chat import event_views
+from skills_app.chat.items import Part, StaticItem
 from skills_app.core.events import (
     EVENT_TYPES,
     ApprovalRequested,
@@ -26,8 +27,10 @@ from skills_app.core.events import (
     event_from,
     event_type,
 )
-from skills_app.models import Conversation
+from skills_app.models import Conversation, Run
+from skills_app.models import RunEvent as StoredEvent
 from skills_app.runs.broadcast import group_name
+from skills_app.runs.recorder import RunRecorder
 from tests.test_consumer import _session_cookie
 from tests.ws_helpers import receive, until
 from webapp.asgi import application
@@ -164,3 +167,41 @@ def test_data_missing_a_required_field_says_which():
 def test_keys_it_does_not_know_are_ignored():
     event = event_from("approval.requested", {"approval_id": 3, "extra": "x"})
     assert event == ApprovalRequested(approval_id=3)
+
+
+@dataclass(frozen=True, slots=True)
+class NoteAdded(RunEvent):
+    """An event type this test adds, as a new feature would: declared, then given a view."""
+
+    type: ClassVar[str] = "note.added"
+    text: str
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_new_event_type_is_stored_rendered_and_relayed_without_other_changes(
+    alice, monkeypatch
+):
+    """Adding an event type: its class (core) and, since people see it, one view (chat)."""
+    monkeypatch.setitem(EVENT_TYPES, NoteAdded.type, NoteAdded)
+    monkeypatch.setattr(event_views, "STORED", dict(event_views.STORED))
+    event_views.shows(NoteAdded)(
+        lambda event, _conversation_id, _lookup: [Part(StaticItem(f"<p>note: {event.text}</p>"))]
+    )
+    conversation = await Conversation.objects.acreate(owner=alice, title="notes")
+    run = await Run.objects.acreate(conversation=conversation, status=Run.RUNNING)
+    cookie = await sync_to_async(_session_cookie)(alice)
+    tab = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation.pk}/",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    assert (await tab.connect())[0]
+    await tab.send_json_to({"action": "resume", "after": 0})
+    assert (await receive(tab))["type"] == "resumed"
+    seq = await RunRecorder(conversation.pk, run.pk, alice.pk).record(NoteAdded("buy milk"))
+    frame = await receive(tab)
+    assert (frame["seq"], frame["type"]) == (seq, "note.added")
+    assert "note: buy milk" in frame["text"]
+    stored = await StoredEvent.objects.aget(conversation=conversation, seq=seq)
+    assert (stored.type, stored.data) == ("note.added", {"text": "buy milk"})
+    await tab.disconnect()
