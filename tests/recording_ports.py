@@ -499,7 +499,7 @@ class Chat:
 
     def __init__(
         self,
-        root: Path,
+        root: Path | None = None,
         *,
         skills_dir: Path | None = None,
         rules: Sequence[Rule] = (),
@@ -507,20 +507,33 @@ class Chat:
         hooks: Hooks | None = None,
         model: ScriptedModel | None = None,
         sandbox: str = "auto",
+        workspace: Workspace | None = None,
+        skills: SkillProvider | None = None,
+        agent_config: AgentConfig | None = None,
+        subagent: bool = False,
         **config: Any,
     ) -> None:
         self.model = model or ScriptedModel()
-        self.workspace = Workspace(root / "workspace")
-        self.skills: SkillProvider = (
-            SkillRegistry([SkillSource("dirs", skills_dir)]) if skills_dir else NoSkills()
-        )
+        if workspace is None:
+            assert root is not None, "a Chat needs a folder for its workspace"
+            workspace = Workspace(root / "workspace")
+        self.workspace = workspace
+        if skills is None:
+            skills = SkillRegistry([SkillSource("dirs", skills_dir)]) if skills_dir else NoSkills()
+        self.skills: SkillProvider = skills
         self.hooks = hooks or Hooks()
         self.sandbox = sandbox
-        self.config = AgentConfig(
+        self.config = agent_config or AgentConfig(
             model=self.model.model, session_id="session-1", prompt_caching=True, **config
         )
         self.ports = RecordingPorts(
-            self.model, self.workspace, rules=list(rules), answer=answer, forker=self._fork
+            self.model,
+            self.workspace,
+            rules=list(rules),
+            answer=answer,
+            # A subagent cannot start another subagent.
+            forker=None if subagent else self._fork,
+            subagent=subagent,
         )
         self.runner: Runner | None = None
         self.subagents: list[Chat] = []
@@ -575,18 +588,19 @@ class Chat:
 
     async def _fork(self, spec: SkillSpec, prompt: str) -> ForkResult:
         """A subagent in memory, as `runs.forks` runs one: fresh rows, only its answer returns."""
-        child = Chat.__new__(Chat)
-        child.model, child.workspace, child.hooks = self.model, self.workspace, Hooks()
-        child.sandbox, child.subagents, child.runner = self.sandbox, [], None
-        child.skills = NoForks(self.skills, spec.name)
-        child.config = replace(
-            self.config,
-            system_prompt=f'You are a subagent running the skill "{spec.name}".',
+        child = Chat(
+            model=self.model,
+            workspace=self.workspace,
+            skills=NoForks(self.skills, spec.name),
+            rules=self.ports.rules,
+            answer=self.ports.answer,
+            sandbox=self.sandbox,
+            agent_config=replace(
+                self.config,
+                system_prompt=f'You are a subagent running the skill "{spec.name}".',
+            ),
+            subagent=True,
         )
-        child.ports = RecordingPorts(
-            self.model, self.workspace, rules=self.ports.rules, answer=self.ports.answer
-        )
-        child.ports.subagent = True
         self.subagents.append(child)
         runner = child.build()
         first = runner.profile.fork_messages(spec.name, prompt)

@@ -10,13 +10,16 @@ as strict about requests as the fake Anthropic server), the rules decide with th
 from __future__ import annotations
 
 import asyncio
+import copy
+from dataclasses import replace
 
 import pytest
 
-from skills_app.core.events import BlockStarted, ModelCalled, TextDelta
+from skills_app.core.events import BlockStarted, ModelCalled, TextDelta, ThinkingDelta
 from skills_app.core.hooks import HookResult, Hooks
+from skills_app.core.llm import ModelError
 from skills_app.core.transcript import close_open_tool_uses
-from tests.fake_anthropic import Reply, tool_use_block
+from tests.fake_anthropic import Reply, tool_use_block, without_cache_control
 from tests.loop_helpers import write_skills
 from tests.recording_ports import ALLOW_CONVERSATION, ALLOW_ONCE, DENY, Chat, rule
 
@@ -538,7 +541,7 @@ async def test_the_system_prompt_profile_loads_the_body_into_the_system_prompt(t
     ],
 )
 async def test_the_scripted_model_rejects_what_the_api_rejects(chat, messages, complaint):
-    from skills_app.core.llm import ModelError, ModelRequest
+    from skills_app.core.llm import ModelRequest
 
     request = ModelRequest(
         model=chat.model.model, system="s", tools=[], messages=messages, max_tokens=100
@@ -549,3 +552,24 @@ async def test_the_scripted_model_rejects_what_the_api_rejects(chat, messages, c
             pass
     assert refused.value.kind == "bad_request"
     assert complaint in chat.model.rejected[0].rejection
+
+
+async def test_thinking_blocks_go_back_to_the_model_unchanged_in_a_tool_loop(tmp_path, skills):
+    """With thinking on, the model's signed thinking must be replayed as it came (the scripted
+    model rejects a tool loop that drops or alters it, as the API does)."""
+    chat = Chat(tmp_path, skills_dir=skills, thinking=True, answer=ALLOW_ONCE)
+    chat.model.enqueue(Reply.tool_use("Glob", {"pattern": "*"}), Reply.text("Nothing there."))
+    outcome = await chat.turn("what files are there?")
+    assert outcome.status == "done"
+    first_answer = chat.calls[1].messages[1]["content"]
+    assert first_answer[0]["type"] == "thinking" and first_answer[0]["signature"]
+    assert [r.kind for r in chat.rows if r.role == "assistant"] == ["tool_use", "text"]
+    assert any(isinstance(e, ThinkingDelta) for e in chat.ports.events)
+    # Negative control: the same request with the thinking altered is refused, as by the API.
+    altered = copy.deepcopy(chat.calls[1].messages)
+    altered[1]["content"][0]["thinking"] += " (edited)"
+    request = replace(chat.calls[1].request, messages=without_cache_control(altered))
+    with pytest.raises(ModelError):
+        async for _event in chat.model.stream(request):
+            pass
+    assert "thinking" in chat.model.rejected[-1].rejection
