@@ -2,9 +2,9 @@
 
 A group message's `type` is the event's own dotted name, so Channels hands it to the consumer's
 handler of that name (`text.delta` -> `text_delta`). Stored events carry their `seq` and the
-HTML they show, rendered once per visibility class (`html` for ordinary users, None when they get
-nothing; `inspector_html` for those who may inspect hidden content); live events carry only
-their data.
+HTML they show, rendered once per visibility class by the renderer handed to runs
+(`wiring.render`: `html` for ordinary users, None when they get nothing; `inspector_html` for
+those who may inspect hidden content); live events carry only their data.
 """
 
 from __future__ import annotations
@@ -15,13 +15,20 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from skills_app.chat.fragments import Fragments, fragments_for
 from skills_app.core.events import EventDataError, event_from
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import RunEvent
-from skills_app.runs import store
+from skills_app.runs import wiring
+from skills_app.runs.wiring import Fragments
 
 logger = logging.getLogger(__name__)
+
+GROUP_PREFIX = "conversation-"
+
+
+def group_name(conversation_id: int) -> str:
+    """The channel-layer group every subscriber of a conversation joins."""
+    return f"{GROUP_PREFIX}{conversation_id}"
 
 
 async def publish(
@@ -47,7 +54,7 @@ async def publish(
     if fragments is not None:
         message["html"] = None if hidden else fragments.public
         message["inspector_html"] = fragments.inspector
-    await layer.group_send(store.group_name(conversation_id), message)
+    await layer.group_send(group_name(conversation_id), message)
 
 
 async def send_live(conversation_id: int, event: CoreEvent) -> None:
@@ -55,9 +62,7 @@ async def send_live(conversation_id: int, event: CoreEvent) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    await layer.group_send(
-        store.group_name(conversation_id), {"type": event.type, "event": event.data()}
-    )
+    await layer.group_send(group_name(conversation_id), {"type": event.type, "event": event.data()})
 
 
 async def broadcast_events(events: list[RunEvent]) -> None:
@@ -76,5 +81,5 @@ def _typed_and_rendered(
         except EventDataError:
             logger.exception("not announcing event %s #%s", row.type, row.seq)
             continue
-        found.append((row, event, fragments_for(event, conversation_id=row.conversation_id)))
+        found.append((row, event, wiring.render(event, conversation_id=row.conversation_id)))
     return found

@@ -24,14 +24,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from skills_app.core.agent import RunOutcome
-from skills_app.core.events import RunQueued
+from skills_app.core.events import RunFinished, RunQueued
 from skills_app.core.llm import ModelClient
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
-from skills_app.runs import attached, store, tasks
+from skills_app.runs import agent_setup, attached, eventlog, store, tasks, wiring
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
+from skills_app.runs.errors import RunError
 from skills_app.runs.execute import execute_run
 from skills_app.runs.liveness import process_identity
 from skills_app.runs.queue import RUN_CHANNEL, wake_workers
@@ -39,14 +40,19 @@ from skills_app.runs.recovery import interrupt_if_orphaned
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RUN_CHANNEL", "RunError", "process_identity", "start_run", "stop_run", "wait_for_run"]
+__all__ = [
+    "RUN_CHANNEL",
+    "RunError",
+    "drain",
+    "process_identity",
+    "shutdown",
+    "start_run",
+    "stop_run",
+    "wait_for_run",
+]
 
 # How long a stop waits for a run executing in another process to finish.
 STOP_WAIT_SECONDS = 10.0
-
-
-class RunError(Exception):
-    """A run cannot start; the message says why and what to do."""
 
 
 def _create_run(
@@ -98,7 +104,7 @@ def _create_run(
             events.append(_store_prompt(conversation, run, prompt))
         if not inline:
             events.append(
-                store.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
+                eventlog.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
             )
         return run, events
 
@@ -115,7 +121,11 @@ def _store_attachments(
         return []
     row = store.append_message(conversation.pk, message, run_id=run.pk)
     attached.mark_sent(claimed, row.pk)
-    return [store.append_event(conversation.pk, "message", store.message_event(row), run_id=run.pk)]
+    return [
+        eventlog.append_event(
+            conversation.pk, "message", eventlog.message_event(row), run_id=run.pk
+        )
+    ]
 
 
 def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent:
@@ -124,15 +134,15 @@ def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent
     A slash command is stored as the user typed it, for people (`kind="command"`, kept from the
     model, which gets the skill's status and hidden rows instead).
     """
-    skills = store.skills_for_conversation(conversation)
+    skills = agent_setup.skills_for_conversation(conversation)
     command = parse_slash_command(prompt, lambda name: skills.get(name) is not None)
     if command is None:
         message = StoredMessage.text("user", prompt)
     else:
         message = StoredMessage.text("user", prompt, kind="command", to_model=False)
     row = store.append_message(conversation.pk, message, run_id=run.pk)
-    data = store.message_event(row)
-    return store.append_event(conversation.pk, "message", data, run_id=run.pk)
+    data = eventlog.message_event(row)
+    return eventlog.append_event(conversation.pk, "message", data, run_id=run.pk)
 
 
 async def start_run(
@@ -187,8 +197,7 @@ class InlineExecutor:
     async def submit(
         self, run: Run, *, user_id: int, client: ModelClient, auto_answer: str | None
     ) -> None:
-        task = spawn_run(run.pk, user_id=user_id, client=client, auto_answer=auto_answer)
-        tasks.track(run.pk, task)
+        spawn_run(run.pk, user_id=user_id, client=client, auto_answer=auto_answer)
 
 
 class WorkerExecutor:
@@ -219,16 +228,19 @@ def spawn_run(
 ) -> asyncio.Task[RunOutcome | None]:
     """Execute a claimed run as a task of this event loop, with its heartbeat beside it.
 
-    A worker passes `heartbeat=False`: it beats for all its runs at once (`workers`).
+    The task is the run's task group: the run, then its after-work (`tasks`). A worker passes
+    `heartbeat=False`: it beats for all its runs at once (`workers`).
     """
     # A fresh context: a run outlives the request or socket that started it, so it must not
     # inherit their thread-sensitive executor (it is shut down when they end).
-    return asyncio.get_running_loop().create_task(
+    task = asyncio.get_running_loop().create_task(
         _supervised(
             run_id, user_id=user_id, client=client, auto_answer=auto_answer, heartbeat=heartbeat
         ),
         context=contextvars.Context(),
     )
+    tasks.open_group(run_id, task)
+    return task
 
 
 async def _supervised(
@@ -247,34 +259,33 @@ async def _supervised(
     finally:
         if beat is not None:
             beat.cancel()
+        abandoned = run_id in tasks.ABANDONED
         tasks.ABANDONED.discard(run_id)
-        # Beside the run, not in it: a stop waiting for this task does not wait for these too.
-        follow_up = asyncio.get_running_loop().create_task(
-            _after_run(run_id), context=contextvars.Context()
-        )
-        _FOLLOW_UPS.add(follow_up)
-        follow_up.add_done_callback(_FOLLOW_UPS.discard)
-
-
-_FOLLOW_UPS: set[asyncio.Task[None]] = set()
+        # The run itself is over: a stop stops waiting here, and cannot cancel what follows.
+        tasks.executed(run_id)
+        if not abandoned:
+            # In the run's own task: whoever waits for the run waits for these too, and
+            # whoever gives the run up (a worker stopping) cancels them with it.
+            await _after_run(run_id)
 
 
 async def _after_run(run_id: int) -> None:
-    """When a run has ended: send the next queued message, then title a new conversation."""
-    # Imported here: both import this module's start_run.
-    from skills_app.chat import titles
-    from skills_app.chat.actions import send_queued
-
+    """Tell the subscribers handed to runs (`wiring.after_run`) that the run has ended."""
     row = (
-        await Run.objects.filter(pk=run_id, parent__isnull=True).values("conversation_id").afirst()
+        await Run.objects.filter(pk=run_id)
+        .values("conversation_id", "parent_id", "status", "error", "error_kind")
+        .afirst()
     )
-    if row is None:
-        return  # a subagent's run: its parent's end sends the queue
-    for step in (send_queued, titles.title_after_answer):
+    if row is None or row["parent_id"] is not None:
+        return  # gone, or a subagent's run: its parent's end is the one that counts
+    finished = RunFinished(
+        run_id=run_id, status=row["status"], error=row["error"], kind=row["error_kind"]
+    )
+    for subscriber in wiring.current().after_run:
         try:
-            await step(row["conversation_id"])
+            await subscriber(row["conversation_id"], finished)
         except Exception:
-            logger.exception("after run %s: %s failed", run_id, step.__qualname__)
+            logger.exception("after run %s: %r failed", run_id, subscriber)
 
 
 async def _heartbeat(run_id: int, task: asyncio.Task[Any]) -> None:
@@ -316,8 +327,11 @@ async def stop_run(run_id: int) -> bool:
     task = tasks.RUNNING.get(run_id)
     if task is not None and not task.done():
         task.cancel()
+        group = tasks.GROUPS.get(run_id)
+        # Until the run has recorded its stop; its after-work (the next queued message) goes on.
+        ended = group.executed.wait() if group is not None else asyncio.shield(task)
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=STOP_WAIT_SECONDS)
+            await asyncio.wait_for(ended, timeout=STOP_WAIT_SECONDS)
         except (asyncio.CancelledError, TimeoutError):
             pass
         except Exception:
@@ -369,24 +383,51 @@ def _stop_queued(run_id: int) -> list[RunEvent]:
         conversation_id = Run.objects.values_list("conversation_id", flat=True).get(pk=run_id)
         data = {"run_id": run_id, "status": Run.STOPPED, "error": "Stopped by the user."}
         return [
-            store.append_event(
+            eventlog.append_event(
                 conversation_id, "run.finished", {**data, "kind": "stopped"}, run_id=run_id
             )
         ]
 
 
 async def wait_for_run(run_id: int, timeout: float | None = None) -> None:
-    """Wait until the run has finished, here or in another process; TimeoutError after timeout."""
-    task = tasks.RUNNING.get(run_id)
-    if task is not None:
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=timeout)
-        except asyncio.CancelledError:
-            if not task.cancelled():
-                raise  # the waiter itself was cancelled
-        return
+    """Wait until the run has finished, here or in another process; TimeoutError after timeout.
+
+    A run executing here is waited for with its after-work (the next queued message started,
+    the title written): nothing it started is still writing when this returns.
+    """
     deadline = None if timeout is None else time.monotonic() + timeout
-    while await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aexists():
-        if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"run {run_id} is still active after {timeout} s")
-        await asyncio.sleep(0.05)
+    if not await _wait_here(run_id, deadline, timeout):
+        while await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aexists():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"run {run_id} is still active after {timeout} s")
+            await asyncio.sleep(0.05)
+        # A worker of this process may have taken it meanwhile: its after-work is here too.
+        await _wait_here(run_id, deadline, timeout)
+
+
+async def _wait_here(run_id: int, deadline: float | None, timeout: float | None) -> bool:
+    """Wait for the run's task group if it executes in this process; False if it does not."""
+    group = tasks.GROUPS.get(run_id)
+    task = group.task if group is not None else tasks.RUNNING.get(run_id)
+    if task is None:
+        return False
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout=left)
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise  # the waiter itself was cancelled
+    except TimeoutError:
+        raise TimeoutError(f"run {run_id} is still active after {timeout} s") from None
+    return True
+
+
+async def drain() -> None:
+    """Wait until every run of this process and its after-work have ended (the command line
+    waits so before it exits: a queued message it sent runs to its end, titles are written)."""
+    await tasks.drain()
+
+
+async def shutdown() -> None:
+    """Cancel every run of this process and its after-work, and wait until they have ended."""
+    await tasks.cancel_all()
