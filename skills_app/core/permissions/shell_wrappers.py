@@ -28,6 +28,9 @@ class _Spec:
     positionals: int = 0  # operands before the command (timeout's duration)
 
 
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\[[^\]]*\])?\+?=")
+# Reserved words tree-sitter may read as a command name; the words after them are a command line.
+_KEYWORDS = frozenset({"{", "!", "time", "coproc"})
 _SPLIT = re.compile(r"-[^-]*S|--split-string")
 _SPECS = {
     "command": _Spec(flags="p", stops="vV"),
@@ -116,6 +119,8 @@ def _options(head: str, words: list[Word]) -> tuple[int, list[str], list[Word]] 
     while i < len(words):
         word = words[i]
         if not word.literal or word.dollar:
+            if head in _KEYWORDS:
+                break  # the command itself: resolve() says its name is computed
             return f"an argument of `{head}` ({word.text}) is computed, so it may be the command"
         text = word.text
         if text == "--":
@@ -159,6 +164,10 @@ def _options(head: str, words: list[Word]) -> tuple[int, list[str], list[Word]] 
                     return None
             else:
                 i += 1
+            continue
+        if head in _KEYWORDS and _ASSIGNMENT.match(text):
+            assignments.append(text)  # `! { A=1 cmd; }`: an assignment before the command
+            i += 1
             continue
         if head == "env" and (text == "-" or "=" in text):  # env takes any NAME=VALUE
             if text != "-":
