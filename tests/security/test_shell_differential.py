@@ -122,7 +122,8 @@ _WRAPPERS = [
     "", "command ", "command -p ", "exec -a x ", "nice ", "nice -n 5 ", "timeout 5 ", "nohup ",
     "env ", "env -i ", "env A=1 ", "time ", "time -p ", "stdbuf -o0 ", "setsid -w ", "! ",
     "/usr/bin/env ", "A=1 ", "PATH=/usr/bin ", "builtin ", "exec ", "coproc ", "nice timeout 5 ",
-    "env -- ", "command -- ", "timeout -s KILL 5 ", "env -u X ",
+    "env -- ", "command -- ", "timeout -s KILL 5 ", "env -u X ", ">work/o ", "{fd}>work/o ",
+    "time >work/o ", "! 2>/dev/null ", "A=1 >work/o B=2 ",
 ]  # fmt: skip
 
 

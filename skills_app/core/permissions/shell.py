@@ -198,6 +198,7 @@ class _Walker(Reader):
                 assignments.append(self.text(child))
             elif field in ("name", "argument"):
                 words += self.words(child, braces=True)
+        words = self.redirect_words(node, words)
         if not words:
             return  # assignments (and redirections) only
         text = self.text(node)
@@ -235,6 +236,30 @@ class _Walker(Reader):
         self.commands.append(
             SimpleCommand(text, plain, tuple(assignments), tuple(dict.fromkeys(subjects)), resolved)
         )
+
+    def redirect_words(self, node: Node, words: list[Word]) -> list[Word]:
+        """The command's words as bash reads them around redirections tree-sitter misplaces:
+        in `time >f rm x` it takes `rm x` for more targets of `>f` (bash: words of the
+        command), and in `{fd}>f rm x` it takes `{fd}` for the command name (bash: the
+        descriptor variable of the redirection)."""
+        if self.parent is None or self.parent.type != "redirected_statement":
+            return words
+        redirects = [c for c in self.parent.children if c.type == "file_redirect"]
+        if (
+            words
+            and re.fullmatch(r"\{[A-Za-z_]\w*\}", words[0].text)
+            and any(r.start_byte == node.end_byte for r in redirects)
+        ):
+            words = words[1:]
+        for redirect in redirects:
+            targets = [
+                c
+                for i, c in enumerate(redirect.children)
+                if redirect.field_name_for_child(i) == "destination"
+            ]
+            for target in targets[1:]:
+                words = [*words, *self.words(target, braces=True)]
+        return words
 
     def runs_a_word(self, resolution: Resolved, words: list[Word]) -> None:
         """command, builtin, env -S and exec with expansions take a command as data."""
