@@ -123,6 +123,47 @@ class Reader:
         text = "".join(w.text for w in words)
         return Word(head + text, literal=all(w.literal for w in words))
 
+    def redirect_words(self, node: Node, words: list[Word]) -> list[Word]:
+        """The command's words as bash reads them around redirections tree-sitter misplaces:
+        in `time >f rm x` it takes `rm x` for more targets of `>f` (bash: words of the
+        command), and in `{fd}>f rm x` it takes `{fd}` for the command name (bash: the
+        descriptor variable of the redirection)."""
+        if self.parent is None or self.parent.type != "redirected_statement":
+            return words
+        redirects = [c for c in self.parent.children if c.type == "file_redirect"]
+        if (
+            words
+            and re.fullmatch(r"\{[A-Za-z_]\w*\}", words[0].text)
+            and any(r.start_byte == node.end_byte for r in redirects)
+        ):
+            words = words[1:]
+        for redirect in redirects:
+            targets = [
+                c
+                for i, c in enumerate(redirect.children)
+                if redirect.field_name_for_child(i) == "destination"
+            ]
+            for target in targets[1:]:
+                words = [*words, *self.words(target, braces=True)]
+        return words
+
+    def fed_code(self, node: Node) -> str | None:
+        """The literal here-document or here-string given to a command, or None."""
+        holders = [node]
+        if self.parent is not None and self.parent.type == "redirected_statement":
+            holders.append(self.parent)
+        for holder in holders:
+            for child in holder.children:
+                if child.type == "heredoc_redirect":
+                    body = next((c for c in child.children if c.type == "heredoc_body"), None)
+                    if body is not None and not any(c.type in DYNAMIC for c in descendants(body)):
+                        return self.text(body)
+                if child.type == "herestring_redirect" and child.children:
+                    words = self.words(child.children[-1], braces=False)
+                    if len(words) == 1 and words[0].exact:
+                        return words[0].text
+        return None
+
     # --- nodes where a value is evaluated ------------------------------------------------
 
     def arithmetic(self, node: Node, depth: int) -> None:
