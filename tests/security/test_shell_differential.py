@@ -194,7 +194,8 @@ def _structures(code: str) -> list[str]:
         f"echo > >({code})", f"x=$({code}) true", f"echo ${{x:-$({code})}}", f"{code} | cat",
         f"cat <<E\n$({code})\nE", f"echo hi; {code}", f"[[ $({code}) ]]", f"{code} &\nwait",
         f"case $({code}) in *) ;; esac", f"exec 3> >({code}); echo hi", f"! {{ {code}\n}}",
-        f"time {{ {code}\n}}", f"! ( {code} )", f"echo `echo \\`{code}\\``",
+        f"time {{ {code}\n}}", f"! ( {code} )", f"! {{ {{ {code}\n}}\n}}",
+        f"! {{ if true; then {code}\nfi\n}}", f"time {{ ( {code} )\n}}", f"echo `echo \\`{code}\\``",
         f"echo \"`echo \\`{code}\\``\"",
     ]  # fmt: skip
 

@@ -333,11 +333,28 @@ def _word(atoms: list[Atom], ifs: bool, braced: bool) -> Word:
     return Word("".join(text), literal, glob, ifs, dollar)
 
 
+_PIPELINE_KEYWORD = re.compile(
+    r"(^|[;&|(){}\n]|\b(?:then|do|else|elif|if|while|until)\b)([ \t]*)(!|time(?:[ \t]+-p)?)(?=[ \t])"
+)
+
+
 def readings(text: str) -> list[str]:
-    """The text with backslash-newlines joined as bash joins them, and (when that differs) as
-    written: if the joining is wrong somewhere, the other reading still shows the commands."""
+    """The ways the text is read; every command any of them shows meets the deny rules, and an
+    allow rule must cover the commands of all of them.
+
+    The text with backslash-newlines joined as bash joins them, and (when that differs) as
+    written: if the joining is wrong somewhere, the other reading still shows the commands. And
+    with `!` and `time` before a pipeline blanked (they change no command), because tree-sitter
+    misreads a group after them (`! { { rm x; }; }` gives a command named `{ {`).
+    """
     joined = join_lines(text)
-    return [joined] if joined == text else [joined, text]
+    found = [joined, text]
+
+    def blank(m: re.Match[str]) -> str:
+        return m.group(1) + m.group(2) + " " * len(m.group(3))
+
+    found.append(_PIPELINE_KEYWORD.sub(blank, joined))
+    return list(dict.fromkeys(found))
 
 
 def without_coproc(text: str) -> str:
