@@ -334,7 +334,7 @@ def _word(atoms: list[Atom], ifs: bool, braced: bool) -> Word:
 
 
 _PIPELINE_KEYWORD = re.compile(
-    r"(^|[;&|(){}\n]|\b(?:then|do|else|elif|if|while|until)\b)([ \t]*)(!|time(?:[ \t]+-p)?)(?=[ \t])"
+    r"(^|[;&|(){}`!\n]|\b(?:then|do|else|elif|if|while|until)\b)([ \t]*)(!|time(?:[ \t]+-p)?)(?=[ \t])"
 )
 
 
