@@ -25,7 +25,7 @@ The normal run tries EXAMPLES candidates (about 25 s on a shared, busy machine).
     HYPOTHESIS_PROFILE=shell-deep .venv/bin/python -m pytest \\
         tests/security/test_shell_differential.py -p no:cacheprovider
 
-tries 20,000 (42 minutes at a load average of 10 on 2 cores).
+tries 20,000 (25 to 45 minutes at a load average of 8 to 11 on 2 cores).
 """
 
 from __future__ import annotations
