@@ -8,7 +8,9 @@ links, and only regular files are ever read, copied or reported.
 Inputs (`{"src": ..., "dst": ..., "mode": ...}`) come from:
 - `workspace://path` (or a plain relative path): a file of the workspace, outside skills/;
 - `artifact://name`: a file the user was offered for download, `out/<name>`;
-- `skill://name/path`: a file of a skill offered in this conversation (its installed folder).
+- `skill://name/path`: a file of a skill offered in this conversation (its installed folder),
+  which the rules let this conversation use: `skill_run` decides `Skill(name)` for each one first
+  (`skill_names`), so a deny rule on a skill denies its files and an ask rule asks.
 `host://` is refused: the server's own files are never reachable from a conversation. The
 destination is workspace-relative (default `work/inputs/<file name>`) and must lie under work/
 or out/. Inputs are always copied, never linked (`mode: "link"` is accepted and copies too).
@@ -82,6 +84,18 @@ def stage_inputs(ws: Workspace, raw: object, skills: SkillProvider) -> list[str]
             handle.write(data)
         staged.append(ws.relative(target))
     return staged
+
+
+def skill_names(raw: object) -> list[str]:
+    """The skills named by the `skill://` inputs of a call, in order, once each."""
+    names: list[str] = []
+    for item in raw if isinstance(raw, list) else []:
+        src = item.get("src") if isinstance(item, Mapping) else None
+        if isinstance(src, str) and src.startswith("skill://"):
+            name = src.removeprefix("skill://").partition("/")[0]
+            if name and name not in names:
+                names.append(name)
+    return names
 
 
 def _read_source(ws: Workspace, src: str, skills: SkillProvider) -> tuple[bytes, str]:
