@@ -29,10 +29,18 @@ from ..permissions import Decision, ToolCall
 from ..tools.base import ToolError
 from ..tools.bash import BashTool
 from ..tools.env import command_with_env, skill_run_env
+from ..tools.walk import Budget, run_cancellable
 from ..tools.workspace import Workspace, WorkspaceError
 from ..transcript import tool_result_block
 from .base import SkillSession, ToolAnswer
-from .run_files import collect_outputs, expand, save_artifacts, skill_names, stage_inputs
+from .run_files import (
+    MAX_WALKED,
+    collect_outputs,
+    expand,
+    save_artifacts,
+    skill_names,
+    stage_inputs,
+)
 from .shared import error_answer
 from .skill_state import skill_state
 
@@ -152,8 +160,13 @@ async def run_skill_command(
     duration_ms = int((time.monotonic() - started) * 1000)
     stderr = _read_back(workspace, err_file, ctx.output_limit)
     stdout, exit_code, timed_out = _split_status(result.content)
-    files = await asyncio.to_thread(
-        collect_outputs, workspace, tool_input.get("output_files"), variables
+    # Bounded, linear and cancellable: Stop ends the walk, not only the wait for it.
+    budget = Budget(entries=MAX_WALKED)
+    files, note = await run_cancellable(
+        lambda: collect_outputs(
+            workspace, tool_input.get("output_files"), variables, budget=budget
+        ),
+        budget,
     )
     payload: dict[str, Any] = {
         "stdout": stdout,
@@ -163,6 +176,8 @@ async def run_skill_command(
         "duration_ms": duration_ms,
         "output_files": files,
     }
+    if note:
+        payload["output_files_note"] = note
     artifacts = set(result.artifacts)
     if tool_input.get("save_as_artifacts") is True and files:
         try:
