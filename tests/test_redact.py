@@ -169,3 +169,14 @@ def test_a_hit_in_one_part_and_a_mask_that_shows_another() -> None:
     assert "brass key" not in masked.redact(secret) and masked.redact(mine) == mine
     # Positive control: unmasked, both are withheld.
     assert HiddenIndex.of([(shared, None)]).redact(mine) != mine
+
+
+def test_a_text_longer_than_one_chunk_is_checked_across_the_seams(monkeypatch) -> None:
+    import skills_app.core.redact as redact_module
+
+    monkeypatch.setattr(redact_module, "CHUNK", 64)
+    index = HiddenIndex([BODY])
+    for start in range(0, 120, 7):  # the quote starts at every offset around the seams
+        text = "x" * start + " " + BODY[60:160] + " tail"
+        shown = index.redact(text)
+        assert "customer list" not in shown and shown.endswith(" tail"), start

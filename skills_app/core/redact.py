@@ -57,6 +57,8 @@ DEFAULT_LABEL = "hidden skill text"
 MAX_LOCATIONS = 8
 # Entries sharing one hash looked at, hidden or not (bounds the work on a popular window).
 MAX_PROBES = 64
+# Outgoing characters hashed at a time (about 40 bytes of arrays per character).
+CHUNK = 1 << 20
 # The line prefixes of Read (`cat -n` style) and Grep content results.
 _PREFIX = re.compile(r"^(?:[ ]*\d+\t|[^\s:]+:\d+:)", re.MULTILINE)
 _READ_PREFIX = re.compile(r"^[ ]*\d+\t", re.MULTILINE)
@@ -308,19 +310,22 @@ class HiddenIndex:
 
     def _hits(self, norm: str) -> list[_Hit]:
         """Positions whose window hash is a sampled hash of some part, in order."""
-        hashes = window_hashes(norm)
         by_position: dict[int, list[tuple[int, int]]] = {}
-        for number, (part, _mask) in enumerate(self._parts):
-            maybe = np.flatnonzero(part.bitmap[hashes >> np.uint32(part.shift)])
-            if not len(maybe):
-                continue
-            wanted = hashes[maybe]
-            at = np.searchsorted(part.hashes, wanted)
-            inside = at < len(part.hashes)
-            maybe, wanted, at = maybe[inside], wanted[inside], at[inside]
-            equal = part.hashes[at] == wanted
-            for position, entry in zip(maybe[equal].tolist(), at[equal].tolist(), strict=True):
-                by_position.setdefault(position, []).append((number, entry))
+        # In pieces (overlapping by a window): the arrays of one piece stay a few tens of MB
+        # whatever the size of the text (a download is checked whole).
+        for first in range(0, max(1, len(norm) - WINDOW + 1), CHUNK):
+            hashes = window_hashes(norm[first : first + CHUNK + WINDOW - 1])
+            for number, (part, _mask) in enumerate(self._parts):
+                maybe = np.flatnonzero(part.bitmap[hashes >> np.uint32(part.shift)])
+                if not len(maybe):
+                    continue
+                wanted = hashes[maybe]
+                at = np.searchsorted(part.hashes, wanted)
+                inside = at < len(part.hashes)
+                maybe, wanted, at = maybe[inside], wanted[inside], at[inside]
+                equal = part.hashes[at] == wanted
+                for position, entry in zip(maybe[equal].tolist(), at[equal].tolist(), strict=True):
+                    by_position.setdefault(first + position, []).append((number, entry))
         return sorted(by_position.items())
 
     def _found(self, norm: str, hits: list[_Hit]) -> list[tuple[int, int, str]]:
