@@ -126,13 +126,6 @@ def _normalised(text: str) -> str:
     return norm
 
 
-def _blanked(text: str) -> str:
-    """`text` with each line prefix replaced by as many spaces: same length, same gaps."""
-    if not _has_prefix(text):
-        return text
-    return _PREFIX.sub(lambda m: " " * len(m.group()), text)
-
-
 def _codes(text: str) -> npt.NDArray[np.uint32]:
     # surrogatepass: text decoded with surrogateescape (downloads) or JSON may hold lone ones.
     return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
@@ -140,7 +133,14 @@ def _codes(text: str) -> npt.NDArray[np.uint32]:
 
 def _origin(text: str) -> npt.NDArray[np.intp]:
     """The original index of each character of `_normalised(text)`."""
-    space = np.isin(_codes(_blanked(text)), _SPACES)
+    space = np.isin(_codes(text), _SPACES)
+    if _has_prefix(text):
+        # Line prefixes count as gap characters too (marked by +1 at a start, -1 at an end).
+        found = [(m.start(), m.end()) for m in _PREFIX.finditer(text)]
+        marks = np.zeros(len(space) + 1, dtype=np.int32)
+        np.add.at(marks, [start for start, _end in found], 1)
+        np.add.at(marks, [end for _start, end in found], -1)
+        space |= np.cumsum(marks[:-1]) > 0
     keep = ~space
     keep[1:] |= space[1:] & ~space[:-1]  # the first character of each gap stands for it
     if len(keep):
@@ -263,8 +263,8 @@ class Shingles:
         )
 
 
-# (outgoing position, [(part, entry index)]): the sampled windows that may start there.
-_Hit = tuple[int, list[tuple[int, int]]]
+# Sorted outgoing positions whose window may be a sampled one, with the part and the entry.
+_Hits = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
 class HiddenIndex:
@@ -308,9 +308,11 @@ class HiddenIndex:
             out.append(Span(int(origin[start]), int(origin[end - 1]) + 1, label))
         return out
 
-    def _hits(self, norm: str) -> list[_Hit]:
+    def _hits(self, norm: str) -> _Hits:
         """Positions whose window hash is a sampled hash of some part, in order."""
-        by_position: dict[int, list[tuple[int, int]]] = {}
+        positions: list[npt.NDArray[np.int64]] = []
+        numbers: list[npt.NDArray[np.int64]] = []
+        entries: list[npt.NDArray[np.int64]] = []
         # In pieces (overlapping by a window): the arrays of one piece stay a few tens of MB
         # whatever the size of the text (a download is checked whole).
         for first in range(0, max(1, len(norm) - WINDOW + 1), CHUNK):
@@ -324,18 +326,35 @@ class HiddenIndex:
                 inside = at < len(part.hashes)
                 maybe, wanted, at = maybe[inside], wanted[inside], at[inside]
                 equal = part.hashes[at] == wanted
-                for position, entry in zip(maybe[equal].tolist(), at[equal].tolist(), strict=True):
-                    by_position.setdefault(first + position, []).append((number, entry))
-        return sorted(by_position.items())
+                positions.append(maybe[equal].astype(np.int64) + first)
+                numbers.append(np.full(int(equal.sum()), number, dtype=np.int64))
+                entries.append(at[equal].astype(np.int64))
+        if not positions:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        all_positions = np.concatenate(positions)
+        order = np.argsort(all_positions, kind="stable")
+        return all_positions[order], np.concatenate(numbers)[order], np.concatenate(entries)[order]
 
-    def _found(self, norm: str, hits: list[_Hit]) -> list[tuple[int, int, str]]:
+    def _found(self, norm: str, hits: _Hits) -> list[tuple[int, int, str]]:
         """Common spans (normalised [start, end), label), merged where they touch."""
+        positions, numbers, entries = hits
         found: list[tuple[int, int, str]] = []
         resume = 0
-        for position, entries in hits:
+        i, count = 0, len(positions)
+        while i < count:
+            position = int(positions[i])
             if position < resume:
-                continue  # inside a span already found
-            best = self._extend(norm, position, entries, found[-1][1] if found else 0)
+                # Inside a span already found: jump past it (a whole file read back is a hit
+                # every STRIDE characters, none of which needs a look).
+                i = int(np.searchsorted(positions, resume))
+                continue
+            j = i
+            while j < count and positions[j] == position:
+                j += 1
+            here = [(int(numbers[k]), int(entries[k])) for k in range(i, j)]
+            i = j
+            best = self._extend(norm, position, here, found[-1][1] if found else 0)
             if best is None:
                 continue  # hash collisions only
             start, end, label = best
