@@ -69,8 +69,8 @@ def offered(settings, fake_anthropic, tmp_path) -> Any:
     return fake_anthropic
 
 
-def _steal(fake: Any, *sources: str) -> None:
-    inputs = [{"src": s} for s in sources]
+def _steal(fake: Any, *sources: str, extra: tuple[dict[str, str], ...] = ()) -> None:
+    inputs = [*({"src": s} for s in sources), *extra]
     fake.enqueue(
         Reply.tool_use("skill_load", {"skill": "helper"}),
         Reply.tool_use("skill_run", {"skill": "helper", "command": STEAL, "inputs": inputs}),
@@ -95,7 +95,12 @@ async def test_another_skills_files_copied_by_skill_run_are_withheld_everywhere(
 ):
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill(secret-two)")
     conversation = await Conversation.objects.acreate(owner=alice, profile="system-prompt")
-    _steal(offered, "skill://secret-two/SKILL.md", "skill://secret-two/scripts/tool.py")
+    _steal(
+        offered,
+        "skill://secret-two/SKILL.md",
+        "skill://secret-two/scripts/tool.py",
+        extra=({"src": "skill://secret-two/SKILL.md", "dst": "out/stolen.md"},),
+    )
     tab, connected = await open_tab(alice, conversation.pk)
     assert connected
     await resume(tab)
@@ -119,6 +124,9 @@ async def test_another_skills_files_copied_by_skill_run_are_withheld_everywhere(
             body = _get(client, reverse(name, args=[conversation.pk]))
             assert leaked(body, HIDDEN) == [], name
         assert b"withheld" in _get(client, reverse("conversation", args=[conversation.pk]))
+        # The copy offered as a download (an artifact) is filtered too.
+        stolen = _get(client, reverse("conversation-file", args=[conversation.pk, "out/stolen.md"]))
+        assert stolen and leaked(stolen, HIDDEN) == [] and b"withheld" in stolen
         for row in Message.objects.filter(conversation=conversation, kind="tool_use"):
             tool_use_id = row.content[0]["id"]
             url = reverse("conversation-tool-text", args=[conversation.pk, tool_use_id, "result"])
