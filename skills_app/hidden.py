@@ -50,6 +50,7 @@ from skills_app.models import (
     SkillPackage,
     VisibleSkillSource,
 )
+from skills_app.workspaces import workspace_for
 
 logger = logging.getLogger(__name__)
 
@@ -240,8 +241,6 @@ def _source_folders(inv: SkillInvocation) -> Iterator[Path]:
 
 
 def _workspace(conversation_id: int) -> Workspace | None:
-    from skills_app.runs.factory import workspace_for
-
     try:
         return workspace_for(conversation_id)
     except (WorkspaceError, OSError):
