@@ -16,7 +16,7 @@ far and then exactly the deltas after it, never a piece twice and never a hole.
 
 Sessions follow the account (`accounts/sessions.py`): a tab also joins its user's group, and an
 `account.changed` there (a role or permission taken, the user deactivated, a logout) closes it
-with ACCOUNT_CHANGED, so the browser reconnects and is authorised afresh. Every frame the browser
+with ACCOUNT_CHANGED; the page then reloads (chat.js) and is authorised afresh. Every frame the browser
 sends is checked against the account and the session first (`_still_allowed`), so no action runs
 on an account that changed where no signal told us.
 """
