@@ -26,7 +26,7 @@ from skills_app.accounts import roles
 from skills_app.chat.consumers import ACCOUNT_CHANGED, REFUSED
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, SkillInvocation
-from skills_app.runs import store
+from skills_app.runs import eventlog, store
 from skills_app.runs.broadcast import broadcast_events
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import use_fake_model
@@ -57,7 +57,7 @@ def _store_error(conversation_id: int, text: str) -> Any:
         conversation_id,
         StoredMessage.text("assistant", text, kind="error", to_model=False),
     )
-    return store.append_event(conversation_id, "message", store.message_event(row))
+    return eventlog.append_event(conversation_id, "message", eventlog.message_event(row))
 
 
 async def _announce(conversation_id: int, text: str) -> None:
