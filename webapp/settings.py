@@ -467,3 +467,46 @@ ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10, minimum=1)
 
 # Minimum age, in days, before `manage.py audit purge` may remove audit rows; 0: keep forever.
 AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 0, minimum=0)
+
+# --- Organisation: groups, models, budgets, storage, sign-in (docs/organisation.md) ---------
+
+from decimal import Decimal, InvalidOperation  # noqa: E402
+
+
+def _env_usd(name: str) -> Decimal | None:
+    """A dollar amount (e.g. 5 or 12.50), or None when unset or empty (no limit)."""
+    raw = env_str(name).strip().lstrip("$")
+    if not raw:
+        return None
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not an amount in dollars, e.g. 5 or 12.50"
+        ) from None
+    if value < 0 or not value.is_finite():
+        raise ImproperlyConfigured(f"{name}={raw!r} must be 0 or more (empty: no limit)")
+    return value
+
+
+# The models everyone may use (comma-separated ids within ANTHROPIC_MODELS); a group's policy
+# adds more. Empty: every model of ANTHROPIC_MODELS.
+SKILLSCOPE_DEFAULT_MODELS = env_list("SKILLSCOPE_DEFAULT_MODELS", [])
+for _model in SKILLSCOPE_DEFAULT_MODELS:
+    if _model not in ANTHROPIC_MODELS:
+        raise ImproperlyConfigured(
+            f"SKILLSCOPE_DEFAULT_MODELS names {_model!r}, which is not in ANTHROPIC_MODELS "
+            f"({', '.join(ANTHROPIC_MODELS)}): add it there or remove it here."
+        )
+# Each person's spending limits in dollars (empty: none); an administrator can set other limits
+# per person, and per group (the group's members together).
+BUDGET_USER_DAILY_USD = _env_usd("BUDGET_USER_DAILY_USD")
+BUDGET_USER_MONTHLY_USD = _env_usd("BUDGET_USER_MONTHLY_USD")
+# A model call's reservation nobody settled (its process died) is charged in full after this.
+BUDGET_RESERVATION_TTL = env_int("BUDGET_RESERVATION_TTL", 3600, minimum=60)
+# Trigger runs started per person per hour (each can make hundreds of model calls).
+RATE_LIMIT_TRIGGER_RUNS_PER_HOUR = env_int("RATE_LIMIT_TRIGGER_RUNS_PER_HOUR", 10, minimum=1)
+# Bytes each person may keep in their conversations' files (attachments, work/, out/); 0: no quota.
+STORAGE_QUOTA_BYTES = env_int("STORAGE_QUOTA_BYTES", 1024**3, minimum=0)
+# The most one command (or one file written by a tool) may add to a workspace.
+STORAGE_RUN_WRITE_LIMIT = env_int("STORAGE_RUN_WRITE_LIMIT", 200 * 1024**2, minimum=1024)

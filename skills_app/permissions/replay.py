@@ -30,6 +30,8 @@ class StoredCall:
     reason_then: str
     where: str
     audit_url: str
+    # The conversation's owner: the rules are read for them, as the run read them.
+    person: Any = None
 
 
 def _int(value: str | None, what: str) -> int:
@@ -69,11 +71,14 @@ def _from_event(user: Any, pk: int) -> StoredCall:
             f"conversation #{row.conversation_id}, {row.created_at:%Y-%m-%d %H:%M:%S}"
         ),
         audit_url=reverse("audit-invocation", args=[invocation.pk]) if invocation else "",
+        person=row.conversation.owner,
     )
 
 
 def _from_approval(pk: int) -> StoredCall:
-    row = Approval.objects.filter(pk=pk).select_related("answered_by").first()
+    row = (
+        Approval.objects.filter(pk=pk).select_related("answered_by", "conversation__owner").first()
+    )
     if row is None:
         raise Http404("No such approval.")
     answer = row.get_status_display()
@@ -88,4 +93,5 @@ def _from_approval(pk: int) -> StoredCall:
             f"{row.created_at:%Y-%m-%d %H:%M:%S}"
         ),
         audit_url=reverse("admin:skills_app_approval_change", args=[row.pk]),
+        person=row.conversation.owner,
     )

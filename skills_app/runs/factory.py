@@ -25,9 +25,11 @@ from skills_app.core.tools import ToolContext, default_tools
 from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
+from skills_app.policy.access import Policy, policy_for
 from skills_app.runs import store, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
+from skills_app.runs.spending import Spending
 from skills_app.visibility import UNSANDBOXED_PERMISSION
 
 # `agent:` presets: which base tools a subagent gets (None: every base tool).
@@ -56,6 +58,8 @@ class RunSetup:
     previous_call: PreviousCall | None = None
     # Commands may run without a sandbox only for holders of UNSANDBOXED_PERMISSION.
     unsandboxed_allowed: bool = False
+    # The owner's policy (models, budgets), read when the run starts; None: no policy applies.
+    policy: Policy | None = None
 
 
 def workspace_for(conversation_id: int) -> Workspace:
@@ -74,9 +78,11 @@ def settings_hooks() -> Hooks:
 def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSetup:
     """Read a conversation's run setup (sync: it queries the database)."""
     skills = store.skills_for_conversation(conversation)
+    policy = policy_for(conversation.owner_id)
     config = replace(
         store.agent_config(conversation, model=model),
         disable_skill_shell=settings.DISABLE_SKILL_SHELL,
+        offered_models=policy.models,
     )
     return RunSetup(
         conversation_id=conversation.pk,
@@ -86,6 +92,7 @@ def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSe
         skill_hooks=tuple(_stored_skill_hooks(conversation.pk, skills)),
         previous_call=usage.previous_call(conversation.pk),
         unsandboxed_allowed=conversation.owner.has_perm(UNSANDBOXED_PERMISSION),
+        policy=policy,
     )
 
 
@@ -142,10 +149,11 @@ async def build_runner(
         preset = AGENT_PRESETS.get(subagent.agent or "general-purpose")
         if preset is not None:
             tools = tools.without([n for n in tools.names() if n not in preset])
-        # The subagent keeps its conversation's profile (its skill tools, skill_run included).
+        # The subagent keeps its conversation's profile (its skill tools, skill_run included);
+        # a `model:` the person's policy does not offer is refused here as in the turn.
         config = replace(
             config,
-            model=resolve_model_id(subagent.model or "") or config.model,
+            model=subagent_model(subagent, config),
             effort=subagent.effort or config.effort,
             max_turns=settings.AGENT_MAX_TURNS,
             system_prompt=(config.system_prompt + "\n\n").lstrip()
@@ -165,13 +173,31 @@ async def build_runner(
         skill_hooks=skill_hooks,
         previous_call=previous_call,
     )
+    spending = None
+    if setup.policy is not None:
+        purpose = "fork" if subagent is not None else "turn"
+        spending = Spending(setup.policy, purpose, is_demo=client.is_demo)
     if subagent is not None:
         ports: ServicePorts = SubagentPorts(
-            client, recorder, gate, setup.workspace, forker=None, skill=subagent.name
+            client,
+            recorder,
+            gate,
+            setup.workspace,
+            forker=None,
+            spending=spending,
+            skill=subagent.name,
         )
     else:
-        ports = ServicePorts(client, recorder, gate, setup.workspace, forker=forker)
+        ports = ServicePorts(
+            client, recorder, gate, setup.workspace, forker=forker, spending=spending
+        )
     return Runner(agent, ports)
+
+
+def subagent_model(spec: SkillSpec, config: AgentConfig) -> str:
+    """The model a forked skill runs on: its `model:` when the person may use it, else the turn's."""
+    model = resolve_model_id(spec.model or "")
+    return model if model and config.offers(model) else config.model
 
 
 class NoForks:

@@ -14,12 +14,11 @@ from django.utils import timezone
 from skills_app.core.agent import ForkResult
 from skills_app.core.events import SubagentFinished, SubagentStarted
 from skills_app.core.llm import ModelClient
-from skills_app.core.model_catalog import resolve_model_id
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Run
 from skills_app.ops.logcontext import log_context
-from skills_app.runs.factory import RunSetup, build_runner
+from skills_app.runs.factory import RunSetup, build_runner, subagent_model
 from skills_app.runs.ports import ForkFn
 from skills_app.runs.recorder import RunRecorder
 
@@ -35,7 +34,7 @@ def make_forker(
         child = await Run.objects.acreate(
             conversation_id=setup.conversation_id,
             parent_id=parent_run_id,
-            model=resolve_model_id(spec.model or "") or setup.config.model,
+            model=subagent_model(spec, setup.config),
             model_label=client.label,
             is_demo=client.is_demo,
         )
