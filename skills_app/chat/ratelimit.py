@@ -1,7 +1,10 @@
-"""Per-user limits on sending: messages per minute and runs active at once.
+"""Per-user limits on starting model calls: messages per minute, runs active at once, and the
+spending limits. Every entrance that starts runs calls `check_send`: the chat box, retry, edit,
+regenerate, queued messages, summaries, the comparison page (three runs at once).
 
 Counted from the database (runs started by the user's conversations), so the limits hold across
-tabs and across several web processes without a shared cache.
+tabs and across several web processes without a shared cache. The budget check here is the
+early word; the reservation before every model call (`policy.budgets`) is what holds.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from skills_app.models import Run
+from skills_app.policy import budgets
+from skills_app.policy.access import policy_for
 
 WINDOW = timedelta(minutes=1)
 
@@ -20,20 +25,24 @@ class RateLimitError(Exception):
     """The user hit a sending limit; the message says which and when to try again."""
 
 
-def check_send(user_id: int) -> None:
-    """Raise RateLimitError when the user may not start another run right now."""
+def check_send(user_id: int, *, runs_wanted: int = 1) -> None:
+    """Raise RateLimitError when the user may not start `runs_wanted` more runs right now."""
     runs = Run.objects.filter(conversation__owner_id=user_id)
     per_minute = settings.RATE_LIMIT_MESSAGES_PER_MINUTE
     recent = runs.filter(started_at__gte=timezone.now() - WINDOW).count()
-    if recent >= per_minute:
+    if recent + runs_wanted > per_minute:
         raise RateLimitError(
             f"You have sent {recent} messages in the last minute (the limit is {per_minute}). "
             "Wait a moment, then press Retry."
         )
     concurrent = settings.RATE_LIMIT_CONCURRENT_RUNS
     active = runs.filter(status__in=Run.ACTIVE).count()
-    if active >= concurrent:
+    if active + runs_wanted > concurrent:
         raise RateLimitError(
             f"You already have {active} answers in progress (the limit is {concurrent}). "
             "Wait for one to finish or stop it, then press Retry."
         )
+    try:
+        budgets.check_room(policy_for(user_id))
+    except budgets.BudgetExceeded as exc:
+        raise RateLimitError(exc.message) from None

@@ -72,8 +72,10 @@ def user_groups(user_id: int) -> frozenset[int]:
     return frozenset(through.objects.filter(user_id=user_id).values_list("group_id", flat=True))
 
 
-def policy_for(user_id: int) -> Policy:
+def policy_for(user_id: int | None) -> Policy:
     """The policy of one person as the database says now."""
+    if user_id is None:
+        raise ValueError("policy_for needs a signed-in person")
     group_ids = user_groups(user_id)
     rows = list(
         GroupPolicy.objects.filter(group_id__in=group_ids).values_list(

@@ -163,23 +163,64 @@ def settle(reservation: Reservation | None, actual: Decimal | None) -> None:
         )
 
 
-def check_room(policy: Policy) -> None:
-    """Before a run starts: BudgetExceeded when a limit is already reached (no call would fit)."""
+def check_room(policy: Policy, amount: Decimal = Decimal(0)) -> None:
+    """Before something starts: BudgetExceeded when a limit is reached, or when `amount` (an
+    estimate of what it will cost) does not fit in what is left."""
+    for limit, period, cap, spent, reserved in _standing(policy):
+        if cap is None:
+            continue
+        if spent + reserved >= cap or spent + reserved + amount > cap:
+            raise BudgetExceeded(refusal(limit, period, cap, spent, reserved, amount))
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where one limit stands now, for the person's usage page."""
+
+    limit: Limit
+    period: str
+    cap: Decimal | None
+    spent: Decimal
+    reserved: Decimal
+
+    @property
+    def left(self) -> Decimal | None:
+        if self.cap is None:
+            return None
+        return max(Decimal(0), self.cap - self.spent - self.reserved)
+
+    @property
+    def share(self) -> int:
+        """Percent of the limit used (0-100), for a bar."""
+        if not self.cap:
+            return 100 if self.cap == 0 else 0
+        return min(100, int((self.spent + self.reserved) * 100 / self.cap))
+
+
+def standings(policy: Policy) -> list[Standing]:
+    """Every limit of the person (their own and their groups'), today and this month."""
+    return [Standing(*row) for row in _standing(policy)]
+
+
+def _standing(
+    policy: Policy,
+) -> list[tuple[Limit, str, Decimal | None, Decimal, Decimal]]:
     today, month = period_starts()
+    match = Q(pk__in=[])
     for limit in policy.limits:
-        for period, cap, start in (
-            (SpendCounter.DAY, limit.daily, today),
-            (SpendCounter.MONTH, limit.monthly, month),
-        ):
-            if cap is None:
-                continue
-            row = SpendCounter.objects.filter(
-                scope=limit.scope, scope_id=limit.scope_id, period=period, start=start
-            ).first()
+        match |= Q(scope=limit.scope, scope_id=limit.scope_id, period=SpendCounter.DAY, start=today)
+        match |= Q(
+            scope=limit.scope, scope_id=limit.scope_id, period=SpendCounter.MONTH, start=month
+        )
+    found = {(c.scope, c.scope_id, c.period): c for c in SpendCounter.objects.filter(match)}
+    out: list[tuple[Limit, str, Decimal | None, Decimal, Decimal]] = []
+    for limit in policy.limits:
+        for period, cap in ((SpendCounter.DAY, limit.daily), (SpendCounter.MONTH, limit.monthly)):
+            row = found.get((limit.scope, limit.scope_id, period))
             spent = row.spent_usd if row else Decimal(0)
             reserved = row.reserved_usd if row else Decimal(0)
-            if spent + reserved >= cap:
-                raise BudgetExceeded(refusal(limit, period, cap, spent, reserved, Decimal(0)))
+            out.append((limit, period, cap, spent, reserved))
+    return out
 
 
 def sweep_stale(now: datetime | None = None) -> int:

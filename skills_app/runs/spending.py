@@ -48,6 +48,8 @@ class Spending:
     policy: Policy
     purpose: str
     is_demo: bool = False
+    # False for the title model: the operator's choice, paid from the budget but not picked.
+    check_model: bool = True
 
     def ceiling(self, request: ModelRequest) -> Decimal:
         if self.is_demo:
@@ -56,10 +58,10 @@ class Spending:
 
     def admit_sync(self, request: ModelRequest) -> budgets.Reservation | None:
         """The model check and the reservation (sync: it writes the database)."""
-        if not self.policy.offers(request.model):
-            raise CallRefused(not_offered(request.model, self.policy), code="model")
         if self.is_demo:
-            return None  # the demo model costs nothing
+            return None  # the offline demo model answers every request, for nothing
+        if self.check_model and not self.policy.offers(request.model):
+            raise CallRefused(not_offered(request.model, self.policy), code="model")
         return budgets.reserve(
             self.policy, model=request.model, amount=self.ceiling(request), purpose=self.purpose
         )
