@@ -11,10 +11,13 @@ class SkillsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
+        from .accounts import lockout, sso
         from .accounts.roles import ensure_roles
         from .audit import guard, trail
 
         guard.install()  # the audit is append-only
         trail.install()  # role changes are recorded
+        lockout.install()  # sign-in lockouts are recorded
+        sso.install()  # directory groups follow every sign-in through the identity provider
         # After auth's own post_migrate (which makes the permissions): roles survive a flush too.
         post_migrate.connect(ensure_roles, sender=self, dispatch_uid="skillscope-roles")
