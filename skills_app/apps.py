@@ -14,6 +14,7 @@ class SkillsAppConfig(AppConfig):
         from .accounts import lockout, sso
         from .accounts.roles import ensure_roles
         from .audit import guard, trail
+        from .wiring import wire
 
         guard.install()  # the audit is append-only
         trail.install()  # role changes are recorded
@@ -21,3 +22,4 @@ class SkillsAppConfig(AppConfig):
         sso.install()  # directory groups follow every sign-in through the identity provider
         # After auth's own post_migrate (which makes the permissions): roles survive a flush too.
         post_migrate.connect(ensure_roles, sender=self, dispatch_uid="skillscope-roles")
+        wire()  # runs are handed the chat's renderer and run-end subscribers, the trigger tests

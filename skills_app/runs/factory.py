@@ -31,6 +31,7 @@ from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.spending import Spending
 from skills_app.visibility import UNSANDBOXED_PERMISSION
+from skills_app.workspaces import workspace_for
 
 # `agent:` presets: which base tools a subagent gets (None: every base tool).
 AGENT_PRESETS: dict[str, tuple[str, ...] | None] = {
@@ -60,10 +61,6 @@ class RunSetup:
     unsandboxed_allowed: bool = False
     # The owner's policy (models, budgets), read when the run starts; None: no policy applies.
     policy: Policy | None = None
-
-
-def workspace_for(conversation_id: int) -> Workspace:
-    return Workspace.for_conversation(settings.WORKSPACE_ROOT, conversation_id)
 
 
 def settings_hooks() -> Hooks:
