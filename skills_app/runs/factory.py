@@ -22,6 +22,7 @@ from skills_app.core.runner import Runner
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
 from skills_app.core.tools import ToolContext, default_tools
+from skills_app.core.tools.storage import StorageGate
 from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
@@ -30,6 +31,7 @@ from skills_app.runs import store, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.spending import Spending
+from skills_app.runs.storage import QuotaGate
 from skills_app.visibility import UNSANDBOXED_PERMISSION
 from skills_app.workspaces import workspace_for
 
@@ -102,8 +104,11 @@ def _stored_skill_hooks(conversation_id: int, skills: SkillProvider) -> list[Ski
     return [h for h in hooks if skills.get(h.skill) is not None]
 
 
-def tool_context(workspace: Workspace, *, unsandboxed_allowed: bool = False) -> ToolContext:
+def tool_context(
+    workspace: Workspace, *, unsandboxed_allowed: bool = False, storage: StorageGate | None = None
+) -> ToolContext:
     return ToolContext(
+        storage=storage,
         workspace=workspace,
         sandbox=settings.SANDBOX,
         unsandboxed_allowed=unsandboxed_allowed,
@@ -164,7 +169,14 @@ async def build_runner(
         config=config,
         tools=tools.without(removed),
         skills=skills,
-        tool_context=tool_context(setup.workspace, unsandboxed_allowed=setup.unsandboxed_allowed),
+        tool_context=tool_context(
+            setup.workspace,
+            unsandboxed_allowed=setup.unsandboxed_allowed,
+            # Every write of the run counts against the owner's storage quota.
+            storage=QuotaGate(setup.policy.user_id, setup.conversation_id)
+            if setup.policy is not None
+            else None,
+        ),
         hooks=await sync_to_async(settings_hooks)(),
         removed_tools=removed,
         skill_hooks=skill_hooks,
