@@ -192,6 +192,8 @@ RULES: dict[str, Expect] = {
     # The audit is for the Auditor role (the staff persona), never for chatters.
     "audit-home": STAFF_ONLY,
     "audit-export-csv": STAFF_ONLY,
+    "audit-spend": STAFF_ONLY,
+    "my-usage": SIGNED_IN,
     "conversation-settings": Expect(post_only=True),
     "audit-invocations": STAFF_ONLY,
     "audit-invocation": Expect(
