@@ -472,6 +472,7 @@ AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 0, minimum=0)
 
 from datetime import timedelta  # noqa: E402
 from decimal import Decimal, InvalidOperation  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
 
 from webapp.signin import oidc_app, saml_app  # noqa: E402
 
@@ -510,9 +511,9 @@ BUDGET_RESERVATION_TTL = env_int("BUDGET_RESERVATION_TTL", 3600, minimum=60)
 # Trigger runs started per person per hour (each can make hundreds of model calls).
 RATE_LIMIT_TRIGGER_RUNS_PER_HOUR = env_int("RATE_LIMIT_TRIGGER_RUNS_PER_HOUR", 10, minimum=1)
 # Bytes each person may keep in their conversations' files (attachments, work/, out/); 0: no quota.
-STORAGE_QUOTA_BYTES = env_int("STORAGE_QUOTA_BYTES", 1024**3, minimum=0)
+STORAGE_QUOTA_BYTES = env_int("STORAGE_QUOTA_BYTES", 1_000_000_000, minimum=0)
 # The most one command (or one file written by a tool) may add to a workspace.
-STORAGE_RUN_WRITE_LIMIT = env_int("STORAGE_RUN_WRITE_LIMIT", 200 * 1024**2, minimum=1024)
+STORAGE_RUN_WRITE_LIMIT = env_int("STORAGE_RUN_WRITE_LIMIT", 200_000_000, minimum=1024)
 
 # Sign-in: local passwords (LOCAL_PASSWORDS), the organisation's identity provider through
 # django-allauth (OpenID Connect; SAML 2.0 configured but tested only against its own metadata),
@@ -595,6 +596,14 @@ if SSO_SAML_METADATA_URL:
             )
         ]
     }
+# The sign-in button posts here and is redirected to the identity provider: the browser checks
+# that redirect against the CSP's form-action, so the provider's origin is allowed there.
+for _sso_url in (SSO_OIDC_ISSUER, SSO_SAML_METADATA_URL, *env_list("SSO_FORM_ACTION_ORIGINS", [])):
+    if _sso_url:
+        _parts = urlsplit(_sso_url)
+        CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+            f"{_parts.scheme}://{_parts.netloc}"
+        )
 ACCOUNT_ADAPTER = "skills_app.accounts.sso.LocalAccounts"
 SOCIALACCOUNT_ADAPTER = "skills_app.accounts.sso.DirectoryAccounts"
 ACCOUNT_LOGIN_METHODS = {"username"}

@@ -21,6 +21,8 @@ def my_usage(request: AuthedHttpRequest) -> HttpResponse:
     policy = policy_for(request.user.pk)
     rows = []
     for s in budgets.standings(policy):
+        if s.limit.scope != SpendCounter.USER and s.cap is None:
+            continue  # a group without a limit here: nothing to tell
         rows.append(
             {
                 "whose": "You" if s.limit.scope == SpendCounter.USER else f"Group {s.limit.name}",
