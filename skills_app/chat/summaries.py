@@ -24,7 +24,7 @@ from skills_app.models import Conversation, ModelCall
 from skills_app.policy.access import policy_for
 from skills_app.runs import store, usage
 from skills_app.runs.client import model_client
-from skills_app.runs.spending import Spending
+from skills_app.runs.spending import Spending, Ticket
 
 SUMMARY_INTRO = (
     'This conversation continues "{title}". What happened there, summarised by the model:'
@@ -106,7 +106,21 @@ async def recorded_call(
     spending = Spending(
         policy, purpose, is_demo=client.is_demo, check_model=purpose != ModelCall.TITLE
     )
-    reservation = await spending.admit(request)
+    ticket = await spending.admit(request)
+    try:
+        return await _call(conversation_id, client, request, purpose, spending, ticket)
+    finally:
+        await asyncio.shield(spending.close())
+
+
+async def _call(
+    conversation_id: int,
+    client: ModelClient,
+    request: ModelRequest,
+    purpose: str,
+    spending: Spending,
+    ticket: Ticket | None,
+) -> str:
     call_id = await sync_to_async(usage.start_call)(
         conversation_id=conversation_id,
         run_id=None,
@@ -120,11 +134,11 @@ async def recorded_call(
         text, final = await summarise(client, request)
     except ModelError as exc:
         await sync_to_async(usage.fail_call)(call_id, exc.kind)
-        await spending.settle(reservation, unknown=exc.kind == "stream_cut")
+        await spending.settle(ticket, unknown=exc.kind == "stream_cut")
         raise
     except BaseException:
-        await asyncio.shield(spending.settle(reservation, unknown=True))
+        await spending.settle(ticket, unknown=True)
         raise
     await sync_to_async(usage.finish_call)(call_id, final, is_demo=client.is_demo)
-    await spending.settle(reservation, message=final, model=request.model)
+    await spending.settle(ticket, message=final, model=request.model)
     return text

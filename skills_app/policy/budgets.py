@@ -146,6 +146,28 @@ def reserve(policy: Policy, *, model: str, amount: Decimal, purpose: str) -> Res
     return Reservation(row.pk, amount)
 
 
+def renew(
+    policy: Policy,
+    old: Reservation | None,
+    spent: Decimal,
+    *,
+    need: Decimal,
+    want: Decimal,
+    purpose: str,
+    model: str = "",
+) -> Reservation:
+    """Settle `old` with what was spent on it, then reserve `want` (or, when that does not fit,
+    `need`): a lease of room for the next calls. BudgetExceeded when not even `need` fits."""
+    # Each step is its own transaction: the old lease is settled even when no new one fits.
+    settle(old, spent)
+    if want > need:
+        try:
+            return reserve(policy, model=model, amount=want, purpose=purpose)
+        except BudgetExceeded:
+            pass
+    return reserve(policy, model=model, amount=need, purpose=purpose)
+
+
 def settle(reservation: Reservation | None, actual: Decimal | None) -> None:
     """Swap a reservation for what the call cost (None: nothing owed). Idempotent."""
     if reservation is None:

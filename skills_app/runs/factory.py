@@ -134,8 +134,13 @@ async def build_runner(
     auto_answer: str | None = None,
     subagent: SkillSpec | None = None,
     forker: ForkFn | None = None,
+    spending: Spending | None = None,
 ) -> Runner:
-    """The runner of one run; `subagent` is the forked skill when this run is a subagent's."""
+    """The runner of one run; `subagent` is the forked skill when this run is a subagent's.
+
+    `spending`: the owner's policy check of every model call (made by the caller, who closes
+    it when the run is over: `spending_for`).
+    """
     gate = PermissionGate(
         conversation_id=setup.conversation_id,
         run_id=run_id,
@@ -182,10 +187,6 @@ async def build_runner(
         skill_hooks=skill_hooks,
         previous_call=previous_call,
     )
-    spending = None
-    if setup.policy is not None:
-        purpose = "fork" if subagent is not None else "turn"
-        spending = Spending(setup.policy, purpose, is_demo=client.is_demo)
     if subagent is not None:
         ports: ServicePorts = SubagentPorts(
             client,
@@ -201,6 +202,13 @@ async def build_runner(
             client, recorder, gate, setup.workspace, forker=forker, spending=spending
         )
     return Runner(agent, ports)
+
+
+def spending_for(setup: RunSetup, client: ModelClient, purpose: str) -> Spending | None:
+    """The policy check of a run's model calls (None when the run has no owner's policy)."""
+    if setup.policy is None:
+        return None
+    return Spending(setup.policy, purpose, is_demo=client.is_demo)
 
 
 def subagent_model(spec: SkillSpec, config: AgentConfig) -> str:

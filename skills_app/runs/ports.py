@@ -24,10 +24,9 @@ from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools.workspace import Workspace
 from skills_app.core.transcript import StoredMessage
 from skills_app.permissions.approvals import PermissionGate
-from skills_app.policy.budgets import Reservation
 from skills_app.runs import store, usage
 from skills_app.runs.recorder import RunRecorder
-from skills_app.runs.spending import Spending
+from skills_app.runs.spending import Spending, Ticket
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +47,7 @@ class ServicePorts:
     # The ModelCall row of the call the runner announced and is about to stream, and the money
     # set aside for it.
     _call_id: int | None = field(default=None, init=False)
-    _reservation: Reservation | None = field(default=None, init=False)
+    _reservation: Ticket | None = field(default=None, init=False)
 
     # A subagent's messages are not the conversation's model-bound rows: captured verbatim.
     _messages_from_rows = True
@@ -84,13 +83,10 @@ class ServicePorts:
             await self._fail_call(call_id, "stream_cut")
             await self._settle(reservation, unknown=True)
 
-    async def _settle(self, reservation: Reservation | None, **how: Any) -> None:
-        if reservation is None or self.spending is None:
+    async def _settle(self, ticket: Ticket | None, **how: Any) -> None:
+        if ticket is None or self.spending is None:
             return
-        try:
-            await self.spending.settle(reservation, **how)
-        except Exception:  # an unsettled reservation is swept later at its full amount
-            logger.exception("could not settle spending reservation %s", reservation.id)
+        await self.spending.settle(ticket, **how)
 
     async def _fail_call(self, call_id: int | None, kind: str) -> None:
         if call_id is None:

@@ -255,7 +255,7 @@ async def _attempt_all(run_id: int, client: ModelClient) -> None:
                 continue
             except asyncio.CancelledError:
                 if spending is not None:
-                    await asyncio.shield(spending.settle(reservation, unknown=True))
+                    await spending.settle(reservation, unknown=True)
                 raise
             if spending is not None:
                 await spending.settle(reservation, message=message, model=run.model)
@@ -273,6 +273,9 @@ async def _attempt_all(run_id: int, client: ModelClient) -> None:
         for w in workers:
             w.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+        if spending is not None:
+            # What the attempts cost is written, the rest of the lease given back.
+            await asyncio.shield(spending.close())
     if refusal:
         text = refusal[0]
         raise TriggerRunError(f"Stopped: {text[:1].lower()}{text[1:]}")
