@@ -14,6 +14,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
+from skills_app.accounts.lockout import account_barred
 from skills_app.models import Run
 from skills_app.policy import budgets
 from skills_app.policy.access import policy_for
@@ -31,6 +32,10 @@ class RateLimitError(RunError):
 
 def check_send(user_id: int, *, runs_wanted: int = 1) -> None:
     """Raise RateLimitError when the user may not start `runs_wanted` more runs right now."""
+    barred = account_barred(user_id)
+    if barred:
+        # A session opened before a lockout or a deactivation starts nothing more.
+        raise RateLimitError(barred)
     runs = Run.objects.filter(conversation__owner_id=user_id)
     per_minute = settings.RATE_LIMIT_MESSAGES_PER_MINUTE
     recent = runs.filter(started_at__gte=timezone.now() - WINDOW).count()

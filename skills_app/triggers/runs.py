@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from skills_app.accounts.lockout import account_barred
 from skills_app.core.llm import ModelClient
 from skills_app.core.profiles import PROFILES
 from skills_app.core.triggers.cases import TriggerCase
@@ -113,6 +114,9 @@ def plan_run(
 def check_start(plan: RunPlan, user: Any) -> None:
     """The limits a run must fit before it starts: runs per hour, and its estimated cost within
     what is left of every budget of the person (TriggerRunError says which and what to do)."""
+    barred = account_barred(user.pk)
+    if barred:
+        raise TriggerRunError(barred)
     limit = settings.RATE_LIMIT_TRIGGER_RUNS_PER_HOUR
     recent = TriggerRun.objects.filter(
         started_by=user, created_at__gte=timezone.now() - timedelta(hours=1)

@@ -250,3 +250,12 @@ def test_allauths_own_account_pages_do_not_exist_here(url, alice):
 def test_the_login_page_without_passwords_offers_only_the_provider(no_passwords):
     page = Client().get("/accounts/login/").content.decode()
     assert 'id="sso-sign-in"' in page and 'name="password"' not in page
+
+
+def test_a_locked_out_sessions_http_entrances_start_nothing(alice, settings):
+    """A session opened before the lock: the sending limits refuse it at every entrance."""
+    from skills_app.chat.ratelimit import RateLimitError, check_send
+
+    fail(Client(), "alice", settings.AXES_FAILURE_LIMIT)
+    with pytest.raises(RateLimitError, match="Too many failed sign-ins"):
+        check_send(alice.pk)
