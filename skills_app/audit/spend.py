@@ -100,8 +100,10 @@ def _names(per: str, ids: set[int]) -> dict[int, str]:
     return dict(Group.objects.filter(pk__in=ids).values_list("pk", "name"))
 
 
-def limits_table() -> list[dict[str, Any]]:
-    """Every limit an administrator set, with the link that raises it."""
+def limits_table(request: HttpRequest) -> list[dict[str, Any]]:
+    """Every limit an administrator set, with the link that raises it (for those who may)."""
+    can_groups = request.user.has_perm("skills_app.change_grouppolicy")
+    can_people = request.user.has_perm("skills_app.change_userpolicy")
     rows: list[dict[str, Any]] = []
     for policy in GroupPolicy.objects.select_related("group").order_by("group__name"):
         if policy.daily_limit_usd is None and policy.monthly_limit_usd is None:
@@ -111,7 +113,9 @@ def limits_table() -> list[dict[str, Any]]:
                 "whose": f"group {policy.group.name}",
                 "daily": policy.daily_limit_usd,
                 "monthly": policy.monthly_limit_usd,
-                "link": reverse("admin:auth_group_change", args=[policy.group_id]),
+                "link": reverse("admin:auth_group_change", args=[policy.group_id])
+                if can_groups
+                else "",
             }
         )
     for own in UserPolicy.objects.select_related("user").order_by("user__username"):
@@ -122,7 +126,9 @@ def limits_table() -> list[dict[str, Any]]:
                 "whose": f"user {own.user.get_username()}",
                 "daily": own.daily_limit_usd,
                 "monthly": own.monthly_limit_usd,
-                "link": reverse("admin:skills_app_userpolicy_change", args=[own.pk]),
+                "link": reverse("admin:skills_app_userpolicy_change", args=[own.pk])
+                if can_people
+                else "",
             }
         )
     return rows
@@ -153,9 +159,11 @@ def spend_report(request: HttpRequest) -> HttpResponse:
             "chart": build_chart(cents, since, until),
             "table": [(name, budgets.usd(value)) for name, value in table],
             "total": budgets.usd(sum(totals.values(), Decimal(0))),
-            "limits": limits_table(),
+            "limits": limits_table(request),
             "default_daily": settings.BUDGET_USER_DAILY_USD,
             "default_monthly": settings.BUDGET_USER_MONTHLY_USD,
-            "add_user_limit": reverse("admin:skills_app_userpolicy_add"),
+            "add_user_limit": reverse("admin:skills_app_userpolicy_add")
+            if request.user.has_perm("skills_app.add_userpolicy")
+            else "",
         },
     )

@@ -26,7 +26,7 @@ from skills_app.models import (
 )
 from skills_app.policy import budgets
 from skills_app.policy.access import policy_for
-from skills_app.runs import store
+from skills_app.runs import agent_setup as store
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import (
     accepted,

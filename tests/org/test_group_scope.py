@@ -12,7 +12,7 @@ from django.test import Client
 from skills_app.models import Conversation, PermissionRule
 from skills_app.permissions.approvals import admin_rules
 from skills_app.registry.skills import skills_for_user
-from skills_app.runs import store
+from skills_app.runs import agent_setup as store
 from tests.org.helpers import restrict
 
 pytestmark = pytest.mark.django_db

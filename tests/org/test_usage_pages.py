@@ -51,7 +51,11 @@ def test_the_spending_report_charts_dollars_per_user_and_links_the_limits(alice,
     assert 'id="spend-chart"' in page and "<svg" in page
     assert 'data-name="alice" data-cents="150"' in page
     assert "$1.90 in all" in page
-    assert "user alice" in page and "Raise or lower" in page
+    # The auditor reads the limits; raising one is the administrator's.
+    assert "user alice" in page and "Raise or lower" not in page
+    admin = Client()
+    admin.force_login(admin_user)
+    assert "Raise or lower" in admin.get("/audit/spend/").content.decode()
     per_purpose = client.get("/audit/spend/", {"per": "purpose"}).content.decode()
     assert 'data-name="trigger" data-cents="40"' in per_purpose
     per_model = client.get("/audit/spend/", {"per": "model"}).content.decode()
