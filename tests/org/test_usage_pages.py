@@ -41,7 +41,9 @@ def test_a_person_sees_their_spend_and_what_is_left(alice, settings):
     assert 'href="/usage/"' in page  # in the menu
 
 
-def test_the_spending_report_charts_dollars_per_user_and_links_the_limits(alice, bob, auditor):
+def test_the_spending_report_charts_dollars_per_user_and_links_the_limits(
+    alice, bob, auditor, admin_user
+):
     user_limits(alice, daily="2")
     spend(alice, "1.50")
     spend(bob, "0.40", purpose="trigger")
