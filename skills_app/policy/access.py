@@ -50,10 +50,19 @@ class Policy:
         return self.models[0]
 
 
+def configured_models() -> list[str]:
+    """ANTHROPIC_MODELS, with ANTHROPIC_MODEL first when it is missing (as settings.py does)."""
+    models = list(settings.ANTHROPIC_MODELS)
+    if settings.ANTHROPIC_MODEL not in models:
+        models.insert(0, settings.ANTHROPIC_MODEL)
+    return models
+
+
 def default_models() -> tuple[str, ...]:
-    """The models everyone may use: SKILLSCOPE_DEFAULT_MODELS within ANTHROPIC_MODELS."""
-    configured = settings.SKILLSCOPE_DEFAULT_MODELS or settings.ANTHROPIC_MODELS
-    return tuple(m for m in settings.ANTHROPIC_MODELS if m in configured)
+    """The models everyone may use: SKILLSCOPE_DEFAULT_MODELS (empty: every configured model)."""
+    configured = configured_models()
+    chosen = settings.SKILLSCOPE_DEFAULT_MODELS or configured
+    return tuple(m for m in configured if m in chosen)
 
 
 def _user_limit(user_id: int, own: UserPolicy | None) -> Limit:
@@ -84,7 +93,7 @@ def policy_for(user_id: int | None) -> Policy:
     )
     extra = {m for _id, _name, models, _d, _m in rows for m in (models or [])}
     offered = set(default_models()) | extra
-    models = tuple(m for m in settings.ANTHROPIC_MODELS if m in offered)
+    models = tuple(m for m in configured_models() if m in offered)
     own = UserPolicy.objects.filter(user_id=user_id).first()
     limits = [_user_limit(user_id, own)]
     # Every group with a policy: its members' spending is counted (the admin's chart) even
