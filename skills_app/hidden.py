@@ -16,6 +16,11 @@ for uploads, a `VisibleSkillSource` row for bundled and folder skills), or when 
 upload of the conversation's owner (they wrote it). For such a skill its files and its injected
 text are not withheld; `!` output and hook output still are.
 
+What is *not* hidden from the conversation's owner, even inside hidden text: their own words
+(`conversation_own_texts`: their messages, the arguments of their `/name` commands, the names
+of files they attached). A skill body that repeats the arguments does not make them someone
+else's secret; the index carves them out of what it withholds (`core.redact`, OWN_MIN).
+
 Bounded: files over FILE_MAX_BYTES, files that are not text (a NUL byte) and anything past
 TOTAL_MAX_CHARS per conversation are not indexed (logged); docs/security.md states this limit.
 """
@@ -123,6 +128,37 @@ def conversation_hidden_texts(conversation_id: int) -> list[HiddenText]:
             TOTAL_MAX_CHARS,
         )
     return texts
+
+
+OWN_KINDS = ("text", "command", "attachments")
+OWN_MAX_TEXTS = 2_000
+
+
+def conversation_own_texts(conversation_id: int) -> list[str]:
+    """What the conversation's owner wrote themselves: messages (and their lines), `/name`
+    arguments (whole and word by word), the names of the files they attached."""
+    from skills_app.core.render import split_args
+
+    texts: list[str] = []
+    rows = Message.objects.filter(
+        conversation_id=conversation_id, role=Message.USER, is_meta=False, kind__in=OWN_KINDS
+    ).only("content", "kind", "meta")
+    for row in rows.order_by("-seq")[:OWN_MAX_TEXTS]:
+        if row.kind == "attachments":
+            for info in row.meta.get("attachments", []) if isinstance(row.meta, dict) else []:
+                if isinstance(info, dict):
+                    texts += [str(info.get(k)) for k in ("name", "path") if info.get(k)]
+            continue
+        text = _row_text(row.content)
+        texts.append(text)
+        texts += text.splitlines()
+    args = SkillInvocation.objects.filter(conversation_id=conversation_id, caller="user").exclude(
+        args=""
+    )
+    for value in args.values_list("args", flat=True)[:OWN_MAX_TEXTS]:
+        texts.append(value)
+        texts += split_args(value)
+    return [t for t in dict.fromkeys(texts) if t.strip()]
 
 
 def source_visible(inv: SkillInvocation, owner_id: int, visible_names: set[str]) -> bool:

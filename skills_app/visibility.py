@@ -13,6 +13,12 @@ change it: the conversation's newest invocation, hidden row and hook event, and 
 source-visibility choices (package changes, the visible-source list). Checking the key is one
 small query; a stale index is never used, so text a new invocation hides is withheld from the
 very next fragment.
+
+The owner's own words (their messages, `/name` arguments, attachment names) are never withheld
+from them, even where a skill's text repeats them (`hidden.conversation_own_texts`): a
+conversation is read by its owner (and by inspectors, who see everything), so the index of a
+conversation carves its owner's words out of what it withholds. The newest of those rows is
+part of the key.
 """
 
 from __future__ import annotations
@@ -71,6 +77,14 @@ def _index_key(conversation_id: int) -> tuple[Any, ...]:
             inv=newest(SkillInvocation.objects.filter(conversation=OuterRef("pk"))),
             meta=newest(Message.objects.filter(conversation=OuterRef("pk"), is_meta=True)),
             hook=newest(RunEvent.objects.filter(conversation=OuterRef("pk"), type="audit.hook")),
+            own=newest(
+                Message.objects.filter(
+                    conversation=OuterRef("pk"),
+                    role=Message.USER,
+                    is_meta=False,
+                    kind__in=("text", "command", "attachments"),
+                )
+            ),
             packages_changed=Subquery(
                 SkillPackage.objects.order_by("-updated_at").values("updated_at")[:1]
             ),
@@ -79,7 +93,14 @@ def _index_key(conversation_id: int) -> tuple[Any, ...]:
             visible=count(VisibleSkillSource),
         )
         .values_list(
-            "inv", "meta", "hook", "packages_changed", "packages", "visible_newest", "visible"
+            "inv",
+            "meta",
+            "hook",
+            "own",
+            "packages_changed",
+            "packages",
+            "visible_newest",
+            "visible",
         )
         .first()
     )
@@ -88,7 +109,7 @@ def _index_key(conversation_id: int) -> tuple[Any, ...]:
 
 def hidden_index(conversation_id: int) -> HiddenIndex:
     """The conversation's hidden texts, indexed (cached; rebuilt when they may have changed)."""
-    from skills_app.hidden import conversation_hidden_texts
+    from skills_app.hidden import conversation_hidden_texts, conversation_own_texts
 
     key = _index_key(conversation_id)
     with _lock:
@@ -97,7 +118,8 @@ def hidden_index(conversation_id: int) -> HiddenIndex:
             _cache.move_to_end(conversation_id)
             return cached[1]
     texts = conversation_hidden_texts(conversation_id) if key else []
-    index = HiddenIndex(texts)
+    own = conversation_own_texts(conversation_id) if key and texts else []
+    index = HiddenIndex(texts, own=own)
     size = sum(len(t.text) for t in texts)
     with _lock:
         _cache[conversation_id] = (key, index, size)
@@ -161,6 +183,27 @@ def _filter_value(value: Any, redact: Redactor) -> Any:
     if isinstance(value, list | tuple):
         return [_filter_value(v, redact) for v in value]
     return value
+
+
+def quotes_hidden(conversation_id: int, value: Any, *, can_inspect: bool) -> bool:
+    """True when any text in `value` would be withheld from this viewer (their own words aside).
+
+    A call its user cannot read in full is refused rather than offered for approval.
+    """
+    if can_inspect:
+        return False
+    index = hidden_index(conversation_id)
+    if not index:
+        return False
+    found: list[bool] = []
+
+    def check(text: str) -> str:
+        if not found and len(text) >= MIN_SPAN and index.spans(text):
+            found.append(True)
+        return text
+
+    _filter_value(value, check)
+    return bool(found)
 
 
 def note_quoted_hidden(conversation_id: int, run_id: int | None, text: str) -> bool:

@@ -23,6 +23,12 @@ Choices, and why:
   (``path:12:``) results add at the start of a line are treated as whitespace too. So a Read of
   SKILL.md, whose short lines each carry a prefix, is still one long hidden span. Lengths are
   counted on this normalised text.
+- The viewer's own words are never withheld from them. `HiddenIndex(hidden, own=...)` takes
+  the texts the viewer wrote (their messages, the arguments of their `/name` commands, the names
+  of files they attached): where one of them (at least OWN_MIN characters) sits inside a
+  withheld span of the outgoing text, that part is shown and the rest of the span is still
+  withheld, however short. Shorter own texts are not carved out: a one-letter message must not
+  reveal where that letter sits in a skill's instructions.
 - Linear time. Every hidden text is indexed by windows of WINDOW characters taken every STRIDE
   characters (WINDOW + STRIDE - 1 <= MIN_SPAN, so any common span of MIN_SPAN characters holds
   one whole indexed window). The outgoing text is scanned once, one window per position, a
@@ -39,6 +45,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 MIN_SPAN = 40
+OWN_MIN = 10
 WINDOW = 24
 STRIDE = 16
 DEFAULT_LABEL = "hidden skill text"
@@ -90,7 +97,13 @@ def placeholder(label: str, size: int) -> str:
 class HiddenIndex:
     """The hidden texts of one conversation (or one page), indexed for `spans` and `redact`."""
 
-    def __init__(self, hidden: Iterable[HiddenText | str]) -> None:
+    def __init__(self, hidden: Iterable[HiddenText | str], *, own: Iterable[str] = ()) -> None:
+        # Longest first: a message that holds a shorter own text is carved out whole.
+        self._own = sorted(
+            {o.strip() for o in own if isinstance(o, str) and len(o.strip()) >= OWN_MIN},
+            key=len,
+            reverse=True,
+        )
         self._texts: list[str] = []
         self._labels: list[str] = []
         self._windows: dict[str, tuple[int, int] | list[tuple[int, int]]] = {}
@@ -151,6 +164,31 @@ class HiddenIndex:
             start += norm[start] == " "
             end -= norm[end - 1] == " "
             out.append(Span(origin[start], origin[end - 1] + 1, label))
+        return self._carve(text, out) if self._own and out else out
+
+    def _carve(self, text: str, spans: list[Span]) -> list[Span]:
+        """The spans without the viewer's own words; what is left of a span stays withheld."""
+        mine: list[tuple[int, int]] = []
+        for own in self._own:
+            at = text.find(own)
+            while at != -1:
+                if not any(s <= at < e for s, e in mine):
+                    mine.append((at, at + len(own)))
+                at = text.find(own, at + len(own))
+        if not mine:
+            return spans
+        mine.sort()
+        out: list[Span] = []
+        for span in spans:
+            cursor = span.start
+            for start, end in mine:
+                if end <= cursor or start >= span.end:
+                    continue
+                if start > cursor and text[cursor:start].strip():
+                    out.append(Span(cursor, start, span.label))
+                cursor = max(cursor, end)
+            if cursor < span.end and text[cursor : span.end].strip():
+                out.append(Span(cursor, span.end, span.label))
         return out
 
     def _extend(

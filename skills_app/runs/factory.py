@@ -7,7 +7,8 @@ services' ports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -18,6 +19,8 @@ from skills_app.core.context_window import PreviousCall
 from skills_app.core.hooks import Hooks
 from skills_app.core.llm import ModelClient
 from skills_app.core.model_catalog import resolve_model_id
+from skills_app.core.permissions import ToolCall
+from skills_app.core.review import Consent
 from skills_app.core.runner import Runner
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
@@ -25,10 +28,11 @@ from skills_app.core.tools import ToolContext, default_tools
 from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
+from skills_app.registry.consents import consents_for
 from skills_app.runs import store, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
-from skills_app.visibility import UNSANDBOXED_PERMISSION
+from skills_app.visibility import UNSANDBOXED_PERMISSION, can_inspect, quotes_hidden
 
 # `agent:` presets: which base tools a subagent gets (None: every base tool).
 AGENT_PRESETS: dict[str, tuple[str, ...] | None] = {
@@ -56,6 +60,10 @@ class RunSetup:
     previous_call: PreviousCall | None = None
     # Commands may run without a sandbox only for holders of UNSANDBOXED_PERMISSION.
     unsandboxed_allowed: bool = False
+    # The consent each offered skill's reviewed commands run under (registry.consents).
+    consents: Mapping[str, Consent] = field(default_factory=dict)
+    # The owner reads hidden text (an inspector): a call quoting it can be put to them.
+    owner_can_inspect: bool = False
 
 
 def workspace_for(conversation_id: int) -> Workspace:
@@ -86,6 +94,8 @@ def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSe
         skill_hooks=tuple(_stored_skill_hooks(conversation.pk, skills)),
         previous_call=usage.previous_call(conversation.pk),
         unsandboxed_allowed=conversation.owner.has_perm(UNSANDBOXED_PERMISSION),
+        consents=consents_for(skills.skills()),
+        owner_can_inspect=can_inspect(conversation.owner),
     )
 
 
@@ -134,6 +144,8 @@ async def build_runner(
         workspace=setup.workspace,
         record=recorder.record,
         auto_answer=auto_answer,
+        consents=setup.consents,
+        quotes_hidden=_hidden_check(setup),
     )
     tools = default_tools()
     config, skills, skill_hooks = setup.config, setup.skills, setup.skill_hooks
@@ -172,6 +184,17 @@ async def build_runner(
     else:
         ports = ServicePorts(client, recorder, gate, setup.workspace, forker=forker)
     return Runner(agent, ports)
+
+
+def _hidden_check(setup: RunSetup) -> Callable[[ToolCall], bool]:
+    """Whether a call would show its conversation's owner hidden text (sync: it may query)."""
+
+    def check(call: ToolCall) -> bool:
+        return quotes_hidden(
+            setup.conversation_id, dict(call.input), can_inspect=setup.owner_can_inspect
+        )
+
+    return check
 
 
 class NoForks:
