@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from skills_app.core.review import Manifest
+from skills_app.core.review import Manifest, PackageFile
 from skills_app.models import PermissionDecision, SkillVersion
 from skills_app.registry import review
 from skills_app.registry.diffs import compare
@@ -33,6 +33,14 @@ def baseline(version: SkillVersion) -> SkillVersion | None:
     return package.versions.filter(number__lt=version.number).order_by("-number").first()
 
 
+def _files(version: SkillVersion) -> list[PackageFile]:
+    """A version's files; none when they are gone from storage (the page says so)."""
+    try:
+        return review.version_files(version)
+    except OSError:
+        return []
+
+
 def review_context(version: SkillVersion, user: Any) -> dict[str, Any]:
     """Everything the review page of `version` shows to `user` (a reviewer or the uploader)."""
     package = version.package
@@ -41,10 +49,14 @@ def review_context(version: SkillVersion, user: Any) -> dict[str, Any]:
         review.check_digest(version)
     except review.ReviewError as exc:
         digest_problem = exc.message
-    files = review.version_files(version)
+    files = _files(version)
     against = baseline(version)
-    diffs = compare(review.version_files(against) if against is not None else [], files)
-    manifest = review.manifest_of(version)
+    diffs = compare(_files(against) if against is not None else [], files)
+    try:
+        manifest = review.manifest_of(version)
+    except (review.ReviewError, OSError) as exc:
+        digest_problem = digest_problem or str(exc)
+        manifest = Manifest(())
     approval = review.approval_of(version)
     approved = Manifest.from_data(approval.manifest) if approval is not None else None
     refusals = PermissionDecision.objects.filter(
