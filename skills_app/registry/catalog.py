@@ -12,12 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skills_app.core.permissions import PermissionContext, ToolCall, decide
+from skills_app.core.permissions import PermissionContext, Rule, ToolCall, decide
 from skills_app.core.redact import HiddenIndex
 from skills_app.core.review import Manifest, ManifestEntry, build_manifest, read_package
 from skills_app.core.skillfile import SkillSpec
 from skills_app.models import SkillReview, SkillVersion
-from skills_app.permissions.approvals import admin_rules
 from skills_app.registry import review
 from skills_app.registry.consents import INSTALL_WORDS
 
@@ -84,10 +83,8 @@ def provenance(spec: SkillSpec, user_id: int | None) -> Provenance:
     return Provenance(f"{uploader} (for the organisation)", reviewed, version, approval, consents)
 
 
-def access(name: str, context: PermissionContext | None = None) -> Access:
-    """What the admin rules say about this person loading the skill."""
-    if context is None:
-        context = rules_context()
+def access(name: str, context: PermissionContext) -> Access:
+    """What the admin rules (`context`, from `rules_context`) say about loading the skill."""
     decision = decide(ToolCall("Skill", {"skill": name}), context)
     rule = decision.rule.text if decision.rule is not None else ""
     if decision.behavior == "deny":
@@ -102,9 +99,9 @@ def access(name: str, context: PermissionContext | None = None) -> Access:
     )
 
 
-def rules_context() -> PermissionContext:
+def rules_context(admin_rules: list[Rule]) -> PermissionContext:
     """The admin rules as a decision about loading a skill sees them (read once per page)."""
-    return PermissionContext(workspace=_NO_WORKSPACE, admin_rules=tuple(admin_rules()))
+    return PermissionContext(workspace=_NO_WORKSPACE, admin_rules=tuple(admin_rules))
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,9 +122,10 @@ class CatalogRow:
         }.get(self.spec.source, self.spec.source)
 
 
-def catalog_rows(specs: list[SkillSpec], user_id: int | None) -> list[CatalogRow]:
+def catalog_rows(
+    specs: list[SkillSpec], user_id: int | None, context: PermissionContext
+) -> list[CatalogRow]:
     """The skills a person gets, each with its provenance and what the rules say."""
-    context = rules_context()
     return [
         CatalogRow(spec, provenance(spec, user_id), access(spec.name, context))
         for spec in sorted(specs, key=lambda s: s.name)

@@ -2,7 +2,7 @@
 
 Every file (text shown whole, binaries listed with size and sha256), a diff of every file
 against the active version (or the previous one when nothing is active yet), the lint report,
-the trigger-test figures of this version beside the active one's, the command manifest with
+(the page adds the trigger-test figures of this version beside the active one's), the command manifest with
 each entry exactly as written and in words, the trail of review steps, and the calls refused
 because they quoted the skill's instructions (the attempts a reviewer should know about).
 """
@@ -15,7 +15,6 @@ from skills_app.core.review import Manifest, PackageFile
 from skills_app.models import PermissionDecision, SkillVersion
 from skills_app.registry import review
 from skills_app.registry.diffs import compare
-from skills_app.triggers.report import activation_comparison
 
 REFUSALS_SHOWN = 20
 
@@ -73,7 +72,6 @@ def review_context(version: SkillVersion, user: Any) -> dict[str, Any]:
         "diffs": diffs,
         "changed": [d for d in diffs if d.status != "same"],
         "lint": _problems(version.lint),
-        "trigger": activation_comparison(package, version),
         "manifest": manifest,
         "approval": approval,
         "approved_manifest": approved,

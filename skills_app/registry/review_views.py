@@ -21,9 +21,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillVersion
+from skills_app.permissions.approvals import admin_rules
 from skills_app.registry import catalog, review, uploads
 from skills_app.registry.review_page import review_context
 from skills_app.registry.skills import skills_for_user
+from skills_app.triggers.report import activation_comparison
 from skills_app.visibility import can_inspect
 
 STEPS = ("submit", "approve", "request_changes", "activate")
@@ -57,7 +59,12 @@ def _get_version_for_reviewer(request: AuthedHttpRequest, pk: int) -> SkillVersi
 def _review_page(
     request: AuthedHttpRequest, version: SkillVersion, *, status: int = 200, **extra: Any
 ) -> HttpResponse:
-    context = {**review_context(version, request.user), **extra}
+    context = {
+        **review_context(version, request.user),
+        # This version's trigger-test figures beside the active version's.
+        "trigger": activation_comparison(version.package, version),
+        **extra,
+    }
     return render(request, "skills_app/registry/review.html", context, status=status)
 
 
@@ -168,7 +175,7 @@ def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
         {
             "spec": spec,
             "prov": prov,
-            "access": catalog.access(name),
+            "access": catalog.access(name, catalog.rules_context(admin_rules())),
             "entries": entries,
             "show_exact": can_read,
             "review_url": reverse("skill-review", args=[version.pk])

@@ -54,7 +54,7 @@ from skills_app.core.upload_checks import (
     read_zip,
 )
 from skills_app.models import SkillInvocation, SkillPackage, SkillReview, SkillVersion
-from skills_app.triggers import sets as trigger_sets
+from skills_app.registry import trigger_sets
 
 __all__ = [
     "InstallResult",

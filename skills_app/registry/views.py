@@ -21,6 +21,7 @@ from skills_app.core.redact import HiddenIndex
 from skills_app.core.skillfile import Problem, SkillSpec
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, SkillVersion
+from skills_app.permissions.approvals import admin_rules
 from skills_app.permissions.blocked import blocked_skills
 from skills_app.registry import uploads
 from skills_app.registry.skills import UserSkills, skills_for_user
@@ -138,7 +139,9 @@ def _page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) -> Htt
     )
     manager = may_manage(request.user)
     context = {
-        "catalog": catalog.catalog_rows(provider.skills(), request.user.pk),
+        "catalog": catalog.catalog_rows(
+            provider.skills(), request.user.pk, catalog.rules_context(admin_rules())
+        ),
         "manager": manager,
         # Developer columns (digests, sources, shadowing, lint) are for skill managers.
         "rows": skill_rows(provider, request.user.pk) if manager else [],

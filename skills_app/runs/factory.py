@@ -33,6 +33,7 @@ from skills_app.runs import store, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
 from skills_app.visibility import UNSANDBOXED_PERMISSION, can_inspect, quotes_hidden
+from skills_app.workspaces import workspace_for
 
 # `agent:` presets: which base tools a subagent gets (None: every base tool).
 AGENT_PRESETS: dict[str, tuple[str, ...] | None] = {
@@ -64,10 +65,6 @@ class RunSetup:
     consents: Mapping[str, Consent] = field(default_factory=dict)
     # The owner reads hidden text (an inspector): a call quoting it can be put to them.
     owner_can_inspect: bool = False
-
-
-def workspace_for(conversation_id: int) -> Workspace:
-    return Workspace.for_conversation(settings.WORKSPACE_ROOT, conversation_id)
 
 
 def settings_hooks() -> Hooks:
