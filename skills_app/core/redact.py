@@ -27,7 +27,7 @@ Choices, and why:
   the texts the viewer wrote (their messages, the arguments of their `/name` commands, the names
   of files they attached): where one of them (at least OWN_MIN characters) sits inside a
   withheld span of the outgoing text, that part is shown and the rest of the span is still
-  withheld, however short. Shorter own texts are not carved out: a one-letter message must not
+  withheld, however short (a leftover of only punctuation is shown: it says nothing). Shorter own texts are not carved out: a one-letter message must not
   reveal where that letter sits in a skill's instructions.
 - Linear time. Every hidden text is indexed by windows of WINDOW characters taken every STRIDE
   characters (WINDOW + STRIDE - 1 <= MIN_SPAN, so any common span of MIN_SPAN characters holds
@@ -184,10 +184,10 @@ class HiddenIndex:
             for start, end in mine:
                 if end <= cursor or start >= span.end:
                     continue
-                if start > cursor and text[cursor:start].strip():
+                if start > cursor and _worded(text[cursor:start]):
                     out.append(Span(cursor, start, span.label))
                 cursor = max(cursor, end)
-            if cursor < span.end and text[cursor : span.end].strip():
+            if cursor < span.end and _worded(text[cursor : span.end]):
                 out.append(Span(cursor, span.end, span.label))
         return out
 
@@ -233,6 +233,12 @@ class HiddenIndex:
             cursor = span.end
         parts.append(text[cursor:])
         return "".join(parts)
+
+
+def _worded(piece: str) -> bool:
+    """A leftover of a carved span worth withholding: it holds a letter or a digit (a quote mark
+    or a bracket next to the viewer's own words tells them nothing)."""
+    return any(c.isalnum() for c in piece)
 
 
 def redact(text: str, hidden: Iterable[HiddenText | str]) -> str:
