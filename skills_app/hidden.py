@@ -21,6 +21,10 @@ What is *not* hidden from the conversation's owner, even inside hidden text: the
 of files they attached). A skill body that repeats the arguments does not make them someone
 else's secret; the index carves them out of what it withholds (`core.redact`, OWN_MIN).
 
+Not hidden either: the conversation's workspace path. A skill's text names its staged folder
+(the base-directory line, `${CLAUDE_SKILL_DIR}` resolved), and so does any command that runs its
+scripts; hidden texts are split at that path, so naming a file there quotes no instruction.
+
 Bounded: files over FILE_MAX_BYTES, files that are not text (a NUL byte) and anything past
 TOTAL_MAX_CHARS per conversation are not indexed (logged); docs/security.md states this limit.
 """
@@ -29,8 +33,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -81,10 +86,16 @@ def conversation_hidden_texts(conversation_id: int) -> list[HiddenText]:
     visible_names = set(VisibleSkillSource.objects.values_list("name", flat=True))
     budget = _Budget()
     texts: list[HiddenText] = []
+    split = _path_splitter(conversation_id)
 
     def add(text: Any, label: str) -> None:
-        if isinstance(text, str) and len(text) >= MIN_SPAN and budget.take(text):
-            texts.append(HiddenText(text, label))
+        if not isinstance(text, str) or len(text) < MIN_SPAN:
+            return
+        # The conversation's workspace path is where the skill sits, not what it says: a
+        # command naming the staged script does not quote the instructions by that path alone.
+        for piece in split(text):
+            if len(piece) >= MIN_SPAN and budget.take(piece):
+                texts.append(HiddenText(piece, label))
 
     visible_invocations: set[int] = set()
     files_read: set[tuple[str, str]] = set()
@@ -133,6 +144,18 @@ def conversation_hidden_texts(conversation_id: int) -> list[HiddenText]:
 
 OWN_KINDS = ("text", "command", "attachments")
 OWN_MAX_TEXTS = 2_000
+
+
+def _path_splitter(conversation_id: int) -> Callable[[str], list[str]]:
+    """Splits a hidden text at every spelling of the conversation's workspace root."""
+
+    try:
+        root = workspace_for(conversation_id).root
+    except WorkspaceError:
+        return lambda text: [text]
+    spellings = sorted({str(root), str(root.resolve())}, key=len, reverse=True)
+    pattern = re.compile("|".join(re.escape(s) for s in spellings))
+    return lambda text: pattern.split(text)
 
 
 def conversation_own_texts(conversation_id: int) -> list[str]:

@@ -117,7 +117,7 @@ class PermissionGate:
 
     def context(self, state: TurnState) -> PermissionContext:
         consents = self._consents(state)
-        reviewed = {c.skill for c in consents}
+        reviewed = {c.skill for c in consents if c.reviewed}
         # A reviewed skill's allowed-tools apply as the reviewer approved them (the consented
         # entries of its manifest), not as the skill states them.
         rules = [

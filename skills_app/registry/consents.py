@@ -3,7 +3,8 @@
 - an organisation upload: the approval of its active version, when that approval stored a
   manifest and names the very digest the run loads ("the review of x v3 by mona");
 - a bundled skill (written by this project) or a SKILLS_DIRS skill (put on the server by its
-  operator): its install, with the manifest derived from its folder ("the install of x");
+  operator): its install, with the manifest derived from its folder ("the install of x"),
+  covering only the commands its body asks the model to run (`Consent.reviewed` is False);
 - a personal skill, and an organisation version approved by migration (live before reviews
   existed, never reviewed): none. Their calls are decided by the rules and the user, as before.
 """
@@ -101,6 +102,7 @@ def consents_for(specs: Iterable[SkillSpec]) -> dict[str, Consent]:
                     label=f"the install of {spec.name} ({INSTALL_WORDS[spec.source]})",
                     entries=manifest.entries,
                     arguments=tuple(spec.arguments),
+                    reviewed=False,
                 )
                 if manifest is not None
                 else None

@@ -377,3 +377,20 @@ def test_one_letter_messages_do_not_reveal_where_letters_sit_in_hidden_text(skil
 
     shown = outbound(conversation.pk, can_inspect=False).text(f"Quoting: {GREET_MARKER}.")
     assert shown.count("withheld") == 1 and GREET_MARKER[:20] not in shown
+
+
+def test_naming_the_staged_script_by_its_path_quotes_no_instruction(skill_manager, alice):
+    """The base-directory line and resolved paths name where the skill sits, not what it says."""
+    version = publish(skill_manager)
+    conversation = Conversation.objects.create(owner=alice, title="t")
+    _invoked(conversation, version)
+    folder = _skill_dir(conversation)
+    assert not quotes_hidden(
+        conversation.pk, {"command": f"cat {folder}/scripts/greet.py"}, can_inspect=False
+    )
+    # The instructions around the path are still hidden text.
+    assert quotes_hidden(
+        conversation.pk,
+        {"command": f"echo 'Base directory for this skill: {folder} {GREET_MARKER}'"},
+        can_inspect=False,
+    )

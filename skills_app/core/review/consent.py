@@ -13,6 +13,11 @@ with that very digest), a call is covered when:
   command with its argument slots filled by plain words (`template.matches`).
 
 Nothing else is covered: not a similar command, not a prefix, not another skill's command.
+
+A skill nobody reviewed but its install (bundled with Skillscope, or put in SKILLS_DIRS by the
+server's operator: `reviewed=False`) consents less: only the commands its body asks the model
+to run, exactly as above. Its `allowed-tools` stay the skill's own rules (and are audited as
+such), and its `!` commands and hooks still need an admin's allow rule, as they always did.
 """
 
 from __future__ import annotations
@@ -37,11 +42,20 @@ class Consent:
     arguments: tuple[str, ...] = ()  # the skill's declared `arguments:` names
     review_id: int | None = None
     reviewer_id: int | None = None
+    # A person reviewed and approved the manifest (not just the install of a folder skill).
+    reviewed: bool = True
+
+    @property
+    def command_kinds(self) -> tuple[str, ...]:
+        """The kinds of command entry this consent covers."""
+        return COMMAND_KINDS if self.reviewed else ("command",)
 
 
 def consent_rules(consent: Consent, skill_dir: str) -> list[Rule]:
-    """The consented `allowed-tools` entries as allow rules of source "review"."""
+    """The consented `allowed-tools` entries as allow rules of source "review" (reviewed only)."""
     rules: list[Rule] = []
+    if not consent.reviewed:
+        return rules
     for entry in consent.entries:
         if entry.kind != "allowed-tool" or not entry.consent:
             continue
@@ -69,7 +83,7 @@ def covering_entry(consent: Consent, call: ToolCall, skill_dir: str) -> Manifest
     if not command:
         return None
     for entry in consent.entries:
-        if entry.kind not in COMMAND_KINDS or not entry.consent:
+        if entry.kind not in consent.command_kinds or not entry.consent:
             continue
         if not entry.arguments:
             if resolve_skill_dir(entry.text, skill_dir).strip() == command:
