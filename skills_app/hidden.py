@@ -21,9 +21,10 @@ What is *not* hidden from the conversation's owner, even inside hidden text: the
 of files they attached). A skill body that repeats the arguments does not make them someone
 else's secret; the index carves them out of what it withholds (`core.redact`, OWN_MIN).
 
-Not hidden either: the conversation's workspace path. A skill's text names its staged folder
-(the base-directory line, `${CLAUDE_SKILL_DIR}` resolved), and so does any command that runs its
-scripts; hidden texts are split at that path, so naming a file there quotes no instruction.
+Not hidden either: paths in the conversation's workspace. A skill's text names its staged
+folder (the base-directory line, `${CLAUDE_SKILL_DIR}` resolved), and so does any command that
+runs its scripts; hidden texts are split at every such path, so naming a file there quotes no
+instruction.
 
 Bounded: files over FILE_MAX_BYTES, files that are not text (a NUL byte) and anything past
 TOTAL_MAX_CHARS per conversation are not indexed (logged); docs/security.md states this limit.
@@ -147,14 +148,16 @@ OWN_MAX_TEXTS = 2_000
 
 
 def _path_splitter(conversation_id: int) -> Callable[[str], list[str]]:
-    """Splits a hidden text at every spelling of the conversation's workspace root."""
+    """Splits a hidden text at every path under the conversation's workspace root."""
 
     try:
         root = workspace_for(conversation_id).root
     except WorkspaceError:
         return lambda text: [text]
     spellings = sorted({str(root), str(root.resolve())}, key=len, reverse=True)
-    pattern = re.compile("|".join(re.escape(s) for s in spellings))
+    # The root and the rest of the path after it (up to whitespace, a quote or shell syntax).
+    roots = "|".join(re.escape(s) for s in spellings)
+    pattern = re.compile(rf"(?:{roots})[^\s'\"`<>|;&()]*")
     return lambda text: pattern.split(text)
 
 

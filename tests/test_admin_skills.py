@@ -137,7 +137,7 @@ def test_it_installs_a_zipped_skill_folder_and_says_which_version(root, admin_us
     [message] = [str(m) for m in response.context["messages"]]
     assert message == (
         f"Installed pdf-forms version 1 (organisation-wide, digest {version.digest[:12]}); "
-        "stored as a draft (nothing is live yet): submit it for review."
+        "stored as a draft (nothing is live yet): it goes live for others after its review."
     )
     entry = LogEntry.objects.get(object_id=str(package.pk))
     assert (entry.action_flag, entry.user) == (CHANGE, admin_user)

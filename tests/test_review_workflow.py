@@ -63,7 +63,10 @@ def test_a_skill_manager_uploads_for_everyone_from_the_skills_page_and_submits(s
     assert [s.action for s in version.reviews.order_by("pk")] == ["uploaded", "submitted"]
     assert "Submitted for review." in html and reverse("skill-review", args=[version.pk]) in html
     # Lint shows at once: the script is run by a path the workspace does not have.
-    assert 'data-rule="script-path"' in html and "`${CLAUDE_SKILL_DIR}/scripts/greet.py`" in html
+    assert (
+        'data-rule="script-path"' in html
+        and "<code>${CLAUDE_SKILL_DIR}/scripts/greet.py</code>" in html
+    )
     assert skills_for_user(skill_manager.pk).get("org-greet") is None  # not live yet
 
 
@@ -162,7 +165,7 @@ def test_the_skill_page_tells_everyone_who_published_and_reviewed_it_and_what_it
     html = client_of(alice).get(reverse("skill-detail", args=["org-greet"])).content.decode()
     assert "mona (for the organisation)" in html
     assert "rita on " in html and "v1" in html
-    assert "Runs the skill&#x27;s own Python script `scripts/greet.py`" in html
+    assert "Runs the skill&#x27;s own Python script <code>scripts/greet.py</code>" in html
     assert "runs without asking you (reviewed)" in html
     assert "type /org-greet, or the model asks you before it loads it" in html
     assert GREET_MARKER not in html and 'id="review-link"' not in html

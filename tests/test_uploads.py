@@ -56,7 +56,10 @@ def test_a_zip_whose_root_is_the_skill_folder_installs_under_the_folder_name(adm
     assert result.package.active_version == result.version
     assert result.version.uploaded_by == admin_user
     assert "installed pdf-tools version 1" in result.message
-    assert "stored as a draft (nothing is live yet): submit it for review" in result.message
+    assert (
+        "stored as a draft (nothing is live yet): it goes live for others after its review"
+        in result.message
+    )
 
 
 def test_a_zip_with_skill_md_at_its_root_takes_the_frontmatter_name():

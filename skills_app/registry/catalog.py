@@ -83,7 +83,7 @@ def provenance(spec: SkillSpec, user_id: int | None) -> Provenance:
     return Provenance(f"{uploader} (for the organisation)", reviewed, version, approval, consents)
 
 
-def access(name: str, context: PermissionContext) -> Access:
+def access(name: str, context: PermissionContext, *, model_invocable: bool = True) -> Access:
     """What the admin rules (`context`, from `rules_context`) say about loading the skill."""
     decision = decide(ToolCall("Skill", {"skill": name}), context)
     rule = decision.rule.text if decision.rule is not None else ""
@@ -93,6 +93,8 @@ def access(name: str, context: PermissionContext) -> Access:
         return Access("allow", "You may use it: the model may load it without asking you.", rule)
     if rule:
         return Access("ask", f"You may use it; the rule {rule} asks you before it loads.", rule)
+    if not model_invocable:
+        return Access("ask", f"You may use it: type /{name} to start it.")
     return Access(
         "ask",
         f"You may use it: type /{name}, or the model asks you before it loads it.",
@@ -127,7 +129,11 @@ def catalog_rows(
 ) -> list[CatalogRow]:
     """The skills a person gets, each with its provenance and what the rules say."""
     return [
-        CatalogRow(spec, provenance(spec, user_id), access(spec.name, context))
+        CatalogRow(
+            spec,
+            provenance(spec, user_id),
+            access(spec.name, context, model_invocable=spec.model_invocable),
+        )
         for spec in sorted(specs, key=lambda s: s.name)
     ]
 

@@ -280,11 +280,11 @@ def open_drafts() -> list[SkillVersion]:
 
 
 def trail(package: SkillPackage) -> list[SkillReview]:
-    """Every review step of a package's versions, newest first."""
+    """Every review step of a package's versions, in the order they were taken."""
     return list(
         SkillReview.objects.filter(version__package=package)
         .select_related("actor")
-        .order_by("-created_at", "-pk")
+        .order_by("created_at", "pk")
     )
 
 

@@ -175,7 +175,11 @@ def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
         {
             "spec": spec,
             "prov": prov,
-            "access": catalog.access(name, catalog.rules_context(admin_rules())),
+            "access": catalog.access(
+                name,
+                catalog.rules_context(admin_rules()),
+                model_invocable=spec.model_invocable,
+            ),
             "entries": entries,
             "show_exact": can_read,
             "review_url": reverse("skill-review", args=[version.pk])

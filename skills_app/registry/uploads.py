@@ -522,7 +522,7 @@ def _store(
         candidate = True
         record(version, SkillReview.UPLOADED, user, origin=origin)
         live = f"version {previous.number} stays active" if previous else "nothing is live yet"
-        state += f"; stored as a draft ({live}): submit it for review"
+        state += f"; stored as a draft ({live}): it goes live for others after its review"
     package.save(update_fields=["active_version", "updated_at"])
     picked, problem = trigger_sets.pick_up_for_install(
         package, target, origin=staged.candidate.origin, user=user
