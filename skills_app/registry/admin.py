@@ -425,14 +425,22 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
 
 @admin.register(SkillVersion)
 class SkillVersionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
-    list_display = ("package", "number", "short_digest", "uploaded_by", "created_at")
-    list_filter = ("package",)
+    list_display = (
+        "package",
+        "number",
+        "short_digest",
+        "review_status",
+        "uploaded_by",
+        "created_at",
+    )
+    list_filter = ("review_status", "package")
     list_select_related = ("package", "uploaded_by")
     search_fields = ("package__name", "digest")
     fields = (
         "package",
         "number",
         "digest",
+        "review_status",
         "uploaded_by",
         "created_at",
         "storage_path",
