@@ -64,7 +64,7 @@ def lint_runtime(spec: SkillSpec, files: Sequence[PackageFile]) -> list[Problem]
     def report(rule: str, key: str, message: str, line: int | None) -> None:
         if (rule, key) not in reported:
             reported.add((rule, key))
-            problems.append(Problem("warning", rule, message, skill_file, line))
+            problems.append(Problem("warning", rule, message, str(spec.skill_file), line))
 
     commands: list[tuple[str, int | None]] = [
         (c.text, first + c.line - 1) for c in find_commands(spec.body)
