@@ -56,7 +56,6 @@ def lint_runtime(spec: SkillSpec, files: Sequence[PackageFile]) -> list[Problem]
     """The run-time problems of a parsed skill whose files are `files`."""
     names = frozenset(f.rel for f in files)
     folders = frozenset(str(p) for f in files for p in Path(f.rel).parents if str(p) != ".")
-    skill_file = spec.skill_file.name
     first = _body_line(spec, files)
     problems: list[Problem] = []
     reported: set[tuple[str, str]] = set()
