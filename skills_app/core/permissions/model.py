@@ -19,7 +19,7 @@ from typing import Any
 from ..rulematch import norm_path
 
 BEHAVIORS = ("allow", "ask", "deny")
-SOURCES = ("admin", "skill", "conversation", "default")
+SOURCES = ("admin", "skill", "review", "conversation", "default")
 KNOWN_TOOLS = (
     "Read",
     "Write",
@@ -145,6 +145,9 @@ def describe(rule: Rule) -> str:
         kind = {"allow": "allowed-tools", "deny": "disallowed-tools"}.get(rule.behavior, "rules")
         who = f'skill "{rule.scope_skill}"' if rule.scope_skill else "the active skill"
         return f"{kind} of {who}: {rule.text}"
+    if rule.source == "review":
+        # The reviewer consented to it: the note names the review ("the review of x v2 by mona").
+        return f"allowed by {rule.note or 'a review'}: {rule.text}"
     if rule.source == "conversation":
         verb = "allowed" if rule.behavior == "allow" else rule.behavior
         return f"{verb} for this conversation: {rule.text}"
