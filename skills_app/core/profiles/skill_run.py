@@ -10,6 +10,12 @@ the design's JSON: stdout, stderr, exit_code, timed_out, duration_ms and output_
 
 The command runs through the ordinary Bash tool, so the sandbox, the scrubbed environment, the
 limits and the read-only staged skill apply as they do to every command.
+
+"As the source design" (seed 004, "2.2 深入 skill_run"): the schema is `SkillRunInput`'s
+(`SKILL_RUN_DESIGN_TOOL`), the command runs with `bash -lc`, it is allowed unless a rule denies
+or asks (the design asks no one), the result has exactly `SkillRunOutput`'s fields (no
+`artifact_files`, though files are still offered with `save_as_artifacts`), and the run folder
+keeps the run's record (`record.json`: the command, where it ran and the result).
 """
 
 from __future__ import annotations
@@ -88,6 +94,60 @@ SKILL_RUN_TOOL: dict[str, Any] = {
 }
 
 
+# `SkillRunInput.model_json_schema()` for the article's model; its `WorkspaceInputSpec` is not
+# shown, so the item has the three fields Skillscope accepts (src, dst, mode).
+SKILL_RUN_DESIGN_TOOL: dict[str, Any] = {
+    "name": "skill_run",
+    "description": SKILL_RUN_TOOL["description"],
+    "input_schema": {
+        "$defs": {
+            "WorkspaceInputSpec": {
+                "properties": {
+                    "src": {"title": "Src", "type": "string"},
+                    "dst": {"default": "", "title": "Dst", "type": "string"},
+                    "mode": {"default": "copy", "title": "Mode", "type": "string"},
+                },
+                "required": ["src"],
+                "title": "WorkspaceInputSpec",
+                "type": "object",
+            }
+        },
+        "properties": {
+            "skill": {"title": "Skill", "type": "string"},
+            "command": {"title": "Command", "type": "string"},
+            "cwd": {"default": "", "title": "Cwd", "type": "string"},
+            "env": {
+                "additionalProperties": {"type": "string"},
+                "default": {},
+                "title": "Env",
+                "type": "object",
+            },
+            "output_files": {
+                "default": [],
+                "items": {"type": "string"},
+                "title": "Output Files",
+                "type": "array",
+            },
+            "timeout": {"default": 0, "title": "Timeout", "type": "integer"},
+            "inputs": {
+                "default": [],
+                "items": {"$ref": "#/$defs/WorkspaceInputSpec"},
+                "title": "Inputs",
+                "type": "array",
+            },
+            "save_as_artifacts": {
+                "default": False,
+                "title": "Save As Artifacts",
+                "type": "boolean",
+            },
+        },
+        "required": ["skill", "command"],
+        "title": "SkillRunInput",
+        "type": "object",
+    },
+}
+
+
 async def run_skill_command(
     session: SkillSession, tool_use_id: str, name: str, tool_input: dict[str, Any]
 ) -> ToolAnswer:
@@ -100,9 +160,11 @@ async def run_skill_command(
         env = skill_run_env(tool_input.get("env"))
     except ToolError as exc:
         return error_answer(tool_use_id, str(exc), skill=name)
+    design = session.config.design
     # skill_run commands are governed by the Bash rules, with the environment in plain sight.
     decision = await session.decide(
-        ToolCall(tool="Bash", input={"command": command_with_env(env, command)})
+        ToolCall(tool="Bash", input={"command": command_with_env(env, command)}),
+        allow_by_default=design,
     )
     if decision.behavior != "allow":
         message = f"Permission denied: {decision.reason}"
@@ -126,7 +188,9 @@ async def run_skill_command(
         err_file = workspace.ensure_tmp() / f"stderr-{uuid.uuid4().hex}"
     except (ToolError, OSError) as exc:
         return error_answer(tool_use_id, str(exc), skill=name)
-    wrapped = f"cd {shlex.quote(str(cwd))} && ( {command}\n) 2> {shlex.quote(str(err_file))}"
+    # The design's `bash -lc` is a login shell inside the sandboxed one (its profile files too).
+    program = f"bash -lc {shlex.quote(command)}" if design else command
+    wrapped = f"cd {shlex.quote(str(cwd))} && ( {program}\n) 2> {shlex.quote(str(err_file))}"
     run_input: dict[str, Any] = {"command": wrapped}
     if tool_input.get("timeout"):
         run_input["timeout"] = tool_input["timeout"]
@@ -157,12 +221,26 @@ async def run_skill_command(
             saved = await asyncio.to_thread(save_artifacts, workspace, files)
         except (ToolError, OSError) as exc:
             return error_answer(tool_use_id, f"could not save the output files: {exc}", skill=name)
-        payload["artifact_files"] = saved
+        if not design:  # Skillscope's addition: which downloads the files became
+            payload["artifact_files"] = saved
         artifacts.update(saved)
+    if design:
+        record = {"skill": name, "command": command, "cwd": workspace.relative(cwd), **payload}
+        await asyncio.to_thread(_write_record, workspace, run_dir, record)
     block = tool_result_block(
         tool_use_id, json.dumps(payload, ensure_ascii=False), is_error=result.is_error
     )
     return ToolAnswer(block, skill=name, artifacts=tuple(sorted(artifacts)))
+
+
+def _write_record(workspace: Workspace, run_dir: Path, record: dict[str, Any]) -> None:
+    """The run's record in its folder, written without following a link the command planted."""
+    try:
+        fd = workspace.open_file(run_dir / "record.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except (WorkspaceError, OSError):
+        return  # the command put something there first: its run folder, its choice
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, ensure_ascii=False, indent=2)
 
 
 def resolve_cwd(
