@@ -108,7 +108,7 @@ async def test_as_the_source_design_each_profile_starts_from_its_designs_base_pr
     tool_result, pk = systems["tool-result"]
     workdir = (await sync_to_async(workspace_for)(pk)).root
     assert tool_result.startswith(f"You are a coding agent at {workdir}.\nUse load_skill")
-    assert systems["system-prompt"][0].startswith("Available skills:\n")
+    assert systems["system-prompt"][0].startswith("\nAvailable skills:\n")  # as printed
     page = (await client.get(response["Location"])).content.decode()
     assert "Base prompt:</strong> as the source design" in page
     assert "for the turn that loaded them" in page  # the state lifetime in force
