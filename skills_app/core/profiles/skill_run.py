@@ -186,11 +186,16 @@ async def run_skill_command(
         }
         cwd = resolve_cwd(workspace, skill_dir, tool_input.get("cwd"), variables)
         err_file = workspace.ensure_tmp() / f"stderr-{uuid.uuid4().hex}"
+        out_file = workspace.ensure_tmp() / f"stdout-{uuid.uuid4().hex}"
     except (ToolError, OSError) as exc:
         return error_answer(tool_use_id, str(exc), skill=name)
-    # The design's `bash -lc` is a login shell inside the sandboxed one (its profile files too).
+    # The design's `bash -lc` is a login shell inside the sandboxed one (its profile files
+    # too), and its stdout is the program's as written (the Bash tool trims its last newline).
     program = f"bash -lc {shlex.quote(command)}" if design else command
-    wrapped = f"cd {shlex.quote(str(cwd))} && ( {program}\n) 2> {shlex.quote(str(err_file))}"
+    streams = f"2> {shlex.quote(str(err_file))}"
+    if design:
+        streams = f"> {shlex.quote(str(out_file))} {streams}"
+    wrapped = f"cd {shlex.quote(str(cwd))} && ( {program}\n) {streams}"
     run_input: dict[str, Any] = {"command": wrapped}
     if tool_input.get("timeout"):
         run_input["timeout"] = tool_input["timeout"]
@@ -204,6 +209,8 @@ async def run_skill_command(
     duration_ms = int((time.monotonic() - started) * 1000)
     stderr = _read_back(workspace, err_file, ctx.output_limit)
     stdout, exit_code, timed_out = _split_status(result.content)
+    if design:
+        stdout = _read_back(workspace, out_file, ctx.output_limit)
     files = await asyncio.to_thread(
         collect_outputs, workspace, tool_input.get("output_files"), variables
     )
