@@ -76,8 +76,7 @@ def skills_for_skill_tool(commands: list[Command]) -> list[Command]:
     return [
         c
         for c in commands
-        if not c.disable_model_invocation
-        and (c.has_user_specified_description or c.when_to_use)
+        if not c.disable_model_invocation and (c.has_user_specified_description or c.when_to_use)
     ]
 
 
@@ -95,7 +94,7 @@ def status_message(name: str) -> str:
 
 
 def metadata(name: str, args: str = "") -> str:
-    """"Skills Object Design": `[statusMessage, skillName, args].filter(Boolean).join('\\n')`,
+    """ "Skills Object Design": `[statusMessage, skillName, args].filter(Boolean).join('\\n')`,
     each in its tag (the tags restored, see the module docstring)."""
     parts = [
         f"<command-message>{status_message(name)}</command-message>",
