@@ -151,6 +151,7 @@ class SkillInvoker:
         allowed: list[Rule] = []
         denied: list[Rule] = []
         model: str | None = ""
+        refused = ""
         effort = None
         if context:
             skill_hooks, hook_notes = parse_skill_hooks(spec.name, spec.hooks)
@@ -162,6 +163,10 @@ class SkillInvoker:
             state.disallowed_tools.update(r.tool for r in denied if r.specifier is None)
             state.env["SKILL_DIR"] = skill_dir
             model = resolve_model_id(spec.model or "")
+            if model and not self.agent.config.offers(model):
+                # A skill cannot buy a person a model their policy does not offer: the turn
+                # keeps its model and the audit says the override was refused.
+                refused, model = model, None
             if model:
                 state.model_override = model
             effort = spec.effort
@@ -177,6 +182,7 @@ class SkillInvoker:
             allowed_tools=tuple(r.text for r in allowed),
             disallowed_tools=tuple(r.text for r in denied),
             model_override=model or "",
+            model_refused=refused,
             already_loaded=already,
             skill_dir=skill_dir,
             shell_commands=tuple(r.as_audit() for r in rendered.runs),
@@ -195,11 +201,11 @@ class SkillInvoker:
                 "user", injected, kind="skill_prompt", is_meta=True, meta={"skill": spec.name}
             ),
         ]
-        if allowed or denied or model or effort:
+        if allowed or denied or model or refused or effort:
             messages.append(
                 StoredMessage.text(
                     "user",
-                    permissions_record(spec, allowed, denied),
+                    permissions_record(spec, allowed, denied, refused=refused),
                     kind="permissions",
                     is_meta=True,
                     to_model=False,
@@ -256,14 +262,20 @@ def skill_rules(spec: SkillSpec, behavior: str, skill_dir: str) -> list[Rule]:
     return rules
 
 
-def permissions_record(spec: SkillSpec, allowed: list[Rule], denied: list[Rule]) -> str:
+def permissions_record(
+    spec: SkillSpec, allowed: list[Rule], denied: list[Rule], *, refused: str = ""
+) -> str:
     lines = [f'Applied for the rest of this turn by the skill "{spec.name}":']
     if allowed:
         lines.append("allowed-tools: " + ", ".join(r.text for r in allowed))
     if denied:
         lines.append("disallowed-tools: " + ", ".join(r.text for r in denied))
     model = resolve_model_id(spec.model or "")
-    if model:
+    if refused:
+        lines.append(
+            f"model: {refused} refused (not offered to this person); the turn kept its model"
+        )
+    elif model:
         lines.append(f"model: {model}")
     if spec.effort:
         lines.append(f"effort: {spec.effort}")

@@ -233,7 +233,8 @@ ROWS: tuple[Row, ...] = (
         "004 §2.2 第6步 `SkillRunOutput`",
         "`run_skill_command`",
         "exact",
-        "stdout, stderr, exit_code, timed_out, duration_ms, output_files; no `artifact_files`.",
+        "stdout, stderr, exit_code, timed_out, duration_ms, output_files; no `artifact_files` "
+        "(an `output_files_note` only when Skillscope's bounded walk stops early).",
         f"{TOOLSET}::test_skill_run_runs_as_the_design_runs_it",
     ),
     Row(
