@@ -148,3 +148,15 @@ def test_the_oracles_validation_matches_the_profiles_refusals():
         skilltool.validate_invocation("nope", caller="model", lookup=lambda n: None)
     assert unknown.value.code == skilltool.UNKNOWN_SKILL
     assert skilltool.skill_call_input({"command": "/manual"}) == ("manual", "")
+
+
+def test_the_catalog_budget_is_the_articles_default():
+    """003: "subject to a token budget limit of 15,000 characters by default"."""
+    import inspect
+
+    from skills_app.core.agent import AgentConfig
+    from skills_app.core.catalog import build_catalog
+
+    assert AgentConfig(model="m").catalog_budget == 15_000
+    assert django_settings.SKILL_CATALOG_BUDGET == 15_000
+    assert inspect.signature(build_catalog).parameters["budget"].default == 15_000

@@ -133,6 +133,15 @@ ROWS: tuple[Row, ...] = (
     ),
     Row(
         "tool-result",
+        "An unknown tool or a malformed call",
+        "`Unknown tool: NAME`; a missing key raises (`Error: 'command'`)",
+        "`tool_calls`, `tools.inputs.check_input`",
+        "deliberate",
+        "Skillscope's error names the available tools or the wrong field: the model can act on it.",
+        f"{SEC}::test_a_bare_deny_removes_the_designs_tool_it_stands_for",
+    ),
+    Row(
+        "tool-result",
         "`/name` typed by the user",
         "001 §4 figure 2: the model recognises it and calls the skill tool",
         "`slash_invokes`: the text goes to the model as typed",
@@ -283,6 +292,24 @@ ROWS: tuple[Row, ...] = (
         f"{TOOLSET}::test_a_slash_command_reaches_the_model_as_typed",
     ),
     # -- meta-message: Claude Code's Skill tool (seed 003) -----------------------------------
+    Row(
+        "meta-message",
+        "System prompt (as the source design)",
+        '003 Phase 4: "You are Claude Code, Anthropic\'s official CLI..."',
+        "`meta_message.CLAUDE_CODE_PROMPT`",
+        "today's Claude Code",
+        "The article prints the first words; the sentence ends as today's Claude Code's does.",
+        f"{CC}::test_the_catalog_is_the_articles_filter_and_format_skill",
+    ),
+    Row(
+        "meta-message",
+        "Catalog budget",
+        '003: "a token budget limit of 15,000 characters by default"',
+        "`AgentConfig.catalog_budget`, `SKILL_CATALOG_BUDGET`",
+        "exact",
+        "15,000 characters by default; every name listed, long descriptions cut first.",
+        f"{CC}::test_the_catalog_budget_is_the_articles_default",
+    ),
     Row(
         "meta-message",
         "Who is listed",
