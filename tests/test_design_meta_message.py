@@ -10,6 +10,7 @@ article's form is not what is sent (docs/profiles.md says why).
 
 from __future__ import annotations
 
+import inspect
 import json
 import textwrap
 from pathlib import Path
@@ -19,6 +20,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
+from skills_app.core import skilltool
+from skills_app.core.agent import AgentConfig
+from skills_app.core.catalog import build_catalog
 from skills_app.models import Conversation, Message, PermissionRule
 from skills_app.workspaces import workspace_for
 from tests.design_oracles import claude_code
@@ -135,8 +139,6 @@ async def test_invoking_follows_todays_claude_code_where_the_article_differs(fak
 
 def test_the_oracles_validation_matches_the_profiles_refusals():
     """The five error codes of `validateInput`, as the profile's validation answers them."""
-    from skills_app.core import skilltool
-
     commands = {"manual": claude_code.Command("manual", "d", None, True, True, False, "")}
     assert claude_code.validate_input(" /", commands) == 1
     assert claude_code.validate_input("nope", commands) == 2
@@ -152,11 +154,6 @@ def test_the_oracles_validation_matches_the_profiles_refusals():
 
 def test_the_catalog_budget_is_the_articles_default():
     """003: "subject to a token budget limit of 15,000 characters by default"."""
-    import inspect
-
-    from skills_app.core.agent import AgentConfig
-    from skills_app.core.catalog import build_catalog
-
     assert AgentConfig(model="m").catalog_budget == 15_000
     assert django_settings.SKILL_CATALOG_BUDGET == 15_000
     assert inspect.signature(build_catalog).parameters["budget"].default == 15_000
