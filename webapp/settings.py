@@ -633,6 +633,9 @@ AXES_LOCKOUT_PARAMETERS = (
     else [LOGIN_LOCKOUT_BY]
 )
 AXES_RESET_ON_SUCCESS = True
+# A lock lasts LOGIN_LOCKOUT_MINUTES from when it began: a guess during the lock does not restart
+# it (the message can say when it ends, and a guesser cannot stretch it by guessing on).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_LOCKOUT_CALLABLE = "skills_app.accounts.lockout.lockout_response"
 # The client address is REMOTE_ADDR only: behind the proxy, daphne --proxy-headers has already
 # set it from X-Forwarded-For of the trusted proxy; a header a client sends is never believed.
