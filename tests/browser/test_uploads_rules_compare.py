@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.live_server import LiveServer
-from tests.browser.pages import screenshot
+from tests.browser.pages import SCREENSHOTS, screenshot
 from tests.browser.server_data import publish, run_in_server, seed_history
 from tests.fake_anthropic import Reply
 
@@ -194,3 +194,43 @@ def test_the_comparison_shows_one_total_per_side_and_stops_running(tab, model, c
     chatter.goto(f"{base}/")
     assert "Compare" not in chatter.locator("nav.topnav").inner_text()
     assert _status(chatter, f"{base}/compare/") == 403
+
+
+def test_a_comparison_as_the_source_design_explains_each_profiles_sources(tab, model, chat_server):
+    """Issue 30: the page says what "as the source design" changes and which source each part
+    of meta-message follows; read at desktop and phone widths."""
+    base = chat_server.url
+    model.enqueue(*(Reply.text(f"Answer {n}.") for n in range(3)))
+    auditor = tab("audrey", width=1440, height=900).page
+    auditor.goto(f"{base}/compare/")
+    auditor.get_by_role("checkbox", name=re.compile("browser-probe")).check()
+    auditor.get_by_role("radio", name="as the source design").check()
+    auditor.get_by_role("textbox", name="Prompt").fill("Summarise version 2.4.0 in one line.")
+    auditor.get_by_role("button", name="Run under every profile").click()
+    expect(auditor.locator(".compare-column")).to_have_count(3)
+    expect(auditor.locator("#compare-columns")).to_have_attribute(
+        "data-active", "false", timeout=20_000
+    )
+    expect(auditor.locator("p", has_text="Skills offered:")).to_contain_text("as the source design")
+    sources = auditor.locator("#meta-message-sources")
+    expect(sources).to_be_visible()
+    expect(sources.locator("tr", has_text="Acknowledgement")).to_contain_text("today's Claude Code")
+    expect(auditor.locator("#tool-result-modes")).to_contain_text("max_tokens 8000")
+    screenshot(auditor, "45-compare-as-the-source-design-desktop")
+    # The tool-result column's request was s05's: its own tools, no Skillscope tools.
+    tools = {
+        tuple(t["name"] for t in r.get("tools", []))
+        for r in model.requests
+        if any(t.get("name") == "load_skill" for t in r.get("tools", []))
+    }
+    assert tools == {("bash", "read_file", "write_file", "edit_file", "load_skill")}
+    phone = tab("audrey").page  # the same user's context: its viewport is set per page
+    phone.set_viewport_size({"width": 390, "height": 844})
+    phone.goto(auditor.url)
+    expect(phone.locator("#meta-message-sources")).to_be_visible()
+    overflow = phone.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the page is {overflow}px wider than the phone"
+    screenshot(phone, "46-compare-as-the-source-design-phone")
+    # The notes as a phone shows them: one screen from the meta-message sources table on.
+    phone.locator("#meta-message-sources").scroll_into_view_if_needed()
+    phone.screenshot(path=str(SCREENSHOTS / "47-compare-notes-phone.png"))

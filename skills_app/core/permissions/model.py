@@ -48,9 +48,10 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         "Edit": "ask",
         "Bash": "ask",
     }
-    # The tool-result profile's load_skill has no approval in its design (seed 001): allow
-    # unless an admin's Skill(...) deny or ask rule says otherwise.
-    | {"Skill": "ask", "load_skill": "allow", "*": "ask"}
+    # The tool-result profile's load_skill has no approval in its design (seed 001), nor the
+    # skill toolset's skill_load (seed 004; checked as skill_load only "as the source design",
+    # as Skill otherwise): allow unless an admin's Skill(...) deny or ask rule says otherwise.
+    | {"Skill": "ask", "load_skill": "allow", "skill_load": "allow", "*": "ask"}
 )
 
 _READ_TOOLS = ("Read", "Glob", "Grep")
