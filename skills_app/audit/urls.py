@@ -28,6 +28,7 @@ urlpatterns = [
         name="conversation-export-markdown",
     ),
     path("import/", views.transcript_import, name="transcript-import"),
+    path("import/<int:pk>/", views.transcript_import_result, name="transcript-import-result"),
     path("costs/", costs.cost_report, name="audit-costs"),
     path("trigger-runs/", trigger_audit.trigger_run_list, name="audit-trigger-runs"),
 ]
