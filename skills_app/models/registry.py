@@ -34,6 +34,14 @@ class SkillPackage(models.Model):
         "(SKILL.md and the files beside it) in tool results. Its injected text stays hidden "
         "from the transcript, and `!` command output stays hidden.",
     )
+    # On: a version goes to review only after a finished trigger run on it passed every query
+    # of the set (`skills_app.triggers.gate.trigger_gate`).
+    trigger_gate = models.BooleanField(
+        "trigger tests gate review",
+        default=False,
+        help_text="On: a version may be submitted for review only once a trigger run on it "
+        "has passed every query of the skill's trigger set.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

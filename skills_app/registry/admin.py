@@ -104,7 +104,16 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     list_select_related = ("owner", "active_version")
     search_fields = ("name", "owner__username")
     actions = ("enable_packages", "disable_packages", "delete_packages")
-    fields = ("name", "scope", "active", "enabled", "source_visible", "created_at", "updated_at")
+    fields = (
+        "name",
+        "scope",
+        "active",
+        "enabled",
+        "source_visible",
+        "trigger_gate",
+        "created_at",
+        "updated_at",
+    )
     readonly_fields = ("name", "scope", "active", "created_at", "updated_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
