@@ -8,7 +8,7 @@ from skills_app.accounts import admin as accounts_admin
 from skills_app.audit import admin as audit_admin
 from skills_app.permissions import admin as permissions_admin
 from skills_app.registry import admin as registry_admin
-from skills_app.registry import admin_sources
+from skills_app.registry import admin_git, admin_sources
 
 admin.site.site_header = "Skillscope administration"
 admin.site.site_title = "Skillscope admin"
@@ -16,4 +16,11 @@ admin.site.site_title = "Skillscope admin"
 admin.site.index_template = "admin/skillscope_index.html"
 accounts_admin.register(admin.site)
 
-__all__ = ["accounts_admin", "admin_sources", "audit_admin", "permissions_admin", "registry_admin"]
+__all__ = [
+    "accounts_admin",
+    "admin_git",
+    "admin_sources",
+    "audit_admin",
+    "permissions_admin",
+    "registry_admin",
+]

@@ -200,6 +200,13 @@ RULES: dict[str, Expect] = {
     "triggers-start": Expect(obj="package", post_only=True),
     "triggers-run": Expect(obj="trigger_run", staff=OK),
     "triggers-stop": Expect(obj="trigger_run", post_only=True),
+    # A run's results as run_eval JSON: read like its report (409 while it is not done).
+    "triggers-results-json": Expect(
+        obj="trigger_run", owner=frozenset({200, 409}), staff=frozenset({200, 409})
+    ),
+    "triggers-gate": Expect(obj="package", post_only=True),
+    # The result page of one's own import; nobody else's (404).
+    "transcript-import-result": Expect(owner=OK),
     "audit-trigger-runs": STAFF_ONLY,
 }
 

@@ -10,6 +10,7 @@ from skills_app.models.permissions import Approval, ConversationGrant, Permissio
 from skills_app.models.queued import QueuedMessage
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.runs import Run, Worker
+from skills_app.models.sources import SkillSource, SkillSourceSync
 from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
 
@@ -29,6 +30,8 @@ __all__ = [
     "RunEvent",
     "SkillInvocation",
     "SkillPackage",
+    "SkillSource",
+    "SkillSourceSync",
     "SkillVersion",
     "TriggerQuery",
     "TriggerResult",

@@ -75,6 +75,15 @@ class SkillVersion(models.Model):
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
+    # A version synced from Git: the source and the commit its files were read at.
+    source = models.ForeignKey(
+        "skills_app.SkillSource",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="versions",
+    )
+    source_commit = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

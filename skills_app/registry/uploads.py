@@ -59,6 +59,7 @@ __all__ = [
     "install_archive",
     "install_directory",
     "install_files",
+    "install_layout",
     "set_enabled",
     "skill_md_diff",
     "storage_root",
@@ -164,6 +165,14 @@ def install_directory(
     _check_scope(user, personal)
     members = read_directory(Path(path), limits())
     return _install(find_skills(members, stem=None), user, personal, activate)
+
+
+def install_layout(
+    layout: Layout, *, user: Any, personal: bool = False, activate: bool = True
+) -> list[InstallResult]:
+    """Install skills already found and checked elsewhere (a Git source's skill folders)."""
+    _check_scope(user, personal)
+    return _install(layout, user, personal, activate)
 
 
 def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
