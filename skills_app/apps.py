@@ -18,3 +18,9 @@ class SkillsAppConfig(AppConfig):
         trail.install()  # role changes are recorded
         # After auth's own post_migrate (which makes the permissions): roles survive a flush too.
         post_migrate.connect(ensure_roles, sender=self, dispatch_uid="skillscope-roles")
+        from django.conf import settings
+
+        from .telemetry.setup import install_from_settings
+
+        # Off unless an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_*): docs/interop.md.
+        install_from_settings(settings.TELEMETRY_INCLUDE_HIDDEN_TEXT)

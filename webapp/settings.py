@@ -469,6 +469,11 @@ GIT_SOURCE_MAX_FETCH_BYTES = env_int("GIT_SOURCE_MAX_FETCH_BYTES", 200 * 1024 * 
 # A sync that started this long ago and never finished (a killed process) no longer blocks one.
 GIT_SOURCE_SYNC_STALE_SECONDS = env_int("GIT_SOURCE_SYNC_STALE_SECONDS", 900, minimum=60)
 
+# --- Telemetry (OpenTelemetry; on when OTEL_EXPORTER_OTLP_ENDPOINT is set) -----------------
+
+# Spans carry skill prompts, tool inputs and results and the messages sent to the model: off.
+TELEMETRY_INCLUDE_HIDDEN_TEXT = env_bool("TELEMETRY_INCLUDE_HIDDEN_TEXT", False)
+
 # --- Attachments (files attached to chat messages, saved in the workspace's in/) ----------
 
 # Bytes of one attached file, and how many files one message may carry. Images up to ~3.7 MB and
