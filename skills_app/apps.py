@@ -13,14 +13,10 @@ class SkillsAppConfig(AppConfig):
         from . import checks  # noqa: F401  (registers the system checks)
         from .accounts.roles import ensure_roles
         from .audit import guard, trail
+        from .wiring import wire
 
         guard.install()  # the audit is append-only
         trail.install()  # role changes are recorded
         # After auth's own post_migrate (which makes the permissions): roles survive a flush too.
         post_migrate.connect(ensure_roles, sender=self, dispatch_uid="skillscope-roles")
-        from django.conf import settings
-
-        from .telemetry.setup import install_from_settings
-
-        # Off unless an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_*): docs/interop.md.
-        install_from_settings(settings.TELEMETRY_INCLUDE_HIDDEN_TEXT)
+        wire()  # runs are handed the chat's renderer and run-end subscribers, the trigger tests

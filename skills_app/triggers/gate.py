@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from skills_app.core.triggers.cases import same_query
 from skills_app.models import SkillVersion, TriggerRun
+from skills_app.registry.trigger_sets import cases_of
 from skills_app.triggers.report import outcomes_of
-from skills_app.triggers.sets import cases_of
 
 
 def trigger_gate(version: SkillVersion) -> tuple[bool, str]:

@@ -6,6 +6,9 @@ A skill folder may carry its set where authors keep it: `evals/trigger.json` (ou
 export. Installing a version adds the queries of each file it has to the package's set; queries
 already there are kept as they are, so an edit made on the page is never overwritten by a later
 upload. Slash-command queries are skipped and said so, never a reason to refuse the file.
+
+A package's trigger set is part of the package (as its versions are), so it lives in the registry:
+installing reads it without reaching up into the trigger tests that run it (`triggers/`).
 """
 
 from __future__ import annotations
