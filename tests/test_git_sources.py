@@ -421,3 +421,62 @@ def test_the_admin_form_refuses_a_bad_url_with_its_reason(skill_manager, tmp_pat
     assert response.status_code == 200
     assert "local repositories are not allowed as sources" in response.content.decode()
     assert not SkillSource.objects.exists()
+
+
+def test_a_marketplace_listing_skill_folders_of_the_repository_itself(remote, skill_manager):
+    """The official marketplace's shape: plugins rooted at "./" that list their skill folders."""
+    market = {
+        "name": "examples",
+        "plugins": [
+            {"name": "docs", "source": "./", "strict": False, "skills": ["./skills/pdf"]},
+            {
+                "name": "extras",
+                "source": "./",
+                "strict": False,
+                "skills": ["./skills/csv", "./skills/notes"],
+            },
+        ],
+    }
+    remote.commit(
+        {
+            ".claude-plugin/marketplace.json": json.dumps(market),
+            "skills/pdf/SKILL.md": skill_md("pdf"),
+            "skills/csv/SKILL.md": skill_md("csv"),
+            "skills/notes/SKILL.md": skill_md("notes"),
+            "README.md": "A collection.",
+        }
+    )
+    # A link elsewhere in the repository is none of the skills' business.
+    (remote.work / "docs").mkdir()
+    (remote.work / "docs" / "passwd").symlink_to("/etc/passwd")
+    remote.commit({}, "docs link")
+    record = sources.sync_source(source_for(remote, skill_manager))
+    assert record.status == "ok", record.message
+    assert sorted(v["skill"] for v in record.versions) == ["docs:pdf", "extras:csv", "extras:notes"]
+
+
+OFFICIAL = Path("/work/.mirror/anthropics+skills/repo")
+
+
+@pytest.mark.skipif(
+    not (OFFICIAL / "HEAD").is_file(),
+    reason=f"no snapshot of github.com/anthropics/skills at {OFFICIAL} (a bare repository)",
+)
+def test_the_official_marketplace_syncs_as_its_plugins(settings, tmp_path, skill_manager):
+    """The public anthropics/skills repository, read from a local snapshot as a Git source."""
+    isolate_skills(settings, tmp_path)
+    settings.GIT_SOURCE_LOCAL_ROOTS = [OFFICIAL.parent]
+    branch = subprocess.run(
+        ["git", f"--git-dir={OFFICIAL}", "symbolic-ref", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    source = SkillSource.objects.create(
+        name="official", url=str(OFFICIAL), branch=branch, created_by=skill_manager
+    )
+    record = sources.sync_source(source)
+    assert record.status in ("ok", "partial"), record.message
+    names = {v["skill"] for v in record.versions}
+    assert {"document-skills:pdf", "document-skills:xlsx", "example-skills:skill-creator"} <= names
+    assert all(":" in n for n in names)

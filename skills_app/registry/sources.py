@@ -31,14 +31,15 @@ from skills_app.core import frontmatter
 from skills_app.core.gitsource import (
     GitFile,
     GitSourceError,
-    SkillFolder,
     TreeLimits,
     check_branch,
     check_location,
     check_subpath,
     fetch_commit,
     find_skill_folders,
-    read_tree,
+    list_tree,
+    read_blob,
+    read_folder,
 )
 from skills_app.core.lint import name_format_problem
 from skills_app.core.skilltypes import SkillFileError
@@ -156,6 +157,9 @@ def sync_source(
     return record
 
 
+MAX_MANIFEST_BYTES = 512 * 1024
+
+
 def _sync(source: SkillSource, *, force: bool) -> SyncOutcome:
     location = _location(source.url)
     branch = check_branch(source.branch)
@@ -172,15 +176,25 @@ def _sync(source: SkillSource, *, force: bool) -> SyncOutcome:
             return SyncOutcome(Status.UNCHANGED, fetched.commit, notes=["no new commit"])
         repo = Repo(str(fetched.repo_path))
         try:
-            files = read_tree(repo, fetched.commit, subpath, _limits())
+            return _read_skills(source, repo, fetched.commit, subpath)
         finally:
             repo.close()
-    found = find_skill_folders(files)
-    outcome = SyncOutcome(Status.OK, fetched.commit, notes=list(found.notes))
+
+
+def _read_skills(source: SkillSource, repo: Repo, commit: str, subpath: str) -> SyncOutcome:
+    entries = list_tree(repo, commit, subpath)
+    found = find_skill_folders(entries, lambda e: read_blob(repo, e, MAX_MANIFEST_BYTES))
+    outcome = SyncOutcome(Status.OK, commit, notes=list(found.notes))
     for folder in found.skills:
         label = folder.name or folder.origin or source.path or "the root"
         try:
-            results = create_draft_from_files(folder, source=source, commit=fetched.commit)
+            files = read_folder(repo, folder.files, _limits(), folder.origin)
+            results = create_draft_from_files(
+                SkillFiles(folder.name, tuple(files), folder.origin), source=source, commit=commit
+            )
+        except GitSourceError as exc:
+            outcome.refused.append(f"{label}: {exc.message}")
+            continue
         except UploadError as exc:
             problems = "; ".join(str(p) for p in exc.problems[:5])
             outcome.refused.append(
@@ -197,7 +211,16 @@ def _sync(source: SkillSource, *, force: bool) -> SyncOutcome:
     return outcome
 
 
-def _skill_name(folder: SkillFolder, source: SkillSource) -> str:
+@dataclass(frozen=True, slots=True)
+class SkillFiles:
+    """One skill read from Git: its name (None: from its frontmatter), files and where it sat."""
+
+    name: str | None
+    files: tuple[GitFile, ...]
+    origin: str
+
+
+def _skill_name(folder: SkillFiles, source: SkillSource) -> str:
     """A single skill's name: its frontmatter `name:`, else the last folder of the path."""
     if folder.name:
         return folder.name
@@ -219,7 +242,7 @@ def _skill_name(folder: SkillFolder, source: SkillSource) -> str:
 
 
 def create_draft_from_files(
-    folder: SkillFolder, *, source: SkillSource, commit: str
+    folder: SkillFiles, *, source: SkillSource, commit: str
 ) -> list[uploads.InstallResult]:
     """Stage, lint and store one skill read from Git as a new version (the upload path).
 

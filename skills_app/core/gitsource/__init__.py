@@ -11,10 +11,12 @@ package guarantees about reading one (each has its test in tests/test_git_source
   refused (they would be shown wherever the source is).
 - **What is fetched.** One branch at depth 1 (where the transport supports it) into a fresh,
   temporary bare repository that nothing checks out: no hooks, no working tree, no submodules.
-- **What is read.** The tree at `path` of that commit, walked in the object store: symbolic
-  links, submodules (gitlinks), `.git`-like names (`.git`, `.GIT`, `.git.`, `git~1`), names
-  with `..`, control characters or separators, more than the upload limits of files or bytes,
-  and trees deeper than the registry reads are refused with the path and what to do. A blob's
+- **What is read.** The tree at `path` of that commit is listed in the object store (names
+  only); the manifests (`marketplace.json`, `plugin.json`, at most 512 KB) say where the skills
+  are; then each skill's folder alone is read: symbolic links, submodules (gitlinks),
+  `.git`-like names (`.git`, `.GIT`, `.git.`, `git~1`, `.gitmodules`), names with control
+  characters or separators, more than the upload limits of files or bytes, and folders deeper
+  than the registry reads are refused with the path and what to do, for that skill. A blob's
   size is read from its header before its content is.
 
 Nothing here knows Django: `skills_app.registry.sources` stores what it returns.
@@ -26,10 +28,11 @@ from .errors import GitSourceError
 from .fetch import FetchedCommit, fetch_commit
 from .location import Location, check_branch, check_location, check_subpath
 from .plugins import SkillFolder, find_skill_folders
-from .tree import GitFile, TreeLimits, read_tree
+from .tree import GitEntry, GitFile, TreeLimits, list_tree, read_blob, read_folder
 
 __all__ = [
     "FetchedCommit",
+    "GitEntry",
     "GitFile",
     "GitSourceError",
     "Location",
@@ -40,5 +43,7 @@ __all__ = [
     "check_subpath",
     "fetch_commit",
     "find_skill_folders",
-    "read_tree",
+    "list_tree",
+    "read_blob",
+    "read_folder",
 ]

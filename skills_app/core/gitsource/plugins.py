@@ -10,27 +10,28 @@ Layouts, looked for in this order at the source's path:
 - otherwise every sub-folder with a `SKILL.md` is a skill (a folder of skills), or, failing
   that, every sub-folder of `skills/`.
 
-A plugin's skills are its `skills/<name>/` folders (Claude Code's `plugin.json` may name other
-folders under `"skills"`), installed as `plugin:name`, the namespacing Claude Code gives them.
+A plugin's skills are its `skills/<name>/` folders, or the folders its marketplace entry or
+Claude Code `plugin.json` lists under `"skills"` (each a skill folder, or a folder of them), as
+the official marketplace does with `"source": "./"` and `"skills": ["./skills/pdf", ...]`;
+installed as `plugin:name`, the namespacing Claude Code gives them.
 Every path a manifest gives is checked: relative, inside the repository, not into `.git`.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..lint import name_format_problem
 from .errors import GitSourceError
 from .location import check_subpath
-from .tree import GitFile
+from .tree import GitEntry
 
 MARKETPLACE = ".claude-plugin/marketplace.json"
 CLAUDE_PLUGIN = ".claude-plugin/plugin.json"
 AGENT_PLUGIN = "plugin.json"
-MAX_MANIFEST_BYTES = 512 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +39,7 @@ class SkillFolder:
     """One skill found in a source: its name (plugin:name for plugins), its files, where it sat."""
 
     name: str | None  # None: a single skill at the root, named by its frontmatter or the source
-    files: tuple[GitFile, ...]  # paths relative to the skill's folder
+    files: tuple[GitEntry, ...]  # paths relative to the skill's folder
     origin: str  # the folder inside the source's path, for messages ("" = the root)
 
 
@@ -48,26 +49,25 @@ class Found:
     notes: list[str] = field(default_factory=list)  # what was left out, and why
 
 
-def _under(files: Sequence[GitFile], prefix: str) -> tuple[GitFile, ...]:
+Reader = Callable[[GitEntry], bytes]
+
+
+def _under(files: Sequence[GitEntry], prefix: str) -> tuple[GitEntry, ...]:
     return tuple(
-        GitFile(f.path[len(prefix) :], f.data, f.executable)
-        for f in files
-        if f.path.startswith(prefix)
+        GitEntry(f.path[len(prefix) :], f.mode, f.sha) for f in files if f.path.startswith(prefix)
     )
 
 
-def _has_skill_md(files: Sequence[GitFile], prefix: str) -> bool:
+def _has_skill_md(files: Sequence[GitEntry], prefix: str) -> bool:
     return any(f.path.lower() == f"{prefix}skill.md".lower() for f in files)
 
 
-def _json(files: Sequence[GitFile], path: str) -> Any:
+def _json(files: Sequence[GitEntry], path: str, read: Reader) -> Any:
     entry = next((f for f in files if f.path == path), None)
     if entry is None:
         return None
-    if len(entry.data) > MAX_MANIFEST_BYTES:
-        raise GitSourceError(f"{path} is larger than {MAX_MANIFEST_BYTES // 1024} KB")
     try:
-        return json.loads(entry.data.decode("utf-8-sig"))
+        return json.loads(read(entry).decode("utf-8-sig"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise GitSourceError(f"{path} is not valid JSON ({exc}); fix it and sync again") from None
 
@@ -97,17 +97,39 @@ def _plugin_name(raw: Any, where: str) -> str:
     return raw
 
 
-def _plugin(files: Sequence[GitFile], base: str, name: str, found: Found) -> None:
-    """The skills of the plugin whose root is `base` ("" or "dir/")."""
-    manifest = _json(files, f"{base}{CLAUDE_PLUGIN}")
+def _plugin(
+    files: Sequence[GitEntry],
+    base: str,
+    name: str,
+    found: Found,
+    read: Reader,
+    listed: Any = None,
+) -> None:
+    """The skills of the plugin whose root is `base` ("" or "dir/").
+
+    `listed` is the marketplace entry's `"skills"` (a path or a list of them, relative to the
+    plugin's root); otherwise the plugin.json's; otherwise `skills/`. A listed folder is a skill
+    when it has a SKILL.md, else a folder of skills.
+    """
+    where = f"{base}{CLAUDE_PLUGIN}"
+    if listed is None:
+        manifest = _json(files, f"{base}{CLAUDE_PLUGIN}", read)
+        if isinstance(manifest, dict) and "skills" in manifest:
+            listed = manifest["skills"]
+    else:
+        where = f"{MARKETPLACE} plugin {name}"
     folders = ["skills"]
-    if isinstance(manifest, dict) and "skills" in manifest:
-        raw = manifest["skills"]
-        listed = raw if isinstance(raw, list) else [raw]
-        folders = [_relative(p, f"{base}{CLAUDE_PLUGIN} skills") for p in listed]
+    if listed is not None:
+        paths = listed if isinstance(listed, list) else [listed]
+        folders = [_relative(p, f"{where} skills") for p in paths]
     count = 0
     for folder in folders:
         prefix = f"{base}{folder}/" if folder else base
+        if _has_skill_md(files, prefix):
+            skill = folder.rsplit("/", 1)[-1]
+            found.skills.append(SkillFolder(f"{name}:{skill}", _under(files, prefix), prefix))
+            count += 1
+            continue
         names = sorted(
             {
                 f.path[len(prefix) :].split("/", 1)[0]
@@ -127,19 +149,22 @@ def _plugin(files: Sequence[GitFile], base: str, name: str, found: Found) -> Non
         found.notes.append(f"plugin {name} ({base or './'}) has no skills/<name>/SKILL.md")
 
 
-def find_skill_folders(files: Sequence[GitFile]) -> Found:
-    """The skills in a source's files (see the module docstring); GitSourceError if none."""
+def find_skill_folders(files: Sequence[GitEntry], read: Reader) -> Found:
+    """The skills in a source's listed files (see the module docstring); GitSourceError if none.
+
+    `read` gives a manifest's bytes (bounded by the caller); nothing else is read here.
+    """
     found = Found()
     if _has_skill_md(files, ""):
         found.skills.append(SkillFolder(None, tuple(files), ""))
         return found
-    market = _json(files, MARKETPLACE)
+    market = _json(files, MARKETPLACE, read)
     if market is not None:
-        _marketplace(files, market, found)
+        _marketplace(files, market, found, read)
     else:
-        plugin = _json(files, CLAUDE_PLUGIN) or _json(files, AGENT_PLUGIN)
+        plugin = _json(files, CLAUDE_PLUGIN, read) or _json(files, AGENT_PLUGIN, read)
         if isinstance(plugin, dict):
-            _plugin(files, "", _plugin_name(plugin.get("name"), "plugin.json"), found)
+            _plugin(files, "", _plugin_name(plugin.get("name"), "plugin.json"), found, read)
         else:
             _folder_of_skills(files, found)
     if not found.skills:
@@ -151,7 +176,7 @@ def find_skill_folders(files: Sequence[GitFile]) -> Found:
     return found
 
 
-def _folder_of_skills(files: Sequence[GitFile], found: Found) -> None:
+def _folder_of_skills(files: Sequence[GitEntry], found: Found) -> None:
     for prefix in ("", "skills/"):
         tops = sorted(
             {
@@ -169,7 +194,7 @@ def _folder_of_skills(files: Sequence[GitFile], found: Found) -> None:
             return
 
 
-def _marketplace(files: Sequence[GitFile], market: Any, found: Found) -> None:
+def _marketplace(files: Sequence[GitEntry], market: Any, found: Found, read: Reader) -> None:
     if not isinstance(market, dict) or not isinstance(market.get("plugins"), list):
         raise GitSourceError(f'{MARKETPLACE} needs a "plugins" list')
     meta = market.get("metadata")
@@ -201,4 +226,4 @@ def _marketplace(files: Sequence[GitFile], market: Any, found: Found) -> None:
             raise GitSourceError(
                 f"{where} ({name}): the folder {source!r} is not in the repository"
             )
-        _plugin(files, base, name, found)
+        _plugin(files, base, name, found, read, entry.get("skills"))

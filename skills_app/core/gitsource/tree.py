@@ -1,4 +1,5 @@
-"""Reading one folder of a fetched commit from the object store, refusing what a skill cannot be.
+"""Listing a fetched commit's tree, and reading a skill's folder from the object store, refusing
+what a skill cannot be.
 
 Mode bits come from the tree entries: 0o120000 is a symbolic link, 0o160000 a submodule (a
 commit of another repository), 0o040000 a folder; 0o100755 an executable file.
@@ -28,17 +29,33 @@ class TreeLimits:
 
 
 @dataclass(frozen=True, slots=True)
+class GitEntry:
+    """One entry of the listed tree: its path (relative to the source's path), mode and object."""
+
+    path: str
+    mode: int
+    sha: bytes
+
+    @property
+    def is_file(self) -> bool:
+        return stat.S_ISREG(self.mode) or stat.S_ISLNK(self.mode) or self.mode == S_IFGITLINK
+
+
+@dataclass(frozen=True, slots=True)
 class GitFile:
-    path: str  # relative to the source's path, "/"-separated
+    path: str  # relative to the skill's folder, "/"-separated
     data: bytes
     executable: bool
 
 
-def _check_name(name: bytes, where: str) -> str:
+def _name(raw: bytes, where: str) -> str:
     try:
-        text = name.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise GitSourceError(f"{where}: a name in the tree is not UTF-8; rename it") from None
+
+
+def _check_name(text: str, where: str) -> None:
     lowered = text.lower().rstrip(". ")
     if (
         text in ("", ".", "..")
@@ -52,11 +69,16 @@ def _check_name(name: bytes, where: str) -> str:
             f"{where}{text}: names that Git itself uses ({text!r}) are refused in a skill source; "
             "remove it from the skill's folder"
         )
-    return text
 
 
-def read_tree(repo: Repo, commit: str, subpath: str, limits: TreeLimits) -> list[GitFile]:
-    """Every file under `subpath` at `commit`, checked; GitSourceError at the first refusal."""
+def list_tree(
+    repo: Repo, commit: str, subpath: str, *, max_entries: int = 100_000
+) -> list[GitEntry]:
+    """Every file entry under `subpath` at `commit` (links and submodules too), nothing read.
+
+    Only the skills' folders are checked and read (`read_folder`): a link or a `.git` folder
+    elsewhere in the repository is none of a skill's business.
+    """
     obj = repo.object_store[ObjectID(commit.encode())]
     if not isinstance(obj, Commit):
         raise GitSourceError(f"{commit} is not a commit")
@@ -71,61 +93,88 @@ def read_tree(repo: Repo, commit: str, subpath: str, limits: TreeLimits) -> list
         nxt = repo.object_store[entry.sha]
         assert isinstance(nxt, Tree)
         tree = nxt
-    files: list[GitFile] = []
-    total = 0
+    entries: list[GitEntry] = []
 
     def walk(node: Tree, prefix: str, depth: int) -> None:
-        nonlocal total
-        if depth > MAX_DEPTH:
-            raise GitSourceError(
-                f"{prefix} is more than {MAX_DEPTH} folders below the source's path; skills are "
-                "not read that deep"
-            )
-        for entry in node.items():
-            assert entry.path is not None and entry.mode is not None and entry.sha is not None
-            name = _check_name(entry.path, prefix)
-            rel = f"{prefix}{name}"
-            mode = entry.mode
-            if mode == S_IFGITLINK:
-                raise GitSourceError(
-                    f"{rel} is a submodule (another repository); submodules are not fetched, so "
-                    "copy what the skill needs into its folder"
-                )
-            if stat.S_ISLNK(mode):
-                raise GitSourceError(
-                    f"{rel} is a symbolic link; a link can point outside the repository, so skill "
-                    "sources hold regular files only: copy the target in instead"
-                )
-            if stat.S_ISDIR(mode):
-                child = repo.object_store[entry.sha]
-                assert isinstance(child, Tree)
-                walk(child, f"{rel}/", depth + 1)
+        for item in node.items():
+            assert item.path is not None and item.mode is not None and item.sha is not None
+            rel = f"{prefix}{_name(item.path, prefix)}"
+            if stat.S_ISDIR(item.mode):
+                if depth < MAX_DEPTH:
+                    child = repo.object_store[item.sha]
+                    assert isinstance(child, Tree)
+                    walk(child, f"{rel}/", depth + 1)
                 continue
-            if not stat.S_ISREG(mode):
-                raise GitSourceError(f"{rel} has the unknown file mode {mode:o}")
-            if len(files) + 1 > limits.max_files:
+            entries.append(GitEntry(rel, item.mode, item.sha))
+            if len(entries) > max_entries:
                 raise GitSourceError(
-                    f"the source's folder holds more than {limits.max_files} files; point it at "
-                    "a smaller folder"
+                    f"the source's folder lists more than {max_entries:,} files; point the "
+                    "source at a smaller folder"
                 )
-            type_num, size = _header(repo, entry.sha)
-            if size > limits.max_file_bytes:
-                raise GitSourceError(
-                    f"{rel} is {size:,} bytes, over the limit of {limits.max_file_bytes:,} for "
-                    "one file; keep large files out of skills"
-                )
-            total += size
-            if total > limits.max_total_bytes:
-                raise GitSourceError(
-                    f"the source's folder holds more than {limits.max_total_bytes:,} bytes; "
-                    "point it at a smaller folder"
-                )
-            blob = repo.object_store[entry.sha]
-            if type_num != Blob.type_num or not isinstance(blob, Blob):
-                raise GitSourceError(f"{rel} is not a file in the object store")
-            files.append(GitFile(rel, blob.as_raw_string(), bool(mode & 0o111)))
 
     walk(tree, "", 0)
+    return entries
+
+
+def read_blob(repo: Repo, entry: GitEntry, max_bytes: int) -> bytes:
+    """The content of one regular file (a manifest), refused past `max_bytes`."""
+    if not stat.S_ISREG(entry.mode):
+        raise GitSourceError(f"{entry.path} is not a regular file")
+    _type, size = _header(repo, entry.sha)
+    if size > max_bytes:
+        raise GitSourceError(f"{entry.path} is larger than {max_bytes // 1024} KB")
+    blob = repo.object_store[ObjectID(entry.sha)]
+    if not isinstance(blob, Blob):
+        raise GitSourceError(f"{entry.path} is not a file in the object store")
+    return blob.as_raw_string()
+
+
+def read_folder(
+    repo: Repo, entries: tuple[GitEntry, ...], limits: TreeLimits, origin: str = ""
+) -> list[GitFile]:
+    """One skill's files (entry paths relative to its folder), checked; GitSourceError if not."""
+    files: list[GitFile] = []
+    total = 0
+    for entry in entries:
+        where = f"{origin}{entry.path}"
+        *folders, _last = entry.path.split("/")
+        for part in entry.path.split("/"):
+            _check_name(part, origin)
+        if len(folders) > MAX_DEPTH:
+            raise GitSourceError(f"{where} is too deep inside the skill; move it up")
+        if entry.mode == S_IFGITLINK:
+            raise GitSourceError(
+                f"{where} is a submodule (another repository); submodules are not fetched, so "
+                "copy what the skill needs into its folder"
+            )
+        if stat.S_ISLNK(entry.mode):
+            raise GitSourceError(
+                f"{where} is a symbolic link; a link can point outside the repository, so skill "
+                "sources hold regular files only: copy the target in instead"
+            )
+        if not stat.S_ISREG(entry.mode):
+            raise GitSourceError(f"{where} has the unknown file mode {entry.mode:o}")
+        if len(files) + 1 > limits.max_files:
+            raise GitSourceError(
+                f"the skill at {origin or 'the source'} holds more than {limits.max_files} files; "
+                "keep skills small"
+            )
+        type_num, size = _header(repo, entry.sha)
+        if size > limits.max_file_bytes:
+            raise GitSourceError(
+                f"{where} is {size:,} bytes, over the limit of {limits.max_file_bytes:,} for "
+                "one file; keep large files out of skills"
+            )
+        total += size
+        if total > limits.max_total_bytes:
+            raise GitSourceError(
+                f"the skill at {origin or 'the source'} holds more than "
+                f"{limits.max_total_bytes:,} bytes; keep large files out of skills"
+            )
+        blob = repo.object_store[ObjectID(entry.sha)]
+        if type_num != Blob.type_num or not isinstance(blob, Blob):
+            raise GitSourceError(f"{where} is not a file in the object store")
+        files.append(GitFile(entry.path, blob.as_raw_string(), bool(entry.mode & 0o111)))
     return files
 
 
