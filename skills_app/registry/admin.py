@@ -420,15 +420,29 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
 
 @admin.register(SkillVersion)
 class SkillVersionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
-    list_display = ("package", "number", "short_digest", "uploaded_by", "created_at")
+    list_display = (
+        "package",
+        "number",
+        "short_digest",
+        "uploaded_by",
+        "short_commit",
+        "created_at",
+    )
     list_filter = ("package",)
     list_select_related = ("package", "uploaded_by")
+
+    @admin.display(description="from commit")
+    def short_commit(self, version: SkillVersion) -> str:
+        return version.source_commit[:12]
+
     search_fields = ("package__name", "digest")
     fields = (
         "package",
         "number",
         "digest",
         "uploaded_by",
+        "source",
+        "source_commit",
         "created_at",
         "storage_path",
         "frontmatter",

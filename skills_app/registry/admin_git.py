@@ -55,6 +55,19 @@ class SyncInline(admin.TabularInline):
     def get_queryset(self, request: HttpRequest) -> QuerySet[SkillSourceSync]:
         return super().get_queryset(request).select_related("started_by")
 
+    # The syncs are the source's history: read by whoever manages sources, written by syncs only.
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return bool(request.user.has_perm(ORG_PERMISSION))
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(SkillSource)
 class SkillSourceAdmin(admin.ModelAdmin):
