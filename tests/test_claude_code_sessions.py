@@ -29,6 +29,7 @@ from django.urls import reverse
 
 from skills_app.audit.transcript_io import export_jsonl, import_transcript
 from skills_app.core.cc_transcript import parse_transcript
+from skills_app.core.transcript import text_of
 from skills_app.models import Conversation, PermissionRule
 from skills_app.runs import store
 from tests.fake_anthropic import Reply, validate_request
@@ -354,3 +355,26 @@ def test_a_call_the_file_never_answers_is_closed_so_the_next_request_is_valid():
             "is_error": True,
         }
     ]
+
+
+def test_a_subagent_file_with_two_chains_keeps_the_second_beside_the_first():
+    def line(uid, parent, role, text):
+        return {
+            "type": role,
+            "uuid": uid,
+            "parentUuid": parent,
+            "isSidechain": True,
+            "message": {"role": role, "content": text},
+        }
+
+    lines = [
+        line("a1", None, "user", "first task"),
+        line("b1", None, "user", "second task"),
+        line("a2", "a1", "assistant", "first answer"),
+        line("b2", "b1", "assistant", "second answer"),
+    ]
+    parsed = parse_transcript("".join(json.dumps(x) + "\n" for x in lines))
+    assert parsed.only_subagent
+    assert [text_of(m.content) for m in parsed.messages] == ["first task", "first answer"]
+    [other] = parsed.subagents
+    assert [text_of(m.content) for m in other.messages] == ["second task", "second answer"]

@@ -429,12 +429,14 @@ def parse_transcript(data: bytes | str) -> ParsedTranscript:
     others: Counter[str] = Counter()
     records = _records(lines, skipped, others)
     main = [r for r in records if not r.sidechain]
-    only_subagent = not main and bool(records)
+    chains = _chains(records)
+    only_subagent = not main and bool(chains)
     if only_subagent:
-        main = [_Line(r.number, r.record, False) for r in records]
+        # A subagent's own file: its first chain is the conversation, any other stays beside it.
+        main = [_Line(r.number, r.record, False) for r in chains.pop(0)]
     thread = _read_thread(main, skipped)
     _close_open_calls(thread)
-    subagents = () if only_subagent else tuple(_subagents(records, thread, skipped))
+    subagents = tuple(_subagents(chains, thread, skipped))
     skipped.sort(key=lambda s: s.line)
     if not thread.messages and not any(s.messages for s in subagents):
         raise TranscriptImportError(0, _nothing_usable(skipped, others))
@@ -484,8 +486,9 @@ def _nothing_usable(skipped: list[SkippedLine], others: Counter[str]) -> str:
     return f"No line of the file could be used ({quoted}{more})."
 
 
-def _subagents(records: list[_Line], thread: _Thread, skipped: list[SkippedLine]) -> list[Subagent]:
-    """Sidechain lines grouped into chains by `parentUuid`, each read as its own thread."""
+def _chains(records: list[_Line]) -> list[list[_Line]]:
+    """Sidechain lines grouped into chains by `parentUuid` (a line whose parent is not a
+    sidechain line starts a chain), in the order their first lines appear."""
     chains: list[list[_Line]] = []
     chain_of: dict[str, int] = {}
     for line in records:
@@ -500,6 +503,13 @@ def _subagents(records: list[_Line], thread: _Thread, skipped: list[SkippedLine]
         uid = line.record.get("uuid")
         if isinstance(uid, str):
             chain_of[uid] = index
+    return chains
+
+
+def _subagents(
+    chains: list[list[_Line]], thread: _Thread, skipped: list[SkippedLine]
+) -> list[Subagent]:
+    """Each chain of sidechain lines read as its own thread, placed beside the main one."""
     main_lines = [m.line for m in thread.messages]
     result_at = _result_positions(thread)
     out: list[Subagent] = []
