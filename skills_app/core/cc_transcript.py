@@ -26,6 +26,7 @@ This module knows no Django: `skills_app.audit.transcript_io` stores what it ret
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -472,7 +473,9 @@ def _close_open_calls(thread: _Thread) -> None:
         {"type": "tool_result", "tool_use_id": tid, "content": UNFINISHED_CALL, "is_error": True}
         for tid in missing
     ]
-    closing = ImportedMessage(last.line, "user", blocks, False, True, "tool_result", 0, ())
+    # Placed (and numbered, for the order subagents are placed in) after the file's last message.
+    at = thread.messages[-1].line
+    closing = ImportedMessage(at, "user", blocks, False, True, "tool_result", 0, ())
     thread.messages.append(closing)
     thread.answered |= set(missing)
 
@@ -510,7 +513,7 @@ def _subagents(
     chains: list[list[_Line]], thread: _Thread, skipped: list[SkippedLine]
 ) -> list[Subagent]:
     """Each chain of sidechain lines read as its own thread, placed beside the main one."""
-    main_lines = [m.line for m in thread.messages]
+    main_lines = [m.line for m in thread.messages]  # ascending: the thread is in file order
     result_at = _result_positions(thread)
     out: list[Subagent] = []
     for number, chain in enumerate(chains, start=1):
@@ -519,7 +522,7 @@ def _subagents(
         if call is not None and call in result_at:
             after = result_at[call] + 1
         else:
-            after = sum(1 for n in main_lines if n < chain[0].number)
+            after = bisect_left(main_lines, chain[0].number)
         out.append(Subagent(number, chain[0].number, tuple(sub.messages), after, call))
     return out
 
