@@ -213,3 +213,45 @@ def test_spans_go_over_otlp_http_to_the_configured_endpoint(monkeypatch):
     request = ExportTraceServiceRequest.FromString(body)
     names = [s.name for rs in request.resource_spans for ss in rs.scope_spans for s in ss.spans]
     assert names == ["invoke_agent skillscope"]
+
+
+FORKER = """\
+---
+description: Researches a question on its own and reports back.
+context: fork
+---
+FORK-BODY-MARKER: look into $ARGUMENTS and answer in one line.
+"""
+
+
+async def test_a_forked_skills_subagent_run_is_a_span_under_its_parent_run(
+    settings, fake_anthropic, tmp_path, alice, exporter
+):
+    setup.install(processor=SimpleSpanProcessor(exporter))
+    use_fake_model(settings, fake_anthropic)
+    settings.SKILLS_DIRS = [write_skills(tmp_path / "skills", {"forker": FORKER})]
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+
+    def respond(request):
+        if "FORK-BODY-MARKER" in json.dumps(request["messages"][0]):
+            return Reply.text("Subagent final answer: 42")
+        last = request["messages"][-1]
+        if any(b.get("type") == "tool_result" for b in last["content"]):
+            return Reply.text("Parent done.")
+        return Reply.tool_use("Skill", {"skill": "forker", "args": "the meaning"})
+
+    fake_anthropic.set_responder(respond)
+    conversation = await Conversation.objects.acreate(owner=alice, title="fork")
+    run = await run_turn(conversation, "research this", alice)
+    assert run.status == "done", run.error
+    spans = exporter.get_finished_spans()
+    agents = [s for s in spans if s.name == "invoke_agent skillscope"]
+    parent = next(s for s in agents if s.attributes["skillscope.run.id"] == run.pk)
+    [child] = [s for s in agents if s is not parent]
+    assert child.parent.span_id == parent.context.span_id
+    assert child.context.trace_id == parent.context.trace_id
+    child_chats = [
+        s for s in spans if s.name.startswith("chat ") and s.parent.span_id == child.context.span_id
+    ]
+    assert len(child_chats) == 1 and child_chats[0].attributes["gen_ai.usage.output_tokens"] > 0
+    assert "FORK-BODY-MARKER" not in everything_in(spans)
