@@ -480,3 +480,44 @@ def test_the_official_marketplace_syncs_as_its_plugins(settings, tmp_path, skill
     names = {v["skill"] for v in record.versions}
     assert {"document-skills:pdf", "document-skills:xlsx", "example-skills:skill-creator"} <= names
     assert all(":" in n for n in names)
+
+
+@pytest.fixture
+def http_remote(remote):
+    """The bare repository served over smart HTTP on loopback (dulwich's own WSGI server)."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from dulwich.server import DictBackend
+    from dulwich.web import make_wsgi_chain
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    app = make_wsgi_chain(DictBackend({"/skills.git": Repo(str(remote.bare))}))
+    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/skills.git"
+    finally:
+        server.shutdown()
+
+
+def test_a_source_over_http_syncs_when_the_operator_allows_it(
+    remote, http_remote, skill_manager, settings
+):
+    commit = remote.commit({"pdf/SKILL.md": skill_md("pdf")})
+    source = SkillSource.objects.create(
+        name="web", url=http_remote, path="pdf", created_by=skill_manager
+    )
+    refused = sources.sync_source(source)
+    assert refused.status == "failed" and "plain http:// is not allowed" in refused.message
+    settings.GIT_SOURCE_ALLOW_HTTP = True
+    refused = sources.sync_source(source)
+    assert "127.0.0.1, an internal address" in refused.message
+    settings.GIT_SOURCE_ALLOW_PRIVATE_HOSTS = True
+    record = sources.sync_source(source)
+    assert record.status == "ok", record.message
+    assert record.commit == commit and [v["skill"] for v in record.versions] == ["pdf"]
