@@ -9,7 +9,7 @@ from django.test import AsyncClient
 from skills_app.core.triggers.cases import read_set
 from skills_app.models import TriggerRun
 from skills_app.registry import trigger_sets as sets
-from skills_app.triggers.gate import trigger_gate
+from skills_app.registry.trigger_gate import trigger_gate
 from tests.fake_anthropic import TEST_MODEL
 from tests.fake_anthropic_choice import skill_chooser
 from tests.loop_helpers import use_fake_model

@@ -35,7 +35,7 @@ class SkillPackage(models.Model):
         "from the transcript, and `!` command output stays hidden.",
     )
     # On: a version goes to review only after a finished trigger run on it passed every query
-    # of the set (`skills_app.triggers.gate.trigger_gate`).
+    # of the set (`skills_app.registry.trigger_gate.trigger_gate`).
     trigger_gate = models.BooleanField(
         "trigger tests gate review",
         default=False,

@@ -4,15 +4,16 @@ A per-skill setting (`SkillPackage.trigger_gate`, off by default). When it is on
 go to review only once a finished trigger run *on that version* answered every query of the
 skill's current trigger set and passed each one (trigger rate on the right side of one half,
 as the report judges a query). The review workflow calls `trigger_gate(version)` before it
-accepts a submission and shows the reason either way.
+accepts a submission and shows the reason either way; it lives in the registry, beside the
+review, and reads the runs' stored results itself (the trigger tests sit a layer above).
 """
 
 from __future__ import annotations
 
 from skills_app.core.triggers.cases import same_query
+from skills_app.core.triggers.metrics import QueryOutcome
 from skills_app.models import SkillVersion, TriggerRun
 from skills_app.registry.trigger_sets import cases_of
-from skills_app.triggers.report import outcomes_of
 
 
 def trigger_gate(version: SkillVersion) -> tuple[bool, str]:
@@ -36,7 +37,10 @@ def trigger_gate(version: SkillVersion) -> tuple[bool, str]:
             f"The trigger gate is on: run the trigger tests on version {version.number} "
             "before submitting it for review."
         )
-    outcomes = outcomes_of(run)
+    outcomes = [
+        QueryOutcome(r.query, r.should_trigger, r.attempts, r.triggered, errors=r.errors)
+        for r in run.results.order_by("position")
+    ]
     untested = [c for c in cases if not any(same_query(c.query, o.query) for o in outcomes)]
     if untested:
         return False, (
