@@ -31,7 +31,7 @@ from skills_app.audit.transcript_io import export_jsonl, import_transcript
 from skills_app.core.cc_transcript import parse_transcript
 from skills_app.core.transcript import text_of
 from skills_app.models import Conversation, PermissionRule
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import run_turn, use_fake_model, write_skills
 
@@ -45,7 +45,7 @@ def fixture(name: str) -> bytes:
 
 def api_valid(conversation: Conversation) -> str | None:
     """The API's verdict on the stored history followed by a new user message."""
-    kwargs = store.build_request(conversation).as_kwargs()
+    kwargs = agent_setup.build_request(conversation).as_kwargs()
     messages = [*kwargs["messages"], {"role": "user", "content": [{"type": "text", "text": "go"}]}]
     if len(messages) > 1 and messages[-2]["role"] == "user":
         messages[-2]["content"].extend(messages.pop()["content"])
@@ -142,7 +142,7 @@ def test_subagent_rows_are_stored_after_their_call_and_never_sent(alice):
     marks = [r.meta.get("imported_subagent") for r in rows]
     assert marks == [None, None, None, 1, 1, 1, 1, None, 2, 2, 2, 2, None]
     assert all(not r.to_model for r in rows if r.meta.get("imported_subagent"))
-    sent = json.dumps(store.build_request(result.conversation).as_kwargs()["messages"])
+    sent = json.dumps(agent_setup.build_request(result.conversation).as_kwargs()["messages"])
     assert "toolu_sub1_read" not in sent and "Keys in a.toml: port, host." in sent
     assert result.subagents == 2
 
@@ -157,7 +157,7 @@ def test_imported_skill_prompts_reach_the_model_but_not_the_owners_page(alice, a
     assert not any(marker in page for marker in SKILL_MARKERS)
     assert "Fill in the form in intake.pdf." in page  # the page did render the conversation
     # Positive controls: the model is sent every prompt, and an inspector sees them.
-    sent = json.dumps(store.build_request(result.conversation).as_kwargs()["messages"])
+    sent = json.dumps(agent_setup.build_request(result.conversation).as_kwargs()["messages"])
     assert all(marker in sent for marker in SKILL_MARKERS)
     audit = inspector.get(reverse("audit-conversation", args=[result.conversation.pk]))
     assert all(marker in audit.content.decode() for marker in SKILL_MARKERS)
