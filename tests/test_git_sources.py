@@ -21,7 +21,13 @@ from dulwich.objects import Blob, Commit, Tree
 from dulwich.repo import Repo
 
 from skills_app.core.gitsource import GitSourceError, check_branch, check_location, check_subpath
-from skills_app.models import SkillPackage, SkillSource, SkillSourceSync, SkillVersion
+from skills_app.models import (
+    SkillPackage,
+    SkillReview,
+    SkillSource,
+    SkillSourceSync,
+    SkillVersion,
+)
 from skills_app.registry import sources
 from tests.trigger_helpers import isolate_skills
 
@@ -264,7 +270,12 @@ def test_each_commit_that_changes_a_skill_makes_one_version_with_its_commit(remo
     assert record.commit == first
     assert {(v["skill"], v["version"]) for v in record.versions} == {("pdf", 1), ("csv", 1)}
     pdf = SkillPackage.objects.get(name="pdf", owner=None)
-    assert pdf.active_version.source == source and pdf.active_version.source_commit == first
+    v1 = pdf.versions.get(number=1)
+    assert v1.source == source and v1.source_commit == first
+    # A draft, like an upload: its review trail says where it came from.
+    assert v1.review_status == SkillVersion.DRAFT and pdf.active_version is None
+    uploaded = v1.reviews.get(action=SkillReview.UPLOADED)
+    assert uploaded.origin == f"git {first[:12]}" and uploaded.actor == skill_manager
 
     again = sources.sync_source(source)
     assert again.status == "unchanged" and again.commit == first
@@ -277,8 +288,8 @@ def test_each_commit_that_changes_a_skill_makes_one_version_with_its_commit(remo
     new = pdf.versions.get(number=2)
     assert new.source_commit == second and new.source_id == source.pk
     pdf.refresh_from_db()
-    # A draft until someone activates it: the version people get has not moved.
-    assert pdf.active_version.number == 1
+    # A draft until it is reviewed: nothing went live.
+    assert new.review_status == SkillVersion.DRAFT and pdf.active_version is None
     source.refresh_from_db()
     assert (source.last_commit, source.last_status) == (second, "ok")
     assert list(source.syncs.values_list("status", flat=True)) == ["ok", "unchanged", "ok"]

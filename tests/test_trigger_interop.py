@@ -170,3 +170,32 @@ async def test_only_the_skills_managers_may_turn_the_gate(org, alice):
     assert response.status_code in (403, 404)
     await package.arefresh_from_db()
     assert package.trigger_gate is False
+
+
+async def test_the_review_refuses_a_submission_the_gate_holds_back(org, skill_manager, tmp_path):
+    from skills_app.registry import review, uploads
+    from skills_app.registry.review import ReviewError
+    from tests.trigger_helpers import skill_folder
+
+    package = org["pdf-tables"]
+    await sync_to_async(give_cases)(package, PASSING)
+    folder = skill_folder(tmp_path / "v2", "pdf-tables", "Extract tables from PDF files, v2.")
+    [result] = await sync_to_async(uploads.install_directory)(folder, user=skill_manager)
+    draft = result.version
+    assert draft.review_status == "draft"
+
+    package.trigger_gate = True
+    await package.asave(update_fields=["trigger_gate"])
+    with pytest.raises(ReviewError) as refused:
+        await sync_to_async(review.submit)(draft, skill_manager)
+    assert f"run the trigger tests on version {draft.number} before submitting" in str(
+        refused.value
+    )
+    await draft.arefresh_from_db()
+    assert draft.review_status == "draft"
+
+    package.trigger_gate = False
+    await package.asave(update_fields=["trigger_gate"])
+    await sync_to_async(review.submit)(draft, skill_manager)
+    await draft.arefresh_from_db()
+    assert draft.review_status == "submitted"

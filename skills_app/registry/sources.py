@@ -8,9 +8,9 @@ storage as an upload. A skill whose files did not change since its last version 
 (versions are keyed by content digest), so each commit that changes a skill makes exactly one
 new version of it, recorded with the source and the commit id.
 
-Until the review workflow lands, a synced version of a skill that already has an active version
-is stored as a *candidate* (the active version stays until someone activates it), and the
-first version of a new skill is active, exactly as an upload is.
+An organisation skill's new version is a *draft* that goes through the same lint and review as
+an upload (`uploads.create_draft_version`); its review trail says it came from `git <commit>`.
+A personal source's skills belong to their owner and are live for them as their uploads are.
 """
 
 from __future__ import annotations
@@ -244,18 +244,26 @@ def _skill_name(folder: SkillFiles, source: SkillSource) -> str:
 def create_draft_from_files(
     folder: SkillFiles, *, source: SkillSource, commit: str
 ) -> list[uploads.InstallResult]:
-    """Stage, lint and store one skill read from Git as a new version (the upload path).
+    """Stage, lint and store one skill read from Git as a new version, with its commit.
 
-    The one place a synced skill becomes a version: when the review workflow's draft function
-    lands, this calls it instead, and the rest of the sync stays as it is.
+    Organisation skills go through the review's one entrance for files
+    (`uploads.create_draft_version`): a draft, with an "uploaded" step from `git <commit>` in
+    its review trail. A personal source's skills are their owner's, live as uploads are.
     """
     name = _skill_name(folder, source)
-    members = _members(folder.files)
-    layout = Layout([Candidate(name, tuple(members), folder.origin)])
-    user = source.owner if source.owner_id else source.created_by
-    results = uploads.install_layout(
-        layout, user=user, personal=source.owner_id is not None, activate=False
-    )
+    origin = f"git {commit[:12]}"
+    if source.owner_id is not None:
+        members = _members(folder.files)
+        layout = Layout([Candidate(name, tuple(members), folder.origin)])
+        results = uploads.install_layout(
+            layout, user=source.owner, personal=True, activate=False, origin=origin
+        )
+    else:
+        plugin, _, skill = name.rpartition(":")
+        # A plugin's skill is laid out as the plugin layout names it (plugin:skill).
+        root = f"{plugin}/skills/{skill}" if plugin else name
+        files = [uploads.UploadFile(f"{root}/{f.path}", f.data) for f in folder.files]
+        results = uploads.create_draft_version(files, user=source.created_by, origin=origin)
     for result in results:
         if result.created:
             result.version.source = source

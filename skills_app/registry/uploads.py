@@ -220,11 +220,16 @@ def create_draft_version(
 
 
 def install_layout(
-    layout: Layout, *, user: Any, personal: bool = False, activate: bool = True
+    layout: Layout,
+    *,
+    user: Any,
+    personal: bool = False,
+    activate: bool = True,
+    origin: str = "git",
 ) -> list[InstallResult]:
-    """Install skills already found and checked elsewhere (a Git source's skill folders)."""
+    """Install skills already found and checked elsewhere (a Git source's personal skills)."""
     _check_scope(user, personal)
-    return _install(layout, user, personal, activate)
+    return _install(layout, user, personal, activate, origin)
 
 
 def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
