@@ -100,7 +100,8 @@ def _package_context(request: HttpRequest, package: SkillPackage, **extra: Any) 
 
 
 def _gate_context(package: SkillPackage) -> dict[str, Any]:
-    version = package.active_version
+    # The newest version: the one a submission for review would be about (a draft, usually).
+    version = package.versions.order_by("-number").first()
     if version is None:
         return {"gate_ok": True, "gate_reason": ""}
     ok, reason = trigger_gate(version)

@@ -52,11 +52,14 @@ SkillSource.objects.filter(name="team-notes").delete()
 
 
 @pytest.fixture
-def synced(chat_server: LiveServer, tmp_path) -> Iterator[dict]:
+def synced(chat_server: LiveServer, tmp_path, request) -> Iterator[dict]:
     work, bare = tmp_path / "work", tmp_path / "remote.git"
     (work / "skills" / SKILL).mkdir(parents=True)
     (work / "skills" / SKILL / "SKILL.md").write_text(
-        f"---\nname: {SKILL}\ndescription: Keeps meeting notes in notes.md.\n---\nAppend notes.\n"
+        # Content of its own per test: reviewed versions stay in the audit, so a second run of
+        # the same content would find it installed already.
+        f"---\nname: {SKILL}\ndescription: Keeps meeting notes in notes.md.\n---\n"
+        f"Append notes ({request.node.name}).\n"
     )
     for args in (
         ["init", "-q", "-b", "main", str(work)],
@@ -81,7 +84,7 @@ def test_a_git_source_and_the_trigger_gate(tab, chat_server, synced, width, heig
     page = tab("mona", width=width, height=height).page
     base = chat_server.url
     page.goto(f"{base}/admin/skills_app/skillsource/{synced['source']}/change/")
-    expect(page.locator("body")).to_contain_text("new versions: git-notes v1")
+    expect(page.locator("body")).to_contain_text("new versions: git-notes v")
     # The syncs' history: the one the fixture ran, with its commit.
     expect(page.locator("#syncs-group")).to_contain_text("command")
     screenshot(page, f"git-source-{label}")
