@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +84,10 @@ def library(model: ScriptedModel, ws: Any) -> tuple[str, list[Any], Any]:
 
     def write_script(request):
         body = model.body(request, "table-kit") or ""
-        header = re.search(r"```python\n(.+?)```", body, re.S).group(1)
-        code = model.resolve(textwrap.dedent(header), "table-kit") + SCRIPT_BODY
+        # The body says in words which folder to put first on sys.path (test_example_skills).
+        folder = re.search(r"put\s+`(.+?)`\s+\(the library's folder\)", body).group(1)
+        header = f'import sys\nsys.path.insert(0, "{folder}")\nimport tablekit\n'
+        code = model.resolve(header, "table-kit") + SCRIPT_BODY
         return Reply.tool_use("Write", {"file_path": "work/sales_summary.py", "content": code})
 
     steps = [
