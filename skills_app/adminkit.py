@@ -37,12 +37,16 @@ HIDDEN_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.runevent": frozenset({"data"}),
     # SKILL.md of an uploaded version (shown when its package's source is visible to users).
     "skills_app.skillversion": frozenset({"skill_md"}),
+    # The approved manifest quotes the skill's commands exactly (the review page shows it to
+    # skill managers, who review the package).
+    "skills_app.skillreview": frozenset({"manifest"}),
 }
 # Fields whose text may quote hidden content (a call that writes a skill's body to a file): shown
 # filtered, never searched, filtered or ordered by people without the inspect permission.
 QUOTING_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.approval": frozenset({"call_text", "input", "reason", "deny_reason"}),
     "skills_app.run": frozenset({"error"}),
+    "skills_app.permissiondecision": frozenset({"call_text", "input", "reason"}),
 }
 WITHHELD_PLACEHOLDER = "(hidden: you lack the inspect permission)"
 
@@ -212,9 +216,9 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
         obj = super().get_object(request, object_id, from_field)
         if obj is None or self.inspects(request):
             return obj
-        return self.shown_copy(obj)
+        return self.shown_copy(obj, viewer_id=request.user.pk)
 
-    def shown_copy(self, obj: Any) -> Any:
+    def shown_copy(self, obj: Any, viewer_id: int | None = None) -> Any:
         """A copy of the record as a non-inspector may see it (hidden blanked, quoting filtered).
 
         Only on read-only admins: a form saves the object it was given, and the copy must never
@@ -229,7 +233,8 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
         if not quoting and not hidden:
             return obj
         shown = copy.copy(obj)
-        out = outbound(self.conversation_id_of(obj), can_inspect=False)
+        # Staff are not the conversation's owner: its owner's personal skills are hidden too.
+        out = outbound(self.conversation_id_of(obj), can_inspect=False, viewer_id=viewer_id)
         for name in quoting:
             setattr(shown, name, out.value(getattr(obj, name)))
         for name in hidden:
@@ -248,7 +253,8 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
                 super().get_results(request)
                 # Set by get_results above; the stubs declare it without a type.
                 listed = self.result_list  # type: ignore[has-type]
-                shown = [model_admin.shown_copy(obj) for obj in listed]
+                viewer = request.user.pk
+                shown = [model_admin.shown_copy(obj, viewer_id=viewer) for obj in listed]
                 self.result_list = shown
 
         return ShownChangeList

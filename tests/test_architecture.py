@@ -30,10 +30,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
     # The data: rows (models), a conversation's files (workspaces), request types for views.
     ("models", ("models", "migrations", "workspaces", "http")),
-    ("registry/permissions", ("registry", "permissions")),
-    ("visibility/hidden", ("visibility", "hidden")),
+    ("registry/permissions", ("registry", "permissions", "policy")),
+    ("visibility/hidden", ("visibility", "hidden", "hidden_library")),
     ("runs", ("runs",)),
-    ("features", ("chat", "audit", "triggers", "compare", "accounts", "ops", "templatetags")),
+    (
+        "features",
+        ("chat", "audit", "triggers", "compare", "accounts", "ops", "telemetry", "templatetags"),
+    ),
     (
         "entry points",
         (

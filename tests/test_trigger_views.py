@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 
 from skills_app.models import SkillPackage, TriggerQuery, TriggerResult, TriggerRun
+from skills_app.registry import review, uploads
 from skills_app.registry import trigger_sets as sets
-from skills_app.registry import uploads
 from tests.trigger_helpers import (
     BODY_MARKER,
     CASES,
@@ -234,7 +234,11 @@ def test_bad_json_is_refused_with_a_clear_error_and_nothing_changes(org, skill_m
     for text, message in [
         ('[{"query": "x", "should_trigger": "yes"}', "not valid JSON (line 1"),
         ('[{"query": "x", "should_trigger": "yes"}]', "must be true or false (without quotes)"),
-        ('{"queries": []}', "got an object"),
+        ('{"skill": "x"}', "got an object"),
+        (
+            '{"skill_name": "x", "evals": [{"id": 1, "prompt": "p", "expected_output": "o"}]}',
+            "output-quality eval file",
+        ),
     ]:
         response = client.post(url, {"text": text})
         page = response.content.decode()
@@ -283,22 +287,65 @@ def test_a_broken_shipped_set_is_a_warning_not_a_refused_upload(tmp_path, skill_
     assert "evals/trigger.json was not imported: This is not valid JSON" in warning.message
 
 
+def test_an_upload_picks_up_the_files_authors_ship_under_their_names(tmp_path, skill_manager):
+    """skill-creator's evals/trigger-eval.json and the Agent Skills guide's eval_queries.json."""
+    items = [
+        {"query": f"pull the tables out of report {i}", "should_trigger": True} for i in range(23)
+    ]
+    items.insert(5, {"query": "/pdf-tables report.pdf", "should_trigger": True})
+    shipped = {
+        "evals/trigger-eval.json": json.dumps(items),
+        "evals/eval_queries.json": json.dumps([{"query": "write a poem", "should_trigger": False}]),
+    }
+    folder = skill_folder(tmp_path, "pdf-tables", "Extract tables.", extra=shipped)
+    result = uploads.install_directory(folder, user=skill_manager)[0]
+    assert (
+        "trigger set from evals/trigger-eval.json: added 23 queries (1 slash-command query skipped)"
+        in result.message
+    )
+    assert "trigger set from evals/eval_queries.json: added 1 query" in result.message
+    assert result.package.trigger_queries.count() == 24
+    assert not [w for w in result.warnings if w.rule == "trigger-set"]
+
+
+def test_one_unreadable_shipped_file_does_not_lose_the_others(tmp_path, skill_manager):
+    evals = {
+        "skill_name": "pdf-tables",
+        "evals": [{"id": 1, "prompt": "p", "expected_output": "o"}],
+    }
+    shipped = {
+        "evals/trigger.json": json.dumps(evals),
+        "evals/trigger-eval.json": cases_json(),
+    }
+    folder = skill_folder(tmp_path, "pdf-tables", "Extract tables.", extra=shipped)
+    result = uploads.install_directory(folder, user=skill_manager)[0]
+    assert result.package.trigger_queries.count() == len(CASES)
+    warning = next(w for w in result.warnings if w.rule == "trigger-set")
+    assert warning.message.startswith(
+        "evals/trigger.json was not imported: This is skill-creator's output-quality eval file"
+    )
+
+
 def test_a_changed_description_offers_trigger_tests_after_upload(
     tmp_path, skill_manager, admin_user
 ):
+    from tests.review_helpers import approve, reviewer_user
     from tests.upload_helpers import make_zip, skill_md
 
     client = login(admin_user)
     first = make_zip({"pdf-tables/SKILL.md": skill_md("pdf-tables", "Extract tables.")})
     client.post("/admin/skills_app/skillpackage/upload/", {"archive": _file(first)})
+    v1 = SkillPackage.objects.get(name="pdf-tables").versions.get()
+    approve(v1, reviewer_user())
+    review.activate(v1, reviewer_user())
     second = make_zip({"pdf-tables/SKILL.md": skill_md("pdf-tables", "Pull invoices apart.")})
     page = client.post(
         "/admin/skills_app/skillpackage/upload/", {"archive": _file(second), "candidate": "on"}
     ).content.decode()
     package = SkillPackage.objects.get(name="pdf-tables")
     v1, v2 = package.versions.order_by("number")
-    assert package.active_version_id == v1.pk  # a candidate: v1 stays active
-    assert "Stored as a candidate" in page and "Its description differs" in page
+    assert package.active_version_id == v1.pk  # a draft: v1 stays active
+    assert "goes live for others after its review" in page and "Its description differs" in page
     assert f"/skills/triggers/packages/{package.pk}/?version={v2.pk}#run" in page
     # Compared with the active version (v1), not the candidate: same description, new body.
     same_text = make_zip(
@@ -325,6 +372,9 @@ def test_the_activation_page_shows_the_candidates_trigger_tests_beside_the_activ
     package = org["pdf-tables"]
     folder = skill_folder(tmp_path / "v2", "pdf-tables", "Pull invoices apart.")
     candidate = uploads.install_directory(folder, user=skill_manager, activate=False)[0].version
+    from tests.review_helpers import approve, reviewer_user
+
+    approve(candidate, reviewer_user())  # the admin activates only approved versions
     finished_run(package, triggered=3)
     finished_run(package, version=candidate, triggered=1, chosen={"slide-deck": 2})
     client = login(admin_user)

@@ -30,10 +30,19 @@ _SKILL_MANAGER = (
     "skills_app.delete_skillpackage",
     "skills_app.view_skillpackage",
     "skills_app.view_skillversion",
+    # Review and approve organisation skill versions (registry.review); a reviewer reads the
+    # whole package they approve, never a conversation's injected text.
+    "skills_app.review_skillversion",
+    "skills_app.view_skillreview",
     "skills_app.add_permissionrule",
     "skills_app.change_permissionrule",
     "skills_app.delete_permissionrule",
     "skills_app.view_permissionrule",
+    # Which groups may use which organisation skills.
+    "skills_app.add_skillaccess",
+    "skills_app.change_skillaccess",
+    "skills_app.delete_skillaccess",
+    "skills_app.view_skillaccess",
 )
 _AUDITOR = (
     "skills_app.inspect_injected_content",
@@ -44,6 +53,8 @@ _AUDITOR = (
     "skills_app.view_skillpackage",
     "skills_app.view_skillversion",
     "skills_app.view_permissionrule",
+    "skills_app.view_skillreview",
+    "skills_app.view_permissiondecision",
 )
 _ADMINISTRATOR = tuple(
     dict.fromkeys(
@@ -55,6 +66,14 @@ _ADMINISTRATOR = tuple(
             "auth.delete_user",
             "auth.view_user",
             "auth.view_group",
+            # Groups' policies (directory names, models, budgets) and people's limits.
+            "auth.change_group",
+            "skills_app.add_grouppolicy",
+            "skills_app.change_grouppolicy",
+            "skills_app.view_grouppolicy",
+            "skills_app.add_userpolicy",
+            "skills_app.change_userpolicy",
+            "skills_app.view_userpolicy",
         ]
     )
 )
@@ -70,7 +89,7 @@ ROLES: tuple[Role, ...] = (
     Role(
         "skill-manager",
         "Skill manager",
-        "Uploads skills for everyone, activates and rolls back versions, writes permission rules.",
+        "Uploads skills for everyone, reviews and approves them, activates and rolls back versions, writes permission rules.",
         True,
         _SKILL_MANAGER,
     ),

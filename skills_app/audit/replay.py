@@ -3,11 +3,15 @@
 A call comes from the audit: an `audit.tool` event (a tool call made under a skill) or an approval
 (a call the rules asked about). It is decided again with its stored tool input and active skill,
 so the answer is about exactly that call, not about a re-typed approximation of it.
+
+A stored input may quote hidden text (a Write of a skill's body): for someone without the inspect
+permission everything the tester shows of the call goes through its conversation's outbound
+filter (`shown`), after the decision has been made on the real input.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -17,7 +21,7 @@ from django.urls import reverse
 from skills_app.audit.access import can_view_audit
 from skills_app.core.permissions import ToolCall
 from skills_app.models import Approval, RunEvent, SkillInvocation
-from skills_app.visibility import can_inspect
+from skills_app.visibility import Outbound, can_inspect
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,17 @@ class StoredCall:
     reason_then: str
     where: str
     audit_url: str
+    conversation_id: int | None = None
+    # The conversation's owner: the rules are read for them, as the run read them.
+    person: Any = None
+
+    def shown(self, out: Outbound) -> StoredCall:
+        """This record as `out`'s viewer may see it (the call's input filtered)."""
+        return replace(
+            self,
+            call=ToolCall(tool=self.call.tool, input=out.value(dict(self.call.input))),
+            reason_then=out.text(self.reason_then),
+        )
 
 
 def _int(value: str | None, what: str) -> int:
@@ -69,11 +84,15 @@ def _from_event(user: Any, pk: int) -> StoredCall:
             f"conversation #{row.conversation_id}, {row.created_at:%Y-%m-%d %H:%M:%S}"
         ),
         audit_url=reverse("audit-invocation", args=[invocation.pk]) if invocation else "",
+        conversation_id=row.conversation_id,
+        person=row.conversation.owner,
     )
 
 
 def _from_approval(pk: int) -> StoredCall:
-    row = Approval.objects.filter(pk=pk).select_related("answered_by").first()
+    row = (
+        Approval.objects.filter(pk=pk).select_related("answered_by", "conversation__owner").first()
+    )
     if row is None:
         raise Http404("No such approval.")
     answer = row.get_status_display()
@@ -88,4 +107,6 @@ def _from_approval(pk: int) -> StoredCall:
             f"{row.created_at:%Y-%m-%d %H:%M:%S}"
         ),
         audit_url=reverse("admin:skills_app_approval_change", args=[row.pk]),
+        conversation_id=row.conversation_id,
+        person=row.conversation.owner,
     )

@@ -6,14 +6,33 @@ from skills_app.models.attachments import Attachment
 from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
+from skills_app.models.decisions import PermissionDecision
+from skills_app.models.organisation import (
+    GroupPolicy,
+    SkillAccess,
+    SpendCounter,
+    SpendReservation,
+    StorageAccount,
+    UserPolicy,
+    WorkspaceUsage,
+)
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
 from skills_app.models.queued import QueuedMessage
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
+from skills_app.models.review import SkillReview
 from skills_app.models.runs import Run, Worker
+from skills_app.models.sources import SkillSource, SkillSourceSync
 from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
 
 __all__ = [
+    "GroupPolicy",
+    "SkillAccess",
+    "SpendCounter",
+    "SpendReservation",
+    "StorageAccount",
+    "UserPolicy",
+    "WorkspaceUsage",
     "Approval",
     "Attachment",
     "AuditEvent",
@@ -22,6 +41,7 @@ __all__ = [
     "ConversationGrant",
     "Message",
     "ModelCall",
+    "PermissionDecision",
     "PermissionRule",
     "QueuedMessage",
     "RequestPart",
@@ -29,6 +49,9 @@ __all__ = [
     "RunEvent",
     "SkillInvocation",
     "SkillPackage",
+    "SkillReview",
+    "SkillSource",
+    "SkillSourceSync",
     "SkillVersion",
     "TriggerQuery",
     "TriggerResult",

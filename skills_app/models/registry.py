@@ -34,6 +34,14 @@ class SkillPackage(models.Model):
         "(SKILL.md and the files beside it) in tool results. Its injected text stays hidden "
         "from the transcript, and `!` command output stays hidden.",
     )
+    # On: a version goes to review only after a finished trigger run on it passed every query
+    # of the set (`skills_app.registry.trigger_gate.trigger_gate`).
+    trigger_gate = models.BooleanField(
+        "trigger tests gate review",
+        default=False,
+        help_text="On: a version may be submitted for review only once a trigger run on it "
+        "has passed every query of the skill's trigger set.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -53,6 +61,25 @@ class SkillPackage(models.Model):
 
 
 class SkillVersion(models.Model):
+    """One immutable content of a package, keyed by its digest, with its place in the review.
+
+    Organisation versions go draft -> submitted -> approved (or changes requested) before one
+    can be made active for everyone (`registry.review`); personal versions need no review.
+    """
+
+    class ReviewStatus(models.TextChoices):
+        DRAFT = "draft", "draft"
+        SUBMITTED = "submitted", "submitted for review"
+        CHANGES_REQUESTED = "changes_requested", "changes requested"
+        APPROVED = "approved", "approved"
+        PERSONAL = "personal", "personal (no review)"
+
+    DRAFT = ReviewStatus.DRAFT
+    SUBMITTED = ReviewStatus.SUBMITTED
+    CHANGES_REQUESTED = ReviewStatus.CHANGES_REQUESTED
+    APPROVED = ReviewStatus.APPROVED
+    PERSONAL = ReviewStatus.PERSONAL
+
     package = models.ForeignKey(
         "skills_app.SkillPackage", on_delete=models.CASCADE, related_name="versions"
     )
@@ -67,10 +94,25 @@ class SkillVersion(models.Model):
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
+    review_status = models.CharField(
+        max_length=20, choices=ReviewStatus.choices, default=ReviewStatus.DRAFT
+    )
+    # A version synced from Git: the source and the commit its files were read at.
+    source = models.ForeignKey(
+        "skills_app.SkillSource",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="versions",
+    )
+    source_commit = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["package", "-number"]
+        permissions = [
+            ("review_skillversion", "Can review and approve organisation skill versions"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["package", "digest"], name="unique_version_digest"),
             models.UniqueConstraint(fields=["package", "number"], name="unique_version_number"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from skills_app.models import (
 from skills_app.permissions import approvals, checks
 from skills_app.permissions.forms import PermissionRuleForm, RuleTesterForm
 from skills_app.registry.skills import skills_for_user
+from skills_app.visibility import Outbound, can_inspect, outbound
 
 # The rule tester decides as if a conversation's workspace were here; rules like Edit(./out/**)
 # are anchored to it, and paths outside it fall to the "outside the workspace" default.
@@ -64,10 +65,22 @@ class TesterResult:
     rules_considered: int
     scoped_elsewhere: int
     skill_rules: tuple[Rule, ...]
+    # The person the rules were read for ("" : everyone), the deciding rule's audience, and how
+    # many enabled rules apply only to other people.
+    person: str = ""
+    applies_to: str = ""
+    for_others: int = 0
 
     @property
     def input_json(self) -> str:
         return json.dumps(dict(self.call.input), ensure_ascii=False)
+
+    def shown(self, out: Outbound) -> TesterResult:
+        """The result as `out`'s viewer may see it: the call and the reason filtered, the
+        decision (made on the real input) kept."""
+        decision = replace(self.decision, reason=out.text(self.decision.reason))
+        call = ToolCall(tool=self.call.tool, input=out.value(dict(self.call.input)))
+        return replace(self, call=call, call_text=out.text(self.call_text), decision=decision)
 
 
 def tester_skill_rules(user_id: int | None, skill: str) -> tuple[Rule, ...]:
@@ -79,20 +92,39 @@ def tester_skill_rules(user_id: int | None, skill: str) -> tuple[Rule, ...]:
     return (*skill_rules(spec, "allow", skill_dir), *skill_rules(spec, "deny", skill_dir))
 
 
-def try_call(call: ToolCall, skill: str, *, user_id: int | None = None) -> TesterResult:
-    """Decide a call as a run would: the enabled admin rules of this moment, the active skill."""
-    active_rules = tester_skill_rules(user_id, skill)
+def applies_to_text(rule_id: int) -> str:
+    """ "everyone", or the groups and people a rule is limited to, in words."""
+    rule = PermissionRule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        return ""
+    groups = [g.name for g in rule.applies_to_groups.order_by("name")]
+    users = [u.get_username() for u in rule.applies_to_users.order_by("username")]
+    if not groups and not users:
+        return "everyone"
+    parts = [f"group {g}" for g in groups] + [f"user {u}" for u in users]
+    return "only " + ", ".join(parts)
+
+
+def try_call(
+    call: ToolCall, skill: str, *, user_id: int | None = None, person: Any = None
+) -> TesterResult:
+    """Decide a call as a run would: the enabled admin rules of this moment (those that apply to
+    `person`, or to everyone without one), the active skill."""
+    active_rules = tester_skill_rules(person.pk if person is not None else user_id, skill)
+    rules = approvals.admin_rules(person.pk if person is not None else None)
+    everyone_and_more = PermissionRule.objects.filter(enabled=True).count()
     reading = read_call(
         call,
-        admin_rules=approvals.admin_rules(),
+        admin_rules=rules,
         skill=skill,
         skill_rules=active_rules,
         workspace=TESTER_WORKSPACE,
     )
     rule = reading.decision.rule
-    rule_url = ""
+    rule_url = applies_to = ""
     if rule is not None and rule.source == "admin" and rule.rule_id is not None:
         rule_url = reverse("admin:skills_app_permissionrule_change", args=[rule.rule_id])
+        applies_to = applies_to_text(rule.rule_id)
     return TesterResult(
         call=call,
         call_text=call_as_rule_text(call),
@@ -102,6 +134,10 @@ def try_call(call: ToolCall, skill: str, *, user_id: int | None = None) -> Teste
         rules_considered=reading.rules_considered,
         scoped_elsewhere=reading.scoped_elsewhere,
         skill_rules=active_rules,
+        person=person.get_username() if person is not None else "",
+        applies_to=applies_to,
+        # Rules that failed to parse are left out of both counts alike.
+        for_others=max(0, everyone_and_more - len(rules)),
     )
 
 
@@ -112,6 +148,7 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
         "decides",
         "rule_text",
         "scope",
+        "applies_to",
         "enabled",
         "short_note",
         "author",
@@ -125,6 +162,13 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     readonly_fields = ("author", "created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("behavior", "rule_text", "skill", "enabled", "position")}),
+        (
+            "Applies to",
+            {
+                "fields": ("applies_to_groups", "applies_to_users"),
+                "description": "Leave both empty for a rule that applies to everyone.",
+            },
+        ),
         ("About", {"fields": ("note", "author", "created_at", "updated_at")}),
     )
 
@@ -150,6 +194,12 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     @admin.display(description="scope", ordering="skill")
     def scope(self, rule: PermissionRule) -> str:
         return f"skill: {rule.skill}" if rule.skill else "global"
+
+    @admin.display(description="applies to")
+    def applies_to(self, rule: PermissionRule) -> str:
+        return applies_to_text(rule.pk).removeprefix("only ")
+
+    filter_horizontal = ("applies_to_groups", "applies_to_users")
 
     @admin.display(description="note")
     def short_note(self, rule: PermissionRule) -> str:
@@ -223,15 +273,22 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
             replay = replay_calls.stored_call(
                 request.user, event=request.GET.get("event"), approval=request.GET.get("approval")
             )
-            form = RuleTesterForm(
-                initial={"call": call_as_rule_text(replay.call), "skill": replay.skill}
+            result = try_call(
+                replay.call, replay.skill, user_id=request.user.pk, person=replay.person
             )
-            result = try_call(replay.call, replay.skill, user_id=request.user.pk)
+            if not can_inspect(request.user):
+                # Decided on the real input above; shown through the conversation's filter.
+                out = outbound(replay.conversation_id, can_inspect=False, viewer_id=request.user.pk)
+                replay, result = replay.shown(out), result.shown(out)
+            form = RuleTesterForm(initial={"call": result.call_text, "skill": replay.skill})
         elif "call" in request.GET:
             form = RuleTesterForm(request.GET)
             if form.is_valid():
                 result = try_call(
-                    form.cleaned_data["call"], form.cleaned_data["skill"], user_id=request.user.pk
+                    form.cleaned_data["call"],
+                    form.cleaned_data["skill"],
+                    user_id=request.user.pk,
+                    person=form.cleaned_data["person"],
                 )
         else:
             form = RuleTesterForm()

@@ -26,7 +26,7 @@ from skills_app.models import (
     SkillPackage,
     SkillVersion,
 )
-from skills_app.registry import uploads
+from skills_app.registry import review, uploads
 from skills_app.registry.forms import SkillUploadForm
 from skills_app.triggers.report import activation_comparison, figures, latest_by_version
 
@@ -104,7 +104,16 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     list_select_related = ("owner", "active_version")
     search_fields = ("name", "owner__username")
     actions = ("enable_packages", "disable_packages", "delete_packages")
-    fields = ("name", "scope", "active", "enabled", "source_visible", "created_at", "updated_at")
+    fields = (
+        "name",
+        "scope",
+        "active",
+        "enabled",
+        "source_visible",
+        "trigger_gate",
+        "created_at",
+        "updated_at",
+    )
     readonly_fields = ("name", "scope", "active", "created_at", "updated_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -246,6 +255,9 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
                 "result": result,
                 "warnings": _problems(result.warnings),
                 "url": self._url("change", result.package.pk),
+                "review_url": reverse("skill-review", args=[result.version.pk])
+                if result.package.owner_id is None
+                else "",
                 # A changed description is worth measuring before (or just after) it goes live.
                 "trigger_url": reverse("triggers-package", args=[result.package.pk])
                 + f"?version={result.version.pk}#run",
@@ -312,8 +324,12 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
         if request.method == "GET":
             return self._activation_page(request, package, version)
         try:
-            uploads.activate_version(version)
-        except uploads.UploadError as exc:
+            if package.owner_id is None:
+                # Organisation versions go live only approved, through the review.
+                review.activate(version, request.user)
+            else:
+                uploads.activate_version(version)
+        except (uploads.UploadError, review.ReviewError) as exc:
             self.message_user(request, sentence(exc.message), messages.ERROR)
             return redirect(self._url("change", package.pk))
         self.log_change(
@@ -339,6 +355,10 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
             version=version,
             active=package.active_version,
             comparison=activation_comparison(package, version),
+            review_url=reverse("skill-review", args=[version.pk])
+            if package.owner_id is None
+            else "",
+            needs_review=package.owner_id is None and version.review_status != version.APPROVED,
             activate_url=self._url("activate", package.pk, version.pk),
             change_url=self._url("change", package.pk),
             trigger_url=reverse("triggers-package", args=[package.pk])
@@ -398,6 +418,9 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
                     "active": v.pk == package.active_version_id,
                     "warnings": [p for p in _problems(v.lint) if p["severity"] != "error"],
                     "activate_url": self._url("activate", package.pk, v.pk),
+                    "review_url": reverse("skill-review", args=[v.pk])
+                    if package.owner_id is None
+                    else "",
                     "trigger": figures(tested[v.pk]) if v.pk in tested else None,
                     "trigger_url": reverse("triggers-package", args=[package.pk])
                     + f"?version={v.pk}#run",
@@ -411,15 +434,31 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
 
 @admin.register(SkillVersion)
 class SkillVersionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
-    list_display = ("package", "number", "short_digest", "uploaded_by", "created_at")
-    list_filter = ("package",)
+    list_display = (
+        "package",
+        "number",
+        "short_digest",
+        "review_status",
+        "uploaded_by",
+        "short_commit",
+        "created_at",
+    )
+    list_filter = ("review_status", "package")
     list_select_related = ("package", "uploaded_by")
+
+    @admin.display(description="from commit")
+    def short_commit(self, version: SkillVersion) -> str:
+        return version.source_commit[:12]
+
     search_fields = ("package__name", "digest")
     fields = (
         "package",
         "number",
         "digest",
+        "review_status",
         "uploaded_by",
+        "source",
+        "source_commit",
         "created_at",
         "storage_path",
         "frontmatter",

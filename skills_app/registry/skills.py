@@ -97,7 +97,7 @@ def parse_version(version: SkillVersion, name: str, source: str) -> SkillSpec | 
 
 
 def extra_skills() -> list[SkillSpec]:
-    """Enabled organisation-wide uploads (their active versions); they outrank every folder.
+    """Enabled organisation-wide uploads (their approved active versions); they outrank every folder.
 
     Re-read only when the packages' fingerprint (count, last change, newest id) changes, so the
     registry's refresh on every lookup costs one small query. Inside an event loop the database
@@ -115,8 +115,10 @@ def extra_skills() -> list[SkillSpec]:
     cached = _org_cache
     if cached is not None and cached[0] == key:
         return list(cached[1])
+    # Only an approved version goes live for others (registry.review); activation checks it,
+    # and so does this list, whatever else set the pointer.
     rows = (
-        packages.filter(enabled=True, active_version__isnull=False)
+        packages.filter(enabled=True, active_version__review_status=SkillVersion.APPROVED)
         .select_related("active_version")
         .order_by("name")
     )
@@ -179,7 +181,15 @@ class UserSkills:
 
 
 def skills_for_user(user_id: int | None) -> UserSkills:
-    """The skills one user may see and invoke. Call from sync code (it reads the database)."""
+    """The skills one user may see and invoke. Call from sync code (it reads the database).
+
+    Organisation skills restricted to groups the user is not in are left out
+    (`skills_app.policy.skills`); `None` (no user: the audit, an organisation skill's trigger
+    test) sees every skill.
+    """
+    from skills_app.policy.access import hidden_skills, user_groups
+    from skills_app.policy.skills import scoped
+
     registry = get_registry()
     registry.refresh()  # brings the organisation uploads up to date for later async lookups
     personal: list[SkillSpec] = []
@@ -196,4 +206,10 @@ def skills_for_user(user_id: int | None) -> UserSkills:
             for p in rows
             if p.active_version and (s := parse_version(p.active_version, p.name, "personal"))
         ]
-    return UserSkills(registry, personal)
+    if user_id is None:
+        return UserSkills(registry, personal)
+    # Typed as UserSkills for its callers: ScopedSkills answers every one of its methods.
+    provider: UserSkills = scoped(
+        UserSkills(registry, personal), hidden_skills(user_groups(user_id))
+    )
+    return provider

@@ -31,7 +31,12 @@
   });
 
   chat.addEventListener("htmx:wsClose", (event) => {
-    if (event.detail.event.code === 4403) {
+    if (event.detail.event.code === 4401) {
+      // The account changed (a role taken, signed out elsewhere): the whole page is shown
+      // again as the account now allows, or the login page is.
+      status("Your access changed — reloading…");
+      window.location.reload();
+    } else if (event.detail.event.code === 4403) {
       status("This conversation cannot be opened here. Log in again or go back to the list.");
     } else {
       status("Connection lost — reconnecting…");
@@ -264,6 +269,18 @@
     desc.className = "option-description";
     desc.textContent = skill.description;
     li.append(desc);
+    if (skill.url) {
+      // The skill's page (what it is for, who reviewed it, what it may run), in a new tab.
+      const about = document.createElement("a");
+      about.className = "option-about";
+      about.href = skill.url;
+      about.target = "_blank";
+      about.rel = "noopener";
+      about.textContent = "About";
+      about.setAttribute("aria-label", `About ${skill.name}`);
+      about.addEventListener("mousedown", (event) => event.stopPropagation());
+      li.append(about);
+    }
     li.addEventListener("mousedown", (event) => {
       event.preventDefault();
       choose(i);

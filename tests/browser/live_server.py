@@ -20,6 +20,7 @@ USERS = {
     "alice": "alice-pass-123",  # a chatter
     "audrey": "audrey-pass-123",  # an auditor
     "mona": "mona-pass-123",  # a skill manager
+    "rita": "rita-pass-123",  # another skill manager: she reviews what mona uploads
 }
 
 # Runs in a separate interpreter with the live server's environment: migrate, users, rules.
@@ -38,6 +39,8 @@ audrey.user_permissions.add(Permission.objects.get(codename="inspect_injected_co
 roles.grant(audrey, roles.get_role("auditor"))
 mona = User.objects.create_user("mona", password={mona!r})
 roles.grant(mona, roles.get_role("skill-manager"))
+rita = User.objects.create_user("rita", password={rita!r})
+roles.grant(rita, roles.get_role("skill-manager"))
 for name in {allowed_skills!r}:
     PermissionRule.objects.create(behavior="allow", rule_text=f"Skill({{name}})")
 """
@@ -59,6 +62,11 @@ class LiveServerConfig:
     model_url: str
     log_path: Path
     allowed_skills: tuple[str, ...] = ()
+    # More environment for this server (e.g. an identity provider), and Python run after the
+    # users are made (groups, policies).
+    extra_env: tuple[tuple[str, str], ...] = ()
+    extra_setup: str = ""
+    port: int | None = None
 
 
 def free_port() -> int:
@@ -84,12 +92,15 @@ def server_env(config: LiveServerConfig) -> dict[str, str]:
         SKILLS_DIRS=str(config.skills_dir),
         ALLOWED_HOSTS="127.0.0.1,localhost",
         APPROVAL_TIMEOUT="60",
+        # Four eyes: whoever uploads or submits a skill version cannot approve it too.
+        SKILL_REVIEWER_MUST_DIFFER="true",
         # Every test sends messages as the same users within a minute or two.
         RATE_LIMIT_MESSAGES_PER_MINUTE="1000",
         RATE_LIMIT_CONCURRENT_RUNS="50",
         DEBUG="false",
         PYTHONUNBUFFERED="1",
     )
+    env.update(dict(config.extra_env))
     return env
 
 
@@ -98,7 +109,7 @@ class LiveServer:
 
     def __init__(self, config: LiveServerConfig) -> None:
         self.config = config
-        self.port = free_port()
+        self.port = config.port or free_port()
         self._process: subprocess.Popen[bytes] | None = None
         self._log = None
 
@@ -110,11 +121,15 @@ class LiveServer:
     def prepare(self) -> None:
         """Migrate the live server's database and create its users and skill rules."""
         self.config.var_dir.mkdir(parents=True, exist_ok=True)
-        script = _SETUP.format(
-            alice=USERS["alice"],
-            audrey=USERS["audrey"],
-            mona=USERS["mona"],
-            allowed_skills=list(self.config.allowed_skills),
+        script = (
+            _SETUP.format(
+                alice=USERS["alice"],
+                audrey=USERS["audrey"],
+                mona=USERS["mona"],
+                rita=USERS["rita"],
+                allowed_skills=list(self.config.allowed_skills),
+            )
+            + self.config.extra_setup
         )
         done = subprocess.run(
             [str(VENV_BIN / "python"), "-c", script],

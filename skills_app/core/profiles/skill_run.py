@@ -10,6 +10,12 @@ the design's JSON: stdout, stderr, exit_code, timed_out, duration_ms and output_
 
 The command runs through the ordinary Bash tool, so the sandbox, the scrubbed environment, the
 limits and the read-only staged skill apply as they do to every command.
+
+"As the source design" (seed 004, "2.2 深入 skill_run"): the schema is `SkillRunInput`'s
+(`SKILL_RUN_DESIGN_TOOL`), the command runs with `bash -lc`, it is allowed unless a rule denies
+or asks (the design asks no one), the result has exactly `SkillRunOutput`'s fields (no
+`artifact_files`, though files are still offered with `save_as_artifacts`), and the run folder
+keeps the run's record (`record.json`: the command, where it ran and the result).
 """
 
 from __future__ import annotations
@@ -25,15 +31,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..permissions import ToolCall
+from ..permissions import Decision, ToolCall
 from ..tools.base import ToolError
 from ..tools.bash import BashTool
 from ..tools.env import command_with_env, skill_run_env
+from ..tools.walk import Budget, run_cancellable
 from ..tools.workspace import Workspace, WorkspaceError
 from ..transcript import tool_result_block
 from .base import SkillSession, ToolAnswer
-from .run_files import collect_outputs, expand, save_artifacts, stage_inputs
+from .run_files import (
+    MAX_WALKED,
+    collect_outputs,
+    expand,
+    save_artifacts,
+    skill_names,
+    stage_inputs,
+)
 from .shared import error_answer
+from .skill_state import skill_state
 
 SKILL_RUN_TOOL: dict[str, Any] = {
     "name": "skill_run",
@@ -88,6 +103,60 @@ SKILL_RUN_TOOL: dict[str, Any] = {
 }
 
 
+# `SkillRunInput.model_json_schema()` for the article's model; its `WorkspaceInputSpec` is not
+# shown, so the item has the three fields Skillscope accepts (src, dst, mode).
+SKILL_RUN_DESIGN_TOOL: dict[str, Any] = {
+    "name": "skill_run",
+    "description": SKILL_RUN_TOOL["description"],
+    "input_schema": {
+        "$defs": {
+            "WorkspaceInputSpec": {
+                "properties": {
+                    "src": {"title": "Src", "type": "string"},
+                    "dst": {"default": "", "title": "Dst", "type": "string"},
+                    "mode": {"default": "copy", "title": "Mode", "type": "string"},
+                },
+                "required": ["src"],
+                "title": "WorkspaceInputSpec",
+                "type": "object",
+            }
+        },
+        "properties": {
+            "skill": {"title": "Skill", "type": "string"},
+            "command": {"title": "Command", "type": "string"},
+            "cwd": {"default": "", "title": "Cwd", "type": "string"},
+            "env": {
+                "additionalProperties": {"type": "string"},
+                "default": {},
+                "title": "Env",
+                "type": "object",
+            },
+            "output_files": {
+                "default": [],
+                "items": {"type": "string"},
+                "title": "Output Files",
+                "type": "array",
+            },
+            "timeout": {"default": 0, "title": "Timeout", "type": "integer"},
+            "inputs": {
+                "default": [],
+                "items": {"$ref": "#/$defs/WorkspaceInputSpec"},
+                "title": "Inputs",
+                "type": "array",
+            },
+            "save_as_artifacts": {
+                "default": False,
+                "title": "Save As Artifacts",
+                "type": "boolean",
+            },
+        },
+        "required": ["skill", "command"],
+        "title": "SkillRunInput",
+        "type": "object",
+    },
+}
+
+
 async def run_skill_command(
     session: SkillSession, tool_use_id: str, name: str, tool_input: dict[str, Any]
 ) -> ToolAnswer:
@@ -100,13 +169,26 @@ async def run_skill_command(
         env = skill_run_env(tool_input.get("env"))
     except ToolError as exc:
         return error_answer(tool_use_id, str(exc), skill=name)
+    design = session.config.design
     # skill_run commands are governed by the Bash rules, with the environment in plain sight.
     decision = await session.decide(
-        ToolCall(tool="Bash", input={"command": command_with_env(env, command)})
+        ToolCall(tool="Bash", input={"command": command_with_env(env, command)}),
+        allow_by_default=design,
     )
     if decision.behavior != "allow":
         message = f"Permission denied: {decision.reason}"
         return error_answer(tool_use_id, message, skill=name, denied=True)
+    # A skill's files enter the workspace only when the rules let this conversation use it.
+    for used in dict.fromkeys([name, *skill_names(tool_input.get("inputs"))]):
+        refused = await _refusal(session, used)
+        if refused is not None:
+            message = (
+                f"skill://{used}: the rules do not let this conversation use the skill "
+                f'"{used}" ({refused.reason}); its files are not copied.'
+                if used != name
+                else f'the skill "{name}" may not be used here ({refused.reason}).'
+            )
+            return error_answer(tool_use_id, message, skill=name, denied=True)
     ctx = session.tool_context()
     workspace = ctx.workspace
     try:
@@ -124,9 +206,16 @@ async def run_skill_command(
         }
         cwd = resolve_cwd(workspace, skill_dir, tool_input.get("cwd"), variables)
         err_file = workspace.ensure_tmp() / f"stderr-{uuid.uuid4().hex}"
+        out_file = workspace.ensure_tmp() / f"stdout-{uuid.uuid4().hex}"
     except (ToolError, OSError) as exc:
         return error_answer(tool_use_id, str(exc), skill=name)
-    wrapped = f"cd {shlex.quote(str(cwd))} && ( {command}\n) 2> {shlex.quote(str(err_file))}"
+    # The design's `bash -lc` is a login shell inside the sandboxed one (its profile files
+    # too), and its stdout is the program's as written (the Bash tool trims its last newline).
+    program = f"bash -lc {shlex.quote(command)}" if design else command
+    streams = f"2> {shlex.quote(str(err_file))}"
+    if design:
+        streams = f"> {shlex.quote(str(out_file))} {streams}"
+    wrapped = f"cd {shlex.quote(str(cwd))} && ( {program}\n) {streams}"
     run_input: dict[str, Any] = {"command": wrapped}
     if tool_input.get("timeout"):
         run_input["timeout"] = tool_input["timeout"]
@@ -140,8 +229,15 @@ async def run_skill_command(
     duration_ms = int((time.monotonic() - started) * 1000)
     stderr = _read_back(workspace, err_file, ctx.output_limit)
     stdout, exit_code, timed_out = _split_status(result.content)
-    files = await asyncio.to_thread(
-        collect_outputs, workspace, tool_input.get("output_files"), variables
+    if design:
+        stdout = _read_back(workspace, out_file, ctx.output_limit)
+    # Bounded, linear and cancellable: Stop ends the walk, not only the wait for it.
+    budget = Budget(entries=MAX_WALKED)
+    files, note = await run_cancellable(
+        lambda: collect_outputs(
+            workspace, tool_input.get("output_files"), variables, budget=budget
+        ),
+        budget,
     )
     payload: dict[str, Any] = {
         "stdout": stdout,
@@ -151,18 +247,59 @@ async def run_skill_command(
         "duration_ms": duration_ms,
         "output_files": files,
     }
+    if note:
+        payload["output_files_note"] = note
     artifacts = set(result.artifacts)
     if tool_input.get("save_as_artifacts") is True and files:
         try:
             saved = await asyncio.to_thread(save_artifacts, workspace, files)
         except (ToolError, OSError) as exc:
             return error_answer(tool_use_id, f"could not save the output files: {exc}", skill=name)
-        payload["artifact_files"] = saved
+        if not design:  # Skillscope's addition: which downloads the files became
+            payload["artifact_files"] = saved
         artifacts.update(saved)
+    if design:
+        record = {"skill": name, "command": command, "cwd": workspace.relative(cwd), **payload}
+        await asyncio.to_thread(_write_record, workspace, run_dir, record)
     block = tool_result_block(
         tool_use_id, json.dumps(payload, ensure_ascii=False), is_error=result.is_error
     )
     return ToolAnswer(block, skill=name, artifacts=tuple(sorted(artifacts)))
+
+
+def _write_record(workspace: Workspace, run_dir: Path, record: dict[str, Any]) -> None:
+    """The run's record in its folder, written without following a link the command planted."""
+    try:
+        fd = workspace.open_file(run_dir / "record.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except (WorkspaceError, OSError):
+        return  # the command put something there first: its run folder, its choice
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, ensure_ascii=False, indent=2)
+
+
+async def _refusal(session: SkillSession, name: str) -> Decision | None:
+    """Why the conversation may not use this skill's files now, or None when it may.
+
+    A skill loaded in this turn and still listed was allowed when it was loaded and no deny
+    rule has removed it from the listing since: no second question. Any other skill is decided
+    as a use of it, `Skill(NAME)`: deny refuses, ask asks the user, allow lets it through. A skill
+    that is not offered here (another user's, filtered out) is refused by `stage_inputs`.
+    """
+    spec = session.skills.get(name)
+    if spec is None:
+        return None  # not offered: reading it fails with its own message
+    listed = any(s.name == name for s in session.skills.skills())
+    loaded = name in skill_state(session.history, session.config.skill_state).loaded
+    if listed and loaded:
+        return None
+    if not spec.model_invocable and not loaded:
+        return Decision("deny", "the skill is for people to start, not the model", None)
+    # As the source design, using a skill asks no one (its skill_run takes any skill of its
+    # repository); deny and ask rules on Skill(NAME) still decide.
+    decision = await session.decide(
+        ToolCall(tool="Skill", input={"skill": name}), allow_by_default=session.config.design
+    )
+    return None if decision.behavior == "allow" else decision
 
 
 def resolve_cwd(
