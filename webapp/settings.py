@@ -238,12 +238,18 @@ REDIS_URL = env_secret("REDIS_URL")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis, plus riding out Redis restarts and outages (webapp/redis_layer.py):
+            # a dead pooled connection is retried once on a new one, an outage is waited out
+            # with backoff (no process exits), and consumers catch up when Redis is back.
+            "BACKEND": "webapp.redis_layer.ResilientRedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s that
                 # channels-redis blocks in BZPOPMIN for: idle workers and consumers would fail
-                # with "Timeout reading". A longer socket timeout keeps that wait legal.
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                # with "Timeout reading". A longer socket timeout keeps that wait legal; a
+                # connection attempt to a Redis that is away fails within 2 s, not 30.
+                "hosts": [
+                    {"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 2}
+                ],
                 "capacity": 5000,
                 "expiry": 60,
             },

@@ -9,7 +9,7 @@ from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
 from skills_app.models.queued import QueuedMessage
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
-from skills_app.models.runs import Run, Worker
+from skills_app.models.runs import Run, StreamPiece, Worker
 from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
 
@@ -30,6 +30,7 @@ __all__ = [
     "SkillInvocation",
     "SkillPackage",
     "SkillVersion",
+    "StreamPiece",
     "TriggerQuery",
     "TriggerResult",
     "TriggerRun",
