@@ -111,6 +111,11 @@ if not SECRET_KEY:
         _key_file.write_text(SECRET_KEY)
         _key_file.chmod(0o600)
 
+# Rotating the secret key: the keys it replaces, still accepted for what they signed (sessions,
+# password-reset links) until those expire; whitespace-separated, or one per line in the file
+# SECRET_KEY_FALLBACKS_FILE names (docs/deploy.md, "Rotating the secret key").
+SECRET_KEY_FALLBACKS = env_secret("SECRET_KEY_FALLBACKS").split()
+
 # The address people use, and the start of every absolute URL Skillscope prints or builds.
 try:
     SKILLSCOPE_PUBLIC_URL = public_url(os.environ)

@@ -109,8 +109,11 @@ def _close_connection() -> None:
     connection.close()
 
 
-def heal_connection() -> None:
+def heal_connection(*, check: bool = False) -> None:
     """Replace this thread's connection if a database error left it unusable; keep it otherwise.
+
+    `check`: test it even if no error was seen on it (after an outage noticed elsewhere in the
+    process: a connection idle through a database restart fails only when next used).
 
     Django replaces broken connections only between requests (`close_old_connections`); a
     thread that serves no requests (a worker's, the live text's journal) would otherwise keep a
@@ -120,7 +123,7 @@ def heal_connection() -> None:
     """
     if connection.connection is None or connection.in_atomic_block:
         return
-    if connection.errors_occurred:
+    if connection.errors_occurred or check:
         if connection.is_usable():
             connection.errors_occurred = False
         else:

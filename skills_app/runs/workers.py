@@ -117,8 +117,9 @@ class WorkerLoop:
             try:
                 # The runs' own database work shares one thread: a connection a database
                 # restart broke is replaced there before it fails a run (Django only does that
-                # between requests, and a worker serves none).
-                await sync_to_async(liveness.heal_connection)()
+                # between requests, and a worker serves none). After an outage this loop saw,
+                # it is tested even if nothing failed on it yet.
+                await sync_to_async(liveness.heal_connection)(check=self.outage.away)
                 if not self._registered:
                     # Until the database answers, this worker neither claims nor beats.
                     await self._register()
