@@ -233,8 +233,14 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(Path(env_str("SQLITE_PATH", str(VAR_DIR / "db.sqlite3")))),
-            # Waiting for the write lock beats failing when a run and a view write at once.
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            # Waiting for the write lock beats failing when a run and a view write at once. WAL:
+            # readers never block the writer, and a commit is a write, not two flushes (20 ms on
+            # a VM disk); the live text's journal commits several times a second (runs/streams).
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

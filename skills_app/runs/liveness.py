@@ -71,14 +71,14 @@ def _stale_before(now: datetime) -> datetime:
 class DatabaseThread:
     """One thread with its own database connection, for work that must not queue behind others.
 
-    On SQLite it is the process's shared database thread instead: SQLite has one writer at a
-    time whatever the connection, and a second connection to the in-memory database of tests
-    would only meet its table locks.
+    On an in-memory SQLite database (the tests') it is the process's shared database thread
+    instead: a second connection to it would only meet its table locks. A SQLite file gets a
+    connection of its own like PostgreSQL (WAL: its readers do not block this writer).
     """
 
     def __init__(self, name: str) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._shared = connection.vendor == "sqlite"
+        self._shared = connection.vendor == "sqlite" and _in_memory(connection)
         # How long this thread's queries have gone through without a break.
         self.continuity = Continuity()
 
@@ -102,6 +102,10 @@ class DatabaseThread:
                 await self.run(_close_connection)
         finally:
             self._pool.shutdown(wait=False)
+
+
+def _in_memory(database: Any) -> bool:
+    return bool(database.is_in_memory_db())
 
 
 def _close_connection() -> None:
