@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import anthropic
-from anthropic.lib.streaming._messages import accumulate_event
 
 # The SDK's HTTP layer (anthropic 2.x requires httpx2); mid-stream transport failures surface
 # as its exceptions, unwrapped.
 import httpx2 as _http
+from anthropic.lib.streaming._messages import accumulate_event
 
 from .caching import with_cache_breakpoints
 from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
