@@ -124,6 +124,10 @@ def summarise(raw: str, top: int = 40) -> str:
     total: collections.Counter[str] = collections.Counter()
     areas_own: collections.Counter[str] = collections.Counter()
     areas_total: collections.Counter[str] = collections.Counter()
+    # The event loop's thread (what delays every frame), apart from the database threads.
+    loop_areas: collections.Counter[str] = collections.Counter()
+    loop_ours: collections.Counter[str] = collections.Counter()
+    loop_samples = 0
     samples = 0
     for line in raw.splitlines():
         stack, _, count_text = line.rpartition(" ")
@@ -143,16 +147,30 @@ def summarise(raw: str, top: int = 40) -> str:
             total[name] += count
         for area in {area for _, area in frames}:
             areas_total[area] += count
+        if "run_forever" in stack:
+            loop_samples += count
+            loop_areas[leaf_area] += count
+            ours = [name for name, area in frames if area == "skillscope"]
+            loop_ours[ours[-1] if ours else "(no Skillscope frame: the server, the loop)"] += count
     if not samples:
         return "no samples\n"
 
-    def table(title: str, counter: collections.Counter[str], limit: int) -> list[str]:
+    def table(title: str, counter: collections.Counter[str], limit: int, of: int = 0) -> list[str]:
+        whole = of or samples
         rows = [f"## {title}", "", "| share | samples | where |", "|---:|---:|---|"]
         for name, count in counter.most_common(limit):
-            rows.append(f"| {100 * count / samples:.1f} % | {count} | `{name}` |")
+            rows.append(f"| {100 * count / whole:.1f} % | {count} | `{name}` |")
         return [*rows, ""]
 
-    lines = [f"# CPU samples: {samples}", ""]
+    lines = [f"# CPU samples: {samples} ({loop_samples} in the event loop's thread)", ""]
+    if loop_samples:
+        lines += table("Event loop thread, by area (self)", loop_areas, 20, loop_samples)
+        lines += table(
+            "Event loop thread, by the innermost Skillscope function on the stack",
+            loop_ours,
+            25,
+            loop_samples,
+        )
     lines += table("By area, running itself (self)", areas_own, 30)
     lines += table("By area, on the stack (total)", areas_total, 30)
     lines += table("Functions, self", own, top)
