@@ -13,7 +13,7 @@ from skills_app.models import (
     SkillInvocation,
     StreamPiece,
 )
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ This subclass keeps channels-redis's semantics and adds:
 
 - A dead pooled connection is not an outage: a call that fails with a connection error drops the
   pool's idle connections and is tried once more at once (a new connection).
-- An outage (the second attempt fails too) is logged once (`skills_app.ops.outages`), and from
+- An outage (the second attempt fails too) is logged once (`skills_app.core.outages`), and from
   then on nothing waits on Redis: `group_send` drops the message (stored events are in the
   database, and every tab fills a gap in the seqs or in a stream's offsets from there, as it
   does when a full channel drops a message); `send` raises `LayerUnavailable` at once (callers
@@ -31,7 +31,7 @@ from typing import Any
 
 from channels_redis.core import RedisChannelLayer
 
-from skills_app.ops.outages import Backoff, Outage
+from skills_app.core.outages import Backoff, Outage
 
 logger = logging.getLogger("skills_app.ops.channel_layer")
 

@@ -26,7 +26,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from .outages import Outage
+from skills_app.core.outages import Outage
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from skills_app.ops.outages import Outage
+from skills_app.core.outages import Outage
 from skills_app.runs import liveness
 
 logger = logging.getLogger(__name__)

@@ -35,8 +35,8 @@ from typing import Any
 from django.db import DatabaseError
 
 from skills_app.core.events import TextDelta, ThinkingDelta
+from skills_app.core.outages import Backoff, Outage
 from skills_app.models import StreamPiece
-from skills_app.ops.outages import Backoff, Outage
 from skills_app.runs import broadcast, liveness, store, tasks
 
 logger = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ stop flag are read from the database anyway) and live frames are dropped, while 
 streaming into the database, from where the tabs catch up. While the database is away the runs
 go on too, their text waiting in memory (`streams`), the heartbeat and the loop retry, and
 nobody takes the worker for dead (`liveness`). Each outage is logged once when it starts and
-once when it ends (`ops.outages`).
+once when it ends (`core.outages`).
 """
 
 from __future__ import annotations
@@ -43,12 +43,11 @@ from channels.worker import Worker
 from django.conf import settings
 from django.db import DatabaseError
 
-from skills_app.ops.logcontext import log_context
-from skills_app.ops.outages import Outage, RateLimited
-from skills_app.runs import heartbeat, liveness, queue, recovery, tasks
+from skills_app.core.logcontext import log_context
+from skills_app.core.outages import Outage, RateLimited
+from skills_app.runs import heartbeat, liveness, queue, recovery, tasks, wiring
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
-from skills_app.triggers import executor as trigger_executor
 
 logger = logging.getLogger(__name__)
 
@@ -133,8 +132,9 @@ class WorkerLoop:
                     events = await self.database.run(recovery.sweep, trusted)
                     await broadcast_events(events)
                 await self.claim()
-                # Trigger tests (issue 17) are queued the same way and claimed here too.
-                await trigger_executor.claim_and_start(worker=self.name, database=self.database.run)
+                # Trigger tests (issue 17) are queued the same way and claimed here too (handed
+                # to runs as a worker duty: runs never import a feature).
+                await wiring.claim_and_start(worker=self.name, database=self.database.run)
                 self.outage.recovered()
             except DatabaseError as exc:
                 # The database is away: the runs go on (their text waits in memory), and this
@@ -254,7 +254,7 @@ class WorkerLoop:
             await asyncio.to_thread(self.heart.stop)
         try:
             await self._give_up_runs()
-            await trigger_executor.give_up_here()
+            await wiring.give_up_here()
             await self.database.run(liveness.deregister, self.name, reason)
             logger.info("worker %s stopped (%s)", self.name, reason, extra={"worker": self.name})
         except Exception:

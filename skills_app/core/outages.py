@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 # At most one traceback per this many seconds for one outage (the first failure always has one).
 TRACEBACK_SECONDS = 60.0
@@ -146,7 +147,7 @@ class RateLimited:
         self._skipped: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def exception(self, key: str, message: str, *args: object, **kwargs: object) -> None:
+    def exception(self, key: str, message: str, *args: object, **kwargs: Any) -> None:
         """`logger.exception(message)` unless `key` was logged less than `seconds` ago."""
         now = time.monotonic()
         with self._lock:
@@ -157,4 +158,4 @@ class RateLimited:
             skipped = self._skipped.pop(key, 0)
         if skipped:
             message = f"{message} ({skipped} more like it since the last report)"
-        self.logger.exception(message, *args, **kwargs)  # type: ignore[arg-type]
+        self.logger.exception(message, *args, **kwargs)
