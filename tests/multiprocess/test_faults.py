@@ -250,7 +250,12 @@ class Tab:
             except ConnectionClosed:
                 if not reconnect:
                     raise
+                seen = len(self.frames)
                 await self.connect(reconnect[0], timeout=max(1.0, left))
+                # The resume replays what was stored meanwhile: the frame awaited may be in it.
+                for replayed in self.frames[seen:]:
+                    if predicate(replayed):
+                        return replayed
                 continue
             self.apply(frame)
             if predicate(frame):
