@@ -77,6 +77,8 @@ async def tab_trial(
             elif kind == "run.finished":
                 marks["finished"] = now
                 return marks
+            elif kind == "error":
+                raise RuntimeError(f"the message was refused: {frame.get('text', '')}")
     finally:
         await ws.close()
 

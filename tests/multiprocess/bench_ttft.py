@@ -31,7 +31,13 @@ async def test_time_to_first_token(deployment: Deployment) -> None:
 
     with FakeModel() as model:
         sdk = await asyncio.to_thread(bare, model.url, TRIALS)
-        deployment.env.update(ANTHROPIC_BASE_URL=model.url, LOG_LEVEL="INFO")
+        deployment.env.update(
+            ANTHROPIC_BASE_URL=model.url,
+            # One user sends every trial's message: the per-user limits would refuse the 21st.
+            RATE_LIMIT_MESSAGES_PER_MINUTE="100000",
+            RATE_LIMIT_CONCURRENT_RUNS="100000",
+            LOG_LEVEL="INFO",
+        )
         setup = subprocess.run(
             [sys.executable, "-c", _SETUP.format(n=TRIALS + 2)],
             cwd=ROOT,
