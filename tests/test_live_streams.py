@@ -16,11 +16,18 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.db import OperationalError, connections
 from django.test import Client
 
-from skills_app.core.events import MessageStored, ModelCalled, TextDelta, ThinkingDelta
+from skills_app.core.events import (
+    ConversationTitled,
+    MessageStored,
+    ModelCalled,
+    TextDelta,
+    ThinkingDelta,
+)
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent, StreamPiece
 from skills_app.runs import broadcast, store
@@ -397,3 +404,41 @@ async def test_a_blocked_event_loop_slows_live_frames(recorder):
         time.sleep(0.15)  # the loop is stuck, again and again: the journal's probes wake late
         await asyncio.sleep(0.01)
     assert pace.interval > LIVE_INTERVAL
+
+
+async def test_when_redis_is_back_a_tab_catches_up_on_what_the_group_lost(
+    recorder, alice, monkeypatch
+):
+    """While Redis was away the group lost frames and stored events; the layer then tells each
+    consumer (`layer.resumed`) and it sends what it missed from the database, once."""
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    await _stream(recorder, WORDS[:30])
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:30]))
+    real_send_live, real_publish = broadcast.send_live, broadcast.publish
+
+    async def lost(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(broadcast, "send_live", lost)
+    monkeypatch.setattr(broadcast, "publish", lost)
+    monkeypatch.setattr("skills_app.runs.recorder.publish", lost)
+    await _stream(recorder, WORDS[30:90])
+    await recorder.flush()
+    seq = await recorder.record(ConversationTitled(title="Caught up"))  # stored, not sent
+    assert await tab.receive_nothing(timeout=0.3)
+    monkeypatch.setattr(broadcast, "send_live", real_send_live)
+    monkeypatch.setattr(broadcast, "publish", real_publish)
+    monkeypatch.setattr("skills_app.runs.recorder.publish", real_publish)
+
+    layer = get_channel_layer()
+    await layer.group_send(store.group_name(recorder.conversation_id), {"type": "layer.resumed"})
+    await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:90]))
+    # The stored event the group lost came first, then the missing text, from where it stopped.
+    titled = [f for f in frames if f.get("seq") == seq]
+    assert len(titled) == 1 and "Caught up" in titled[0]["html"]
+    assert frames[-1]["type"] == "text.delta" and frames[-1]["offset"] == len("".join(WORDS[:30]))
+    await _stream(recorder, WORDS[90:])
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
+    await tab.disconnect()
