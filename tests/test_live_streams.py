@@ -30,7 +30,7 @@ from skills_app.core.events import (
 )
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent, StreamPiece
-from skills_app.runs import broadcast, store
+from skills_app.runs import broadcast, eventlog, store, textlog
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, journal
 from tests.loop_helpers import watch_group
@@ -156,7 +156,9 @@ async def test_live_frames_the_channel_layer_dropped_are_filled_from_the_databas
 
 def _store_user_message(conversation_id: int, run_id: int) -> RunEvent:
     row = store.append_message(conversation_id, StoredMessage.text("user", "hello"), run_id=run_id)
-    return store.append_event(conversation_id, "message", store.message_event(row), run_id=run_id)
+    return eventlog.append_event(
+        conversation_id, "message", eventlog.message_event(row), run_id=run_id
+    )
 
 
 async def test_an_event_announced_late_by_another_process_does_not_restart_a_stream(
@@ -223,7 +225,7 @@ async def test_no_frame_leaves_before_its_text_is_in_the_database(recorder, monk
     checked, real_send_live = [], broadcast.send_live
 
     async def checking(conversation_id, event):
-        saved = await sync_to_async(store.saved_text)(event.run_id, event.call, event.index, "text")
+        saved = await sync_to_async(textlog.saved_text)(event.run_id, event.call, event.index, "text")
         checked.append(len(saved) >= event.offset + len(event.text))
         await real_send_live(conversation_id, event)
 
@@ -231,7 +233,7 @@ async def test_no_frame_leaves_before_its_text_is_in_the_database(recorder, monk
     await _stream(recorder, WORDS, pause=0.002)
     await recorder.flush()
     assert len(checked) >= 3 and all(checked), checked
-    assert await sync_to_async(store.streamed_text)(recorder.run_id) == [{"index": 0, "text": TEXT}]
+    assert await sync_to_async(textlog.streamed_text)(recorder.run_id) == [{"index": 0, "text": TEXT}]
 
 
 async def test_the_journal_commits_every_streaming_run_in_one_statement(alice, monkeypatch):
@@ -243,7 +245,7 @@ async def test_the_journal_commits_every_streaming_run_in_one_statement(alice, m
         await recorder.event(ModelCalled(call=1, model="claude-test"))
         recorders.append(recorder)
     batches: list[int] = []
-    real = store.append_pieces
+    real = textlog.append_pieces
 
     def counted(pieces):
         batches.append(len({p.run_id for p in pieces}))
@@ -257,7 +259,7 @@ async def test_the_journal_commits_every_streaming_run_in_one_statement(alice, m
     await asyncio.gather(*(recorder.flush() for recorder in recorders))
     assert sum(batches) == 3 and len(batches) < 3, batches
     for recorder in recorders:
-        assert await sync_to_async(store.streamed_text)(recorder.run_id) == [
+        assert await sync_to_async(textlog.streamed_text)(recorder.run_id) == [
             {"index": 0, "text": f"text of {recorder.run_id}"}
         ]
         recorder.streams.close()
@@ -271,7 +273,7 @@ async def test_while_the_database_is_away_the_text_waits_and_nothing_is_lost(
     await _stream(recorder, WORDS[:20])
     await recorder.flush()
     await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:20]))
-    away, real = [True], store.append_pieces
+    away, real = [True], textlog.append_pieces
     attempts: list[int] = []
 
     def flaky(pieces):
@@ -301,9 +303,9 @@ async def test_the_pieces_of_ended_runs_are_deleted(recorder):
     await _stream(recorder, WORDS[:10])
     await recorder.flush()
     assert await StreamPiece.objects.filter(run_id=recorder.run_id).aexists()
-    assert await sync_to_async(store.forget_pieces)() == 0  # the run is still going
+    assert await sync_to_async(textlog.forget_pieces)() == 0  # the run is still going
     await Run.objects.filter(pk=recorder.run_id).aupdate(status=Run.DONE)
-    assert await sync_to_async(store.forget_pieces)() >= 1
+    assert await sync_to_async(textlog.forget_pieces)() >= 1
     assert not await StreamPiece.objects.filter(run_id=recorder.run_id).aexists()
 
 
@@ -337,10 +339,10 @@ async def test_relaying_touches_no_database_and_filling_a_gap_does(recorder, ali
         assert relayed_by_consumer == [], queries
         assert not [q for q in queries if "skills_app_streampiece" in q and "SELECT" in q]
         # Positive control: a seq the tab never got makes it read the database.
-        await sync_to_async(store.append_event)(
+        await sync_to_async(eventlog.append_event)(
             recorder.conversation_id, MessageStored(message_id=0, role="user", kind="text")
         )
-        last = await sync_to_async(store.append_event)(
+        last = await sync_to_async(eventlog.append_event)(
             recorder.conversation_id, ModelCalled(call=2, model="m")
         )
         before = len(queries)
@@ -432,7 +434,7 @@ async def test_when_redis_is_back_a_tab_catches_up_on_what_the_group_lost(
     monkeypatch.setattr("skills_app.runs.recorder.publish", real_publish)
 
     layer = get_channel_layer()
-    await layer.group_send(store.group_name(recorder.conversation_id), {"type": "layer.resumed"})
+    await layer.group_send(broadcast.group_name(recorder.conversation_id), {"type": "layer.resumed"})
     await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:90]))
     # The stored event the group lost came first, then the missing text, from where it stopped.
     titled = [f for f in frames if f.get("seq") == seq]

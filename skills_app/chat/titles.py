@@ -25,7 +25,7 @@ from skills_app.core.titles import (
 )
 from skills_app.core.transcript import REPLACED
 from skills_app.models import Conversation, Message, ModelCall, RunEvent
-from skills_app.runs import store
+from skills_app.runs import eventlog
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
 from skills_app.visibility import outbound
@@ -72,7 +72,7 @@ def _store_title(conversation_id: int, title: str, fallback: str) -> list[RunEve
     )
     if not changed:
         return []
-    return [store.append_event(conversation_id, ConversationTitled(title=title))]
+    return [eventlog.append_event(conversation_id, ConversationTitled(title=title))]
 
 
 def forget_auto_title(conversation_id: int, edited_message_id: int | None) -> None:

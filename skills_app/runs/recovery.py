@@ -30,7 +30,7 @@ from skills_app.core.logcontext import log_context
 from skills_app.core.outages import Outage, RateLimited
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.models import Approval, Conversation, Run, RunEvent
-from skills_app.runs import liveness, store, tasks
+from skills_app.runs import eventlog, liveness, store, tasks, textlog
 from skills_app.runs.broadcast import broadcast_events
 
 logger = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ async def sweep_forever(database: liveness.DatabaseThread) -> None:
             rounds += 1
             if rounds % PRUNE_EVERY == 0:
                 await database.run(liveness.forget_old_workers)
-                await database.run(store.forget_pieces)
+                await database.run(textlog.forget_pieces)
             outage.recovered()
         except DatabaseError as exc:
             outage.failed(exc, retry_in=liveness.sweep_interval())
@@ -181,8 +181,8 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
 
         def add(message: StoredMessage) -> None:
             row = store.append_message(conversation.pk, message, run_id=run.pk)
-            data = store.message_event(row)
-            event = store.append_event(
+            data = eventlog.message_event(row)
+            event = eventlog.append_event(
                 conversation.pk, "message", data, run_id=run.pk, hidden=row.is_meta
             )
             events.append(event)
@@ -192,12 +192,12 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
             add(StoredMessage(role="user", kind="tool_result", content=tuple(closing)))
         partial = [
             {"type": "text", "text": b["text"].rstrip()}
-            for b in store.streamed_text(run.pk)
+            for b in textlog.streamed_text(run.pk)
             if b["text"].strip()
         ]
         if partial:
             add(StoredMessage(role="assistant", content=tuple(partial), meta={"partial": True}))
-        store.forget_pieces([run.pk])  # the partial answer holds them now
+        textlog.forget_pieces([run.pk])  # the partial answer holds them now
         # The turn got no complete answer: left out of later requests until the user retries it.
         store.exclude_latest_turn(conversation.pk, "failed")
         add(
@@ -217,7 +217,7 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
                 status=Approval.CANCELLED, answered_at=now
             )
             events.append(
-                store.append_event(
+                eventlog.append_event(
                     conversation.pk,
                     "approval.answered",
                     {"approval_id": approval_id, "status": Approval.CANCELLED, "by": None},
@@ -237,7 +237,7 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
         run.finished_at = now
         run.save(update_fields=["status", "error", "error_kind", "finished_at"])
         events.append(
-            store.append_event(
+            eventlog.append_event(
                 conversation.pk,
                 "run.finished",
                 {

@@ -37,7 +37,7 @@ from django.db import DatabaseError
 from skills_app.core.events import TextDelta, ThinkingDelta
 from skills_app.core.outages import Backoff, Outage
 from skills_app.models import StreamPiece
-from skills_app.runs import broadcast, liveness, store, tasks
+from skills_app.runs import broadcast, liveness, tasks, textlog
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +243,7 @@ class Journal:
         pieces = _pieces(frames)
         while True:
             try:
-                await self._database.run(store.append_pieces, pieces)
+                await self._database.run(textlog.append_pieces, pieces)
             except DatabaseError as exc:
                 wait = backoff.next()
                 self.outage.failed(exc, retry_in=wait)
@@ -264,7 +264,7 @@ class Journal:
     async def _prune(self) -> None:
         assert self._database is not None
         try:
-            await self._database.run(store.forget_pieces)
+            await self._database.run(textlog.forget_pieces)
         except DatabaseError:
             logger.warning("deleting the streamed pieces of ended runs failed; next time")
 

@@ -1,0 +1,103 @@
+"""The streamed text of answers in progress: what no stored row holds yet (`StreamPiece` rows).
+
+Every frame of streamed text is committed as a piece before it is sent (`runs.streams`), so
+these rows hold at least everything any tab was shown. A tab that connects or resumes
+mid-answer starts each open stream from this text, then follows the live pieces by offset; a
+tab that finds a hole reads it from here; recovery turns the text of an interrupted run into its
+partial answer. The rows of a run go once its answer is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from skills_app.core.events import MessageStored, ModelCalled
+from skills_app.models import Run, RunEvent, StreamPiece
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedBlock:
+    """Text a run streamed into one block of its current model call and no row holds yet."""
+
+    run_id: int
+    call: int
+    index: int
+    kind: str  # text | thinking
+    text: str
+
+
+_RESETS = {ModelCalled.type, MessageStored.type, "message"}
+
+
+def append_pieces(pieces: Sequence[StreamPiece]) -> None:
+    """Commit streamed pieces (the live text's journal, `runs.streams`) in one statement."""
+    StreamPiece.objects.bulk_create(pieces)
+
+
+def _joined(pieces: Iterable[tuple[int, str]]) -> str:
+    """The text of pieces in offset order (each starts where the text so far ends, or inside it)."""
+    text = ""
+    for offset, piece in pieces:
+        if offset <= len(text) < offset + len(piece):
+            text += piece[len(text) - offset :]
+    return text
+
+
+def streamed_blocks(run_id: int, *, upto_seq: int | None = None) -> list[StreamedBlock]:
+    """What the run's current model call streamed and no stored row holds yet, per block.
+
+    The current call is the one the run's latest `model.call` event started; a message stored
+    after it holds everything streamed before it.
+    """
+    events = RunEvent.objects.filter(run_id=run_id, type__in=_RESETS)
+    if upto_seq is not None:
+        events = events.filter(seq__lte=upto_seq)
+    latest = events.order_by("-seq").values_list("type", "data").first()
+    if latest is not None and latest[0] != ModelCalled.type:
+        return []
+    call = int(latest[1].get("call") or 0) if latest is not None else 0
+    blocks: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    pieces = StreamPiece.objects.filter(run_id=run_id, call=call).order_by("offset", "pk")
+    for index, kind, offset, text in pieces.values_list("index", "kind", "offset", "text"):
+        blocks.setdefault((index, kind), []).append((offset, text))
+    return [
+        StreamedBlock(run_id=run_id, call=call, index=index, kind=kind, text=_joined(parts))
+        for (index, kind), parts in sorted(blocks.items())
+    ]
+
+
+def streamed_text(run_id: int, *, upto_seq: int | None = None) -> list[dict[str, Any]]:
+    """The streamed text (not thinking) no stored row holds yet: [{index, text}]."""
+    return [
+        {"index": block.index, "text": block.text}
+        for block in streamed_blocks(run_id, upto_seq=upto_seq)
+        if block.kind == "text"
+    ]
+
+
+def saved_text(run_id: int, call: int, index: int, kind: str) -> str:
+    """The text of one streamed block committed so far (everything any tab was sent of it)."""
+    pieces = StreamPiece.objects.filter(run_id=run_id, call=call, index=index, kind=kind)
+    return _joined(pieces.order_by("offset", "pk").values_list("offset", "text"))
+
+
+def open_streams(conversation_id: int, *, upto_seq: int | None = None) -> list[StreamedBlock]:
+    """The saved text of every block the conversation's active runs are streaming."""
+    active = Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE)
+    return [
+        block
+        for run_id in active.order_by("pk").values_list("pk", flat=True)
+        for block in streamed_blocks(run_id, upto_seq=upto_seq)
+    ]
+
+
+def forget_pieces(run_ids: Iterable[int] | None = None) -> int:
+    """Delete the streamed pieces of these runs, or (None) of every run that is not active."""
+    if run_ids is None:
+        pieces = StreamPiece.objects.exclude(run__status__in=Run.ACTIVE)
+    else:
+        pieces = StreamPiece.objects.filter(run_id__in=list(run_ids))
+    deleted, _ = pieces.delete()
+    return deleted
