@@ -225,7 +225,9 @@ async def test_no_frame_leaves_before_its_text_is_in_the_database(recorder, monk
     checked, real_send_live = [], broadcast.send_live
 
     async def checking(conversation_id, event):
-        saved = await sync_to_async(textlog.saved_text)(event.run_id, event.call, event.index, "text")
+        saved = await sync_to_async(textlog.saved_text)(
+            event.run_id, event.call, event.index, "text"
+        )
         checked.append(len(saved) >= event.offset + len(event.text))
         await real_send_live(conversation_id, event)
 
@@ -233,7 +235,9 @@ async def test_no_frame_leaves_before_its_text_is_in_the_database(recorder, monk
     await _stream(recorder, WORDS, pause=0.002)
     await recorder.flush()
     assert len(checked) >= 3 and all(checked), checked
-    assert await sync_to_async(textlog.streamed_text)(recorder.run_id) == [{"index": 0, "text": TEXT}]
+    assert await sync_to_async(textlog.streamed_text)(recorder.run_id) == [
+        {"index": 0, "text": TEXT}
+    ]
 
 
 async def test_the_journal_commits_every_streaming_run_in_one_statement(alice, monkeypatch):
@@ -251,7 +255,7 @@ async def test_the_journal_commits_every_streaming_run_in_one_statement(alice, m
         batches.append(len({p.run_id for p in pieces}))
         real(pieces)
 
-    monkeypatch.setattr(store, "append_pieces", counted)
+    monkeypatch.setattr(textlog, "append_pieces", counted)
     # The first run's commit is under way while the others' deltas arrive: they share the next.
     await asyncio.gather(
         *(recorder.event(TextDelta(0, f"text of {recorder.run_id}")) for recorder in recorders)
@@ -282,7 +286,7 @@ async def test_while_the_database_is_away_the_text_waits_and_nothing_is_lost(
             raise OperationalError("connection to server failed: Connection refused")
         real(pieces)
 
-    monkeypatch.setattr(store, "append_pieces", flaky)
+    monkeypatch.setattr(textlog, "append_pieces", flaky)
     await _stream(recorder, WORDS[20:80], pause=0.002)
     flushing = asyncio.ensure_future(recorder.flush())
     while len(attempts) < 4:  # several retries while it is away
@@ -434,7 +438,9 @@ async def test_when_redis_is_back_a_tab_catches_up_on_what_the_group_lost(
     monkeypatch.setattr("skills_app.runs.recorder.publish", real_publish)
 
     layer = get_channel_layer()
-    await layer.group_send(broadcast.group_name(recorder.conversation_id), {"type": "layer.resumed"})
+    await layer.group_send(
+        broadcast.group_name(recorder.conversation_id), {"type": "layer.resumed"}
+    )
     await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:90]))
     # The stored event the group lost came first, then the missing text, from where it stopped.
     titled = [f for f in frames if f.get("seq") == seq]

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
-from skills_app.models import Conversation, Message, Run, RunEvent, StreamPiece, Worker
+from skills_app.models import Conversation, Message, Run, StreamPiece, Worker
 from skills_app.ops.health import live_workers
 from skills_app.runs import agent_setup, broadcast, eventlog, liveness, recovery, store
 from skills_app.runs import supervisor as runs
