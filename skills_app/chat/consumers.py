@@ -17,6 +17,12 @@ committed before it was sent (`runs.streams`), so a tab that finds a hole reads 
 the frame from the database at once and then gets exactly the deltas after it, never a piece
 twice, never a hole, and never less text than it showed. When Redis comes back after an outage
 the layer tells each consumer (`layer.resumed`) and it catches up the same way.
+
+Sessions follow the account (`accounts/sessions.py`): a tab also joins its user's group, and an
+`account.changed` there (a role or permission taken, the user deactivated, a logout) closes it
+with ACCOUNT_CHANGED; the page then reloads (chat.js) and is authorised afresh. Every frame the
+browser sends is checked against the account and the session first (`_still_allowed`), so no
+action runs on an account that changed where no signal told us.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.contrib.auth import get_user_model
 
+from skills_app.accounts.sessions import account_allows, user_group
 from skills_app.chat import actions, frames
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
 from skills_app.chat.event_views import live_frame
@@ -47,6 +55,9 @@ __all__ = ["MAX_MESSAGE_CHARS", "ConversationConsumer"]
 MAX_FRAME_BYTES = 64 * 1024
 REPLAY_LIMIT = 5_000
 REFUSED = 4403
+# The account changed (a role or permission taken, deactivated, signed out): reconnect to be
+# authorised afresh.
+ACCOUNT_CHANGED = 4401
 
 # (run id, model call, block index, kind): one streamed block.
 StreamId = tuple[int, int, int, str]
@@ -79,7 +90,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.known: dict[StreamId, int] = {}
         self.ended: dict[int, int] = {}
         self.group = group_name(self.conversation_id)
+        session = self.scope.get("session")
+        self.session_key = getattr(session, "session_key", None)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(user_group(self.user_id), self.channel_name)
         await self.accept()
         # daphne has no start-up hook: the first browser starts this process's sweep for runs of
         # dead workers, so a tab sees "interrupted" within seconds even when no worker is left.
@@ -101,6 +115,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # Closing the tab is not a stop: the run goes on and a reconnect resumes from its seq.
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_discard(user_group(self.user_id), self.channel_name)
 
     # -- from the browser ------------------------------------------------------------------
 
@@ -124,6 +139,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._error(
                 f"Unknown action {action!r}: use one of resume, {', '.join(actions.ACTIONS)}."
             )
+            return
+        if not await self._still_allowed():
+            await self._error(
+                "Your account can no longer use this conversation: sign in again.", retry=False
+            )
+            await self.close(code=REFUSED)
             return
         try:
             if action == "resume":
@@ -201,6 +222,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if fresh and event_class.ends_streams and data.get("run_id") is not None:
             self._forget_streams(int(data["run_id"]))  # the rows hold what the run streamed
 
+    # -- the account (the user's group) ------------------------------------------------------
+
+    async def account_changed(self, message: dict[str, Any]) -> None:
+        """What this person may do changed: close, so the reconnect is authorised afresh."""
+        await self.close(code=ACCOUNT_CHANGED)
+
     async def _stored(self, message: dict[str, Any]) -> bool:
         """Send a stored event to this tab; False if it had it already (or is not resumed)."""
         seq = int(message["seq"])
@@ -272,6 +299,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     def _authorise(self, user: Any) -> tuple[bool, bool]:
         owns = Conversation.objects.owned_by(user).filter(pk=self.conversation_id).exists()
         return owns, owns and user.has_perm(INSPECT_PERMISSION)
+
+    @database_sync_to_async
+    def _still_allowed(self) -> bool:
+        """The account is active, the session still its own, the conversation still theirs;
+        the tab's visibility follows the permission as it is now."""
+        if not account_allows(self.user_id, self.session_key):
+            return False
+        user = get_user_model().objects.get(pk=self.user_id)
+        if not Conversation.objects.owned_by(user).filter(pk=self.conversation_id).exists():
+            return False
+        self.can_inspect = user.has_perm(INSPECT_PERMISSION)
+        return True
 
     @database_sync_to_async
     def _replay(
