@@ -115,6 +115,16 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                 self._lost(exc)
                 retried = False
 
+    async def _clean_receive_backup(self, index: int, channel: str) -> None:
+        # channels-redis drops a received message's backup copy in a task nobody awaits: a
+        # connection lost meanwhile would be logged as an ERROR ("Task exception was never
+        # retrieved"). The copy is redelivered at worst, and consumers drop what they had.
+        try:
+            await super()._clean_receive_backup(index, channel)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+
     async def wait_until_up(self) -> None:
         """Return once Redis answers again (at once when it is not away)."""
         if not self.up:
