@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import (
@@ -33,6 +34,7 @@ from skills_app.http import AuthedHttpRequest
 from skills_app.models import Conversation, Run
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.permissions.blocked import offered
+from skills_app.policy.access import policy_for
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import pending, textlog
 from skills_app.runs import supervisor as runs
@@ -80,7 +82,10 @@ def conversation_new(request: AuthedHttpRequest) -> HttpResponse:
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    conversation = Conversation.objects.create(owner=request.user, profile=profile)
+    # The configured default model when the person may use it, else the first one they may.
+    policy = policy_for(request.user.pk)
+    model = "" if policy.offers(settings.ANTHROPIC_MODEL) else policy.default_model()
+    conversation = Conversation.objects.create(owner=request.user, profile=profile, model=model)
     return _redirect(request, reverse("conversation", args=[conversation.pk]))
 
 
