@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("skills_app", "0019_text_choices"),
+        ("skills_app", "0026_organisation_roles"),
     ]
 
     operations = [
