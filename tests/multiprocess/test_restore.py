@@ -51,10 +51,10 @@ def test_a_backup_restores_into_a_fresh_database_and_the_conversation_reads_back
     seeded = deployment.db_tool("seed", str(conversation))
     # What a conversation leaves on disk: its workspace, and an uploaded skill's files.
     workspace = var_dir / "workspaces" / str(conversation) / "work" / "notes.txt"
-    workspace.parent.mkdir(parents=True)
+    workspace.parent.mkdir(parents=True, exist_ok=True)
     workspace.write_bytes(b"alpha\nbeta \xe2\x9c\x93\n")
     skill = var_dir / "media" / "skills" / "report" / "SKILL.md"
-    skill.parent.mkdir(parents=True)
+    skill.parent.mkdir(parents=True, exist_ok=True)
     skill.write_text("---\nname: report\ndescription: Writes the weekly report.\n---\nSteps.\n")
     before = deployment.db_tool("state", str(conversation))
 
