@@ -16,9 +16,16 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.core.hooks import HookResult
-from skills_app.models import Conversation, PermissionRule, Run, RunEvent, SkillInvocation
+from skills_app.models import (
+    Conversation,
+    PermissionRule,
+    Run,
+    RunEvent,
+    SkillInvocation,
+    StreamPiece,
+)
 from skills_app.runs import agent_setup
-from skills_app.runs.streams import LIVE_INTERVAL, SAVE_INTERVAL
+from skills_app.runs.streams import LIVE_INTERVAL
 from tests.fake_anthropic import Reply, tool_use_block, without_cache_control
 from tests.loop_helpers import (
     accepted,
@@ -85,9 +92,9 @@ async def test_it_coalesces_text_deltas_into_few_frames_and_fewer_writes(
     assert "".join(m["event"]["text"] for m in frames) == "x" * 2000
     # 2,000 deltas: at most one live frame per 50 ms on average (a burst of two, the last one).
     assert len(frames) <= took / LIVE_INTERVAL + 4
-    # Stored: a few pieces per second at most, never one per delta (the row holds the rest).
-    saved = await RunEvent.objects.filter(conversation=conversation, type="text.saved").acount()
-    assert saved <= took / SAVE_INTERVAL + 1
+    # Committed before they were sent: one piece per frame at most, never one per delta, and
+    # none in the event log (the row holds the text; the pieces went with the run).
+    assert not await RunEvent.objects.filter(conversation=conversation, type="text.saved").aexists()
     assert not await RunEvent.objects.filter(conversation=conversation, type="text.delta").aexists()
 
 
@@ -190,7 +197,7 @@ async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
     )
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
     await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
-    streamed = RunEvent.objects.filter(run_id=run.pk, type="text.saved")
+    streamed = StreamPiece.objects.filter(run_id=run.pk)
     await wait_until(streamed.aexists, what="a saved piece of streamed text")
     assert await runs.stop_run(run.pk)
     gate.set()
