@@ -210,6 +210,8 @@ class Lookup:
     queued: dict[int, QueuedMessage] | None = None
     # The chat header's cost, swapped in when a run ends (live only: a replay has the page's).
     cost_html: str = ""
+    # tool_use id -> its block, for the calls a stop closed (their cards and chips say so).
+    calls: dict[str, dict[str, Any]] | None = None
 
 
 def parts_for(event: RunEvent, conversation_id: int, lookup: Lookup) -> list[Part]:
@@ -221,6 +223,7 @@ def parts_for(event: RunEvent, conversation_id: int, lookup: Lookup) -> list[Par
         parts = [Part(MessageItem(row, lookup.ctx), replaces=_chip_replaced(row))]
         if row.role == Message.ASSISTANT:
             parts.append(Part(StaticItem(live_area()), REPLACE))
+        parts.extend(_stopped_calls(conversation_id, row, lookup.calls or {}))
         return parts
     if isinstance(event, ToolFinished) and event.name != SKILL_TOOL:
         return [
@@ -266,11 +269,55 @@ def parts_for(event: RunEvent, conversation_id: int, lookup: Lookup) -> list[Par
         ]
         if lookup.cost_html:
             parts.append(Part(StaticItem(lookup.cost_html), REPLACE))
-        if event.status == "stopped":
-            notice = rendering.render_notice("Stopped.", kind="notice", retry=False)
-            parts.append(Part(StaticItem(notice)))
+        # A stop's note is a stored row (`runs.store.stop_note`), shown by its own event.
         return parts
     return []
+
+
+def _stopped_calls(
+    conversation_id: int, row: Message, calls: dict[str, dict[str, Any]]
+) -> list[Part]:
+    """Updates for the cards and chips of the calls a stop closed: "stopped", never "Running…"."""
+    if row.kind != "tool_result" or not row.meta.get("stopped"):
+        return []
+    parts = []
+    for block in row.content:
+        if block.get("type") != "tool_result" or not rendering.is_stopped_result(block):
+            continue
+        call = calls.get(str(block.get("tool_use_id", "")))
+        if call is None:
+            continue
+        if call.get("name") == SKILL_TOOL:
+            args = call.get("input") or {}
+            name = str(args.get("skill") or args.get("command") or "")
+            chip = SkillChipItem(
+                conversation_id, call["id"], name, str(args.get("args") or ""), "stopped"
+            )
+            parts.append(Part(chip, UPDATE))
+        else:
+            data = rendering.result_from_block(block)
+            parts.append(Part(ToolResultItem(conversation_id, call["id"], data), UPDATE))
+    return parts
+
+
+def _calls_before(conversation_id: int, rows: Sequence[Message]) -> dict[str, dict[str, Any]]:
+    """tool_use blocks of the answers right before the stop-closed result rows among `rows`."""
+    calls: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.kind != "tool_result" or not row.meta.get("stopped"):
+            continue
+        asked = (
+            Message.objects.filter(
+                conversation_id=conversation_id, role=Message.ASSISTANT, seq__lt=row.seq
+            )
+            .exclude(kind__in=("notice", "error"))
+            .order_by("-seq")
+            .first()
+        )
+        for block in asked.content if asked is not None else []:
+            if block.get("type") == "tool_use":
+                calls[str(block.get("id", ""))] = block
+    return calls
 
 
 def _chip_replaced(row: Message) -> str:
@@ -294,6 +341,7 @@ def fragments_for(
             )
         if row is not None:
             lookup.messages[row.pk] = row
+            lookup.calls = _calls_before(conversation_id, [row])
     elif isinstance(event, ApprovalRequested | ApprovalAnswered):
         lookup.approvals = _approvals(conversation_id, [event.approval_id])
     elif isinstance(event, TurnExcluded):
@@ -330,6 +378,7 @@ def replay_html(
     if not can_inspect:
         messages = {pk: m for pk, m in messages.items() if not m.is_meta}
     lookup = Lookup(messages=messages, approvals=_approvals(conversation_id, approval_ids))
+    lookup.calls = _calls_before(conversation_id, list(messages.values()))
     queued_ids = [
         e.queued_id for _r, e in typed if isinstance(e, MessageQueued | QueuedMessageGone)
     ]

@@ -36,7 +36,13 @@ from skills_app.chat import approval_words
 from skills_app.chat.presenters import HiddenContentError, tool_summary
 from skills_app.chat.usage import answer_usage
 from skills_app.core.attachments import human_size
-from skills_app.core.transcript import parse_status_message, result_text, text_of
+from skills_app.core.transcript import (
+    INTERRUPTED_RESULT,
+    STOPPED_RESULT,
+    parse_status_message,
+    result_text,
+    text_of,
+)
 from skills_app.models import Approval, Message
 from skills_app.visibility import Outbound, outbound
 
@@ -117,10 +123,25 @@ def message_text(row: Message) -> str:
     return text_of(row.content)
 
 
-def chip_state(invocation: Any) -> str:
-    """loaded / failed / denied for an invocation row, loading when there is none yet."""
+# What the person reads for a call the run closed without running it (the model reads the
+# stored text, which also tells it what to do next).
+CLOSED_RESULTS = {
+    STOPPED_RESULT: ("stopped", "Stopped before it finished."),
+    INTERRUPTED_RESULT: ("interrupted", "Interrupted: the run ended before this call finished."),
+}
+
+
+def is_stopped_result(block: dict[str, Any]) -> bool:
+    """A tool_result a stop wrote for a call it closed."""
+    return result_text(block) == STOPPED_RESULT
+
+
+def chip_state(invocation: Any, result: dict[str, Any] | None = None) -> str:
+    """loaded / failed / denied for an invocation row; without one, stopped or interrupted when
+    the run closed the call (`result`), else loading."""
     if invocation is None:
-        return "loading"
+        closed = CLOSED_RESULTS.get(str((result or {}).get("content", "")))
+        return closed[0] if closed else "loading"
     return {"allowed": "loaded", "denied": "denied"}.get(invocation.decision, "failed")
 
 
@@ -255,7 +276,7 @@ def _assistant_parts(
                             block["id"],
                             name,
                             str(tool_input.get("args") or ""),
-                            chip_state(invocations.get(block["id"])),
+                            chip_state(invocations.get(block["id"]), results.get(block["id"])),
                             getattr(invocations.get(block["id"]), "error", ""),
                             out=out,
                         ),
@@ -344,6 +365,9 @@ def tool_result_context(
         {"path": path, "name": path.rsplit("/", 1)[-1]} for path in paths[:SHOWN_ARTIFACTS]
     ]
     tool_use_id = tool_use_id or str(data.get("tool_use_id") or "")
+    closed = CLOSED_RESULTS.get(str(data.get("content", "")))
+    if closed is not None:
+        data = {**data, "content": closed[1]}
     content, cut = _cut(out.text(str(data.get("content", ""))), shown)
     return {
         "conversation_id": conversation_id,
@@ -352,6 +376,7 @@ def tool_result_context(
         if cut and tool_use_id
         else "",
         "is_error": bool(data.get("is_error")),
+        "closed": closed[0] if closed else "",
         "artifacts": artifacts,
         "more_artifacts": len(paths) - len(artifacts),
         "files_url": (

@@ -35,6 +35,12 @@ from typing import Any
 STATUS_TEMPLATE = '<command-message>The "{name}" skill is loading</command-message>'
 HIDDEN_PREFIX = "Base directory for this skill: "
 INTERRUPTED_RESULT = "Interrupted: the run was stopped before this tool call finished."
+# A stop by the person: the call is closed for the API, and the model is told not to pick it up
+# again on its own (the person's next message is a new request, not a go-ahead for this call).
+STOPPED_RESULT = (
+    "Stopped by the user before this tool call finished: it may not have run, or only in part. "
+    "Do not run it again unless the user asks for it; answer their next message."
+)
 EXCLUDED = "excluded"  # meta key; its value says why ("failed" or "refusal")
 EXCLUDED_TURN_START = "excluded_turn_start"  # meta key on the first row of an excluded turn
 REPLACED = "replaced"  # an exclusion reason: the person edited the message or regenerated
@@ -232,17 +238,20 @@ def unanswered_tool_uses(rows: Sequence[StoredMessage]) -> list[dict[str, Any]]:
 
 
 def close_open_tool_uses(
-    rows: Sequence[StoredMessage], *, answered: Iterable[str] = ()
+    rows: Sequence[StoredMessage],
+    *,
+    answered: Iterable[str] = (),
+    content: str = INTERRUPTED_RESULT,
 ) -> list[dict[str, Any]]:
-    """An "interrupted" tool_result for every open tool_use of the last assistant message.
+    """An error tool_result saying `content` for every open tool_use of the last assistant message.
 
     Open means no later row answers it and its id is not in `answered` (results not stored yet).
-    A stopped run, a cancelled tool turn and the recovery of a dead run all close their history
-    with this, so the next request is valid for the API.
+    A stopped run (`STOPPED_RESULT`), a cancelled tool turn and the recovery of a dead run all
+    close their history with this, so the next request is valid for the API.
     """
     done = set(answered)
     return [
-        tool_result_block(b["id"], INTERRUPTED_RESULT, is_error=True)
+        tool_result_block(b["id"], content, is_error=True)
         for b in unanswered_tool_uses(rows)
         if b["id"] not in done
     ]

@@ -142,6 +142,16 @@ def build_request(conversation: Conversation, *, model: str | None = None) -> Mo
     )
 
 
+STOP_NOTE = "Stopped."
+
+
+def stop_note() -> StoredMessage:
+    """The row that says a run was stopped by the person (never sent to the model)."""
+    return StoredMessage.text(
+        "assistant", STOP_NOTE, kind="notice", to_model=False, meta={"code": "stopped"}
+    )
+
+
 def append_message(
     conversation_id: int,
     message: StoredMessage,

@@ -40,6 +40,8 @@ mona = User.objects.create_user("mona", password={mona!r})
 roles.grant(mona, roles.get_role("skill-manager"))
 for name in {allowed_skills!r}:
     PermissionRule.objects.create(behavior="allow", rule_text=f"Skill({{name}})")
+for name in {asked_skills!r}:
+    PermissionRule.objects.create(behavior="ask", rule_text=f"Skill({{name}})")
 """
 
 # Settings from the developer's shell that would point the live server elsewhere.
@@ -59,6 +61,7 @@ class LiveServerConfig:
     model_url: str
     log_path: Path
     allowed_skills: tuple[str, ...] = ()
+    asked_skills: tuple[str, ...] = ()
 
 
 def free_port() -> int:
@@ -115,6 +118,7 @@ class LiveServer:
             audrey=USERS["audrey"],
             mona=USERS["mona"],
             allowed_skills=list(self.config.allowed_skills),
+            asked_skills=list(self.config.asked_skills),
         )
         done = subprocess.run(
             [str(VENV_BIN / "python"), "-c", script],
