@@ -47,7 +47,7 @@ def test_stop_withdraws_the_question_marks_the_chip_and_the_next_message_is_answ
     chat.wait_run_finished()
     expect(approval.get_by_role("button")).to_have_count(0)
     expect(approval).to_have_attribute("data-status", "cancelled")
-    expect(approval).to_contain_text("withdrawn: the answer was stopped")
+    expect(approval).to_contain_text("withdrawn: the answer stopped before anyone answered")
     expect(chip).to_have_attribute("data-state", "stopped")
     expect(chip.locator(".chip-text")).to_have_text(
         'The "browser-ask" skill was stopped before it loaded'
