@@ -140,9 +140,8 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     # Answered approvals stay where they were asked, as a compact line.
     messages_html = approval_page.transcript_html(pk, rows, ctx, can_inspect=can_inspect)
     run = conv.active_run(pk)
-    approvals_html = fragments.approvals_page_html(
-        pk, pending_approvals(pk), can_inspect=can_inspect
-    )
+    pending_now = pending_approvals(pk)
+    approvals_html = fragments.approvals_page_html(pk, pending_now, can_inspect=can_inspect)
     skills = [
         {"name": s.name, "description": s.description, "hint": s.argument_hint or ""}
         # Skills a deny rule blocks are not offered in the "/" menu.
@@ -156,6 +155,8 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
             "conversation": conversation,
             "messages_html": messages_html,
             "approvals_html": approvals_html,
+            # The answer waits for the person: the composer says so and links the question.
+            "waiting_for": pending_now[0] if pending_now else None,
             "live": _live_bubbles(store.open_streams(pk, upto_seq=last_seq)),
             "last_seq": last_seq,
             "running": run is not None,
