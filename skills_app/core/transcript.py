@@ -19,8 +19,9 @@ skips them (as it skips `to_model=False` rows, which are never for the model). T
 - Once the user sends a new message, older excluded turns stay excluded: `retry_turn` returns
   nothing for them, so their Retry buttons go away.
 
-Replaced turns. Editing the person's latest message replaces its whole turn; regenerating
-replaces the turn's answer (from its first assistant row). `replace_rows` marks those rows
+Replaced turns. Editing one of the person's messages replaces it and everything after it (the
+later turns become a replaced branch); regenerating replaces the latest turn's answer (from its
+first assistant row). `replace_rows` marks those rows
 `excluded = "replaced"` with when and how (`replaced_at`, `replaced_by`): kept for the audit and
 shown compactly, never sent to the model again.
 """
@@ -390,6 +391,16 @@ def edit_start(rows: Sequence[StoredMessage]) -> int | None:
         if typed_by_user(rows[i]):
             return None if rows[i].meta.get(EXCLUDED) == REPLACED else i
     return None
+
+
+def editable(rows: Sequence[StoredMessage], index: int) -> bool:
+    """The row at `index` is one of the person's messages that Edit may replace (any of them,
+    not only the latest: the later turns become a replaced branch, kept for the audit)."""
+    return 0 <= index < len(rows) and typed_by_user(rows[index]) and not _replaced(rows[index])
+
+
+def _replaced(row: StoredMessage) -> bool:
+    return row.meta.get(EXCLUDED) == REPLACED
 
 
 def regenerate_start(rows: Sequence[StoredMessage]) -> int | None:
