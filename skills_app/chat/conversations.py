@@ -143,6 +143,30 @@ def last_user_text(conversation_id: int) -> str | None:
     return None
 
 
+def empty_or_new(user: Any, profile: str | None) -> Conversation:
+    """The person's newest conversation nothing was sent in (still untitled), or a new one.
+
+    New reuses it, so clicking New again and again leaves no trail of empty conversations.
+    `profile` (None: keep the found one's, or the default) applies while nothing was sent.
+    """
+    from skills_app.core.titles import DEFAULT_TITLE
+
+    # Two clicks at once may make two: harmless, and no lock on a join PostgreSQL would refuse.
+    empty = (
+        Conversation.objects.owned_by(user)
+        .filter(last_event_seq=0, title=DEFAULT_TITLE)
+        .exclude(pk__in=Message.objects.values("conversation_id"))
+        .order_by("-pk")
+        .first()
+    )
+    if empty is None:
+        return Conversation.objects.create(owner=user, **({"profile": profile} if profile else {}))
+    if profile and empty.profile != profile:
+        Conversation.objects.filter(pk=empty.pk).update(profile=profile)
+        empty.profile = profile
+    return empty
+
+
 def rename_conversation(conversation: Conversation, title: str) -> Conversation:
     """Give a conversation a new title (trimmed, never empty)."""
     conversation.title = " ".join(title.split())[:200] or "New conversation"

@@ -17,13 +17,15 @@ from django.http import (
     HttpResponseBadRequest,
 )
 from django.http.response import HttpResponseBase
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from skills_app.chat import actions, approval_page, fragments
+from skills_app.chat import actions, approval_page, fragments, preferences
 from skills_app.chat import conversations as conv
+from skills_app.chat.controls import with_csrf
 from skills_app.chat.forms import RenameForm, SearchForm
 from skills_app.chat.model_views import picker_context
 from skills_app.chat.sidebar import sidebar_context
@@ -72,8 +74,12 @@ def home(request: AuthedHttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def conversation_new(request: AuthedHttpRequest) -> HttpResponse:
-    """Start an empty conversation (with the chosen delivery profile) and open it."""
-    profile = request.POST.get("profile") or DEFAULT_PROFILE
+    """Open an empty conversation (the person's unused one if they have it) and go there.
+
+    The delivery profile is a developer's setting: only staff choose it; everyone else gets the
+    default.
+    """
+    profile = (request.POST.get("profile") if request.user.is_staff else None) or DEFAULT_PROFILE
     if profile not in PROFILES:
         # Plain text: the refused value is echoed back, never as markup.
         return HttpResponse(
@@ -81,8 +87,16 @@ def conversation_new(request: AuthedHttpRequest) -> HttpResponse:
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    conversation = Conversation.objects.create(owner=request.user, profile=profile)
+    conversation = conv.empty_or_new(request.user, profile)
     return _redirect(request, reverse("conversation", args=[conversation.pk]))
+
+
+@login_required
+@require_GET
+def conversation_start(request: AuthedHttpRequest) -> HttpResponse:
+    """Where signing in lands: a conversation ready for a message (never a second empty one)."""
+    conversation = conv.empty_or_new(request.user, None)
+    return redirect("conversation", pk=conversation.pk)
 
 
 @login_required
@@ -148,13 +162,15 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
         for s in offered(skills_for_user(request.user.pk)).skills()
         if s.user_invocable
     ]
+    # The fragments' forms work as plain POSTs too (a page without JavaScript): with a token.
+    token = get_token(request)
     return render(
         request,
         "skills_app/chat/chat.html",
         {
             "conversation": conversation,
-            "messages_html": messages_html,
-            "approvals_html": approvals_html,
+            "messages_html": [with_csrf(html, token) for html in messages_html],
+            "approvals_html": [with_csrf(html, token) for html in approvals_html],
             # The answer waits for the person: the composer says so and links the question.
             "waiting_for": pending_now[0] if pending_now else None,
             "live": _live_bubbles(store.open_streams(pk, upto_seq=last_seq)),
@@ -167,6 +183,8 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
             "cost": conversation_usage(conversation.pk),
             "queued_html": fragments.queued_page_html(pending.pending(pk)),
             "sidebar": sidebar_context(request.user.pk, current=pk, can_inspect=can_inspect),
+            # The first screen's introduction to skills, until the person closes it.
+            "show_intro": not messages_html and not preferences.intro_dismissed(request.user.pk),
         },
     )
 

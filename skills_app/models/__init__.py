@@ -7,6 +7,7 @@ from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
+from skills_app.models.preferences import UserPreference
 from skills_app.models.queued import QueuedMessage
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.runs import Run, Worker
@@ -33,6 +34,7 @@ __all__ = [
     "TriggerQuery",
     "TriggerResult",
     "TriggerRun",
+    "UserPreference",
     "VisibleSkillSource",
     "Worker",
 ]

@@ -4,6 +4,8 @@
 // and the "/" menu of the composer.
 (() => {
   "use strict";
+  // Controls that only work with this script (Edit's on-demand form) are shown from here on.
+  document.documentElement.classList.add("js");
   setUpSidebar();
   const chat = document.getElementById("chat");
   if (!chat) return;
