@@ -39,7 +39,9 @@ def test_new_reuses_the_unused_conversation_instead_of_making_another(alice):
     assert Conversation.objects.filter(owner=alice).count() == 1
     # Once something was sent in it, New makes a new one.
     used = Conversation.objects.get(owner=alice)
-    Message.objects.create(conversation=used, seq=1, role="user", content=[{"type": "text", "text": "hi"}])
+    Message.objects.create(
+        conversation=used, seq=1, role="user", content=[{"type": "text", "text": "hi"}]
+    )
     Conversation.objects.filter(pk=used.pk).update(last_event_seq=1)
     assert client.post("/c/new/")["Location"] != first
     assert Conversation.objects.filter(owner=alice).count() == 2
@@ -111,15 +113,24 @@ def test_times_on_the_page_are_in_the_persons_time_zone(alice):
         seq=1,
         role="user",
         content=[{"type": "text", "text": "an old version"}],
-        meta={"excluded": REPLACED, "replaced_by": "edit", "replaced_at": "2026-01-15T09:30:00+00:00"},
+        meta={
+            "excluded": REPLACED,
+            "replaced_by": "edit",
+            "replaced_at": "2026-01-15T09:30:00+00:00",
+        },
     )
     client = client_for(alice)
     assert client.post("/me/time-zone/", {"time_zone": "Asia/Tokyo"}).status_code == 204
     page = client.get(f"/c/{conversation.pk}/").content.decode()
     # 09:30 UTC is 18:30 in Tokyo; the element keeps the instant for the script.
-    assert 'datetime="2026-01-15T18:30:00+09:00" data-local="time" title="Asia/Tokyo">18:30<' in page
+    assert (
+        'datetime="2026-01-15T18:30:00+09:00" data-local="time" title="Asia/Tokyo">18:30<' in page
+    )
     assert 'data-time-zone="Asia/Tokyo"' in page
     # Another person's pages stay in the server's zone.
-    assert 'data-time-zone="UTC"' in client_for(
-        type(alice).objects.create_user("zed", password="zed-pass-123")
-    ).get("/").content.decode()
+    assert (
+        'data-time-zone="UTC"'
+        in client_for(type(alice).objects.create_user("zed", password="zed-pass-123"))
+        .get("/")
+        .content.decode()
+    )

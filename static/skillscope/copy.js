@@ -90,8 +90,14 @@
         if (target.closest(".row.replaced")) continue;
         if (kind === "answer") {
           const row = target.closest(".row");
-          if (!target.querySelector(":scope > .md") || row.querySelector(":scope > .copy-answer")) continue;
-          row.insertBefore(button(target, kind, label), target.nextSibling);
+          if (!target.querySelector(":scope > .md") || row.querySelector(".copy-answer")) continue;
+          // One line of actions under the answer: Copy, then Regenerate when it is offered.
+          const actions = document.createElement("div");
+          actions.className = "answer-actions";
+          actions.append(button(target, kind, label));
+          const regenerate = row.querySelector(":scope > .regenerate-form");
+          if (regenerate) actions.append(regenerate);
+          row.insertBefore(actions, target.nextSibling);
         } else if (!target.previousElementSibling?.classList.contains("copy-button")) {
           target.before(button(target, kind, label));
         }

@@ -66,7 +66,7 @@ def test_every_action_works_as_a_post_with_a_redirect(page_without_js, chat_serv
             reached=reached,
         ),
     )
-    page.goto(f"{chat_server.url}/c/new/")
+    page.goto(f"{chat_server.url}/c/start/")
     expect(page.get_by_role("textbox", name="Message")).to_be_visible()
     url = page.url
     assert re.search(r"/c/\d+/$", url)
