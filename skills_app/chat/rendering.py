@@ -253,6 +253,7 @@ def _assistant_parts(
     results: dict[str, dict[str, Any]] = ctx.get("results", {})
     invocations: dict[str, Any] = ctx.get("invocations", {})
     delivered: set[str] = ctx.get("delivered", set())
+    roots = approval_words.workspace_roots(row.conversation_id)
     for block in row.content:
         kind = block.get("type")
         if kind == "thinking" and block.get("thinking"):
@@ -286,7 +287,14 @@ def _assistant_parts(
             name = block.get("name", "?")
             shown_input = out.value(tool_input)
             summary = tool_summary(name, shown_input if isinstance(shown_input, dict) else {})
-            arguments, cut = _cut(json.dumps(shown_input, indent=2, ensure_ascii=False), shown)
+            # Paths as the person finds them: relative to the conversation's workspace.
+            summary = approval_words.relative(summary, roots)
+            arguments, cut = _cut(
+                approval_words.relative(
+                    json.dumps(shown_input, indent=2, ensure_ascii=False), roots
+                ),
+                shown,
+            )
             result = results.get(block["id"])
             card = {
                 "id": block["id"],
@@ -368,7 +376,11 @@ def tool_result_context(
     closed = CLOSED_RESULTS.get(str(data.get("content", "")))
     if closed is not None:
         data = {**data, "content": closed[1]}
-    content, cut = _cut(out.text(str(data.get("content", ""))), shown)
+    # Filtered first, then the workspace root cut (no server path reaches the chat), then cut.
+    roots = approval_words.workspace_roots(conversation_id)
+    content, cut = _cut(
+        approval_words.relative(out.text(str(data.get("content", ""))), roots), shown
+    )
     return {
         "conversation_id": conversation_id,
         "content": content,
@@ -385,7 +397,7 @@ def tool_result_context(
             else ""
         ),
         "decision": data.get("decision") or "",
-        "reason": out.text(str(data.get("reason") or "")),
+        "reason": approval_words.relative(out.text(str(data.get("reason") or "")), roots),
     }
 
 

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from skills_app.chat import actions, approval_page, fragments, preferences
 from skills_app.chat import conversations as conv
+from skills_app.chat.approval_words import relative, workspace_roots
 from skills_app.chat.controls import with_csrf
 from skills_app.chat.forms import RenameForm, SearchForm
 from skills_app.chat.model_views import picker_context
@@ -335,8 +336,10 @@ def tool_text(request: HttpRequest, pk: int, tool_use_id: str, part: str) -> Htt
     texts = conv.tool_texts(conversation, tool_use_id, can_inspect=can_inspect)
     if part not in texts:
         raise Http404("No such tool call in this conversation.")
-    # The same filter as the card: a non-inspector's full result is still filtered.
+    # The same filter as the card: a non-inspector's full result is still filtered, and paths
+    # are relative to the workspace, as on the card.
     text = outbound(pk, can_inspect=can_inspect).text(texts[part])
+    text = relative(text, workspace_roots(pk))
     response = HttpResponse(text, content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
     return response
