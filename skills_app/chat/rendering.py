@@ -32,7 +32,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from skills_app.chat import approval_words
+from skills_app.chat import approval_words, denials
 from skills_app.chat.presenters import HiddenContentError, tool_summary
 from skills_app.chat.usage import answer_usage
 from skills_app.core.attachments import human_size
@@ -211,7 +211,7 @@ def _render_message(
     elif row.kind == "attachments":
         context["attachments"] = attachment_chips(row)
     elif row.kind in {"error", "notice"}:
-        context["text"] = out.text(message_text(row))
+        context["text"] = denials.plain(out.text(message_text(row)))
         context["code"] = row.meta.get("code", "")
         # One Retry, on the latest failed turn (the page says which); a live push is the latest.
         retry_id = ctx.get("retry_id", row.pk if row.meta.get("retry") else None)
@@ -346,6 +346,7 @@ def render_skill_call(
     """
     if out is not None:
         error = out.text(error)
+    error = denials.plain(error)
     return render_to_string(
         "skills_app/chat/_skill_call.html",
         {"tool_use_id": tool_use_id, "skill": name, "args": args, "state": state, "error": error},
@@ -378,9 +379,8 @@ def tool_result_context(
         data = {**data, "content": closed[1]}
     # Filtered first, then the workspace root cut (no server path reaches the chat), then cut.
     roots = approval_words.workspace_roots(conversation_id)
-    content, cut = _cut(
-        approval_words.relative(out.text(str(data.get("content", ""))), roots), shown
-    )
+    shown_text = denials.plain(out.text(str(data.get("content", ""))))
+    content, cut = _cut(approval_words.relative(shown_text, roots), shown)
     return {
         "conversation_id": conversation_id,
         "content": content,
@@ -397,7 +397,9 @@ def tool_result_context(
             else ""
         ),
         "decision": data.get("decision") or "",
-        "reason": approval_words.relative(out.text(str(data.get("reason") or "")), roots),
+        "reason": denials.plain(
+            approval_words.relative(out.text(str(data.get("reason") or "")), roots)
+        ),
     }
 
 
