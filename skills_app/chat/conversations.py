@@ -15,6 +15,7 @@ from skills_app.core.transcript import parse_status_message, result_text, retry_
 from skills_app.models import (
     Approval,
     AuditEvent,
+    Comparison,
     Conversation,
     Message,
     Run,
@@ -37,7 +38,12 @@ def search_conversations(
     owner_id: int, query: str = "", *, can_inspect: bool = False
 ) -> QuerySet[Conversation]:
     """The owner's conversations, newest activity first, matching `query` in title or visible text."""
-    conversations = Conversation.objects.owned_by(owner_id).order_by("-updated_at", "-pk")
+    # The delivery-profile comparison's runs are test traffic, on its own page: not in the list.
+    conversations = (
+        Conversation.objects.owned_by(owner_id)
+        .exclude(pk__in=Comparison.conversations.through.objects.values("conversation_id"))
+        .order_by("-updated_at", "-pk")
+    )
     query = query.strip()
     if not query:
         return conversations
