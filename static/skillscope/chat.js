@@ -186,7 +186,8 @@
     if (!target) return;
     event.preventDefault();
     target.scrollIntoView({ block: "center" });
-    target.querySelector("button, summary")?.focus({ preventScroll: true });
+    // Its first answer button (not a control inside the closed "why?" part).
+    (target.querySelector(".actions button") || target.querySelector("summary"))?.focus({ preventScroll: true });
   });
   document.body.addEventListener("htmx:oobAfterSwap", updateWaiting);
   chat.addEventListener("htmx:wsAfterMessage", updateWaiting);
@@ -488,9 +489,25 @@
     }
 
     document.addEventListener("keydown", (event) => {
-      if (event.key === "Escape" && phone.matches && body.classList.contains("sidebar-open")) {
+      if (!phone.matches || !body.classList.contains("sidebar-open")) return;
+      if (event.key === "Escape") {
         event.preventDefault();
         closeDrawer();
+      } else if (event.key === "Tab") {
+        // Round and round inside the drawer (the page behind is inert, the browser's bar is not).
+        const stops = [...sidebar.querySelectorAll("a[href], button, input, select, textarea")].filter(
+          (el) => !el.disabled && el.offsetParent !== null,
+        );
+        if (!stops.length) return;
+        const first = stops[0];
+        const last = stops[stops.length - 1];
+        if (event.shiftKey && document.activeElement === first) {
+          event.preventDefault();
+          last.focus();
+        } else if (!event.shiftKey && document.activeElement === last) {
+          event.preventDefault();
+          first.focus();
+        }
       }
     });
 

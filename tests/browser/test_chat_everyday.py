@@ -189,3 +189,154 @@ def test_streamed_markdown_is_rendered_and_never_becomes_markup(tab, model, size
     # The stored answer (the server's render) allows the same links as the streamed one did.
     assert seen["links"] == ["https://example.org/a", "https://example.org/p.png"]
     assert chat.errors == []
+
+
+# -- keyboard ---------------------------------------------------------------------------------------
+
+
+def focused(chat: ChatPage) -> str:
+    """What has focus: its id, or its tag and accessible text."""
+    return chat.page.evaluate(
+        """() => { const el = document.activeElement;
+        return el.id || (el.tagName.toLowerCase() + ':' + (el.getAttribute('aria-label') || el.textContent.trim())); }"""
+    )
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_the_keyboard_reaches_everything_in_a_sensible_order(tab, model, size):
+    chat = open_chat(tab, size)
+    chat.new_conversation()
+    page = chat.page
+    # The first Tab offers the way to the message box.
+    page.keyboard.press("Tab")
+    assert focused(chat) == "a:Skip to the message box"
+    page.keyboard.press("Enter")
+    assert focused(chat) == "message-input"
+    # From the message box: "+ Attach files" (a real button), then Send.
+    page.keyboard.press("Tab")
+    assert focused(chat) == "attach-button"
+    with page.expect_file_chooser() as chooser:
+        page.keyboard.press("Space")
+    assert chooser.value.is_multiple()
+    page.keyboard.press("Tab")
+    assert focused(chat) == "send-button"
+
+    # The "/" menu: announced, its list reachable (Shift+Tab) and operable by keys.
+    chat.message_box.focus()
+    page.keyboard.type("/")
+    menu = page.get_by_role("listbox", name="Skills")
+    expect(menu).to_be_visible()
+    expect(page.locator("#slash-status")).to_contain_text("match. Up and down arrows choose")
+    page.keyboard.press("Shift+Tab")
+    assert focused(chat) == "slash-menu"
+    expect(menu).to_be_visible()
+    options = menu.get_by_role("option").locator(".option-name").all_inner_texts()
+    page.keyboard.press("End")
+    page.keyboard.press("Enter")
+    expect(chat.message_box).to_have_value(f"{options[-1]} ")
+    assert focused(chat) == "message-input"
+    chat.message_box.fill("")
+
+    # One header menu at a time; focus goes in, Escape closes and returns focus.
+    rename = page.locator(".chat-tools details.rename")
+    model_menu = page.locator(".chat-tools details.model-picker")
+    rename.locator("summary").focus()
+    page.keyboard.press("Enter")
+    expect(rename).to_have_attribute("open", "")
+    expect(rename.get_by_role("textbox", name="New title")).to_be_focused()
+    model_menu.locator("summary").click()
+    expect(model_menu).to_have_attribute("open", "")
+    expect(rename).not_to_have_attribute("open", "")
+    page.keyboard.press("Escape")
+    expect(model_menu).not_to_have_attribute("open", "")
+    expect(model_menu.locator("summary")).to_be_focused()
+    assert chat.errors == []
+
+
+def test_the_phone_drawer_keeps_focus_inside_and_escape_closes_it(tab, model):
+    chat = open_chat(tab, "phone")
+    chat.new_conversation()
+    page = chat.page
+    toggle = page.locator(".chat-head .sidebar-toggle")
+    toggle.focus()
+    page.keyboard.press("Enter")
+    drawer = page.get_by_role("complementary", name="Conversations")
+    expect(drawer).to_be_visible()
+    expect(drawer.get_by_role("searchbox", name="Search conversations")).to_be_focused()
+    expect(page.locator("#chat")).to_have_attribute("inert", "")
+    for _ in range(8):  # Tab never leaves the drawer while it is open
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.getElementById('sidebar').contains(document.activeElement)")
+    screenshot(page, "29-drawer-phone")
+    page.keyboard.press("Escape")
+    expect(drawer).to_be_hidden()
+    expect(toggle).to_be_focused()
+    expect(page.locator("#chat")).not_to_have_attribute("inert", "")
+
+
+# -- the answer waits for the person ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_the_composer_says_when_the_answer_waits_and_links_the_question(tab, model, size):
+    model.enqueue(
+        Reply.text("Long preamble.\n\n" + "\n\n".join(f"Point {i}." for i in range(40))),
+        Reply.tool_use("Bash", {"command": "echo waiting"}, id=f"toolu_wait_{size}"),
+        Reply.text("Done after the approval."),
+        Reply.text("And the queued one answered."),
+    )
+    chat = open_chat(tab, size)
+    chat.new_conversation()
+    chat.send("Write a long list")
+    expect(chat.transcript.locator(".row-assistant .md")).to_contain_text("Point 39.")
+    chat.send("Now run the command")
+    approval = chat.approval()
+    expect(approval.get_by_role("button", name="Allow once")).to_be_visible()
+    note = chat.page.locator("#waiting-note")
+    expect(note).to_be_visible()
+    expect(note).to_contain_text("The answer is waiting for you")
+    chat.send("And after that, summarise")
+    queued = chat.transcript.locator(".row-queued")
+    # What it waits for, in words (the general line is not shown, to a reader or a screen reader).
+    expect(queued.locator(".queued-why-approval")).to_be_visible()
+    expect(queued.locator(".queued-why-end")).to_be_hidden()
+    assert queued.locator(".queued-why").inner_text() == (
+        "sent when the answer ends; it is waiting for your approval above"
+    )
+    # Scroll away from the question; the link brings it back with focus on its first button.
+    chat.page.evaluate("window.scrollTo(0, 0)")
+    note.get_by_role("link", name="Go to the approval request").click()
+    expect(approval.get_by_role("button", name="Allow once")).to_be_focused()
+    expect(approval).to_be_in_viewport()
+    screenshot(chat.page, f"29-waiting-{size}")
+    chat.page.keyboard.press("Enter")  # Allow once, from the keyboard
+    expect(note).to_be_hidden()
+    # Focus does not fall to the top of the page when the card's buttons go.
+    expect(chat.message_box).to_be_focused()
+    expect(chat.transcript.locator(".row-assistant .md").last).to_have_text(
+        "And the queued one answered."
+    )
+    assert chat.errors == []
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_jump_to_the_newest_shows_when_the_end_is_out_of_view(tab, model, size):
+    model.enqueue(Reply.text("\n\n".join(f"Paragraph {i} of a long answer." for i in range(60))))
+    chat = open_chat(tab, size)
+    chat.new_conversation()
+    chat.send("Write at length")
+    expect(chat.transcript.locator(".row-assistant .md")).to_contain_text("Paragraph 59")
+    jump = chat.page.get_by_role("button", name="Jump to the newest")
+    expect(jump).to_be_hidden()
+    chat.page.evaluate("window.scrollTo(0, 0)")
+    expect(jump).to_be_visible()
+    screenshot(
+        chat.page,
+        f"29-jump-{size}",
+    )
+    jump.click()
+    expect(jump).to_be_hidden()
+    assert chat.page.evaluate(
+        "window.innerHeight + window.scrollY >= document.body.scrollHeight - 120"
+    )
+    expect(chat.message_box).to_be_focused()
