@@ -4,6 +4,8 @@ streams, the first screen, titles and times, editing an earlier message, jump to
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -340,3 +342,132 @@ def test_jump_to_the_newest_shows_when_the_end_is_out_of_view(tab, model, size):
         "window.innerHeight + window.scrollY >= document.body.scrollHeight - 120"
     )
     expect(chat.message_box).to_be_focused()
+
+
+# -- the first screen ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_signing_in_lands_on_a_conversation_that_explains_skills(browser, chat_server, model, size):
+    from tests.browser.live_server import USERS
+    from tests.browser.server_data import run_in_server
+
+    # Each width starts as a person who has not closed the introduction yet.
+    run_in_server(
+        chat_server,
+        "from skills_app.models import UserPreference\n"
+        "UserPreference.objects.filter(user__username='alice').update(intro_dismissed_at=None)\n",
+    )
+    context = browser.new_context(viewport=VIEWPORTS[size])
+    try:
+        page = context.new_page()
+        page.goto(f"{chat_server.url}/accounts/login/")
+        page.get_by_label("Username").fill("alice")
+        page.get_by_label("Password").fill(USERS["alice"])
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url(re.compile(r"/c/\d+/$"))
+        first = page.url
+        intro = page.get_by_role("region", name="Getting started with skills")
+        expect(intro).to_be_visible()
+        expect(intro).to_contain_text("type / in the message box")
+        expect(intro.get_by_role("link", name="See all skills")).to_have_attribute(
+            "href", "/skills/"
+        )
+        expect(page.get_by_role("textbox", name="Message")).to_be_visible()
+        # No developer settings for an ordinary user: no delivery profile, no server settings.
+        expect(page.locator("body")).not_to_contain_text("Skills delivered as")
+        expect(page.locator("body")).not_to_contain_text("ANTHROPIC_API_KEY")
+        screenshot(page, f"29-first-screen-{size}")
+        # New, again and again, stays on the one unused conversation.
+        if size == "phone":
+            page.locator(".chat-head .sidebar-toggle").click()
+        page.get_by_role("button", name="New", exact=True).click()
+        page.wait_for_load_state()
+        assert page.url == first
+        intro.get_by_role("button", name="Got it, hide this").click()
+        page.wait_for_url(first)
+        expect(page.get_by_role("region", name="Getting started with skills")).to_have_count(0)
+        page.goto(f"{chat_server.url}/")
+        expect(page.locator("body")).not_to_contain_text("Skills delivered as")
+    finally:
+        context.close()
+
+
+# -- editing an earlier message, titles in words, times in the person's zone ------------------------
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_an_earlier_message_is_edited_and_later_turns_become_a_replaced_branch(tab, model, size):
+    model.enqueue(
+        Reply.text("Answer one."),
+        Reply.text("Answer two."),
+        Reply.text("Answer to the better first question."),
+    )
+    chat = open_chat(tab, size)
+    chat.new_conversation()
+    chat.send("First questoin")
+    expect(chat.transcript.locator(".row-assistant .md")).to_have_count(1)
+    chat.send("Second question")
+    expect(chat.transcript.locator(".row-assistant .md")).to_have_count(2)
+    first = chat.transcript.locator(".row-user").filter(has_text="First questoin")
+    first.get_by_role("button", name="Edit", exact=True).click()
+    box = first.get_by_role("textbox", name="Edited message")
+    expect(box).to_be_focused()
+    expect(box).to_have_value("First questoin")
+    box.fill("First question, better")
+    first.get_by_role("button", name="Send edited message").click()
+    expect(chat.transcript.locator(".row-assistant:not(.replaced) .md")).to_have_text(
+        ["Answer to the better first question."]
+    )
+    expect(chat.transcript.locator(".row.replaced")).to_have_count(4)
+    screenshot(chat.page, f"29-edit-earlier-{size}")
+    sent = str(model.requests[-1]["messages"])
+    assert "First question, better" in sent
+    assert "Second question" not in sent and "Answer one." not in sent
+    chat.reload()
+    expect(chat.transcript.locator(".row.replaced")).to_have_count(4)
+    # Escape closes an edit and gives focus back to its button.
+    kept = chat.transcript.locator(".row-user:not(.replaced)")
+    kept.get_by_role("button", name="Edit", exact=True).click()
+    chat.page.keyboard.press("Escape")
+    expect(kept.get_by_role("textbox", name="Edited message")).to_have_count(0)
+    expect(kept.get_by_role("button", name="Edit", exact=True)).to_be_focused()
+
+
+def test_a_slash_command_is_titled_in_words_and_times_follow_the_persons_zone(
+    browser, chat_server, auth_states, model
+):
+    model.enqueue(
+        Reply.text("Status: all green."), Reply.text("A second answer."), Reply.text("A third.")
+    )
+    context = browser.new_context(
+        storage_state=auth_states["alice"], timezone_id="Asia/Tokyo", viewport=VIEWPORTS["desktop"]
+    )
+    try:
+        chat = ChatPage(context.new_page(), chat_server.url)
+        chat.new_conversation()
+        chat.send("/browser-slash in/notes/weekly-sync.md")
+        expect(chat.page.locator("#conversation-title")).to_have_text(
+            "Browser slash: weekly-sync.md"
+        )
+        expect(chat.page.get_by_role("navigation", name="Your conversations")).to_contain_text(
+            "Browser slash: weekly-sync.md"
+        )
+        # The browser's zone is stored; a live fragment and the reloaded page say the same time.
+        expect(chat.page.locator("body")).to_have_attribute("data-time-zone", "Asia/Tokyo")
+        chat.page.get_by_role("button", name="Regenerate").click()
+        note = chat.transcript.locator(".replaced-note time").first
+        expect(note).to_have_attribute("title", "Asia/Tokyo")
+        live_text = note.inner_text()
+        iso = note.get_attribute("datetime")
+        chat.reload()
+        reloaded = chat.transcript.locator(".replaced-note time").first
+        assert reloaded.inner_text() == live_text
+        offset = chat.page.evaluate(
+            "(iso) => new Date(iso).toLocaleTimeString('en-GB', {timeZone: 'Asia/Tokyo', hour: '2-digit', minute: '2-digit', hourCycle: 'h23'})",
+            iso,
+        )
+        assert live_text == offset
+        screenshot(chat.page, "29-title-and-time-desktop")
+    finally:
+        context.close()
