@@ -38,10 +38,12 @@ def search_conversations(
     owner_id: int, query: str = "", *, can_inspect: bool = False
 ) -> QuerySet[Conversation]:
     """The owner's conversations, newest activity first, matching `query` in title or visible text."""
-    # The delivery-profile comparison's runs are test traffic, on its own page: not in the list.
+    # The runs of the person's own delivery-profile comparisons are test traffic, on the
+    # comparison's page: not in the list.
+    compared = Comparison.conversations.through.objects.filter(comparison__created_by_id=owner_id)
     conversations = (
         Conversation.objects.owned_by(owner_id)
-        .exclude(pk__in=Comparison.conversations.through.objects.values("conversation_id"))
+        .exclude(pk__in=compared.values("conversation_id"))
         .order_by("-updated_at", "-pk")
     )
     query = query.strip()

@@ -11,6 +11,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import PROBE_MARKER
 from tests.browser.pages import ChatPage, screenshot
+from tests.browser.test_chat_daily import doc_screenshot
 from tests.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
@@ -57,7 +58,7 @@ def test_stop_withdraws_the_question_marks_the_chip_and_the_next_message_is_answ
     )
     note = chat.transcript.locator(".row-notice").filter(has_text="Stopped.")
     expect(note).to_have_count(1)
-    screenshot(chat.page, f"29-stopped-{size}")
+    doc_screenshot(chat.page, f"stopped-{size}")
 
     # A reload shows the same clean end: no buttons, the chip stopped, the note kept.
     chat.reload()
@@ -123,7 +124,7 @@ def test_copy_buttons_copy_what_the_viewer_sees_and_say_so(tab, model, size):
     output = clipboard(chat)
     assert "[hidden skill file browser-probe/SKILL.md withheld:" in output
     assert PROBE_MARKER not in output
-    screenshot(chat.page, f"29-copy-{size}")
+    doc_screenshot(chat.page, f"copy-{size}")
     assert chat.errors == []
 
 
@@ -182,7 +183,7 @@ def test_streamed_markdown_is_rendered_and_never_becomes_markup(tab, model, size
     assert seen["links"] == ["https://example.org/a"]
     # A refused link keeps its words and loses its address, as the server's sanitiser does.
     expect(chat.live_text).to_contain_text("a link and tabbed and data")
-    screenshot(chat.page, f"29-streamed-markdown-{size}")
+    doc_screenshot(chat.page, f"streamed-markdown-{size}")
 
     release.set()
     expect(chat.transcript.locator(".row-assistant .md")).to_contain_text("THE-END")
@@ -310,7 +311,7 @@ def test_the_composer_says_when_the_answer_waits_and_links_the_question(tab, mod
     note.get_by_role("link", name="Go to the approval request").click()
     expect(approval.get_by_role("button", name="Allow once")).to_be_focused()
     expect(approval).to_be_in_viewport()
-    screenshot(chat.page, f"29-waiting-{size}")
+    doc_screenshot(chat.page, f"waiting-for-you-{size}")
     chat.page.keyboard.press("Enter")  # Allow once, from the keyboard
     expect(note).to_be_hidden()
     # Focus does not fall to the top of the page when the card's buttons go.
@@ -377,7 +378,7 @@ def test_signing_in_lands_on_a_conversation_that_explains_skills(browser, chat_s
         # No developer settings for an ordinary user: no delivery profile, no server settings.
         expect(page.locator("body")).not_to_contain_text("Skills delivered as")
         expect(page.locator("body")).not_to_contain_text("ANTHROPIC_API_KEY")
-        screenshot(page, f"29-first-screen-{size}")
+        doc_screenshot(page, f"first-screen-{size}")
         # New, again and again, stays on the one unused conversation.
         if size == "phone":
             page.locator(".chat-head .sidebar-toggle").click()
@@ -420,7 +421,7 @@ def test_an_earlier_message_is_edited_and_later_turns_become_a_replaced_branch(t
         ["Answer to the better first question."]
     )
     expect(chat.transcript.locator(".row.replaced")).to_have_count(4)
-    screenshot(chat.page, f"29-edit-earlier-{size}")
+    doc_screenshot(chat.page, f"edit-earlier-{size}")
     sent = str(model.requests[-1]["messages"])
     assert "First question, better" in sent
     assert "Second question" not in sent and "Answer one." not in sent
@@ -468,6 +469,85 @@ def test_a_slash_command_is_titled_in_words_and_times_follow_the_persons_zone(
             iso,
         )
         assert live_text == offset
-        screenshot(chat.page, "29-title-and-time-desktop")
+        doc_screenshot(chat.page, "slash-command-titled-desktop")
     finally:
         context.close()
+
+
+# -- refusals in words; comparison runs apart ----------------------------------------------------------
+
+DENY_RULE = """
+from skills_app.models import PermissionRule
+PermissionRule.objects.get_or_create(
+    behavior="deny", rule_text="Bash(rm *)",
+    defaults={"note": "Deleting files is done by the IT desk."},
+)
+"""
+
+SEED_COMPARISON = """
+from django.contrib.auth.models import User
+from skills_app.models import Comparison, Conversation, Run, SkillInvocation
+audrey = User.objects.get(username="audrey")
+if not Comparison.objects.filter(created_by=audrey, prompt="seeded").exists():
+    comparison = Comparison.objects.create(created_by=audrey, prompt="seeded", skills=[])
+    compared = Conversation.objects.create(owner=audrey, title=f"Compare #{comparison.pk} · seeded",
+                                           last_event_seq=2)
+    comparison.conversations.add(compared)
+    run = Run.objects.create(conversation=compared, status=Run.DONE)
+    for _ in range(3):
+        SkillInvocation.objects.create(conversation=compared, run=run, skill="browser-probe",
+                                       caller="model", decision="allowed")
+"""
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_a_refusal_is_said_in_words_with_the_admins_note(tab, model, chat_server, size):
+    from tests.browser.server_data import run_in_server
+
+    run_in_server(chat_server, DENY_RULE)
+    model.enqueue(
+        Reply.tool_use("Bash", {"command": "rm -rf old"}, id=f"toolu_deny_{size}"),
+        Reply.text("I may not delete files here."),
+    )
+    chat = open_chat(tab, size)
+    chat.new_conversation()
+    chat.send("Delete the old folder")
+    expect(chat.transcript.locator(".row-assistant .md").last).to_have_text(
+        "I may not delete files here."
+    )
+    result = chat.transcript.locator('.tool[data-tool="Bash"] .tool-result')
+    expect(result.locator("summary")).to_contain_text(
+        "an administrator's rule does not allow Bash(rm *)"
+    )
+    expect(result.locator("summary")).to_contain_text("Deleting files is done by the IT desk.")
+    expect(chat.transcript).not_to_contain_text("(admin #")
+    expect(chat.transcript).not_to_contain_text('deny rule "')
+    result.locator("summary").click()
+    doc_screenshot(chat.page, f"denied-in-words-{size}")
+    # The model is told the exact rule (what the audit keeps too).
+    assert "(admin #" in str(model.requests[-1]["messages"])
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_comparison_runs_stay_out_of_the_auditors_list_and_totals(tab, model, chat_server, size):
+    from tests.browser.server_data import run_in_server
+
+    run_in_server(chat_server, SEED_COMPARISON)
+    model.enqueue(Reply.text("Audited answer."))
+    audrey = open_chat(tab, size, "audrey")
+    audrey.new_conversation()
+    audrey.send("A real question")
+    expect(audrey.transcript.locator(".row-assistant .md")).to_have_text("Audited answer.")
+    expect(audrey.page.get_by_role("navigation", name="Your conversations")).not_to_contain_text(
+        "Compare #"
+    )
+    audrey.page.goto(f"{audrey.base_url}/")
+    expect(audrey.page.locator("#conversation-list")).to_contain_text("A real question")
+    expect(audrey.page.locator("#conversation-list")).not_to_contain_text("Compare #")
+    audrey.page.goto(f"{audrey.base_url}/audit/")
+    expect(audrey.page.locator("#comparison-note")).to_contain_text(
+        "invocations made by delivery-profile comparisons"
+    )
+    screenshot(audrey.page, f"29-audit-comparisons-apart-{size}")
+    audrey.page.locator("#comparison-note").get_by_role("link", name="Show them").click()
+    expect(audrey.page.locator('[data-count="total"]')).to_have_text("3")

@@ -11,6 +11,7 @@ import pytest
 from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.pages import screenshot
+from tests.browser.test_chat_daily import doc_screenshot
 from tests.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
@@ -79,7 +80,7 @@ def test_every_action_works_as_a_post_with_a_redirect(page_without_js, chat_serv
     approval = page.locator("#transcript .approval[data-status='pending']")
     reload_until(page, approval, "the approval request")
     expect(page.locator("#waiting-note")).to_be_visible()
-    screenshot(page, f"29-nojs-approval-{size}")
+    doc_screenshot(page, f"no-javascript-approval-{size}")
     approval.get_by_label("Reason (optional, sent with Deny)").fill("not now")
     approval.get_by_role("button", name="Deny").click()
     expect(page).to_have_url(url)
