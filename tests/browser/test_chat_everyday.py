@@ -551,3 +551,28 @@ def test_comparison_runs_stay_out_of_the_auditors_list_and_totals(tab, model, ch
     screenshot(audrey.page, f"29-audit-comparisons-apart-{size}")
     audrey.page.locator("#comparison-note").get_by_role("link", name="Show them").click()
     expect(audrey.page.locator('[data-count="total"]')).to_have_text("3")
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_tool_cards_show_workspace_paths_not_server_paths(tab, model, chat_server, size):
+    model.enqueue(
+        Reply.tool_use(
+            "Bash",
+            {"command": "pwd && mkdir -p out && touch out/a.txt && ls -d $PWD/out"},
+            id=f"toolu_pwd_{size}",
+        ),
+        Reply.text("That is the workspace."),
+    )
+    chat = open_chat(tab, size)
+    chat.new_conversation()
+    chat.send("Where am I?")
+    chat.approval().get_by_role("button", name="Allow once").click()
+    expect(chat.transcript.locator(".row-assistant .md").last).to_have_text(
+        "That is the workspace."
+    )
+    card = chat.transcript.locator('.tool[data-tool="Bash"]')
+    card.locator(".tool-result summary").click()
+    expect(card.locator(".tool-output")).to_have_text(re.compile(r"^\.\nout\n"))
+    server_dir = str(chat_server.config.var_dir)
+    assert server_dir not in chat.page.content()
+    screenshot(chat.page, f"29-workspace-paths-{size}")
