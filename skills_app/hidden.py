@@ -41,6 +41,7 @@ from skills_app.models import (
     SkillPackage,
     VisibleSkillSource,
 )
+from skills_app.workspaces import workspace_for
 
 logger = logging.getLogger(__name__)
 
@@ -160,8 +161,6 @@ def _source_folders(inv: SkillInvocation) -> Iterator[Path]:
 
 
 def _staged_folder(conversation_id: int, name: str) -> Path | None:
-    from skills_app.runs.factory import workspace_for
-
     try:
         return workspace_for(conversation_id).skills_dir / skill_folder_name(name)
     except WorkspaceError:

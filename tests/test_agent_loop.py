@@ -85,7 +85,7 @@ async def test_it_coalesces_text_deltas_into_few_frames_and_fewer_writes(
 async def test_it_answers_a_tool_use_and_sends_the_result_back(
     setup, conversation, alice, settings
 ):
-    from skills_app.runs.factory import workspace_for
+    from skills_app.workspaces import workspace_for
 
     ws = await sync_to_async(workspace_for)(conversation.pk)
     (ws.work_dir / "notes.txt").write_text("alpha\nbeta\n")

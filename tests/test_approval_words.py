@@ -11,7 +11,7 @@ from skills_app.chat.rendering import render_approval
 from skills_app.models import Approval, Conversation, PermissionRule, Run
 from skills_app.permissions.approvals import answer_approval
 from skills_app.runs import supervisor as runs
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import use_fake_model, write_skills
 from tests.test_approvals import pending

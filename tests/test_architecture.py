@@ -1,16 +1,62 @@
-"""The shape of the code: `skills_app/core/` is plain Python (no Django) without import cycles.
+"""The shape of the code: layers import downwards only, and `skills_app/core/` is plain Python.
 
 Imports are read from the source with `ast` (module level and inside functions, also under
-`TYPE_CHECKING`), so a cycle hidden in a late import counts too.
+`TYPE_CHECKING`), so an upward edge or a cycle hidden in a late import counts too.
+
+The layers, lowest first (DESIGN "Shape of the code", docs/architecture.md):
+
+    core <- models <- registry/permissions <- visibility/hidden <- runs
+         <- chat/audit/triggers/compare/accounts/ops <- entry points
+
+A module may import its own layer and the layers below it. Where a package needs something from
+a layer above (runs rendering fragments, runs telling chat a run ended), the layer above hands
+it down as a port or a subscriber, wired by an entry point.
 """
 
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
-CORE = ROOT / "skills_app" / "core"
+APP = ROOT / "skills_app"
+CORE = APP / "core"
+
+# Top-level names under skills_app (packages or modules), lowest layer first.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("core",)),
+    # The data: rows (models), a conversation's files (workspaces), request types for views.
+    ("models", ("models", "migrations", "workspaces", "http")),
+    ("registry/permissions", ("registry", "permissions")),
+    ("visibility/hidden", ("visibility", "hidden")),
+    ("runs", ("runs",)),
+    ("features", ("chat", "audit", "triggers", "compare", "accounts", "ops", "templatetags")),
+    (
+        "entry points",
+        (
+            "admin",
+            "adminkit",
+            "apps",
+            "checks",
+            "context_processors",
+            "management",
+            "routing",
+            "urls",
+            "wiring",
+        ),
+    ),
+)
+ENTRY = len(LAYERS) - 1
+FEATURES = ENTRY - 1
+# Modules named for what Django calls into from outside stand above their package's own logic:
+# a package's pages (`views`) with the features, its admin and URL configuration with the entry
+# points. So the registry's Skills page may show what the rules block, and the registry's logic
+# still never imports the rules' admin.
+PAGE_MODULES = ("views",)
+ENTRY_MODULES = ("admin", "urls")
 
 
 def _module_name(path: Path) -> str:
@@ -52,6 +98,94 @@ def _core_graph() -> dict[str, set[str]]:
     return graph
 
 
+@cache
+def _app_modules() -> dict[str, Path]:
+    files = [*APP.rglob("*.py"), *(ROOT / "webapp").rglob("*.py")]
+    return {_module_name(p): p for p in files}
+
+
+def layer_of(module: str) -> int | None:
+    """The layer of a module of ours (None: not ours, e.g. django)."""
+    parts = module.split(".")
+    if parts[0] == "webapp":
+        return ENTRY
+    if parts[0] != "skills_app" or len(parts) < 2:
+        return None
+    index = next((i for i, (_label, names) in enumerate(LAYERS) if parts[1] in names), None)
+    if index is None:
+        raise AssertionError(
+            f"{module} is in no layer: add skills_app.{parts[1]} to LAYERS in "
+            "tests/test_architecture.py"
+        )
+    if len(parts) > 2 and _named(parts[-1], ENTRY_MODULES):
+        return ENTRY
+    if len(parts) > 2 and _named(parts[-1], PAGE_MODULES):
+        return max(index, FEATURES)
+    return index
+
+
+def _named(last: str, names: tuple[str, ...]) -> bool:
+    return any(
+        last == name or last.startswith(f"{name}_") or last.endswith(f"_{name}") for name in names
+    )
+
+
+def _package(module: str) -> str:
+    parts = module.split(".")
+    return parts[0] if parts[0] == "webapp" else ".".join(parts[:2])
+
+
+def upward_edges() -> list[str]:
+    """Every import from a module to one in a higher layer, as `a -> b (layer x imports layer y)`."""
+    found = []
+    for name, path in sorted(_app_modules().items()):
+        here = layer_of(name)
+        for target in sorted(_imports(path)):
+            there = layer_of(target)
+            if here is not None and there is not None and there > here:
+                found.append(f"{name} -> {target} ({LAYERS[here][0]} imports {LAYERS[there][0]})")
+    return found
+
+
+def package_cycles() -> list[list[str]]:
+    """Cycles among the packages below the features (imports within a layer included).
+
+    Features may use each other (the audit shows a chat, a chat records into the audit trail);
+    everything a feature stands on is one-way.
+    """
+    graph: dict[str, set[str]] = {}
+    below = range(FEATURES)
+    for name, path in _app_modules().items():
+        if layer_of(name) not in below:
+            continue
+        source = _package(name)
+        for target in _imports(path):
+            if layer_of(target) in below and _package(target) != source:
+                graph.setdefault(source, set()).add(_package(target))
+    return _cycles(graph)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the stack, 2: done
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+    return cycles
+
+
 def test_core_never_imports_django():
     offenders = {
         _module_name(path): sorted(
@@ -64,30 +198,67 @@ def test_core_never_imports_django():
 
 def test_core_has_no_import_cycles():
     graph = _core_graph()
-    cycles: list[list[str]] = []
-    state: dict[str, int] = {}  # 1: on the stack, 2: done
-
-    def visit(node: str, stack: list[str]) -> None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt) :] + [nxt])
-            elif nxt not in state:
-                visit(nxt, stack)
-        stack.pop()
-        state[node] = 2
-
-    for node in sorted(graph):
-        if node not in state:
-            visit(node, [])
+    cycles = _cycles(graph)
     # A package importing its own submodules (to re-export them) is not a cycle of concern.
     real = [c for c in cycles if not all(m.startswith(c[0] + ".") for m in c[1:-1])]
     assert real == [], "\n".join(" -> ".join(c) for c in real)
 
 
+def test_every_module_has_a_layer():
+    assert {name: layer_of(name) for name in _app_modules()}  # raises naming a stray module
+
+
+def test_no_module_imports_a_higher_layer():
+    edges = upward_edges()
+    assert edges == [], "imports that go up a layer:\n" + "\n".join(edges)
+
+
+def test_packages_import_each_other_without_cycles():
+    cycles = package_cycles()
+    assert cycles == [], "package cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
 def test_the_graph_sees_a_known_edge():
-    """Positive control: the reader finds imports that exist."""
+    """Positive control: the reader finds imports that exist, at module level and in functions."""
     graph = _core_graph()
     assert "skills_app.core.profiles" in graph["skills_app.core.request"]
     assert "skills_app.core.ports" in graph["skills_app.core.runner"]
+    assert "skills_app.runs.supervisor" in _imports(APP / "chat" / "actions.py")
+
+
+@pytest.mark.parametrize(
+    "source, module, edge",
+    [
+        (
+            "def late():\n    from skills_app.chat import titles\n",
+            "skills_app.runs.example",
+            "skills_app.runs.example -> skills_app.chat.titles (runs imports features)",
+        ),
+        (
+            "from skills_app.runs.factory import build_runner\n",
+            "skills_app.hidden",
+            "skills_app.hidden -> skills_app.runs.factory (visibility/hidden imports runs)",
+        ),
+        (
+            "from skills_app.chat import urls\n",
+            "skills_app.audit.trail",
+            "skills_app.audit.trail -> skills_app.chat.urls (features imports entry points)",
+        ),
+    ],
+)
+def test_an_upward_import_is_named(tmp_path, monkeypatch, source, module, edge):
+    """Negative control: a planted upward import (also one inside a function) fails, by name."""
+    path = ROOT.joinpath(*module.split(".")).with_suffix(".py")
+    planted = tmp_path / path.name
+    planted.write_text(source)
+    modules = {**_app_modules(), module: planted}
+    real_name = _module_name
+    monkeypatch.setattr(f"{__name__}._app_modules", lambda: modules)
+    monkeypatch.setattr(
+        f"{__name__}._module_name", lambda p: module if p == planted else real_name(p)
+    )
+    assert edge in upward_edges()
+
+
+def test_a_package_cycle_is_named():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]

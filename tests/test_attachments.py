@@ -18,7 +18,7 @@ from django.test import Client
 from skills_app.chat import actions
 from skills_app.models import Attachment, AuditEvent, Conversation, Message, Run
 from skills_app.runs import supervisor as runs
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, use_fake_model, write_skills
 

@@ -2,11 +2,16 @@ from __future__ import annotations
 
 import io
 import re
+import threading
+import time
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import transaction
 
-from skills_app.models import Conversation, Message, PermissionRule
+from skills_app.core.titles import DEFAULT_TITLE, title_from_message
+from skills_app.models import Conversation, Message, PermissionRule, QueuedMessage, Run
+from skills_app.runs import pending
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -121,3 +126,54 @@ def test_a_known_model_that_is_not_offered_is_refused(admin_user, settings):
     settings.ANTHROPIC_MODELS = ["claude-opus-4-8"]
     with pytest.raises(CommandError, match="known model but not offered here; add it to"):
         chat("--model", "claude-fable-5", "hello")
+
+
+def test_nothing_the_run_started_is_still_writing_when_the_command_returns(admin_user, monkeypatch):
+    """The after-work of a run (here: the queue check) is awaited, never cut off mid-write.
+
+    Before, it ran as a detached task the event loop cancelled on exit while its thread still
+    held a transaction, and the next write failed with "database table is locked".
+    """
+    original, finished = pending._take_next, threading.Event()
+
+    def slow(conversation_id):
+        # Fault injection, not synchronisation: hold the transaction open longer than usual.
+        with transaction.atomic():
+            taken = original(conversation_id)
+            time.sleep(0.3)
+        finished.set()
+        return taken
+
+    monkeypatch.setattr(pending, "_take_next", slow)
+    output = chat("hello there")
+    assert finished.is_set()
+    conversation_id = int(re.search(r"conversation id: (\d+)", output).group(1))
+    conversation = Conversation.objects.get(pk=conversation_id)
+    conversation.model = "claude-sonnet-5"
+    conversation.save(update_fields=["model"])  # the write that found the table locked
+    chat("--conversation", str(conversation_id), "again")
+
+
+def test_a_new_conversation_is_titled_after_its_first_answer(admin_user):
+    output = chat("plan a picnic for saturday")
+    conversation = Conversation.objects.get()
+    assert conversation.title == title_from_message("plan a picnic for saturday")
+    assert conversation.title != DEFAULT_TITLE and conversation.title_auto
+    assert f"title: {conversation.title}" in output
+
+
+def test_a_message_queued_meanwhile_is_sent_and_answered_before_the_command_exits(admin_user):
+    conversation = Conversation.objects.create(owner=admin_user, title="queue")
+    # Queued in a browser tab while a run was busy (the queue only holds it until a run ends).
+    queued = QueuedMessage.objects.create(
+        conversation=conversation, author=admin_user, text="and the second question"
+    )
+    output = chat("--conversation", str(conversation.pk), "first question")
+    queued.refresh_from_db()
+    assert queued.status == QueuedMessage.SENT
+    assert "you: first question" in output and "you: and the second question" in output
+    runs = list(conversation.runs.order_by("pk"))
+    assert [r.status for r in runs] == [Run.DONE, Run.DONE]
+    assert runs[1].prompt == "and the second question"
+    answers = Message.objects.filter(conversation=conversation, role="assistant", kind="text")
+    assert answers.count() == 2

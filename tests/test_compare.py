@@ -10,7 +10,7 @@ from django.test import AsyncClient, Client
 from skills_app.models import Comparison, Conversation, Message, ModelCall, PermissionRule, Run
 from skills_app.runs import store
 from skills_app.runs import supervisor as runs
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.fake_anthropic import FakeAnthropic, Reply
 from tests.loop_helpers import use_fake_model, write_skills
 

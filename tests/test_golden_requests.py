@@ -30,7 +30,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
 from skills_app.models import Conversation, Message, PermissionRule, Run
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, run_turn, use_fake_model
 from tests.test_example_skills import (

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from asgiref.sync import sync_to_async
 
-from skills_app.ops.logcontext import RunContextFilter, current_ids, log_context
+from skills_app.core.logcontext import RunContextFilter, current_ids, log_context
 from skills_app.ops.logformat import JsonFormatter
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,7 +113,7 @@ def _django_logs(
 
 LOG_INSIDE_A_RUN = (
     "import logging\n"
-    "from skills_app.ops.logcontext import log_context\n"
+    "from skills_app.core.logcontext import log_context\n"
     "with log_context(run_id=41, conversation_id=42):\n"
     "    logging.getLogger('skills_app.runs.execute').warning('model call %s failed', 2)\n"
 )

@@ -9,7 +9,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Permission
 
 from skills_app.models import Approval, Conversation, PermissionRule, Run, RunEvent
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, rows, run_turn, use_fake_model
 

@@ -356,7 +356,7 @@ def build_world(alice: Any, bob: Any, auditor: Any, tmp_path: Path) -> World:
         comparison = comparison_model.objects.create(created_by=auditor, prompt="Compare these")
         comparison.conversations.add(conversation)
         ids["comparison"] = comparison.pk
-    from skills_app.runs.factory import workspace_for
+    from skills_app.workspaces import workspace_for
 
     out = Path(workspace_for(conversation.pk).root) / "out"
     out.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from asgiref.sync import sync_to_async
 from skills_app.core.profiles.run_files import workspace_files
 from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, PermissionRule
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 

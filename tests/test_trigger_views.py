@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 
 from skills_app.models import SkillPackage, TriggerQuery, TriggerResult, TriggerRun
+from skills_app.registry import trigger_sets as sets
 from skills_app.registry import uploads
-from skills_app.triggers import sets
 from tests.trigger_helpers import (
     BODY_MARKER,
     CASES,

@@ -5,7 +5,7 @@ from django.test import Client
 
 from skills_app.core.transcript import status_message_text
 from skills_app.models import Approval, Conversation, Message, Run, RunEvent, SkillInvocation
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 
 pytestmark = pytest.mark.django_db
 

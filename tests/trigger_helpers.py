@@ -11,8 +11,8 @@ from typing import Any
 
 from skills_app.core.triggers.cases import TriggerCase
 from skills_app.models import SkillPackage, TriggerRun
+from skills_app.registry import trigger_sets as sets
 from skills_app.registry import uploads
-from skills_app.triggers import sets
 
 # Unique text in each body: it reaches the model only when the skill loads, never a report.
 BODY_MARKER = "TRIGGER-BODY-MARKER-4c2e"

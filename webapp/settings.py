@@ -294,7 +294,7 @@ STORAGES = {
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 
 # Logs go to stderr (journald under systemd). LOG_FORMAT=json writes one JSON object per line;
-# records logged while a run executes carry run_id and conversation_id (skills_app.ops.logcontext).
+# records logged while a run executes carry run_id and conversation_id (skills_app.core.logcontext).
 LOG_FORMAT = env_choice("LOG_FORMAT", "text", ("text", "json"))
 LOG_LEVEL = env_choice(
     "LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"), upper=True
@@ -302,7 +302,7 @@ LOG_LEVEL = env_choice(
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"run_context": {"()": "skills_app.ops.logcontext.RunContextFilter"}},
+    "filters": {"run_context": {"()": "skills_app.core.logcontext.RunContextFilter"}},
     "formatters": {
         "text": {"format": "%(asctime)s %(levelname)s %(name)s%(log_context)s: %(message)s"},
         "json": {"()": "skills_app.ops.logformat.JsonFormatter"},

@@ -31,7 +31,7 @@ from skills_app.models import (
     RunEvent,
     SkillInvocation,
 )
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 
 logger = logging.getLogger(__name__)
 

@@ -29,8 +29,8 @@ from skills_app.core.attachments import AttachmentError, Limits
 from skills_app.core.tools.workspace import WorkspaceError, WorkspaceFileError, open_workspace_file
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import Attachment, AuditEvent, Conversation
-from skills_app.runs.factory import workspace_for
 from skills_app.visibility import INSPECT_PERMISSION
+from skills_app.workspaces import workspace_for
 
 logger = logging.getLogger(__name__)
 

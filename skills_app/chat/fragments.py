@@ -58,20 +58,13 @@ from skills_app.core.events import (
 )
 from skills_app.models import Approval, Conversation, Message, QueuedMessage
 from skills_app.models import RunEvent as StoredEvent
+from skills_app.runs.wiring import Fragments
 from skills_app.visibility import outbound
 
 # Swap styles of a part: a new element, an update of one the tab may have, a whole replacement.
 APPEND, UPDATE, REPLACE = "append", "update", "replace"
 # The tool the model loads skills with: its result shows as the skill's chip, not a tool card.
 SKILL_TOOL = "Skill"
-
-
-@dataclass(frozen=True, slots=True)
-class Fragments:
-    """An event's HTML for ordinary users (None: nothing for them) and for inspectors."""
-
-    public: str | None
-    inspector: str | None
 
 
 class Item(Protocol):

@@ -12,12 +12,16 @@ from django.conf import settings
 from django.utils import timezone
 
 from skills_app.models import Run
+from skills_app.runs.errors import RunError
 
 WINDOW = timedelta(minutes=1)
 
 
-class RateLimitError(Exception):
-    """The user hit a sending limit; the message says which and when to try again."""
+class RateLimitError(RunError):
+    """The user hit a sending limit; the message says which and when to try again.
+
+    A RunError: a run cannot start, and whoever starts runs shows the reason as it is.
+    """
 
 
 def check_send(user_id: int) -> None:

@@ -44,6 +44,7 @@ from skills_app.core.transcript import (
     text_of,
 )
 from skills_app.models import Approval, Message
+from skills_app.runs.recorder import LIVE_RESULT_CHARS
 from skills_app.visibility import Outbound, outbound
 
 LINK_REL = "noopener noreferrer nofollow"
@@ -69,9 +70,9 @@ _FORMATTER = HtmlFormatter(nowrap=True)
 # Assistant rows whose blocks are rendered as text and tool cards.
 ASSISTANT_CONTENT_KINDS = frozenset({"text", "tool_use"})
 
-# The same as the recorder's live cut (runs.recorder.LIVE_RESULT_CHARS): a live result of this
-# length may have been cut already, so it gets the link to the full text too.
-SHOWN_CHARS = 4_000
+# The recorder's live cut: a live result of this length may have been cut already, so it gets
+# the link to the full text too.
+SHOWN_CHARS = LIVE_RESULT_CHARS
 MIN_SHOWN_CHARS = 200
 SHOWN_ARTIFACTS = 50
 # The most a rendered fragment may cost inside a JSON frame (escapes included). The websocket

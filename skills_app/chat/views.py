@@ -40,8 +40,8 @@ from skills_app.permissions.blocked import offered
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import pending, store
 from skills_app.runs import supervisor as runs
-from skills_app.runs.factory import workspace_for
 from skills_app.visibility import INSPECT_PERMISSION, hidden_index, outbound
+from skills_app.workspaces import workspace_for
 
 logger = logging.getLogger(__name__)
 

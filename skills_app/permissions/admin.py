@@ -16,6 +16,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils.text import Truncator
 
 from skills_app.adminkit import HiddenFieldsAdmin, signed_in_user
+from skills_app.audit import replay as replay_calls
 from skills_app.core.invocation import skill_rules
 from skills_app.core.permissions import (
     Decision,
@@ -28,7 +29,6 @@ from skills_app.models import (
     PermissionRule,
 )
 from skills_app.permissions import approvals, checks
-from skills_app.permissions import replay as replay_calls
 from skills_app.permissions.forms import PermissionRuleForm, RuleTesterForm
 from skills_app.registry.skills import skills_for_user
 

@@ -46,7 +46,7 @@ from skills_app.core.upload_checks import (
     read_zip,
 )
 from skills_app.models import SkillInvocation, SkillPackage, SkillVersion
-from skills_app.triggers import sets as trigger_sets
+from skills_app.registry import trigger_sets
 
 __all__ = [
     "InstallResult",

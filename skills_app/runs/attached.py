@@ -21,7 +21,7 @@ from skills_app.core.attachments import AttachedFile, AttachmentError
 from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Attachment
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 
 KIND = "attachments"
 

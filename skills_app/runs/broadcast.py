@@ -2,9 +2,9 @@
 
 A group message's `type` is the event's own dotted name, so Channels hands it to the consumer's
 handler of that name (`text.delta` -> `text_delta`). Stored events carry their `seq` and the
-HTML they show, rendered once per visibility class (`html` for ordinary users, None when they get
-nothing; `inspector_html` for those who may inspect hidden content); live events carry only
-their data.
+HTML they show, rendered once per visibility class by the renderer handed to runs
+(`wiring.render`: `html` for ordinary users, None when they get nothing; `inspector_html` for
+those who may inspect hidden content); live events carry only their data.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 
-from skills_app.chat.fragments import Fragments, fragments_for
 from skills_app.core.events import EventDataError, event_from
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import RunEvent
-from skills_app.runs import store
+from skills_app.runs import store, wiring
+from skills_app.runs.wiring import Fragments
 
 logger = logging.getLogger(__name__)
 
@@ -76,5 +76,5 @@ def _typed_and_rendered(
         except EventDataError:
             logger.exception("not announcing event %s #%s", row.type, row.seq)
             continue
-        found.append((row, event, fragments_for(event, conversation_id=row.conversation_id)))
+        found.append((row, event, wiring.render(event, conversation_id=row.conversation_id)))
     return found

@@ -12,8 +12,8 @@ from django.utils import timezone
 from skills_app.core.agent import RunOutcome
 from skills_app.core.events import ApprovalAnswered, RunFinished, RunStarted
 from skills_app.core.llm import ModelClient
+from skills_app.core.logcontext import log_context
 from skills_app.models import Approval, Run
-from skills_app.ops.logcontext import log_context
 from skills_app.runs import store
 from skills_app.runs.client import model_client
 from skills_app.runs.factory import build_runner, load_setup

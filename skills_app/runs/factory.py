@@ -29,6 +29,7 @@ from skills_app.runs import store, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
 from skills_app.visibility import UNSANDBOXED_PERMISSION
+from skills_app.workspaces import workspace_for
 
 # `agent:` presets: which base tools a subagent gets (None: every base tool).
 AGENT_PRESETS: dict[str, tuple[str, ...] | None] = {
@@ -56,10 +57,6 @@ class RunSetup:
     previous_call: PreviousCall | None = None
     # Commands may run without a sandbox only for holders of UNSANDBOXED_PERMISSION.
     unsandboxed_allowed: bool = False
-
-
-def workspace_for(conversation_id: int) -> Workspace:
-    return Workspace.for_conversation(settings.WORKSPACE_ROOT, conversation_id)
 
 
 def settings_hooks() -> Hooks:

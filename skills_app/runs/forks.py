@@ -14,11 +14,11 @@ from django.utils import timezone
 from skills_app.core.agent import ForkResult
 from skills_app.core.events import SubagentFinished, SubagentStarted
 from skills_app.core.llm import ModelClient
+from skills_app.core.logcontext import log_context
 from skills_app.core.model_catalog import resolve_model_id
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Run
-from skills_app.ops.logcontext import log_context
 from skills_app.runs.factory import RunSetup, build_runner
 from skills_app.runs.ports import ForkFn
 from skills_app.runs.recorder import RunRecorder

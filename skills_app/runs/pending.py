@@ -27,6 +27,7 @@ from skills_app.core.events import MessageQueued, QueuedMessageGone
 from skills_app.models import Conversation, QueuedMessage, Run, RunEvent
 from skills_app.runs import store
 from skills_app.runs.broadcast import broadcast_events
+from skills_app.runs.errors import RunError
 
 logger = logging.getLogger(__name__)
 
@@ -171,11 +172,7 @@ async def _send_next(
 def _reason(queued: QueuedMessage, exc: Exception) -> str:
     """Why a queued message was not sent, as every tab shows it: a refusal in its own words;
     anything else only in the log (its text may name server paths, hosts or queries)."""
-    # Imported here: the supervisor imports this module, and the chat's limits sit above runs.
-    from skills_app.chat.ratelimit import RateLimitError
-    from skills_app.runs.supervisor import RunError
-
-    if isinstance(exc, RunError | RateLimitError):
+    if isinstance(exc, RunError):  # the chat's sending limits too
         logger.info("queued message %s could not be sent: %s", queued.pk, exc)
         return str(exc)[:500]
     logger.error("queued message %s could not be sent", queued.pk, exc_info=exc)

@@ -3,7 +3,8 @@
 Streamed text takes the live path (`streams`): straight to the conversation's group, coalesced,
 and saved in batches by the process's stream saver. Everything else is stored first, in one
 thread hop with its rendering (`chat.fragments`: once for ordinary users, once for inspectors),
-then published with its seq and HTML. Before anything is stored the run's unsent text goes out,
+then published with its seq and HTML (rendered by the renderer the run was given: the chat's
+fragments, handed down through `wiring`; runs never import the chat). Before anything is stored the run's unsent text goes out,
 so a tab sees the stream end before the row that replaces it.
 
 Everything a run stores goes through here, so a run that another process marked interrupted
@@ -19,8 +20,6 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
-from skills_app.chat.fragments import Fragments, fragments_for
-from skills_app.chat.rendering import SHOWN_CHARS
 from skills_app.core.events import (
     BlockDone,
     BlockStarted,
@@ -39,12 +38,14 @@ from skills_app.core.events import (
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Message, Run, SkillInvocation
-from skills_app.runs import store, tasks
+from skills_app.runs import store, tasks, wiring
 from skills_app.runs.broadcast import publish, send_live
 from skills_app.runs.streams import RunStreams
+from skills_app.runs.wiring import Fragments, Renderer
 
-# Tool results are cut in live events to what a card shows (the row keeps them whole).
-LIVE_RESULT_CHARS = SHOWN_CHARS
+# Tool results are cut in live events to what a card shows (`chat.rendering.SHOWN_CHARS` is this
+# length; the row keeps them whole).
+LIVE_RESULT_CHARS = 4_000
 # Blocks the browser shows a "Calling X…" line for while their input streams.
 TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use"})
 # Events that end the run's streams for good: nothing more to send or save.
@@ -58,6 +59,8 @@ class RunRecorder:
     conversation_id: int
     run_id: int
     user_id: int
+    # The fragments of what is stored, once per visibility class (the chat's, by default).
+    render: Renderer = field(default_factory=lambda: wiring.current().render)
     # The model call being streamed (1, 2, ...): it names the streams of its answer.
     call: int = 0
     streams: RunStreams = field(init=False)
@@ -135,7 +138,7 @@ class RunRecorder:
             stored = store.append_event(
                 self.conversation_id, event, run_id=self.run_id, hidden=hidden
             )
-        return stored.seq, fragments_for(event, conversation_id=self.conversation_id)
+        return stored.seq, self.render(event, conversation_id=self.conversation_id)
 
     async def message(self, message: StoredMessage, invocation: int | None = None) -> None:
         """Store one message row and announce it."""
@@ -171,7 +174,7 @@ class RunRecorder:
                 self.conversation_id, event, run_id=self.run_id, hidden=row.is_meta
             )
         row = Message.objects.select_related("run", "invocation").get(pk=row.pk)
-        fragments = fragments_for(event, conversation_id=self.conversation_id, row=row)
+        fragments = self.render(event, conversation_id=self.conversation_id, row=row)
         return stored.seq, event, fragments, row.is_meta
 
     async def invocation(self, record: InvocationRecord) -> int | None:

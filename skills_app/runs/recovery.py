@@ -25,9 +25,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from skills_app.core.logcontext import log_context
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.models import Approval, Conversation, Run, RunEvent
-from skills_app.ops.logcontext import log_context
 from skills_app.runs import liveness, store, tasks
 from skills_app.runs.broadcast import broadcast_events
 

@@ -24,14 +24,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from skills_app.core.agent import RunOutcome
-from skills_app.core.events import RunQueued
+from skills_app.core.events import RunFinished, RunQueued
 from skills_app.core.llm import ModelClient
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
-from skills_app.runs import attached, store, tasks
+from skills_app.runs import attached, store, tasks, wiring
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
+from skills_app.runs.errors import RunError
 from skills_app.runs.execute import execute_run
 from skills_app.runs.liveness import process_identity
 from skills_app.runs.queue import RUN_CHANNEL, wake_workers
@@ -39,14 +40,19 @@ from skills_app.runs.recovery import interrupt_if_orphaned
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["RUN_CHANNEL", "RunError", "process_identity", "start_run", "stop_run", "wait_for_run"]
+__all__ = [
+    "RUN_CHANNEL",
+    "RunError",
+    "drain",
+    "process_identity",
+    "shutdown",
+    "start_run",
+    "stop_run",
+    "wait_for_run",
+]
 
 # How long a stop waits for a run executing in another process to finish.
 STOP_WAIT_SECONDS = 10.0
-
-
-class RunError(Exception):
-    """A run cannot start; the message says why and what to do."""
 
 
 def _create_run(
@@ -187,8 +193,7 @@ class InlineExecutor:
     async def submit(
         self, run: Run, *, user_id: int, client: ModelClient, auto_answer: str | None
     ) -> None:
-        task = spawn_run(run.pk, user_id=user_id, client=client, auto_answer=auto_answer)
-        tasks.track(run.pk, task)
+        spawn_run(run.pk, user_id=user_id, client=client, auto_answer=auto_answer)
 
 
 class WorkerExecutor:
@@ -219,16 +224,19 @@ def spawn_run(
 ) -> asyncio.Task[RunOutcome | None]:
     """Execute a claimed run as a task of this event loop, with its heartbeat beside it.
 
-    A worker passes `heartbeat=False`: it beats for all its runs at once (`workers`).
+    The task is the run's task group: the run, then its after-work (`tasks`). A worker passes
+    `heartbeat=False`: it beats for all its runs at once (`workers`).
     """
     # A fresh context: a run outlives the request or socket that started it, so it must not
     # inherit their thread-sensitive executor (it is shut down when they end).
-    return asyncio.get_running_loop().create_task(
+    task = asyncio.get_running_loop().create_task(
         _supervised(
             run_id, user_id=user_id, client=client, auto_answer=auto_answer, heartbeat=heartbeat
         ),
         context=contextvars.Context(),
     )
+    tasks.open_group(run_id, task)
+    return task
 
 
 async def _supervised(
@@ -247,34 +255,33 @@ async def _supervised(
     finally:
         if beat is not None:
             beat.cancel()
+        abandoned = run_id in tasks.ABANDONED
         tasks.ABANDONED.discard(run_id)
-        # Beside the run, not in it: a stop waiting for this task does not wait for these too.
-        follow_up = asyncio.get_running_loop().create_task(
-            _after_run(run_id), context=contextvars.Context()
-        )
-        _FOLLOW_UPS.add(follow_up)
-        follow_up.add_done_callback(_FOLLOW_UPS.discard)
-
-
-_FOLLOW_UPS: set[asyncio.Task[None]] = set()
+        # The run itself is over: a stop stops waiting here, and cannot cancel what follows.
+        tasks.executed(run_id)
+        if not abandoned:
+            # In the run's own task: whoever waits for the run waits for these too, and
+            # whoever gives the run up (a worker stopping) cancels them with it.
+            await _after_run(run_id)
 
 
 async def _after_run(run_id: int) -> None:
-    """When a run has ended: send the next queued message, then title a new conversation."""
-    # Imported here: both import this module's start_run.
-    from skills_app.chat import titles
-    from skills_app.chat.actions import send_queued
-
+    """Tell the subscribers handed to runs (`wiring.after_run`) that the run has ended."""
     row = (
-        await Run.objects.filter(pk=run_id, parent__isnull=True).values("conversation_id").afirst()
+        await Run.objects.filter(pk=run_id)
+        .values("conversation_id", "parent_id", "status", "error", "error_kind")
+        .afirst()
     )
-    if row is None:
-        return  # a subagent's run: its parent's end sends the queue
-    for step in (send_queued, titles.title_after_answer):
+    if row is None or row["parent_id"] is not None:
+        return  # gone, or a subagent's run: its parent's end is the one that counts
+    finished = RunFinished(
+        run_id=run_id, status=row["status"], error=row["error"], kind=row["error_kind"]
+    )
+    for subscriber in wiring.current().after_run:
         try:
-            await step(row["conversation_id"])
+            await subscriber(row["conversation_id"], finished)
         except Exception:
-            logger.exception("after run %s: %s failed", run_id, step.__qualname__)
+            logger.exception("after run %s: %r failed", run_id, subscriber)
 
 
 async def _heartbeat(run_id: int, task: asyncio.Task[Any]) -> None:
@@ -316,8 +323,11 @@ async def stop_run(run_id: int) -> bool:
     task = tasks.RUNNING.get(run_id)
     if task is not None and not task.done():
         task.cancel()
+        group = tasks.GROUPS.get(run_id)
+        # Until the run has recorded its stop; its after-work (the next queued message) goes on.
+        ended = group.executed.wait() if group is not None else asyncio.shield(task)
         try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=STOP_WAIT_SECONDS)
+            await asyncio.wait_for(ended, timeout=STOP_WAIT_SECONDS)
         except (asyncio.CancelledError, TimeoutError):
             pass
         except Exception:
@@ -380,8 +390,13 @@ def _stop_queued(run_id: int) -> list[RunEvent]:
 
 
 async def wait_for_run(run_id: int, timeout: float | None = None) -> None:
-    """Wait until the run has finished, here or in another process; TimeoutError after timeout."""
-    task = tasks.RUNNING.get(run_id)
+    """Wait until the run has finished, here or in another process; TimeoutError after timeout.
+
+    A run executing here is waited for with its after-work (the next queued message started,
+    the title written): nothing it started is still writing when this returns.
+    """
+    group = tasks.GROUPS.get(run_id)
+    task = group.task if group is not None else tasks.RUNNING.get(run_id)
     if task is not None:
         try:
             await asyncio.wait_for(asyncio.shield(task), timeout=timeout)
@@ -394,3 +409,14 @@ async def wait_for_run(run_id: int, timeout: float | None = None) -> None:
         if deadline is not None and time.monotonic() >= deadline:
             raise TimeoutError(f"run {run_id} is still active after {timeout} s")
         await asyncio.sleep(0.05)
+
+
+async def drain() -> None:
+    """Wait until every run of this process and its after-work have ended (the command line
+    waits so before it exits: a queued message it sent runs to its end, titles are written)."""
+    await tasks.drain()
+
+
+async def shutdown() -> None:
+    """Cancel every run of this process and its after-work, and wait until they have ended."""
+    await tasks.cancel_all()

@@ -33,11 +33,10 @@ from channels.consumer import AsyncConsumer
 from channels.worker import Worker
 from django.conf import settings
 
-from skills_app.ops.logcontext import log_context
-from skills_app.runs import heartbeat, liveness, queue, recovery, tasks
+from skills_app.core.logcontext import log_context
+from skills_app.runs import heartbeat, liveness, queue, recovery, tasks, wiring
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
-from skills_app.triggers import executor as trigger_executor
 
 logger = logging.getLogger(__name__)
 
@@ -113,8 +112,9 @@ class WorkerLoop:
                     events = await self.database.run(recovery.sweep)
                     await broadcast_events(events)
                 await self.claim()
-                # Trigger tests (issue 17) are queued the same way and claimed here too.
-                await trigger_executor.claim_and_start(worker=self.name, database=self.database.run)
+                # Trigger tests (issue 17) are queued the same way and claimed here too (handed
+                # to runs as a worker duty: runs never import a feature).
+                await wiring.claim_and_start(worker=self.name, database=self.database.run)
             except Exception:
                 # The database or Redis is down for a moment: keep the runs going and try again.
                 logger.exception("worker %s: heartbeat, sweep or claim failed", self.name)
@@ -228,7 +228,7 @@ class WorkerLoop:
             await asyncio.to_thread(self.heart.stop)
         try:
             await self._give_up_runs()
-            await trigger_executor.give_up_here()
+            await wiring.give_up_here()
             await self.database.run(liveness.deregister, self.name, reason)
             logger.info("worker %s stopped (%s)", self.name, reason, extra={"worker": self.name})
         except Exception:

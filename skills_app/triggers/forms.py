@@ -12,7 +12,7 @@ from skills_app.core.triggers.cases import (
     TriggerSetError,
     parse_cases,
 )
-from skills_app.triggers.sets import parse_upload
+from skills_app.registry.trigger_sets import parse_upload
 
 MAX_IMPORT_BYTES = 512 * 1024
 EXPECTATIONS = [("yes", "should trigger"), ("no", "should not trigger")]

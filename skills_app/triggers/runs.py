@@ -21,7 +21,7 @@ from skills_app.core.profiles import PROFILES
 from skills_app.core.triggers.cases import TriggerCase
 from skills_app.core.triggers.probe import estimate_cost, estimate_input
 from skills_app.models import SkillPackage, SkillVersion, TriggerResult, TriggerRun
-from skills_app.triggers.sets import cases_of
+from skills_app.registry.trigger_sets import cases_of
 from skills_app.triggers.setup import ProbeSetup, TriggerRunError, catalog_text, probe_setup
 
 STOPPED_TEXT = "Stopped by the user."

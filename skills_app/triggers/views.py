@@ -18,8 +18,9 @@ from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES
 from skills_app.core.triggers.cases import TriggerSetError
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, TriggerQuery, TriggerRun
+from skills_app.registry import trigger_sets as sets
 from skills_app.runs.client import model_client
-from skills_app.triggers import access, executor, runs, sets
+from skills_app.triggers import access, executor, runs
 from skills_app.triggers.collisions import confusion
 from skills_app.triggers.forms import ImportForm, QueryForm
 from skills_app.triggers.report import figures, report_context

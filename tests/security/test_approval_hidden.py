@@ -12,7 +12,7 @@ import pytest
 
 from skills_app.chat.rendering import render_approval
 from skills_app.models import Approval, Conversation, Message, Run
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.security.helpers import leaked
 
 pytestmark = pytest.mark.django_db

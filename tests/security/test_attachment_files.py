@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.security.helpers import client_of
 
 pytestmark = pytest.mark.django_db

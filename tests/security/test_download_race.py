@@ -12,7 +12,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from skills_app.models import Conversation, Message
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.security.helpers import client_of, leaked
 
 pytestmark = pytest.mark.django_db

@@ -25,7 +25,7 @@ from skills_app.models import (
     SkillPackage,
 )
 from skills_app.runs import store
-from skills_app.runs.factory import workspace_for
+from skills_app.workspaces import workspace_for
 from tests.security.helpers import client_of, frames_text, leaked, open_tab, resume
 
 BODY = textwrap.dedent(

@@ -1,4 +1,9 @@
-"""Send one message from the command line and print the visible transcript of that turn."""
+"""Send one message from the command line and print the visible transcript of that turn.
+
+The command waits for everything the run starts, as a browser's run would have it done: the
+messages queued meanwhile (in a browser tab) are sent and answered, and a new conversation gets
+its title, before the command prints and exits.
+"""
 
 from __future__ import annotations
 
@@ -46,9 +51,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         model = self._model(options.get("model"))
         user = self._user(options.get("user"))
-        conversation = self._conversation(
-            user, options.get("conversation"), options["message"], options["profile"]
-        )
+        conversation = self._conversation(user, options.get("conversation"), options["profile"])
         if model and conversation.model != model:
             conversation.model = model
             conversation.save(update_fields=["model"])
@@ -72,11 +75,20 @@ class Command(BaseCommand):
         run.refresh_from_db()
         if run.status == run.FAILED:
             self.stdout.write(self.style.ERROR(f"Run failed: {run.error}"))
+        conversation.refresh_from_db(fields=["title"])
+        self.stdout.write(f"title: {conversation.title}")
         self.stdout.write(f"conversation id: {conversation.pk}")
 
     async def _run(self, conversation_id: int, text: str, user_id: int, answer: str) -> Any:
-        run = await runs.start_run(conversation_id, text, user_id=user_id, auto_answer=answer)
-        await runs.wait_for_run(run.pk)
+        try:
+            run = await runs.start_run(conversation_id, text, user_id=user_id, auto_answer=answer)
+            await runs.wait_for_run(run.pk)
+            # The runs its end started (queued messages) and their after-work, to their end.
+            await runs.drain()
+        finally:
+            # Only on an error (Ctrl-C included) is anything left: stopped on purpose, not by
+            # the event loop closing under a write.
+            await runs.shutdown()
         run.status = (await run.__class__.objects.aget(pk=run.pk)).status
         return run
 
@@ -102,13 +114,10 @@ class Command(BaseCommand):
             raise CommandError("No users yet. Run `python manage.py bootstrap` or pass --user.")
         return user
 
-    def _conversation(
-        self, user: Any, conversation_id: int | None, text: str, profile: str
-    ) -> Conversation:
+    def _conversation(self, user: Any, conversation_id: int | None, profile: str) -> Conversation:
         if conversation_id is None:
-            return Conversation.objects.create(
-                owner=user, title=text.strip()[:60] or "Chat", profile=profile
-            )
+            # Titled after its first answer, as one started in the browser.
+            return Conversation.objects.create(owner=user, profile=profile)
         try:
             return Conversation.objects.owned_by(user).get(pk=conversation_id)
         except Conversation.DoesNotExist:

@@ -3,6 +3,9 @@
 A skill folder may carry `evals/trigger.json` (the same JSON as the editor's import and export).
 Installing a version that has one adds its queries to the package's set; queries already there
 are kept as they are, so an edit made on the page is never overwritten by a later upload.
+
+A package's trigger set is part of the package (as its versions are), so it lives in the registry:
+installing reads it without reaching up into the trigger tests that run it (`triggers/`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Which run and conversation a log record belongs to, carried in context variables.
 
-The contract for the run code (the lead wires it):
+Plain Python, in the core so that every layer may tag its records (`runs` uses it; the LOGGING
+setting installs the filter). The contract for the run code:
 
-    from skills_app.ops.logcontext import log_context
+    from skills_app.core.logcontext import log_context
 
     async def execute_run(run_id, ...):
         with log_context(run_id=run_id, conversation_id=conversation_id):

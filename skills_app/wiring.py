@@ -1,0 +1,21 @@
+"""The entry point's wiring: what runs are handed by the features above them.
+
+Runs never import a feature (DESIGN "Shape of the code"); the chat's fragments, what the chat
+does when a run ends, and the trigger tests a worker also claims are handed to them here, once,
+when the app is ready (`SkillsAppConfig.ready`), in every process: web, worker and commands.
+"""
+
+from __future__ import annotations
+
+
+def wire() -> None:
+    from skills_app.chat import followups
+    from skills_app.chat.fragments import fragments_for
+    from skills_app.runs import wiring
+    from skills_app.triggers import executor as trigger_tests
+
+    wiring.wire(
+        render=fragments_for,
+        after_run=followups.AFTER_RUN,
+        worker_duties=(trigger_tests,),
+    )
