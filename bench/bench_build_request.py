@@ -27,7 +27,7 @@ from django.core.management import call_command  # noqa: E402
 
 from skills_app.core.transcript import status_message_text  # noqa: E402
 from skills_app.models import Conversation, Message  # noqa: E402
-from skills_app.runs import store  # noqa: E402
+from skills_app.runs import agent_setup  # noqa: E402
 
 TARGET_MS = 30.0
 MESSAGES = 500
@@ -94,11 +94,11 @@ def make_conversation() -> Conversation:
 def main() -> None:
     call_command("migrate", verbosity=0)
     conversation = make_conversation()
-    store.build_request(conversation)  # warm the skills registry and imports
+    agent_setup.build_request(conversation)  # warm the skills registry and imports
     timings = []
     for _ in range(30):
         start = time.perf_counter()
-        request = store.build_request(conversation)
+        request = agent_setup.build_request(conversation)
         timings.append((time.perf_counter() - start) * 1000)
     median = statistics.median(timings)
     print(f"build_request over {MESSAGES} stored messages -> {len(request.messages)} API turns")

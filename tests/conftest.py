@@ -20,6 +20,14 @@ def _isolated_dirs(settings, tmp_path):
     settings.CHAT_TITLE_MODEL = ""
 
 
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Personas' passwords hashed in microseconds, not a quarter second each (PBKDF2's cost
+    protects stored passwords, which tests have none of). The browser and multi-process tests
+    make their users in their own servers, with the real hashers."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def alice(django_user_model):
     """The owner persona."""
@@ -58,3 +66,38 @@ def skill_manager(django_user_model):
 @pytest.fixture
 def admin_user(django_user_model):
     return django_user_model.objects.create_superuser("root", password="root-pass-123")
+
+
+# -- run workers (RUN_EXECUTOR=worker) in the test's own event loop --------------------------------
+
+
+@pytest.fixture
+def worker_fake(settings, fake_anthropic):
+    """The fake Anthropic server, for runs that workers execute (with fast heartbeats)."""
+    from tests.loop_helpers import use_fake_model
+    from tests.worker_helpers import use_fast_heartbeats
+
+    use_fake_model(settings, fake_anthropic)
+    use_fast_heartbeats(settings)
+    settings.RUN_EXECUTOR = "worker"
+    return fake_anthropic
+
+
+@pytest.fixture
+async def layer():
+    """The channel layer, empty before and after the test."""
+    from channels.layers import get_channel_layer
+
+    channel_layer = get_channel_layer()
+    await channel_layer.flush()
+    yield channel_layer
+    await channel_layer.flush()
+
+
+@pytest.fixture
+async def worker(worker_fake, layer):
+    """A `runworker skillscope-runs` beside the test (tests/worker_helpers.py)."""
+    from tests.worker_helpers import running_worker
+
+    async with running_worker() as instance:
+        yield instance

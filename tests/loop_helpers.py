@@ -13,7 +13,7 @@ from typing import Any
 from channels.layers import get_channel_layer
 
 from skills_app.models import Conversation, Message, Run
-from skills_app.runs import store
+from skills_app.runs import broadcast
 from skills_app.runs import supervisor as runs
 
 SKILLS = {
@@ -107,25 +107,33 @@ def count_in_request(request: dict[str, Any], needle: str) -> int:
     return json.dumps(request["messages"], ensure_ascii=False).count(needle)
 
 
+WATCH_END = "watch.end"
+
+
 @contextlib.asynccontextmanager
 async def watch_group(conversation_id: int) -> AsyncIterator[list[dict[str, Any]]]:
     """Every channel-layer message sent to the conversation's group while inside, in order."""
     layer = get_channel_layer()
     channel = await layer.new_channel()
-    await layer.group_add(store.group_name(conversation_id), channel)
+    await layer.group_add(broadcast.group_name(conversation_id), channel)
     seen: list[dict[str, Any]] = []
+    end = asyncio.Event()
 
     async def collect() -> None:
         while True:
-            seen.append(await layer.receive(channel))
+            message = await layer.receive(channel)
+            if message.get("type") == WATCH_END:
+                end.set()
+            else:
+                seen.append(message)
 
     task = asyncio.ensure_future(collect())
     try:
         yield seen
-        # Let what is already queued arrive.
-        for _ in range(50):
-            await asyncio.sleep(0)
+        # A marker sent after everything already sent: when it arrives, all of that has.
+        await layer.send(channel, {"type": WATCH_END})
+        await asyncio.wait_for(end.wait(), 10)
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
-        await layer.group_discard(store.group_name(conversation_id), channel)
+        await layer.group_discard(broadcast.group_name(conversation_id), channel)

@@ -16,7 +16,8 @@ from tests.fake_anthropic import Reply
 from tests.loop_helpers import use_fake_model, write_skills
 from tests.test_approvals import pending
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 SKILLS = {
     "release-notes": """\
@@ -42,6 +43,7 @@ def conversation(alice):
     return Conversation.objects.create(owner=alice, title="approvals")
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_slash_command_is_consent_under_the_default_ask(fake, conversation, alice):
     fake.enqueue(Reply.text("Notes written."))
     run = await runs.start_run(conversation.pk, "/release-notes v2", user_id=alice.pk)
@@ -51,6 +53,7 @@ async def test_a_slash_command_is_consent_under_the_default_ask(fake, conversati
     assert "RELEASE-NOTES-BODY" in str(fake.requests[-1]["messages"])
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_an_admin_ask_rule_for_the_skill_still_asks_the_user(fake, conversation, alice):
     await PermissionRule.objects.acreate(behavior="ask", rule_text="Skill(release-notes)")
     fake.enqueue(Reply.text("ok"))
@@ -61,6 +64,7 @@ async def test_an_admin_ask_rule_for_the_skill_still_asks_the_user(fake, convers
     await runs.wait_for_run(run.pk, timeout=20)
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_deny_rule_still_refuses_a_slash_command(fake, conversation, alice):
     await PermissionRule.objects.acreate(behavior="deny", rule_text="Skill(release-notes)")
     run = await runs.start_run(conversation.pk, "/release-notes", user_id=alice.pk)
@@ -69,6 +73,7 @@ async def test_a_deny_rule_still_refuses_a_slash_command(fake, conversation, ali
     assert "RELEASE-NOTES-BODY" not in str(fake.requests)
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_model_started_skill_still_asks(fake, conversation, alice):
     fake.enqueue(Reply.tool_use("Skill", {"skill": "release-notes"}), Reply.text("done"))
     run = await runs.start_run(conversation.pk, "write the notes", user_id=alice.pk)

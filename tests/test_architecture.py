@@ -64,7 +64,8 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
+@cache
+def _imports(path: Path) -> frozenset[str]:
     """Absolute names of the modules this file imports."""
     module = _module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -82,9 +83,10 @@ def _imports(path: Path) -> set[str]:
             submodules = {f"{target}.{alias.name}" for alias in node.names}
             known = {s for s in submodules if _is_module(s)}
             found.update(known or {target})
-    return found
+    return frozenset(found)
 
 
+@cache
 def _is_module(name: str) -> bool:
     path = ROOT.joinpath(*name.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()

@@ -22,7 +22,8 @@ from skills_app.workspaces import workspace_for
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, use_fake_model, write_skills
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\ntrailer << >>\n%%EOF\n"
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x10\x00\x00\x00\x10" + b"\0" * 20
@@ -160,6 +161,7 @@ async def _send(conversation, user, text, ids):
     return run
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_the_model_gets_the_blocks_and_the_paths(alice, conversation, fake_model):
     client = await sync_to_async(_client)(alice)
     uploaded = await sync_to_async(_upload)(
@@ -183,6 +185,7 @@ async def test_the_model_gets_the_blocks_and_the_paths(alice, conversation, fake
     assert len(sent) == 3 and sent[0].sent_at is not None
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_the_message_shows_downloadable_chips_after_reload(alice, conversation, fake_model):
     client = await sync_to_async(_client)(alice)
     uploaded = await sync_to_async(_upload)(client, conversation, ("report.pdf", PDF))
@@ -194,6 +197,7 @@ async def test_the_message_shows_downloadable_chips_after_reload(alice, conversa
     assert "The user attached these files" not in page  # the note is for the model only
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_send_refused_while_a_run_is_busy_keeps_the_files(alice, conversation):
     client = await sync_to_async(_client)(alice)
     chip = (await sync_to_async(_upload)(client, conversation, ("a.txt", b"x"))).json()[
@@ -212,6 +216,7 @@ async def test_a_send_refused_while_a_run_is_busy_keeps_the_files(alice, convers
     assert not await Message.objects.filter(conversation=conversation, kind="attachments").aexists()
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_another_users_pending_file_cannot_be_sent(alice, bob, conversation):
     theirs = await Conversation.objects.acreate(owner=bob, title="Bob's")
     client = await sync_to_async(_client)(bob)
@@ -228,6 +233,7 @@ async def test_another_users_pending_file_cannot_be_sent(alice, bob, conversatio
 
 
 @pytest.mark.parametrize("bad", [[True], ["1; DROP"], [{"id": 1}], list(range(50))])
+@pytest.mark.django_db(transaction=True)
 async def test_bad_attachment_ids_are_refused(alice, conversation, bad):
     with pytest.raises(actions.ActionError):
         await actions.perform(
@@ -289,6 +295,7 @@ def _office(kind: str) -> bytes:
         ("xlsx", "sales.xlsx", _office("xlsx"), "[Content_Types].xml"),
     ],
 )
+@pytest.mark.django_db(transaction=True)
 async def test_the_demo_runs_the_example_flow_on_the_attached_file(
     alice, conversation, settings, tmp_path, skill, name, data, expect
 ):

@@ -8,13 +8,14 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient, Client
 
 from skills_app.models import Comparison, Conversation, Message, ModelCall, PermissionRule, Run
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 from skills_app.runs import supervisor as runs
 from skills_app.workspaces import workspace_for
 from tests.fake_anthropic import FakeAnthropic, Reply
 from tests.loop_helpers import use_fake_model, write_skills
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
@@ -50,6 +51,7 @@ def test_it_refuses_an_empty_prompt_or_unknown_skills(auditor):
     assert not Comparison.objects.exists()
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_it_runs_the_prompt_under_every_profile_and_shows_them_side_by_side(auditor):
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
     client = AsyncClient()
@@ -79,6 +81,7 @@ async def test_it_runs_the_prompt_under_every_profile_and_shows_them_side_by_sid
     assert "GREETER-BODY-MARKER" not in page  # never the hidden body
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_as_the_source_design_each_profile_starts_from_its_designs_base_prompt(auditor):
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
     client = AsyncClient()
@@ -99,7 +102,7 @@ async def test_as_the_source_design_each_profile_starts_from_its_designs_base_pr
     systems = {}
     async for conversation in comparison.conversations.all():
         assert conversation.base_prompt == "design"
-        request = await sync_to_async(store.build_request)(conversation)
+        request = await sync_to_async(agent_setup.build_request)(conversation)
         systems[conversation.profile] = (request.system, conversation.pk)
     assert systems["meta-message"][0] == "You are Claude Code, Anthropic's official CLI for Claude."
     tool_result, pk = systems["tool-result"]
@@ -154,6 +157,7 @@ def _columns(html: str) -> list[str]:
     return html.split('<article class="compare-column"')[1:]
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_each_side_has_one_total_equal_to_its_parts_and_stops_saying_running(auditor):
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
     client = AsyncClient()
@@ -233,6 +237,7 @@ def load_greeter_then_answer(request):
     return Reply.text("no loader")
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_it_shows_the_measured_cache_share_per_profile(settings, auditor):
     with FakeAnthropic(cache_minimum=False) as fake:
         use_fake_model(settings, fake)

@@ -1,22 +1,39 @@
-"""The typed events: one class per dotted name, JSON both ways, a consumer handler for each."""
+"""The typed events: one class per dotted name, JSON both ways, traits the consumer relays by."""
 
 from __future__ import annotations
 
-import pytest
+from dataclasses import MISSING, dataclass, fields
+from typing import Any, ClassVar
 
-from skills_app.chat.consumers import ConversationConsumer
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+
+from skills_app.chat import event_views
+from skills_app.chat.items import Part, StaticItem
 from skills_app.core.events import (
     EVENT_TYPES,
     ApprovalRequested,
+    BlockDone,
+    BlockStarted,
     EventDataError,
     HookRan,
     MessageStored,
     ModelCalled,
+    RunEvent,
     TextDelta,
     ToolFinished,
     event_from,
     event_type,
 )
+from skills_app.models import Conversation, Run
+from skills_app.models import RunEvent as StoredEvent
+from skills_app.runs.broadcast import group_name
+from skills_app.runs.recorder import RunRecorder
+from tests.test_consumer import _session_cookie
+from tests.ws_helpers import receive, until
+from webapp.asgi import application
 
 EXAMPLES = {
     "model.call": ModelCalled(call=2, model="claude-opus-4-8", skill="pdf", request=object()),
@@ -29,12 +46,89 @@ EXAMPLES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(EVENT_TYPES))
-def test_every_event_type_has_a_handler_in_the_consumer(name):
-    # Channels calls the handler named after the group message's type; a missing one would
-    # end the consumer (and the tab's live view) with "No handler for message type".
-    handler = getattr(ConversationConsumer, name.replace(".", "_"), None)
-    assert callable(handler), f"ConversationConsumer has no handler for {name!r}"
+def example(cls: type[RunEvent]) -> RunEvent:
+    """An event of this class with every required field filled in."""
+    values: dict[str, Any] = {}
+    for f in fields(cls):
+        if f.default is not MISSING or f.default_factory is not MISSING:
+            continue
+        kind = str(f.type)
+        values[f.name] = (
+            1
+            if kind.startswith("int")
+            else {}
+            if kind.startswith("dict")
+            else ()
+            if kind.startswith("tuple")
+            else False
+            if kind.startswith("bool")
+            else f"{cls.type}-{f.name}"
+        )
+    if cls is BlockStarted:
+        values["tool_name"] = "Bash"
+    return cls(**values)
+
+
+def test_the_traits_are_consistent():
+    for cls in EVENT_TYPES.values():
+        assert cls.stream in ("", "text", "thinking"), cls
+        # Live events are relayed as streamed text or as the frame the chat makes of them.
+        if not cls.stored and not cls.stream:
+            assert cls in event_views.LIVE or cls is BlockDone, cls
+    assert all(cls.stored for cls in event_views.STORED)
+    assert not any(cls.stored for cls in event_views.LIVE)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_every_event_type_reaches_a_tab_by_its_traits_alone(alice):
+    """No handler per type: every type the group may carry is relayed, none ends the tab."""
+    conversation = await Conversation.objects.acreate(owner=alice, title="events")
+    cookie = await sync_to_async(_session_cookie)(alice)
+    tab = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation.pk}/",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    assert (await tab.connect())[0]
+    await tab.send_json_to({"action": "resume", "after": 0})
+    assert (await receive(tab))["type"] == "resumed"
+    layer, group = get_channel_layer(), group_name(conversation.pk)
+    seq = 0
+    expected: list[tuple[str, Any]] = []
+    for name, cls in sorted(EVENT_TYPES.items()):
+        event = example(cls)
+        message: dict[str, Any] = {"type": name, "event": event.data()}
+        if cls.stored:
+            seq += 1
+            message.update(seq=seq, hidden=False, html=f"<p>{name}</p>", inspector_html=None)
+            expected.append(("stored", seq))
+        elif cls.stream:
+            expected.append((f"{cls.stream}.delta", event.data()["text"]))
+        elif event_views.live_frame(event):
+            expected.append(("live", name))
+        await layer.group_send(group, message)
+    await layer.group_send(
+        group,
+        {
+            "type": "run.finished",
+            "seq": seq + 1,
+            "hidden": False,
+            "event": {"run_id": 1, "status": "done"},
+            "html": "<p>end</p>",
+            "inspector_html": None,
+        },
+    )
+    frames = await until(tab, lambda f: f.get("seq") == seq + 1)
+    got: list[tuple[str, Any]] = []
+    for frame in frames[:-1]:
+        if "seq" in frame:
+            got.append(("stored", frame["seq"]))
+        elif frame.get("type") in ("text.delta", "thinking.delta"):
+            got.append((frame["type"], frame["text"]))
+        else:
+            got.append(("live", frame["type"]))
+    assert got == expected
+    await tab.disconnect()
 
 
 def test_every_class_is_registered_under_its_own_dotted_name():
@@ -73,3 +167,41 @@ def test_data_missing_a_required_field_says_which():
 def test_keys_it_does_not_know_are_ignored():
     event = event_from("approval.requested", {"approval_id": 3, "extra": "x"})
     assert event == ApprovalRequested(approval_id=3)
+
+
+@dataclass(frozen=True, slots=True)
+class NoteAdded(RunEvent):
+    """An event type this test adds, as a new feature would: declared, then given a view."""
+
+    type: ClassVar[str] = "note.added"
+    text: str
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_new_event_type_is_stored_rendered_and_relayed_without_other_changes(
+    alice, monkeypatch
+):
+    """Adding an event type: its class (core) and, since people see it, one view (chat)."""
+    monkeypatch.setitem(EVENT_TYPES, NoteAdded.type, NoteAdded)
+    monkeypatch.setattr(event_views, "STORED", dict(event_views.STORED))
+    event_views.shows(NoteAdded)(
+        lambda event, _conversation_id, _lookup: [Part(StaticItem(f"<p>note: {event.text}</p>"))]
+    )
+    conversation = await Conversation.objects.acreate(owner=alice, title="notes")
+    run = await Run.objects.acreate(conversation=conversation, status=Run.RUNNING)
+    cookie = await sync_to_async(_session_cookie)(alice)
+    tab = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation.pk}/",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    assert (await tab.connect())[0]
+    await tab.send_json_to({"action": "resume", "after": 0})
+    assert (await receive(tab))["type"] == "resumed"
+    seq = await RunRecorder(conversation.pk, run.pk, alice.pk).record(NoteAdded("buy milk"))
+    frame = await receive(tab)
+    assert (frame["seq"], frame["type"]) == (seq, "note.added")
+    assert "note: buy milk" in frame["text"]
+    stored = await StoredEvent.objects.aget(conversation=conversation, seq=seq)
+    assert (stored.type, stored.data) == ("note.added", {"text": "buy milk"})
+    await tab.disconnect()

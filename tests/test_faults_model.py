@@ -16,7 +16,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.models import Conversation, Message, PermissionRule, Run
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 from tests.browser.live_server import free_port
 from tests.fake_anthropic import Reply, tool_use_block, validate_request
 from tests.loop_helpers import rows, run_turn, use_fake_model
@@ -56,7 +56,7 @@ def orphan_tool_uses(stored: list[Message]) -> list[str]:
 
 def history_problem(conversation: Conversation) -> str | None:
     """Why the next request (stored rows + a new user message) would be rejected, or None."""
-    request = store.build_request(conversation).as_kwargs()
+    request = agent_setup.build_request(conversation).as_kwargs()
     request["messages"] = [*request["messages"], {"role": "user", "content": "next"}]
     # Merge when the stored history already ends with a user turn, as the loop would.
     merged: list[dict[str, Any]] = []

@@ -99,7 +99,7 @@ async def test_a_dropped_socket_resumes_from_its_seq_without_loss_or_duplicates(
     await tab.disconnect()
     last_seen = max(f["seq"] for f in stored(first))
     release.set()
-    await asyncio.sleep(0.3)  # events are stored while nobody listens
+    await _wait_runs(conversation.pk)  # the rest of the run is stored while nobody listens
     tab, replayed = await _tab(alice, conversation.pk, after=last_seen)
     rest = list(replayed)
     if not any(f["type"] == "run.finished" for f in rest):
@@ -314,14 +314,14 @@ async def test_events_the_channel_layer_dropped_are_sent_from_the_database(alice
     from skills_app.chat.fragments import fragments_for
     from skills_app.core.events import MessageStored
     from skills_app.core.transcript import StoredMessage
-    from skills_app.runs import store
+    from skills_app.runs import eventlog, store
     from skills_app.runs.broadcast import publish
 
     def store_three() -> tuple[int, MessageStored, Any]:
         for text in ("one", "two", "three"):
             row = store.append_message(conversation.pk, StoredMessage.text("user", text))
             event = MessageStored(message_id=row.pk, role="user", kind="text", seq=row.seq)
-            stored_event = store.append_event(conversation.pk, event)
+            stored_event = eventlog.append_event(conversation.pk, event)
         return stored_event.seq, event, fragments_for(event, conversation_id=conversation.pk)
 
     tab, _ = await _tab(alice, conversation.pk)

@@ -20,7 +20,7 @@ from skills_app.core.events import (
 )
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Run, RunEvent
-from skills_app.runs import store
+from skills_app.runs import eventlog, store
 
 pytestmark = pytest.mark.django_db
 
@@ -53,7 +53,7 @@ def _stored(conversation, run, message: StoredMessage) -> tuple[MessageStored, R
     event = MessageStored(
         message_id=row.pk, role=row.role, kind=row.kind, is_meta=row.is_meta, run_id=run.pk
     )
-    return event, store.append_event(conversation.pk, event, run_id=run.pk, hidden=row.is_meta)
+    return event, eventlog.append_event(conversation.pk, event, run_id=run.pk, hidden=row.is_meta)
 
 
 def test_a_hidden_row_is_rendered_for_inspectors_only(conversation, run):

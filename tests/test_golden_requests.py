@@ -44,7 +44,8 @@ from tests.test_example_skills import (
     scout_steps,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 GOLDEN = Path(__file__).parent / "golden"
 PROFILES = ["meta-message", "tool-result", "system-prompt"]
@@ -247,6 +248,7 @@ def fake(settings, fake_anthropic):
 
 @pytest.mark.parametrize("pattern", PATTERNS)
 @pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.django_db(transaction=True)
 async def test_the_requests_match_the_golden_ones(fake, alice, tmp_path, profile, pattern):
     conversation = await Conversation.objects.acreate(
         owner=alice, title=f"golden {profile} {pattern}", profile=profile, base_prompt="design"

@@ -7,7 +7,7 @@ from django.core.management import call_command
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run
-from skills_app.runs import store
+from skills_app.runs import agent_setup, store
 from skills_app.runs.recovery import interrupt_orphaned_runs
 from tests.fake_anthropic import validate_request
 
@@ -44,10 +44,10 @@ def test_it_marks_runs_left_active_as_interrupted_and_answers_open_tool_uses(ali
     assert last[1].content[0]["tool_use_id"] == "toolu_1" and last[1].content[0]["is_error"]
     # The interrupted turn is left out until the user retries it; then it goes back whole,
     # its tool call answered as interrupted, and the API accepts the request.
-    assert store.build_request(conversation).as_kwargs()["messages"] == []
+    assert agent_setup.build_request(conversation).as_kwargs()["messages"] == []
     assert last[0].meta["retry"] is True
     assert store.prepare_retry(conversation.pk)
-    request = store.build_request(conversation).as_kwargs()
+    request = agent_setup.build_request(conversation).as_kwargs()
     assert request["messages"][-1]["content"][0]["tool_use_id"] == "toolu_1"
     assert validate_request(request) is None
 

@@ -21,7 +21,7 @@ from django.test import Client
 from skills_app.core.events import MessageStored, ModelCalled, TextDelta, ThinkingDelta
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
-from skills_app.runs import broadcast, store
+from skills_app.runs import broadcast, eventlog, store, textlog
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, saver
 from tests.loop_helpers import watch_group
@@ -143,7 +143,9 @@ async def test_live_frames_the_channel_layer_dropped_are_filled_from_the_saved_t
 
 def _store_user_message(conversation_id: int, run_id: int) -> RunEvent:
     row = store.append_message(conversation_id, StoredMessage.text("user", "hello"), run_id=run_id)
-    return store.append_event(conversation_id, "message", store.message_event(row), run_id=run_id)
+    return eventlog.append_event(
+        conversation_id, "message", eventlog.message_event(row), run_id=run_id
+    )
 
 
 async def test_an_event_announced_late_by_another_process_does_not_restart_a_stream(
@@ -218,7 +220,7 @@ async def test_saves_are_batched_and_the_stored_row_makes_the_rest_unneeded(reco
     await recorder.message(StoredMessage.text("assistant", TEXT))
     await saver().save_now()
     assert await RunEvent.objects.filter(type="text.saved").acount() == 1
-    assert await sync_to_async(store.streamed_text)(recorder.run_id) == []
+    assert await sync_to_async(textlog.streamed_text)(recorder.run_id) == []
 
 
 async def test_the_saver_writes_every_streaming_conversation_in_one_batch(alice):
@@ -240,7 +242,7 @@ async def test_the_saver_writes_every_streaming_conversation_in_one_batch(alice)
             ).order_by("seq")
         ]
         assert seqs == list(range(1, len(seqs) + 1))  # gap-free per conversation
-        assert await sync_to_async(store.streamed_text)(recorder.run_id) == [
+        assert await sync_to_async(textlog.streamed_text)(recorder.run_id) == [
             {"index": 0, "text": f"text of {recorder.run_id}"}
         ]
         recorder.streams.close()
@@ -275,10 +277,10 @@ async def test_relaying_touches_no_database_and_filling_a_gap_does(recorder, ali
         relayed_by_consumer = [q for q in queries if "skills_app_runevent" in q and "SELECT" in q]
         assert relayed_by_consumer == [], queries
         # Positive control: a seq the tab never got makes it read the database.
-        await sync_to_async(store.append_event)(
+        await sync_to_async(eventlog.append_event)(
             recorder.conversation_id, MessageStored(message_id=0, role="user", kind="text")
         )
-        last = await sync_to_async(store.append_event)(
+        last = await sync_to_async(eventlog.append_event)(
             recorder.conversation_id, ModelCalled(call=2, model="m")
         )
         before = len(queries)

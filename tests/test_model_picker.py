@@ -8,11 +8,12 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 
 from skills_app.models import Conversation, PermissionRule
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def test_it_saves_the_choice_without_reordering_the_list(alice, conversation):
     saved = Conversation.objects.get(pk=conversation.pk)
     assert (saved.model, saved.thinking, saved.effort) == ("claude-haiku-4-5", False, "low")
     assert saved.updated_at == before
-    config = store.agent_config(saved)
+    config = agent_setup.agent_config(saved)
     assert (config.model, config.thinking, config.effort) == ("claude-haiku-4-5", False, "low")
 
 
@@ -83,14 +84,15 @@ def test_nobody_else_can_change_my_conversation(bob, conversation):
 def test_the_defaults_come_from_the_settings_until_a_pick(alice, conversation, settings):
     settings.ANTHROPIC_THINKING = False
     settings.ANTHROPIC_EFFORT = "medium"
-    config = store.agent_config(conversation)
+    config = agent_setup.agent_config(conversation)
     assert (config.thinking, config.effort) == (False, "medium")
     conversation.thinking = True
     conversation.effort = "max"
-    config = store.agent_config(conversation)
+    config = agent_setup.agent_config(conversation)
     assert (config.thinking, config.effort) == (True, "max")
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_the_picked_model_thinking_and_effort_reach_the_model(
     settings, fake_anthropic, alice, conversation, tmp_path
 ):
@@ -119,6 +121,7 @@ async def test_the_picked_model_thinking_and_effort_reach_the_model(
     assert "output_config" not in sent and "thinking" not in sent
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_skill_model_alias_resolves_to_a_served_id(
     settings, fake_anthropic, alice, conversation, tmp_path
 ):

@@ -22,6 +22,7 @@ from django.utils import timezone
 
 from skills_app.models import Run, Worker
 from skills_app.ops import health
+from tests.loop_helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -166,7 +167,12 @@ async def test_the_channel_layer_check_passes_while_a_websocket_is_receiving(red
     browser = await layer.new_channel()
     reading = asyncio.ensure_future(layer.receive(browser))
     try:
-        await asyncio.sleep(0.2)  # the browser's reader holds the process's receive loop
+        # The browser's reader holds the process's receive loop (its lock) while it waits.
+        async def reading_holds_the_lock() -> bool:
+            lock = getattr(layer, "receive_lock", None)
+            return lock is not None and lock.locked()
+
+        await wait_until(reading_holds_the_lock, what="the browser's reader waiting")
         assert await health.check_channel_layer() == "ok"
         await layer.send(browser, {"type": "still.works"})
         assert (await asyncio.wait_for(reading, 5))["type"] == "still.works"

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from skills_app.models import Conversation, Run, RunEvent, Worker
 from skills_app.ops import snapshot
-from skills_app.runs import store
+from skills_app.runs import eventlog
 
 pytestmark = pytest.mark.django_db
 
@@ -80,9 +80,9 @@ def test_it_counts_workers_runs_and_the_queue(settings, auditor, alice):
 def test_the_event_rate_reads_the_last_minute_only(auditor, alice):
     conversation = Conversation.objects.create(owner=alice)
     for i in range(30):
-        store.append_event(conversation.pk, "text.delta", {"index": 0, "text": str(i)})
-    store.append_event(conversation.pk, "message", {"message_id": 1})
-    old = store.append_event(conversation.pk, "text.delta", {"index": 0, "text": "old"})
+        eventlog.append_event(conversation.pk, "text.delta", {"index": 0, "text": str(i)})
+    eventlog.append_event(conversation.pk, "message", {"message_id": 1})
+    old = eventlog.append_event(conversation.pk, "text.delta", {"index": 0, "text": "old"})
     RunEvent.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(minutes=5))
 
     snap = snapshot.take()

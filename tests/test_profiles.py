@@ -7,7 +7,7 @@ from asgiref.sync import sync_to_async
 
 from skills_app.core.tools.bash import SAFE_PATH
 from skills_app.models import Conversation, PermissionRule, SkillInvocation
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import (
     accepted,
@@ -126,7 +126,7 @@ async def test_system_prompt_profile_merges_loaded_bodies_and_docs_into_the_syst
     assert "GUIDE-BODY-MARKER" not in json.dumps(third["messages"])
     assert "VOICE-DOC-MARKER" in fourth.system_text
     # What the model saw stays reconstructible from the stored rows.
-    rebuilt = await sync_to_async(store.build_request)(conversation)
+    rebuilt = await sync_to_async(agent_setup.build_request)(conversation)
     assert rebuilt.system == fourth.system_text
 
 

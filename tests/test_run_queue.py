@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
@@ -20,30 +19,13 @@ from skills_app.models import Conversation, Message, Run, RunEvent
 from skills_app.runs import queue, recovery
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply
-from tests.loop_helpers import use_fake_model
-from tests.worker_helpers import running_worker, status, use_fast_heartbeats
+from tests.worker_helpers import running_worker, status
 from tests.ws_helpers import receive
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 WAITING = "Waiting for a worker"
-
-
-@pytest.fixture
-def fake(settings, fake_anthropic):
-    use_fake_model(settings, fake_anthropic)
-    use_fast_heartbeats(settings)
-    settings.RUN_EXECUTOR = "worker"
-    return fake_anthropic
-
-
-@pytest.fixture
-async def layer():
-    channel_layer = get_channel_layer()
-    await channel_layer.flush()
-    yield channel_layer
-    await channel_layer.flush()
 
 
 @pytest.fixture
@@ -88,9 +70,9 @@ def _texts(conversation_id: int) -> list[tuple[str, str]]:
 
 
 async def test_a_message_sent_with_no_worker_waits_visibly_and_is_answered_when_one_starts(
-    fake, layer, conversation, alice
+    worker_fake, layer, conversation, alice
 ):
-    fake.enqueue(Reply.text("Sorry for the wait."))
+    worker_fake.enqueue(Reply.text("Sorry for the wait."))
     tab = await _tab(alice, conversation.pk)
     try:
         await tab.send_json_to({"action": "send", "text": "anyone there?"})
@@ -118,7 +100,7 @@ async def test_a_message_sent_with_no_worker_waits_visibly_and_is_answered_when_
         ("user", "anyone there?"),
         ("assistant", "Sorry for the wait."),
     ]
-    assert fake.requests[-1]["messages"][-1]["content"][0]["text"] == "anyone there?"
+    assert worker_fake.requests[-1]["messages"][-1]["content"][0]["text"] == "anyone there?"
     page = await sync_to_async(_page)(alice, conversation.pk)
     assert WAITING not in page
 
@@ -131,12 +113,14 @@ def _page(user, conversation_id: int) -> str:
     return response.content.decode()
 
 
-async def test_a_lost_wake_up_only_delays_the_run(fake, layer, conversation, alice, monkeypatch):
+async def test_a_lost_wake_up_only_delays_the_run(
+    worker_fake, layer, conversation, alice, monkeypatch
+):
     async def unreachable(channel: str, message: dict[str, Any]) -> None:
         raise layer.ChannelFull()
 
     monkeypatch.setattr(layer, "send", unreachable)
-    fake.enqueue(Reply.text("Found it in the queue."))
+    worker_fake.enqueue(Reply.text("Found it in the queue."))
     run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)  # no error for the user
     assert await sync_to_async(status)(run.pk) == Run.QUEUED
     async with running_worker():
@@ -145,7 +129,7 @@ async def test_a_lost_wake_up_only_delays_the_run(fake, layer, conversation, ali
 
 
 async def test_a_queued_run_stopped_never_starts_and_retry_sends_the_message_again(
-    fake, layer, conversation, alice
+    worker_fake, layer, conversation, alice
 ):
     tab = await _tab(alice, conversation.pk)
     try:
@@ -156,7 +140,7 @@ async def test_a_queued_run_stopped_never_starts_and_retry_sends_the_message_aga
         assert frames[-1]["status"] == Run.STOPPED
         assert await sync_to_async(status)((await Run.objects.aget()).pk) == Run.STOPPED
 
-        fake.enqueue(Reply.text("Here it is after all."))
+        worker_fake.enqueue(Reply.text("Here it is after all."))
         await tab.send_json_to({"action": "retry"})
         await _until(tab, lambda f: f.get("type") == "run.queued")
         async with running_worker():
@@ -165,8 +149,8 @@ async def test_a_queued_run_stopped_never_starts_and_retry_sends_the_message_aga
     finally:
         await tab.disconnect()
     # The stopped run never reached the model; the retry sent the stored message once.
-    assert len(fake.requests) == 1
-    sent = fake.requests[0]["messages"]
+    assert len(worker_fake.requests) == 1
+    sent = worker_fake.requests[0]["messages"]
     assert [m["role"] for m in sent] == ["user"]
     assert [b["text"] for b in sent[0]["content"] if b["type"] == "text"] == ["never mind"]
     statuses = [r.status async for r in Run.objects.order_by("pk")]
@@ -179,7 +163,9 @@ async def test_a_queued_run_stopped_never_starts_and_retry_sends_the_message_aga
     ]
 
 
-async def test_a_stop_and_a_claim_of_the_same_queued_run_never_both_win(fake, conversation, alice):
+async def test_a_stop_and_a_claim_of_the_same_queued_run_never_both_win(
+    worker_fake, conversation, alice
+):
     run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
     stopped = await runs.stop_run(run.pk)
     claimed = await sync_to_async(queue.claim)(worker="w", channel="c", limit=5)
@@ -192,7 +178,7 @@ async def test_a_stop_and_a_claim_of_the_same_queued_run_never_both_win(fake, co
     assert (await Run.objects.aget(pk=run.pk)).worker == "w"
 
 
-async def test_workers_take_the_oldest_queued_run_first(fake, alice):
+async def test_workers_take_the_oldest_queued_run_first(worker_fake, alice):
     conversations = [
         await Conversation.objects.acreate(owner=alice, title=f"c{i}") for i in range(3)
     ]
@@ -202,7 +188,7 @@ async def test_workers_take_the_oldest_queued_run_first(fake, alice):
     assert all(c.user_id == alice.pk for c in claimed)
 
 
-async def test_queued_runs_count_against_the_senders_limit(fake, settings, alice, bob):
+async def test_queued_runs_count_against_the_senders_limit(worker_fake, settings, alice, bob):
     """Nobody can fill the queue for everyone: a queued run is an answer in progress."""
     settings.RATE_LIMIT_CONCURRENT_RUNS = 2
     for i in range(2):
@@ -213,7 +199,7 @@ async def test_queued_runs_count_against_the_senders_limit(fake, settings, alice
     await sync_to_async(check_send)(bob.pk)  # another user is not held back
 
 
-async def test_the_queued_event_says_nothing_but_the_run(fake, conversation, alice):
+async def test_the_queued_event_says_nothing_but_the_run(worker_fake, conversation, alice):
     await runs.start_run(conversation.pk, "/secret-skill with args", user_id=alice.pk)
     event = await RunEvent.objects.aget(type="run.queued")
     assert event.data == {"run_id": event.run_id} and not event.hidden

@@ -15,12 +15,13 @@ from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run, RunEvent
-from skills_app.runs import recovery, store, streams
+from skills_app.runs import agent_setup, broadcast, eventlog, recovery, store, streams, textlog
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import use_fake_model, wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -51,13 +52,14 @@ def _run(owner, *, heartbeat_age: float | None, age: float = 0, status: str = Ru
 def _valid_after_another_turn(conversation: Conversation) -> str | None:
     """Why the API would reject the request after the user's next message (a Retry), or None."""
     store.append_message(conversation.pk, StoredMessage.text("user", "again"))
-    return validate_request(store.build_request(conversation).as_kwargs())
+    return validate_request(agent_setup.build_request(conversation).as_kwargs())
 
 
 def _statuses(*run_list: Run) -> list[str]:
     return [Run.objects.get(pk=r.pk).status for r in run_list]
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_the_sweep_marks_runs_with_a_stale_heartbeat_and_leaves_live_and_queued_ones(
     workers, alice
 ):
@@ -80,9 +82,9 @@ async def test_the_sweep_marks_runs_with_a_stale_heartbeat_and_leaves_live_and_q
 def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
     run = _run(alice, heartbeat_age=60, age=60)
     conversation = run.conversation
-    store.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
+    eventlog.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
     for piece in ("The answer ", "was half ", "written "):
-        store.append_event(
+        eventlog.append_event(
             conversation.pk, "text.delta", {"index": 0, "text": piece}, run_id=run.pk
         )
 
@@ -100,7 +102,7 @@ def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
     assert rows[2].meta["retry"] is True
     # Retry sends the turn again (without its partial answer), and the next request is valid.
     assert store.prepare_retry(conversation.pk) == [rows[0].pk]
-    request = store.build_request(conversation).as_kwargs()
+    request = agent_setup.build_request(conversation).as_kwargs()
     assert validate_request(request) is None and request["messages"][-1]["role"] == "user"
     assert _valid_after_another_turn(conversation) is None
 
@@ -108,11 +110,13 @@ def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
 def test_text_already_stored_as_a_message_is_not_kept_twice(alice):
     run = _run(alice, heartbeat_age=60)
     conversation = run.conversation
-    store.append_event(conversation.pk, "text.delta", {"index": 0, "text": "Done."}, run_id=run.pk)
+    eventlog.append_event(
+        conversation.pk, "text.delta", {"index": 0, "text": "Done."}, run_id=run.pk
+    )
     row = store.append_message(
         conversation.pk, StoredMessage.text("assistant", "Done."), run_id=run.pk
     )
-    store.append_event(conversation.pk, "message", {"message_id": row.pk}, run_id=run.pk)
+    eventlog.append_event(conversation.pk, "message", {"message_id": row.pk}, run_id=run.pk)
 
     recovery.interrupt_orphaned_runs()
 
@@ -152,11 +156,12 @@ def test_open_tool_uses_are_answered_and_pending_approvals_cancelled_with_events
     assert _valid_after_another_turn(conversation) is None
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_browsers_watching_the_conversation_are_told(workers, alice):
     run = await sync_to_async(_run)(alice, heartbeat_age=60)
     layer = get_channel_layer()
     watcher = await layer.new_channel()
-    await layer.group_add(store.group_name(run.conversation_id), watcher)
+    await layer.group_add(broadcast.group_name(run.conversation_id), watcher)
 
     await recovery.interrupt_stale_runs()
 
@@ -184,6 +189,7 @@ def test_bootstrap_in_one_process_takes_every_active_run_as_orphaned(settings, a
     assert _statuses(fresh) == [Run.INTERRUPTED]
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_new_message_replaces_a_run_whose_process_died(settings, fake_anthropic, alice):
     use_fake_model(settings, fake_anthropic)
     dead = await sync_to_async(_run)(alice, heartbeat_age=600, age=600)
@@ -194,6 +200,7 @@ async def test_a_new_message_replaces_a_run_whose_process_died(settings, fake_an
     assert fake_anthropic.requests[-1].status == 200
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_new_message_is_refused_while_a_live_run_is_active(workers, alice):
     live = await sync_to_async(_run)(alice, heartbeat_age=1)
     with pytest.raises(runs.RunError, match="already in progress"):
@@ -201,12 +208,14 @@ async def test_a_new_message_is_refused_while_a_live_run_is_active(workers, alic
     assert await sync_to_async(_statuses)(live) == [Run.RUNNING]
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_stopping_a_run_whose_process_died_marks_it_interrupted(workers, alice):
     dead = await sync_to_async(_run)(alice, heartbeat_age=600)
     assert await runs.stop_run(dead.pk)
     assert await sync_to_async(_statuses)(dead) == [Run.INTERRUPTED]
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_stopping_a_live_run_that_does_not_answer_reports_failure(workers, settings, alice):
     settings.RUN_HEARTBEAT_SECONDS = 0.1
     runs_module_wait = runs.STOP_WAIT_SECONDS
@@ -224,7 +233,7 @@ async def _until_saved(run_id: int) -> None:
     """Wait (bounded) until some of the run's streamed text is in the database."""
 
     async def saved() -> bool:
-        return bool(await sync_to_async(store.streamed_text)(run_id))
+        return bool(await sync_to_async(textlog.streamed_text)(run_id))
 
     await wait_until(saved, timeout=5, what="saving the streamed text")
 
@@ -233,6 +242,7 @@ async def _saver_idle() -> bool:
     return streams.saver().idle()
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_anthropic, alice):
     """A false alarm (a heartbeat delayed past the limit) must not corrupt the closed history."""
     use_fake_model(settings, fake_anthropic)

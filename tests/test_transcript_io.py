@@ -16,7 +16,7 @@ from skills_app.audit.transcript_io import (
 )
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, PermissionRule
-from skills_app.runs import store
+from skills_app.runs import agent_setup, store
 from tests.fake_anthropic import Reply, validate_request
 from tests.loop_helpers import run_turn, use_fake_model, write_skills
 
@@ -37,7 +37,7 @@ def assistant(content, **extra):
 
 def api_valid(conversation: Conversation) -> str | None:
     """The API's verdict on the stored history followed by a new user message."""
-    kwargs = store.build_request(conversation).as_kwargs()
+    kwargs = agent_setup.build_request(conversation).as_kwargs()
     messages = [*kwargs["messages"], {"role": "user", "content": [{"type": "text", "text": "go"}]}]
     if len(messages) > 1 and messages[-2]["role"] == "user":
         messages[-2]["content"].extend(messages.pop()["content"])

@@ -8,29 +8,23 @@ take against a real `runworker` (tests/multiprocess covers that with Redis and P
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, Run, Worker
-from skills_app.runs import queue, store, tasks
+from skills_app.runs import agent_setup, broadcast, queue, store, tasks, textlog
 from skills_app.runs import supervisor as runs
-from skills_app.runs.workers import RunWorker
 from tests.fake_anthropic import Reply, validate_request
-from tests.loop_helpers import use_fake_model
 from tests.worker_helpers import (
     after_ticks,
     paused,
     running_worker,
     status,
     until,
-    use_fast_heartbeats,
     wait_event,
 )
 
@@ -38,36 +32,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def fake(settings, fake_anthropic):
-    use_fake_model(settings, fake_anthropic)
-    use_fast_heartbeats(settings)
-    settings.RUN_EXECUTOR = "worker"
-    return fake_anthropic
-
-
-@pytest.fixture
-async def layer() -> AsyncIterator[Any]:
-    channel_layer = get_channel_layer()
-    await channel_layer.flush()
-    yield channel_layer
-    await channel_layer.flush()
-
-
-@pytest.fixture
-async def worker(fake, layer) -> AsyncIterator[RunWorker]:
-    async with running_worker() as instance:
-        yield instance
-
-
-@pytest.fixture
 def conversation(alice):
     return Conversation.objects.create(owner=alice, title="Worker chat")
 
 
-async def test_it_queues_the_run_and_a_worker_executes_it(fake, layer, worker, conversation, alice):
-    fake.enqueue(Reply.text("Hello from the worker."))
+async def test_it_queues_the_run_and_a_worker_executes_it(
+    worker_fake, layer, worker, conversation, alice
+):
+    worker_fake.enqueue(Reply.text("Hello from the worker."))
     watcher = await layer.new_channel()
-    await layer.group_add(store.group_name(conversation.pk), watcher)
+    await layer.group_add(broadcast.group_name(conversation.pk), watcher)
 
     run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
     assert run.status == Run.QUEUED and run.pk not in tasks.RUNNING  # nothing executes here
@@ -89,14 +63,14 @@ async def test_it_queues_the_run_and_a_worker_executes_it(fake, layer, worker, c
     assert seen[:3] == ["message.stored", "run.queued", "run.started"] and "text.delta" in seen
 
 
-async def test_one_worker_executes_several_runs_at_once(fake, worker, alice):
+async def test_one_worker_executes_several_runs_at_once(worker_fake, worker, alice):
     first = await Conversation.objects.acreate(owner=alice, title="one")
     second = await Conversation.objects.acreate(owner=alice, title="two")
     (reply_a, gate_a, reached_a), (reply_b, gate_b, reached_b) = (
         paused("Answer A " * 8),
         paused("Answer B " * 8),
     )
-    fake.enqueue(reply_a, reply_b)
+    worker_fake.enqueue(reply_a, reply_b)
     run_a = await runs.start_run(first.pk, "a", user_id=alice.pk)
     await wait_event(reached_a)
     run_b = await runs.start_run(second.pk, "b", user_id=alice.pk)
@@ -110,13 +84,13 @@ async def test_one_worker_executes_several_runs_at_once(fake, worker, alice):
 
 
 async def test_a_full_worker_leaves_further_runs_queued_until_one_ends(
-    fake, settings, layer, alice
+    worker_fake, settings, layer, alice
 ):
     settings.WORKER_MAX_RUNS = 1
     first = await Conversation.objects.acreate(owner=alice, title="one")
     second = await Conversation.objects.acreate(owner=alice, title="two")
     reply, gate, reached = paused("The long one. " * 6)
-    fake.enqueue(reply, Reply.text("The second answer."))
+    worker_fake.enqueue(reply, Reply.text("The second answer."))
     async with running_worker() as worker:
         await runs.start_run(first.pk, "a", user_id=alice.pk)
         await wait_event(reached)
@@ -132,12 +106,14 @@ async def test_a_full_worker_leaves_further_runs_queued_until_one_ends(
 
 
 def _streamed(run_id: int) -> str:
-    return "".join(block["text"] for block in store.streamed_text(run_id))
+    return "".join(block["text"] for block in textlog.streamed_text(run_id))
 
 
-async def test_stop_reaches_the_run_through_its_workers_channel(fake, worker, conversation, alice):
+async def test_stop_reaches_the_run_through_its_workers_channel(
+    worker_fake, worker, conversation, alice
+):
     reply, gate, reached = paused("The first part is here. " * 4)
-    fake.enqueue(reply)
+    worker_fake.enqueue(reply)
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
     await wait_event(reached)
     # The run holds the text it streamed (what a stop keeps) once the text is saved.
@@ -150,17 +126,17 @@ async def test_stop_reaches_the_run_through_its_workers_channel(fake, worker, co
     assert asyncio.get_running_loop().time() - started < 3
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == Run.STOPPED
-    request = (await sync_to_async(store.build_request)(conversation)).as_kwargs()
+    request = (await sync_to_async(agent_setup.build_request)(conversation)).as_kwargs()
     assert request["messages"][-1]["content"][0]["text"].startswith("The first")
     request["messages"].append({"role": "user", "content": "go on"})
     assert validate_request(request) is None
 
 
 async def test_stop_reaches_the_run_through_the_flag_when_its_channel_is_unknown(
-    fake, worker, conversation, alice
+    worker_fake, worker, conversation, alice
 ):
     reply, gate, reached = paused("Some words to stream. " * 4)
-    fake.enqueue(reply)
+    worker_fake.enqueue(reply)
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
     await wait_event(reached)
     await Run.objects.filter(pk=run.pk).aupdate(channel="")  # as if the stop message were lost
@@ -172,12 +148,12 @@ async def test_stop_reaches_the_run_through_the_flag_when_its_channel_is_unknown
 
 
 async def test_the_worker_ignores_malformed_messages_and_keeps_working(
-    fake, layer, worker, conversation, alice
+    worker_fake, layer, worker, conversation, alice
 ):
     await layer.send(queue.RUN_CHANNEL, {"type": "run.execute", "run_id": "nope"})
     await layer.send(queue.RUN_CHANNEL, {"type": "no.such.handler"})
     await layer.send(queue.RUN_CHANNEL, {"type": "run.stop"})
-    fake.enqueue(Reply.text("Still here."))
+    worker_fake.enqueue(Reply.text("Still here."))
     run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
     await runs.wait_for_run(run.pk, timeout=20)
     run = await Run.objects.aget(pk=run.pk)
@@ -199,9 +175,9 @@ def _queue_at_once(owner, count: int) -> list[int]:
     return ids
 
 
-async def test_a_burst_of_messages_spreads_over_the_workers(fake, layer, alice):
+async def test_a_burst_of_messages_spreads_over_the_workers(worker_fake, layer, alice):
     replies = [paused(f"Answer {i} " * 6) for i in range(6)]
-    fake.enqueue(*(reply for reply, _gate, _reached in replies))
+    worker_fake.enqueue(*(reply for reply, _gate, _reached in replies))
     async with running_worker() as first, running_worker() as second:
         queued = await sync_to_async(_queue_at_once)(alice, 6)
         first.loop.poke()
@@ -219,7 +195,7 @@ async def test_a_burst_of_messages_spreads_over_the_workers(fake, layer, alice):
     assert executed_by.count(first.loop.name) == executed_by.count(second.loop.name) == 3
 
 
-async def test_a_worker_takes_its_share_of_the_work(fake, alice):
+async def test_a_worker_takes_its_share_of_the_work(worker_fake, alice):
     for i in range(5):
         conversation = await Conversation.objects.acreate(owner=alice, title=f"c{i}")
         await runs.start_run(conversation.pk, "go", user_id=alice.pk)

@@ -9,40 +9,21 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings as django_settings
 
 from skills_app.models import Conversation, Run, Worker
 from skills_app.runs import heartbeat, liveness, recovery
 from skills_app.runs import supervisor as runs
-from tests.loop_helpers import use_fake_model
 from tests.worker_helpers import (
     after_ticks,
     paused,
     running_worker,
     status,
     until,
-    use_fast_heartbeats,
     wait_event,
 )
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def fake(settings, fake_anthropic):
-    use_fake_model(settings, fake_anthropic)
-    use_fast_heartbeats(settings)
-    settings.RUN_EXECUTOR = "worker"
-    return fake_anthropic
-
-
-@pytest.fixture
-async def layer():
-    channel_layer = get_channel_layer()
-    await channel_layer.flush()
-    yield channel_layer
-    await channel_layer.flush()
 
 
 def _block_the_loop(
@@ -69,11 +50,11 @@ def _sweep(run_id: int) -> tuple[list[str], bool]:
     return buried, Run.objects.filter(recovery.orphaned(), pk=run_id).exists()
 
 
-async def test_a_worker_whose_loop_lags_is_not_taken_for_dead(fake, layer, alice):
+async def test_a_worker_whose_loop_lags_is_not_taken_for_dead(worker_fake, layer, alice):
     """Blocked for twice the stale time: the heart beats on, for the worker and for its run."""
     conversation = await Conversation.objects.acreate(owner=alice)
     reply, gate, reached = paused("Still streaming, just slowly. " * 4)
-    fake.enqueue(reply)
+    worker_fake.enqueue(reply)
     async with running_worker() as worker:
         try:
             run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
@@ -94,12 +75,14 @@ async def test_a_worker_whose_loop_lags_is_not_taken_for_dead(fake, layer, alice
         assert await sync_to_async(status)(run.pk) == Run.DONE
 
 
-async def test_a_worker_whose_loop_is_stuck_is_found_dead_after_the_bound(fake, layer, alice):
+async def test_a_worker_whose_loop_is_stuck_is_found_dead_after_the_bound(
+    worker_fake, layer, alice
+):
     """Past LOOP_STUCK_FACTOR stale periods without an answer from the loop the heart stops, so a
     deadlocked worker's runs are not held forever; once the loop is back the worker starts over."""
     conversation = await Conversation.objects.acreate(owner=alice)
     reply, gate, reached = paused("Words nobody will see. " * 4)
-    fake.enqueue(reply)
+    worker_fake.enqueue(reply)
     async with running_worker() as worker:
         try:
             run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
@@ -120,7 +103,7 @@ async def test_a_worker_whose_loop_is_stuck_is_found_dead_after_the_bound(fake, 
         assert not worker.loop.heart.loop_stuck
 
 
-async def test_the_heart_stops_with_its_worker(fake, layer):
+async def test_the_heart_stops_with_its_worker(worker_fake, layer):
     async with running_worker() as worker:
         heart = worker.loop.heart
         first = heart.beats

@@ -8,7 +8,6 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
@@ -16,38 +15,22 @@ from django.utils import timezone
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, Run, RunEvent, Worker
 from skills_app.ops.health import live_workers
-from skills_app.runs import liveness, recovery, store
+from skills_app.runs import agent_setup, broadcast, eventlog, liveness, recovery, store
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
-from tests.loop_helpers import use_fake_model, wait_until
+from tests.loop_helpers import wait_until
 from tests.worker_helpers import (
     paused,
     running_worker,
     status,
     until,
-    use_fast_heartbeats,
     wait_event,
 )
 from tests.ws_helpers import receive
 from webapp.asgi import application
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def fake(settings, fake_anthropic):
-    use_fake_model(settings, fake_anthropic)
-    use_fast_heartbeats(settings)
-    settings.RUN_EXECUTOR = "worker"
-    return fake_anthropic
-
-
-@pytest.fixture
-async def layer():
-    channel_layer = get_channel_layer()
-    await channel_layer.flush()
-    yield channel_layer
-    await channel_layer.flush()
+# Only the tests that run code in other threads (async ones) need real transactions.
+pytestmark = pytest.mark.django_db
 
 
 def _ghost(name: str = "ghost-host pid 9 #dead01", *, silent_for: float) -> Worker:
@@ -72,18 +55,19 @@ def _run_of(worker: str, owner, *, text: str = "half an answer") -> Run:
         heartbeat_at=timezone.now(),
     )
     store.append_message(conversation.pk, StoredMessage.text("user", "hello"), run_id=run.pk)
-    store.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
-    store.append_event(conversation.pk, "text.delta", {"index": 0, "text": text}, run_id=run.pk)
+    eventlog.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
+    eventlog.append_event(conversation.pk, "text.delta", {"index": 0, "text": text}, run_id=run.pk)
     return run
 
 
 def _valid_after_another_turn(conversation_id: int) -> str | None:
     store.append_message(conversation_id, StoredMessage.text("user", "again"))
     conversation = Conversation.objects.get(pk=conversation_id)
-    return validate_request(store.build_request(conversation).as_kwargs())
+    return validate_request(agent_setup.build_request(conversation).as_kwargs())
 
 
-async def test_a_worker_registers_beats_and_deregisters(fake, layer):
+@pytest.mark.django_db(transaction=True)
+async def test_a_worker_registers_beats_and_deregisters(worker_fake, layer):
     async with running_worker() as worker:
         name = worker.loop.name
         row = await Worker.objects.aget(name=name)
@@ -96,10 +80,11 @@ async def test_a_worker_registers_beats_and_deregisters(fake, layer):
     assert await sync_to_async(live_workers)() == 0
 
 
-async def test_a_worker_that_stops_interrupts_its_runs_at_once(fake, layer, alice):
+@pytest.mark.django_db(transaction=True)
+async def test_a_worker_that_stops_interrupts_its_runs_at_once(worker_fake, layer, alice):
     conversation = await Conversation.objects.acreate(owner=alice)
     reply, gate, reached = paused("Streaming along nicely. " * 4)
-    fake.enqueue(reply)
+    worker_fake.enqueue(reply)
     try:
         async with running_worker():
             run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
@@ -123,11 +108,12 @@ async def test_a_worker_that_stops_interrupts_its_runs_at_once(fake, layer, alic
     assert await sync_to_async(_valid_after_another_turn)(conversation.pk) is None
 
 
-async def test_a_live_worker_interrupts_the_runs_of_a_silent_one(fake, layer, alice):
+@pytest.mark.django_db(transaction=True)
+async def test_a_live_worker_interrupts_the_runs_of_a_silent_one(worker_fake, layer, alice):
     ghost = await sync_to_async(_ghost)(silent_for=0)
     run = await sync_to_async(_run_of)(ghost.name, alice)
     watcher = await layer.new_channel()
-    await layer.group_add(store.group_name(run.conversation_id), watcher)
+    await layer.group_add(broadcast.group_name(run.conversation_id), watcher)
     # Positive control: while the ghost's heartbeat is fresh its run is left alone.
     assert await recovery.interrupt_stale_runs() == 0
 
@@ -152,7 +138,10 @@ async def _next(layer, channel: str, event_type: str, *, timeout: float) -> dict
             return message
 
 
-async def test_a_web_process_notices_a_dead_worker_when_no_worker_is_left(fake, layer, alice):
+@pytest.mark.django_db(transaction=True)
+async def test_a_web_process_notices_a_dead_worker_when_no_worker_is_left(
+    worker_fake, layer, alice
+):
     """The only worker died: the browser's own web process marks its run interrupted."""
     ghost = await sync_to_async(_ghost)(silent_for=0)
     run = await sync_to_async(_run_of)(ghost.name, alice)
@@ -184,12 +173,13 @@ def _session_cookie(user) -> str:
     return client.cookies["sessionid"].value
 
 
-async def test_a_worker_taken_for_dead_gives_up_its_runs_and_starts_over(fake, layer, alice):
+@pytest.mark.django_db(transaction=True)
+async def test_a_worker_taken_for_dead_gives_up_its_runs_and_starts_over(worker_fake, layer, alice):
     """A stalled worker came back after others declared it dead: it must not add to the closed
     history of its runs, and it goes on as a new worker."""
     conversation = await Conversation.objects.acreate(owner=alice)
     reply, gate, reached = paused("Words that will be dropped. " * 4)
-    fake.enqueue(reply, Reply.text("Fresh start."))
+    worker_fake.enqueue(reply, Reply.text("Fresh start."))
     async with running_worker() as worker:
         run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
         await wait_event(reached)
@@ -216,7 +206,7 @@ async def test_a_worker_taken_for_dead_gives_up_its_runs_and_starts_over(fake, l
         assert (await Run.objects.aget(pk=again.pk)).worker == worker.loop.name
 
 
-def test_each_dead_worker_is_buried_once_and_forgotten_after_a_day(fake):
+def test_each_dead_worker_is_buried_once_and_forgotten_after_a_day(worker_fake):
     now = timezone.now()
     _ghost("a", silent_for=60)
     _ghost("b", silent_for=0.1)
@@ -227,7 +217,7 @@ def test_each_dead_worker_is_buried_once_and_forgotten_after_a_day(fake):
     assert list(Worker.objects.values_list("name", flat=True)) == ["b"]
 
 
-def test_subagent_runs_end_with_their_interrupted_parent(fake, alice):
+def test_subagent_runs_end_with_their_interrupted_parent(worker_fake, alice):
     _ghost(silent_for=60)
     parent = _run_of("ghost-host pid 9 #dead01", alice)
     child = Run.objects.create(
@@ -237,7 +227,7 @@ def test_subagent_runs_end_with_their_interrupted_parent(fake, alice):
     assert status(parent.pk) == status(child.pk) == Run.INTERRUPTED
 
 
-def test_an_inline_run_with_a_fresh_heartbeat_is_not_taken_for_a_dead_workers(fake, alice):
+def test_an_inline_run_with_a_fresh_heartbeat_is_not_taken_for_a_dead_workers(worker_fake, alice):
     """Inline runs have no worker row: only their own heartbeat tells whether they live."""
     conversation = Conversation.objects.create(owner=alice)
     run = Run.objects.create(

@@ -47,7 +47,7 @@ from skills_app.core.tools import default_tools
 from skills_app.core.transcript import StoredMessage, text_of
 from skills_app.models import Conversation, Message, ModelCall, Run, RunEvent, SkillInvocation
 from skills_app.permissions.approvals import admin_rules
-from skills_app.runs import store, usage
+from skills_app.runs import agent_setup, usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +199,7 @@ def _rebuilt(
     evented = {e["data"].get("message_id") for e in events if e["type"] == "message"}
     tools = default_tools()
     removed = sorted(_removed_by_admin([*tools.names(), SKILL_TOOL]))
-    registry = store.skills_for_conversation(conversation)
+    registry = agent_setup.skills_for_conversation(conversation)
     wanted = {r.pk: r for r in run_list}
     invocations = {
         inv.pk: inv
@@ -228,7 +228,7 @@ def _rebuilt(
             [r.stored for r in included],
             tools=tools.without(removed),
             skills=registry,
-            config=store.agent_config(conversation, model=run.model or None),
+            config=agent_setup.agent_config(conversation, model=run.model or None),
             state=state,
         )
         sent_model = recorded.get("model") or event["data"].get("model")

@@ -36,7 +36,7 @@ from skills_app.models import (
     Conversation,
     Run,
 )
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 from skills_app.visibility import INSPECT_PERMISSION
 
 
@@ -120,7 +120,7 @@ def conversation_audit(request: HttpRequest, pk: int) -> HttpResponse:
             ],
             "cost": conversation_usage(conversation.pk),
             "invocations": [(inv, decided_by(inv)) for inv in invocations],
-            "saving": audit.layer_saving(store.skills_for_conversation(conversation)),
+            "saving": audit.layer_saving(agent_setup.skills_for_conversation(conversation)),
             "size_labels": audit.SIZE_PARTS,
             "can_audit": can_view_audit(request.user),
         },

@@ -19,7 +19,7 @@ from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.core.events import TurnExcluded
 from skills_app.models import Approval, Run
 from skills_app.permissions.approvals import ApprovalError, answer_approval
-from skills_app.runs import attached, pending, store
+from skills_app.runs import attached, eventlog, pending, store
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
 
@@ -171,7 +171,7 @@ async def _replace(
         await database_sync_to_async(titles.forget_auto_title)(conversation_id, message_id)
     visible = await database_sync_to_async(store.visible_ids)(ids)
     event = TurnExcluded(reason="replaced", message_ids=tuple(visible))
-    row = await database_sync_to_async(store.append_event)(conversation_id, event)
+    row = await database_sync_to_async(eventlog.append_event)(conversation_id, event)
     await broadcast_events([row])
     await _start(conversation_id, user_id, text, retry=text is None)
 

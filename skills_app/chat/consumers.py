@@ -6,8 +6,9 @@ cancel, edit, regenerate) with their fields. The
 server sends what `chat.frames` describes: stored events as htmx out-of-band fragments headed by
 their seq, streamed text as JSON.
 
-Every group message names its event type, so Channels calls the handler of that name; each one
-only filters and sends. Stored events arrive rendered for both visibility classes and this tab
+Every group message names its event type, and the consumer relays it by the traits its class
+declares (`core.events`: stored, streamed, ending streams), with no handler per type; it only
+filters and sends. Stored events arrive rendered for both visibility classes and this tab
 sends its own class's HTML: nothing hidden reaches a tab without the inspect permission, and
 relaying needs no database. The database is read only to resume, to fill a gap in the seqs (the
 channel layer drops messages for a full channel) and to start a stream whose beginning this tab
@@ -21,17 +22,18 @@ import json
 import logging
 from typing import Any
 
-from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from skills_app.chat import actions, frames
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
+from skills_app.chat.event_views import live_frame
 from skills_app.chat.fragments import replay_html
 from skills_app.core.events import EVENT_TYPES
+from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import Conversation, RunEvent
-from skills_app.runs import recovery, store
-from skills_app.runs.store import group_name
+from skills_app.runs import recovery, textlog
+from skills_app.runs.broadcast import group_name
 from skills_app.runs.streams import LIVE_FRAME_CHARS
 from skills_app.visibility import INSPECT_PERMISSION
 
@@ -85,10 +87,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # Channels closes stale database connections before every handler: a hop through the
         # one thread all database work shares, for every message. The events of a run are
         # relayed without the database (what reads it goes through database_sync_to_async,
-        # which closes them itself), so they go straight to their handler; a relay that waited
+        # which closes them itself), so they go straight to the relay; a relay that waited
         # behind the run's database work would put that wait on every frame.
-        if message.get("type") in EVENT_TYPES:
-            await getattr(self, get_handler_name(message))(message)
+        event_class = EVENT_TYPES.get(message.get("type", ""))
+        if event_class is not None:
+            await self.relay(event_class, message)
         else:
             await super().dispatch(message)
 
@@ -155,80 +158,32 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.ready = True
         await self.send(text_data=frames.resumed(self.last_sent))
 
-    # -- stored events (one handler per type: they only filter and send) --------------------
+    # -- events of the conversation's runs ------------------------------------------------------
 
-    # Only news ends streams: an event announced late (the web process's user message after the
-    # worker's first deltas; the tab already filled that gap from the database) is older than
-    # the streams the tab follows, and forgetting them restarted a block from offset 0.
-    async def message_stored(self, message: dict[str, Any]) -> None:
-        run_id = message["event"].get("run_id")
-        if await self._stored(message) and run_id is not None:
-            self._forget_streams(int(run_id))  # the row holds what the run streamed
+    async def relay(self, event_class: type[CoreEvent], message: dict[str, Any]) -> None:
+        """Send an event of the conversation to this tab, as its class's traits say.
 
-    async def run_finished(self, message: dict[str, Any]) -> None:
-        if await self._stored(message):
-            self._forget_streams(int(message["event"]["run_id"]))
-
-    async def text_saved(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-        await self._saved(message["event"], "text")
-
-    async def thinking_saved(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-        await self._saved(message["event"], "thinking")
-
-    async def run_queued(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def run_started(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def turn_excluded(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def message_queued(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def queued_gone(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def conversation_titled(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def tool_result(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def skill_invocation(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def approval_requested(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def approval_answered(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    # Stored for the audit or the log; the browser shows nothing of them, but they keep the seq.
-    async def model_call(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def tool_call(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def audit_tool(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def audit_hook(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def subagent_started(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    async def subagent_finished(self, message: dict[str, Any]) -> None:
-        await self._stored(message)
-
-    # Never sent to the group (not stored one by one, or shown through their row).
-    async def block_done(self, message: dict[str, Any]) -> None:
-        return None
+        No handler per type: a stored event goes out with the HTML for this viewer (rendered when
+        it was stored), a piece of streamed text by its offset, another live event as the frame
+        the chat makes of it (`event_views`); nothing else needs to know the type.
+        """
+        data = message["event"]
+        if not event_class.stored:
+            if event_class.stream:
+                await self._delta(data, event_class.stream)
+            elif self.ready:
+                live = live_frame(event_class.from_data(data))
+                if live:
+                    await self.send(text_data=live)
+            return
+        fresh = await self._stored(message)
+        if event_class.stream:
+            await self._saved(data, event_class.stream)
+        # Only news ends streams: an event announced late (the web process's user message after
+        # the worker's first deltas; the tab already filled that gap from the database) is older
+        # than the streams the tab follows, and forgetting them restarted a block from offset 0.
+        if fresh and event_class.ends_streams and data.get("run_id") is not None:
+            self._forget_streams(int(data["run_id"]))  # the rows hold what the run streamed
 
     async def _stored(self, message: dict[str, Any]) -> bool:
         """Send a stored event to this tab; False if it had it already (or is not resumed)."""
@@ -259,21 +214,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 await self.send(text_data=frames.stored(seq, event_type, html))
             self.last_sent = seq
 
-    # -- live events ---------------------------------------------------------------------------
-
-    async def text_delta(self, message: dict[str, Any]) -> None:
-        await self._delta(message["event"], "text")
-
-    async def thinking_delta(self, message: dict[str, Any]) -> None:
-        await self._delta(message["event"], "thinking")
-
-    async def block_start(self, message: dict[str, Any]) -> None:
-        event = message["event"]
-        if self.ready and event.get("tool_name"):
-            html = frames.calling(
-                event["run_id"], event["call"], event["index"], str(event["tool_name"])
-            )
-            await self.send(text_data=html)
+    # -- streamed text ---------------------------------------------------------------------------
 
     async def _delta(self, event: dict[str, Any], kind: str) -> None:
         if not self.ready:
@@ -308,7 +249,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         sid = (int(event["run_id"]), int(event["call"]), int(event["index"]), kind)
         if not self.ready or not self.waiting.get(sid):
             return
-        saved = await database_sync_to_async(store.saved_text)(*sid)
+        saved = await database_sync_to_async(textlog.saved_text)(*sid)
         have = self.known.get(sid, 0)
         if len(saved) > have:
             await self._send_text(sid, have, saved[have:])
@@ -337,11 +278,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     @database_sync_to_async
     def _replay(
         self, after: int, *, with_streams: bool
-    ) -> tuple[list[tuple[int, str, str | None]], list[store.StreamedBlock]]:
+    ) -> tuple[list[tuple[int, str, str | None]], list[textlog.StreamedBlock]]:
         events = RunEvent.objects.filter(conversation_id=self.conversation_id, seq__gt=after)
         rows = list(events.order_by("seq")[:REPLAY_LIMIT])
         replayed = replay_html(self.conversation_id, rows, can_inspect=self.can_inspect)
-        streams = store.open_streams(self.conversation_id) if with_streams else []
+        streams = textlog.open_streams(self.conversation_id) if with_streams else []
         return replayed, streams
 
     async def _error(self, message: str, *, retry: bool = True) -> None:

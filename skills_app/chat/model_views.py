@@ -18,7 +18,7 @@ from skills_app.chat.summaries import SummaryError, check_summary_limit, continu
 from skills_app.core.model_catalog import EFFORT_LEVELS, get_model
 from skills_app.core.summary import char_limit, visible_transcript
 from skills_app.models import Conversation
-from skills_app.runs import store
+from skills_app.runs import agent_setup, store
 
 
 def _get_conversation_for_user(user: Any, pk: int) -> Conversation:
@@ -32,7 +32,7 @@ def _get_conversation_for_user(user: Any, pk: int) -> Conversation:
 
 def picker_context(conversation: Conversation) -> dict[str, Any]:
     """What the picker shows: the offered models with their prices, and this conversation's picks."""
-    config = store.agent_config(conversation)
+    config = agent_setup.agent_config(conversation)
     options = []
     for model_id in settings.ANTHROPIC_MODELS:
         info = get_model(model_id)
@@ -86,7 +86,7 @@ def _summary_page(
     request: HttpRequest, conversation: Conversation, *, error: str = "", status: int = 200
 ) -> HttpResponse:
     rows = store.history(conversation)
-    model = store.agent_config(conversation).model
+    model = agent_setup.agent_config(conversation).model
     transcript = visible_transcript(rows, limit_chars=char_limit(model))
     return render(
         request,

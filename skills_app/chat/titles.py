@@ -27,7 +27,7 @@ from skills_app.core.titles import (
 )
 from skills_app.core.transcript import REPLACED
 from skills_app.models import Conversation, Message, ModelCall, RunEvent
-from skills_app.runs import store
+from skills_app.runs import agent_setup, eventlog
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
 from skills_app.visibility import outbound
@@ -55,7 +55,7 @@ def _first_exchange(conversation_id: int) -> tuple[str, str, str] | None:
     ]
     command = ""
     if first.kind == "command":
-        skills = store.skills_for_conversation(first.conversation)
+        skills = agent_setup.skills_for_conversation(first.conversation)
         parsed = parse_slash_command(texts[0], lambda name: skills.get(name) is not None)
         if parsed is not None:
             command = command_title(parsed.names, parsed.args)
@@ -81,7 +81,7 @@ def _store_title(conversation_id: int, title: str, fallback: str) -> list[RunEve
     )
     if not changed:
         return []
-    return [store.append_event(conversation_id, ConversationTitled(title=title))]
+    return [eventlog.append_event(conversation_id, ConversationTitled(title=title))]
 
 
 def forget_auto_title(conversation_id: int, edited_message_id: int | None) -> None:

@@ -38,7 +38,7 @@ from skills_app.models import Conversation, Run
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.permissions.blocked import offered
 from skills_app.registry.skills import skills_for_user
-from skills_app.runs import pending, store
+from skills_app.runs import pending, textlog
 from skills_app.runs import supervisor as runs
 from skills_app.visibility import INSPECT_PERMISSION, hidden_index, outbound
 from skills_app.workspaces import workspace_for
@@ -174,7 +174,7 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
             "approvals_html": [with_csrf(html, token) for html in approvals_html],
             # The answer waits for the person: the composer says so and links the question.
             "waiting_for": pending_now[0] if pending_now else None,
-            "live": _live_bubbles(store.open_streams(pk, upto_seq=last_seq)),
+            "live": _live_bubbles(textlog.open_streams(pk, upto_seq=last_seq)),
             "last_seq": last_seq,
             "running": run is not None,
             "queued_run": run.pk if run is not None and run.status == Run.QUEUED else None,
@@ -215,7 +215,7 @@ def conversation_sidebar(request: AuthedHttpRequest) -> HttpResponse:
     )
 
 
-def _live_bubbles(blocks: list[store.StreamedBlock]) -> list[dict[str, Any]]:
+def _live_bubbles(blocks: list[textlog.StreamedBlock]) -> list[dict[str, Any]]:
     """Streamed blocks grouped into the answers being written (one per run and model call)."""
     bubbles: dict[tuple[int, int], dict[str, Any]] = {}
     for block in blocks:

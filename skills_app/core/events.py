@@ -3,9 +3,13 @@ store in the conversation's event log, and what travels the channel layer to the
 
 Each class names its wire type once (`type`, e.g. `message.stored`); `data()` is its JSON (what
 the event log stores and the channel layer carries) and `from_data()` reads it back, so the
-recorder, the consumer and the tests share one schema. `EVENT_TYPES` maps every name to its class;
-Channels dispatches a group message of type `text.delta` to the consumer's `text_delta`, so every
-name here has a handler there (a test checks it).
+recorder, the consumer and the tests share one schema. `EVENT_TYPES` maps every name to its class.
+
+Beside its fields, each class declares how it travels (`stored`, `stream`, `ends_streams`): the
+recorder stores or streams it, and the chat's consumer relays it, by these traits alone (no
+handler per type). What an event looks like is the one thing declared elsewhere, where the
+templates are: `chat/event_views.py`, one entry per event the browser shows. Adding an event type
+touches this module, and that one if people see it.
 
 Two kinds of events reach the browser:
 - stored events get a per-conversation `seq` in the event log; a browser resumes after the last
@@ -35,6 +39,11 @@ class RunEvent:
     type: ClassVar[str] = ""
     # Stored in the conversation's event log (with a seq) rather than only sent live.
     stored: ClassVar[bool] = True
+    # A piece of a streamed block of this kind ("text" | "thinking"), live or saved; "" if not.
+    stream: ClassVar[str] = ""
+    # From this event on, the run's streamed text is held by stored rows (or over): whoever
+    # follows the run's streams (the recorder, a tab) lets them go.
+    ends_streams: ClassVar[bool] = False
 
     def data(self) -> dict[str, Any]:
         return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self) if f.repr}
@@ -99,6 +108,7 @@ class TextDelta(RunEvent):
 
     type: ClassVar[str] = "text.delta"
     stored: ClassVar[bool] = False
+    stream: ClassVar[str] = "text"
     index: int
     text: str
     run_id: int = 0
@@ -116,6 +126,7 @@ class ThinkingDelta(RunEvent):
 
     type: ClassVar[str] = "thinking.delta"
     stored: ClassVar[bool] = False
+    stream: ClassVar[str] = "thinking"
     index: int
     text: str
     run_id: int = 0
@@ -141,6 +152,7 @@ class TextSaved(RunEvent):
     """Streamed text stored: block `index` of model call `call`, from character `offset` on."""
 
     type: ClassVar[str] = "text.saved"
+    stream: ClassVar[str] = "text"
     run_id: int
     call: int
     index: int
@@ -153,6 +165,7 @@ class ThinkingSaved(RunEvent):
     """Streamed thinking stored, like `TextSaved`."""
 
     type: ClassVar[str] = "thinking.saved"
+    stream: ClassVar[str] = "thinking"
     run_id: int
     call: int
     index: int
@@ -248,6 +261,7 @@ class MessageStored(RunEvent):
     """A message row was stored (`seq` is the row's place in the conversation)."""
 
     type: ClassVar[str] = "message.stored"
+    ends_streams: ClassVar[bool] = True
     message_id: int
     role: str
     kind: str
@@ -340,6 +354,7 @@ class RunFinished(RunEvent):
     """The run ended: done, stopped, failed or interrupted (`kind` says why it did not finish)."""
 
     type: ClassVar[str] = "run.finished"
+    ends_streams: ClassVar[bool] = True
     run_id: int
     status: str
     error: str = ""
@@ -359,6 +374,7 @@ class SubagentStarted(RunEvent):
 @dataclass(frozen=True, slots=True)
 class SubagentFinished(RunEvent):
     type: ClassVar[str] = "subagent.finished"
+    ends_streams: ClassVar[bool] = True
     run_id: int
     parent_run_id: int
     skill: str

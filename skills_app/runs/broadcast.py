@@ -18,10 +18,17 @@ from channels.layers import get_channel_layer
 from skills_app.core.events import EventDataError, event_from
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import RunEvent
-from skills_app.runs import store, wiring
+from skills_app.runs import wiring
 from skills_app.runs.wiring import Fragments
 
 logger = logging.getLogger(__name__)
+
+GROUP_PREFIX = "conversation-"
+
+
+def group_name(conversation_id: int) -> str:
+    """The channel-layer group every subscriber of a conversation joins."""
+    return f"{GROUP_PREFIX}{conversation_id}"
 
 
 async def publish(
@@ -47,7 +54,7 @@ async def publish(
     if fragments is not None:
         message["html"] = None if hidden else fragments.public
         message["inspector_html"] = fragments.inspector
-    await layer.group_send(store.group_name(conversation_id), message)
+    await layer.group_send(group_name(conversation_id), message)
 
 
 async def send_live(conversation_id: int, event: CoreEvent) -> None:
@@ -55,9 +62,7 @@ async def send_live(conversation_id: int, event: CoreEvent) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    await layer.group_send(
-        store.group_name(conversation_id), {"type": event.type, "event": event.data()}
-    )
+    await layer.group_send(group_name(conversation_id), {"type": event.type, "event": event.data()})
 
 
 async def broadcast_events(events: list[RunEvent]) -> None:

@@ -25,7 +25,7 @@ from skills_app.core.tools import ToolContext, default_tools
 from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
-from skills_app.runs import store, usage
+from skills_app.runs import agent_setup, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
 from skills_app.visibility import UNSANDBOXED_PERMISSION
@@ -70,9 +70,9 @@ def settings_hooks() -> Hooks:
 
 def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSetup:
     """Read a conversation's run setup (sync: it queries the database)."""
-    skills = store.skills_for_conversation(conversation)
+    skills = agent_setup.skills_for_conversation(conversation)
     config = replace(
-        store.agent_config(conversation, model=model),
+        agent_setup.agent_config(conversation, model=model),
         disable_skill_shell=settings.DISABLE_SKILL_SHELL,
     )
     return RunSetup(

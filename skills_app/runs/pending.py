@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from skills_app.core.events import MessageQueued, QueuedMessageGone
 from skills_app.models import Conversation, QueuedMessage, Run, RunEvent
-from skills_app.runs import store
+from skills_app.runs import eventlog
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.errors import RunError
 
@@ -70,7 +70,7 @@ def queue_if_busy(conversation_id: int, user_id: int, text: str) -> list[RunEven
         queued = QueuedMessage.objects.create(
             conversation_id=conversation_id, author_id=user_id, text=text
         )
-        return [store.append_event(conversation_id, MessageQueued(queued_id=queued.pk))]
+        return [eventlog.append_event(conversation_id, MessageQueued(queued_id=queued.pk))]
 
 
 def cancel(conversation_id: int, queued_id: int) -> list[RunEvent]:
@@ -83,7 +83,7 @@ def cancel(conversation_id: int, queued_id: int) -> list[RunEvent]:
         if not cancelled:
             raise QueueError("That message is not waiting any more: it was sent or cancelled.")
         gone = QueuedMessageGone(queued_id=queued_id, status=QueuedMessage.CANCELLED)
-        return [store.append_event(conversation_id, gone)]
+        return [eventlog.append_event(conversation_id, gone)]
 
 
 def pending(conversation_id: int) -> list[QueuedMessage]:
@@ -112,20 +112,20 @@ def _take_next(conversation_id: int) -> tuple[QueuedMessage | None, list[RunEven
         queued.status, queued.finished_at = QueuedMessage.SENT, timezone.now()
         queued.save(update_fields=["status", "finished_at"])
         gone = QueuedMessageGone(queued_id=queued.pk, status=QueuedMessage.SENT)
-        return queued, [store.append_event(conversation_id, gone)]
+        return queued, [eventlog.append_event(conversation_id, gone)]
 
 
 def _failed(queued: QueuedMessage, error: str) -> list[RunEvent]:
     QueuedMessage.objects.filter(pk=queued.pk).update(status=QueuedMessage.FAILED, error=error)
     gone = QueuedMessageGone(queued_id=queued.pk, status=QueuedMessage.FAILED, error=error)
-    return [store.append_event(queued.conversation_id, gone)]
+    return [eventlog.append_event(queued.conversation_id, gone)]
 
 
 def _requeue(queued: QueuedMessage) -> list[RunEvent]:
     QueuedMessage.objects.filter(pk=queued.pk).update(
         status=QueuedMessage.PENDING, finished_at=None
     )
-    return [store.append_event(queued.conversation_id, MessageQueued(queued_id=queued.pk))]
+    return [eventlog.append_event(queued.conversation_id, MessageQueued(queued_id=queued.pk))]
 
 
 async def send_next(

@@ -13,6 +13,7 @@ Everything a run stores goes through here, so a run that another process marked 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -26,9 +27,7 @@ from skills_app.core.events import (
     MessageStored,
     ModelCalled,
     RunEvent,
-    RunFinished,
     SkillInvoked,
-    SubagentFinished,
     TextDelta,
     ThinkingDelta,
     ToolAudited,
@@ -38,7 +37,7 @@ from skills_app.core.events import (
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Message, Run, SkillInvocation
-from skills_app.runs import store, tasks, wiring
+from skills_app.runs import eventlog, store, tasks, wiring
 from skills_app.runs.broadcast import publish, send_live
 from skills_app.runs.streams import RunStreams
 from skills_app.runs.wiring import Fragments, Renderer
@@ -48,8 +47,6 @@ from skills_app.runs.wiring import Fragments, Renderer
 LIVE_RESULT_CHARS = 4_000
 # Blocks the browser shows a "Calling X…" line for while their input streams.
 TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use"})
-# Events that end the run's streams for good: nothing more to send or save.
-ENDINGS = (RunFinished, SubagentFinished)
 
 
 @dataclass(slots=True)
@@ -86,25 +83,31 @@ class RunRecorder:
         """Take one event the runner emitted: streamed text live, the rest stored."""
         if self._drop():
             return
-        if isinstance(event, TextDelta):
-            await self.streams.add("text", self.call, event.index, event.text)
-        elif isinstance(event, ThinkingDelta):
-            await self.streams.add("thinking", self.call, event.index, event.text)
-        elif isinstance(event, BlockStarted):
-            if event.block_type in TOOL_BLOCKS:
-                await self.streams.flush_live()
-                live = replace(event, run_id=self.run_id, call=self.call)
-                await send_live(self.conversation_id, live)
-        elif isinstance(event, BlockDone):
-            # The block's text goes out now; the stored message row will hold it whole.
+        if isinstance(event, TextDelta | ThinkingDelta):
+            await self.streams.add(event.stream, self.call, event.index, event.text)
+            return
+        take = TAKES.get(type(event))
+        if take is not None:
+            await take(self, event)
+        elif event.stored:
+            await self.record(event)
+
+    async def _block_started(self, event: BlockStarted) -> None:
+        if event.block_type in TOOL_BLOCKS:
             await self.streams.flush_live()
-        elif isinstance(event, ModelCalled):
-            self.call = event.call
-            await self.record(event)
-        elif isinstance(event, ToolFinished):
-            await self.record(replace(event, content=event.content[:LIVE_RESULT_CHARS]))
-        else:
-            await self.record(event)
+            live = replace(event, run_id=self.run_id, call=self.call)
+            await send_live(self.conversation_id, live)
+
+    async def _block_done(self, event: BlockDone) -> None:
+        # The block's text goes out now; the stored message row will hold it whole.
+        await self.streams.flush_live()
+
+    async def _model_called(self, event: ModelCalled) -> None:
+        self.call = event.call
+        await self.record(event, also=lambda: _note_request(self.run_id, event.call, event.model))
+
+    async def _tool_finished(self, event: ToolFinished) -> None:
+        await self.record(replace(event, content=event.content[:LIVE_RESULT_CHARS]))
 
     async def flush(self) -> None:
         """Send the text streamed so far to the browser now."""
@@ -116,26 +119,30 @@ class RunRecorder:
         data: dict[str, Any] | None = None,
         *,
         hidden: bool = False,
+        also: Callable[[], None] | None = None,
     ) -> int:
         """Store one event, render it and announce it; its seq (0: dropped).
 
         Takes a typed event; a dotted name plus data is read into one (the approvals gate).
+        `also` changes what the event says changed, in the same transaction.
         """
         if self._drop():
             return 0
         typed = event_from(event, data or {}) if isinstance(event, str) else event
         await self.streams.flush_live()
-        seq, fragments = await sync_to_async(self._store)(typed, hidden)
-        if isinstance(typed, ENDINGS):
+        seq, fragments = await sync_to_async(self._store)(typed, hidden, also)
+        if typed.ends_streams:
             self.streams.close()
         await publish(self.conversation_id, seq, typed, hidden=hidden, fragments=fragments)
         return seq
 
-    def _store(self, event: RunEvent, hidden: bool) -> tuple[int, Fragments | None]:
+    def _store(
+        self, event: RunEvent, hidden: bool, also: Callable[[], None] | None
+    ) -> tuple[int, Fragments | None]:
         with transaction.atomic():  # one commit for the event and what it changes
-            if isinstance(event, ModelCalled):
-                _note_request(self.run_id, event.call, event.model)
-            stored = store.append_event(
+            if also is not None:
+                also()
+            stored = eventlog.append_event(
                 self.conversation_id, event, run_id=self.run_id, hidden=hidden
             )
         return stored.seq, self.render(event, conversation_id=self.conversation_id)
@@ -170,7 +177,7 @@ class RunRecorder:
                 seq=row.seq,
                 run_id=self.run_id,
             )
-            stored = store.append_event(
+            stored = eventlog.append_event(
                 self.conversation_id, event, run_id=self.run_id, hidden=row.is_meta
             )
         row = Message.objects.select_related("run", "invocation").get(pk=row.pk)
@@ -201,6 +208,16 @@ class RunRecorder:
     async def tool_call(self, invocation: int, audit: ToolAudit) -> None:
         """Audit a tool call made under an invoked skill."""
         await self.record(ToolAudited(**asdict(audit), invocation_id=invocation))
+
+
+# How the recorder takes the events it does not simply store as they come (streamed text goes
+# live by its class's `stream`; events that are not stored and not here are dropped).
+TAKES: dict[type[RunEvent], Callable[[RunRecorder, Any], Awaitable[None]]] = {
+    BlockStarted: RunRecorder._block_started,
+    BlockDone: RunRecorder._block_done,
+    ModelCalled: RunRecorder._model_called,
+    ToolFinished: RunRecorder._tool_finished,
+}
 
 
 def _write_invocation(conversation_id: int, run_id: int, record: InvocationRecord) -> int:

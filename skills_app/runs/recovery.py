@@ -28,7 +28,7 @@ from django.utils import timezone
 from skills_app.core.logcontext import log_context
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.models import Approval, Conversation, Run, RunEvent
-from skills_app.runs import liveness, store, tasks
+from skills_app.runs import eventlog, liveness, store, tasks, textlog
 from skills_app.runs.broadcast import broadcast_events
 
 logger = logging.getLogger(__name__)
@@ -162,8 +162,8 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
 
         def add(message: StoredMessage) -> None:
             row = store.append_message(conversation.pk, message, run_id=run.pk)
-            data = store.message_event(row)
-            event = store.append_event(
+            data = eventlog.message_event(row)
+            event = eventlog.append_event(
                 conversation.pk, "message", data, run_id=run.pk, hidden=row.is_meta
             )
             events.append(event)
@@ -173,7 +173,7 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
             add(StoredMessage(role="user", kind="tool_result", content=tuple(closing)))
         partial = [
             {"type": "text", "text": b["text"].rstrip()}
-            for b in store.streamed_text(run.pk)
+            for b in textlog.streamed_text(run.pk)
             if b["text"].strip()
         ]
         if partial:
@@ -197,7 +197,7 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
                 status=Approval.CANCELLED, answered_at=now
             )
             events.append(
-                store.append_event(
+                eventlog.append_event(
                     conversation.pk,
                     "approval.answered",
                     {"approval_id": approval_id, "status": Approval.CANCELLED, "by": None},
@@ -217,7 +217,7 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
         run.finished_at = now
         run.save(update_fields=["status", "error", "error_kind", "finished_at"])
         events.append(
-            store.append_event(
+            eventlog.append_event(
                 conversation.pk,
                 "run.finished",
                 {

@@ -1,30 +1,18 @@
-"""Rows in, rows out: messages, the event log and streamed text, and rebuilding the model request."""
+"""A conversation's rows: messages stored in order, read back, marked excluded, replaced or retried.
+
+The other jobs that used to live here have their own modules: the event log (`eventlog`), the
+streamed text it holds (`streamed_text`), and a conversation's agent settings and rebuilt
+request (`agent_setup`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Max
+from django.db.models import Max
 
-from skills_app.core.agent import SYSTEM_PROMPT, AgentConfig, SkillProvider
-from skills_app.core.events import (
-    MessageStored,
-    ModelCalled,
-    TextSaved,
-    ThinkingSaved,
-    event_type,
-)
-from skills_app.core.events import RunEvent as CoreEvent
-from skills_app.core.llm import ModelRequest
-from skills_app.core.profiles import design_prompt
-from skills_app.core.request import compose_request
-from skills_app.core.skillfile import SkillSpec
-from skills_app.core.tools import default_tools
 from skills_app.core.transcript import (
     StoredMessage,
     editable,
@@ -35,43 +23,8 @@ from skills_app.core.transcript import (
     retry_turn,
     turn_start,
 )
-from skills_app.models import Conversation, Message, Run, RunEvent
-from skills_app.permissions.blocked import offered
-from skills_app.registry.skills import skills_for_user
+from skills_app.models import Conversation, Message
 from skills_app.visibility import note_quoted_hidden
-
-GROUP_PREFIX = "conversation-"
-
-
-def group_name(conversation_id: int) -> str:
-    """The channel-layer group every subscriber of a conversation joins."""
-    return f"{GROUP_PREFIX}{conversation_id}"
-
-
-class FilteredSkills:
-    """Only the named skills of a provider (a conversation's `skill_filter`)."""
-
-    def __init__(self, provider: SkillProvider, names: Sequence[str]) -> None:
-        self.provider = provider
-        self.names = frozenset(names)
-
-    def get(self, name: str) -> SkillSpec | None:
-        return self.provider.get(name) if name in self.names else None
-
-    def skills(self) -> list[SkillSpec]:
-        return [s for s in self.provider.skills() if s.name in self.names]
-
-
-def skills_for_conversation(conversation: Conversation) -> SkillProvider:
-    """The skills offered in a conversation: its owner's, narrowed by its skill filter.
-
-    Skills a deny rule blocks are left out of the listing (the model's catalog), not out of
-    lookups: naming one still gets the rule's refusal.
-    """
-    provider: SkillProvider = offered(skills_for_user(conversation.owner_id))
-    if conversation.skill_filter:
-        return FilteredSkills(provider, conversation.skill_filter)
-    return provider
 
 
 def stored_message(row: Message) -> StoredMessage:
@@ -101,45 +54,6 @@ def history(conversation: Conversation) -> list[StoredMessage]:
             "seq"
         ).values_list(*fields)
     ]
-
-
-def base_prompt(conversation: Conversation) -> str:
-    """The conversation's base system prompt: Skillscope's, or its profile's design prompt."""
-    if conversation.base_prompt != Conversation.DESIGN_PROMPT:
-        return SYSTEM_PROMPT
-    # The workspace root as `Workspace.for_conversation` resolves it (without creating it).
-    workdir = (Path(settings.WORKSPACE_ROOT) / str(conversation.pk)).resolve()
-    return design_prompt(conversation.profile, str(workdir))
-
-
-def agent_config(conversation: Conversation, *, model: str | None = None) -> AgentConfig:
-    """The agent's settings for a conversation: its picks, else the configured defaults."""
-    thinking = conversation.thinking
-    return AgentConfig(
-        system_prompt=base_prompt(conversation),
-        skill_state=settings.SKILL_STATE_LIFETIME,
-        tool_result_substitutions=settings.TOOL_RESULT_SUBSTITUTIONS,
-        model=model or conversation.model or settings.ANTHROPIC_MODEL,
-        max_tokens=settings.ANTHROPIC_MAX_TOKENS,
-        max_turns=settings.AGENT_MAX_TURNS,
-        session_id=str(conversation.session_id),
-        catalog_budget=settings.SKILL_CATALOG_BUDGET,
-        catalog_entry_cap=settings.SKILL_CATALOG_ENTRY_CAP,
-        profile=conversation.profile,
-        thinking=settings.ANTHROPIC_THINKING if thinking is None else thinking,
-        effort=conversation.effort or settings.ANTHROPIC_EFFORT or None,
-        prompt_caching=settings.ANTHROPIC_PROMPT_CACHING,
-    )
-
-
-def build_request(conversation: Conversation, *, model: str | None = None) -> ModelRequest:
-    """The Anthropic request for this conversation, rebuilt from its stored rows."""
-    return compose_request(
-        history(conversation),
-        tools=default_tools(),
-        skills=skills_for_conversation(conversation),
-        config=agent_config(conversation, model=model),
-    )
 
 
 STOP_NOTE = "Stopped."
@@ -263,167 +177,6 @@ def keep_prompt_from_model(run_id: int) -> None:
     Message.objects.filter(run_id=run_id, role="user", kind="text", is_meta=False).update(
         to_model=False
     )
-
-
-def message_event(row: Message) -> dict[str, Any]:
-    """The data of a `message.stored` event: which row was stored (the chat renders it)."""
-    return MessageStored(
-        message_id=row.pk,
-        role=row.role,
-        kind=row.kind,
-        is_meta=row.is_meta,
-        seq=row.seq,
-        run_id=row.run_id,
-    ).data()
-
-
-def append_event(
-    conversation_id: int,
-    event: CoreEvent | str,
-    data: dict[str, Any] | None = None,
-    *,
-    run_id: int | None = None,
-    hidden: bool = False,
-) -> RunEvent:
-    """Append one event to the conversation's log, with the next seq.
-
-    `event` is a typed event, or (for callers not converted yet) a dotted name plus its data;
-    legacy names are stored under their current one (`message` as `message.stored`).
-    """
-    if isinstance(event, str):
-        type_name, payload = event_type(event).type, dict(data or {})
-    else:
-        type_name, payload = event.type, event.data()
-    with transaction.atomic():
-        Conversation.objects.filter(pk=conversation_id).update(
-            last_event_seq=F("last_event_seq") + 1
-        )
-        seq = Conversation.objects.values_list("last_event_seq", flat=True).get(pk=conversation_id)
-        return RunEvent.objects.create(
-            conversation_id=conversation_id,
-            run_id=run_id,
-            seq=seq,
-            type=type_name,
-            data=payload,
-            hidden=hidden,
-        )
-
-
-def append_events(items: Sequence[tuple[int, int | None, CoreEvent]]) -> list[int]:
-    """Append (conversation id, run id, event) items in one transaction; their seqs, in order.
-
-    The stream saver writes the text of every streaming run at once this way: one transaction
-    per tick for the whole process, one seq update per conversation.
-    """
-    by_conversation: dict[int, list[int]] = {}
-    for position, (conversation_id, _run_id, _event) in enumerate(items):
-        by_conversation.setdefault(conversation_id, []).append(position)
-    seqs = [0] * len(items)
-    rows: list[RunEvent] = []
-    with transaction.atomic():
-        for conversation_id, positions in sorted(by_conversation.items()):
-            Conversation.objects.filter(pk=conversation_id).update(
-                last_event_seq=F("last_event_seq") + len(positions)
-            )
-            last = Conversation.objects.values_list("last_event_seq", flat=True).get(
-                pk=conversation_id
-            )
-            for offset, position in enumerate(positions):
-                seq = last - len(positions) + 1 + offset
-                seqs[position] = seq
-                _cid, run_id, event = items[position]
-                rows.append(
-                    RunEvent(
-                        conversation_id=conversation_id,
-                        run_id=run_id,
-                        seq=seq,
-                        type=event.type,
-                        data=event.data(),
-                    )
-                )
-        RunEvent.objects.bulk_create(rows)
-    return seqs
-
-
-@dataclass(frozen=True, slots=True)
-class StreamedBlock:
-    """Text a run streamed into one block of its current model call and no row holds yet."""
-
-    run_id: int
-    call: int
-    index: int
-    kind: str  # text | thinking
-    text: str
-
-
-# Saved pieces, and `text.delta` rows that event logs written before live streaming still hold.
-_SAVED_TYPES = {TextSaved.type: "text", ThinkingSaved.type: "thinking", "text.delta": "text"}
-_RESETS = {ModelCalled.type, MessageStored.type, "message"}
-
-
-def streamed_blocks(run_id: int, *, upto_seq: int | None = None) -> list[StreamedBlock]:
-    """What the run's current model call streamed and no stored row holds yet, per block.
-
-    A new model call starts fresh, and a stored row holds everything streamed before it.
-    """
-    events = RunEvent.objects.filter(run_id=run_id, type__in=[*_SAVED_TYPES, *_RESETS]).order_by(
-        "seq"
-    )
-    if upto_seq is not None:
-        events = events.filter(seq__lte=upto_seq)
-    rows = list(events.values_list("type", "data"))
-    start, call = 0, 0
-    for i, (type_, data) in enumerate(rows):
-        if type_ in _RESETS:
-            start = i + 1
-            if type_ == ModelCalled.type:
-                call = int(data.get("call") or 0)
-    blocks: dict[tuple[int, str], list[str]] = {}
-    for type_, data in rows[start:]:
-        kind = _SAVED_TYPES.get(type_)
-        if kind is not None:
-            index = int(data.get("index", 0))
-            blocks.setdefault((index, kind), []).append(str(data.get("text", "")))
-    return [
-        StreamedBlock(run_id=run_id, call=call, index=index, kind=kind, text="".join(parts))
-        for (index, kind), parts in sorted(blocks.items())
-    ]
-
-
-def streamed_text(run_id: int, *, upto_seq: int | None = None) -> list[dict[str, Any]]:
-    """The streamed text (not thinking) no stored row holds yet: [{index, text}]."""
-    return [
-        {"index": block.index, "text": block.text}
-        for block in streamed_blocks(run_id, upto_seq=upto_seq)
-        if block.kind == "text"
-    ]
-
-
-def saved_text(run_id: int, call: int, index: int, kind: str) -> str:
-    """The text of one streamed block saved so far (its pieces joined by offset)."""
-    saved_type = TextSaved.type if kind == "text" else ThinkingSaved.type
-    text = ""
-    for data in (
-        RunEvent.objects.filter(run_id=run_id, type=saved_type)
-        .order_by("seq")
-        .values_list("data", flat=True)
-    ):
-        if data.get("call") != call or data.get("index") != index:
-            continue
-        offset, piece = int(data.get("offset", 0)), str(data.get("text", ""))
-        if offset <= len(text) < offset + len(piece):
-            text += piece[len(text) - offset :]
-    return text
-
-
-def open_streams(conversation_id: int, *, upto_seq: int | None = None) -> list[StreamedBlock]:
-    """The saved text of every block the conversation's active runs are streaming."""
-    active = Run.objects.filter(conversation_id=conversation_id, status__in=Run.ACTIVE)
-    return [
-        block
-        for run_id in active.order_by("pk").values_list("pk", flat=True)
-        for block in streamed_blocks(run_id, upto_seq=upto_seq)
-    ]
 
 
 def _now() -> Any:

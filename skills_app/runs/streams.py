@@ -234,7 +234,7 @@ class StreamSaver:
 
     async def save_now(self) -> None:
         """Write every watched stream's unsaved text now and announce each piece."""
-        from skills_app.runs import store
+        from skills_app.runs import eventlog
 
         items: list[tuple[int, int, RunEvent]] = []
         for streams in list(self._watched.values()):
@@ -242,7 +242,7 @@ class StreamSaver:
                 items.append((streams.conversation_id, streams.run_id, event))
         if not items:
             return
-        stored = await sync_to_async(store.append_events)(items)
+        stored = await sync_to_async(eventlog.append_events)(items)
         for (conversation_id, _run_id, event), seq in zip(items, stored, strict=True):
             await broadcast.publish(conversation_id, seq, event)
 

@@ -29,7 +29,7 @@ from skills_app.core.llm import ModelClient
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
-from skills_app.runs import attached, store, tasks, wiring
+from skills_app.runs import agent_setup, attached, eventlog, store, tasks, wiring
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
 from skills_app.runs.errors import RunError
@@ -104,7 +104,7 @@ def _create_run(
             events.append(_store_prompt(conversation, run, prompt))
         if not inline:
             events.append(
-                store.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
+                eventlog.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
             )
         return run, events
 
@@ -121,7 +121,11 @@ def _store_attachments(
         return []
     row = store.append_message(conversation.pk, message, run_id=run.pk)
     attached.mark_sent(claimed, row.pk)
-    return [store.append_event(conversation.pk, "message", store.message_event(row), run_id=run.pk)]
+    return [
+        eventlog.append_event(
+            conversation.pk, "message", eventlog.message_event(row), run_id=run.pk
+        )
+    ]
 
 
 def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent:
@@ -130,15 +134,15 @@ def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent
     A slash command is stored as the user typed it, for people (`kind="command"`, kept from the
     model, which gets the skill's status and hidden rows instead).
     """
-    skills = store.skills_for_conversation(conversation)
+    skills = agent_setup.skills_for_conversation(conversation)
     command = parse_slash_command(prompt, lambda name: skills.get(name) is not None)
     if command is None:
         message = StoredMessage.text("user", prompt)
     else:
         message = StoredMessage.text("user", prompt, kind="command", to_model=False)
     row = store.append_message(conversation.pk, message, run_id=run.pk)
-    data = store.message_event(row)
-    return store.append_event(conversation.pk, "message", data, run_id=run.pk)
+    data = eventlog.message_event(row)
+    return eventlog.append_event(conversation.pk, "message", data, run_id=run.pk)
 
 
 async def start_run(
@@ -380,10 +384,10 @@ def _stop_queued(run_id: int) -> list[RunEvent]:
         data = {"run_id": run_id, "status": Run.STOPPED, "error": "Stopped by the user."}
         note = store.append_message(conversation_id, store.stop_note(), run_id=run_id)
         return [
-            store.append_event(
-                conversation_id, "message", store.message_event(note), run_id=run_id
+            eventlog.append_event(
+                conversation_id, "message", eventlog.message_event(note), run_id=run_id
             ),
-            store.append_event(
+            eventlog.append_event(
                 conversation_id, "run.finished", {**data, "kind": "stopped"}, run_id=run_id
             ),
         ]
@@ -395,20 +399,31 @@ async def wait_for_run(run_id: int, timeout: float | None = None) -> None:
     A run executing here is waited for with its after-work (the next queued message started,
     the title written): nothing it started is still writing when this returns.
     """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    if not await _wait_here(run_id, deadline, timeout):
+        while await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aexists():
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"run {run_id} is still active after {timeout} s")
+            await asyncio.sleep(0.05)
+        # A worker of this process may have taken it meanwhile: its after-work is here too.
+        await _wait_here(run_id, deadline, timeout)
+
+
+async def _wait_here(run_id: int, deadline: float | None, timeout: float | None) -> bool:
+    """Wait for the run's task group if it executes in this process; False if it does not."""
     group = tasks.GROUPS.get(run_id)
     task = group.task if group is not None else tasks.RUNNING.get(run_id)
-    if task is not None:
-        try:
-            await asyncio.wait_for(asyncio.shield(task), timeout=timeout)
-        except asyncio.CancelledError:
-            if not task.cancelled():
-                raise  # the waiter itself was cancelled
-        return
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aexists():
-        if deadline is not None and time.monotonic() >= deadline:
-            raise TimeoutError(f"run {run_id} is still active after {timeout} s")
-        await asyncio.sleep(0.05)
+    if task is None:
+        return False
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout=left)
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise  # the waiter itself was cancelled
+    except TimeoutError:
+        raise TimeoutError(f"run {run_id} is still active after {timeout} s") from None
+    return True
 
 
 async def drain() -> None:

@@ -119,7 +119,11 @@ class WorkerLoop:
                 # The database or Redis is down for a moment: keep the runs going and try again.
                 logger.exception("worker %s: heartbeat, sweep or claim failed", self.name)
             try:
-                await asyncio.wait_for(self._poke.wait(), liveness.sweep_interval())
+                # asyncio.timeout, not wait_for: in Python 3.11 a wait_for whose event is set as
+                # the loop is cancelled (a run ending while the worker stops) swallows the
+                # cancellation, and the stopping worker went round for good.
+                async with asyncio.timeout(liveness.sweep_interval()):
+                    await self._poke.wait()
             except TimeoutError:
                 pass
             self._poke.clear()

@@ -6,7 +6,7 @@ The catalog is the one a new conversation would get at this moment:
 - for a personal skill, what its owner is offered (their personal skills too).
 The version under test stands in for the package's active one. The system prompt, tools, model
 settings and the tools an admin's bare deny removes are those of a new conversation
-(`store.agent_config` over an unsaved Conversation): nothing is written.
+(`agent_setup.agent_config` over an unsaved Conversation): nothing is written.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from skills_app.core.triggers.probe import WithVersion, probe_request
 from skills_app.models import Conversation, SkillPackage, SkillVersion
 from skills_app.permissions.approvals import admin_rules
 from skills_app.registry.skills import parse_version, skills_for_user
-from skills_app.runs import store
+from skills_app.runs import agent_setup
 
 
 class TriggerRunError(Exception):
@@ -91,7 +91,7 @@ def probe_setup(
     provider = skills_for_user(package.owner_id)
     # An unsaved conversation: its defaults are a new conversation's, and nothing is stored.
     conversation = Conversation(profile=profile, model=model)
-    config = store.agent_config(conversation, model=model)
+    config = agent_setup.agent_config(conversation, model=model)
     tools = default_tools()
     context = PermissionContext(workspace=Path(settings.WORKSPACE_ROOT), admin_rules=admin_rules())
     removed = removed_tools([*tools.names(), "Skill"], context)

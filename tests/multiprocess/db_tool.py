@@ -32,7 +32,7 @@ def setup_user(username: str) -> dict[str, Any]:
 def state(conversation_id: int) -> dict[str, Any]:
     """The runs, the stored rows, and the request the next user message would produce."""
     from skills_app.models import Conversation, Run, RunEvent
-    from skills_app.runs import store
+    from skills_app.runs import agent_setup
 
     conversation = Conversation.objects.get(pk=conversation_id)
     runs = list(
@@ -46,7 +46,7 @@ def state(conversation_id: int) -> dict[str, Any]:
     ]
     # What the model gets after the user's next message (a Retry, say): that message is merged
     # into a trailing user turn, exactly as the stored rows would be.
-    request = store.build_request(conversation).as_kwargs()
+    request = agent_setup.build_request(conversation).as_kwargs()
     messages = request["messages"]
     follow_up = {"type": "text", "text": "and now?"}
     if messages and messages[-1]["role"] == "user":
@@ -64,7 +64,7 @@ def hammer(username: str, writers: int, count: int) -> dict[str, Any]:
 
     from skills_app.core.transcript import StoredMessage
     from skills_app.models import Conversation, Message, RunEvent
-    from skills_app.runs import store
+    from skills_app.runs import eventlog, store
 
     owner = get_user_model().objects.create_user(username)
     conversation_id = Conversation.objects.create(owner=owner).pk
@@ -77,7 +77,7 @@ def hammer(username: str, writers: int, count: int) -> dict[str, Any]:
         try:
             start.wait(timeout=30)
             for i in range(count):
-                store.append_event(
+                eventlog.append_event(
                     conversation_id, "text.delta", {"index": 0, "text": f"{writer}:{i}"}
                 )
                 if i % 5 == 0:

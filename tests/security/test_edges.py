@@ -11,7 +11,7 @@ from django.urls import reverse
 from skills_app.chat import rendering
 from skills_app.chat.rendering import FRAGMENT_MAX_BYTES, markdown_html
 from skills_app.models import Conversation, Message, Run
-from skills_app.runs import store
+from skills_app.runs import eventlog
 from tests.security.helpers import client_of, frame_bytes, open_tab, receive, resume
 
 # The websocket server's limit the issue hit (Daphne/Autobahn: 1 MiB per message).
@@ -101,8 +101,10 @@ def _huge_listing(owner) -> Conversation:
         row = Message.objects.create(
             conversation=conversation, seq=seq, role=role, kind=kind, content=[block], run=run
         )
-        store.append_event(conversation.pk, "message", store.message_event(row), run_id=run.pk)
-    store.append_event(
+        eventlog.append_event(
+            conversation.pk, "message", eventlog.message_event(row), run_id=run.pk
+        )
+    eventlog.append_event(
         conversation.pk,
         "tool.result",
         {

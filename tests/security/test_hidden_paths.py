@@ -24,7 +24,7 @@ from skills_app.models import (
     SkillInvocation,
     SkillPackage,
 )
-from skills_app.runs import store
+from skills_app.runs import eventlog, store
 from skills_app.workspaces import workspace_for
 from tests.security.helpers import client_of, frames_text, leaked, open_tab, resume
 
@@ -59,7 +59,7 @@ def seed(owner: Any, tmp_path: Path) -> Conversation:
         injected_text=f"Base directory for this skill: /w/skills/vault\n\n{BODY}",
         shell_commands=[{"command": "cat guard-roster.txt", "output": SHELL_OUTPUT}],
     )
-    store.append_event(conversation.pk, "audit.hook", {"output": HOOK_OUTPUT}, run_id=run.pk)
+    eventlog.append_event(conversation.pk, "audit.hook", {"output": HOOK_OUTPUT}, run_id=run.pk)
     Message.objects.create(
         conversation=conversation,
         seq=1,
@@ -163,7 +163,7 @@ async def test_an_approval_prompt_is_filtered_live_on_replay_and_on_the_page(
             call_text=f"Write(out/notes.md) with {BODY}",
             reason="Write needs approval",
         )
-        store.append_event(
+        eventlog.append_event(
             conversation.pk,
             "approval.requested",
             {"approval_id": approval.pk, "tool": "Write"},

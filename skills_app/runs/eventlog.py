@@ -1,0 +1,98 @@
+"""A conversation's event log: every stored event with its per-conversation seq.
+
+A browser resumes after the last seq it applied; a consumer fills gaps from here. Events are
+appended one at a time (in the transaction of what they say changed) or, for the stream saver,
+many at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+
+from skills_app.core.events import MessageStored, event_type
+from skills_app.core.events import RunEvent as CoreEvent
+from skills_app.models import Conversation, Message, RunEvent
+
+
+def message_event(row: Message) -> dict[str, Any]:
+    """The data of a `message.stored` event: which row was stored (the chat renders it)."""
+    return MessageStored(
+        message_id=row.pk,
+        role=row.role,
+        kind=row.kind,
+        is_meta=row.is_meta,
+        seq=row.seq,
+        run_id=row.run_id,
+    ).data()
+
+
+def append_event(
+    conversation_id: int,
+    event: CoreEvent | str,
+    data: dict[str, Any] | None = None,
+    *,
+    run_id: int | None = None,
+    hidden: bool = False,
+) -> RunEvent:
+    """Append one event to the conversation's log, with the next seq.
+
+    `event` is a typed event, or (for callers not converted yet) a dotted name plus its data;
+    legacy names are stored under their current one (`message` as `message.stored`).
+    """
+    if isinstance(event, str):
+        type_name, payload = event_type(event).type, dict(data or {})
+    else:
+        type_name, payload = event.type, event.data()
+    with transaction.atomic():
+        Conversation.objects.filter(pk=conversation_id).update(
+            last_event_seq=F("last_event_seq") + 1
+        )
+        seq = Conversation.objects.values_list("last_event_seq", flat=True).get(pk=conversation_id)
+        return RunEvent.objects.create(
+            conversation_id=conversation_id,
+            run_id=run_id,
+            seq=seq,
+            type=type_name,
+            data=payload,
+            hidden=hidden,
+        )
+
+
+def append_events(items: Sequence[tuple[int, int | None, CoreEvent]]) -> list[int]:
+    """Append (conversation id, run id, event) items in one transaction; their seqs, in order.
+
+    The stream saver writes the text of every streaming run at once this way: one transaction
+    per tick for the whole process, one seq update per conversation.
+    """
+    by_conversation: dict[int, list[int]] = {}
+    for position, (conversation_id, _run_id, _event) in enumerate(items):
+        by_conversation.setdefault(conversation_id, []).append(position)
+    seqs = [0] * len(items)
+    rows: list[RunEvent] = []
+    with transaction.atomic():
+        for conversation_id, positions in sorted(by_conversation.items()):
+            Conversation.objects.filter(pk=conversation_id).update(
+                last_event_seq=F("last_event_seq") + len(positions)
+            )
+            last = Conversation.objects.values_list("last_event_seq", flat=True).get(
+                pk=conversation_id
+            )
+            for offset, position in enumerate(positions):
+                seq = last - len(positions) + 1 + offset
+                seqs[position] = seq
+                _cid, run_id, event = items[position]
+                rows.append(
+                    RunEvent(
+                        conversation_id=conversation_id,
+                        run_id=run_id,
+                        seq=seq,
+                        type=event.type,
+                        data=event.data(),
+                    )
+                )
+        RunEvent.objects.bulk_create(rows)
+    return seqs
