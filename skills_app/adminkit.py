@@ -212,9 +212,9 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
         obj = super().get_object(request, object_id, from_field)
         if obj is None or self.inspects(request):
             return obj
-        return self.shown_copy(obj)
+        return self.shown_copy(obj, viewer_id=request.user.pk)
 
-    def shown_copy(self, obj: Any) -> Any:
+    def shown_copy(self, obj: Any, viewer_id: int | None = None) -> Any:
         """A copy of the record as a non-inspector may see it (hidden blanked, quoting filtered).
 
         Only on read-only admins: a form saves the object it was given, and the copy must never
@@ -229,7 +229,8 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
         if not quoting and not hidden:
             return obj
         shown = copy.copy(obj)
-        out = outbound(self.conversation_id_of(obj), can_inspect=False)
+        # Staff are not the conversation's owner: its owner's personal skills are hidden too.
+        out = outbound(self.conversation_id_of(obj), can_inspect=False, viewer_id=viewer_id)
         for name in quoting:
             setattr(shown, name, out.value(getattr(obj, name)))
         for name in hidden:
@@ -248,7 +249,8 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
                 super().get_results(request)
                 # Set by get_results above; the stubs declare it without a type.
                 listed = self.result_list  # type: ignore[has-type]
-                shown = [model_admin.shown_copy(obj) for obj in listed]
+                viewer = request.user.pk
+                shown = [model_admin.shown_copy(obj, viewer_id=viewer) for obj in listed]
                 self.result_list = shown
 
         return ShownChangeList

@@ -1,38 +1,47 @@
-"""What is hidden in one conversation: the texts the outbound filter withholds from non-inspectors.
+"""What is hidden in one conversation, and from whom: the texts the outbound filter withholds.
 
 DESIGN.md "Visibility" names them; here they are collected from where they are kept:
 
+- every file of every skill the conversation's owner is offered (the shared library of
+  `hidden_library.py`, plus the owner's personal skills), invoked or not: a `skill://` input, a
+  script's output or a Read can reach any of them, so the filter cannot wait for an invocation;
+- every skill version invoked in the conversation (its files as loaded, read from the version or
+  folder the invocation recorded) and every copy staged in the conversation's workspace (what a
+  Read, Grep or `cat` would show), whatever it is now;
 - the injected skill text: every invocation's `injected_text`, and the text of every hidden
   (`is_meta`) message row (imported transcripts have hidden rows without an invocation);
-- every staged skill file of every skill invoked in the conversation (SKILL.md and each file
-  beside it), read from the version or folder the invocation recorded *and* from the staged copy
-  in the conversation's workspace (what a Read or Grep would show), unless the skill's source is
-  visible to users;
 - the `!` dynamic-context commands and their output (`SkillInvocation.shell_commands`) and
   skill hooks' commands and output (the `audit.hook` events).
 
-A skill's source is visible to users when an admin marked it so (`SkillPackage.source_visible`
-for uploads, a `VisibleSkillSource` row for bundled and folder skills), or when it is a personal
-upload of the conversation's owner (they wrote it). For such a skill its files and its injected
-text are not withheld; `!` output and hook output still are.
+Unless the viewer may read the skill's source: an admin marked it so (`SkillPackage.source_visible`
+for uploads, a `VisibleSkillSource` row for bundled and folder skills), or it is a personal upload
+of the conversation's owner and the viewer is that owner (they wrote it; staff looking at the
+conversation in the admin or the audit are not). Then its files and its injected text are not
+withheld; `!` output and hook output still are. Visibility is decided per content digest: a
+version some visible source has is visible (whoever holds it knows the text already).
 
-Bounded: files over FILE_MAX_BYTES, files that are not text (a NUL byte) and anything past
-TOTAL_MAX_CHARS per conversation are not indexed (logged); docs/security.md states this limit.
+Bounded: see `hidden_library.py` for files, and TOTAL_MAX_CHARS for a conversation's own texts
+(past it, texts are left out and logged); docs/security.md states these limits.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from skills_app.core.redact import MIN_SPAN, HiddenText
-from skills_app.core.tools.workspace import WorkspaceError, skill_folder_name
+import numpy as np
+
+from skills_app.core.redact import MIN_SPAN, HiddenIndex, HiddenText, Shingles
+from skills_app.core.skillfile import SkillSpec
+from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
 from skills_app.core.transcript import result_text, text_of
+from skills_app.hidden_library import Library, skill_file_texts, version_shingles
 from skills_app.models import (
     Conversation,
     Message,
@@ -45,9 +54,7 @@ from skills_app.workspaces import workspace_for
 
 logger = logging.getLogger(__name__)
 
-FILE_MAX_BYTES = 2 * 1024 * 1024
 TOTAL_MAX_CHARS = 8 * 1024 * 1024
-MAX_FILES_PER_SKILL = 2_000
 # Source kinds of SkillSpec/SkillInvocation.source that come from an upload.
 UPLOADED_SOURCES = ("uploaded", "personal")
 
@@ -65,15 +72,117 @@ class _Budget:
         return True
 
 
-def conversation_hidden_texts(conversation_id: int) -> list[HiddenText]:
-    """Every hidden text of one conversation, labelled for its placeholder."""
+@dataclass(slots=True)
+class _Sources:
+    """Who may read which skill source, for one conversation seen by one audience."""
+
+    owner_id: int
+    owner_view: bool
+    visible_names: set[str]
+    packages: dict[tuple[str, int | None], SkillPackage]
+
+    def spec_visible(self, spec: SkillSpec) -> bool:
+        if spec.source in UPLOADED_SOURCES:
+            owner = self.owner_id if spec.source == "personal" else None
+            package = self.packages.get((spec.name, owner))
+            if package is None:
+                return False
+            return package.source_visible or (spec.source == "personal" and self.owner_view)
+        return spec.name in self.visible_names
+
+    def invocation_visible(self, inv: SkillInvocation) -> bool:
+        if inv.source in UPLOADED_SOURCES:
+            version = inv.version
+            package = version.package if version is not None else None
+            if package is None:
+                # The version it loaded is unknown: judge by the package of that name, if any.
+                owner = self.owner_id if inv.source == "personal" else None
+                package = self.packages.get((inv.skill, owner))
+            if package is None:
+                return False
+            personal = inv.source == "personal" and package.owner_id == self.owner_id
+            return package.source_visible or (personal and self.owner_view)
+        return inv.skill in self.visible_names
+
+
+def conversation_index(
+    conversation_id: int, shared: Library, *, owner_view: bool = True
+) -> tuple[HiddenIndex, int]:
+    """Everything hidden in one conversation for its owner (or, `owner_view=False`, for staff
+    who are not its owner), indexed over the `shared` library; and the characters of the
+    conversation's own part (for cache accounting)."""
+    from django.db.models import Q
+
+    from skills_app.registry.skills import skills_for_user
+
     conversation = Conversation.objects.only("pk", "owner_id").get(pk=conversation_id)
+    owner_id = conversation.owner_id
+    packages = SkillPackage.objects.filter(Q(owner_id=owner_id) | Q(owner__isnull=True))
+    sources = _Sources(
+        owner_id=owner_id,
+        owner_view=owner_view,
+        visible_names=set(VisibleSkillSource.objects.values_list("name", flat=True)),
+        packages={(p.name, p.owner_id): p for p in packages},
+    )
+    offered = skills_for_user(owner_id).candidates()
+    visible = {s.digest for s in offered if s.digest and sources.spec_visible(s)}
     invocations = list(
         SkillInvocation.objects.filter(conversation_id=conversation_id)
         .select_related("version__package")
         .order_by("pk")
     )
-    visible_names = set(VisibleSkillSource.objects.values_list("name", flat=True))
+    # A version an invocation the viewer may read loaded is visible too (by its digest).
+    visible.update(i.digest for i in invocations if i.digest and sources.invocation_visible(i))
+    parts: list[Shingles] = []
+    known = set(shared.ranges) | visible
+    # The owner's personal skills (and any offered version the library lacks).
+    for spec in offered:
+        if spec.digest and spec.digest not in known:
+            known.add(spec.digest)
+            parts.append(version_shingles(spec.digest, spec.name, Path(spec.path)))
+    # The versions invoked here, as they were loaded.
+    for inv in invocations:
+        if inv.digest in known or sources.invocation_visible(inv):
+            continue
+        known.add(inv.digest)
+        for folder in _source_folders(inv):
+            parts.append(version_shingles(inv.digest or f"inv:{inv.pk}", inv.skill, folder))
+    # The copies staged in the workspace, whatever they hold now.
+    names = {skill_folder_name(s.name): s.name for s in offered if _stageable(s.name)}
+    names.update({skill_folder_name(i.skill): i.skill for i in invocations if _stageable(i.skill)})
+    for folder, digest in staged_copies(conversation_id):
+        if digest is not None and digest in known:
+            continue
+        key = "staged:" + hashlib.sha256(f"{folder}\0{_fingerprint(folder)}".encode()).hexdigest()
+        parts.append(version_shingles(key, names.get(folder.name, folder.name), folder))
+    own = Shingles.build(_conversation_texts(conversation_id, invocations, sources))
+    mask = _library_mask(shared, visible)
+    index = HiddenIndex.of([(shared.shingles, mask), (Shingles.merge([own, *parts]), None)])
+    return index, own.chars + sum(p.chars for p in parts)
+
+
+def _library_mask(shared: Library, visible: set[str]) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """True for the library's texts hidden from this viewer."""
+    mask = np.ones(len(shared.shingles.texts), dtype=np.bool_)
+    for digest in visible:
+        where = shared.ranges.get(digest)
+        if where is not None:
+            mask[where[0] : where[1]] = False
+    return mask
+
+
+def _stageable(name: str) -> bool:
+    try:
+        skill_folder_name(name)
+    except WorkspaceError:
+        return False
+    return True
+
+
+def _conversation_texts(
+    conversation_id: int, invocations: list[SkillInvocation], sources: _Sources
+) -> list[HiddenText]:
+    """The conversation's own hidden texts: injected text, hidden rows, `!` and hook output."""
     budget = _Budget()
     texts: list[HiddenText] = []
 
@@ -82,18 +191,12 @@ def conversation_hidden_texts(conversation_id: int) -> list[HiddenText]:
             texts.append(HiddenText(text, label))
 
     visible_invocations: set[int] = set()
-    files_read: set[tuple[str, str]] = set()
     for inv in invocations:
-        visible = source_visible(inv, conversation.owner_id, visible_names)
+        visible = sources.invocation_visible(inv)
         if visible:
             visible_invocations.add(inv.pk)
         else:
             add(inv.injected_text, "hidden skill text")
-            if (inv.skill, inv.digest) not in files_read:
-                files_read.add((inv.skill, inv.digest))
-                for folder in _source_folders(inv):
-                    for relative, text in skill_file_texts(folder):
-                        add(text, f"hidden skill file {inv.skill}/{relative}")
         for command in inv.shell_commands or []:
             if isinstance(command, dict):
                 add(command.get("command"), "hidden dynamic-context command")
@@ -101,11 +204,6 @@ def conversation_hidden_texts(conversation_id: int) -> list[HiddenText]:
         for hook in inv.hooks or []:
             if isinstance(hook, dict) and not visible:
                 add(hook.get("command"), "hidden skill hook")
-    # The staged copies a Read or Grep of this workspace would show (once per skill name).
-    staged = {inv.skill for inv in invocations if inv.pk not in visible_invocations}
-    for name in sorted(staged):
-        for relative, text in skill_file_texts(_staged_folder(conversation_id, name)):
-            add(text, f"hidden skill file {name}/{relative}")
     rows = Message.objects.filter(conversation_id=conversation_id, is_meta=True).only(
         "content", "invocation_id"
     )
@@ -126,24 +224,6 @@ def conversation_hidden_texts(conversation_id: int) -> list[HiddenText]:
     return texts
 
 
-def source_visible(inv: SkillInvocation, owner_id: int, visible_names: set[str]) -> bool:
-    """True when people without the inspect permission may read this invoked skill's files."""
-    if inv.source in UPLOADED_SOURCES:
-        version = inv.version
-        package = version.package if version is not None else None
-        if package is None:
-            # The version it loaded is unknown: judge by the package of that name, if any.
-            package = _package_named(inv.skill, owner_id if inv.source == "personal" else None)
-        if package is None:
-            return False
-        return package.source_visible or (inv.source == "personal" and package.owner_id == owner_id)
-    return inv.skill in visible_names
-
-
-def _package_named(name: str, owner_id: int | None) -> SkillPackage | None:
-    return SkillPackage.objects.filter(name=name, owner_id=owner_id).first()
-
-
 def _source_folders(inv: SkillInvocation) -> Iterator[Path]:
     """The folder the invocation loaded: the uploaded version, or the folder skill of that digest."""
     from skills_app.registry.skills import skills_for_user
@@ -160,46 +240,65 @@ def _source_folders(inv: SkillInvocation) -> Iterator[Path]:
             return
 
 
-def _staged_folder(conversation_id: int, name: str) -> Path | None:
+def _workspace(conversation_id: int) -> Workspace | None:
     try:
-        return workspace_for(conversation_id).skills_dir / skill_folder_name(name)
-    except WorkspaceError:
+        return workspace_for(conversation_id)
+    except (WorkspaceError, OSError):
         return None
 
 
-def skill_file_texts(folder: Path | None) -> Iterator[tuple[str, str]]:
-    """(path relative to the folder, text) of each regular text file, never through a link."""
-    if folder is None:
-        return
-    count = 0
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames.sort()
-        for filename in sorted(filenames):
-            count += 1
-            if count > MAX_FILES_PER_SKILL:
-                return
-            path = Path(dirpath) / filename
-            text = _read_text(path)
-            if text is not None:
-                yield path.relative_to(folder).as_posix(), text
-
-
-def _read_text(path: Path) -> str | None:
-    # O_NOFOLLOW and a check on the descriptor: a command may have planted a link or a FIFO in
-    # a staged copy (root ignores its read-only modes without a sandbox).
+def staged_copies(conversation_id: int) -> list[tuple[Path, str | None]]:
+    """(folder, the digest its marker names) of each skill copy staged in the workspace."""
+    ws = _workspace(conversation_id)
+    if ws is None:
+        return []
+    found: list[tuple[Path, str | None]] = []
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        entries = sorted(os.scandir(ws.skills_dir), key=lambda e: e.name)
     except OSError:
+        return []
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir(follow_symlinks=False):
+            continue
+        found.append((Path(entry.path), _marker_digest(ws, entry.name, Path(entry.path))))
+    return found
+
+
+def staged_state(conversation_id: int) -> tuple[tuple[str, int], ...]:
+    """What changes when a copy is staged or replaced (for the cache key): names and times."""
+    ws = _workspace(conversation_id)
+    if ws is None:
+        return ()
+    try:
+        entries = os.scandir(ws.skills_dir)
+        return tuple(sorted((e.name, e.stat(follow_symlinks=False).st_mtime_ns) for e in entries))
+    except OSError:
+        return ()
+
+
+def _marker_digest(ws: Workspace, folder: str, target: Path) -> str | None:
+    """The digest a staged copy was made from, when its marker says so and the copy is unchanged."""
+    from skills_app.core.tools.staging import tree_fingerprint
+
+    marker = ws.skills_dir / f".{folder}.digest"
+    try:
+        with os.fdopen(ws.open_file(marker, os.O_RDONLY), encoding="utf-8") as handle:
+            recorded = json.loads(handle.read(1024 * 1024))
+    except (OSError, ValueError, WorkspaceError):
         return None
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode) or info.st_size > FILE_MAX_BYTES:
-            return None
-        data = handle.read(FILE_MAX_BYTES + 1)
-    if b"\0" in data[:8192]:
-        return None  # binary: the Read tool does not show it as text either
-    # As the Read tool decodes it, so the index holds what a tool result would show.
-    return data.decode("utf-8", "replace")
+    if not isinstance(recorded, dict) or recorded.get("tree") != tree_fingerprint(target):
+        return None  # changed since it was staged: read it as it is
+    digest = recorded.get("digest")
+    return digest if isinstance(digest, str) and digest else None
+
+
+def _fingerprint(folder: Path) -> str:
+    from skills_app.core.tools.staging import tree_fingerprint
+
+    try:
+        return json.dumps(tree_fingerprint(folder), sort_keys=True)
+    except OSError:
+        return "unreadable"
 
 
 def _row_text(content: Any) -> str:
@@ -209,3 +308,13 @@ def _row_text(content: Any) -> str:
         for b in blocks
         if b.get("type") in ("text", "tool_result")
     )
+
+
+__all__ = [
+    "TOTAL_MAX_CHARS",
+    "UPLOADED_SOURCES",
+    "conversation_index",
+    "skill_file_texts",
+    "staged_copies",
+    "staged_state",
+]

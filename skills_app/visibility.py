@@ -8,11 +8,16 @@ least `MIN_SPAN` characters; see `core/redact.py`) inside visible text is replac
 placeholder that says what was withheld. The model's own prose is not rewritten; an answer that
 quotes hidden text is marked instead (`note_quoted_hidden`).
 
-The conversation's `HiddenIndex` is built once and cached in this process, keyed by what can
-change it: the conversation's newest invocation, hidden row and hook event, and the
-source-visibility choices (package changes, the visible-source list). Checking the key is one
-small query; a stale index is never used, so text a new invocation hides is withheld from the
-very next fragment.
+What is hidden is every file of every skill offered or staged in the conversation (not only the
+invoked ones), the injected text and the `!` and hook output (`hidden.py`). The skills' files are
+indexed once per skill version and process and shared (`hidden_library.py`); a conversation's
+`HiddenIndex` combines them with its own texts, once per audience (its owner, or staff who are
+not its owner and so may not read the owner's personal skills either), and is cached in this
+process, keyed by what can change it: the conversation's newest invocation, hidden row and hook
+event, the copies staged in its workspace, the packages and the visible-source list, and the
+shared library. Checking the key is one small query and a listing of the workspace's skills/; a
+stale index is never used, so text a new invocation hides is withheld from the very next
+fragment.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ CACHE_MAX_CHARS = 32 * 1024 * 1024
 Redactor = Callable[[str], str]
 
 _lock = threading.Lock()
-_cache: OrderedDict[int, tuple[tuple[Any, ...], HiddenIndex, int]] = OrderedDict()
+_cache: OrderedDict[tuple[int, bool], tuple[tuple[Any, ...], HiddenIndex, int]] = OrderedDict()
 
 
 def can_inspect(user: Any) -> bool:
@@ -48,7 +53,7 @@ def can_inspect(user: Any) -> bool:
 
 
 def _index_key(conversation_id: int) -> tuple[Any, ...]:
-    """What the conversation's hidden texts depend on, in one query."""
+    """What the conversation's hidden texts depend on, in one query: (owner id, ...)."""
     from skills_app.models import (
         Conversation,
         Message,
@@ -75,33 +80,50 @@ def _index_key(conversation_id: int) -> tuple[Any, ...]:
                 SkillPackage.objects.order_by("-updated_at").values("updated_at")[:1]
             ),
             packages=count(SkillPackage),
+            active_newest=Subquery(
+                SkillPackage.objects.order_by("-active_version_id").values("active_version_id")[:1]
+            ),
             visible_newest=newest(VisibleSkillSource.objects.all()),
             visible=count(VisibleSkillSource),
         )
         .values_list(
-            "inv", "meta", "hook", "packages_changed", "packages", "visible_newest", "visible"
+            "owner_id",
+            "inv",
+            "meta",
+            "hook",
+            "packages_changed",
+            "packages",
+            "active_newest",
+            "visible_newest",
+            "visible",
         )
         .first()
     )
     return tuple(row) if row is not None else ()
 
 
-def hidden_index(conversation_id: int) -> HiddenIndex:
-    """The conversation's hidden texts, indexed (cached; rebuilt when they may have changed)."""
-    from skills_app.hidden import conversation_hidden_texts
+def hidden_index(conversation_id: int, *, viewer_id: int | None = None) -> HiddenIndex:
+    """The conversation's hidden texts for a viewer without the inspect permission, indexed
+    (cached; rebuilt when they may have changed). `viewer_id` None: the conversation's owner."""
+    from skills_app.hidden import conversation_index, staged_state
+    from skills_app.hidden_library import library
 
     key = _index_key(conversation_id)
+    if not key:
+        return HiddenIndex()
+    owner_view = viewer_id is None or viewer_id == key[0]
+    shared = library(key[4:7])
+    key = (*key, staged_state(conversation_id), id(shared))
+    slot = (conversation_id, owner_view)
     with _lock:
-        cached = _cache.get(conversation_id)
+        cached = _cache.get(slot)
         if cached is not None and cached[0] == key:
-            _cache.move_to_end(conversation_id)
+            _cache.move_to_end(slot)
             return cached[1]
-    texts = conversation_hidden_texts(conversation_id) if key else []
-    index = HiddenIndex(texts)
-    size = sum(len(t.text) for t in texts)
+    index, size = conversation_index(conversation_id, shared, owner_view=owner_view)
     with _lock:
-        _cache[conversation_id] = (key, index, size)
-        _cache.move_to_end(conversation_id)
+        _cache[slot] = (key, index, size)
+        _cache.move_to_end(slot)
         while len(_cache) > 1 and (
             len(_cache) > CACHE_SIZE or sum(entry[2] for entry in _cache.values()) > CACHE_MAX_CHARS
         ):
@@ -110,12 +132,18 @@ def hidden_index(conversation_id: int) -> HiddenIndex:
 
 
 def forget(conversation_id: int | None = None) -> None:
-    """Drop cached indexes (one conversation, or all): for tests and after bulk changes."""
+    """Drop cached indexes (one conversation, or all, with the skill library): for tests and
+    after bulk changes."""
+    from skills_app import hidden_library
+
     with _lock:
         if conversation_id is None:
             _cache.clear()
         else:
-            _cache.pop(conversation_id, None)
+            for slot in [s for s in _cache if s[0] == conversation_id]:
+                del _cache[slot]
+    if conversation_id is None:
+        hidden_library.forget()
 
 
 class Outbound:
@@ -125,15 +153,18 @@ class Outbound:
     built on first use (so rendering for an inspector never builds it).
     """
 
-    def __init__(self, conversation_id: int | None, *, can_inspect: bool) -> None:
+    def __init__(
+        self, conversation_id: int | None, *, can_inspect: bool, viewer_id: int | None = None
+    ) -> None:
         self.conversation_id = conversation_id
         self.can_inspect = can_inspect
+        self.viewer_id = viewer_id
 
     @cached_property
     def index(self) -> HiddenIndex:
         if self.conversation_id is None:
             return HiddenIndex([])
-        return hidden_index(self.conversation_id)
+        return hidden_index(self.conversation_id, viewer_id=self.viewer_id)
 
     def text(self, text: str) -> str:
         """`text` as this viewer may see it."""
@@ -148,9 +179,15 @@ class Outbound:
         return _filter_value(value, self.text)
 
 
-def outbound(conversation_id: int | None, *, can_inspect: bool) -> Outbound:
-    """The filter for text of this conversation leaving for this viewer class."""
-    return Outbound(conversation_id, can_inspect=can_inspect)
+def outbound(
+    conversation_id: int | None, *, can_inspect: bool, viewer_id: int | None = None
+) -> Outbound:
+    """The filter for text of this conversation leaving for this viewer class.
+
+    `viewer_id`: who reads it, when that may be someone other than the conversation's owner
+    (the admin, the audit, the rule tester): the owner's personal skills are hidden from them.
+    """
+    return Outbound(conversation_id, can_inspect=can_inspect, viewer_id=viewer_id)
 
 
 def _filter_value(value: Any, redact: Redactor) -> Any:

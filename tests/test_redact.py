@@ -1,11 +1,21 @@
 from __future__ import annotations
 
+import re
 import time
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skills_app.core.redact import MIN_SPAN, HiddenIndex, HiddenText, normalise, redact
+from skills_app.core.redact import (
+    MIN_SPAN,
+    WHITESPACE,
+    HiddenIndex,
+    HiddenText,
+    Shingles,
+    normalise,
+    redact,
+)
 
 BODY = (
     "# Quarterly report\n\n"
@@ -102,3 +112,71 @@ def test_a_hidden_span_embedded_anywhere_is_always_removed(hidden, before, after
 def test_text_without_a_hidden_span_is_returned_unchanged(hidden, text) -> None:
     # Different alphabets (bar whitespace): no span of MIN_SPAN characters can be shared.
     assert HiddenIndex(hidden).redact(text) == text
+
+
+# --- the fast normaliser is the documented one ------------------------------------------------
+
+# The definition, as a regex over the whole text: every run of whitespace and line prefixes
+# (Read's "   12<TAB>", Grep's "path:12:") is one gap, and a gap is one space.
+REFERENCE_GAP = re.compile(r"(?:^[ ]*\d+\t|^[^\s:]+:\d+:|\s)+", re.MULTILINE)
+
+
+def reference_normalise(text: str) -> tuple[str, list[int]]:
+    pieces: list[str] = []
+    origin: list[int] = []
+    cursor = 0
+    for gap in REFERENCE_GAP.finditer(text):
+        pieces.append(text[cursor : gap.start()])
+        origin.extend(range(cursor, gap.start()))
+        pieces.append(" ")
+        origin.append(gap.start())
+        cursor = gap.end()
+    pieces.append(text[cursor:])
+    origin.extend(range(cursor, len(text)))
+    return "".join(pieces), origin
+
+
+gappy = st.text(alphabet="ab:12 \t\n\r\x1c\xa0\u2003x.", max_size=200)
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=gappy)
+def test_normalise_agrees_with_the_regex_definition(text: str) -> None:
+    norm, origin = normalise(text)
+    expected_norm, expected_origin = reference_normalise(text)
+    assert norm == expected_norm
+    assert origin.tolist() == expected_origin
+
+
+def test_the_whitespace_table_is_what_str_split_and_regex_call_whitespace() -> None:
+    everything = [c for c in range(0x110000) if chr(c).isspace()]
+    assert list(WHITESPACE) == everything
+    assert all(re.fullmatch(r"\s", chr(c)) for c in everything)
+
+
+def test_lone_surrogates_and_astral_characters_are_filtered_too() -> None:
+    body = "\U0001f600 emoji lead, then the hidden sentence that must never be shown here."
+    index = HiddenIndex([body])
+    shown = index.redact("\udc80 " + body[2:] + " \udcff")
+    assert "never be shown" not in shown and shown.startswith("\udc80 ")
+
+
+def test_a_hit_in_one_part_and_a_mask_that_shows_another() -> None:
+    secret = "The vault opens with the brass key under the loose floorboard, twice."
+    mine = "My own notes say the report is due on the last Friday of every month."
+    shared = Shingles.merge([Shingles.build([HiddenText(secret, "s")]), Shingles.build([mine])])
+    masked = HiddenIndex.of([(shared, np.array([True, False]))])
+    assert "brass key" not in masked.redact(secret) and masked.redact(mine) == mine
+    # Positive control: unmasked, both are withheld.
+    assert HiddenIndex.of([(shared, None)]).redact(mine) != mine
+
+
+def test_a_text_longer_than_one_chunk_is_checked_across_the_seams(monkeypatch) -> None:
+    import skills_app.core.redact as redact_module
+
+    monkeypatch.setattr(redact_module, "CHUNK", 64)
+    index = HiddenIndex([BODY])
+    for start in range(0, 120, 7):  # the quote starts at every offset around the seams
+        text = "x" * start + " " + BODY[60:160] + " tail"
+        shown = index.redact(text)
+        assert "customer list" not in shown and shown.endswith(" tail"), start

@@ -239,7 +239,9 @@ def _shown(invocations: Any, user: Any) -> list[SkillInvocation]:
     rows = list(invocations)
     if not user.has_perm(INSPECT_PERMISSION):
         for inv in rows:
-            filter_invocation(inv, outbound(inv.conversation_id, can_inspect=False))
+            filter_invocation(
+                inv, outbound(inv.conversation_id, can_inspect=False, viewer_id=user.pk)
+            )
     return rows
 
 
@@ -280,7 +282,11 @@ def _utc(moment: datetime | None) -> str:
 
 
 def csv_lines(
-    rows: QuerySet[SkillInvocation], *, can_inspect: bool, base_url: str
+    rows: QuerySet[SkillInvocation],
+    *,
+    can_inspect: bool,
+    base_url: str,
+    viewer_id: int | None = None,
 ) -> Iterator[str]:
     """The CSV text, a row at a time; the injected text only for inspectors."""
 
@@ -292,7 +298,8 @@ def csv_lines(
     yield writer.writerow(CSV_COLUMNS)
     for inv in rows.iterator(chunk_size=500):
         if not can_inspect:
-            filter_invocation(inv, outbound(inv.conversation_id, can_inspect=False))
+            out = outbound(inv.conversation_id, can_inspect=False, viewer_id=viewer_id)
+            filter_invocation(inv, out)
         conversation = inv.conversation
         injected = inv.injected_text if can_inspect else ("(withheld)" if inv.injected_text else "")
         values = (
@@ -345,7 +352,12 @@ def audit_export_csv(request: HttpRequest) -> HttpResponseBase:
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response = StreamingHttpResponse(
         # Links in the file use the one public URL, like every absolute URL Skillscope writes.
-        csv_lines(rows, can_inspect=can_inspect, base_url=settings.SKILLSCOPE_PUBLIC_URL),
+        csv_lines(
+            rows,
+            can_inspect=can_inspect,
+            base_url=settings.SKILLSCOPE_PUBLIC_URL,
+            viewer_id=request.user.pk,
+        ),
         content_type="text/csv; charset=utf-8",
     )
     response["Content-Disposition"] = f'attachment; filename="skill-invocations-{stamp}.csv"'

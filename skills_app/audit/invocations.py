@@ -102,7 +102,8 @@ def invocation_list(request: HttpRequest) -> HttpResponse:
     for inv in page.object_list:
         if not can_inspect:
             out = filters.setdefault(
-                inv.conversation_id, outbound(inv.conversation_id, can_inspect=False)
+                inv.conversation_id,
+                outbound(inv.conversation_id, can_inspect=False, viewer_id=request.user.pk),
             )
             filter_invocation(inv, out)
     return render(
@@ -138,7 +139,7 @@ def invocation_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """One invocation: what it injected, what it applied, and the tool calls made under it."""
     inv = _get_invocation_for_user(request, pk)
     can_inspect = request.user.has_perm(INSPECT_PERMISSION)
-    out = outbound(inv.conversation_id, can_inspect=can_inspect)
+    out = outbound(inv.conversation_id, can_inspect=can_inspect, viewer_id=request.user.pk)
     filter_invocation(inv, out)
     return render(
         request,

@@ -3,11 +3,15 @@
 A call comes from the audit: an `audit.tool` event (a tool call made under a skill) or an approval
 (a call the rules asked about). It is decided again with its stored tool input and active skill,
 so the answer is about exactly that call, not about a re-typed approximation of it.
+
+A stored input may quote hidden text (a Write of a skill's body): for someone without the inspect
+permission everything the tester shows of the call goes through its conversation's outbound
+filter (`shown`), after the decision has been made on the real input.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.core.exceptions import PermissionDenied
@@ -17,7 +21,7 @@ from django.urls import reverse
 from skills_app.audit.access import can_view_audit
 from skills_app.core.permissions import ToolCall
 from skills_app.models import Approval, RunEvent, SkillInvocation
-from skills_app.visibility import can_inspect
+from skills_app.visibility import Outbound, can_inspect
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +34,15 @@ class StoredCall:
     reason_then: str
     where: str
     audit_url: str
+    conversation_id: int | None = None
+
+    def shown(self, out: Outbound) -> StoredCall:
+        """This record as `out`'s viewer may see it (the call's input filtered)."""
+        return replace(
+            self,
+            call=ToolCall(tool=self.call.tool, input=out.value(dict(self.call.input))),
+            reason_then=out.text(self.reason_then),
+        )
 
 
 def _int(value: str | None, what: str) -> int:
@@ -69,6 +82,7 @@ def _from_event(user: Any, pk: int) -> StoredCall:
             f"conversation #{row.conversation_id}, {row.created_at:%Y-%m-%d %H:%M:%S}"
         ),
         audit_url=reverse("audit-invocation", args=[invocation.pk]) if invocation else "",
+        conversation_id=row.conversation_id,
     )
 
 
@@ -88,4 +102,5 @@ def _from_approval(pk: int) -> StoredCall:
             f"{row.created_at:%Y-%m-%d %H:%M:%S}"
         ),
         audit_url=reverse("admin:skills_app_approval_change", args=[row.pk]),
+        conversation_id=row.conversation_id,
     )

@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from skills_app.audit import trail
-from skills_app.chat.views import checked_response, filtered_bytes
+from skills_app.chat.downloads import checked_response, filtered_bytes
 from skills_app.core import attachments as core
 from skills_app.core.attachments import AttachmentError, Limits
 from skills_app.core.tools.workspace import WorkspaceError, WorkspaceFileError, open_workspace_file

@@ -14,6 +14,12 @@ relaying needs no database. The database is read only to resume, to fill a gap i
 channel layer drops messages for a full channel) and to start a stream whose beginning this tab
 missed: streamed text is tracked per block by character offset, so a tab gets the text saved so
 far and then exactly the deltas after it, never a piece twice and never a hole.
+
+Sessions follow the account (`accounts/sessions.py`): a tab also joins its user's group, and an
+`account.changed` there (a role or permission taken, the user deactivated, a logout) closes it
+with ACCOUNT_CHANGED; the page then reloads (chat.js) and is authorised afresh. Every frame the
+browser sends is checked against the account and the session first (`_still_allowed`), so no
+action runs on an account that changed where no signal told us.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.contrib.auth import get_user_model
 
+from skills_app.accounts.sessions import account_allows, user_group
 from skills_app.chat import actions, frames
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
 from skills_app.chat.event_views import live_frame
@@ -44,6 +52,9 @@ __all__ = ["MAX_MESSAGE_CHARS", "ConversationConsumer"]
 MAX_FRAME_BYTES = 64 * 1024
 REPLAY_LIMIT = 5_000
 REFUSED = 4403
+# The account changed (a role or permission taken, deactivated, signed out): reconnect to be
+# authorised afresh.
+ACCOUNT_CHANGED = 4401
 # Pieces of a stream kept while its beginning is fetched; more are dropped (the next save has them).
 MAX_WAITING = 500
 
@@ -77,7 +88,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.known: dict[StreamId, int] = {}
         self.waiting: dict[StreamId, list[tuple[int, str]]] = {}
         self.group = group_name(self.conversation_id)
+        session = self.scope.get("session")
+        self.session_key = getattr(session, "session_key", None)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(user_group(self.user_id), self.channel_name)
         await self.accept()
         # daphne has no start-up hook: the first browser starts this process's sweep for runs of
         # dead workers, so a tab sees "interrupted" within seconds even when no worker is left.
@@ -99,6 +113,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # Closing the tab is not a stop: the run goes on and a reconnect resumes from its seq.
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_discard(user_group(self.user_id), self.channel_name)
 
     # -- from the browser ------------------------------------------------------------------
 
@@ -122,6 +137,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._error(
                 f"Unknown action {action!r}: use one of resume, {', '.join(actions.ACTIONS)}."
             )
+            return
+        if not await self._still_allowed():
+            await self._error(
+                "Your account can no longer use this conversation: sign in again.", retry=False
+            )
+            await self.close(code=REFUSED)
             return
         try:
             if action == "resume":
@@ -184,6 +205,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # than the streams the tab follows, and forgetting them restarted a block from offset 0.
         if fresh and event_class.ends_streams and data.get("run_id") is not None:
             self._forget_streams(int(data["run_id"]))  # the rows hold what the run streamed
+
+    # -- the account (the user's group) ------------------------------------------------------
+
+    async def account_changed(self, message: dict[str, Any]) -> None:
+        """What this person may do changed: close, so the reconnect is authorised afresh."""
+        await self.close(code=ACCOUNT_CHANGED)
 
     async def _stored(self, message: dict[str, Any]) -> bool:
         """Send a stored event to this tab; False if it had it already (or is not resumed)."""
@@ -274,6 +301,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     def _authorise(self, user: Any) -> tuple[bool, bool]:
         owns = Conversation.objects.owned_by(user).filter(pk=self.conversation_id).exists()
         return owns, owns and user.has_perm(INSPECT_PERMISSION)
+
+    @database_sync_to_async
+    def _still_allowed(self) -> bool:
+        """The account is active, the session still its own, the conversation still theirs;
+        the tab's visibility follows the permission as it is now."""
+        if not account_allows(self.user_id, self.session_key):
+            return False
+        user = get_user_model().objects.get(pk=self.user_id)
+        if not Conversation.objects.owned_by(user).filter(pk=self.conversation_id).exists():
+            return False
+        self.can_inspect = user.has_perm(INSPECT_PERMISSION)
+        return True
 
     @database_sync_to_async
     def _replay(

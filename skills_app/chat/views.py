@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import io
 import logging
-from typing import Any, BinaryIO
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
@@ -20,13 +19,13 @@ from django.http.response import HttpResponseBase
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from skills_app.chat import actions, approval_page, fragments, preferences
 from skills_app.chat import conversations as conv
 from skills_app.chat.approval_words import relative, workspace_roots
 from skills_app.chat.controls import with_csrf
+from skills_app.chat.downloads import filtered_download
 from skills_app.chat.forms import RenameForm, SearchForm
 from skills_app.chat.model_views import picker_context
 from skills_app.chat.sidebar import sidebar_context
@@ -40,7 +39,7 @@ from skills_app.permissions.blocked import offered
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import pending, textlog
 from skills_app.runs import supervisor as runs
-from skills_app.visibility import INSPECT_PERMISSION, hidden_index, outbound
+from skills_app.visibility import INSPECT_PERMISSION, outbound
 from skills_app.workspaces import workspace_for
 
 logger = logging.getLogger(__name__)
@@ -266,60 +265,10 @@ def conversation_file(request: HttpRequest, pk: int, path: str) -> HttpResponseB
         raise Http404("No such file.") from exc
     if not request.user.has_perm(INSPECT_PERMISSION):
         # A command can copy a staged skill file to out/: downloads pass the filter too.
-        filtered = _filtered_download(pk, handle, parts[-1])
+        filtered = filtered_download(pk, handle, parts[-1])
         if filtered is not None:
             return filtered
     return FileResponse(handle, as_attachment=True, filename=parts[-1])
-
-
-# Files up to this size are filtered for hidden text before a non-inspector downloads them;
-# larger ones are refused in a conversation that has hidden text (docs/security.md).
-DOWNLOAD_CHECK_MAX_BYTES = 4 * 1024 * 1024
-
-
-def _filtered_download(
-    conversation_id: int, handle: BinaryIO, filename: str
-) -> HttpResponseBase | None:
-    """The download for a person without the inspect permission; None when nothing is hidden.
-
-    The bytes checked are the bytes served (a command may change the file right after the
-    check, before a streamed response would read it again).
-    """
-    if not hidden_index(conversation_id):
-        return None
-    data = handle.read(DOWNLOAD_CHECK_MAX_BYTES + 1)
-    handle.close()
-    return filtered_bytes(conversation_id, data, filename) or checked_response(data, filename)
-
-
-def filtered_bytes(conversation_id: int, data: bytes, filename: str) -> HttpResponse | None:
-    """A refused or redacted download of `data`; None when it holds no hidden text."""
-    index = hidden_index(conversation_id)
-    if not index:
-        return None
-    if len(data) > DOWNLOAD_CHECK_MAX_BYTES:
-        return HttpResponse(
-            f"This file is larger than {DOWNLOAD_CHECK_MAX_BYTES // (1024 * 1024)} MB, too large "
-            "to check for hidden skill text. Ask someone with the inspect permission for it, "
-            "or have the model write a smaller file.",
-            status=403,
-            content_type="text/plain; charset=utf-8",
-        )
-    # surrogateescape: any bytes round-trip, and text inside a binary file is still checked.
-    text = data.decode("utf-8", "surrogateescape")
-    if not index.contains_hidden(text):
-        return None
-    body = index.redact(text).encode("utf-8", "surrogateescape")
-    response = HttpResponse(body, content_type="application/octet-stream")
-    response["Content-Disposition"] = content_disposition_header(True, filename) or "attachment"
-    return response
-
-
-def checked_response(data: bytes, filename: str) -> FileResponse:
-    """Bytes already read and checked, served as a download of `filename`."""
-    response = FileResponse(io.BytesIO(data), as_attachment=True, filename=filename)
-    response["X-Content-Type-Options"] = "nosniff"
-    return response
 
 
 TOOL_TEXT_PARTS = ("input", "result", "files")

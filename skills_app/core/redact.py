@@ -1,14 +1,14 @@
 """The visibility filter's core: find verbatim spans of hidden text inside outgoing text.
 
 Hidden text is what a person without the "inspect injected content" permission must not read:
-skill bodies as injected, every staged skill file (SKILL.md and the files beside it, unless an
-admin marked the skill "source visible to users"), and `!` dynamic-context commands and output.
-Outgoing text is anything that leaves the server for such a person: a tool result, an error, an
-approval prompt, an export. `HiddenIndex(hidden).redact(text)` replaces every span of `text`
-that also occurs in a hidden text, once at least MIN_SPAN characters long, with a placeholder
-such as ``[hidden skill text withheld: 1,234 characters]``; `contains_hidden` says whether there
-was any (the audit marks an answer in which the model quoted hidden text; its own prose is not
-rewritten).
+skill bodies as injected, every file of every skill offered or staged (SKILL.md and the files
+beside it, unless the viewer may read that skill's source), and `!` dynamic-context commands and
+output. Outgoing text is anything that leaves the server for such a person: a tool result, an
+error, an approval prompt, an export. `HiddenIndex(hidden).redact(text)` replaces every span of
+`text` that also occurs in a hidden text, once at least MIN_SPAN characters long, with a
+placeholder such as ``[hidden skill text withheld: 1,234 characters]``; `contains_hidden` says
+whether there was any (the audit marks an answer in which the model quoted hidden text; its own
+prose is not rewritten).
 
 Choices, and why:
 
@@ -23,28 +23,66 @@ Choices, and why:
   (``path:12:``) results add at the start of a line are treated as whitespace too. So a Read of
   SKILL.md, whose short lines each carry a prefix, is still one long hidden span. Lengths are
   counted on this normalised text.
-- Linear time. Every hidden text is indexed by windows of WINDOW characters taken every STRIDE
-  characters (WINDOW + STRIDE - 1 <= MIN_SPAN, so any common span of MIN_SPAN characters holds
-  one whole indexed window). The outgoing text is scanned once, one window per position, a
-  dict lookup each; a hit is verified and extended character by character against its hidden
-  text, and scanning resumes after it. Hash collisions cost a comparison, never a wrong answer.
-  Index memory is about one entry per STRIDE hidden characters.
+- Fast with hundreds of skills indexed. Each hidden text is sampled: the hash of the WINDOW
+  characters starting at every STRIDE-th position (WINDOW + STRIDE - 1 = MIN_SPAN, so any
+  common span of MIN_SPAN characters holds one whole sampled window). The outgoing text gets the
+  hash of the window at *every* position, computed for all positions at once with numpy (a
+  position-independent sum hash from two running sums), and each hash is looked up in a bitmap
+  of the sampled hashes, then in their sorted array: no Python work per character, and the cost
+  does not grow with the number of hidden texts (one lookup per position, whatever the index
+  holds). Only a hit is verified against its hidden text and extended (slice comparisons that
+  double, then halve), and the scan resumes after it. A hash collision costs a comparison,
+  never a wrong answer. Memory: 12 bytes per STRIDE hidden characters plus the bitmap (at most
+  16 MB) and the normalised texts themselves. Measured in bench/bench_redact.py.
+- Built once, reused. `Shingles` (the sampled hashes of some texts) are immutable: the services
+  build them once per skill version (keyed by its content digest) and combine them into one
+  `HiddenIndex` per conversation with `HiddenIndex.of`, each part with an optional mask of the
+  texts that are hidden from the viewer at hand.
 """
 
 from __future__ import annotations
 
 import re
-from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 MIN_SPAN = 40
-WINDOW = 24
-STRIDE = 16
+WINDOW = 20
+STRIDE = MIN_SPAN - WINDOW + 1
 DEFAULT_LABEL = "hidden skill text"
-# Whitespace runs, and the line prefixes of Read (`cat -n` style) and Grep content results.
-# The prefixes come first: after a newline the next round must try them before `\s` eats a space.
-_GAP = re.compile(r"(?:^[ ]*\d+\t|^[^\s:]+:\d+:|\s)+", re.MULTILINE)
+# Locations verified per window: a window repeated more often adds nothing new to find.
+MAX_LOCATIONS = 8
+# Entries sharing one hash looked at, hidden or not (bounds the work on a popular window).
+MAX_PROBES = 64
+# Outgoing characters hashed at a time (about 40 bytes of arrays per character).
+CHUNK = 1 << 20
+# The line prefixes of Read (`cat -n` style) and Grep content results.
+_PREFIX = re.compile(r"^(?:[ ]*\d+\t|[^\s:]+:\d+:)", re.MULTILINE)
+_READ_PREFIX = re.compile(r"^[ ]*\d+\t", re.MULTILINE)
+_GREP_MARK = re.compile(r":\d+:")
+# What str.split() and the regex `\s` both call whitespace (tests/test_redact.py checks it).
+WHITESPACE = (
+    (0x9, 0xA, 0xB, 0xC, 0xD, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x85, 0xA0, 0x1680)
+    + tuple(range(0x2000, 0x200B))
+    + (0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
+)
+_SPACES = np.array(WHITESPACE, dtype=np.uint32)
+
+U32 = npt.NDArray[np.uint32]
+U64 = npt.NDArray[np.uint64]
+Mask = npt.NDArray[np.bool_]
+# Fixed seed: the same text hashes the same in every process (an index could be shared).
+# 32 bits: half the memory traffic of 64, and a collision only costs one comparison.
+_TABLE: U32 = np.random.default_rng(0x5EC2E7).integers(
+    0, np.iinfo(np.uint32).max, size=1 << 16, dtype=np.uint32, endpoint=True
+)
+_MIX = np.uint32(0x9E3779B1)
+_NO_HASHES: U32 = np.zeros(0, dtype=np.uint32)
+_NO_LOCATIONS: U64 = np.zeros(0, dtype=np.uint64)
+_positions: U32 = np.arange(1 << 16, dtype=np.uint32)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,119 +102,301 @@ class Span:
     label: str
 
 
-def normalise(text: str) -> tuple[str, array[int]]:
+# -- normalising ------------------------------------------------------------------------------
+
+
+def _has_prefix(text: str) -> bool:
+    # Cheap tests first: a Read prefix needs a tab, a Grep prefix ":<digits>:".
+    if "\t" in text and _READ_PREFIX.search(text):
+        return True
+    return bool(_GREP_MARK.search(text)) and bool(_PREFIX.search(text))
+
+
+def _normalised(text: str) -> str:
+    """`text` with every gap (whitespace, line prefixes) made one space."""
+    stripped = _PREFIX.sub(" ", text) if _has_prefix(text) else text
+    words = stripped.split()
+    if not words:
+        return " " if stripped else ""
+    norm = " ".join(words)
+    if stripped[0].isspace():
+        norm = " " + norm
+    if stripped[-1].isspace():
+        norm += " "
+    return norm
+
+
+def _codes(text: str) -> npt.NDArray[np.uint32]:
+    # surrogatepass: text decoded with surrogateescape (downloads) or JSON may hold lone ones.
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
+
+
+def _origin(text: str) -> npt.NDArray[np.intp]:
+    """The original index of each character of `_normalised(text)`."""
+    space = np.isin(_codes(text), _SPACES)
+    if _has_prefix(text):
+        # Line prefixes count as gap characters too (marked by +1 at a start, -1 at an end).
+        found = [(m.start(), m.end()) for m in _PREFIX.finditer(text)]
+        marks = np.zeros(len(space) + 1, dtype=np.int32)
+        np.add.at(marks, [start for start, _end in found], 1)
+        np.add.at(marks, [end for _start, end in found], -1)
+        space |= np.cumsum(marks[:-1]) > 0
+    keep = ~space
+    keep[1:] |= space[1:] & ~space[:-1]  # the first character of each gap stands for it
+    if len(keep):
+        keep[0] = True
+    return np.flatnonzero(keep)
+
+
+def normalise(text: str) -> tuple[str, npt.NDArray[np.intp]]:
     """(normalised text, original index of each of its characters); see the module docstring."""
-    pieces: list[str] = []
-    origin: array[int] = array("q")
-    cursor = 0
-    for gap in _GAP.finditer(text):
-        if gap.start() > cursor:
-            pieces.append(text[cursor : gap.start()])
-            origin.extend(range(cursor, gap.start()))
-        pieces.append(" ")
-        origin.append(gap.start())
-        cursor = gap.end()
-    if cursor < len(text):
-        pieces.append(text[cursor:])
-        origin.extend(range(cursor, len(text)))
-    return "".join(pieces), origin
+    return _normalised(text), _origin(text)
 
 
-def placeholder(label: str, size: int) -> str:
-    """What replaces a withheld span."""
-    return f"[{label} withheld: {size:,} characters]"
+# -- hashing ----------------------------------------------------------------------------------
+
+
+def _arange(n: int) -> U32:
+    """0..n-1 (a shared array, grown on demand: allocating it per call cost a third)."""
+    global _positions
+    if len(_positions) < n:
+        _positions = np.arange(max(n, 2 * len(_positions)), dtype=np.uint32)
+    return _positions[:n]
+
+
+def window_hashes(norm: str) -> U32:
+    """The hash of the WINDOW characters starting at each position of a normalised text.
+
+    Sum hash from running sums (arithmetic mod 2**32): s1 = sum of f(c), s2 = sum of f(c) times
+    its place in the window; both are differences of prefix sums, so every position costs a few
+    array operations, and the hash of a window does not depend on where it starts.
+    """
+    n = len(norm)
+    if n < WINDOW:
+        return _NO_HASHES
+    f = _TABLE[_codes(norm) & 0xFFFF]
+    places = _arange(n)
+    sums = np.zeros(n + 1, dtype=np.uint32)
+    np.cumsum(f, out=sums[1:])
+    weighted = np.zeros(n + 1, dtype=np.uint32)
+    np.cumsum(f * places, out=weighted[1:])
+    s1 = sums[WINDOW:] - sums[:-WINDOW]
+    s2 = weighted[WINDOW:] - weighted[:-WINDOW] - places[: n - WINDOW + 1] * s1
+    hashed: U32 = (s1 * _MIX) ^ s2
+    return hashed
+
+
+# -- the index --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Shingles:
+    """Sampled window hashes of some hidden texts: immutable, built once, shared between indexes."""
+
+    texts: tuple[str, ...]  # normalised
+    labels: tuple[str, ...]
+    hashes: U32  # sorted
+    locations: U64  # text index << 32 | offset, in the order of `hashes`
+    bitmap: Mask  # bitmap[hash >> shift]: some sampled window may have this hash
+    shift: int
+
+    @property
+    def chars(self) -> int:
+        """Characters of hidden text held (for cache accounting)."""
+        return sum(len(t) for t in self.texts)
+
+    @classmethod
+    def build(cls, hidden: Iterable[HiddenText | str]) -> Shingles:
+        """Normalise and sample the texts (those shorter than MIN_SPAN can never be withheld)."""
+        texts: list[str] = []
+        labels: list[str] = []
+        hashes: list[U32] = []
+        locations: list[U64] = []
+        for item in hidden:
+            entry = item if isinstance(item, HiddenText) else HiddenText(item)
+            norm = _normalised(entry.text)
+            if len(norm) < MIN_SPAN:
+                continue
+            sampled = window_hashes(norm)[::STRIDE]
+            index = np.uint64(len(texts)) << np.uint64(32)
+            offsets = np.arange(0, len(sampled) * STRIDE, STRIDE, dtype=np.uint64)
+            texts.append(norm)
+            labels.append(entry.label)
+            hashes.append(sampled)
+            locations.append(offsets | index)
+        return cls._assemble(texts, labels, hashes, locations)
+
+    @classmethod
+    def merge(cls, parts: Sequence[Shingles]) -> Shingles:
+        """One set of shingles holding all of `parts` (texts renumbered, nothing re-hashed)."""
+        texts: list[str] = []
+        labels: list[str] = []
+        hashes: list[U32] = []
+        locations: list[U64] = []
+        for part in parts:
+            shift = np.uint64(len(texts)) << np.uint64(32)
+            texts.extend(part.texts)
+            labels.extend(part.labels)
+            hashes.append(part.hashes)
+            locations.append(part.locations + shift)
+        return cls._assemble(texts, labels, hashes, locations)
+
+    @classmethod
+    def _assemble(
+        cls, texts: list[str], labels: list[str], hashes: list[U32], locations: list[U64]
+    ) -> Shingles:
+        all_hashes = np.concatenate(hashes) if hashes else _NO_HASHES
+        all_locations = np.concatenate(locations) if locations else _NO_LOCATIONS
+        # Stable: equal hashes keep the texts' order, so the first text wins a tie as before.
+        order = np.argsort(all_hashes, kind="stable")
+        bits = max(10, min(24, (len(all_hashes) * 16).bit_length()))
+        bitmap = np.zeros(1 << bits, dtype=np.bool_)
+        sorted_hashes = all_hashes[order]
+        bitmap[sorted_hashes >> np.uint32(32 - bits)] = True
+        return cls(
+            texts=tuple(texts),
+            labels=tuple(labels),
+            hashes=sorted_hashes,
+            locations=all_locations[order],
+            bitmap=bitmap,
+            shift=32 - bits,
+        )
+
+
+# Sorted outgoing positions whose window may be a sampled one, with the part and the entry.
+_Hits = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
 
 class HiddenIndex:
     """The hidden texts of one conversation (or one page), indexed for `spans` and `redact`."""
 
-    def __init__(self, hidden: Iterable[HiddenText | str]) -> None:
-        self._texts: list[str] = []
-        self._labels: list[str] = []
-        self._windows: dict[str, tuple[int, int] | list[tuple[int, int]]] = {}
-        for item in hidden:
-            entry = item if isinstance(item, HiddenText) else HiddenText(item)
-            norm = normalise(entry.text)[0]
-            if len(norm) < MIN_SPAN:
-                continue  # nothing of it could ever be withheld
-            source = len(self._texts)
-            self._texts.append(norm)
-            self._labels.append(entry.label)
-            for offset in range(0, len(norm) - WINDOW + 1, STRIDE):
-                self._add(norm[offset : offset + WINDOW], (source, offset))
+    def __init__(self, hidden: Iterable[HiddenText | str] = ()) -> None:
+        self._parts: list[tuple[Shingles, Mask | None]] = []
+        built = Shingles.build(hidden)
+        if built.texts:
+            self._parts.append((built, None))
 
-    def _add(self, key: str, where: tuple[int, int]) -> None:
-        # Most windows occur once; only repeated ones pay for a list.
-        found = self._windows.get(key)
-        if found is None:
-            self._windows[key] = where
-        elif isinstance(found, list):
-            if len(found) < 8:  # a window repeated more often adds nothing new to find
-                found.append(where)
-        else:
-            self._windows[key] = [found, where]
+    @classmethod
+    def of(cls, parts: Iterable[tuple[Shingles, Mask | None]]) -> HiddenIndex:
+        """An index over prepared shingles; a mask marks which of a part's texts are hidden."""
+        index = cls()
+        for shingles, mask in parts:
+            if shingles.texts and (mask is None or bool(mask.any())):
+                index._parts.append((shingles, mask))
+        return index
 
     def __bool__(self) -> bool:
-        return bool(self._texts)
+        return bool(self._parts)
 
     def spans(self, text: str) -> list[Span]:
         """The withheld spans of `text`, in order, merged where they touch."""
-        if not self._texts or len(text) < MIN_SPAN:
+        if not self._parts or len(text) < MIN_SPAN:
             return []
-        norm, origin = normalise(text)
-        found: list[tuple[int, int, str]] = []  # normalised [start, end), label
-        i, last = 0, len(norm) - WINDOW
-        windows = self._windows
-        while i <= last:
-            hit = windows.get(norm[i : i + WINDOW])
-            if hit is None:
-                i += 1
+        norm = _normalised(text)
+        if len(norm) < MIN_SPAN:
+            return []
+        found = self._found(norm, self._hits(norm))
+        kept = [(s, e, label) for s, e, label in found if e - s >= MIN_SPAN]
+        if not kept:
+            return []
+        origin = _origin(text)
+        out: list[Span] = []
+        for start, end, label in kept:
+            # The whitespace at either edge stays, so the placeholder keeps its neighbours apart.
+            start += norm[start] == " "
+            end -= norm[end - 1] == " "
+            out.append(Span(int(origin[start]), int(origin[end - 1]) + 1, label))
+        return out
+
+    def _hits(self, norm: str) -> _Hits:
+        """Positions whose window hash is a sampled hash of some part, in order."""
+        positions: list[npt.NDArray[np.int64]] = []
+        numbers: list[npt.NDArray[np.int64]] = []
+        entries: list[npt.NDArray[np.int64]] = []
+        # In pieces (overlapping by a window): the arrays of one piece stay a few tens of MB
+        # whatever the size of the text (a download is checked whole).
+        for first in range(0, max(1, len(norm) - WINDOW + 1), CHUNK):
+            hashes = window_hashes(norm[first : first + CHUNK + WINDOW - 1])
+            for number, (part, _mask) in enumerate(self._parts):
+                maybe = np.flatnonzero(part.bitmap[hashes >> np.uint32(part.shift)])
+                if not len(maybe):
+                    continue
+                wanted = hashes[maybe]
+                at = np.searchsorted(part.hashes, wanted)
+                inside = at < len(part.hashes)
+                maybe, wanted, at = maybe[inside], wanted[inside], at[inside]
+                equal = part.hashes[at] == wanted
+                positions.append(maybe[equal].astype(np.int64) + first)
+                numbers.append(np.full(int(equal.sum()), number, dtype=np.int64))
+                entries.append(at[equal].astype(np.int64))
+        if not positions:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, empty
+        all_positions = np.concatenate(positions)
+        order = np.argsort(all_positions, kind="stable")
+        return all_positions[order], np.concatenate(numbers)[order], np.concatenate(entries)[order]
+
+    def _found(self, norm: str, hits: _Hits) -> list[tuple[int, int, str]]:
+        """Common spans (normalised [start, end), label), merged where they touch."""
+        positions, numbers, entries = hits
+        found: list[tuple[int, int, str]] = []
+        resume = 0
+        i, count = 0, len(positions)
+        while i < count:
+            position = int(positions[i])
+            if position < resume:
+                # Inside a span already found: jump past it (a whole file read back is a hit
+                # every STRIDE characters, none of which needs a look).
+                i = int(np.searchsorted(positions, resume))
                 continue
-            best = self._extend(norm, i, hit, found[-1][1] if found else 0)
+            j = i
+            while j < count and positions[j] == position:
+                j += 1
+            here = [(int(numbers[k]), int(entries[k])) for k in range(i, j)]
+            i = j
+            best = self._extend(norm, position, here, found[-1][1] if found else 0)
             if best is None:
-                i += 1
-                continue
+                continue  # hash collisions only
             start, end, label = best
             if found and start <= found[-1][1]:
                 prev = found.pop()
                 start, label = prev[0], prev[2]
                 end = max(end, prev[1])
             found.append((start, end, label))
-            i = max(i + 1, end - WINDOW + 1)
-        out: list[Span] = []
-        for start, end, label in found:
-            if end - start < MIN_SPAN:
-                continue
-            # The whitespace at either edge stays, so the placeholder keeps its neighbours apart.
-            start += norm[start] == " "
-            end -= norm[end - 1] == " "
-            out.append(Span(origin[start], origin[end - 1] + 1, label))
-        return out
+            resume = max(position + 1, end - WINDOW + 1)
+        return found
+
+    def _locations(self, entries: list[tuple[int, int]]) -> Iterable[tuple[str, int, str]]:
+        """(hidden text, offset, label) of the hidden windows behind a hit, capped."""
+        for number, first in entries:
+            part, mask = self._parts[number]
+            wanted = part.hashes[first]
+            kept = 0
+            stop = min(len(part.hashes), first + MAX_PROBES)
+            for entry in range(first, stop):
+                if part.hashes[entry] != wanted or kept >= MAX_LOCATIONS:
+                    break
+                location = int(part.locations[entry])
+                text = location >> 32
+                if mask is not None and not mask[text]:
+                    continue  # the viewer may read this one
+                kept += 1
+                yield part.texts[text], location & 0xFFFFFFFF, part.labels[text]
 
     def _extend(
-        self,
-        norm: str,
-        at: int,
-        hit: tuple[int, int] | list[tuple[int, int]],
-        floor: int,
+        self, norm: str, at: int, entries: list[tuple[int, int]], floor: int
     ) -> tuple[int, int, str] | None:
         """The longest verified common span through norm[at:at+WINDOW], or None."""
         best: tuple[int, int, str] | None = None
-        for source, offset in hit if isinstance(hit, list) else [hit]:
-            hidden = self._texts[source]
-            if hidden[offset : offset + WINDOW] != norm[at : at + WINDOW]:
-                continue  # a hash collision inside the dict cannot happen, but be exact
-            left = 0
-            while at - left > floor and offset - left > 0:
-                if norm[at - left - 1] != hidden[offset - left - 1]:
-                    break
-                left += 1
-            right = WINDOW
-            limit = min(len(norm) - at, len(hidden) - offset)
-            while right < limit and norm[at + right] == hidden[offset + right]:
-                right += 1
+        window = norm[at : at + WINDOW]
+        for hidden, offset, label in self._locations(entries):
+            if hidden[offset : offset + WINDOW] != window:
+                continue  # a hash collision
+            left = _backward(norm, at, hidden, offset, max(0, min(at - floor, offset)))
+            limit = min(len(norm) - at, len(hidden) - offset) - WINDOW
+            right = WINDOW + _forward(norm, at + WINDOW, hidden, offset + WINDOW, limit)
             if best is None or right + left > best[1] - best[0]:
-                best = (at - left, at + right, self._labels[source])
+                best = (at - left, at + right, label)
         return best
 
     def contains_hidden(self, text: str) -> bool:
@@ -195,6 +415,47 @@ class HiddenIndex:
             cursor = span.end
         parts.append(text[cursor:])
         return "".join(parts)
+
+
+def _forward(a: str, i: int, b: str, j: int, limit: int) -> int:
+    """The length of the longest common prefix of a[i:] and b[j:], at most `limit`."""
+    done, step = 0, 16
+    while done < limit:
+        size = min(step, limit - done)
+        if a[i + done : i + done + size] == b[j + done : j + done + size]:
+            done, step = done + size, step * 2
+            continue
+        while size > 1:  # the first difference lies in this piece: halve it
+            half = size // 2
+            if a[i + done : i + done + half] == b[j + done : j + done + half]:
+                done, size = done + half, size - half
+            else:
+                size = half
+        return done
+    return done
+
+
+def _backward(a: str, i: int, b: str, j: int, limit: int) -> int:
+    """The length of the longest common suffix of a[:i] and b[:j], at most `limit`."""
+    done, step = 0, 16
+    while done < limit:
+        size = min(step, limit - done)
+        if a[i - done - size : i - done] == b[j - done - size : j - done]:
+            done, step = done + size, step * 2
+            continue
+        while size > 1:
+            half = size // 2
+            if a[i - done - half : i - done] == b[j - done - half : j - done]:
+                done, size = done + half, size - half
+            else:
+                size = half
+        return done
+    return done
+
+
+def placeholder(label: str, size: int) -> str:
+    """What replaces a withheld span."""
+    return f"[{label} withheld: {size:,} characters]"
 
 
 def redact(text: str, hidden: Iterable[HiddenText | str]) -> str:

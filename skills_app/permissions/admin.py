@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from skills_app.models import (
 from skills_app.permissions import approvals, checks
 from skills_app.permissions.forms import PermissionRuleForm, RuleTesterForm
 from skills_app.registry.skills import skills_for_user
+from skills_app.visibility import Outbound, can_inspect, outbound
 
 # The rule tester decides as if a conversation's workspace were here; rules like Edit(./out/**)
 # are anchored to it, and paths outside it fall to the "outside the workspace" default.
@@ -68,6 +69,13 @@ class TesterResult:
     @property
     def input_json(self) -> str:
         return json.dumps(dict(self.call.input), ensure_ascii=False)
+
+    def shown(self, out: Outbound) -> TesterResult:
+        """The result as `out`'s viewer may see it: the call and the reason filtered, the
+        decision (made on the real input) kept."""
+        decision = replace(self.decision, reason=out.text(self.decision.reason))
+        call = ToolCall(tool=self.call.tool, input=out.value(dict(self.call.input)))
+        return replace(self, call=call, call_text=out.text(self.call_text), decision=decision)
 
 
 def tester_skill_rules(user_id: int | None, skill: str) -> tuple[Rule, ...]:
@@ -223,10 +231,12 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
             replay = replay_calls.stored_call(
                 request.user, event=request.GET.get("event"), approval=request.GET.get("approval")
             )
-            form = RuleTesterForm(
-                initial={"call": call_as_rule_text(replay.call), "skill": replay.skill}
-            )
             result = try_call(replay.call, replay.skill, user_id=request.user.pk)
+            if not can_inspect(request.user):
+                # Decided on the real input above; shown through the conversation's filter.
+                out = outbound(replay.conversation_id, can_inspect=False, viewer_id=request.user.pk)
+                replay, result = replay.shown(out), result.shown(out)
+            form = RuleTesterForm(initial={"call": result.call_text, "skill": replay.skill})
         elif "call" in request.GET:
             form = RuleTesterForm(request.GET)
             if form.is_valid():

@@ -43,9 +43,13 @@ class PermissionRuleForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["skill"].widget = DatalistInput(
-            checks.known_skills(), attrs={"size": 30, "spellcheck": "false", "autocomplete": "off"}
-        )
+        # A viewer without the change permission gets the form without fields (the admin shows
+        # them read-only), so each field is touched only when it is there.
+        if "skill" in self.fields:
+            self.fields["skill"].widget = DatalistInput(
+                checks.known_skills(),
+                attrs={"size": 30, "spellcheck": "false", "autocomplete": "off"},
+            )
 
     def clean_rule_text(self) -> str:
         text = self.cleaned_data["rule_text"].strip()

@@ -33,7 +33,12 @@
   });
 
   chat.addEventListener("htmx:wsClose", (event) => {
-    if (event.detail.event.code === 4403) {
+    if (event.detail.event.code === 4401) {
+      // The account changed (a role taken, signed out elsewhere): the whole page is shown
+      // again as the account now allows, or the login page is.
+      status("Your access changed — reloading…");
+      window.location.reload();
+    } else if (event.detail.event.code === 4403) {
       status("This conversation cannot be opened here. Log in again or go back to the list.");
     } else {
       status("Connection lost — reconnecting…");

@@ -135,6 +135,16 @@ def claim_race(username: str, claimers: int, count: int) -> dict[str, Any]:
     }
 
 
+def deactivate(username: str) -> dict[str, Any]:
+    """Deactivate a user, as an administrator's save does (the model's signals fire here)."""
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.get(username=username)
+    user.is_active = False
+    user.save()
+    return {"user": user.pk, "active": user.is_active}
+
+
 def main(argv: list[str]) -> None:
     import django
 
@@ -149,8 +159,12 @@ def main(argv: list[str]) -> None:
         result = hammer(args[0], int(args[1]), int(args[2]))
     elif command == "claim_race":
         result = claim_race(args[0], int(args[1]), int(args[2]))
+    elif command == "deactivate":
+        result = deactivate(args[0])
     else:
-        raise SystemExit(f"unknown command {command!r}: use setup, state, hammer or claim_race")
+        raise SystemExit(
+            f"unknown command {command!r}: use setup, state, hammer, claim_race or deactivate"
+        )
     json.dump(result, sys.stdout, default=str)
 
 

@@ -110,6 +110,10 @@ def decide(call: ToolCall, context: PermissionContext) -> Decision:
         subjects = skill_subjects(call)
     else:
         subjects = []
+    if call.tool in _READ_TOOLS + _EDIT_TOOLS:
+        denied = _denied_skill_files(target_path(call, workspace), context, workspace)
+        if denied is not None:
+            return denied
     for behavior in ("deny", "ask"):
         for rule in rules:
             if rule.behavior == behavior and _specifier_matches(rule, call, workspace, subjects):
@@ -131,6 +135,7 @@ def read_filter(context: PermissionContext) -> Callable[[str], bool]:
     Grep and Glob results are filtered file by file with it, so a rule such as
     `deny Read(./work/secret/**)` keeps that content out of a search of the whole workspace.
     A Read *ask* rule hides the file too: a search must not show what reading would ask for.
+    So do the staged files of a skill a deny rule refuses.
     """
     workspace = norm_path(str(context.workspace))
     guarded = [
@@ -141,6 +146,34 @@ def read_filter(context: PermissionContext) -> Callable[[str], bool]:
 
     def allowed(path: str) -> bool:
         target = norm_path(path)
+        if _denied_skill_files(target, context, workspace) is not None:
+            return False
         return not any(path_matches(r.specifier or "", target, workspace) for r in guarded)
 
     return allowed
+
+
+def _denied_skill_files(target: str, context: PermissionContext, workspace: str) -> Decision | None:
+    """Deny for a path inside the staged copy of a skill a `Skill(NAME)` deny rule refuses.
+
+    A deny rule on a skill denies its files too: a copy staged before the rule was written
+    stays in the workspace's skills/ folder (a readable root), named by `skill_folder_name`
+    ("plugin:skill" is staged as "plugin__skill").
+    """
+    for root in context.readable_roots:
+        base = norm_path(posixpath.join(workspace, str(root)))
+        if target == base or not is_inside(target, base):
+            continue
+        folder = posixpath.relpath(target, base).split("/", 1)[0]
+        name = folder.replace("__", ":")
+        call = ToolCall("Skill", {"skill": name})
+        subjects = skill_subjects(call)
+        for rule in _active_rules(context):
+            if (
+                rule.tool == "Skill"
+                and rule.behavior == "deny"
+                and _specifier_matches(rule, call, workspace, subjects)
+            ):
+                reason = f'{describe(rule)}: the files of the denied skill "{name}" are denied too'
+                return Decision("deny", reason, rule)
+    return None

@@ -8,7 +8,9 @@ links, and only regular files are ever read, copied or reported.
 Inputs (`{"src": ..., "dst": ..., "mode": ...}`) come from:
 - `workspace://path` (or a plain relative path): a file of the workspace, outside skills/;
 - `artifact://name`: a file the user was offered for download, `out/<name>`;
-- `skill://name/path`: a file of a skill offered in this conversation (its installed folder).
+- `skill://name/path`: a file of a skill offered in this conversation (its installed folder),
+  which the rules let this conversation use: `skill_run` decides `Skill(name)` for each one first
+  (`skill_names`), so a deny rule on a skill denies its files and an ask rule asks.
 `host://` is refused: the server's own files are never reachable from a conversation. The
 destination is workspace-relative (default `work/inputs/<file name>`) and must lie under work/
 or out/. Inputs are always copied, never linked (`mode: "link"` is accepted and copies too).
@@ -21,18 +23,21 @@ import mimetypes
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..agent import SkillProvider
 from ..tools.base import ToolError
+from ..tools.walk import Budget
 from ..tools.workspace import Workspace, WorkspaceError
 
 MAX_INPUTS = 20
 MAX_INPUT_BYTES = 20 * 1024 * 1024
 MAX_OUTPUT_FILES = 50
+MAX_OUTPUT_GLOBS = 20
 # Entries looked at when matching output globs: a command may leave millions of files behind.
+# The walk also stops at the search limits of time and depth, and when the call is cancelled.
 MAX_WALKED = 20_000
 INLINE_CHARS = 16_000
 INLINE_TOTAL = 64_000
@@ -82,6 +87,18 @@ def stage_inputs(ws: Workspace, raw: object, skills: SkillProvider) -> list[str]
             handle.write(data)
         staged.append(ws.relative(target))
     return staged
+
+
+def skill_names(raw: object) -> list[str]:
+    """The skills named by the `skill://` inputs of a call, in order, once each."""
+    names: list[str] = []
+    for item in raw if isinstance(raw, list) else []:
+        src = item.get("src") if isinstance(item, Mapping) else None
+        if isinstance(src, str) and src.startswith("skill://"):
+            name = src.removeprefix("skill://").partition("/")[0]
+            if name and name not in names:
+                names.append(name)
+    return names
 
 
 def _read_source(ws: Workspace, src: str, skills: SkillProvider) -> tuple[bytes, str]:
@@ -169,60 +186,106 @@ def normalise_pattern(pattern: str, ws: Workspace, variables: Mapping[str, str])
     return "/".join(parts) or None
 
 
-def glob_match(pattern: Sequence[str], path: Sequence[str]) -> bool:
-    """Match path segments against pattern segments; `**` spans any number of segments."""
-    if not pattern:
-        return not path
-    head, rest = pattern[0], pattern[1:]
-    if head == "**":
-        return any(glob_match(rest, path[i:]) for i in range(len(path) + 1))
-    return bool(path) and fnmatch.fnmatchcase(path[0], head) and glob_match(rest, path[1:])
+def output_matcher(pattern: str) -> Callable[[str], bool]:
+    """A test of workspace-relative paths against one output glob, linear in their length.
+
+    Segment by segment, `**` spanning any number of whole segments, any other segment an
+    fnmatch pattern for one segment. The set of pattern positions still possible is carried
+    along the path (an NFA run): `**/**/**/zz` costs segments times pattern parts, where the
+    recursive matcher it replaces tried every way to share the path among the `**`s.
+    """
+    parts = tuple(pattern.split("/"))
+    end = len(parts)
+
+    def closure(states: set[int]) -> set[int]:
+        # A `**` may match no segment at all: reaching it also reaches what follows it.
+        out = set(states)
+        for i in sorted(states):
+            while i < end and parts[i] == "**":
+                i += 1
+                out.add(i)
+        return out
+
+    start = closure({0})
+
+    def matches(path: str) -> bool:
+        states = start
+        for segment in path.split("/"):
+            following: set[int] = set()
+            for i in states:
+                if i == end:
+                    continue
+                if parts[i] == "**":
+                    following.add(i)
+                elif fnmatch.fnmatchcase(segment, parts[i]):
+                    following.add(i + 1)
+            if not following:
+                return False
+            states = closure(following)
+        return end in states
+
+    return matches
 
 
-def workspace_files(ws: Workspace, limit: int = MAX_WALKED) -> list[str]:
-    """Regular files of the workspace, outside skills/ and hidden folders, never via a link
-    (the first `limit` entries of the walk)."""
+def workspace_files(
+    ws: Workspace,
+    limit: int | None = None,
+    *,
+    budget: Budget | None = None,
+    keep: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """Regular files of the workspace, outside skills/ and hidden folders, never via a link,
+    that `keep` accepts, until the budget (by default MAX_WALKED entries) is spent."""
+    budget = budget or Budget(entries=MAX_WALKED if limit is None else limit)
     found: list[str] = []
-    walked = 0
     for dirpath, dirnames, filenames, dirfd in os.fwalk(ws.root, follow_symlinks=False):
-        walked += len(dirnames) + len(filenames)
-        if walked > limit:
+        if budget.spent():
             break
         relative = Path(dirpath).relative_to(ws.root).as_posix()
         if relative == ".":
             dirnames[:] = [d for d in dirnames if d not in _SKIPPED_TOPS]
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        depth = 0 if relative == "." else relative.count("/") + 1
+        if dirnames and depth >= budget.max_depth:
+            budget.too_deep = True
+            dirnames[:] = []
+        budget.entries += len(dirnames)
         for filename in sorted(filenames):
+            budget.entries += 1
+            if budget.spent():
+                break
             if filename.startswith("."):
                 continue
             try:
                 info = os.stat(filename, dir_fd=dirfd, follow_symlinks=False)
             except OSError:
                 continue
-            if stat.S_ISREG(info.st_mode):
-                found.append(filename if relative == "." else f"{relative}/{filename}")
+            rel = filename if relative == "." else f"{relative}/{filename}"
+            if stat.S_ISREG(info.st_mode) and (keep is None or keep(rel)):
+                found.append(rel)
     return found
 
 
 def collect_outputs(
-    ws: Workspace, patterns: object, variables: Mapping[str, str]
-) -> list[dict[str, Any]]:
-    """The files matching `output_files`: name, MIME type, size and (text files) the content."""
+    ws: Workspace, patterns: object, variables: Mapping[str, str], *, budget: Budget | None = None
+) -> tuple[list[dict[str, Any]], str]:
+    """The files matching `output_files` (name, MIME type, size and, for text files, the
+    content), and a note when the walk stopped early (a limit, or the call was cancelled)."""
     if not isinstance(patterns, list) or not patterns:
-        return []
-    globs = [normalise_pattern(str(p), ws, variables) for p in patterns if isinstance(p, str)]
-    wanted = [g.split("/") for g in globs if g]
-    matched = [
-        rel for rel in workspace_files(ws) if any(glob_match(g, rel.split("/")) for g in wanted)
-    ]
+        return [], ""
+    strings = [p for p in patterns if isinstance(p, str)][:MAX_OUTPUT_GLOBS]
+    globs = [normalise_pattern(p, ws, variables) for p in strings]
+    matchers = [output_matcher(g) for g in globs if g]
+    budget = budget or Budget(entries=MAX_WALKED)
+    matched = workspace_files(ws, budget=budget, keep=lambda rel: any(m(rel) for m in matchers))
     files: list[dict[str, Any]] = []
-    budget = INLINE_TOTAL
+    inline = INLINE_TOTAL
     for rel in matched[:MAX_OUTPUT_FILES]:
-        entry, used = _describe(ws, rel, budget)
+        entry, used = _describe(ws, rel, inline)
         if entry is not None:
             files.append(entry)
-            budget -= used
-    return files
+            inline -= used
+    return files, budget.note("the search for output files")
 
 
 def _describe(ws: Workspace, rel: str, budget: int) -> tuple[dict[str, Any] | None, int]:

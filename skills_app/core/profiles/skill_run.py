@@ -25,15 +25,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..permissions import ToolCall
+from ..permissions import Decision, ToolCall
 from ..tools.base import ToolError
 from ..tools.bash import BashTool
 from ..tools.env import command_with_env, skill_run_env
+from ..tools.walk import Budget, run_cancellable
 from ..tools.workspace import Workspace, WorkspaceError
 from ..transcript import tool_result_block
 from .base import SkillSession, ToolAnswer
-from .run_files import collect_outputs, expand, save_artifacts, stage_inputs
+from .run_files import (
+    MAX_WALKED,
+    collect_outputs,
+    expand,
+    save_artifacts,
+    skill_names,
+    stage_inputs,
+)
 from .shared import error_answer
+from .skill_state import skill_state
 
 SKILL_RUN_TOOL: dict[str, Any] = {
     "name": "skill_run",
@@ -107,6 +116,17 @@ async def run_skill_command(
     if decision.behavior != "allow":
         message = f"Permission denied: {decision.reason}"
         return error_answer(tool_use_id, message, skill=name, denied=True)
+    # A skill's files enter the workspace only when the rules let this conversation use it.
+    for used in dict.fromkeys([name, *skill_names(tool_input.get("inputs"))]):
+        refused = await _refusal(session, used)
+        if refused is not None:
+            message = (
+                f"skill://{used}: the rules do not let this conversation use the skill "
+                f'"{used}" ({refused.reason}); its files are not copied.'
+                if used != name
+                else f'the skill "{name}" may not be used here ({refused.reason}).'
+            )
+            return error_answer(tool_use_id, message, skill=name, denied=True)
     ctx = session.tool_context()
     workspace = ctx.workspace
     try:
@@ -140,8 +160,13 @@ async def run_skill_command(
     duration_ms = int((time.monotonic() - started) * 1000)
     stderr = _read_back(workspace, err_file, ctx.output_limit)
     stdout, exit_code, timed_out = _split_status(result.content)
-    files = await asyncio.to_thread(
-        collect_outputs, workspace, tool_input.get("output_files"), variables
+    # Bounded, linear and cancellable: Stop ends the walk, not only the wait for it.
+    budget = Budget(entries=MAX_WALKED)
+    files, note = await run_cancellable(
+        lambda: collect_outputs(
+            workspace, tool_input.get("output_files"), variables, budget=budget
+        ),
+        budget,
     )
     payload: dict[str, Any] = {
         "stdout": stdout,
@@ -151,6 +176,8 @@ async def run_skill_command(
         "duration_ms": duration_ms,
         "output_files": files,
     }
+    if note:
+        payload["output_files_note"] = note
     artifacts = set(result.artifacts)
     if tool_input.get("save_as_artifacts") is True and files:
         try:
@@ -163,6 +190,27 @@ async def run_skill_command(
         tool_use_id, json.dumps(payload, ensure_ascii=False), is_error=result.is_error
     )
     return ToolAnswer(block, skill=name, artifacts=tuple(sorted(artifacts)))
+
+
+async def _refusal(session: SkillSession, name: str) -> Decision | None:
+    """Why the conversation may not use this skill's files now, or None when it may.
+
+    A skill loaded in this turn and still listed was allowed when it was loaded and no deny
+    rule has removed it from the listing since: no second question. Any other skill is decided
+    as a use of it, `Skill(NAME)`: deny refuses, ask asks the user, allow lets it through. A skill
+    that is not offered here (another user's, filtered out) is refused by `stage_inputs`.
+    """
+    spec = session.skills.get(name)
+    if spec is None:
+        return None  # not offered: reading it fails with its own message
+    listed = any(s.name == name for s in session.skills.skills())
+    loaded = name in skill_state(session.history, session.config.skill_state).loaded
+    if listed and loaded:
+        return None
+    if not spec.model_invocable and not loaded:
+        return Decision("deny", "the skill is for people to start, not the model", None)
+    decision = await session.decide(ToolCall(tool="Skill", input={"skill": name}))
+    return None if decision.behavior == "allow" else decision
 
 
 def resolve_cwd(

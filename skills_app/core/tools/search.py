@@ -5,15 +5,15 @@ Bounded by construction, because both run without approval:
   is linear in the text: `(a+)+$` cannot backtrack catastrophically as it does in Python's `re`;
 - the walk never follows a symlinked folder, opens files with no link in any component, and a
   symlinked file counts only when its target is inside the workspace;
-- both run in a worker thread (RE2 releases the GIL) and stop at `walk.SEARCH_SECONDS`, and at
-  `walk.SEARCH_ENTRY_LIMIT` walked entries, saying so in the result;
+- both run in a thread of their own (RE2 releases the GIL) and stop at `walk.SEARCH_SECONDS`,
+  at `walk.SEARCH_ENTRY_LIMIT` walked entries and below `walk.SEARCH_MAX_DEPTH` folder levels,
+  saying so in the result; a cancelled call (Stop) stops its walk at the next entry;
 - `ToolContext.path_allowed` (built from the Read deny rules) hides files one by one, so a deny
   on `Read(./work/secret/**)` also keeps that content out of Grep and Glob results.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -32,12 +32,12 @@ from skills_app.core.tools.base import (
 from skills_app.core.tools.files import is_binary, open_read
 from skills_app.core.tools.inputs import check_input
 from skills_app.core.tools.walk import (
-    PathFilter,
+    Budget,
     Walk,
     compile_regex,
     expand_braces,
+    run_cancellable,
     search_base,
-    stopped_note,
 )
 from skills_app.core.tools.workspace import Workspace
 
@@ -97,18 +97,12 @@ class GlobTool:
                 matchers.append(compile_regex(glob_regex(os.path.normpath(alt))))
             except ValueError as exc:
                 raise ToolError(f"Glob: invalid pattern {pattern!r}: {exc}.") from exc
-        text = await asyncio.to_thread(self._glob, ws, base, pattern, matchers, ctx.path_allowed)
+        walk = Walk(ws, ctx.path_allowed, Budget())
+        text = await run_cancellable(lambda: self._glob(walk, base, pattern, matchers), walk.budget)
         return ToolResult(cap_text(text, ctx.output_limit))
 
-    def _glob(
-        self,
-        ws: Workspace,
-        base: Path,
-        pattern: str,
-        matchers: list[re2._Regexp],
-        allowed: PathFilter | None,
-    ) -> str:
-        walk = Walk(ws, allowed)
+    def _glob(self, walk: Walk, base: Path, pattern: str, matchers: list[re2._Regexp]) -> str:
+        ws = walk.ws
         found: dict[Path, tuple[float, bool]] = {}
         truncated_scan = False
         for walked, real, is_dir in walk.entries_below(base):
@@ -125,7 +119,7 @@ class GlobTool:
                 truncated_scan = True
                 break
         if not found:
-            note = stopped_note(walk.stopped)
+            note = walk.note()
             return f"No files match {pattern!r} under {ws.relative(base)}." + (
                 f" ({note})" if note else ""
             )
@@ -134,8 +128,8 @@ class GlobTool:
         if len(ordered) > GLOB_LIMIT or truncated_scan:
             more = f"{len(ordered) - GLOB_LIMIT}" if not truncated_scan else "many"
             lines.append(f"({more} more not shown; narrow the pattern or the path)")
-        if walk.stopped:
-            lines.append(f"({stopped_note(walk.stopped)})")
+        if walk.note():
+            lines.append(f"({walk.note()})")
         return "\n".join(lines)
 
 
@@ -202,8 +196,9 @@ class GrepTool:
                 globs.append(("/" in alt, compile_regex(glob_regex(alt))))
             except ValueError as exc:
                 raise ToolError(f"Grep: invalid glob {glob!r}: {exc}.") from exc
-        text = await asyncio.to_thread(
-            self._grep, ws, base, regex, pattern, globs, mode, ctx.path_allowed
+        walk = Walk(ws, ctx.path_allowed, Budget())
+        text = await run_cancellable(
+            lambda: self._grep(walk, base, regex, pattern, globs, mode), walk.budget
         )
         return ToolResult(cap_text(text, ctx.output_limit))
 
@@ -247,15 +242,14 @@ class GrepTool:
 
     def _grep(
         self,
-        ws: Workspace,
+        walk: Walk,
         base: Path,
         regex: re2._Regexp,
         pattern: str,
         globs: list[tuple[bool, re2._Regexp]],
         mode: str,
-        allowed: PathFilter | None,
     ) -> str:
-        walk = Walk(ws, allowed)
+        ws = walk.ws
         results: list[str] = []
         files_matched = 0
         lines_matched = 0
@@ -290,8 +284,8 @@ class GrepTool:
                     results.append(f"{rel}:{number}:{line}")
         if not files_matched:
             notes = [f"{skipped} binary or oversized files skipped"] if skipped else []
-            if walk.stopped:
-                notes.append(stopped_note(walk.stopped))
+            if walk.note():
+                notes.append(walk.note())
             extra = f" ({'; '.join(notes)})" if notes else ""
             return f"No matches for {pattern!r} under {ws.relative(base)}{extra}."
         notes = []
@@ -303,7 +297,7 @@ class GrepTool:
             notes.append(f"{lines_matched} matching lines in {files_matched} files")
         if skipped:
             notes.append(f"{skipped} binary or oversized files skipped")
-        if walk.stopped:
-            notes.append(stopped_note(walk.stopped))
+        if walk.note():
+            notes.append(walk.note())
         body = "\n".join(results)
         return f"{body}\n\n({'; '.join(notes)})" if notes else body

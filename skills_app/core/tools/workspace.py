@@ -62,6 +62,11 @@ from skills_app.core.tools.staging import (
 )
 
 _DIR_MODE = 0o755
+# Entries and folder levels of out/ looked at around a command: a command may leave a million
+# files, or a folder thousands of levels deep, in out/. Past these, later files are not offered
+# as downloads (they stay in the workspace); the listing stays fast on the event loop.
+ARTIFACT_SCAN_LIMIT = 20_000
+ARTIFACT_MAX_DEPTH = 40
 _COPY_CHUNK = 1024 * 1024
 
 
@@ -319,11 +324,19 @@ class Workspace:
     def snapshot_out(self) -> dict[str, tuple[int, int]]:
         """{relpath: (mtime_ns, size)} of the regular files under out/, to diff around a call."""
         snapshot: dict[str, tuple[int, int]] = {}
+        seen = 0
         # fwalk without follow_symlinks yields nothing when out/ itself is a link and never
         # descends into a linked folder, checking each step on descriptors (no check-then-use).
         for dirpath, dirnames, filenames, dirfd in os.fwalk(self.out_dir, follow_symlinks=False):
             dirnames.sort()
-            for filename in filenames:
+            if len(Path(dirpath).relative_to(self.out_dir).parts) >= ARTIFACT_MAX_DEPTH:
+                dirnames[:] = []
+            seen += len(dirnames)
+            # Sorted, so the files kept past the limit are the same before and after a call.
+            for filename in sorted(filenames):
+                seen += 1
+                if seen > ARTIFACT_SCAN_LIMIT:
+                    return snapshot
                 try:
                     info = os.stat(filename, dir_fd=dirfd, follow_symlinks=False)
                 except OSError:
