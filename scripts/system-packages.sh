@@ -8,6 +8,8 @@ command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+# Node.js runs the test OpenID Connect provider (tests/oidc).
+command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

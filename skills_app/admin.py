@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.apps import apps
 from django.contrib import admin
 
 from skills_app.accounts import admin as accounts_admin
@@ -15,5 +16,12 @@ admin.site.site_title = "Skillscope admin"
 # The admin home says whether commands run sandboxed (the same words as the start-up warning).
 admin.site.index_template = "admin/skillscope_index.html"
 accounts_admin.register(admin.site)
+# allauth's own models that Skillscope does not use: the provider is configured in settings,
+# tokens are not stored, e-mail addresses are not managed here. Linked identities
+# (SocialAccount) stay visible.
+for _name in ("account.EmailAddress", "socialaccount.SocialApp", "socialaccount.SocialToken"):
+    _model = apps.get_model(_name)
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)
 
 __all__ = ["accounts_admin", "admin_sources", "audit_admin", "permissions_admin", "registry_admin"]

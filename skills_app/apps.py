@@ -11,7 +11,7 @@ class SkillsAppConfig(AppConfig):
 
     def ready(self) -> None:
         from . import checks  # noqa: F401  (registers the system checks)
-        from .accounts import sessions
+        from .accounts import lockout, sessions, sso
         from .accounts.roles import ensure_roles
         from .audit import guard, trail
         from .wiring import wire
@@ -19,6 +19,8 @@ class SkillsAppConfig(AppConfig):
         guard.install()  # the audit is append-only
         trail.install()  # role changes are recorded
         sessions.install()  # account changes close that person's open sockets
+        lockout.install()  # sign-in lockouts are recorded
+        sso.install()  # directory groups follow every sign-in through the identity provider
         # After auth's own post_migrate (which makes the permissions): roles survive a flush too.
         post_migrate.connect(ensure_roles, sender=self, dispatch_uid="skillscope-roles")
         wire()  # runs are handed the chat's renderer and run-end subscribers, the trigger tests

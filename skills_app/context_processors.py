@@ -26,7 +26,7 @@ def nav_links(request: HttpRequest) -> list[dict[str, str]]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return []
-    links = [("Skills", reverse("skills-page"))]
+    links = [("Skills", reverse("skills-page")), ("Usage", reverse("my-usage"))]
     if can_view_audit(user):
         links.append(("Audit", reverse("audit-home")))
     if user.is_staff:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from django.urls import include, path
 
+from skills_app.accounts import usage
+
 urlpatterns = [
+    path("usage/", usage.my_usage, name="my-usage"),
     path("", include("skills_app.chat.urls")),
     path("skills/triggers/", include("skills_app.triggers.urls")),
     path("skills/", include("skills_app.registry.urls")),

@@ -30,7 +30,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
     # The data: rows (models), a conversation's files (workspaces), request types for views.
     ("models", ("models", "migrations", "workspaces", "http")),
-    ("registry/permissions", ("registry", "permissions")),
+    ("registry/permissions", ("registry", "permissions", "policy")),
     ("visibility/hidden", ("visibility", "hidden", "hidden_library")),
     ("runs", ("runs",)),
     ("features", ("chat", "audit", "triggers", "compare", "accounts", "ops", "templatetags")),

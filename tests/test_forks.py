@@ -32,6 +32,8 @@ def fake(settings, fake_anthropic, tmp_path):
     use_fake_model(settings, fake_anthropic)
     root = write_skills(tmp_path / "skills", {"forker": FORKER})
     settings.SKILLS_DIRS = [root]
+    # A skill's `model:` applies only when the person's policy offers it (issue #26).
+    settings.ANTHROPIC_MODELS = [*settings.ANTHROPIC_MODELS, "claude-sonnet-4-6"]
     PermissionRule.objects.create(behavior="allow", rule_text="Skill")
     return fake_anthropic
 

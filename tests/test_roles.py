@@ -29,8 +29,9 @@ def _client(user) -> Client:
 # -- the groups -------------------------------------------------------------------------------
 
 
-def test_the_data_migration_makes_exactly_the_roles_the_code_names():
-    migration = importlib.import_module("skills_app.migrations.0009_roles")
+def test_the_data_migrations_make_exactly_the_roles_the_code_names():
+    # 0009 made the roles; 0026 added the organisation's permissions (its ROLES: the sum).
+    migration = importlib.import_module("skills_app.migrations.0026_organisation_roles")
     assert {r.name: list(r.permissions) for r in roles.ROLES} == migration.ROLES
 
 
@@ -218,11 +219,11 @@ def some_audit(alice):
 @pytest.mark.parametrize(
     ("persona", "expected"),
     [
-        ("alice", ["Skills"]),
-        ("staff_only", ["Skills", "Compare", "Operations"]),
-        ("skill_manager", ["Skills", "Compare", "Operations", "Admin"]),
-        ("auditor", ["Skills", "Audit", "Compare", "Operations", "Admin"]),
-        ("administrator", ["Skills", "Audit", "Compare", "Operations", "Admin"]),
+        ("alice", ["Skills", "Usage"]),
+        ("staff_only", ["Skills", "Usage", "Compare", "Operations"]),
+        ("skill_manager", ["Skills", "Usage", "Compare", "Operations", "Admin"]),
+        ("auditor", ["Skills", "Usage", "Audit", "Compare", "Operations", "Admin"]),
+        ("administrator", ["Skills", "Usage", "Audit", "Compare", "Operations", "Admin"]),
     ],
 )
 def test_the_menu_shows_each_role_only_what_it_can_use(request, persona, expected):

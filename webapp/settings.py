@@ -470,3 +470,181 @@ ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10, minimum=1)
 
 # Minimum age, in days, before `manage.py audit purge` may remove audit rows; 0: keep forever.
 AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 0, minimum=0)
+
+# --- Organisation: groups, models, budgets, storage, sign-in (docs/organisation.md) ---------
+
+from datetime import timedelta  # noqa: E402
+from decimal import Decimal, InvalidOperation  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
+
+from webapp.signin import oidc_app, saml_app  # noqa: E402
+
+
+def _env_usd(name: str) -> Decimal | None:
+    """A dollar amount (e.g. 5 or 12.50), or None when unset or empty (no limit)."""
+    raw = env_str(name).strip().lstrip("$")
+    if not raw:
+        return None
+    try:
+        value = Decimal(raw)
+    except InvalidOperation:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not an amount in dollars, e.g. 5 or 12.50"
+        ) from None
+    if value < 0 or not value.is_finite():
+        raise ImproperlyConfigured(f"{name}={raw!r} must be 0 or more (empty: no limit)")
+    return value
+
+
+# The models everyone may use (comma-separated ids within ANTHROPIC_MODELS); a group's policy
+# adds more. Empty: every model of ANTHROPIC_MODELS.
+SKILLSCOPE_DEFAULT_MODELS = env_list("SKILLSCOPE_DEFAULT_MODELS", [])
+for _model in SKILLSCOPE_DEFAULT_MODELS:
+    if _model not in ANTHROPIC_MODELS:
+        raise ImproperlyConfigured(
+            f"SKILLSCOPE_DEFAULT_MODELS names {_model!r}, which is not in ANTHROPIC_MODELS "
+            f"({', '.join(ANTHROPIC_MODELS)}): add it there or remove it here."
+        )
+# Each person's spending limits in dollars (empty: none); an administrator can set other limits
+# per person, and per group (the group's members together).
+BUDGET_USER_DAILY_USD = _env_usd("BUDGET_USER_DAILY_USD")
+BUDGET_USER_MONTHLY_USD = _env_usd("BUDGET_USER_MONTHLY_USD")
+# A model call's reservation nobody settled (its process died) is charged in full after this.
+BUDGET_RESERVATION_TTL = env_int("BUDGET_RESERVATION_TTL", 3600, minimum=60)
+# Trigger runs started per person per hour (each can make hundreds of model calls).
+RATE_LIMIT_TRIGGER_RUNS_PER_HOUR = env_int("RATE_LIMIT_TRIGGER_RUNS_PER_HOUR", 10, minimum=1)
+# Bytes each person may keep in their conversations' files (attachments, work/, out/); 0: no quota.
+STORAGE_QUOTA_BYTES = env_int("STORAGE_QUOTA_BYTES", 1_000_000_000, minimum=0)
+# The most one command (or one file written by a tool) may add to a workspace.
+STORAGE_RUN_WRITE_LIMIT = env_int("STORAGE_RUN_WRITE_LIMIT", 200_000_000, minimum=1024)
+
+# Sign-in: local passwords (LOCAL_PASSWORDS), the organisation's identity provider through
+# django-allauth (OpenID Connect; SAML 2.0 configured but tested only against its own metadata),
+# and lockout after failed attempts (django-axes). docs/organisation.md says how to set them up.
+INSTALLED_APPS += [
+    "allauth",
+    "allauth.account",
+    "allauth.socialaccount",
+    "allauth.socialaccount.providers.openid_connect",
+    "allauth.socialaccount.providers.saml",
+    "axes",
+]
+# allauth's middleware after authentication; axes' last (it turns a lockout into its response).
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "allauth.account.middleware.AccountMiddleware",
+)
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("allauth.account.middleware.AccountMiddleware") + 1,
+    "skills_app.accounts.middleware.SignInGateMiddleware",
+)
+MIDDLEWARE.append("axes.middleware.AxesMiddleware")
+# One password backend for every form (the login page, the admin's, allauth's): it checks the
+# lockout first and refuses every password when LOCAL_PASSWORDS=false.
+AUTHENTICATION_BACKENDS = ["skills_app.accounts.backends.PasswordBackend"]
+
+# false: nobody signs in with a password kept here (the identity provider only); every password
+# form and URL says so. Set up the identity provider (and a directory group for administrators)
+# before turning it off.
+LOCAL_PASSWORDS = env_bool("LOCAL_PASSWORDS", True)
+# OpenID Connect: the issuer (its /.well-known/openid-configuration is read), the client
+# registered there for Skillscope (redirect URI: <public URL>/accounts/oidc/sso/login/callback/).
+SSO_OIDC_ISSUER = env_str("SSO_OIDC_ISSUER").rstrip("/")
+SSO_OIDC_CLIENT_ID = env_str("SSO_OIDC_CLIENT_ID")
+SSO_OIDC_CLIENT_SECRET = env_secret("SSO_OIDC_CLIENT_SECRET")
+SSO_OIDC_SCOPES = env_list("SSO_OIDC_SCOPES", ["openid", "profile", "email", "groups"], sep=" ")
+# SAML 2.0: the identity provider's metadata URL and Skillscope's entity id there.
+SSO_SAML_METADATA_URL = env_str("SSO_SAML_METADATA_URL")
+SSO_SAML_ENTITY_ID = env_str("SSO_SAML_ENTITY_ID")
+# The button's words ("Sign in with NAME"); the claim (OIDC) or attribute (SAML) listing groups.
+SSO_NAME = env_str("SSO_NAME", "your organisation")
+SSO_GROUPS_CLAIM = env_str("SSO_GROUPS_CLAIM", "groups")
+# Directory groups whose members may sign in (comma-separated; empty: everyone the provider signs
+# in). People new to Skillscope get an account on their first sign-in unless SSO_CREATE_USERS=false.
+SSO_ALLOWED_GROUPS = env_list("SSO_ALLOWED_GROUPS", [])
+SSO_CREATE_USERS = env_bool("SSO_CREATE_USERS", True)
+if SSO_OIDC_ISSUER and not (SSO_OIDC_CLIENT_ID and SSO_OIDC_CLIENT_SECRET):
+    raise ImproperlyConfigured(
+        "SSO_OIDC_ISSUER is set without SSO_OIDC_CLIENT_ID and SSO_OIDC_CLIENT_SECRET: register "
+        "Skillscope as a client at the identity provider and set both (docs/organisation.md)."
+    )
+if not LOCAL_PASSWORDS and not (SSO_OIDC_ISSUER or SSO_SAML_METADATA_URL):
+    raise ImproperlyConfigured(
+        "LOCAL_PASSWORDS=false leaves no way to sign in: configure SSO_OIDC_ISSUER (or "
+        "SSO_SAML_METADATA_URL) first, or keep local passwords."
+    )
+SOCIALACCOUNT_PROVIDERS: dict[str, object] = {
+    "openid_connect": {
+        "APPS": [
+            oidc_app(
+                issuer=SSO_OIDC_ISSUER,
+                client_id=SSO_OIDC_CLIENT_ID,
+                secret=SSO_OIDC_CLIENT_SECRET,
+                name=SSO_NAME,
+                scopes=SSO_OIDC_SCOPES,
+            )
+        ]
+        if SSO_OIDC_ISSUER
+        else []
+    }
+}
+if SSO_SAML_METADATA_URL:
+    SOCIALACCOUNT_PROVIDERS["saml"] = {
+        "APPS": [
+            saml_app(
+                metadata_url=SSO_SAML_METADATA_URL,
+                entity_id=SSO_SAML_ENTITY_ID
+                or f"{SKILLSCOPE_PUBLIC_URL}/accounts/saml/sso-saml/metadata/",
+                name=SSO_NAME,
+            )
+        ]
+    }
+# The sign-in button posts here and is redirected to the identity provider: the browser checks
+# that redirect against the CSP's form-action, so the provider's origin is allowed there.
+for _sso_url in (SSO_OIDC_ISSUER, SSO_SAML_METADATA_URL, *env_list("SSO_FORM_ACTION_ORIGINS", [])):
+    if _sso_url:
+        _parts = urlsplit(_sso_url)
+        CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+            f"{_parts.scheme}://{_parts.netloc}"
+        )
+ACCOUNT_ADAPTER = "skills_app.accounts.sso.LocalAccounts"
+SOCIALACCOUNT_ADAPTER = "skills_app.accounts.sso.DirectoryAccounts"
+ACCOUNT_LOGIN_METHODS = {"username"}
+ACCOUNT_SIGNUP_FIELDS = ["username*", "email"]
+ACCOUNT_EMAIL_VERIFICATION = "none"
+ACCOUNT_LOGOUT_ON_GET = False
+SOCIALACCOUNT_AUTO_SIGNUP = True
+SOCIALACCOUNT_EMAIL_VERIFICATION = "none"
+SOCIALACCOUNT_EMAIL_AUTHENTICATION = False  # a matching e-mail never takes over an account
+SOCIALACCOUNT_STORE_TOKENS = False
+SOCIALACCOUNT_LOGIN_ON_GET = False  # the sign-in button posts (CSRF), never a bare link
+
+# Lockout: LOGIN_FAILURE_LIMIT wrong passwords lock the account (or the address, LOGIN_LOCKOUT_BY)
+# for LOGIN_LOCKOUT_MINUTES (0: until an administrator lifts it). The lock holds for every way in:
+# every password form, the identity provider and open chat tabs.
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5, minimum=1)
+LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", 15, minimum=0)
+LOGIN_LOCKOUT_BY = env_choice(
+    "LOGIN_LOCKOUT_BY", "username", ("username", "ip_address", "username+ip_address")
+)
+AXES_ENABLED = env_bool("AXES_ENABLED", True)
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES) if LOGIN_LOCKOUT_MINUTES else None
+AXES_LOCKOUT_PARAMETERS = (
+    [["username", "ip_address"]]
+    if LOGIN_LOCKOUT_BY == "username+ip_address"
+    else [LOGIN_LOCKOUT_BY]
+)
+AXES_RESET_ON_SUCCESS = True
+# A lock lasts LOGIN_LOCKOUT_MINUTES from when it began: a guess during the lock does not restart
+# it (the message can say when it ends, and a guesser cannot stretch it by guessing on).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
+AXES_LOCKOUT_CALLABLE = "skills_app.accounts.lockout.lockout_response"
+# The client address is REMOTE_ADDR only: behind the proxy, daphne --proxy-headers has already
+# set it from X-Forwarded-For of the trusted proxy; a header a client sends is never believed.
+AXES_CLIENT_IP_CALLABLE = "skills_app.accounts.lockout.client_ip"
+AXES_VERBOSE = False
+if LOGIN_LOCKOUT_BY == "username":
+    # axes warns that a lock without the address can be dodged by rotating user agents: that
+    # holds for address locks only; a lock by username holds whatever the client sends.
+    SILENCED_SYSTEM_CHECKS = ["axes.W006"]

@@ -13,6 +13,12 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from skills_app.accounts import roles
+from skills_app.accounts.org_admin import (
+    GroupPolicyInline,
+    lift_lockout,
+    locked_column,
+    record_limit_change,
+)
 from skills_app.audit import trail
 
 User = get_user_model()
@@ -45,7 +51,8 @@ class RoleChoiceField(forms.ModelMultipleChoiceField):
 class SkillscopeUserAdmin(UserAdmin):
     """Roles are what an administrator hands out; the ~100 raw permissions come last, folded."""
 
-    list_display = ("username", "role_names", "is_active", "is_staff", "last_login")
+    list_display = ("username", "role_names", "sign_in", "is_active", "is_staff", "last_login")
+    actions = [lift_lockout]
     list_filter = (RoleFilter, "is_active", "is_staff", "is_superuser")
     fieldsets = (
         (None, {"fields": ("username", "password")}),
@@ -84,6 +91,10 @@ class SkillscopeUserAdmin(UserAdmin):
     def role_names(self, user: Any) -> str:
         return ", ".join(r.name for r in roles.roles_of(user)) or "—"
 
+    @admin.display(description="sign-in")
+    def sign_in(self, user: Any) -> str:
+        return locked_column(user)
+
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         # Role changes are recorded with the administrator who made them.
         with trail.acting(request.user):
@@ -92,7 +103,23 @@ class SkillscopeUserAdmin(UserAdmin):
 
 
 class RoleGroupAdmin(GroupAdmin):
-    list_display = ("name", "summary", "members")
+    list_display = ("name", "summary", "directory_name", "members")
+    inlines = [GroupPolicyInline]
+
+    @admin.display(description="directory group")
+    def directory_name(self, group: Group) -> str:
+        policy = getattr(group, "policy", None)
+        return policy.directory_name if policy is not None and policy.directory_name else "—"
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        changed = [f for f in formset.forms if f.has_changed()]
+        super().save_formset(request, form, formset, change)
+        for inline_form in changed:
+            record_limit_change(
+                request,
+                f"group {form.instance.name}",
+                fields={k: str(inline_form.cleaned_data.get(k)) for k in inline_form.changed_data},
+            )
 
     @admin.display(description="what it grants")
     def summary(self, group: Group) -> str:

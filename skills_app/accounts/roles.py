@@ -34,6 +34,11 @@ _SKILL_MANAGER = (
     "skills_app.change_permissionrule",
     "skills_app.delete_permissionrule",
     "skills_app.view_permissionrule",
+    # Which groups may use which organisation skills.
+    "skills_app.add_skillaccess",
+    "skills_app.change_skillaccess",
+    "skills_app.delete_skillaccess",
+    "skills_app.view_skillaccess",
 )
 _AUDITOR = (
     "skills_app.inspect_injected_content",
@@ -55,6 +60,14 @@ _ADMINISTRATOR = tuple(
             "auth.delete_user",
             "auth.view_user",
             "auth.view_group",
+            # Groups' policies (directory names, models, budgets) and people's limits.
+            "auth.change_group",
+            "skills_app.add_grouppolicy",
+            "skills_app.change_grouppolicy",
+            "skills_app.view_grouppolicy",
+            "skills_app.add_userpolicy",
+            "skills_app.change_userpolicy",
+            "skills_app.view_userpolicy",
         ]
     )
 )

@@ -35,6 +35,8 @@ class StoredCall:
     where: str
     audit_url: str
     conversation_id: int | None = None
+    # The conversation's owner: the rules are read for them, as the run read them.
+    person: Any = None
 
     def shown(self, out: Outbound) -> StoredCall:
         """This record as `out`'s viewer may see it (the call's input filtered)."""
@@ -83,11 +85,14 @@ def _from_event(user: Any, pk: int) -> StoredCall:
         ),
         audit_url=reverse("audit-invocation", args=[invocation.pk]) if invocation else "",
         conversation_id=row.conversation_id,
+        person=row.conversation.owner,
     )
 
 
 def _from_approval(pk: int) -> StoredCall:
-    row = Approval.objects.filter(pk=pk).select_related("answered_by").first()
+    row = (
+        Approval.objects.filter(pk=pk).select_related("answered_by", "conversation__owner").first()
+    )
     if row is None:
         raise Http404("No such approval.")
     answer = row.get_status_display()
@@ -103,4 +108,5 @@ def _from_approval(pk: int) -> StoredCall:
         ),
         audit_url=reverse("admin:skills_app_approval_change", args=[row.pk]),
         conversation_id=row.conversation_id,
+        person=row.conversation.owner,
     )

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.audit import costs, home, invocations, views
+from skills_app.audit import costs, home, invocations, spend, views
 from skills_app.triggers import audit as trigger_audit
 
 urlpatterns = [
@@ -29,5 +29,6 @@ urlpatterns = [
     ),
     path("import/", views.transcript_import, name="transcript-import"),
     path("costs/", costs.cost_report, name="audit-costs"),
+    path("spend/", spend.spend_report, name="audit-spend"),
     path("trigger-runs/", trigger_audit.trigger_run_list, name="audit-trigger-runs"),
 ]

@@ -26,9 +26,16 @@ from skills_app.audit import trail
 from skills_app.chat.downloads import checked_response, filtered_bytes
 from skills_app.core import attachments as core
 from skills_app.core.attachments import AttachmentError, Limits
-from skills_app.core.tools.workspace import WorkspaceError, WorkspaceFileError, open_workspace_file
+from skills_app.core.tools.storage import workspace_bytes
+from skills_app.core.tools.workspace import (
+    Workspace,
+    WorkspaceError,
+    WorkspaceFileError,
+    open_workspace_file,
+)
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import Attachment, AuditEvent, Conversation
+from skills_app.policy import storage
 from skills_app.visibility import INSPECT_PERMISSION
 from skills_app.workspaces import workspace_for
 
@@ -89,6 +96,26 @@ def upload(request: AuthedHttpRequest, pk: int) -> JsonResponse:
         return _refuse(str(exc))
     saved: list[Attachment] = []
     workspace = workspace_for(conversation.pk)
+    total = sum(f.size or 0 for f in files)
+    try:
+        # All of it must fit in the person's quota, against every other write in flight.
+        granted, _standing = storage.reserve(request.user.pk, total, at_least=total)
+    except storage.StorageFull as exc:
+        return _refuse(str(exc), status=413)
+    try:
+        return _save_all(request, conversation, workspace, prepared, saved)
+    finally:
+        storage.settle(request.user.pk, conversation.pk, granted, workspace_bytes(workspace))
+
+
+def _save_all(
+    request: AuthedHttpRequest,
+    conversation: Conversation,
+    workspace: Workspace,
+    prepared: list[tuple[UploadedFile, str, str]],
+    saved: list[Attachment],
+) -> JsonResponse:
+    pk = conversation.pk
     for upload_file, name, kind in prepared:
         # The parsed upload (a temporary file past Django's memory limit) is hashed and copied
         # in chunks: ten 10 MB files never sit in the server's memory at once.
@@ -153,6 +180,8 @@ def remove(request: HttpRequest, pk: int, attachment_id: int) -> JsonResponse:
         ),
     )
     attachment.delete()
+    # The space it took is free again at once (the quota counts what the workspace holds).
+    storage.settle(conversation.owner_id, pk, 0, workspace_bytes(workspace_for(pk)))
     return JsonResponse({"removed": attachment_id})
 
 

@@ -32,6 +32,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.contrib.auth import get_user_model
 
+from skills_app.accounts.lockout import account_barred
 from skills_app.accounts.sessions import account_allows, user_group
 from skills_app.chat import actions, frames
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
@@ -147,6 +148,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         try:
             if action == "resume":
                 await self.resume(content.get("after", 0))
+                return
+            barred = await self._barred()
+            if barred:
+                # A tab opened before a lockout or a deactivation starts nothing more.
+                await self._error(barred, retry=False)
+                await self.close(code=REFUSED)
                 return
             info = await actions.perform(
                 action, content, conversation_id=self.conversation_id, user_id=self.user_id
@@ -301,6 +308,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     def _authorise(self, user: Any) -> tuple[bool, bool]:
         owns = Conversation.objects.owned_by(user).filter(pk=self.conversation_id).exists()
         return owns, owns and user.has_perm(INSPECT_PERMISSION)
+
+    @database_sync_to_async
+    def _barred(self) -> str:
+        return account_barred(self.user_id)
 
     @database_sync_to_async
     def _still_allowed(self) -> bool:

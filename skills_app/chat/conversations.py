@@ -151,11 +151,12 @@ def last_user_text(conversation_id: int) -> str | None:
     return None
 
 
-def empty_or_new(user: Any, profile: str | None) -> Conversation:
+def empty_or_new(user: Any, profile: str | None, *, model: str = "") -> Conversation:
     """The person's newest conversation nothing was sent in (still untitled), or a new one.
 
     New reuses it, so clicking New again and again leaves no trail of empty conversations.
-    `profile` (None: keep the found one's, or the default) applies while nothing was sent.
+    `profile` (None: keep the found one's, or the default) and `model` (the person's default)
+    apply while nothing was sent.
     """
     from skills_app.core.titles import DEFAULT_TITLE
 
@@ -168,10 +169,15 @@ def empty_or_new(user: Any, profile: str | None) -> Conversation:
         .first()
     )
     if empty is None:
-        return Conversation.objects.create(owner=user, **({"profile": profile} if profile else {}))
-    if profile and empty.profile != profile:
-        Conversation.objects.filter(pk=empty.pk).update(profile=profile)
-        empty.profile = profile
+        return Conversation.objects.create(
+            owner=user, model=model, **({"profile": profile} if profile else {})
+        )
+    # Nothing was sent in it: it takes what a new one would have.
+    changes = {"model": model, **({"profile": profile} if profile else {})}
+    if any(getattr(empty, field) != value for field, value in changes.items()):
+        Conversation.objects.filter(pk=empty.pk).update(**changes)
+        for field, value in changes.items():
+            setattr(empty, field, value)
     return empty
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from django import forms
 from django.conf import settings
 
@@ -25,9 +28,14 @@ class ModelSettingsForm(forms.Form):
         choices=[("", "the model's default"), *[(e, e) for e in EFFORT_LEVELS]], required=False
     )
 
+    def __init__(self, *args: Any, offered: Sequence[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The person's policy (their groups' models); None: every model of ANTHROPIC_MODELS.
+        self.offered = list(offered) if offered is not None else list(settings.ANTHROPIC_MODELS)
+
     def clean_model(self) -> str:
-        # Never trust the id a form sends: only the models ANTHROPIC_MODELS offers.
+        # Never trust the id a form sends: only the models the person's policy offers.
         try:
-            return choose_model(self.cleaned_data["model"], settings.ANTHROPIC_MODELS)
+            return choose_model(self.cleaned_data["model"], self.offered)
         except UnknownModelError as exc:
             raise forms.ValidationError(str(exc)) from None

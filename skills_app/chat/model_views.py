@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -18,6 +17,7 @@ from skills_app.chat.summaries import SummaryError, check_summary_limit, continu
 from skills_app.core.model_catalog import EFFORT_LEVELS, get_model
 from skills_app.core.summary import char_limit, visible_transcript
 from skills_app.models import Conversation
+from skills_app.policy.access import policy_for
 from skills_app.runs import agent_setup, store
 
 
@@ -31,10 +31,11 @@ def _get_conversation_for_user(user: Any, pk: int) -> Conversation:
 
 
 def picker_context(conversation: Conversation) -> dict[str, Any]:
-    """What the picker shows: the offered models with their prices, and this conversation's picks."""
+    """What the picker shows: the models the owner's policy offers, with their prices, and this
+    conversation's picks."""
     config = agent_setup.agent_config(conversation)
     options = []
-    for model_id in settings.ANTHROPIC_MODELS:
+    for model_id in policy_for(conversation.owner_id).models:
         info = get_model(model_id)
         options.append(
             {
@@ -63,9 +64,9 @@ def picker_context(conversation: Conversation) -> dict[str, Any]:
 @login_required
 @require_POST
 def conversation_settings(request: HttpRequest, pk: int) -> HttpResponse:
-    """Save the picker: the model (one of ANTHROPIC_MODELS), thinking on/off and effort."""
+    """Save the picker: the model (one the person's policy offers), thinking on/off and effort."""
     conversation = _get_conversation_for_user(request.user, pk)
-    form = ModelSettingsForm(request.POST)
+    form = ModelSettingsForm(request.POST, offered=policy_for(request.user.pk).models)
     if not form.is_valid():
         errors = "; ".join(" ".join(str(m) for m in e) for e in form.errors.values())
         # Plain text: a refused value is echoed back, never as markup.

@@ -7,6 +7,7 @@ conversation starts with the summary as its first message and keeps the old one'
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
@@ -15,12 +16,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from skills_app.chat.ratelimit import RateLimitError, check_send
+from skills_app.core.admission import CallRefused
 from skills_app.core.llm import ModelClient, ModelError, ModelRequest
 from skills_app.core.summary import summarise, summary_request
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, ModelCall
+from skills_app.policy.access import policy_for
 from skills_app.runs import store, usage
 from skills_app.runs.client import model_client
+from skills_app.runs.spending import Spending, Ticket
 
 SUMMARY_INTRO = (
     'This conversation continues "{title}". What happened there, summarised by the model:'
@@ -33,7 +37,7 @@ class SummaryError(Exception):
 
 def check_summary_limit(user_id: int) -> None:
     """The sending limits, with summaries counted as messages (each is a paid model call)."""
-    check_send(user_id)
+    check_send(user_id)  # the budget too: a summary is a paid model call
     recent = ModelCall.objects.filter(
         conversation__owner_id=user_id,
         purpose=ModelCall.SUMMARY,
@@ -76,6 +80,8 @@ async def continue_with_summary(
     request = summary_request(rows, model=old.model or client.model, title=old.title)
     try:
         text = await recorded_call(old.pk, client, request, purpose=ModelCall.SUMMARY)
+    except CallRefused as refused:
+        raise SummaryError(refused.message) from None
     except ModelError as exc:
         raise SummaryError(exc.message) from exc
     return await sync_to_async(_seed)(old, text)
@@ -86,8 +92,35 @@ async def recorded_call(
 ) -> str:
     """One model call outside a run (a summary, a title), recorded with its usage and cost.
 
-    The answer's text; a ModelError (recorded as the call's failure) when the call fails.
+    The answer's text; a ModelError (recorded as the call's failure) when the call fails;
+    CallRefused (before anything is sent) when the owner's policy or budget refuses it.
     """
+    owner_id = (
+        await Conversation.objects.filter(pk=conversation_id)
+        .values_list("owner_id", flat=True)
+        .aget()
+    )
+    policy = await sync_to_async(policy_for)(owner_id)
+    # The title model is the operator's choice (CHAT_TITLE_MODEL): paid from the owner's budget,
+    # whatever models their groups pick from.
+    spending = Spending(
+        policy, purpose, is_demo=client.is_demo, check_model=purpose != ModelCall.TITLE
+    )
+    ticket = await spending.admit(request)
+    try:
+        return await _call(conversation_id, client, request, purpose, spending, ticket)
+    finally:
+        await asyncio.shield(spending.close())
+
+
+async def _call(
+    conversation_id: int,
+    client: ModelClient,
+    request: ModelRequest,
+    purpose: str,
+    spending: Spending,
+    ticket: Ticket | None,
+) -> str:
     call_id = await sync_to_async(usage.start_call)(
         conversation_id=conversation_id,
         run_id=None,
@@ -101,6 +134,11 @@ async def recorded_call(
         text, final = await summarise(client, request)
     except ModelError as exc:
         await sync_to_async(usage.fail_call)(call_id, exc.kind)
+        await spending.settle(ticket, unknown=exc.kind == "stream_cut")
+        raise
+    except BaseException:
+        await spending.settle(ticket, unknown=True)
         raise
     await sync_to_async(usage.finish_call)(call_id, final, is_demo=client.is_demo)
+    await spending.settle(ticket, message=final, model=request.model)
     return text

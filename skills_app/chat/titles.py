@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db.models import QuerySet
 
 from skills_app.chat.summaries import recorded_call
+from skills_app.core.admission import CallRefused
 from skills_app.core.events import ConversationTitled
 from skills_app.core.llm import ModelClient, ModelError
 from skills_app.core.skilltool import parse_slash_command
@@ -122,6 +123,10 @@ async def _model_title(conversation_id: int, client: ModelClient, first: str, an
     request = title_request(first, answer, model=settings.CHAT_TITLE_MODEL)
     try:
         text = await recorded_call(conversation_id, client, request, purpose=ModelCall.TITLE)
+    except CallRefused as refused:
+        # Over budget, or the title model is not offered to the owner: their own words name it.
+        logger.info("no title from the model for conversation %s: %s", conversation_id, refused)
+        return ""
     except ModelError as exc:
         logger.info("no title from the model for conversation %s: %s", conversation_id, exc)
         return ""

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import (
@@ -36,6 +37,7 @@ from skills_app.http import AuthedHttpRequest
 from skills_app.models import Conversation, Run
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.permissions.blocked import offered
+from skills_app.policy.access import policy_for
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import pending, textlog
 from skills_app.runs import supervisor as runs
@@ -87,7 +89,7 @@ def conversation_new(request: AuthedHttpRequest) -> HttpResponse:
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    conversation = conv.empty_or_new(request.user, profile)
+    conversation = conv.empty_or_new(request.user, profile, model=_default_model(request.user.pk))
     return _redirect(request, reverse("conversation", args=[conversation.pk]))
 
 
@@ -95,8 +97,15 @@ def conversation_new(request: AuthedHttpRequest) -> HttpResponse:
 @require_GET
 def conversation_start(request: AuthedHttpRequest) -> HttpResponse:
     """Where signing in lands: a conversation ready for a message (never a second empty one)."""
-    conversation = conv.empty_or_new(request.user, None)
+    conversation = conv.empty_or_new(request.user, None, model=_default_model(request.user.pk))
     return redirect("conversation", pk=conversation.pk)
+
+
+def _default_model(user_id: int) -> str:
+    """The configured default model when the person may use it ("" means it), else the first
+    one they may."""
+    policy = policy_for(user_id)
+    return "" if policy.offers(settings.ANTHROPIC_MODEL) else policy.default_model()
 
 
 @login_required

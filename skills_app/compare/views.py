@@ -17,10 +17,12 @@ from django.views.decorators.http import require_http_methods
 from skills_app.audit import requests as audit
 from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
+from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.chat.usage import run_cost
 from skills_app.core.profiles import PROFILES
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import Comparison, Conversation, ModelCall, Run
+from skills_app.policy.access import policy_for
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import supervisor as runs
 
@@ -78,6 +80,9 @@ def design_notes() -> dict[str, Any]:
 def _create(
     user: Any, prompt: str, skills: list[str], base_prompt: str
 ) -> tuple[Comparison, list[int]]:
+    # The configured default when the person may use it, else the first model they may.
+    policy = policy_for(user.pk)
+    model = "" if policy.offers(settings.ANTHROPIC_MODEL) else policy.default_model()
     with transaction.atomic():
         comparison = Comparison.objects.create(
             created_by=user, prompt=prompt, skills=skills, base_prompt=base_prompt
@@ -86,6 +91,7 @@ def _create(
         for profile in PROFILES:
             conversation = Conversation.objects.create(
                 owner=user,
+                model=model,
                 title=f"Compare #{comparison.pk} · {profile}",
                 profile=profile,
                 skill_filter=skills,
@@ -107,6 +113,7 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
     base_prompt = request.POST.get("base_prompt") or Conversation.SHARED_PROMPT
     known = {s["name"] for s in await sync_to_async(_skill_choices)(user.pk)}
     error = ""
+    status: int | None = None
     if base_prompt not in BASE_PROMPTS:
         error = "Choose the base prompt: " + " or ".join(f'"{v}"' for v in BASE_PROMPTS.values())
     elif not prompt:
@@ -117,6 +124,12 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
         error = "Pick at least one skill to offer."
     elif set(skills) - known:
         error = "Unknown skill(s): " + ", ".join(sorted(set(skills) - known))
+    else:
+        try:
+            # Three runs at once: counted as three messages against the sending limits.
+            await sync_to_async(check_send)(user.pk, runs_wanted=len(PROFILES))
+        except RateLimitError as exc:
+            error, status = str(exc), 429
     if error:
         context = {
             "skills": await sync_to_async(_skill_choices)(user.pk),
@@ -130,7 +143,10 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
             **design_notes(),
         }
         return await sync_to_async(render)(
-            request, "skills_app/compare/home.html", context, status=400
+            request,
+            "skills_app/compare/home.html",
+            context,
+            status=400 if status is None else status,
         )
     comparison, ids = await sync_to_async(_create)(user, prompt, skills, base_prompt)
     # The three runs execute concurrently, like three users asking the same question.

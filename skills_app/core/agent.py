@@ -62,6 +62,13 @@ class AgentConfig:
     # `tool-result` profile: apply argument and ${CLAUDE_*} substitutions (and `!` commands) to
     # the body; off by default, as the design returns the body as written.
     tool_result_substitutions: bool = False
+    # The models the person's policy offers (a skill's `model:` outside them is refused and the
+    # turn keeps its model); empty: no restriction (tests, the command line).
+    offered_models: tuple[str, ...] = ()
+
+    def offers(self, model: str) -> bool:
+        """True when the person may use `model`."""
+        return not self.offered_models or model in self.offered_models
 
     def __post_init__(self) -> None:
         if self.skill_state not in SKILL_STATE_LIFETIMES:

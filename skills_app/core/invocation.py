@@ -148,6 +148,11 @@ class SkillInvoker:
         state.disallowed_tools.update(r.tool for r in denied if r.specifier is None)
         state.env["SKILL_DIR"] = skill_dir
         model = resolve_model_id(spec.model or "")
+        refused = ""
+        if model and not self.agent.config.offers(model):
+            # A skill cannot buy a person a model their policy does not offer: the turn keeps
+            # its model and the audit says the override was refused.
+            refused, model = model, None
         if model:
             state.model_override = model
         if spec.effort:
@@ -162,6 +167,7 @@ class SkillInvoker:
             allowed_tools=tuple(r.text for r in allowed),
             disallowed_tools=tuple(r.text for r in denied),
             model_override=model or "",
+            model_refused=refused,
             already_loaded=already,
             skill_dir=skill_dir,
             shell_commands=tuple(r.as_audit() for r in rendered.runs),
@@ -180,11 +186,11 @@ class SkillInvoker:
                 "user", injected, kind="skill_prompt", is_meta=True, meta={"skill": spec.name}
             ),
         ]
-        if allowed or denied or model or spec.effort:
+        if allowed or denied or model or refused or spec.effort:
             messages.append(
                 StoredMessage.text(
                     "user",
-                    permissions_record(spec, allowed, denied),
+                    permissions_record(spec, allowed, denied, refused=refused),
                     kind="permissions",
                     is_meta=True,
                     to_model=False,
@@ -239,14 +245,20 @@ def skill_rules(spec: SkillSpec, behavior: str, skill_dir: str) -> list[Rule]:
     return rules
 
 
-def permissions_record(spec: SkillSpec, allowed: list[Rule], denied: list[Rule]) -> str:
+def permissions_record(
+    spec: SkillSpec, allowed: list[Rule], denied: list[Rule], *, refused: str = ""
+) -> str:
     lines = [f'Applied for the rest of this turn by the skill "{spec.name}":']
     if allowed:
         lines.append("allowed-tools: " + ", ".join(r.text for r in allowed))
     if denied:
         lines.append("disallowed-tools: " + ", ".join(r.text for r in denied))
     model = resolve_model_id(spec.model or "")
-    if model:
+    if refused:
+        lines.append(
+            f"model: {refused} refused (not offered to this person); the turn kept its model"
+        )
+    elif model:
         lines.append(f"model: {model}")
     if spec.effort:
         lines.append(f"effort: {spec.effort}")

@@ -39,6 +39,8 @@ class InvocationRecord:
     allowed_tools: tuple[str, ...] = ()
     disallowed_tools: tuple[str, ...] = ()
     model_override: str = ""
+    # The skill's `model:` when the person's policy does not offer it (the turn kept its model).
+    model_refused: str = ""
     already_loaded: bool = False
     skill_dir: str = ""
     shell_commands: tuple[dict[str, Any], ...] = ()

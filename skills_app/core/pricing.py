@@ -93,3 +93,18 @@ def cache_read_share(usage: Mapping[str, Any]) -> float:
     """Share of prompt tokens read from the cache (0.0 when there were none)."""
     total = input_total(usage)
     return _tokens(usage, "cache_read_input_tokens") / total if total else 0.0
+
+
+def ceiling_usd(
+    model: str, input_tokens: int, output_tokens: int, *, on: date | None = None
+) -> Decimal:
+    """The most one call can cost: every prompt token at the dearer of the input and cache-write
+    prices, and every allowed output token. Zero for the demo model or an unknown price."""
+    if model == DEMO_MODEL_ID:
+        return Decimal(0)
+    info = model_family(model)
+    if info is None:
+        return Decimal(0)
+    prices = info.prices_on(on)
+    per_input = max(prices.input, prices.cache_write)
+    return (max(0, input_tokens) * per_input + max(0, output_tokens) * prices.output) / MILLION

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+from .admission import CallRefused
 from .agent import Agent, AgentConfig, ForkResult, InvocationRef, RunOutcome, TurnState
 from .context_window import (
     ContextEstimate,
@@ -245,6 +246,8 @@ class Runner:
                 request, final = await self._call_model()
             except ContextFull as full:
                 return await self._context_full(full.estimate)
+            except CallRefused as refused:
+                return await self._refused(refused)
             except ModelError as exc:
                 return await self._model_failed(exc)
             stop_reason = final.get("stop_reason")
@@ -308,6 +311,12 @@ class Runner:
         await self._tell(notice, "error", tokens=estimate.tokens, window=estimate.window)
         return self._outcome("failed", error=estimate.message, error_kind="context_window")
 
+    async def _refused(self, refused: CallRefused) -> RunOutcome:
+        """The policy refused the next call before it was sent: nothing was spent on it, the turn
+        so far stays (its tool results answer every tool call), and the person is told why."""
+        await self._notice("error", refused.message, code=refused.code)
+        return self._outcome("failed", error=refused.message, error_kind=refused.code)
+
     async def _tell(self, notice: StopNotice, kind: str, **meta: Any) -> None:
         """Store a notice for the user; first leave its turn out of later requests if it says so."""
         if notice.exclude_turn:
@@ -339,9 +348,13 @@ class Runner:
             await self._tell(near, "notice", tokens=estimate.tokens, window=estimate.window)
         self.model_calls += 1
         skill = self.state.active_skills[-1] if self.state.active_skills else ""
-        await self.ports.emit(
-            ModelCalled(self.model_calls, request.model, skill=skill, request=request)
-        )
+        try:
+            await self.ports.emit(
+                ModelCalled(self.model_calls, request.model, skill=skill, request=request)
+            )
+        except CallRefused:
+            self.model_calls -= 1  # refused before it was sent: no call was made
+            raise
         final = await self.stream.answer(request)
         self._previous = PreviousCall(
             usage=final.get("usage") or {},

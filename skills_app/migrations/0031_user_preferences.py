@@ -7,7 +7,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("skills_app", "0019_text_choices"),
+        ("skills_app", "0026_organisation_roles"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -6,6 +6,15 @@ from skills_app.models.attachments import Attachment
 from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
+from skills_app.models.organisation import (
+    GroupPolicy,
+    SkillAccess,
+    SpendCounter,
+    SpendReservation,
+    StorageAccount,
+    UserPolicy,
+    WorkspaceUsage,
+)
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
 from skills_app.models.preferences import UserPreference
 from skills_app.models.queued import QueuedMessage
@@ -15,6 +24,13 @@ from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
 
 __all__ = [
+    "GroupPolicy",
+    "SkillAccess",
+    "SpendCounter",
+    "SpendReservation",
+    "StorageAccount",
+    "UserPolicy",
+    "WorkspaceUsage",
     "Approval",
     "Attachment",
     "AuditEvent",

@@ -54,6 +54,8 @@ class SkillInvocation(models.Model):
     allowed_tools = models.JSONField(default=list, blank=True)
     disallowed_tools = models.JSONField(default=list, blank=True)
     model_override = models.CharField(max_length=100, blank=True)
+    # The skill's `model:` when the user's policy does not offer it: the turn kept its model.
+    model_refused = models.CharField(max_length=100, blank=True)
     already_loaded = models.BooleanField(default=False)
     # `!` commands of the body: [{command, form, status, exit_code, output, reason}].
     shell_commands = models.JSONField(default=list, blank=True)
@@ -81,6 +83,11 @@ class AuditEvent(models.Model):
         ROLE_GRANTED = "role.granted", "role granted"
         ROLE_REVOKED = "role.revoked", "role revoked"
         ATTACHMENT_ADDED = "attachment.added", "file attached to a conversation"
+        LOGIN_LOCKED_OUT = "login.locked_out", "sign-in locked after failed attempts"
+        LOGIN_UNLOCKED = "login.unlocked", "sign-in lockout lifted"
+        SIGN_IN_REFUSED = "signin.refused", "sign-in through the identity provider refused"
+        DIRECTORY_SYNCED = "directory.synced", "groups set from the identity provider"
+        LIMIT_CHANGED = "limit.changed", "spending or storage limit changed"
 
     CONVERSATION_DELETED = Action.CONVERSATION_DELETED
     PURGE = Action.PURGE
@@ -88,6 +95,11 @@ class AuditEvent(models.Model):
     ROLE_GRANTED = Action.ROLE_GRANTED
     ROLE_REVOKED = Action.ROLE_REVOKED
     ATTACHMENT_ADDED = Action.ATTACHMENT_ADDED
+    LOGIN_LOCKED_OUT = Action.LOGIN_LOCKED_OUT
+    LOGIN_UNLOCKED = Action.LOGIN_UNLOCKED
+    SIGN_IN_REFUSED = Action.SIGN_IN_REFUSED
+    DIRECTORY_SYNCED = Action.DIRECTORY_SYNCED
+    LIMIT_CHANGED = Action.LIMIT_CHANGED
 
     action = models.CharField(max_length=40, choices=Action.choices)
     # Who did it; the name is kept as text too, so the row reads the same if the account changes.

@@ -27,6 +27,20 @@ class PermissionRule(models.Model):
         help_text="Empty: a global rule. A skill name: applies only while that skill's turn is active.",
     )
     enabled = models.BooleanField(default=True)
+    # Applies to: nobody named here means everyone; otherwise only these people and the members
+    # of these groups (the rule tester shows it; `skills_app.policy.rules` filters by it).
+    applies_to_groups = models.ManyToManyField(
+        "auth.Group",
+        blank=True,
+        related_name="permission_rules",
+        help_text="Only members of these groups (with the people below). Empty: everyone.",
+    )
+    applies_to_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        blank=True,
+        related_name="permission_rules",
+        help_text="Only these people (with the groups above). Empty: everyone.",
+    )
     note = models.TextField(blank=True)
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -65,6 +65,11 @@ class TesterResult:
     rules_considered: int
     scoped_elsewhere: int
     skill_rules: tuple[Rule, ...]
+    # The person the rules were read for ("" : everyone), the deciding rule's audience, and how
+    # many enabled rules apply only to other people.
+    person: str = ""
+    applies_to: str = ""
+    for_others: int = 0
 
     @property
     def input_json(self) -> str:
@@ -87,20 +92,39 @@ def tester_skill_rules(user_id: int | None, skill: str) -> tuple[Rule, ...]:
     return (*skill_rules(spec, "allow", skill_dir), *skill_rules(spec, "deny", skill_dir))
 
 
-def try_call(call: ToolCall, skill: str, *, user_id: int | None = None) -> TesterResult:
-    """Decide a call as a run would: the enabled admin rules of this moment, the active skill."""
-    active_rules = tester_skill_rules(user_id, skill)
+def applies_to_text(rule_id: int) -> str:
+    """ "everyone", or the groups and people a rule is limited to, in words."""
+    rule = PermissionRule.objects.filter(pk=rule_id).first()
+    if rule is None:
+        return ""
+    groups = [g.name for g in rule.applies_to_groups.order_by("name")]
+    users = [u.get_username() for u in rule.applies_to_users.order_by("username")]
+    if not groups and not users:
+        return "everyone"
+    parts = [f"group {g}" for g in groups] + [f"user {u}" for u in users]
+    return "only " + ", ".join(parts)
+
+
+def try_call(
+    call: ToolCall, skill: str, *, user_id: int | None = None, person: Any = None
+) -> TesterResult:
+    """Decide a call as a run would: the enabled admin rules of this moment (those that apply to
+    `person`, or to everyone without one), the active skill."""
+    active_rules = tester_skill_rules(person.pk if person is not None else user_id, skill)
+    rules = approvals.admin_rules(person.pk if person is not None else None)
+    everyone_and_more = PermissionRule.objects.filter(enabled=True).count()
     reading = read_call(
         call,
-        admin_rules=approvals.admin_rules(),
+        admin_rules=rules,
         skill=skill,
         skill_rules=active_rules,
         workspace=TESTER_WORKSPACE,
     )
     rule = reading.decision.rule
-    rule_url = ""
+    rule_url = applies_to = ""
     if rule is not None and rule.source == "admin" and rule.rule_id is not None:
         rule_url = reverse("admin:skills_app_permissionrule_change", args=[rule.rule_id])
+        applies_to = applies_to_text(rule.rule_id)
     return TesterResult(
         call=call,
         call_text=call_as_rule_text(call),
@@ -110,6 +134,10 @@ def try_call(call: ToolCall, skill: str, *, user_id: int | None = None) -> Teste
         rules_considered=reading.rules_considered,
         scoped_elsewhere=reading.scoped_elsewhere,
         skill_rules=active_rules,
+        person=person.get_username() if person is not None else "",
+        applies_to=applies_to,
+        # Rules that failed to parse are left out of both counts alike.
+        for_others=max(0, everyone_and_more - len(rules)),
     )
 
 
@@ -120,6 +148,7 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
         "decides",
         "rule_text",
         "scope",
+        "applies_to",
         "enabled",
         "short_note",
         "author",
@@ -133,6 +162,13 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     readonly_fields = ("author", "created_at", "updated_at")
     fieldsets = (
         (None, {"fields": ("behavior", "rule_text", "skill", "enabled", "position")}),
+        (
+            "Applies to",
+            {
+                "fields": ("applies_to_groups", "applies_to_users"),
+                "description": "Leave both empty for a rule that applies to everyone.",
+            },
+        ),
         ("About", {"fields": ("note", "author", "created_at", "updated_at")}),
     )
 
@@ -158,6 +194,12 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     @admin.display(description="scope", ordering="skill")
     def scope(self, rule: PermissionRule) -> str:
         return f"skill: {rule.skill}" if rule.skill else "global"
+
+    @admin.display(description="applies to")
+    def applies_to(self, rule: PermissionRule) -> str:
+        return applies_to_text(rule.pk).removeprefix("only ")
+
+    filter_horizontal = ("applies_to_groups", "applies_to_users")
 
     @admin.display(description="note")
     def short_note(self, rule: PermissionRule) -> str:
@@ -231,7 +273,9 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
             replay = replay_calls.stored_call(
                 request.user, event=request.GET.get("event"), approval=request.GET.get("approval")
             )
-            result = try_call(replay.call, replay.skill, user_id=request.user.pk)
+            result = try_call(
+                replay.call, replay.skill, user_id=request.user.pk, person=replay.person
+            )
             if not can_inspect(request.user):
                 # Decided on the real input above; shown through the conversation's filter.
                 out = outbound(replay.conversation_id, can_inspect=False, viewer_id=request.user.pk)
@@ -241,7 +285,10 @@ class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
             form = RuleTesterForm(request.GET)
             if form.is_valid():
                 result = try_call(
-                    form.cleaned_data["call"], form.cleaned_data["skill"], user_id=request.user.pk
+                    form.cleaned_data["call"],
+                    form.cleaned_data["skill"],
+                    user_id=request.user.pk,
+                    person=form.cleaned_data["person"],
                 )
         else:
             form = RuleTesterForm()

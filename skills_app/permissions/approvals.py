@@ -32,6 +32,8 @@ from skills_app.core.permissions import (
 )
 from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Approval, ConversationGrant, PermissionRule, Run
+from skills_app.policy.access import user_groups
+from skills_app.policy.rules import applies, audience
 
 logger = logging.getLogger(__name__)
 
@@ -46,10 +48,21 @@ class ApprovalError(Exception):
     """An answer that cannot be taken; the message says why."""
 
 
-def admin_rules() -> list[Rule]:
-    """Enabled admin rules as the core sees them; read at every decision, so edits apply at once."""
+def admin_rules(user_id: int | None = None) -> list[Rule]:
+    """Enabled admin rules that apply to `user_id`, as the core sees them.
+
+    Read at every decision, so edits apply at once. A rule limited to groups or people
+    (`policy.rules`) applies only to them; with no user only the rules for everyone apply.
+    """
+    rows = list(PermissionRule.objects.filter(enabled=True).order_by("position", "id"))
+    limited = audience(r.pk for r in rows)
+    group_ids: frozenset[int] = frozenset()
+    if user_id is not None and limited:
+        group_ids = user_groups(user_id)
     rules: list[Rule] = []
-    for row in PermissionRule.objects.filter(enabled=True).order_by("position", "id"):
+    for row in rows:
+        if not applies(limited.get(row.pk), user_id, group_ids):
+            continue
         try:
             rules.append(
                 parse_rule(
@@ -91,7 +104,7 @@ class PermissionGate:
     def context(self, state: TurnState) -> PermissionContext:
         return PermissionContext(
             workspace=self.workspace.root,
-            admin_rules=admin_rules(),
+            admin_rules=admin_rules(self.user_id),
             active_skills=tuple(state.active_skills),
             skill_rules=tuple(state.skill_rules),
             grants=tuple(conversation_grants(self.conversation_id)),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.contrib.auth import get_user_model
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
@@ -35,7 +36,16 @@ class PermissionRuleForm(forms.ModelForm):
 
     class Meta:
         model = PermissionRule
-        fields = ["behavior", "rule_text", "skill", "enabled", "position", "note"]
+        fields = [
+            "behavior",
+            "rule_text",
+            "skill",
+            "applies_to_groups",
+            "applies_to_users",
+            "enabled",
+            "position",
+            "note",
+        ]
         widgets = {
             "rule_text": forms.TextInput(attrs={"size": 60, "spellcheck": "false"}),
             "note": forms.Textarea(attrs={"rows": 3, "cols": 60}),
@@ -94,5 +104,26 @@ class RuleTesterForm(forms.Form):
                 f"{exc} Write the call as Tool(argument), e.g. Bash(git status).", code="bad_call"
             ) from None
 
+    person = forms.CharField(
+        label="As the person",
+        max_length=150,
+        required=False,
+        strip=True,
+        widget=forms.TextInput(attrs={"size": 16, "spellcheck": "false"}),
+        help_text="Optional: a username; rules that apply only to some groups or people are read "
+        "for them. Empty: only the rules for everyone.",
+    )
+
     def clean_skill(self) -> str:
         return self.cleaned_data["skill"].lstrip("/")
+
+    def clean_person(self) -> Any:
+        name = self.cleaned_data["person"]
+        if not name:
+            return None
+        found = get_user_model().objects.filter(username=name).first()
+        if found is None:
+            raise forms.ValidationError(
+                f"There is no user {name!r}: type a username, or leave it empty.", code="no_user"
+            )
+        return found

@@ -179,7 +179,15 @@ class UserSkills:
 
 
 def skills_for_user(user_id: int | None) -> UserSkills:
-    """The skills one user may see and invoke. Call from sync code (it reads the database)."""
+    """The skills one user may see and invoke. Call from sync code (it reads the database).
+
+    Organisation skills restricted to groups the user is not in are left out
+    (`skills_app.policy.skills`); `None` (no user: the audit, an organisation skill's trigger
+    test) sees every skill.
+    """
+    from skills_app.policy.access import hidden_skills, user_groups
+    from skills_app.policy.skills import scoped
+
     registry = get_registry()
     registry.refresh()  # brings the organisation uploads up to date for later async lookups
     personal: list[SkillSpec] = []
@@ -196,4 +204,10 @@ def skills_for_user(user_id: int | None) -> UserSkills:
             for p in rows
             if p.active_version and (s := parse_version(p.active_version, p.name, "personal"))
         ]
-    return UserSkills(registry, personal)
+    if user_id is None:
+        return UserSkills(registry, personal)
+    # Typed as UserSkills for its callers: ScopedSkills answers every one of its methods.
+    provider: UserSkills = scoped(
+        UserSkills(registry, personal), hidden_skills(user_groups(user_id))
+    )
+    return provider

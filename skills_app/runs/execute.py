@@ -16,9 +16,10 @@ from skills_app.core.logcontext import log_context
 from skills_app.models import Approval, Run
 from skills_app.runs import store
 from skills_app.runs.client import model_client
-from skills_app.runs.factory import build_runner, load_setup
+from skills_app.runs.factory import RunSetup, build_runner, load_setup, spending_for
 from skills_app.runs.forks import make_forker
 from skills_app.runs.recorder import RunRecorder
+from skills_app.runs.spending import Spending
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,25 @@ async def _execute(
     recorder = RunRecorder(conversation.pk, run.pk, user_id)
     # It reads the database (personal uploads, earlier skill hooks): not from async code directly.
     setup = await sync_to_async(load_setup)(conversation, model=run.model or None)
+    spending = spending_for(setup, client, "turn")
+    try:
+        return await _run(run, setup, recorder, client, user_id, auto_answer, spending)
+    finally:
+        if spending is not None:
+            # What the run spent is written, the rest of its lease given back, whatever happened.
+            await asyncio.shield(spending.close())
+
+
+async def _run(
+    run: Run,
+    setup: RunSetup,
+    recorder: RunRecorder,
+    client: ModelClient,
+    user_id: int,
+    auto_answer: str | None,
+    spending: Spending | None,
+) -> RunOutcome | None:
+    conversation = run.conversation
     runner = await build_runner(
         setup,
         run_id=run.pk,
@@ -53,6 +73,7 @@ async def _execute(
         auto_answer=auto_answer,
         # Skills with `context: fork` run as subagents in child runs of this one.
         forker=make_forker(setup, parent_run_id=run.pk, user_id=user_id, client=client),
+        spending=spending,
     )
     rows = await sync_to_async(store.history)(conversation)
     await recorder.record(

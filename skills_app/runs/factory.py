@@ -22,12 +22,16 @@ from skills_app.core.runner import Runner
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
 from skills_app.core.tools import ToolContext, default_tools
+from skills_app.core.tools.storage import StorageGate
 from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
+from skills_app.policy.access import Policy, policy_for
 from skills_app.runs import agent_setup, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
+from skills_app.runs.spending import Spending
+from skills_app.runs.storage import QuotaGate
 from skills_app.visibility import UNSANDBOXED_PERMISSION
 from skills_app.workspaces import workspace_for
 
@@ -57,6 +61,8 @@ class RunSetup:
     previous_call: PreviousCall | None = None
     # Commands may run without a sandbox only for holders of UNSANDBOXED_PERMISSION.
     unsandboxed_allowed: bool = False
+    # The owner's policy (models, budgets), read when the run starts; None: no policy applies.
+    policy: Policy | None = None
 
 
 def settings_hooks() -> Hooks:
@@ -71,9 +77,11 @@ def settings_hooks() -> Hooks:
 def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSetup:
     """Read a conversation's run setup (sync: it queries the database)."""
     skills = agent_setup.skills_for_conversation(conversation)
+    policy = policy_for(conversation.owner_id)
     config = replace(
         agent_setup.agent_config(conversation, model=model),
         disable_skill_shell=settings.DISABLE_SKILL_SHELL,
+        offered_models=policy.models,
     )
     return RunSetup(
         conversation_id=conversation.pk,
@@ -83,6 +91,7 @@ def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSe
         skill_hooks=tuple(_stored_skill_hooks(conversation.pk, skills)),
         previous_call=usage.previous_call(conversation.pk),
         unsandboxed_allowed=conversation.owner.has_perm(UNSANDBOXED_PERMISSION),
+        policy=policy,
     )
 
 
@@ -95,8 +104,11 @@ def _stored_skill_hooks(conversation_id: int, skills: SkillProvider) -> list[Ski
     return [h for h in hooks if skills.get(h.skill) is not None]
 
 
-def tool_context(workspace: Workspace, *, unsandboxed_allowed: bool = False) -> ToolContext:
+def tool_context(
+    workspace: Workspace, *, unsandboxed_allowed: bool = False, storage: StorageGate | None = None
+) -> ToolContext:
     return ToolContext(
+        storage=storage,
         workspace=workspace,
         sandbox=settings.SANDBOX,
         unsandboxed_allowed=unsandboxed_allowed,
@@ -122,8 +134,13 @@ async def build_runner(
     auto_answer: str | None = None,
     subagent: SkillSpec | None = None,
     forker: ForkFn | None = None,
+    spending: Spending | None = None,
 ) -> Runner:
-    """The runner of one run; `subagent` is the forked skill when this run is a subagent's."""
+    """The runner of one run; `subagent` is the forked skill when this run is a subagent's.
+
+    `spending`: the owner's policy check of every model call (made by the caller, who closes
+    it when the run is over: `spending_for`).
+    """
     gate = PermissionGate(
         conversation_id=setup.conversation_id,
         run_id=run_id,
@@ -139,10 +156,11 @@ async def build_runner(
         preset = AGENT_PRESETS.get(subagent.agent or "general-purpose")
         if preset is not None:
             tools = tools.without([n for n in tools.names() if n not in preset])
-        # The subagent keeps its conversation's profile (its skill tools, skill_run included).
+        # The subagent keeps its conversation's profile (its skill tools, skill_run included);
+        # a `model:` the person's policy does not offer is refused here as in the turn.
         config = replace(
             config,
-            model=resolve_model_id(subagent.model or "") or config.model,
+            model=subagent_model(subagent, config),
             effort=subagent.effort or config.effort,
             max_turns=settings.AGENT_MAX_TURNS,
             system_prompt=(config.system_prompt + "\n\n").lstrip()
@@ -156,7 +174,14 @@ async def build_runner(
         config=config,
         tools=tools.without(removed),
         skills=skills,
-        tool_context=tool_context(setup.workspace, unsandboxed_allowed=setup.unsandboxed_allowed),
+        tool_context=tool_context(
+            setup.workspace,
+            unsandboxed_allowed=setup.unsandboxed_allowed,
+            # Every write of the run counts against the owner's storage quota.
+            storage=QuotaGate(setup.policy.user_id, setup.conversation_id)
+            if setup.policy is not None
+            else None,
+        ),
         hooks=await sync_to_async(settings_hooks)(),
         removed_tools=removed,
         skill_hooks=skill_hooks,
@@ -164,11 +189,32 @@ async def build_runner(
     )
     if subagent is not None:
         ports: ServicePorts = SubagentPorts(
-            client, recorder, gate, setup.workspace, forker=None, skill=subagent.name
+            client,
+            recorder,
+            gate,
+            setup.workspace,
+            forker=None,
+            spending=spending,
+            skill=subagent.name,
         )
     else:
-        ports = ServicePorts(client, recorder, gate, setup.workspace, forker=forker)
+        ports = ServicePorts(
+            client, recorder, gate, setup.workspace, forker=forker, spending=spending
+        )
     return Runner(agent, ports)
+
+
+def spending_for(setup: RunSetup, client: ModelClient, purpose: str) -> Spending | None:
+    """The policy check of a run's model calls (None when the run has no owner's policy)."""
+    if setup.policy is None:
+        return None
+    return Spending(setup.policy, purpose, is_demo=client.is_demo)
+
+
+def subagent_model(spec: SkillSpec, config: AgentConfig) -> str:
+    """The model a forked skill runs on: its `model:` when the person may use it, else the turn's."""
+    model = resolve_model_id(spec.model or "")
+    return model if model and config.offers(model) else config.model
 
 
 class NoForks:

@@ -7,6 +7,7 @@ skill; its rows are stored in the same conversation, linked to the child run and
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from django.utils import timezone
@@ -15,13 +16,13 @@ from skills_app.core.agent import ForkResult
 from skills_app.core.events import SubagentFinished, SubagentStarted
 from skills_app.core.llm import ModelClient
 from skills_app.core.logcontext import log_context
-from skills_app.core.model_catalog import resolve_model_id
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Run
-from skills_app.runs.factory import RunSetup, build_runner
+from skills_app.runs.factory import RunSetup, build_runner, spending_for, subagent_model
 from skills_app.runs.ports import ForkFn
 from skills_app.runs.recorder import RunRecorder
+from skills_app.runs.spending import Spending
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ def make_forker(
         child = await Run.objects.acreate(
             conversation_id=setup.conversation_id,
             parent_id=parent_run_id,
-            model=resolve_model_id(spec.model or "") or setup.config.model,
+            model=subagent_model(spec, setup.config),
             model_label=client.label,
             is_demo=client.is_demo,
         )
@@ -44,8 +45,28 @@ def make_forker(
 
     async def _subagent(spec: SkillSpec, prompt: str, child: Run) -> ForkResult:
         recorder = RunRecorder(setup.conversation_id, child.pk, user_id)
+        spending = spending_for(setup, client, "fork")
+        try:
+            return await _run_subagent(spec, prompt, child, recorder, spending)
+        finally:
+            if spending is not None:
+                await asyncio.shield(spending.close())
+
+    async def _run_subagent(
+        spec: SkillSpec,
+        prompt: str,
+        child: Run,
+        recorder: RunRecorder,
+        spending: Spending | None,
+    ) -> ForkResult:
         runner = await build_runner(
-            setup, run_id=child.pk, user_id=user_id, client=client, recorder=recorder, subagent=spec
+            setup,
+            run_id=child.pk,
+            user_id=user_id,
+            client=client,
+            recorder=recorder,
+            subagent=spec,
+            spending=spending,
         )
         await recorder.record(
             SubagentStarted(run_id=child.pk, parent_run_id=parent_run_id, skill=spec.name)

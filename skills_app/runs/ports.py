@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from asgiref.sync import sync_to_async
 
@@ -25,6 +26,7 @@ from skills_app.core.transcript import StoredMessage
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.runs import store, usage
 from skills_app.runs.recorder import RunRecorder
+from skills_app.runs.spending import Spending, Ticket
 
 logger = logging.getLogger(__name__)
 
@@ -40,34 +42,51 @@ class ServicePorts:
     gate: PermissionGate
     workspace: Workspace
     forker: ForkFn | None = None
-    # The ModelCall row of the call the runner announced and is about to stream.
+    # The person's policy check of every call (model offered, budget); None: no policy (tests).
+    spending: Spending | None = None
+    # The ModelCall row of the call the runner announced and is about to stream, and the money
+    # set aside for it.
     _call_id: int | None = field(default=None, init=False)
+    _reservation: Ticket | None = field(default=None, init=False)
 
     # A subagent's messages are not the conversation's model-bound rows: captured verbatim.
     _messages_from_rows = True
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         call_id, self._call_id = self._call_id, None
+        reservation, self._reservation = self._reservation, None
         finished = False
         try:
             async for event in self.client.stream(request):
-                if isinstance(event, MessageDone) and call_id is not None:
-                    await sync_to_async(usage.finish_call)(
-                        call_id, event.message, is_demo=self.client.is_demo
-                    )
+                if isinstance(event, MessageDone):
+                    if call_id is not None:
+                        await sync_to_async(usage.finish_call)(
+                            call_id, event.message, is_demo=self.client.is_demo
+                        )
+                    await self._settle(reservation, message=event.message, model=request.model)
                     finished = True
                 yield event
         except ModelError as exc:
             await self._fail_call(call_id, exc.kind)
+            # An error answer is not billed; a stream cut after it started may have been.
+            await self._settle(reservation, unknown=exc.kind == "stream_cut")
             raise
         except asyncio.CancelledError:
             await self._fail_call(call_id, "stopped")
+            await self._settle(reservation, unknown=True)
             raise
         except Exception:
             await self._fail_call(call_id, "internal")
+            await self._settle(reservation, unknown=True)
             raise
         if not finished:
             await self._fail_call(call_id, "stream_cut")
+            await self._settle(reservation, unknown=True)
+
+    async def _settle(self, ticket: Ticket | None, **how: Any) -> None:
+        if ticket is None or self.spending is None:
+            return
+        await self.spending.settle(ticket, **how)
 
     async def _fail_call(self, call_id: int | None, kind: str) -> None:
         if call_id is None:
@@ -114,6 +133,9 @@ class ServicePorts:
 
     async def emit(self, event: RunEvent) -> None:
         if isinstance(event, ModelCalled) and event.request is not None:
+            if self.spending is not None:
+                # Before anything is recorded: a refused call was never made (CallRefused).
+                self._reservation = await self.spending.admit(event.request)
             self._call_id = await self._start_call(event)
         await self.recorder.event(event)
 

@@ -243,6 +243,7 @@ def _write_invocation(conversation_id: int, run_id: int, record: InvocationRecor
         allowed_tools=list(record.allowed_tools),
         disallowed_tools=list(record.disallowed_tools),
         model_override=record.model_override,
+        model_refused=record.model_refused,
         already_loaded=record.already_loaded,
         shell_commands=list(record.shell_commands),
         hooks=list(record.hooks),

@@ -39,12 +39,15 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from skills_app.core.admission import CallRefused
 from skills_app.core.llm import MessageDone, ModelClient, ModelError, ModelRequest
 from skills_app.core.pricing import USAGE_FIELDS, cost_usd
 from skills_app.core.triggers.probe import chosen_skill
 from skills_app.models import TriggerResult, TriggerRun
+from skills_app.policy.access import policy_for
 from skills_app.runs import queue
 from skills_app.runs.client import model_client
+from skills_app.runs.spending import Spending
 from skills_app.triggers import runs
 from skills_app.triggers.setup import ProbeSetup, TriggerRunError, probe_setup
 
@@ -199,16 +202,22 @@ async def execute(run_id: int, *, client: ModelClient | None = None) -> None:
         beat.cancel()
 
 
-def _load(run_id: int) -> tuple[TriggerRun, ProbeSetup, list[TriggerResult]]:
+def _load(
+    run_id: int, client: ModelClient
+) -> tuple[TriggerRun, ProbeSetup, list[TriggerResult], Spending | None]:
     run = TriggerRun.objects.select_related("package", "version").get(pk=run_id)
     if run.package is None or run.version is None:
         raise TriggerRunError("The skill version was deleted before the run could start.")
     setup = probe_setup(run.package, run.version, model=run.model, profile=run.profile)
-    return run, setup, list(run.results.order_by("position"))
+    # Every attempt is paid by the person who started the run, within their policy.
+    spending = None
+    if run.started_by_id is not None:
+        spending = Spending(policy_for(run.started_by_id), "trigger", is_demo=client.is_demo)
+    return run, setup, list(run.results.order_by("position")), spending
 
 
 async def _attempt_all(run_id: int, client: ModelClient) -> None:
-    run, setup, results = await sync_to_async(_load)(run_id)
+    run, setup, results, spending = await sync_to_async(_load)(run_id, client)
     requests = {r.pk: setup.request(r.query) for r in results}
     catalog = setup.skills.skills()
     pending: asyncio.Queue[TriggerResult] = asyncio.Queue()
@@ -216,20 +225,40 @@ async def _attempt_all(run_id: int, client: ModelClient) -> None:
         for result in results:
             pending.put_nowait(result)
 
+    # Set when the budget refuses an attempt: no new attempt starts, those in flight finish.
+    refusal: list[str] = []
+
     async def worker() -> None:
         while True:
+            if refusal:
+                return
             try:
                 result = pending.get_nowait()
             except asyncio.QueueEmpty:
                 return
+            reservation = None
             try:
+                if spending is not None:
+                    reservation = await spending.admit(requests[result.pk])
                 message = await first_answer(client, requests[result.pk])
+            except CallRefused as refused:
+                # A budget reached mid-way ends the run; the answers so far are kept.
+                refusal.append(refused.message)
+                return
             except ModelError as exc:
+                if spending is not None:
+                    await spending.settle(reservation, unknown=exc.kind == "stream_cut")
                 if not await sync_to_async(_record_error)(run_id, result.pk, exc.message):
                     raise _Ended from exc
                 if not exc.retryable:
                     raise TriggerRunError(exc.message) from exc
                 continue
+            except asyncio.CancelledError:
+                if spending is not None:
+                    await spending.settle(reservation, unknown=True)
+                raise
+            if spending is not None:
+                await spending.settle(reservation, message=message, model=run.model)
             chosen = chosen_skill(message.get("content") or [], setup.profile, catalog)
             recorded = await sync_to_async(_record_answer)(
                 run_id, result.pk, chosen=chosen, skill=setup.spec.name, message=message
@@ -244,6 +273,12 @@ async def _attempt_all(run_id: int, client: ModelClient) -> None:
         for w in workers:
             w.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
+        if spending is not None:
+            # What the attempts cost is written, the rest of the lease given back.
+            await asyncio.shield(spending.close())
+    if refusal:
+        text = refusal[0]
+        raise TriggerRunError(f"Stopped: {text[:1].lower()}{text[1:]}")
 
 
 async def first_answer(client: ModelClient, request: ModelRequest) -> dict[str, Any]:

@@ -16,11 +16,14 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from skills_app.accounts.lockout import account_barred
 from skills_app.core.llm import ModelClient
 from skills_app.core.profiles import PROFILES
 from skills_app.core.triggers.cases import TriggerCase
 from skills_app.core.triggers.probe import estimate_cost, estimate_input
 from skills_app.models import SkillPackage, SkillVersion, TriggerResult, TriggerRun
+from skills_app.policy import budgets
+from skills_app.policy.access import policy_for
 from skills_app.registry.trigger_sets import cases_of
 from skills_app.triggers.setup import ProbeSetup, TriggerRunError, catalog_text, probe_setup
 
@@ -55,9 +58,9 @@ class RunPlan:
         return "active" if self.package.active_version_id == self.version.pk else "candidate"
 
 
-def offered_models() -> list[str]:
-    """The models a run may use: those offered in conversations."""
-    return list(settings.ANTHROPIC_MODELS)
+def offered_models(user_id: int | None) -> list[str]:
+    """The models a run may use: those the person's policy offers in conversations."""
+    return list(policy_for(user_id).models)
 
 
 def plan_run(
@@ -68,14 +71,16 @@ def plan_run(
     profile: str,
     repetitions: Any,
     client: ModelClient,
+    user_id: int | None,
 ) -> RunPlan:
     """Check the choices and build the run's requests; TriggerRunError says what to change."""
     try:
         version = package.versions.get(pk=int(version_id))
     except (TypeError, ValueError, SkillVersion.DoesNotExist):
         raise TriggerRunError(f"Choose one of the versions of {package.name}.") from None
-    if model not in offered_models():
-        raise TriggerRunError(f"Choose one of the offered models: {', '.join(offered_models())}.")
+    offered = offered_models(user_id)
+    if model not in offered:
+        raise TriggerRunError(f"Choose one of the offered models: {', '.join(offered)}.")
     if profile not in PROFILES:
         raise TriggerRunError(f"Choose a delivery profile: {', '.join(PROFILES)}.")
     limit = settings.TRIGGER_MAX_REPETITIONS
@@ -106,8 +111,36 @@ def plan_run(
     )
 
 
+def check_start(plan: RunPlan, user: Any) -> None:
+    """The limits a run must fit before it starts: runs per hour, and its estimated cost within
+    what is left of every budget of the person (TriggerRunError says which and what to do)."""
+    barred = account_barred(user.pk)
+    if barred:
+        raise TriggerRunError(barred)
+    limit = settings.RATE_LIMIT_TRIGGER_RUNS_PER_HOUR
+    recent = TriggerRun.objects.filter(
+        started_by=user, created_at__gte=timezone.now() - timedelta(hours=1)
+    ).count()
+    if recent >= limit:
+        raise TriggerRunError(
+            f"You started {recent} trigger runs in the last hour (the limit is {limit}). Wait, "
+            "or run fewer repetitions of the queries that matter."
+        )
+    if plan.is_demo:
+        return
+    try:
+        budgets.check_room(policy_for(user.pk), plan.estimated_cost or Decimal(0))
+    except budgets.BudgetExceeded as exc:
+        raise TriggerRunError(
+            f"This run is estimated at {budgets.usd(plan.estimated_cost)} of prompts alone. "
+            + exc.message
+            + " Lower the repetitions or the number of queries."
+        ) from None
+
+
 def create_run(plan: RunPlan, *, user: Any, client: ModelClient) -> TriggerRun:
     """Store the run (queued) with a result row per query; one active run per person."""
+    check_start(plan, user)
     with transaction.atomic():
         active = TriggerRun.objects.filter(started_by=user, status__in=TriggerRun.ACTIVE).first()
         if active is not None:

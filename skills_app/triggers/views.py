@@ -18,6 +18,7 @@ from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES
 from skills_app.core.triggers.cases import TriggerSetError
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, TriggerQuery, TriggerRun
+from skills_app.policy.access import policy_for
 from skills_app.registry import trigger_sets as sets
 from skills_app.runs.client import model_client
 from skills_app.triggers import access, executor, runs
@@ -82,8 +83,8 @@ def _package_context(request: HttpRequest, package: SkillPackage, **extra: Any) 
         "picked_version": picked,
         "runs": [(r, figures(r)) for r in package_runs],
         "can_manage": access.can_manage(request.user, package),
-        "models": runs.offered_models(),
-        "default_model": settings.ANTHROPIC_MODEL,
+        "models": runs.offered_models(request.user.pk),
+        "default_model": policy_for(request.user.pk).default_model(),
         "profiles": PROFILES,
         "default_profile": DEFAULT_PROFILE,
         "repetitions": settings.TRIGGER_REPETITIONS,
@@ -214,6 +215,7 @@ def run_plan(request: HttpRequest, pk: int) -> HttpResponse:
             profile=request.GET.get("profile", ""),
             repetitions=request.GET.get("repetitions"),
             client=client,
+            user_id=request.user.pk,
         )
     except TriggerRunError as exc:
         return _package_page(request, package, status=400, run_error=exc.message)
@@ -235,6 +237,7 @@ async def run_start(request: HttpRequest, pk: int) -> HttpResponse:
             profile=request.POST.get("profile", ""),
             repetitions=request.POST.get("repetitions"),
             client=client,
+            user_id=user.pk,
         )
         run = await sync_to_async(runs.create_run)(plan, user=user, client=client)
     except TriggerRunError as exc:

@@ -62,6 +62,11 @@ class LiveServerConfig:
     log_path: Path
     allowed_skills: tuple[str, ...] = ()
     asked_skills: tuple[str, ...] = ()
+    # More environment for this server (e.g. an identity provider), and Python run after the
+    # users are made (groups, policies).
+    extra_env: tuple[tuple[str, str], ...] = ()
+    extra_setup: str = ""
+    port: int | None = None
 
 
 def free_port() -> int:
@@ -93,6 +98,7 @@ def server_env(config: LiveServerConfig) -> dict[str, str]:
         DEBUG="false",
         PYTHONUNBUFFERED="1",
     )
+    env.update(dict(config.extra_env))
     return env
 
 
@@ -101,7 +107,7 @@ class LiveServer:
 
     def __init__(self, config: LiveServerConfig) -> None:
         self.config = config
-        self.port = free_port()
+        self.port = config.port or free_port()
         self._process: subprocess.Popen[bytes] | None = None
         self._log = None
 
@@ -113,12 +119,15 @@ class LiveServer:
     def prepare(self) -> None:
         """Migrate the live server's database and create its users and skill rules."""
         self.config.var_dir.mkdir(parents=True, exist_ok=True)
-        script = _SETUP.format(
-            alice=USERS["alice"],
-            audrey=USERS["audrey"],
-            mona=USERS["mona"],
-            allowed_skills=list(self.config.allowed_skills),
-            asked_skills=list(self.config.asked_skills),
+        script = (
+            _SETUP.format(
+                alice=USERS["alice"],
+                audrey=USERS["audrey"],
+                mona=USERS["mona"],
+                allowed_skills=list(self.config.allowed_skills),
+                asked_skills=list(self.config.asked_skills),
+            )
+            + self.config.extra_setup
         )
         done = subprocess.run(
             [str(VENV_BIN / "python"), "-c", script],

@@ -46,7 +46,7 @@ def test_a_chatter_deletes_a_conversation_and_the_auditor_still_reads_it(tab, mo
     page.get_by_role("button", name="Delete conversation").click()
     expect(page.get_by_role("heading", name="Conversations")).to_be_visible()
     expect(page.locator(f'a[href="/c/{conversation}/"]')).to_have_count(0)
-    assert _menu(page) == ["Skills"]
+    assert _menu(page) == ["Skills", "Usage"]
     assert page.goto(f"{chat_server.url}/c/{conversation}/").status == 404
     assert page.goto(f"{chat_server.url}/audit/").status == 403
 
@@ -71,9 +71,9 @@ def test_a_chatter_deletes_a_conversation_and_the_auditor_still_reads_it(tab, mo
 @pytest.mark.parametrize(
     ("user", "expected"),
     [
-        ("alice", ["Skills"]),
-        ("mona", ["Skills", "Compare", "Operations", "Admin"]),
-        ("audrey", ["Skills", "Audit", "Compare", "Operations", "Admin"]),
+        ("alice", ["Skills", "Usage"]),
+        ("mona", ["Skills", "Usage", "Compare", "Operations", "Admin"]),
+        ("audrey", ["Skills", "Usage", "Audit", "Compare", "Operations", "Admin"]),
     ],
 )
 def test_each_role_is_shown_only_links_it_can_use(tab, chat_server, user, expected):

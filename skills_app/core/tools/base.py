@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from skills_app.core.tools.errors import ToolError
+from skills_app.core.tools.storage import StorageGate
 from skills_app.core.tools.workspace import Workspace
 
 __all__ = ["Tool", "ToolContext", "ToolError", "ToolRegistry", "ToolResult"]
@@ -37,6 +38,8 @@ class ToolContext:
     bash_timeout_default: int = 120
     bash_timeout_max: int = 600
     output_limit: int = 30_000
+    # The person's storage quota (None: unlimited, e.g. tests and the command line).
+    storage: StorageGate | None = None
 
 
 @runtime_checkable

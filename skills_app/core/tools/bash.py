@@ -39,7 +39,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +49,13 @@ from skills_app.core.tools.env import check_extra_env
 from skills_app.core.tools.inputs import check_input
 from skills_app.core.tools.sandbox import (
     INSTALL_HINT,
+    SandboxStatus,
     bwrap_argv,
     check_mode,
     describe_sandbox,
     refusal,
 )
+from skills_app.core.tools.storage import WATCH_SECONDS, Allowance, human, workspace_bytes
 from skills_app.core.tools.workspace import Workspace
 
 SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -201,8 +203,10 @@ class _CappedOutput:
         return f"{head}\n\n[... {cut} bytes of output cut ...]\n\n{tail}"
 
 
-async def _exited_within(proc: asyncio.subprocess.Process, timeout: float) -> bool:
-    """Wait for the main process itself to exit; False on timeout."""
+async def _exited_within(
+    proc: asyncio.subprocess.Process, timeout: float, stop: asyncio.Event | None = None
+) -> bool:
+    """Wait for the main process itself to exit; False on timeout (or when `stop` is set)."""
     # Not proc.wait(): on Python 3.11 that also waits for the pipes to close, which a
     # background job (`sleep 100 &`) would hold open until the timeout.
     loop = asyncio.get_running_loop()
@@ -210,7 +214,7 @@ async def _exited_within(proc: asyncio.subprocess.Process, timeout: float) -> bo
     delay = 0.002
     while proc.returncode is None:
         remaining = deadline - loop.time()
-        if remaining <= 0:
+        if remaining <= 0 or (stop is not None and stop.is_set()):
             return False
         await asyncio.sleep(min(delay, remaining))
         delay = min(delay * 2, 0.05)
@@ -220,6 +224,22 @@ async def _exited_within(proc: asyncio.subprocess.Process, timeout: float) -> bo
 async def _pump(stream: asyncio.StreamReader, sink: _CappedOutput) -> None:
     while chunk := await stream.read(_READ_CHUNK):
         sink.feed(chunk)
+
+
+_FREE_SPACE = (
+    "Free space by removing files you no longer need (from work/ or out/, e.g. with rm) or by "
+    "deleting old conversations; an administrator can raise your quota."
+)
+
+
+async def _watch_storage(ws: Workspace, allowance: Allowance, over: asyncio.Event) -> None:
+    """Set `over` once the workspace has grown past the call's allowance."""
+    while True:
+        await asyncio.sleep(WATCH_SECONDS)
+        held = await asyncio.to_thread(workspace_bytes, ws)
+        if held - allowance.before > allowance.bytes:
+            over.set()
+            return
 
 
 class BashTool:
@@ -273,9 +293,33 @@ class BashTool:
         if not sandbox.sandboxed and not ctx.unsandboxed_allowed:
             raise ToolError(refusal(sandbox, self.name))
         ws = ctx.workspace
-        env = build_env(ws, ctx.env)
+        build_env(ws, ctx.env)  # a bad extra variable is refused before anything is reserved
         ws.ensure_layout()  # a previous command may have replaced work/ or out/ with a link
         ws.ensure_tmp()
+        if ctx.storage is None:
+            return await self._run(command, timeout, sandbox, ctx, None)
+        allowance = await ctx.storage.reserve(ws)
+        try:
+            return await self._run(command, timeout, sandbox, ctx, allowance)
+        finally:
+            # Measured and given back even when the run is cancelled mid-command.
+            await asyncio.shield(ctx.storage.settle(ws, allowance))
+
+    async def _run(
+        self,
+        command: str,
+        timeout: float,
+        sandbox: SandboxStatus,
+        ctx: ToolContext,
+        allowance: Allowance | None,
+    ) -> ToolResult:
+        ws = ctx.workspace
+        env = build_env(ws, ctx.env)
+        limits = self.limits
+        if allowance is not None:
+            # No single file may grow past what the person has left (0: no file grows at all,
+            # while rm and reading still work, so space can be freed).
+            limits = replace(limits, file_size_bytes=min(limits.file_size_bytes, allowance.bytes))
         report = report_w = -1
         drop_caps_to: int | None = None
         if not sandbox.sandboxed and caps.needed():
@@ -289,7 +333,11 @@ class BashTool:
             drop_caps_to = caps.last_cap()
         if sandbox.sandboxed:
             argv = bwrap_argv(
-                ws.root, ws.skills_dir, command, hidden_paths=tuple(ctx.sandbox_hidden_paths)
+                ws.root,
+                ws.skills_dir,
+                command,
+                hidden_paths=tuple(ctx.sandbox_hidden_paths),
+                tmp_bytes=allowance.bytes if allowance is not None else None,
             )
             death = signal.SIGKILL  # bwrap's --die-with-parent then empties the namespace
         else:
@@ -310,7 +358,7 @@ class BashTool:
                 cwd=ws.root,
                 env=env,
                 start_new_session=True,
-                preexec_fn=_child_setup(self.limits, cpu, death, os.getpid(), drop_caps_to),
+                preexec_fn=_child_setup(limits, cpu, death, os.getpid(), drop_caps_to),
                 pass_fds=(report_w,) if report_w >= 0 else (),
             )
         except OSError as exc:
@@ -321,9 +369,17 @@ class BashTool:
         output = _CappedOutput(ctx.output_limit)
         assert proc.stdout is not None
         pump = asyncio.create_task(_pump(proc.stdout, output))
+        over = asyncio.Event()
+        watch = (
+            asyncio.create_task(_watch_storage(ws, allowance, over))
+            if allowance is not None
+            else None
+        )
         try:
-            timed_out = not await _exited_within(proc, timeout)
+            timed_out = not await _exited_within(proc, timeout, over)
         finally:
+            if watch is not None:
+                watch.cancel()
             # Also on success and on cancellation: nothing the command started may outlive it.
             if sandbox.sandboxed:
                 kill_group(proc.pid)  # bwrap dies, and its PID namespace with it
@@ -344,11 +400,23 @@ class BashTool:
         after = ws.snapshot_out()
         artifacts = tuple(sorted(p for p, stamp in after.items() if before.get(p) != stamp))
         text = output.text().rstrip("\n")
-        status = self._status(proc.returncode, timed_out, timeout)
+        if over.is_set():
+            assert allowance is not None
+            status = (
+                f"Stopped: the command wrote more than the {human(allowance.bytes)} this "
+                "conversation's files could still take (the storage limit), and was killed with "
+                f"every process it started. {allowance.notice or _FREE_SPACE}"
+            )
+            timed_out = False
+        else:
+            status = self._status(proc.returncode, timed_out, timeout, limits)
+            if allowance is not None and allowance.notice:
+                status = f"{status}\n{allowance.notice}"
         content = f"{text}\n\n{status}" if text else status
-        return ToolResult(content, is_error=timed_out or proc.returncode != 0, artifacts=artifacts)
+        failed = timed_out or over.is_set() or proc.returncode != 0
+        return ToolResult(content, is_error=failed, artifacts=artifacts)
 
-    def _status(self, code: int | None, timed_out: bool, timeout: float) -> str:
+    def _status(self, code: int | None, timed_out: bool, timeout: float, limits: BashLimits) -> str:
         if timed_out:
             return (
                 f"Command timed out after {timeout:g} seconds and was killed (with every process "
@@ -366,6 +434,6 @@ class BashTool:
             hint = _SIGNAL_HINTS.get(signal.Signals(signum))
             hint_text = f", {hint}" if hint else ""
             if signal.Signals(signum) is signal.SIGXFSZ:
-                hint_text += f" ({self.limits.file_size_bytes} bytes per file)"
+                hint_text += f" ({limits.file_size_bytes} bytes per file)"
             return f"Exit code: {code} (signal {name}{hint_text})"
         return f"Exit code: {code}"

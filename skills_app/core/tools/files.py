@@ -187,12 +187,17 @@ class WriteTool:
         if path.is_dir():
             raise ToolError(f"Write: {file_path} is a directory; give a file path inside it.")
         existed = path.exists()
+        size = len(content.encode("utf-8"))
+        # The quota: the whole new content must fit in what the person has left.
+        allowance = await ctx.storage.reserve(ws, size) if ctx.storage is not None else None
         try:
             with _open_for_write(ws, path) as handle:
                 handle.write(content)
         except OSError as exc:
             raise ToolError(f"Write: cannot write {file_path}: {exc.strerror or exc}.") from exc
-        size = len(content.encode("utf-8"))
+        finally:
+            if ctx.storage is not None and allowance is not None:
+                await ctx.storage.settle(ws, allowance)
         verb = "Updated" if existed else "Created"
         return ToolResult(
             f"{verb} {ws.relative(path)} ({size} bytes).", artifacts=_artifacts(ws, path)
@@ -269,11 +274,16 @@ class EditTool:
                 "to make it unique, or set replace_all to true."
             )
         updated = text.replace(old, new) if replace_all else text.replace(old, new, 1)
+        growth = max(0, len(updated.encode("utf-8")) - len(text.encode("utf-8")))
+        allowance = await ctx.storage.reserve(ws, growth) if ctx.storage is not None else None
         try:
             with _open_for_write(ws, path) as handle:
                 handle.write(updated)
         except OSError as exc:
             raise ToolError(f"Edit: cannot write {file_path}: {exc.strerror or exc}.") from exc
+        finally:
+            if ctx.storage is not None and allowance is not None:
+                await ctx.storage.settle(ws, allowance)
         done = count if replace_all else 1
         return ToolResult(
             f"Replaced {done} occurrence{'s' if done != 1 else ''} in {ws.relative(path)}.",

@@ -77,7 +77,7 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def base_argv(bwrap: str) -> list[str]:
+def base_argv(bwrap: str, *, tmp_bytes: int | None = None) -> list[str]:
     """bubblewrap's options without the workspace: namespaces, read-only system, /proc, /dev."""
     # --unshare-all: no network, new PID/IPC/UTS/cgroup namespaces. --die-with-parent: the
     # sandbox dies with bwrap, and because the sandbox's init is PID 1 of its namespace the
@@ -93,7 +93,9 @@ def base_argv(bwrap: str) -> list[str]:
             argv += ["--ro-bind", str(host), str(host)]
     for entry in _ETC_ENTRIES:
         argv += ["--ro-bind-try", f"/etc/{entry}", f"/etc/{entry}"]
-    return [*argv, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    # /tmp is memory: sized (a call's storage allowance) so a command cannot fill the RAM there.
+    size = ["--size", str(max(tmp_bytes, 1024 * 1024))] if tmp_bytes is not None else []
+    return [*argv, "--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/tmp"]
 
 
 def _visible_under_binds(path: str) -> bool:
@@ -103,7 +105,12 @@ def _visible_under_binds(path: str) -> bool:
 
 
 def bwrap_argv(
-    root: Path, skills_dir: Path, command: str, *, hidden_paths: tuple[str, ...] = ()
+    root: Path,
+    skills_dir: Path,
+    command: str,
+    *,
+    hidden_paths: tuple[str, ...] = (),
+    tmp_bytes: int | None = None,
 ) -> list[str]:
     """The bubblewrap command line that runs `bash -c command` sandboxed in a workspace."""
     bwrap = shutil.which("bwrap")
@@ -113,7 +120,7 @@ def bwrap_argv(
             "or set SANDBOX=none (commands then run unsandboxed, and only for users with the "
             f'"{PERMISSION_NAME}" permission).'
         )
-    argv = base_argv(bwrap)
+    argv = base_argv(bwrap, tmp_bytes=tmp_bytes)
     for path in hidden_paths:
         # A server folder inside a read-only bind (a project under /usr/local, say) is covered
         # with an empty tmpfs, so the sandbox sees an empty folder there.
