@@ -45,6 +45,12 @@ def reload_until(page: Page, locator: Locator, what: str, timeout: float = 15.0)
         page.reload()
 
 
+def submit(page: Page, button: Locator) -> None:
+    """Press a form's button and wait for the POST's redirect to load (no reload mid-flight)."""
+    with page.expect_navigation():
+        button.click()
+
+
 def answers(page: Page) -> Locator:
     return page.locator("#transcript .row-assistant:not(.replaced) .md")
 
@@ -75,30 +81,30 @@ def test_every_action_works_as_a_post_with_a_redirect(page_without_js, chat_serv
     expect(page.get_by_role("button", name="+ Attach files")).to_be_hidden()
 
     page.get_by_role("textbox", name="Message").fill("Run the first check")
-    page.get_by_role("button", name="Send").click()
+    submit(page, page.get_by_role("button", name="Send"))
     expect(page).to_have_url(url)
     approval = page.locator("#transcript .approval[data-status='pending']")
     reload_until(page, approval, "the approval request")
     expect(page.locator("#waiting-note")).to_be_visible()
     doc_screenshot(page, f"no-javascript-approval-{size}")
     approval.get_by_label("Reason (optional, sent with Deny)").fill("not now")
-    approval.get_by_role("button", name="Deny").click()
+    submit(page, approval.get_by_role("button", name="Deny"))
     expect(page).to_have_url(url)
     reload_until(page, answers(page).filter(has_text="Denied, so I stopped there."), "the answer")
     expect(page.locator(".approval[data-status='deny']")).to_contain_text("not now")
 
-    page.get_by_role("button", name="Regenerate").click()
+    submit(page, page.get_by_role("button", name="Regenerate"))
     expect(page).to_have_url(url)
     reload_until(page, answers(page).filter(has_text="A regenerated answer."), "the new answer")
 
     # Edit the (only) message: a form in <noscript>, opened as a disclosure.
     page.locator(".edit-nojs > summary").click()
     page.get_by_role("textbox", name="Edited message").fill("Run the second check")
-    page.get_by_role("button", name="Send edited message").click()
+    submit(page, page.get_by_role("button", name="Send edited message"))
     expect(page).to_have_url(url)
     approval = page.locator("#transcript .approval[data-status='pending']")
     reload_until(page, approval, "the second approval request")
-    approval.get_by_role("button", name="Allow once").click()
+    submit(page, approval.get_by_role("button", name="Allow once"))
     reload_until(
         page,
         answers(page).filter(has_text="The edited question, answered after the command."),
@@ -108,10 +114,10 @@ def test_every_action_works_as_a_post_with_a_redirect(page_without_js, chat_serv
     assert "Run the second check" in str(model.requests[-1]["messages"])
 
     page.get_by_role("textbox", name="Message").fill("One more, slowly")
-    page.get_by_role("button", name="Send").click()
+    submit(page, page.get_by_role("button", name="Send"))
     assert reached.wait(10), "the model was never asked"
     page.reload()
-    page.get_by_role("button", name="Stop").click()
+    submit(page, page.get_by_role("button", name="Stop"))
     expect(page).to_have_url(url)
     reload_until(page, page.locator(".row-notice").filter(has_text="Stopped."), "the stop's note")
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
