@@ -37,12 +37,16 @@ HIDDEN_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.runevent": frozenset({"data"}),
     # SKILL.md of an uploaded version (shown when its package's source is visible to users).
     "skills_app.skillversion": frozenset({"skill_md"}),
+    # The approved manifest quotes the skill's commands exactly (the review page shows it to
+    # skill managers, who review the package).
+    "skills_app.skillreview": frozenset({"manifest"}),
 }
 # Fields whose text may quote hidden content (a call that writes a skill's body to a file): shown
 # filtered, never searched, filtered or ordered by people without the inspect permission.
 QUOTING_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.approval": frozenset({"call_text", "input", "reason", "deny_reason"}),
     "skills_app.run": frozenset({"error"}),
+    "skills_app.permissiondecision": frozenset({"call_text", "input", "reason"}),
 }
 WITHHELD_PLACEHOLDER = "(hidden: you lack the inspect permission)"
 

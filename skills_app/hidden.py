@@ -20,6 +20,15 @@ conversation in the admin or the audit are not). Then its files and its injected
 withheld; `!` output and hook output still are. Visibility is decided per content digest: a
 version some visible source has is visible (whoever holds it knows the text already).
 
+What is *not* hidden from the conversation's owner, even inside hidden text: their own words
+(`conversation_own_texts`: their messages, the arguments of their `/name` commands, the names
+of files they attached). A skill body that repeats the arguments does not make them someone
+else's secret; the owner's index carves them out of what it withholds (`core.redact`, OWN_MIN).
+Nor paths in the conversation's workspace: a skill's text names its staged folder (the
+base-directory line, `${CLAUDE_SKILL_DIR}` resolved), and so does any command that runs its
+scripts; the conversation's own hidden texts are split at every such path, so naming a file
+there quotes no instruction.
+
 Bounded: see `hidden_library.py` for files, and TOTAL_MAX_CHARS for a conversation's own texts
 (past it, texts are left out and logged); docs/security.md states these limits.
 """
@@ -30,7 +39,8 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,7 +167,11 @@ def conversation_index(
         parts.append(version_shingles(key, names.get(folder.name, folder.name), folder))
     own = Shingles.build(_conversation_texts(conversation_id, invocations, sources))
     mask = _library_mask(shared, visible)
-    index = HiddenIndex.of([(shared.shingles, mask), (Shingles.merge([own, *parts]), None)])
+    # The owner's own words are theirs; staff reading the conversation see them anyway.
+    words = conversation_own_texts(conversation_id) if owner_view else []
+    index = HiddenIndex.of(
+        [(shared.shingles, mask), (Shingles.merge([own, *parts]), None)], own=words
+    )
     return index, own.chars + sum(p.chars for p in parts)
 
 
@@ -185,10 +199,15 @@ def _conversation_texts(
     """The conversation's own hidden texts: injected text, hidden rows, `!` and hook output."""
     budget = _Budget()
     texts: list[HiddenText] = []
+    split = _path_splitter(conversation_id)
 
     def add(text: Any, label: str) -> None:
-        if isinstance(text, str) and len(text) >= MIN_SPAN and budget.take(text):
-            texts.append(HiddenText(text, label))
+        if not isinstance(text, str) or len(text) < MIN_SPAN:
+            return
+        # A path in the workspace names where the skill sits, not what it says.
+        for piece in split(text):
+            if len(piece) >= MIN_SPAN and budget.take(piece):
+                texts.append(HiddenText(piece, label))
 
     visible_invocations: set[int] = set()
     for inv in invocations:
@@ -222,6 +241,49 @@ def _conversation_texts(
             TOTAL_MAX_CHARS,
         )
     return texts
+
+
+def _path_splitter(conversation_id: int) -> Callable[[str], list[str]]:
+    """Splits a hidden text at every path under the conversation's workspace root."""
+    ws = _workspace(conversation_id)
+    if ws is None:
+        return lambda text: [text]
+    spellings = sorted({str(ws.root), str(ws.root.resolve())}, key=len, reverse=True)
+    # The root and the rest of the path after it (up to whitespace, a quote or shell syntax).
+    roots = "|".join(re.escape(s) for s in spellings)
+    pattern = re.compile(rf"(?:{roots})[^\s'\"`<>|;&()]*")
+    return lambda text: pattern.split(text)
+
+
+OWN_KINDS = ("text", "command", "attachments")
+OWN_MAX_TEXTS = 2_000
+
+
+def conversation_own_texts(conversation_id: int) -> list[str]:
+    """What the conversation's owner wrote themselves: messages (and their lines), `/name`
+    arguments (whole and word by word), the names of the files they attached."""
+    from skills_app.core.render import split_args
+
+    texts: list[str] = []
+    rows = Message.objects.filter(
+        conversation_id=conversation_id, role=Message.USER, is_meta=False, kind__in=OWN_KINDS
+    ).only("content", "kind", "meta")
+    for row in rows.order_by("-seq")[:OWN_MAX_TEXTS]:
+        if row.kind == "attachments":
+            for info in row.meta.get("attachments", []) if isinstance(row.meta, dict) else []:
+                if isinstance(info, dict):
+                    texts += [str(info.get(k)) for k in ("name", "path") if info.get(k)]
+            continue
+        text = _row_text(row.content)
+        texts.append(text)
+        texts += text.splitlines()
+    args = SkillInvocation.objects.filter(conversation_id=conversation_id, caller="user").exclude(
+        args=""
+    )
+    for value in args.values_list("args", flat=True)[:OWN_MAX_TEXTS]:
+        texts.append(value)
+        texts += split_args(value)
+    return [t for t in dict.fromkeys(texts) if t.strip()]
 
 
 def _source_folders(inv: SkillInvocation) -> Iterator[Path]:
@@ -314,6 +376,7 @@ __all__ = [
     "TOTAL_MAX_CHARS",
     "UPLOADED_SOURCES",
     "conversation_index",
+    "conversation_own_texts",
     "skill_file_texts",
     "staged_copies",
     "staged_state",

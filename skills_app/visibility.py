@@ -18,6 +18,11 @@ event, the copies staged in its workspace, the packages and the visible-source l
 shared library. Checking the key is one small query and a listing of the workspace's skills/; a
 stale index is never used, so text a new invocation hides is withheld from the very next
 fragment.
+
+The owner's own words (their messages, `/name` arguments, attachment names) are never withheld
+from them, even where a skill's text repeats them (`hidden.conversation_own_texts`): the
+owner's index carves them out of what it withholds, and the newest of those rows is part of the
+key.
 """
 
 from __future__ import annotations
@@ -85,6 +90,14 @@ def _index_key(conversation_id: int) -> tuple[Any, ...]:
             ),
             visible_newest=newest(VisibleSkillSource.objects.all()),
             visible=count(VisibleSkillSource),
+            own=newest(
+                Message.objects.filter(
+                    conversation=OuterRef("pk"),
+                    role=Message.USER,
+                    is_meta=False,
+                    kind__in=("text", "command", "attachments"),
+                )
+            ),
         )
         .values_list(
             "owner_id",
@@ -96,6 +109,7 @@ def _index_key(conversation_id: int) -> tuple[Any, ...]:
             "active_newest",
             "visible_newest",
             "visible",
+            "own",
         )
         .first()
     )
@@ -198,6 +212,25 @@ def _filter_value(value: Any, redact: Redactor) -> Any:
     if isinstance(value, list | tuple):
         return [_filter_value(v, redact) for v in value]
     return value
+
+
+def quotes_hidden(conversation_id: int, value: Any, *, can_inspect: bool) -> bool:
+    """True when any text in `value` would be withheld from the conversation's owner (their own
+    words aside). A call its person cannot read in full is refused rather than offered."""
+    if can_inspect:
+        return False
+    index = hidden_index(conversation_id)
+    if not index:
+        return False
+    found: list[bool] = []
+
+    def check(text: str) -> str:
+        if not found and len(text) >= MIN_SPAN and index.spans(text):
+            found.append(True)
+        return text
+
+    _filter_value(value, check)
+    return bool(found)
 
 
 def note_quoted_hidden(conversation_id: int, run_id: int | None, text: str) -> bool:

@@ -72,6 +72,7 @@ from skills_app.core.permissions import (
     removed_tools,
 )
 from skills_app.core.ports import InvocationRecord, ToolAudit
+from skills_app.core.profiles import slash_invokes
 from skills_app.core.registry import SkillRegistry, SkillSource
 from skills_app.core.runner import Runner
 from skills_app.core.skillfile import SkillSpec
@@ -576,7 +577,9 @@ class Chat:
             self.ports.answer = answer["answer"]
         if text is not None:
             command = parse_slash_command(text, lambda n: self.skills.get(n) is not None)
-            kept = command is not None  # a slash command is kept for people, not the model
+            # A slash command is kept for people, not the model (unless the profile's design
+            # has no slash commands: then the model gets the text as typed).
+            kept = command is not None and slash_invokes(self.config)
             self.ports.rows.append(
                 StoredMessage.text("user", text, kind="command", to_model=False)
                 if kept

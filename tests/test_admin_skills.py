@@ -15,7 +15,9 @@ from django.test import Client
 from django.urls import reverse
 
 from skills_app.models import Conversation, SkillInvocation, SkillPackage, SkillVersion
+from skills_app.registry import review
 from skills_app.registry.uploads import storage_root
+from tests.review_helpers import approve, reviewer_user
 
 pytestmark = pytest.mark.django_db
 
@@ -54,10 +56,18 @@ def _stored_files() -> list[Path]:
 
 
 def _install(client: Client, name: str, body: str) -> SkillPackage:
+    """Upload through the admin, then review the draft and make it active (as a manager would)."""
     text = f"---\nname: {name}\ndescription: A skill for the tests.\n---\n\n{body}\n"
     response = _upload(client, {f"{name}/SKILL.md": text}, filename=f"{name}.zip")
     assert response.status_code == 200, response.content
-    return SkillPackage.objects.get(name=name)
+    package = SkillPackage.objects.get(name=name)
+    version = package.versions.order_by("-number").first()
+    assert version.review_status == SkillVersion.DRAFT
+    reviewer = reviewer_user()
+    approve(version, reviewer)
+    review.activate(version, reviewer)
+    package.refresh_from_db()
+    return package
 
 
 @pytest.fixture
@@ -116,16 +126,18 @@ def test_it_installs_a_zipped_skill_folder_and_says_which_version(root, admin_us
 
     assert response.status_code == 200
     package = SkillPackage.objects.get(name="pdf-forms")
-    version = package.active_version
+    assert package.active_version is None  # a draft until it is reviewed
+    version = package.versions.get()
     assert (version.number, version.uploaded_by, package.owner) == (1, admin_user, None)
+    assert version.review_status == SkillVersion.DRAFT
     html = response.content.decode()
     assert "pdf-forms</a>: version 1" in html
     assert version.digest[:12] in html
     assert "No lint warnings." in html
     [message] = [str(m) for m in response.context["messages"]]
-    assert (
-        message
-        == f"Installed pdf-forms version 1 (organisation-wide, digest {version.digest[:12]})."
+    assert message == (
+        f"Installed pdf-forms version 1 (organisation-wide, digest {version.digest[:12]}); "
+        "stored as a draft (nothing is live yet): it goes live for others after its review."
     )
     entry = LogEntry.objects.get(object_id=str(package.pk))
     assert (entry.action_flag, entry.user) == (CHANGE, admin_user)
@@ -141,7 +153,7 @@ def test_it_lists_lint_warnings_of_an_installed_skill(root):
     assert "Installed with 1 lint warning:" in html
     assert '<td class="problem-rule">unknown-key</td>' in html
     assert "unknown frontmatter key `owner_team`" in html
-    assert SkillPackage.objects.get().active_version.lint[0]["rule"] == "unknown-key"
+    assert SkillVersion.objects.get().lint[0]["rule"] == "unknown-key"
 
 
 def test_it_rejects_a_skill_with_lint_errors_shows_the_report_and_stores_nothing(root):
@@ -198,7 +210,7 @@ def test_it_installs_a_folder_with_the_paths_the_page_script_sends(root):
 
     assert response.status_code == 200
     assert "csv-tools</a>: version 1" in response.content.decode()
-    version = SkillPackage.objects.get(name="csv-tools").active_version
+    version = SkillVersion.objects.get(package__name="csv-tools")
     stored = storage_root() / version.storage_path
     assert (stored / "references" / "guide.md").read_text() == "# Guide\n"
 
@@ -350,12 +362,23 @@ def test_it_disables_and_enables_skills_from_the_list(root, two_versions):
     assert two_versions.enabled
 
 
-def test_it_deletes_an_unused_skill_with_its_files(root, two_versions):
-    _action(root, "delete_packages", two_versions)
+def test_it_deletes_an_unused_personal_skill_with_its_files(root, admin_user):
+    _upload(root, {"mine/SKILL.md": skill_md("mine")}, personal="on")
+    package = SkillPackage.objects.get(name="mine")
+    _action(root, "delete_packages", package)
 
     assert not SkillPackage.objects.exists()
     assert _stored_files() == []
-    assert LogEntry.objects.filter(action_flag=DELETION, object_repr="report").exists()
+    assert LogEntry.objects.filter(action_flag=DELETION, object_repr="mine").exists()
+
+
+def test_it_disables_instead_of_deleting_a_reviewed_skill(root, two_versions):
+    _action(root, "delete_packages", two_versions)
+
+    two_versions.refresh_from_db()
+    assert not two_versions.enabled
+    assert SkillVersion.objects.filter(package=two_versions).count() == 2
+    assert two_versions.versions.get(number=1).reviews.exists()
 
 
 def test_it_disables_instead_of_deleting_a_skill_a_conversation_used(root, two_versions, alice):

@@ -22,9 +22,13 @@ from skills_app.models import (
     ConversationGrant,
     Message,
     ModelCall,
+    PermissionDecision,
     Run,
     RunEvent,
     SkillInvocation,
+    SkillPackage,
+    SkillReview,
+    SkillVersion,
 )
 
 pytestmark = pytest.mark.django_db
@@ -99,6 +103,28 @@ def _audited_conversation(owner, title: str = "Vendor contract review") -> Conve
         model="claude-opus-4-8",
         input_tokens=120,
         output_tokens=30,
+    )
+    PermissionDecision.objects.create(
+        conversation=conversation,
+        run=run,
+        tool="Bash",
+        call_text="Bash(rm -rf out)",
+        decision=PermissionDecision.DENY,
+        source=PermissionDecision.Source.USER,
+        approval=approval,
+        approver=owner,
+    )
+    # A review step of an organisation skill version (the trail of who approved what).
+    package = SkillPackage.objects.create(name=f"contracts-{conversation.pk}")
+    version = SkillVersion.objects.create(
+        package=package, digest="d" * 64, number=1, storage_path="x", skill_md="---\n---\n"
+    )
+    SkillReview.objects.create(
+        version=version,
+        package_name=package.name,
+        version_number=1,
+        action=SkillReview.UPLOADED,
+        digest=version.digest,
     )
     return conversation
 

@@ -108,7 +108,7 @@ async def test_as_the_source_design_each_profile_starts_from_its_designs_base_pr
     tool_result, pk = systems["tool-result"]
     workdir = (await sync_to_async(workspace_for)(pk)).root
     assert tool_result.startswith(f"You are a coding agent at {workdir}.\nUse load_skill")
-    assert systems["system-prompt"][0].startswith("Available skills:\n")
+    assert systems["system-prompt"][0].startswith("\nAvailable skills:\n")  # as printed
     page = (await client.get(response["Location"])).content.decode()
     assert "Base prompt:</strong> as the source design" in page
     assert "for the turn that loaded them" in page  # the state lifetime in force
@@ -130,7 +130,7 @@ def test_the_page_says_which_state_lifetime_and_substitutions_are_in_force(audit
     client.force_login(auditor)
     page = client.get("/compare/").content.decode()
     assert "for the rest of the conversation" in page
-    assert "the design itself keeps them for one turn" in page
+    assert "loaded state lasts for one turn" in page  # as the source design, whatever the setting
     assert "<strong>on</strong>" in page
 
 
@@ -271,3 +271,24 @@ async def test_it_shows_the_measured_cache_share_per_profile(settings, auditor):
     # The call after the load: appending keeps the prefix cached; the system prompt changing does not.
     assert shares["meta-message"] > shares["system-prompt"]
     assert shares["tool-result"] > shares["system-prompt"]
+
+
+def test_the_page_says_which_source_each_part_follows_and_what_each_mode_changes(auditor):
+    staff = Client()
+    staff.force_login(auditor)
+    page = staff.get("/compare/").content.decode()
+    sources = page.split('id="meta-message-sources"', 1)[1].split("</table>", 1)[0]
+    follows = {
+        re.sub(r"<[^>]+>", "", part).split(" (")[0]: source
+        for part, source in re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td></tr>", sources)
+    }
+    assert len(follows) == 8
+    assert follows["Acknowledgement Launching skill: NAME"] == "today's Claude Code"
+    assert follows["Tool input {skill, args}"] == "today's Claude Code"
+    assert follows["The tool's description around the list"] == "Skillscope's own words"
+    assert follows["Visible status message"] == "the article"
+    tool_result = page.split('id="tool-result-modes"', 1)[1].split("</dd>", 1)[0]
+    assert "<code>read_file</code>" in tool_result and "max_tokens 8000" in tool_result
+    system_prompt = page.split('id="system-prompt-modes"', 1)[1].split("</dd>", 1)[0]
+    assert "<code>bash -lc</code>" in system_prompt and "SkillRunInput" in system_prompt
+    assert "deny" in page.split('id="design-safety"', 1)[1].split("</p>", 1)[0]

@@ -246,6 +246,34 @@ def test_a_load_skill_tool_result_counts_as_a_loaded_skill() -> None:
     assert "> Open the PDF first." not in text
 
 
+def test_with_the_s05_designs_tools_it_runs_the_command_with_bash() -> None:
+    """tool-result "as the source design" offers s05's `bash` (command only), not `Bash`."""
+    design_bash = {**BASH_TOOL, "name": "bash"}
+    messages = [
+        {"role": "user", "content": "notes"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t1", "name": "load_skill", "input": {"name": "r"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "t1",
+                    "content": f'<skill name="r">\n{BODY_WITH_BASH}\n</skill>',
+                }
+            ],
+        },
+    ]
+    reply = plan_reply(request(messages, tools=[design_bash, LOAD_SKILL_TOOL]))
+    tool = reply.content[-1]
+    assert tool["name"] == "bash" and set(tool["input"]) == {"command"}
+    assert tool["input"]["command"].startswith("git log --oneline")
+
+
 def test_after_a_bash_result_it_reports_the_first_lines() -> None:
     output = "\n".join(f"line {i}" for i in range(1, 13))
     messages = [

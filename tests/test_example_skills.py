@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -337,8 +336,9 @@ async def test_table_kit_scripts_import_the_bundled_library(
 
     def write_script(request):
         body = model.body(request, "table-kit") or ""
-        header = re.search(r"```python\n(.+?)```", body, re.S).group(1)
-        script = model.resolve(textwrap.dedent(header), "table-kit") + SCRIPT_BODY
+        folder = re.search(r"put\s+`(.+?)`\s+\(the library's folder\)", body).group(1)
+        header = f'import sys\nsys.path.insert(0, "{folder}")\nimport tablekit\n'
+        script = model.resolve(header, "table-kit") + SCRIPT_BODY
         return Reply.tool_use("Write", {"file_path": "work/sales_summary.py", "content": script})
 
     def answer(request):

@@ -2,9 +2,11 @@
 
 For every profile and every execution pattern of the bundled skills (instructions, script,
 library, docs, orchestration) one scripted conversation runs through the real SDK against the
-fake Anthropic server, "as the source design" (each profile with its design's own base prompt).
-Every request the server accepted is normalised and compared with `tests/golden/<profile>/
-<pattern>.json`, field by field, so a change to any wire format fails with the field named.
+fake Anthropic server, with the "same base prompt": Skillscope's own request format, which no
+outside code judges ("as the source design" is judged by the designs' own code:
+`tests/design_oracles/`). Every request the server accepted is normalised and compared with
+`tests/golden/<profile>/<pattern>.json`, field by field, so a change to any wire format fails
+with the field named.
 
 Normalised, because it legitimately varies between runs: tool_use ids (numbered in order of
 appearance), the paths of the test's temporary folders (and the sizes Write reports, since a
@@ -21,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -83,8 +84,10 @@ def library(model: ScriptedModel, ws: Any) -> tuple[str, list[Any], Any]:
 
     def write_script(request):
         body = model.body(request, "table-kit") or ""
-        header = re.search(r"```python\n(.+?)```", body, re.S).group(1)
-        code = model.resolve(textwrap.dedent(header), "table-kit") + SCRIPT_BODY
+        # The body says in words which folder to put first on sys.path (test_example_skills).
+        folder = re.search(r"put\s+`(.+?)`\s+\(the library's folder\)", body).group(1)
+        header = f'import sys\nsys.path.insert(0, "{folder}")\nimport tablekit\n'
+        code = model.resolve(header, "table-kit") + SCRIPT_BODY
         return Reply.tool_use("Write", {"file_path": "work/sales_summary.py", "content": code})
 
     steps = [
@@ -251,7 +254,7 @@ def fake(settings, fake_anthropic):
 @pytest.mark.django_db(transaction=True)
 async def test_the_requests_match_the_golden_ones(fake, alice, tmp_path, profile, pattern):
     conversation = await Conversation.objects.acreate(
-        owner=alice, title=f"golden {profile} {pattern}", profile=profile, base_prompt="design"
+        owner=alice, title=f"golden {profile} {pattern}", profile=profile, base_prompt="shared"
     )
     ws = await sync_to_async(workspace_for)(conversation.pk)
     model = ScriptedModel(profile)

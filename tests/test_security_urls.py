@@ -239,6 +239,17 @@ RULES: dict[str, Expect] = {
     "triggers-run": Expect(obj="trigger_run", staff=OK),
     "triggers-stop": Expect(obj="trigger_run", post_only=True),
     "audit-trigger-runs": STAFF_ONLY,
+    # A skill's page is for anyone it is offered to (a bundled skill: everyone signed in); a
+    # personal skill's page only for its owner (tests/test_skill_page.py).
+    "skill-detail": Expect(owner=OK, other=OK, staff=OK, extra={"name": "text-stats"}),
+    # Reviews are of organisation versions, for skill managers: alice's personal version has
+    # none, so nobody (the staff persona is an auditor) reaches it.
+    "skill-review": Expect(obj="version", owner=DENIED, other=DENIED, staff=DENIED),
+    "skills-org-upload": Expect(
+        owner=frozenset({404}), other=frozenset({404}), staff=frozenset({404}), post_only=True
+    ),  # fmt: skip
+    "audit-decisions": STAFF_ONLY,
+    "audit-reviews": STAFF_ONLY,
 }
 
 # Object kinds chosen by a word in the route name when RULES says nothing.

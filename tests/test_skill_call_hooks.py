@@ -70,6 +70,23 @@ async def test_pre_and_post_hooks_see_a_skill_call_with_its_name_and_args(
     ]
     post = SEEN[1][1]
     assert post["result"].is_error is False and post["tool_input"] == tool_input
+    # The real result the model got, also where it carries the body on a hidden row.
+    sent = accepted(fake)[1]["messages"][-1]["content"][0]
+    assert sent["type"] == "tool_result" and post["result"].content == sent["content"]
+
+
+@pytest.mark.parametrize("base_prompt", ["shared", "design"])
+async def test_post_tool_use_gets_load_skills_real_result_with_the_body(fake, alice, base_prompt):
+    """Hooks are trusted server-side code: they see what the model sees (issue 30)."""
+    conversation = await Conversation.objects.acreate(
+        owner=alice, profile="tool-result", base_prompt=base_prompt
+    )
+    fake.enqueue(Reply.tool_use("load_skill", {"name": "greeter"}), Reply.text("ok"))
+    await run_turn(conversation, "greet Ada", alice)
+    post = SEEN[1][1]
+    assert post["result"].content.startswith('<skill name="greeter">\n')
+    assert "GREETER-BODY-MARKER" in post["result"].content
+    assert post["result"].content == accepted(fake)[1]["messages"][-1]["content"][0]["content"]
 
 
 @pytest.mark.parametrize(("profile", "tool", "tool_input", "args"), LOADS)

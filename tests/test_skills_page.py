@@ -12,6 +12,7 @@ from django.urls import reverse
 from skills_app.models import SkillPackage
 from skills_app.registry import uploads
 from skills_app.registry.skills import skills_for_user
+from tests.review_helpers import go_live
 from tests.upload_helpers import make_zip, skill_md, snapshot, write_folder
 
 pytestmark = pytest.mark.django_db
@@ -47,9 +48,9 @@ def test_it_is_linked_from_the_header(alice):
     assert f'href="{PAGE}"' in html
 
 
-def test_it_lists_bundled_skills_with_digest_and_invocability(alice):
-    html = client_for(alice).get(PAGE).content.decode()
-    bundled = [s for s in skills_for_user(alice.pk).skills() if s.source == "bundled"]
+def test_it_lists_bundled_skills_with_digest_and_invocability_for_skill_managers(skill_manager):
+    html = client_for(skill_manager).get(PAGE).content.decode()
+    bundled = [s for s in skills_for_user(skill_manager.pk).skills() if s.source == "bundled"]
     for spec in bundled:
         row = row_for(html, spec.name, "bundled")
         assert spec.digest[:12] in row
@@ -59,14 +60,14 @@ def test_it_lists_bundled_skills_with_digest_and_invocability(alice):
 
 
 def test_it_shows_the_version_of_an_uploaded_skill_and_marks_what_it_shadows(
-    settings, tmp_path, alice
+    settings, tmp_path, skill_manager
 ):
     write_folder(tmp_path / "dirs", {"clash/SKILL.md": skill_md("clash", body="Dirs.")})
     settings.SKILLS_DIRS = [tmp_path / "dirs"]
     make = lambda body: make_zip({"clash/SKILL.md": skill_md("clash", body=body)})  # noqa: E731
-    uploads.install_archive(make("One."), "c.zip", user=None)
-    [v2] = uploads.install_archive(make("Two."), "c.zip", user=None)
-    html = client_for(alice).get(PAGE).content.decode()
+    go_live(uploads.install_archive(make("One."), "c.zip", user=None)[0])
+    v2 = go_live(uploads.install_archive(make("Two."), "c.zip", user=None)[0])
+    html = client_for(skill_manager).get(PAGE).content.decode()
     uploaded = row_for(html, "clash", "uploaded")
     assert "<td>2</td>" in uploaded
     assert v2.version.digest[:12] in uploaded
@@ -74,11 +75,11 @@ def test_it_shows_the_version_of_an_uploaded_skill_and_marks_what_it_shadows(
     assert "shadowed by uploaded" in row_for(html, "clash", "SKILLS_DIRS")
 
 
-def test_it_shows_lint_warnings_of_a_skill(settings, tmp_path, alice):
+def test_it_shows_lint_warnings_of_a_skill(settings, tmp_path, skill_manager):
     text = "---\nname: noisy\ndescription: D.\ncolour: red\n---\nBody\n"
     write_folder(tmp_path / "dirs", {"noisy/SKILL.md": text})
     settings.SKILLS_DIRS = [tmp_path / "dirs"]
-    row = row_for(client_for(alice).get(PAGE).content.decode(), "noisy", "SKILLS_DIRS")
+    row = row_for(client_for(skill_manager).get(PAGE).content.decode(), "noisy", "SKILLS_DIRS")
     assert "0 error(s), 1 warning(s)" in row
     assert "unknown frontmatter key `colour`" in row
 
@@ -108,7 +109,7 @@ def test_a_user_uploads_a_personal_zip_and_sees_the_report(alice):
     assert "unknown frontmatter key `colour`" in html
     package = SkillPackage.objects.get(name="mine")
     assert package.owner == alice
-    assert 'data-skill="mine" data-source="personal"' in html
+    assert 'data-skill="mine" data-access=' in html  # in the catalog, linked to its page
     assert skills_for_user(alice.pk).get("mine") is not None
 
 

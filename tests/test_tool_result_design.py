@@ -1,4 +1,6 @@
-"""The `tool-result` profile is learn-claude-code s05 byte for byte (seed 001)."""
+"""The `tool-result` profile (learn-claude-code s05, seed 001) under "same base prompt", and how
+"as the source design" reads the same skills. The byte-for-byte judge of design mode, the
+design's own code, is in `test_design_tool_result.py`."""
 
 from __future__ import annotations
 
@@ -64,7 +66,7 @@ def conversation_for(alice, **fields):
     return Conversation.objects.create(owner=alice, profile="tool-result", **fields)
 
 
-async def test_the_request_is_the_designs_own_system_prompt_and_tool(fake, alice):
+async def test_as_the_design_the_catalog_is_the_naive_readers(fake, alice):
     conversation = await sync_to_async(conversation_for)(alice, base_prompt="design")
     fake.enqueue(Reply.text("ok"))
     await run_turn(conversation, "hi", alice)
@@ -75,12 +77,27 @@ async def test_the_request_is_the_designs_own_system_prompt_and_tool(fake, alice
         "Use load_skill to access specialized knowledge before tackling unfamiliar topics.\n"
         "\n"
         "Skills available:\n"
-        "  - bad-name: No description\n"
+        "  - Not Valid: No description\n"
         "  - nice-name: Its frontmatter name is not its folder's.\n"
         "  - greeter: Greets someone by name. [social, words]"
     )
     load = next(t for t in request["tools"] if t["name"] == "load_skill")
     assert {k: v for k, v in load.items() if k != "cache_control"} == LOAD_SKILL
+
+
+async def test_under_the_same_base_prompt_names_are_checked_and_descriptions_parsed(fake, alice):
+    conversation = await sync_to_async(conversation_for)(alice)
+    fake.enqueue(Reply.text("ok"))
+    await run_turn(conversation, "hi", alice)
+    request = accepted(fake)[0]
+    assert request.system_text.endswith(
+        "Skills available:\n"
+        "  - bad-name: No description\n"
+        "  - nice-name: Its frontmatter name is not its folder's.\n"
+        "  - greeter: Greets someone by name. [social, words]"
+    )
+    names = [t["name"] for t in request["tools"]]
+    assert names == ["Read", "Write", "Edit", "Glob", "Grep", "Bash", "load_skill"]
 
 
 async def test_load_skill_returns_the_body_as_written_in_the_skill_block(fake, alice):
@@ -108,7 +125,7 @@ async def test_an_admin_may_turn_substitutions_on(fake, alice, settings):
     assert "Base directory" not in content
 
 
-async def test_the_name_is_the_frontmatters_when_valid_else_the_folders(fake, alice):
+async def test_skillscopes_form_names_a_skill_by_its_valid_frontmatter_name(fake, alice):
     conversation = await sync_to_async(conversation_for)(alice)
     fake.enqueue(
         Reply.tool_use("load_skill", {"name": "folder-name"}),

@@ -9,8 +9,8 @@ import pytest
 from django.test import Client
 
 from skills_app.models import SkillPackage, TriggerQuery, TriggerResult, TriggerRun
+from skills_app.registry import review, uploads
 from skills_app.registry import trigger_sets as sets
-from skills_app.registry import uploads
 from tests.trigger_helpers import (
     BODY_MARKER,
     CASES,
@@ -286,19 +286,23 @@ def test_a_broken_shipped_set_is_a_warning_not_a_refused_upload(tmp_path, skill_
 def test_a_changed_description_offers_trigger_tests_after_upload(
     tmp_path, skill_manager, admin_user
 ):
+    from tests.review_helpers import approve, reviewer_user
     from tests.upload_helpers import make_zip, skill_md
 
     client = login(admin_user)
     first = make_zip({"pdf-tables/SKILL.md": skill_md("pdf-tables", "Extract tables.")})
     client.post("/admin/skills_app/skillpackage/upload/", {"archive": _file(first)})
+    v1 = SkillPackage.objects.get(name="pdf-tables").versions.get()
+    approve(v1, reviewer_user())
+    review.activate(v1, reviewer_user())
     second = make_zip({"pdf-tables/SKILL.md": skill_md("pdf-tables", "Pull invoices apart.")})
     page = client.post(
         "/admin/skills_app/skillpackage/upload/", {"archive": _file(second), "candidate": "on"}
     ).content.decode()
     package = SkillPackage.objects.get(name="pdf-tables")
     v1, v2 = package.versions.order_by("number")
-    assert package.active_version_id == v1.pk  # a candidate: v1 stays active
-    assert "Stored as a candidate" in page and "Its description differs" in page
+    assert package.active_version_id == v1.pk  # a draft: v1 stays active
+    assert "goes live for others after its review" in page and "Its description differs" in page
     assert f"/skills/triggers/packages/{package.pk}/?version={v2.pk}#run" in page
     # Compared with the active version (v1), not the candidate: same description, new body.
     same_text = make_zip(
@@ -325,6 +329,9 @@ def test_the_activation_page_shows_the_candidates_trigger_tests_beside_the_activ
     package = org["pdf-tables"]
     folder = skill_folder(tmp_path / "v2", "pdf-tables", "Pull invoices apart.")
     candidate = uploads.install_directory(folder, user=skill_manager, activate=False)[0].version
+    from tests.review_helpers import approve, reviewer_user
+
+    approve(candidate, reviewer_user())  # the admin activates only approved versions
     finished_run(package, triggered=3)
     finished_run(package, version=candidate, triggered=1, chosen={"slide-deck": 2})
     client = login(admin_user)

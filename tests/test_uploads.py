@@ -18,19 +18,23 @@ from skills_app.models import (
     SkillPackage,
     SkillVersion,
 )
-from skills_app.registry import uploads
+from skills_app.registry import review, uploads
 from skills_app.registry.skills import extra_skills, get_registry, skills_for_user
 from skills_app.registry.uploads import UploadError, UploadFile
 from tests.fake_anthropic import Reply
 from tests.loop_helpers import rows, run_turn, use_fake_model
+from tests.review_helpers import go_live, reviewer_user
 from tests.upload_helpers import make_zip, skill_md, snapshot, write_folder
 
 pytestmark = pytest.mark.django_db
 
 
-def install(files: dict[str, str | bytes], filename: str = "upload.zip", **kw):
+def install(files: dict[str, str | bytes], filename: str = "upload.zip", *, live=True, **kw):
+    """Install an archive; an organisation skill's new version is then reviewed and made live
+    (`live=False` leaves it a draft, as an upload alone does)."""
     kw.setdefault("user", None)
-    return uploads.install_archive(make_zip(files), filename, **kw)
+    results = uploads.install_archive(make_zip(files), filename, **kw)
+    return [go_live(r) for r in results] if live else results
 
 
 # --- accepted forms --------------------------------------------------------------------------
@@ -52,6 +56,10 @@ def test_a_zip_whose_root_is_the_skill_folder_installs_under_the_folder_name(adm
     assert result.package.active_version == result.version
     assert result.version.uploaded_by == admin_user
     assert "installed pdf-tools version 1" in result.message
+    assert (
+        "stored as a draft (nothing is live yet): it goes live for others after its review"
+        in result.message
+    )
 
 
 def test_a_zip_with_skill_md_at_its_root_takes_the_frontmatter_name():
@@ -114,7 +122,9 @@ def test_lint_warnings_are_returned_and_stored_but_do_not_block():
     )
     [result] = install({"warn-me/SKILL.md": text})
     rules = {p.rule for p in result.warnings}
-    assert rules == {"unknown-key", "missing-reference"}
+    # The run-time lint names the missing file (it replaces the spec lint's unnamed warning).
+    assert rules == {"unknown-key", "missing-file"}
+    assert any("`references/missing.md`" in p.message for p in result.warnings)
     assert all(p.file == "warn-me/SKILL.md" for p in result.warnings)
     assert {p["rule"] for p in result.version.lint} == rules
 
@@ -176,7 +186,7 @@ def test_rollback_activates_an_older_version_for_the_next_lookup():
     [v1] = install({"evolve/SKILL.md": skill_md("evolve", body="One.")})
     install({"evolve/SKILL.md": skill_md("evolve", body="Two.")})
     assert get_registry().get("evolve").body.strip() == "Two."
-    uploads.activate_version(v1.version)
+    review.activate(v1.version, reviewer_user())
     assert get_registry().get("evolve").body.strip() == "One."
     assert get_registry().get("evolve").digest == v1.version.digest
 
@@ -398,11 +408,14 @@ def run_import(*args: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
-def test_the_import_command_installs_a_folder_for_the_organisation(tmp_path):
+def test_the_import_command_stores_a_draft_for_the_organisation(tmp_path):
     folder = write_folder(tmp_path / "cli-skill", {"SKILL.md": skill_md("cli-skill")})
     out, _ = run_import(str(folder))
     assert "installed cli-skill version 1 (organisation-wide" in out
-    assert get_registry().get("cli-skill").source == "uploaded"
+    assert "stored as a draft" in out
+    assert get_registry().get("cli-skill") is None
+    version = SkillVersion.objects.get(package__name="cli-skill")
+    assert version.reviews.get().origin == "cli"
 
 
 def test_the_import_command_installs_a_zip_as_a_personal_skill(tmp_path, alice):

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
+from skills_app.models import SkillVersion
 from skills_app.registry import uploads
 from skills_app.registry.uploads import UploadError, UploadFile
 from tests.upload_helpers import make_zip, skill_md, snapshot
@@ -69,7 +70,13 @@ def check(run) -> None:
     for result in results:
         folder = uploads.version_dir(result.version)
         assert folder.is_dir()
-        assert result.package.active_version_id is not None
+        # Stored: a personal version active at once, an organisation one as a draft to review.
+        version = result.version
+        if result.package.owner_id is None:
+            assert version.review_status == SkillVersion.DRAFT
+            assert version.reviews.filter(action="uploaded").exists()
+        else:
+            assert result.package.active_version_id is not None
 
 
 @FUZZ

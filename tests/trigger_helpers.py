@@ -13,6 +13,7 @@ from skills_app.core.triggers.cases import TriggerCase
 from skills_app.models import SkillPackage, TriggerRun
 from skills_app.registry import trigger_sets as sets
 from skills_app.registry import uploads
+from tests.review_helpers import go_live
 
 # Unique text in each body: it reaches the model only when the skill loads, never a report.
 BODY_MARKER = "TRIGGER-BODY-MARKER-4c2e"
@@ -76,7 +77,7 @@ def install_org_skills(
     out = {}
     for name, description in (skills or SKILLS).items():
         folder = skill_folder(tmp_path / "src", name, description)
-        result = uploads.install_directory(folder, user=manager)[0]
+        result = go_live(uploads.install_directory(folder, user=manager)[0])
         out[name] = result.package
     return out
 

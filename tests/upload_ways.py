@@ -72,11 +72,13 @@ def upload(way: str, folder: Path, *, admin: Client, user: Client) -> SkillVersi
         out = io.StringIO()
         call_command("skills", "import", str(folder), stdout=out, stderr=out)
         package = SkillPackage.objects.get(name=name, owner=None)
-        return package.active_version
+        return package.versions.order_by("-number").first()
     else:
         raise ValueError(way)
     package = SkillPackage.objects.filter(name=name, owner=owner).first()
-    assert package is not None and package.active_version is not None, (
+    # An organisation upload is a draft (it waits for its review); a personal one is active.
+    version = package.versions.order_by("-number").first() if package is not None else None
+    assert version is not None, (
         f"{way}: {name} was not installed ({response.status_code}): {_text(response)}"
     )
-    return package.active_version
+    return version

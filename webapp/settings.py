@@ -456,6 +456,9 @@ UPLOAD_MAX_RATIO = env_int("UPLOAD_MAX_RATIO", 100, minimum=1)
 # when used, so a changed MEDIA_ROOT (tests, a second instance) moves the skills with it.
 _skill_storage_root = env_str("SKILL_STORAGE_ROOT")
 SKILL_STORAGE_ROOT: Path | None = Path(_skill_storage_root) if _skill_storage_root else None
+# Organisation skill versions are approved by a skill manager before they go live for others
+# (docs/review.md). True: the approver must be someone other than the uploader and the submitter.
+SKILL_REVIEWER_MUST_DIFFER = env_bool("SKILL_REVIEWER_MUST_DIFFER", False)
 # A browser folder upload sends one form field per file; Django refuses more than this many.
 DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES
 

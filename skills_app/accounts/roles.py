@@ -30,6 +30,10 @@ _SKILL_MANAGER = (
     "skills_app.delete_skillpackage",
     "skills_app.view_skillpackage",
     "skills_app.view_skillversion",
+    # Review and approve organisation skill versions (registry.review); a reviewer reads the
+    # whole package they approve, never a conversation's injected text.
+    "skills_app.review_skillversion",
+    "skills_app.view_skillreview",
     "skills_app.add_permissionrule",
     "skills_app.change_permissionrule",
     "skills_app.delete_permissionrule",
@@ -49,6 +53,8 @@ _AUDITOR = (
     "skills_app.view_skillpackage",
     "skills_app.view_skillversion",
     "skills_app.view_permissionrule",
+    "skills_app.view_skillreview",
+    "skills_app.view_permissiondecision",
 )
 _ADMINISTRATOR = tuple(
     dict.fromkeys(
@@ -83,7 +89,7 @@ ROLES: tuple[Role, ...] = (
     Role(
         "skill-manager",
         "Skill manager",
-        "Uploads skills for everyone, activates and rolls back versions, writes permission rules.",
+        "Uploads skills for everyone, reviews and approves them, activates and rolls back versions, writes permission rules.",
         True,
         _SKILL_MANAGER,
     ),

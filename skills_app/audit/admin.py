@@ -18,8 +18,10 @@ from skills_app.audit.access import can_replay
 from skills_app.models import (
     Approval,
     AuditEvent,
+    PermissionDecision,
     Run,
     SkillInvocation,
+    SkillReview,
 )
 
 
@@ -119,3 +121,58 @@ class RunAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
     list_filter = ("status", "is_demo", "started_at")
     list_select_related = ("conversation",)
     date_hierarchy = "started_at"
+
+
+@admin.register(PermissionDecision)
+class PermissionDecisionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
+    """The raw table of permission decisions (the audit's decisions page reads better)."""
+
+    list_display = (
+        "created_at",
+        "conversation",
+        "tool",
+        "call_text",
+        "decision",
+        "source",
+        "reviewer_name",
+    )
+    list_filter = ("decision", "source", "tool", "created_at")
+    list_select_related = ("conversation",)
+    search_fields = ("skill", "rule_text", "reviewer_name")
+    date_hierarchy = "created_at"
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return tuple(f.name for f in self.opts.concrete_fields if f.name != "id")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return self.get_fields(request, obj)
+
+
+@admin.register(SkillReview)
+class SkillReviewAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
+    """The raw table of review steps (the audit's skill reviews page reads better)."""
+
+    list_display = (
+        "created_at",
+        "package_name",
+        "version_number",
+        "action",
+        "actor_name",
+        "short_digest",
+    )
+    list_filter = ("action", "created_at")
+    search_fields = ("package_name", "actor_name")
+    date_hierarchy = "created_at"
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return tuple(f.name for f in self.opts.concrete_fields if f.name != "id")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        return self.get_fields(request, obj)
+
+    def conversation_id_of(self, obj: Any) -> int | None:
+        return None  # a review belongs to no conversation
+
+    @admin.display(description="digest", ordering="digest")
+    def short_digest(self, step: SkillReview) -> str:
+        return short_digest(step.digest)

@@ -27,9 +27,11 @@ from skills_app.models import (
     ConversationGrant,
     Message,
     ModelCall,
+    PermissionDecision,
     Run,
     RunEvent,
     SkillInvocation,
+    SkillReview,
 )
 
 # Conversations with their messages, runs, model calls (usage, cost, the captured requests) and
@@ -45,6 +47,9 @@ AUDIT_MODELS: tuple[type[Model], ...] = (
     Approval,
     ConversationGrant,
     AuditEvent,
+    # Every permission decision and every step of a skill version's review.
+    PermissionDecision,
+    SkillReview,
 )
 
 _purging: contextvars.ContextVar[bool] = contextvars.ContextVar("audit_purging", default=False)

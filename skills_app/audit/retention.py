@@ -27,6 +27,7 @@ from skills_app.models import (
     ConversationGrant,
     Message,
     ModelCall,
+    PermissionDecision,
     Run,
     RunEvent,
     SkillInvocation,
@@ -98,6 +99,11 @@ def purge(cutoff: datetime, *, actor_name: str, dry_run: bool = True) -> PurgeRe
         ids = list(purgeable(cutoff).values_list("pk", flat=True))
         report.conversation_ids = ids
         tables: list[tuple[str, QuerySet]] = [
+            # Before approvals: a decision names the approval that answered it (PROTECT).
+            (
+                "permission_decisions",
+                PermissionDecision.objects.filter(conversation_id__in=ids),
+            ),
             ("messages", Message.objects.filter(conversation_id__in=ids)),
             ("skill_invocations", SkillInvocation.objects.filter(conversation_id__in=ids)),
             ("conversation_grants", ConversationGrant.objects.filter(conversation_id__in=ids)),

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.audit import costs, home, invocations, spend, views
+from skills_app.audit import costs, decisions, home, invocations, spend, views
 from skills_app.triggers import audit as trigger_audit
 
 urlpatterns = [
@@ -10,6 +10,8 @@ urlpatterns = [
     path("export.csv", home.audit_export_csv, name="audit-export-csv"),
     path("invocations/", invocations.invocation_list, name="audit-invocations"),
     path("invocations/<int:pk>/", invocations.invocation_detail, name="audit-invocation"),
+    path("decisions/", decisions.decision_list, name="audit-decisions"),
+    path("reviews/", decisions.review_list, name="audit-reviews"),
     path("conversations/", views.conversation_list, name="audit-conversations"),
     path("conversations/<int:pk>/", views.conversation_audit, name="audit-conversation"),
     path(

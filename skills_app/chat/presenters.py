@@ -21,9 +21,10 @@ class HiddenContentError(Exception):
 
 def tool_summary(name: str, tool_input: dict[str, Any]) -> str:
     """One line describing a tool call, e.g. `Bash: python3 stats.py notes.md`."""
-    if name == "Bash":
+    # tool-result "as the source design" brings s05's own tools (bash, read_file, ...).
+    if name in {"Bash", "bash"}:
         detail = tool_input.get("command", "")
-    elif name in {"Read", "Write", "Edit"}:
+    elif name in {"Read", "Write", "Edit", "read_file", "write_file", "edit_file"}:
         detail = tool_input.get("file_path") or tool_input.get("path", "")
     elif name in {"Glob", "Grep"}:
         detail = tool_input.get("pattern", "")

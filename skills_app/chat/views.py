@@ -166,7 +166,13 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     pending_now = pending_approvals(pk)
     approvals_html = fragments.approvals_page_html(pk, pending_now, can_inspect=can_inspect)
     skills = [
-        {"name": s.name, "description": s.description, "hint": s.argument_hint or ""}
+        {
+            "name": s.name,
+            "description": s.description,
+            "hint": s.argument_hint or "",
+            # The skill's page: what it is for, who reviewed it, what it may run.
+            "url": reverse("skill-detail", args=[s.name]),
+        }
         # Skills a deny rule blocks are not offered in the "/" menu.
         for s in offered(skills_for_user(request.user.pk)).skills()
         if s.user_invocable

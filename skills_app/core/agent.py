@@ -62,6 +62,10 @@ class AgentConfig:
     # `tool-result` profile: apply argument and ${CLAUDE_*} substitutions (and `!` commands) to
     # the body; off by default, as the design returns the body as written.
     tool_result_substitutions: bool = False
+    # "As the source design": the profile reproduces its design's whole request (tools, system
+    # prompt, max_tokens, thinking, slash behaviour) and leaves out Skillscope's additions the
+    # design lacks (`DesignTraits` of each profile); False is "same base prompt".
+    design: bool = False
     # The models the person's policy offers (a skill's `model:` outside them is refused and the
     # turn keeps its model); empty: no restriction (tests, the command line).
     offered_models: tuple[str, ...] = ()

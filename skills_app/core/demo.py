@@ -263,7 +263,9 @@ def _after_skill_load(request: ModelRequest, name: str, body: str) -> DemoReply:
     if command and paths:
         command = use_attachments(command, paths)
     names = {tool.get("name") for tool in request.tools}
-    runner = "skill_run" if "skill_run" in names else "Bash" if "Bash" in names else None
+    # Skillscope's Bash, or the s05 design's own `bash` (tool-result as the source design).
+    shells = [n for n in ("skill_run", "Bash", "bash") if n in names]
+    runner = shells[0] if shells else None
     already_ran = any(
         use.get("name") == runner and use.get("input", {}).get("command") == command
         for use in _previous_tool_uses(request.messages)
@@ -272,7 +274,7 @@ def _after_skill_load(request: ModelRequest, name: str, body: str) -> DemoReply:
         tool_input: dict[str, Any] = {"command": command}
         if runner == "skill_run":
             tool_input = {"skill": name, "command": command, "output_files": ["out/*"]}
-        else:
+        elif runner == "Bash":
             tool_input["description"] = f'First command from the "{name}" skill'
         return _tool_call(
             request,

@@ -67,11 +67,14 @@ class SkillInvoker:
         tool_use_id: str | None,
         permission: str = SKILL_TOOL,
         rendering: Rendering = CLAUDE_CODE,
+        context: bool = True,
     ) -> SkillOutcome:
         """Validate, decide, render and audit one invocation; every attempt is audited.
 
         `permission` is the tool the rules see (`Skill`, or a profile's loader whose default
-        differs); `rendering` is the form of the body the profile delivers.
+        differs); `rendering` is the form of the body the profile delivers; `context=False`
+        (a design without Claude Code's execution context) applies none of the skill's
+        `allowed-tools`, `disallowed-tools`, `model`, `effort` and `hooks`.
         """
         record = InvocationRecord(
             skill=name, args=args, caller=caller, tool_use_id=tool_use_id or ""
@@ -105,7 +108,9 @@ class SkillInvoker:
             record = replace(record, decision=decision_text, error_code=exc.code, error=exc.message)
             await self.ports.record_invocation(record)
             return SkillOutcome(ok=False, error=exc.message, code=exc.code)
-        return await self._apply(spec, args, skill_dir, rendered, record)
+        return await self._apply(
+            spec, args, skill_dir, rendered, record, context=context, dedupe=rendering.text is None
+        )
 
     async def _decide(self, call: ToolCall, name: str, caller: str) -> Decision:
         """The permission for this invocation; a person's own `/name` is their consent.
@@ -130,33 +135,43 @@ class SkillInvoker:
         skill_dir: str,
         rendered: DynamicRender,
         record: InvocationRecord,
+        *,
+        context: bool = True,
+        dedupe: bool = True,
     ) -> SkillOutcome:
         """The skill's context change for the turn, its audit row and the rows it delivers."""
         hidden = rendered.text
-        already = any(
+        already = dedupe and any(
             m.kind == "skill_prompt" and m.sent_to_model and m.plain_text == hidden
             for m in self.history
         )
-        skill_hooks, hook_notes = parse_skill_hooks(spec.name, spec.hooks)
-        for note in hook_notes:
-            logger.warning("skill %s: %s", spec.name, note)
-        allowed = skill_rules(spec, "allow", skill_dir)
-        denied = skill_rules(spec, "deny", skill_dir)
         state = self.state
         state.active_skills.append(spec.name)
-        state.skill_rules.extend(allowed + denied)
-        state.disallowed_tools.update(r.tool for r in denied if r.specifier is None)
-        state.env["SKILL_DIR"] = skill_dir
-        model = resolve_model_id(spec.model or "")
+        skill_hooks: list[SkillHook] = []
+        allowed: list[Rule] = []
+        denied: list[Rule] = []
+        model: str | None = ""
         refused = ""
-        if model and not self.agent.config.offers(model):
-            # A skill cannot buy a person a model their policy does not offer: the turn keeps
-            # its model and the audit says the override was refused.
-            refused, model = model, None
-        if model:
-            state.model_override = model
-        if spec.effort:
-            state.effort_override = spec.effort
+        effort = None
+        if context:
+            skill_hooks, hook_notes = parse_skill_hooks(spec.name, spec.hooks)
+            for note in hook_notes:
+                logger.warning("skill %s: %s", spec.name, note)
+            allowed = skill_rules(spec, "allow", skill_dir)
+            denied = skill_rules(spec, "deny", skill_dir)
+            state.skill_rules.extend(allowed + denied)
+            state.disallowed_tools.update(r.tool for r in denied if r.specifier is None)
+            state.env["SKILL_DIR"] = skill_dir
+            model = resolve_model_id(spec.model or "")
+            if model and not self.agent.config.offers(model):
+                # A skill cannot buy a person a model their policy does not offer: the turn
+                # keeps its model and the audit says the override was refused.
+                refused, model = model, None
+            if model:
+                state.model_override = model
+            effort = spec.effort
+            if effort:
+                state.effort_override = effort
         status = status_message_text(spec.name, args)
         injected = ALREADY_LOADED.format(name=spec.name) if already else hidden
         record = replace(
@@ -186,7 +201,7 @@ class SkillInvoker:
                 "user", injected, kind="skill_prompt", is_meta=True, meta={"skill": spec.name}
             ),
         ]
-        if allowed or denied or model or refused or spec.effort:
+        if allowed or denied or model or refused or effort:
             messages.append(
                 StoredMessage.text(
                     "user",
@@ -203,6 +218,8 @@ class SkillInvoker:
         self, spec: SkillSpec, args: str, skill_dir: str, rendering: Rendering
     ) -> DynamicRender:
         """The hidden message, with `!` commands run under the rules the skill's turn would have."""
+        if rendering.text is not None:
+            return DynamicRender(rendering.text)
         if not rendering.substitutions:
             return DynamicRender(spec.body.strip())
         state = TurnState(

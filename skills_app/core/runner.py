@@ -28,9 +28,16 @@ from .invocation import SkillInvoker
 from .llm import ModelError, ModelRequest
 from .model_catalog import resolve_model_id
 from .model_stream import ModelStream
-from .permissions import Decision, ToolCall
+from .permissions import Decision, ToolCall, parse_rule
 from .ports import RunPorts
-from .profiles import CLAUDE_CODE, Rendering, SkillOutcome, get_profile
+from .profiles import (
+    CLAUDE_CODE,
+    Rendering,
+    SkillOutcome,
+    get_profile,
+    skill_context,
+    slash_invokes,
+)
 from .request import compose_request
 from .skillcalls import SkillCalls
 from .skillhooks import SkillHook, SkillHookRunner
@@ -55,9 +62,11 @@ class Runner:
     """Runs one agent for one user turn until the model stops; implements `SkillSession`."""
 
     def __init__(self, agent: Agent, ports: RunPorts) -> None:
-        self.agent = agent
-        self.ports = ports
         self.profile = get_profile(agent.config.profile)
+        # A design may bring its own tools (tool-result's bash, read_file...): they answer calls.
+        self.agent = replace(agent, tools=self.profile.tools(agent.tools, agent.config))
+        agent = self.agent
+        self.ports = ports
         self.state = TurnState(disallowed_tools=set(agent.removed_tools))
         self.history: list[StoredMessage] = []
         self.model_calls = 0
@@ -117,6 +126,7 @@ class Runner:
         tool_use_id: str | None,
         permission: str = SKILL_TOOL,
         rendering: Rendering = CLAUDE_CODE,
+        context: bool = True,
     ) -> SkillOutcome:
         return await self.invoker.invoke(
             name,
@@ -125,6 +135,7 @@ class Runner:
             tool_use_id=tool_use_id,
             permission=permission,
             rendering=rendering,
+            context=context and skill_context(self.agent.config),
         )
 
     async def stage_skill(self, name: str) -> str:
@@ -134,8 +145,10 @@ class Runner:
         return await self.ports.stage_skill(spec)
 
     def forks(self, name: str) -> bool:
+        # `context: fork` is part of Claude Code's execution context, which not every design has.
         spec = self.agent.skills.get(name)
-        return spec is not None and spec.context == "fork"
+        forked = spec is not None and spec.context == "fork"
+        return forked and skill_context(self.agent.config)
 
     async def run_fork(self, name: str, outcome: SkillOutcome) -> ForkResult:
         """Run a `context: fork` skill as a subagent; its context change stays in the subagent."""
@@ -150,8 +163,18 @@ class Runner:
         await self._store(outcome.messages[0], invocation=outcome.invocation)
         return await self.ports.fork(spec, outcome.messages[1].plain_text)
 
-    async def decide(self, call: ToolCall) -> Decision:
-        return await self.ports.decide(call, self.state)
+    async def decide(self, call: ToolCall, *, allow_by_default: bool = False) -> Decision:
+        if not allow_by_default:
+            return await self.ports.decide(call, self.state)
+        # The design runs this call unasked: a bare allow for its tool, under every deny and
+        # ask rule (and, for commands, still asking when a guarded rule cannot see everything).
+        design = parse_rule(call.tool, "allow", source="default")
+        state = replace(self.state, skill_rules=[*self.state.skill_rules, design])
+        decision = await self.ports.decide(call, state)
+        if decision.rule == design:
+            why = f"{self.profile.name} as the source design: its {call.tool} calls run unasked"
+            return Decision("allow", why, design)
+        return decision
 
     # -- entry point ----------------------------------------------------------------------
 
@@ -198,7 +221,8 @@ class Runner:
         """Deliver the skills of a slash command (the services stored the user's text already);
         False stops the run."""
         command = parse_slash_command(text, lambda n: self.agent.skills.get(n) is not None)
-        if command is None:
+        if command is None or not slash_invokes(self.agent.config):
+            # Without server-side slash commands the text went to the model as typed.
             return True
         delivered = 0
         permission, rendering = self.profile.invocation_form(self.agent.config)

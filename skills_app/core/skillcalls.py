@@ -3,7 +3,11 @@
 Seed 000's hook contract holds for skill calls as for any tool: PreToolUse runs first, with the
 skill the call names and its arguments; a block answers with the error and runs nothing; the
 profile answers the call; PostToolUse runs unless the hook blocked it or the rules or the user
-refused it. Every call ends with a `ToolFinished` event for the tool card.
+refused it, with the result the model gets, also when that result carries a skill's body on a
+hidden row (tool-result's `load_skill`): hooks are trusted server-side code, like the rest of
+the run, and a skill's own hook commands run sandboxed, their output hidden from people
+(`hidden.py`). Every call ends with a `ToolFinished` event for the tool card, which shows a
+placeholder instead of a body.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class SkillCalls:
         answer = await profile.handle(self.session, block)
         await self.finished(block, answer)
         if not answer.denied:
-            result = answer.result
+            result = answer.result or _hidden_result(answer, block["id"])
             content = str(result["content"]) if result is not None else HIDDEN_RESULT
             is_error = answer.failed or bool(result and result.get("is_error"))
             post = {**payload, "result": ToolResult(content, is_error=is_error), "decision": None}
@@ -65,3 +69,12 @@ class SkillCalls:
                 artifacts=answer.artifacts,
             )
         )
+
+
+def _hidden_result(answer: ToolAnswer, tool_use_id: str) -> dict[str, Any] | None:
+    """The tool_result block a hidden row of the answer carries for this call, if any."""
+    for row, _invocation in answer.rows:
+        for block in row.content:
+            if block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
+                return block
+    return None

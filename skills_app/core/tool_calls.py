@@ -111,7 +111,13 @@ class ToolCalls:
         refused = False
         offered = self.runner.offered
         disallowed = self.runner.state.disallowed_tools
-        if tool is None or name in disallowed or (offered is not None and name not in offered):
+        as_rule = _permission_call(tool, name, tool_input)
+        if (
+            tool is None
+            or name in disallowed
+            or as_rule.tool in disallowed
+            or (offered is not None and name not in offered)
+        ):
             available = [
                 n
                 for n in self.runner.agent.tools.names()
@@ -128,7 +134,7 @@ class ToolCalls:
             refused = True
         else:
             await self.runner.ports.emit(ToolCalled(block["id"], name, dict(tool_input)))
-            decision = await self.runner.decide(ToolCall(tool=name, input=tool_input))
+            decision = await self.runner.decide(as_rule)
             if decision.behavior != "allow":
                 result = ToolResult(content=f"Permission denied: {decision.reason}", is_error=True)
                 refused = True
@@ -164,6 +170,16 @@ class ToolCalls:
             )
         )
         return result
+
+
+def _permission_call(tool: Any, name: str, tool_input: dict[str, Any]) -> ToolCall:
+    """The call the rules decide: a design's own tool names the Skillscope tool it stands for
+    (tool-result's `bash` is decided as `Bash(command)`), every other tool itself."""
+    as_rule = getattr(tool, "permission_call", None)
+    if callable(as_rule):
+        call: ToolCall = as_rule(tool_input)
+        return call
+    return ToolCall(tool=name, input=tool_input)
 
 
 async def _run(tool: Any, tool_input: dict[str, Any], ctx: ToolContext) -> ToolResult:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
-        ("skills_app", "0019_text_choices"),
+        ("skills_app", "0024_review_roles"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -6,6 +6,7 @@ from skills_app.models.attachments import Attachment
 from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
+from skills_app.models.decisions import PermissionDecision
 from skills_app.models.organisation import (
     GroupPolicy,
     SkillAccess,
@@ -19,6 +20,7 @@ from skills_app.models.permissions import Approval, ConversationGrant, Permissio
 from skills_app.models.preferences import UserPreference
 from skills_app.models.queued import QueuedMessage
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
+from skills_app.models.review import SkillReview
 from skills_app.models.runs import Run, Worker
 from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
@@ -39,6 +41,7 @@ __all__ = [
     "ConversationGrant",
     "Message",
     "ModelCall",
+    "PermissionDecision",
     "PermissionRule",
     "QueuedMessage",
     "RequestPart",
@@ -46,6 +49,7 @@ __all__ = [
     "RunEvent",
     "SkillInvocation",
     "SkillPackage",
+    "SkillReview",
     "SkillVersion",
     "TriggerQuery",
     "TriggerResult",

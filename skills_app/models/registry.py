@@ -53,6 +53,25 @@ class SkillPackage(models.Model):
 
 
 class SkillVersion(models.Model):
+    """One immutable content of a package, keyed by its digest, with its place in the review.
+
+    Organisation versions go draft -> submitted -> approved (or changes requested) before one
+    can be made active for everyone (`registry.review`); personal versions need no review.
+    """
+
+    class ReviewStatus(models.TextChoices):
+        DRAFT = "draft", "draft"
+        SUBMITTED = "submitted", "submitted for review"
+        CHANGES_REQUESTED = "changes_requested", "changes requested"
+        APPROVED = "approved", "approved"
+        PERSONAL = "personal", "personal (no review)"
+
+    DRAFT = ReviewStatus.DRAFT
+    SUBMITTED = ReviewStatus.SUBMITTED
+    CHANGES_REQUESTED = ReviewStatus.CHANGES_REQUESTED
+    APPROVED = ReviewStatus.APPROVED
+    PERSONAL = ReviewStatus.PERSONAL
+
     package = models.ForeignKey(
         "skills_app.SkillPackage", on_delete=models.CASCADE, related_name="versions"
     )
@@ -67,10 +86,16 @@ class SkillVersion(models.Model):
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.RESTRICT, related_name="+"
     )
+    review_status = models.CharField(
+        max_length=20, choices=ReviewStatus.choices, default=ReviewStatus.DRAFT
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["package", "-number"]
+        permissions = [
+            ("review_skillversion", "Can review and approve organisation skill versions"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["package", "digest"], name="unique_version_digest"),
             models.UniqueConstraint(fields=["package", "number"], name="unique_version_number"),

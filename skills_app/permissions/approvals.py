@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,14 +30,24 @@ from skills_app.core.permissions import (
     parse_rule,
     removed_tools,
 )
-from skills_app.core.tools.workspace import Workspace
+from skills_app.core.permissions import describe as describe_rule
+from skills_app.core.review import Consent, consent_rules, covering_entry
+from skills_app.core.review.consent import covered_rule
+from skills_app.core.tools.workspace import Workspace, skill_folder_name
 from skills_app.models import Approval, ConversationGrant, PermissionRule, Run
+from skills_app.permissions.decisions import record_decision
 from skills_app.policy.access import user_groups
 from skills_app.policy.rules import applies, audience
 
 logger = logging.getLogger(__name__)
 
 ANSWERS = (Approval.ALLOW_ONCE, Approval.ALLOW_CONVERSATION, Approval.DENY)
+# Said to the model (and shown in the tool card) instead of asking someone who could not read it.
+QUOTES_HIDDEN = (
+    "this {what} quotes the skill's instructions and is not among its reviewed commands; "
+    "ask a skill manager"
+)
+_SKILL_TOOLS = ("Skill", "load_skill", "skill_load")
 POLL_SECONDS = 0.25
 
 # approval id -> event set when an answer arrives in this process (other processes poll the row).
@@ -91,7 +101,15 @@ def conversation_grants(conversation_id: int) -> list[Rule]:
 
 @dataclass(slots=True)
 class PermissionGate:
-    """The `decide` callable of one run: rules first, then the user when the rules say ask."""
+    """The `decide` callable of one run: rules first, then the user when the rules say ask.
+
+    Between the two, the consent of the skills active in the turn (`consents`: an approved
+    review's manifest, or a bundled skill's install): their reviewed `allowed-tools` stand in
+    for the skill's own, and a call that is exactly one of their reviewed commands is allowed
+    without asking (docs/review.md). Deny rules and an admin's ask rules come first. A call
+    still left to ask that quotes hidden skill text (`quotes_hidden`) is refused instead: its
+    user could not read what they would approve. Every decision is recorded with its reason.
+    """
 
     conversation_id: int
     run_id: int
@@ -100,13 +118,32 @@ class PermissionGate:
     record: Callable[..., Awaitable[int]]
     auto_answer: str | None = None
     timeout: float = field(default_factory=lambda: float(settings.APPROVAL_TIMEOUT))
+    consents: Mapping[str, Consent] = field(default_factory=dict)
+    quotes_hidden: Callable[[ToolCall], bool] | None = None
+
+    def _consents(self, state: TurnState) -> list[Consent]:
+        names = dict.fromkeys(state.active_skills)
+        return [self.consents[n] for n in names if n in self.consents]
+
+    def _skill_dir(self, name: str) -> str:
+        return str(self.workspace.skills_dir / skill_folder_name(name))
 
     def context(self, state: TurnState) -> PermissionContext:
+        consents = self._consents(state)
+        reviewed = {c.skill for c in consents if c.reviewed}
+        # A reviewed skill's allowed-tools apply as the reviewer approved them (the consented
+        # entries of its manifest), not as the skill states them.
+        rules = [
+            r
+            for r in state.skill_rules
+            if not (r.source == "skill" and r.behavior == "allow" and r.scope_skill in reviewed)
+        ]
+        rules += [rule for c in consents for rule in consent_rules(c, self._skill_dir(c.skill))]
         return PermissionContext(
             workspace=self.workspace.root,
             admin_rules=admin_rules(self.user_id),
             active_skills=tuple(state.active_skills),
-            skill_rules=tuple(state.skill_rules),
+            skill_rules=tuple(rules),
             grants=tuple(conversation_grants(self.conversation_id)),
             readable_roots=(self.workspace.skills_dir,),
         )
@@ -114,9 +151,57 @@ class PermissionGate:
     def removed_tools(self, names: list[str]) -> frozenset[str]:
         return removed_tools(names, self.context(TurnState()))
 
+    def rules(self, call: ToolCall, state: TurnState) -> Decision:
+        """The rules and the reviewed commands of the turn's skills; never asks anyone."""
+        decision = decide(call, self.context(state))
+        if decision.behavior == "ask" and (
+            decision.rule is None or decision.rule.source != "admin"
+        ):
+            for consent in self._consents(state):
+                entry = covering_entry(consent, call, self._skill_dir(consent.skill))
+                if entry is not None:
+                    rule = covered_rule(consent, entry)
+                    return Decision("allow", describe_rule(rule), rule)
+        return decision
+
+    def _record(self, call: ToolCall, decision: Decision, state: TurnState, **kw: object) -> None:
+        skill = state.active_skills[-1] if state.active_skills else ""
+        record_decision(
+            conversation_id=self.conversation_id,
+            run_id=self.run_id,
+            call=call,
+            decision=decision,
+            skill=skill,
+            consents=self.consents,
+            **kw,  # type: ignore[arg-type]
+        )
+
+    def _checked(self, call: ToolCall, state: TurnState) -> Decision:
+        decision = self.rules(call, state)
+        if call.tool not in _SKILL_TOOLS:
+            # A skill's own loading is audited by its invocation row (a user's /name included).
+            self._record(call, decision, state)
+        return decision
+
+    async def check(self, call: ToolCall, state: TurnState) -> Decision:
+        """The rules alone, recorded (for `!` commands and skill hooks)."""
+        return await sync_to_async(self._checked)(call, state)
+
+    def _first(self, call: ToolCall, state: TurnState) -> tuple[Decision, bool]:
+        """The rules' decision, or a refusal (True) when asking would show hidden text."""
+        decision = self.rules(call, state)
+        if decision.behavior != "ask":
+            self._record(call, decision, state)
+            return decision, False
+        if self.quotes_hidden is not None and self.quotes_hidden(call):
+            what = "command" if call.tool == "Bash" else "call"
+            refusal = Decision("deny", QUOTES_HIDDEN.format(what=what), None)
+            self._record(call, refusal, state, refused=True)
+            return refusal, True
+        return decision, False
+
     async def decide(self, call: ToolCall, state: TurnState) -> Decision:
-        context = await sync_to_async(self.context)(state)
-        decision = decide(call, context)
+        decision, _refused = await sync_to_async(self._first)(call, state)
         if decision.behavior != "ask":
             return decision
         skill = state.active_skills[-1] if state.active_skills else ""
@@ -148,7 +233,9 @@ class PermissionGate:
             "approval.answered",
             {"approval_id": answered.pk, "status": answered.status, "by": answered.answered_by_id},
         )
-        return replace(_decision_for(answered, call), approval_id=answered.pk)
+        final = replace(_decision_for(answered, call), approval_id=answered.pk)
+        await sync_to_async(self._record)(call, final, state, approval=answered, asked_by=decision)
+        return final
 
     async def _wait(self, approval_id: int) -> Approval:
         loop = asyncio.get_running_loop()

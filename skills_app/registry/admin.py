@@ -26,7 +26,7 @@ from skills_app.models import (
     SkillPackage,
     SkillVersion,
 )
-from skills_app.registry import uploads
+from skills_app.registry import review, uploads
 from skills_app.registry.forms import SkillUploadForm
 from skills_app.triggers.report import activation_comparison, figures, latest_by_version
 
@@ -246,6 +246,9 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
                 "result": result,
                 "warnings": _problems(result.warnings),
                 "url": self._url("change", result.package.pk),
+                "review_url": reverse("skill-review", args=[result.version.pk])
+                if result.package.owner_id is None
+                else "",
                 # A changed description is worth measuring before (or just after) it goes live.
                 "trigger_url": reverse("triggers-package", args=[result.package.pk])
                 + f"?version={result.version.pk}#run",
@@ -312,8 +315,12 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
         if request.method == "GET":
             return self._activation_page(request, package, version)
         try:
-            uploads.activate_version(version)
-        except uploads.UploadError as exc:
+            if package.owner_id is None:
+                # Organisation versions go live only approved, through the review.
+                review.activate(version, request.user)
+            else:
+                uploads.activate_version(version)
+        except (uploads.UploadError, review.ReviewError) as exc:
             self.message_user(request, sentence(exc.message), messages.ERROR)
             return redirect(self._url("change", package.pk))
         self.log_change(
@@ -339,6 +346,10 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
             version=version,
             active=package.active_version,
             comparison=activation_comparison(package, version),
+            review_url=reverse("skill-review", args=[version.pk])
+            if package.owner_id is None
+            else "",
+            needs_review=package.owner_id is None and version.review_status != version.APPROVED,
             activate_url=self._url("activate", package.pk, version.pk),
             change_url=self._url("change", package.pk),
             trigger_url=reverse("triggers-package", args=[package.pk])
@@ -398,6 +409,9 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
                     "active": v.pk == package.active_version_id,
                     "warnings": [p for p in _problems(v.lint) if p["severity"] != "error"],
                     "activate_url": self._url("activate", package.pk, v.pk),
+                    "review_url": reverse("skill-review", args=[v.pk])
+                    if package.owner_id is None
+                    else "",
                     "trigger": figures(tested[v.pk]) if v.pk in tested else None,
                     "trigger_url": reverse("triggers-package", args=[package.pk])
                     + f"?version={v.pk}#run",
@@ -411,14 +425,22 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
 
 @admin.register(SkillVersion)
 class SkillVersionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
-    list_display = ("package", "number", "short_digest", "uploaded_by", "created_at")
-    list_filter = ("package",)
+    list_display = (
+        "package",
+        "number",
+        "short_digest",
+        "review_status",
+        "uploaded_by",
+        "created_at",
+    )
+    list_filter = ("review_status", "package")
     list_select_related = ("package", "uploaded_by")
     search_fields = ("package__name", "digest")
     fields = (
         "package",
         "number",
         "digest",
+        "review_status",
         "uploaded_by",
         "created_at",
         "storage_path",

@@ -97,7 +97,7 @@ def parse_version(version: SkillVersion, name: str, source: str) -> SkillSpec | 
 
 
 def extra_skills() -> list[SkillSpec]:
-    """Enabled organisation-wide uploads (their active versions); they outrank every folder.
+    """Enabled organisation-wide uploads (their approved active versions); they outrank every folder.
 
     Re-read only when the packages' fingerprint (count, last change, newest id) changes, so the
     registry's refresh on every lookup costs one small query. Inside an event loop the database
@@ -115,8 +115,10 @@ def extra_skills() -> list[SkillSpec]:
     cached = _org_cache
     if cached is not None and cached[0] == key:
         return list(cached[1])
+    # Only an approved version goes live for others (registry.review); activation checks it,
+    # and so does this list, whatever else set the pointer.
     rows = (
-        packages.filter(enabled=True, active_version__isnull=False)
+        packages.filter(enabled=True, active_version__review_status=SkillVersion.APPROVED)
         .select_related("active_version")
         .order_by("name")
     )

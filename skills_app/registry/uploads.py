@@ -9,11 +9,18 @@ Accepted uploads (`upload_checks` does the reading and the hostile-input checks)
   files outside `skills/<name>/` are not installed (the result says so);
 - a folder chosen in the browser (relative paths start with the folder's name) or on disk (CLI).
 
-Install: files are written to a temporary folder under the storage root and linted there; lint
-errors refuse the upload. Then, inside one transaction, each skill gets its package row and an
+Install: files are written to a temporary folder under the storage root and linted there
+(the spec checks of `core.lint` and the run-time checks of `core.lint_runtime`); lint errors
+refuse the upload. Then, inside one transaction, each skill gets its package row and an
 immutable SkillVersion keyed by the folder's digest (`core.tree.skill_digest`, the registry's
 digest), and the folder is renamed to `<root>/<package id>/<digest>/`. Any failure removes what
 was written and rolls the rows back: a refused upload leaves no file and no row.
+
+Review: an organisation skill's version is stored as a *draft* with an "uploaded" step in its
+review trail and is never made active here; it goes live for others only through
+`registry.review` (submit, approve, activate). `create_draft_version` is the one entrance for
+files that come from elsewhere (Git sync). A personal version needs no review and becomes its
+owner's active version as before.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
+from skills_app.core.lint_runtime import lint_runtime_dir, merge
 from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
 from skills_app.core.skilltypes import Problem
 from skills_app.core.upload_checks import (
@@ -45,7 +53,7 @@ from skills_app.core.upload_checks import (
     read_directory,
     read_zip,
 )
-from skills_app.models import SkillInvocation, SkillPackage, SkillVersion
+from skills_app.models import SkillInvocation, SkillPackage, SkillReview, SkillVersion
 from skills_app.registry import trigger_sets
 
 __all__ = [
@@ -54,6 +62,7 @@ __all__ = [
     "UploadFile",
     "ValidatedSkill",
     "activate_version",
+    "create_draft_version",
     "delete_package",
     "inspect_archive",
     "install_archive",
@@ -107,6 +116,15 @@ class InstallResult:
     # Stored without being made active (the active version stays until an admin activates it).
     candidate: bool = False
 
+    @property
+    def draft(self) -> bool:
+        """An organisation version waiting for its review."""
+        return self.version.review_status in (
+            SkillVersion.DRAFT,
+            SkillVersion.SUBMITTED,
+            SkillVersion.CHANGES_REQUESTED,
+        )
+
 
 # --- storage -------------------------------------------------------------------------------
 
@@ -136,34 +154,68 @@ def limits() -> Limits:
 
 
 def install_archive(
-    data: bytes, filename: str, *, user: Any, personal: bool = False, activate: bool = True
+    data: bytes,
+    filename: str,
+    *,
+    user: Any,
+    personal: bool = False,
+    activate: bool = True,
+    origin: str = "upload",
 ) -> list[InstallResult]:
     """Install the skill(s) of a .zip / .skill upload; several results for a plugin.
 
-    `activate=False` stores a new version of an existing skill as a candidate: the active
-    version stays until someone activates the new one (after comparing its trigger tests).
+    Organisation skills become drafts (see the module docstring). For a personal skill,
+    `activate=False` stores a new version as a candidate: the active version stays until its
+    owner activates the new one (after comparing its trigger tests).
     """
     _check_scope(user, personal)
     members = read_zip(data, filename, limits())
-    return _install(find_skills(members, stem=archive_stem(filename)), user, personal, activate)
+    layout = find_skills(members, stem=archive_stem(filename))
+    return _install(layout, user, personal, activate, origin)
 
 
 def install_files(
-    files: list[UploadFile], *, user: Any, personal: bool = False, activate: bool = True
+    files: list[UploadFile],
+    *,
+    user: Any,
+    personal: bool = False,
+    activate: bool = True,
+    origin: str = "upload",
 ) -> list[InstallResult]:
     """Install a folder chosen in the browser."""
     _check_scope(user, personal)
     members = check_files([(f.path, f.data) for f in files], limits())
-    return _install(find_skills(members, stem=None), user, personal, activate)
+    return _install(find_skills(members, stem=None), user, personal, activate, origin)
 
 
 def install_directory(
-    path: Path, *, user: Any = None, personal: bool = False, activate: bool = True
+    path: Path,
+    *,
+    user: Any = None,
+    personal: bool = False,
+    activate: bool = True,
+    origin: str = "cli",
 ) -> list[InstallResult]:
     """Install a skill or plugin folder from disk (`manage.py skills import`)."""
     _check_scope(user, personal)
     members = read_directory(Path(path), limits())
-    return _install(find_skills(members, stem=None), user, personal, activate)
+    return _install(find_skills(members, stem=None), user, personal, activate, origin)
+
+
+def create_draft_version(
+    files: list[UploadFile], *, user: Any, origin: str, stem: str | None = None
+) -> list[InstallResult]:
+    """Store organisation skill files as draft versions, each waiting for its review.
+
+    The one entrance for files from anywhere (an upload, `manage.py skills import`, a Git
+    sync): checked against the upload limits and path rules, linted, stored immutably by
+    digest, with an "uploaded" step (`origin` says from where) in the review trail. Content
+    identical to an existing version changes nothing. `stem` names a skill whose SKILL.md sits
+    at the root of `files` and has no valid `name:`.
+    """
+    _check_scope(user, False)
+    members = check_files([(f.path, f.data) for f in files], limits())
+    return _install(find_skills(members, stem=stem), user, False, False, origin)
 
 
 def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
@@ -183,7 +235,9 @@ def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
                 ValidatedSkill(
                     candidate.name,
                     _names(candidate),
-                    _relocate(list(spec.problems), folder, candidate),
+                    _relocate(
+                        merge(spec.problems, lint_runtime_dir(folder, spec)), folder, candidate
+                    ),
                     spec.digest,
                 )
             )
@@ -191,7 +245,15 @@ def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
 
 
 def activate_version(version: SkillVersion) -> None:
-    """Make this version the package's active one (roll back or forward)."""
+    """Make this personal version the package's active one (roll back or forward).
+
+    Organisation versions go live only through `registry.review.activate`, after approval.
+    """
+    if version.package.owner_id is None:
+        raise UploadError(
+            f"{version.package.name} is an organisation skill: a version goes live for "
+            "everyone only after its review (approve it, then make it active on its review page)"
+        )
     if not version_dir(version).is_dir():
         raise UploadError(
             f"the files of {version.package.name} version {version.number} are missing from "
@@ -226,6 +288,13 @@ def delete_package(package: SkillPackage) -> str:
     Audit rows point at the version they loaded, and versions are never deleted under them.
     """
     used = SkillInvocation.objects.filter(version__package=package).count()
+    reviewed = SkillReview.objects.filter(version__package=package).exists()
+    if reviewed and not used:
+        set_enabled(package, False)
+        return (
+            f"{package.name} has a review trail, which the audit keeps with its versions; it is "
+            "disabled instead and no longer offered"
+        )
     if used:
         set_enabled(package, False)
         return (
@@ -337,7 +406,7 @@ class _Staged:
 def _stage(candidate: Candidate, folder: Path) -> _Staged:
     _write(candidate, folder)
     spec = _parse(candidate, folder)
-    problems = _relocate(list(spec.problems), folder, candidate)
+    problems = _relocate(merge(spec.problems, lint_runtime_dir(folder, spec)), folder, candidate)
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise UploadError(
@@ -351,7 +420,7 @@ def _stage(candidate: Candidate, folder: Path) -> _Staged:
 
 
 def _install(
-    layout: Layout, user: Any, personal: bool, activate: bool = True
+    layout: Layout, user: Any, personal: bool, activate: bool = True, origin: str = "upload"
 ) -> list[InstallResult]:
     root = storage_root()
     root.mkdir(parents=True, exist_ok=True)
@@ -362,7 +431,9 @@ def _install(
         ignored = _ignored_warning(layout)
         try:
             with transaction.atomic():
-                results = [_store(s, user, personal, root, written, activate) for s in staged]
+                results = [
+                    _store(s, user, personal, root, written, activate, origin) for s in staged
+                ]
         except IntegrityError:
             raise UploadError(
                 "another upload of the same skill finished at the same moment; try again"
@@ -397,6 +468,7 @@ def _store(
     root: Path,
     written: list[Path],
     activate: bool = True,
+    origin: str = "upload",
 ) -> InstallResult:
     name = staged.candidate.name
     owner = user if personal else None
@@ -432,17 +504,26 @@ def _store(
         frontmatter=_json_safe(dict(staged.spec.frontmatter)),
         lint=[_problem_json(p) for p in staged.warnings],
         uploaded_by=user if getattr(user, "is_authenticated", False) else None,
+        review_status=SkillVersion.PERSONAL if personal else SkillVersion.DRAFT,
     )
     previous = package.active_version
-    # A candidate needs an active version to stand beside; a new skill's first version is active.
-    candidate = not activate and previous is not None
-    if not candidate:
-        package.active_version = version
-    package.save(update_fields=["active_version", "updated_at"])
     scope = "personal" if personal else "organisation-wide"
     state = "" if package.enabled else "; the package is disabled, enable it to offer it"
-    if candidate and previous is not None:
-        state += f"; stored as a candidate, version {previous.number} stays active"
+    if personal:
+        # A candidate needs an active version beside it; a new skill's first version is active.
+        candidate = not activate and previous is not None
+        if not candidate:
+            package.active_version = version
+        if candidate and previous is not None:
+            state += f"; stored as a candidate, version {previous.number} stays active"
+    else:
+        from skills_app.registry.review import record
+
+        candidate = True
+        record(version, SkillReview.UPLOADED, user, origin=origin)
+        live = f"version {previous.number} stays active" if previous else "nothing is live yet"
+        state += f"; stored as a draft ({live}): it goes live for others after its review"
+    package.save(update_fields=["active_version", "updated_at"])
     picked, problem = trigger_sets.pick_up_for_install(
         package, target, origin=staged.candidate.origin, user=user
     )

@@ -1,4 +1,6 @@
-"""The "Skills" page: every skill a user can see, and their personal uploads."""
+"""The "Skills" page: a catalog of the skills a person gets, their personal uploads, and for
+skill managers the developer view (sources, digests, shadowing, lint), the review queue and the
+upload for everyone (`review_views`)."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from skills_app.core.redact import HiddenIndex
 from skills_app.core.skillfile import Problem, SkillSpec
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, SkillVersion
+from skills_app.permissions.approvals import admin_rules
 from skills_app.permissions.blocked import blocked_skills
 from skills_app.registry import uploads
 from skills_app.registry.skills import UserSkills, skills_for_user
@@ -125,14 +128,26 @@ def _row(spec: SkillSpec, winner: SkillSpec | None, versions: dict[str, SkillVer
 
 
 def _page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) -> HttpResponse:
+    from skills_app.registry import catalog, review
+    from skills_app.registry.review_views import may_manage
+
     provider = skills_for_user(request.user.pk)
     personal = (
         SkillPackage.objects.filter(owner=request.user)
         .select_related("active_version")
         .order_by("name")
     )
+    manager = may_manage(request.user)
     context = {
-        "rows": skill_rows(provider, request.user.pk),
+        "catalog": catalog.catalog_rows(
+            provider.skills(), request.user.pk, catalog.rules_context(admin_rules())
+        ),
+        "manager": manager,
+        # Developer columns (digests, sources, shadowing, lint) are for skill managers.
+        "rows": skill_rows(provider, request.user.pk) if manager else [],
+        "can_upload_org": request.user.has_perm(uploads.ORG_PERMISSION),
+        "queue": review.review_queue() if manager else [],
+        "drafts": review.open_drafts() if manager else [],
         "allow_personal": settings.ALLOW_PERSONAL_SKILLS,
         "personal_packages": personal,
         "limits": uploads.limits(),

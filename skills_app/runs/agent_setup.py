@@ -59,9 +59,14 @@ def base_prompt(conversation: Conversation) -> str:
 
 
 def agent_config(conversation: Conversation, *, model: str | None = None) -> AgentConfig:
-    """The agent's settings for a conversation: its picks, else the configured defaults."""
+    """The agent's settings for a conversation: its picks, else the configured defaults.
+
+    "As the source design" (`base_prompt`) is more than the prompt: the profile then sends its
+    design's whole request (`AgentConfig.design`, docs/profiles.md).
+    """
     thinking = conversation.thinking
     return AgentConfig(
+        design=conversation.base_prompt == Conversation.DESIGN_PROMPT,
         system_prompt=base_prompt(conversation),
         skill_state=settings.SKILL_STATE_LIFETIME,
         tool_result_substitutions=settings.TOOL_RESULT_SUBSTITUTIONS,

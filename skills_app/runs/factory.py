@@ -7,7 +7,8 @@ services' ports.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -18,6 +19,8 @@ from skills_app.core.context_window import PreviousCall
 from skills_app.core.hooks import Hooks
 from skills_app.core.llm import ModelClient
 from skills_app.core.model_catalog import resolve_model_id
+from skills_app.core.permissions import ToolCall
+from skills_app.core.review import Consent
 from skills_app.core.runner import Runner
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
@@ -27,12 +30,13 @@ from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.policy.access import Policy, policy_for
+from skills_app.registry.consents import consents_for
 from skills_app.runs import agent_setup, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.spending import Spending
 from skills_app.runs.storage import QuotaGate
-from skills_app.visibility import UNSANDBOXED_PERMISSION
+from skills_app.visibility import UNSANDBOXED_PERMISSION, can_inspect, quotes_hidden
 from skills_app.workspaces import workspace_for
 
 # `agent:` presets: which base tools a subagent gets (None: every base tool).
@@ -63,6 +67,10 @@ class RunSetup:
     unsandboxed_allowed: bool = False
     # The owner's policy (models, budgets), read when the run starts; None: no policy applies.
     policy: Policy | None = None
+    # The consent each offered skill's reviewed commands run under (registry.consents).
+    consents: Mapping[str, Consent] = field(default_factory=dict)
+    # The owner reads hidden text (an inspector): a call quoting it can be put to them.
+    owner_can_inspect: bool = False
 
 
 def settings_hooks() -> Hooks:
@@ -92,6 +100,8 @@ def load_setup(conversation: Conversation, *, model: str | None = None) -> RunSe
         previous_call=usage.previous_call(conversation.pk),
         unsandboxed_allowed=conversation.owner.has_perm(UNSANDBOXED_PERMISSION),
         policy=policy,
+        consents=consents_for(skills.skills()),
+        owner_can_inspect=can_inspect(conversation.owner),
     )
 
 
@@ -148,6 +158,8 @@ async def build_runner(
         workspace=setup.workspace,
         record=recorder.record,
         auto_answer=auto_answer,
+        consents=setup.consents,
+        quotes_hidden=_hidden_check(setup),
     )
     tools = default_tools()
     config, skills, skill_hooks = setup.config, setup.skills, setup.skill_hooks
@@ -215,6 +227,17 @@ def subagent_model(spec: SkillSpec, config: AgentConfig) -> str:
     """The model a forked skill runs on: its `model:` when the person may use it, else the turn's."""
     model = resolve_model_id(spec.model or "")
     return model if model and config.offers(model) else config.model
+
+
+def _hidden_check(setup: RunSetup) -> Callable[[ToolCall], bool]:
+    """Whether a call would show its conversation's owner hidden text (sync: it may query)."""
+
+    def check(call: ToolCall) -> bool:
+        return quotes_hidden(
+            setup.conversation_id, dict(call.input), can_inspect=setup.owner_can_inspect
+        )
+
+    return check
 
 
 class NoForks:

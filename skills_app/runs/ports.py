@@ -18,7 +18,7 @@ from asgiref.sync import sync_to_async
 from skills_app.core.agent import ForkResult, InvocationRef, TurnState
 from skills_app.core.events import ModelCalled, RunEvent, TurnExcluded
 from skills_app.core.llm import MessageDone, ModelClient, ModelError, ModelRequest, StreamEvent
-from skills_app.core.permissions import Decision, ToolCall, decide, read_filter
+from skills_app.core.permissions import Decision, ToolCall, read_filter
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools.workspace import Workspace
@@ -101,7 +101,7 @@ class ServicePorts:
 
     async def check(self, call: ToolCall, state: TurnState) -> Decision:
         # The rules alone, never an approval: for `!` commands and skill hooks.
-        return decide(call, await sync_to_async(self.gate.context)(state))
+        return await self.gate.check(call, state)
 
     async def record_message(
         self, message: StoredMessage, *, invocation: InvocationRef | None = None

@@ -26,6 +26,7 @@ from django.utils import timezone
 from skills_app.core.agent import RunOutcome
 from skills_app.core.events import RunFinished, RunQueued
 from skills_app.core.llm import ModelClient
+from skills_app.core.profiles import slash_invokes
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
@@ -132,11 +133,12 @@ def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent
     """The user's message, stored the moment it is sent (whatever executes the run, and when).
 
     A slash command is stored as the user typed it, for people (`kind="command"`, kept from the
-    model, which gets the skill's status and hidden rows instead).
+    model, which gets the skill's status and hidden rows instead); a profile that reproduces a
+    design without slash commands sends the text to the model as typed.
     """
     skills = agent_setup.skills_for_conversation(conversation)
     command = parse_slash_command(prompt, lambda name: skills.get(name) is not None)
-    if command is None:
+    if command is None or not slash_invokes(agent_setup.agent_config(conversation)):
         message = StoredMessage.text("user", prompt)
     else:
         message = StoredMessage.text("user", prompt, kind="command", to_model=False)

@@ -401,6 +401,18 @@
     desc.className = "option-description";
     desc.textContent = skill.description;
     li.append(desc);
+    if (skill.url) {
+      // The skill's page (what it is for, who reviewed it, what it may run), in a new tab.
+      const about = document.createElement("a");
+      about.className = "option-about";
+      about.href = skill.url;
+      about.target = "_blank";
+      about.rel = "noopener";
+      about.textContent = "About";
+      about.setAttribute("aria-label", `About ${skill.name}`);
+      about.addEventListener("mousedown", (event) => event.stopPropagation());
+      li.append(about);
+    }
     li.addEventListener("mousedown", (event) => {
       event.preventDefault();
       choose(i);

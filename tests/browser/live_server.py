@@ -20,6 +20,7 @@ USERS = {
     "alice": "alice-pass-123",  # a chatter
     "audrey": "audrey-pass-123",  # an auditor
     "mona": "mona-pass-123",  # a skill manager
+    "rita": "rita-pass-123",  # another skill manager: she reviews what mona uploads
 }
 
 # Runs in a separate interpreter with the live server's environment: migrate, users, rules.
@@ -38,6 +39,8 @@ audrey.user_permissions.add(Permission.objects.get(codename="inspect_injected_co
 roles.grant(audrey, roles.get_role("auditor"))
 mona = User.objects.create_user("mona", password={mona!r})
 roles.grant(mona, roles.get_role("skill-manager"))
+rita = User.objects.create_user("rita", password={rita!r})
+roles.grant(rita, roles.get_role("skill-manager"))
 for name in {allowed_skills!r}:
     PermissionRule.objects.create(behavior="allow", rule_text=f"Skill({{name}})")
 for name in {asked_skills!r}:
@@ -92,6 +95,8 @@ def server_env(config: LiveServerConfig) -> dict[str, str]:
         SKILLS_DIRS=str(config.skills_dir),
         ALLOWED_HOSTS="127.0.0.1,localhost",
         APPROVAL_TIMEOUT="60",
+        # Four eyes: whoever uploads or submits a skill version cannot approve it too.
+        SKILL_REVIEWER_MUST_DIFFER="true",
         # Every test sends messages as the same users within a minute or two.
         RATE_LIMIT_MESSAGES_PER_MINUTE="1000",
         RATE_LIMIT_CONCURRENT_RUNS="50",
@@ -124,6 +129,7 @@ class LiveServer:
                 alice=USERS["alice"],
                 audrey=USERS["audrey"],
                 mona=USERS["mona"],
+                rita=USERS["rita"],
                 allowed_skills=list(self.config.allowed_skills),
                 asked_skills=list(self.config.asked_skills),
             )

@@ -95,3 +95,46 @@ def seed_history(server: LiveServer) -> dict[str, int]:
 
 def create_admin(server: LiveServer) -> None:
     run_in_server(server, CREATE_ADMIN.format(name=ADMIN[0], password=ADMIN[1]))
+
+
+# Reviews an organisation skill's newest version (submitted by mona, approved by rita: the live
+# server wants four eyes) and makes it active, as the review page would.
+PUBLISH = """
+from django.contrib.auth.models import User
+from skills_app.models import SkillPackage, SkillVersion
+from skills_app.registry import review
+mona, rita = User.objects.get(username="mona"), User.objects.get(username="rita")
+for name in {names!r}:
+    version = SkillPackage.objects.get(name=name, owner=None).versions.order_by("-number").first()
+    if version.review_status in (SkillVersion.DRAFT, SkillVersion.CHANGES_REQUESTED):
+        review.submit(version, mona)
+    if version.review_status != SkillVersion.APPROVED:
+        version.refresh_from_db()
+        review.approve(version, rita, manifest_digest=review.manifest_of(version).digest)
+    version.refresh_from_db()
+    review.activate(version, rita)
+"""
+# Uploads organisation skill files as mona's draft (the one entrance uploads use).
+UPLOAD_DRAFT = """
+import base64
+from django.contrib.auth.models import User
+from skills_app.registry.uploads import UploadFile, create_draft_version
+files = [UploadFile(path, base64.b64decode(data)) for path, data in {files!r}]
+create_draft_version(files, user=User.objects.get(username="mona"), origin="upload")
+"""
+
+
+def publish(server: LiveServer, *names: str) -> None:
+    """Review and activate the newest version of each organisation skill named."""
+    run_in_server(server, PUBLISH.format(names=list(names)))
+
+
+def upload_draft(server: LiveServer, files: dict[str, str | bytes]) -> None:
+    """Store these files (paths start with the skill's folder) as an organisation draft."""
+    import base64
+
+    encoded = [
+        (path, base64.b64encode(data.encode() if isinstance(data, str) else data).decode())
+        for path, data in files.items()
+    ]
+    run_in_server(server, UPLOAD_DRAFT.format(files=encoded))

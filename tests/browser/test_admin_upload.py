@@ -13,6 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.live_server import VENV_BIN, LiveServer, server_env
 from tests.browser.pages import REPO, screenshot
+from tests.browser.server_data import publish
 
 pytestmark = pytest.mark.browser
 
@@ -89,7 +90,7 @@ def admin_page(browser: Browser, chat_server: LiveServer) -> Iterator[Page]:
 
 
 def test_an_admin_uploads_a_zip_and_a_folder_and_a_user_finds_them_in_the_slash_menu(
-    admin_page, tab, tmp_path
+    admin_page, tab, tmp_path, chat_server
 ):
     page = admin_page
     page.get_by_role("link", name="Skill packages").click()
@@ -133,6 +134,10 @@ def test_an_admin_uploads_a_zip_and_a_folder_and_a_user_finds_them_in_the_slash_
     expect(page.locator("#result_list")).to_contain_text(ZIPPED)
     expect(page.locator("#result_list")).to_contain_text(FOLDER)
 
+    # Drafts until a skill manager reviews them (tests/browser/test_review_flow.py does it on
+    # the pages); here the reviews are taken as the review page would take them.
+    publish(chat_server, ZIPPED, FOLDER)
+
     chat = tab("alice")
     chat.new_conversation()
     chat.message_box.click()
@@ -145,7 +150,7 @@ def test_an_admin_uploads_a_zip_and_a_folder_and_a_user_finds_them_in_the_slash_
     screenshot(chat.page, "22-uploaded-skill-in-slash-menu")
 
 
-def test_an_admin_compares_versions_rolls_back_and_tests_a_rule(admin_page, tmp_path):
+def test_an_admin_compares_versions_rolls_back_and_tests_a_rule(admin_page, tmp_path, chat_server):
     page = admin_page
     upload_url = page.url.replace("/admin/", "/admin/skills_app/skillpackage/upload/")
     for number, step in enumerate(
@@ -158,6 +163,7 @@ def test_an_admin_compares_versions_rolls_back_and_tests_a_rule(admin_page, tmp_
         )
         page.get_by_role("button", name="Upload").click()
         expect(page.locator(".messagelist .success")).to_contain_text(f"version {number}")
+        publish(chat_server, ZIPPED)  # reviewed and made active, as on its review page
 
     page.get_by_role("link", name=ZIPPED).click()
     versions = page.locator("#versions")

@@ -31,7 +31,7 @@ def test_a_folder_upload_becomes_a_personal_skill_in_the_slash_menu_of_its_owner
     report = page.locator("#upload-report")
     expect(report).to_contain_text("Installed folder-pick version 1 (personal")
     expect(report).to_contain_text("unknown frontmatter key `colour`")
-    row = page.locator('tr[data-skill="folder-pick"]')
+    row = page.locator('#skill-catalog tr[data-skill="folder-pick"]')
     expect(row).to_contain_text("personal")
     expect(page.locator("#personal")).to_be_visible()
     screenshot(page, "skills-page-folder-upload")
@@ -42,5 +42,5 @@ def test_a_folder_upload_becomes_a_personal_skill_in_the_slash_menu_of_its_owner
 
     other = tab("audrey").page
     other.goto(f"{chat.base_url}/skills/")
-    expect(other.locator("#skills-table")).to_be_visible()
+    expect(other.locator("#skill-catalog")).to_be_visible()
     expect(other.locator('tr[data-skill="folder-pick"]')).to_have_count(0)

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.live_server import LiveServer
 from tests.browser.pages import screenshot
-from tests.browser.server_data import run_in_server
+from tests.browser.server_data import publish, run_in_server
 from tests.fake_anthropic_choice import skill_chooser
 
 pytestmark = pytest.mark.browser
@@ -76,6 +76,7 @@ def test_a_skill_manager_builds_a_set_runs_it_stops_a_run_and_reads_the_report(
     page.get_by_label("Folder").set_input_files(_skill_folder(tmp_path))
     page.get_by_role("button", name="Upload").click()
     expect(page.locator(".messagelist .success")).to_contain_text(f"Installed {SKILL}")
+    publish(chat_server, SKILL)  # reviewed and made active, as on its review page
 
     # The set the skill shipped, then one query typed and one imported.
     _open_set(page, base)

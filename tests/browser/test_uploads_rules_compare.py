@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.live_server import LiveServer
-from tests.browser.pages import screenshot
-from tests.browser.server_data import run_in_server, seed_history
+from tests.browser.pages import SCREENSHOTS, screenshot
+from tests.browser.server_data import publish, run_in_server, seed_history
 from tests.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
@@ -79,9 +79,11 @@ def test_official_shaped_skills_upload_in_the_admin_picker_and_on_the_skills_pag
     manager.get_by_role("button", name="Upload").click()
     expect(manager.locator(".messagelist .success")).to_contain_text(f"Installed {ORG_SKILL}")
     installed = manager.get_by_role("region", name=f"Installed {ORG_SKILL}")
-    expect(installed.locator(".problem-rule")).to_have_text(["description-length"])
+    # The spec's overshoot, and the run-time lint: the script is named relative to the workspace.
+    expect(installed.locator(".problem-rule")).to_have_text(["description-length", "script-path"])
     expect(installed).not_to_contain_text("absolute-path")
     screenshot(manager, "41-admin-folder-with-empty-files")
+    publish(chat_server, ORG_SKILL)  # reviewed and made active, as on its review page
 
     # The chatter uploads the same shape as a personal skill on the Skills page.
     chatter = tab("alice").page
@@ -93,16 +95,24 @@ def test_official_shaped_skills_upload_in_the_admin_picker_and_on_the_skills_pag
     report = chatter.locator("#upload-report")
     expect(report).to_contain_text(f"Installed {PERSONAL_SKILL}")
     expect(report).to_contain_text("description-length")
-    row = chatter.locator(f'tr[data-skill="{PERSONAL_SKILL}"]')
-    expect(row).to_contain_text("0 error(s), 1 warning(s)")
+    row = chatter.locator(f'#skill-catalog tr[data-skill="{PERSONAL_SKILL}"]')
+    expect(row).to_contain_text("personal")
     assert "Admin" not in chatter.locator("nav.topnav").inner_text()
     assert _status(chatter, f"{base}/admin/skills_app/skillpackage/upload/") == 200
     expect(chatter.get_by_text("not authorized to access this page")).to_be_visible()
 
-    # The auditor sees the org skill's warning in the catalog and has no upload button.
+    # The skill manager sees the org skill's warning in the developer view; the auditor sees
+    # the catalog (who published and reviewed it) and has no upload button.
+    manager.goto(f"{base}/skills/")
+    expect(manager.locator(f'#skills-table tr[data-skill="{ORG_SKILL}"]')).to_contain_text(
+        "1 warning(s)"
+    )
     auditor = tab("audrey").page
     auditor.goto(f"{base}/skills/")
-    expect(auditor.locator(f'tr[data-skill="{ORG_SKILL}"]')).to_contain_text("1 warning(s)")
+    expect(auditor.locator(f'#skill-catalog tr[data-skill="{ORG_SKILL}"]')).to_contain_text(
+        "rita on "
+    )
+    expect(auditor.locator("#skills-table")).to_have_count(0)
     auditor.goto(f"{base}/admin/skills_app/skillpackage/")
     expect(auditor.locator("#result_list")).to_contain_text(ORG_SKILL)
     expect(auditor.get_by_role("link", name="Upload skill")).to_have_count(0)
@@ -184,3 +194,43 @@ def test_the_comparison_shows_one_total_per_side_and_stops_running(tab, model, c
     chatter.goto(f"{base}/")
     assert "Compare" not in chatter.locator("nav.topnav").inner_text()
     assert _status(chatter, f"{base}/compare/") == 403
+
+
+def test_a_comparison_as_the_source_design_explains_each_profiles_sources(tab, model, chat_server):
+    """Issue 30: the page says what "as the source design" changes and which source each part
+    of meta-message follows; read at desktop and phone widths."""
+    base = chat_server.url
+    model.enqueue(*(Reply.text(f"Answer {n}.") for n in range(3)))
+    auditor = tab("audrey", width=1440, height=900).page
+    auditor.goto(f"{base}/compare/")
+    auditor.get_by_role("checkbox", name=re.compile("browser-probe")).check()
+    auditor.get_by_role("radio", name="as the source design").check()
+    auditor.get_by_role("textbox", name="Prompt").fill("Summarise version 2.4.0 in one line.")
+    auditor.get_by_role("button", name="Run under every profile").click()
+    expect(auditor.locator(".compare-column")).to_have_count(3)
+    expect(auditor.locator("#compare-columns")).to_have_attribute(
+        "data-active", "false", timeout=20_000
+    )
+    expect(auditor.locator("p", has_text="Skills offered:")).to_contain_text("as the source design")
+    sources = auditor.locator("#meta-message-sources")
+    expect(sources).to_be_visible()
+    expect(sources.locator("tr", has_text="Acknowledgement")).to_contain_text("today's Claude Code")
+    expect(auditor.locator("#tool-result-modes")).to_contain_text("max_tokens 8000")
+    screenshot(auditor, "45-compare-as-the-source-design-desktop")
+    # The tool-result column's request was s05's: its own tools, no Skillscope tools.
+    tools = {
+        tuple(t["name"] for t in r.get("tools", []))
+        for r in model.requests
+        if any(t.get("name") == "load_skill" for t in r.get("tools", []))
+    }
+    assert tools == {("bash", "read_file", "write_file", "edit_file", "load_skill")}
+    phone = tab("audrey").page  # the same user's context: its viewport is set per page
+    phone.set_viewport_size({"width": 390, "height": 844})
+    phone.goto(auditor.url)
+    expect(phone.locator("#meta-message-sources")).to_be_visible()
+    overflow = phone.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the page is {overflow}px wider than the phone"
+    screenshot(phone, "46-compare-as-the-source-design-phone")
+    # The notes as a phone shows them: one screen from the meta-message sources table on.
+    phone.locator("#meta-message-sources").scroll_into_view_if_needed()
+    phone.screenshot(path=str(SCREENSHOTS / "47-compare-notes-phone.png"))

@@ -1,13 +1,7 @@
 """tablekit: load CSV files and summarise their columns, with the Python standard library only.
 
-Import it from a script after putting this folder on sys.path:
-
-    import sys
-    sys.path.insert(0, "<skill folder>/core")
-    import tablekit
-
-    rows = tablekit.load_csv("work/sales.csv")
-    print(tablekit.to_markdown(tablekit.summarise(rows)))
+To use it, put this folder at the front of `sys.path` and import the module: `load_csv(path)`
+gives the rows, `summarise(rows)` the figures per column, `to_markdown(summary)` a table of them.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Any
 from ..rulematch import norm_path
 
 BEHAVIORS = ("allow", "ask", "deny")
-SOURCES = ("admin", "skill", "conversation", "default")
+SOURCES = ("admin", "skill", "review", "conversation", "default")
 KNOWN_TOOLS = (
     "Read",
     "Write",
@@ -48,9 +48,10 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
         "Edit": "ask",
         "Bash": "ask",
     }
-    # The tool-result profile's load_skill has no approval in its design (seed 001): allow
-    # unless an admin's Skill(...) deny or ask rule says otherwise.
-    | {"Skill": "ask", "load_skill": "allow", "*": "ask"}
+    # The tool-result profile's load_skill has no approval in its design (seed 001), nor the
+    # skill toolset's skill_load (seed 004; checked as skill_load only "as the source design",
+    # as Skill otherwise): allow unless an admin's Skill(...) deny or ask rule says otherwise.
+    | {"Skill": "ask", "load_skill": "allow", "skill_load": "allow", "*": "ask"}
 )
 
 _READ_TOOLS = ("Read", "Glob", "Grep")
@@ -145,6 +146,9 @@ def describe(rule: Rule) -> str:
         kind = {"allow": "allowed-tools", "deny": "disallowed-tools"}.get(rule.behavior, "rules")
         who = f'skill "{rule.scope_skill}"' if rule.scope_skill else "the active skill"
         return f"{kind} of {who}: {rule.text}"
+    if rule.source == "review":
+        # The reviewer consented to it: the note names the review ("the review of x v2 by mona").
+        return f"allowed by {rule.note or 'a review'}: {rule.text}"
     if rule.source == "conversation":
         verb = "allowed" if rule.behavior == "allow" else rule.behavior
         return f"{verb} for this conversation: {rule.text}"

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 from ..agent import AgentConfig, ForkResult, InvocationRef, SkillProvider, TurnState
 from ..permissions import Decision, ToolCall
 from ..skillfile import SkillSpec
-from ..tools.base import ToolContext
+from ..tools.base import ToolContext, ToolRegistry
 from ..transcript import StoredMessage
 
 # A row stored after the turn's tool results, with the invocation it belongs to.
@@ -31,9 +31,35 @@ class Rendering:
     # Arguments, ${CLAUDE_*}, {baseDir}, the ARGUMENTS line and `!` dynamic context; without
     # them the body is delivered as written (and its `!` commands never run).
     substitutions: bool = True
+    # The exact text to deliver, as the profile's design reads it from SKILL.md (no
+    # substitutions, and delivered in full again when the same text was loaded before).
+    text: str | None = None
 
 
 CLAUDE_CODE = Rendering()
+
+
+@dataclass(frozen=True, slots=True)
+class DesignTraits:
+    """What a profile's source design has; "as the source design" applies exactly these.
+
+    Under "same base prompt" every profile runs with Skillscope's settings and additions; under
+    "as the source design" (`AgentConfig.design`) a trait that is False leaves Skillscope's
+    version out of the request or the run.
+    """
+
+    # The design's max_tokens (None: the configured value).
+    max_tokens: int | None = None
+    # Thinking and an effort level: False sends no thinking (nor effort) at all.
+    thinking: bool = True
+    # Prompt caching: False sends the system prompt as one string and no cache_control.
+    prompt_caching: bool = True
+    # A skill's execution-context change: `model`, `effort`, `allowed-tools`,
+    # `disallowed-tools`, `hooks`, `context: fork` and $SKILL_DIR for commands.
+    skill_context: bool = True
+    # `/name` invokes the skill on the server; False sends what the user typed to the model,
+    # which loads the skill with its own tool call.
+    slash: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +124,10 @@ class SkillSession(Protocol):
         tool_use_id: str | None,
         permission: str = "Skill",
         rendering: Rendering = CLAUDE_CODE,
+        context: bool = True,
     ) -> SkillOutcome:
-        """Validate, check the rules as `permission(NAME)`, render and audit one invocation."""
+        """Validate, check the rules as `permission(NAME)`, render and audit one invocation;
+        `context=False` leaves the skill's execution-context change out (see DesignTraits)."""
         ...
 
     async def stage_skill(self, name: str) -> str:
@@ -114,8 +142,12 @@ class SkillSession(Protocol):
         """Run an invoked `context: fork` skill as a subagent."""
         ...
 
-    async def decide(self, call: ToolCall) -> Decision:
-        """Decide a call under the turn's rules, asking the user when they say ask."""
+    async def decide(self, call: ToolCall, *, allow_by_default: bool = False) -> Decision:
+        """Decide a call under the turn's rules, asking the user when they say ask.
+
+        `allow_by_default`: the design runs this call without asking, so it is decided as if a
+        bare allow rule for its tool were in force: deny and ask rules still win.
+        """
         ...
 
 
@@ -129,6 +161,12 @@ class DeliveryProfile(Protocol):
     # The base system prompt of the design this profile reproduces, for "as the source design"
     # comparisons; "{workdir}" stands for the conversation's workspace root.
     design_prompt: ClassVar[str]
+    # What the source design has (applied when `AgentConfig.design` is on).
+    design: ClassVar[DesignTraits]
+
+    def tools(self, base: ToolRegistry, config: AgentConfig) -> ToolRegistry:
+        """The agent's own tools under this profile (a design may bring its own set)."""
+        ...
 
     def offered_tools(
         self,

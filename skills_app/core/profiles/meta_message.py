@@ -9,8 +9,16 @@ from typing import Any, ClassVar
 from ..agent import AgentConfig
 from ..skillfile import SkillSpec
 from ..skilltool import PERMISSION_DENIED, SKILL_TOOL, skill_call_input, skill_tool_schema
+from ..tools.base import ToolRegistry
 from ..transcript import StoredMessage, tool_result_block
-from .base import CLAUDE_CODE, Rendering, SkillSession, ToolAnswer, skill_prompt_rows
+from .base import (
+    CLAUDE_CODE,
+    DesignTraits,
+    Rendering,
+    SkillSession,
+    ToolAnswer,
+    skill_prompt_rows,
+)
 
 # The first sentence of Claude Code's own system prompt (the seed shows no more of it).
 CLAUDE_CODE_PROMPT = "You are Claude Code, Anthropic's official CLI for Claude."
@@ -21,6 +29,12 @@ class MetaMessageProfile:
     label: ClassVar[str] = "meta-message (Claude Code)"
     tool_names: ClassVar[frozenset[str]] = frozenset({SKILL_TOOL})
     design_prompt: ClassVar[str] = CLAUDE_CODE_PROMPT
+    # Claude Code has all of Skillscope's additions (they are its own): model, allowed-tools,
+    # thinking, caching, slash commands; "as the source design" changes only the base prompt.
+    design: ClassVar[DesignTraits] = DesignTraits()
+
+    def tools(self, base: ToolRegistry, config: AgentConfig) -> ToolRegistry:
+        return base
 
     def offered_tools(
         self,

@@ -10,6 +10,12 @@ the design's JSON: stdout, stderr, exit_code, timed_out, duration_ms and output_
 
 The command runs through the ordinary Bash tool, so the sandbox, the scrubbed environment, the
 limits and the read-only staged skill apply as they do to every command.
+
+"As the source design" (seed 004, "2.2 深入 skill_run"): the schema is `SkillRunInput`'s
+(`SKILL_RUN_DESIGN_TOOL`), the command runs with `bash -lc`, it is allowed unless a rule denies
+or asks (the design asks no one), the result has exactly `SkillRunOutput`'s fields (no
+`artifact_files`, though files are still offered with `save_as_artifacts`), and the run folder
+keeps the run's record (`record.json`: the command, where it ran and the result).
 """
 
 from __future__ import annotations
@@ -97,6 +103,60 @@ SKILL_RUN_TOOL: dict[str, Any] = {
 }
 
 
+# `SkillRunInput.model_json_schema()` for the article's model; its `WorkspaceInputSpec` is not
+# shown, so the item has the three fields Skillscope accepts (src, dst, mode).
+SKILL_RUN_DESIGN_TOOL: dict[str, Any] = {
+    "name": "skill_run",
+    "description": SKILL_RUN_TOOL["description"],
+    "input_schema": {
+        "$defs": {
+            "WorkspaceInputSpec": {
+                "properties": {
+                    "src": {"title": "Src", "type": "string"},
+                    "dst": {"default": "", "title": "Dst", "type": "string"},
+                    "mode": {"default": "copy", "title": "Mode", "type": "string"},
+                },
+                "required": ["src"],
+                "title": "WorkspaceInputSpec",
+                "type": "object",
+            }
+        },
+        "properties": {
+            "skill": {"title": "Skill", "type": "string"},
+            "command": {"title": "Command", "type": "string"},
+            "cwd": {"default": "", "title": "Cwd", "type": "string"},
+            "env": {
+                "additionalProperties": {"type": "string"},
+                "default": {},
+                "title": "Env",
+                "type": "object",
+            },
+            "output_files": {
+                "default": [],
+                "items": {"type": "string"},
+                "title": "Output Files",
+                "type": "array",
+            },
+            "timeout": {"default": 0, "title": "Timeout", "type": "integer"},
+            "inputs": {
+                "default": [],
+                "items": {"$ref": "#/$defs/WorkspaceInputSpec"},
+                "title": "Inputs",
+                "type": "array",
+            },
+            "save_as_artifacts": {
+                "default": False,
+                "title": "Save As Artifacts",
+                "type": "boolean",
+            },
+        },
+        "required": ["skill", "command"],
+        "title": "SkillRunInput",
+        "type": "object",
+    },
+}
+
+
 async def run_skill_command(
     session: SkillSession, tool_use_id: str, name: str, tool_input: dict[str, Any]
 ) -> ToolAnswer:
@@ -109,9 +169,11 @@ async def run_skill_command(
         env = skill_run_env(tool_input.get("env"))
     except ToolError as exc:
         return error_answer(tool_use_id, str(exc), skill=name)
+    design = session.config.design
     # skill_run commands are governed by the Bash rules, with the environment in plain sight.
     decision = await session.decide(
-        ToolCall(tool="Bash", input={"command": command_with_env(env, command)})
+        ToolCall(tool="Bash", input={"command": command_with_env(env, command)}),
+        allow_by_default=design,
     )
     if decision.behavior != "allow":
         message = f"Permission denied: {decision.reason}"
@@ -144,9 +206,16 @@ async def run_skill_command(
         }
         cwd = resolve_cwd(workspace, skill_dir, tool_input.get("cwd"), variables)
         err_file = workspace.ensure_tmp() / f"stderr-{uuid.uuid4().hex}"
+        out_file = workspace.ensure_tmp() / f"stdout-{uuid.uuid4().hex}"
     except (ToolError, OSError) as exc:
         return error_answer(tool_use_id, str(exc), skill=name)
-    wrapped = f"cd {shlex.quote(str(cwd))} && ( {command}\n) 2> {shlex.quote(str(err_file))}"
+    # The design's `bash -lc` is a login shell inside the sandboxed one (its profile files
+    # too), and its stdout is the program's as written (the Bash tool trims its last newline).
+    program = f"bash -lc {shlex.quote(command)}" if design else command
+    streams = f"2> {shlex.quote(str(err_file))}"
+    if design:
+        streams = f"> {shlex.quote(str(out_file))} {streams}"
+    wrapped = f"cd {shlex.quote(str(cwd))} && ( {program}\n) {streams}"
     run_input: dict[str, Any] = {"command": wrapped}
     if tool_input.get("timeout"):
         run_input["timeout"] = tool_input["timeout"]
@@ -160,6 +229,8 @@ async def run_skill_command(
     duration_ms = int((time.monotonic() - started) * 1000)
     stderr = _read_back(workspace, err_file, ctx.output_limit)
     stdout, exit_code, timed_out = _split_status(result.content)
+    if design:
+        stdout = _read_back(workspace, out_file, ctx.output_limit)
     # Bounded, linear and cancellable: Stop ends the walk, not only the wait for it.
     budget = Budget(entries=MAX_WALKED)
     files, note = await run_cancellable(
@@ -184,12 +255,26 @@ async def run_skill_command(
             saved = await asyncio.to_thread(save_artifacts, workspace, files)
         except (ToolError, OSError) as exc:
             return error_answer(tool_use_id, f"could not save the output files: {exc}", skill=name)
-        payload["artifact_files"] = saved
+        if not design:  # Skillscope's addition: which downloads the files became
+            payload["artifact_files"] = saved
         artifacts.update(saved)
+    if design:
+        record = {"skill": name, "command": command, "cwd": workspace.relative(cwd), **payload}
+        await asyncio.to_thread(_write_record, workspace, run_dir, record)
     block = tool_result_block(
         tool_use_id, json.dumps(payload, ensure_ascii=False), is_error=result.is_error
     )
     return ToolAnswer(block, skill=name, artifacts=tuple(sorted(artifacts)))
+
+
+def _write_record(workspace: Workspace, run_dir: Path, record: dict[str, Any]) -> None:
+    """The run's record in its folder, written without following a link the command planted."""
+    try:
+        fd = workspace.open_file(run_dir / "record.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    except (WorkspaceError, OSError):
+        return  # the command put something there first: its run folder, its choice
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(record, handle, ensure_ascii=False, indent=2)
 
 
 async def _refusal(session: SkillSession, name: str) -> Decision | None:
@@ -209,7 +294,11 @@ async def _refusal(session: SkillSession, name: str) -> Decision | None:
         return None
     if not spec.model_invocable and not loaded:
         return Decision("deny", "the skill is for people to start, not the model", None)
-    decision = await session.decide(ToolCall(tool="Skill", input={"skill": name}))
+    # As the source design, using a skill asks no one (its skill_run takes any skill of its
+    # repository); deny and ask rules on Skill(NAME) still decide.
+    decision = await session.decide(
+        ToolCall(tool="Skill", input={"skill": name}), allow_by_default=session.config.design
+    )
     return None if decision.behavior == "allow" else decision
 
 

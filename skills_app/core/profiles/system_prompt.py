@@ -13,6 +13,14 @@ processor that writes the skills into the system prompt before every model call.
 - A skill's `Tools:` list names tools of the agent that are that skill's own: they are left out
   of the request until a loaded skill selects them (on load, or with `skill_select_tools`), and
   then offered for the turn: the design's dynamic tool set.
+
+"As the source design" (`AgentConfig.design`): the overview is the article's `_inject_overview`
+text as printed (`DESIGN_OVERVIEW`), `skill_run`'s schema is `SkillRunInput`'s
+(`skill_run.SKILL_RUN_DESIGN_TOOL`), the system prompt is one string without cache markers or
+thinking, state lasts for the turn; `skill_load` and `skill_run` run without an approval unless
+a rule asks, `skill_run` needs no earlier `skill_load`, commands run with `bash -lc`, results
+carry no `artifact_files` and each run folder keeps the run's record; a skill's model, effort,
+allowed-tools, hooks and fork are not applied, and `/name` reaches the model as typed.
 """
 
 from __future__ import annotations
@@ -23,10 +31,11 @@ from typing import Any, ClassVar
 from ..agent import AgentConfig
 from ..skillfile import SkillSpec
 from ..skilltool import SKILL_TOOL
+from ..tools.base import ToolRegistry
 from ..transcript import StoredMessage, tool_result_block
-from .base import Rendering, SkillSession, ToolAnswer, not_to_model
+from .base import DesignTraits, Rendering, SkillSession, ToolAnswer, not_to_model
 from .shared import error_answer, load_through_tool
-from .skill_run import SKILL_RUN_TOOL, run_skill_command
+from .skill_run import SKILL_RUN_DESIGN_TOOL, SKILL_RUN_TOOL, run_skill_command
 from .skill_state import SkillState, declared_tools, skill_state, state_message
 
 DOC_CHAR_LIMIT = 50_000
@@ -117,6 +126,28 @@ def guidance(lifetime: str) -> str:
     )
 
 
+def design_overview(skill_instructions: str) -> str:
+    """Seed 004's `_inject_overview` instruction, as the article prints it (its "..." too).
+
+    The article abbreviates two of the guidance lines with "..."; what the framework writes in
+    their place is not shown, so the text is reproduced as printed (docs/profiles.md).
+    """
+    return (
+        "\nAvailable skills:\n"
+        f"{skill_instructions}\n"
+        "Tooling and workspace guidance:\n"
+        "- Skills run inside an isolated workspace...\n"
+        "- Prefer $SKILLS_DIR, $WORK_DIR, $OUTPUT_DIR... over hard-coded paths\n"
+        "- If a skill is not loaded, call skill_load\n"
+        "- When body and needed docs/tools are present, call skill_run or use tools directly\n"
+    )
+
+
+def lifetime(config: AgentConfig) -> str:
+    """How long loaded state lasts: the design's turn, or the `skill_state` setting."""
+    return "turn" if config.design else config.skill_state
+
+
 def skill_lines(skills: Sequence[SkillSpec]) -> str:
     lines = [f"- {s.name}: {' '.join(s.description.split())}" for s in skills if s.model_invocable]
     return "\n".join(sorted(lines)) or "(no skills available)"
@@ -128,6 +159,16 @@ class SystemPromptProfile:
     tool_names: ClassVar[frozenset[str]] = frozenset(t["name"] for t in TOOLSET)
     # The design has no base prompt of its own: only what its request processor adds.
     design_prompt: ClassVar[str] = ""
+    # The article shows no max_tokens, thinking, caching or slash commands, nor Claude Code's
+    # per-skill model and tool scoping.
+    design: ClassVar[DesignTraits] = DesignTraits(
+        thinking=False, prompt_caching=False, skill_context=False, slash=False
+    )
+
+    def tools(self, base: ToolRegistry, config: AgentConfig) -> ToolRegistry:
+        # The article does not define the agent's own tools ("write_to_file, read_file..."):
+        # Skillscope's stay.
+        return base
 
     def offered_tools(
         self,
@@ -138,10 +179,11 @@ class SystemPromptProfile:
     ) -> list[dict[str, Any]]:
         """The agent's tools minus the skills' own, the toolset, then the turn's selected tools."""
         owned = {tool for spec in skills for tool in declared_tools(spec.body)}
-        selected = skill_state(history, config.skill_state).selected_tools()
+        selected = skill_state(history, lifetime(config)).selected_tools()
         kept = [t for t in base if t["name"] not in owned]
         dynamic = [t for t in base if t["name"] in owned and t["name"] in selected]
-        return [*kept, *TOOLSET, *dynamic]
+        toolset = [*TOOLSET[:-1], SKILL_RUN_DESIGN_TOOL] if config.design else TOOLSET
+        return [*kept, *toolset, *dynamic]
 
     def system(
         self,
@@ -155,8 +197,11 @@ class SystemPromptProfile:
         """The merged system prompt: base, overview and guidance, loaded bodies, documents."""
         if not skills_allowed:
             return base
-        state = skill_state(history, config.skill_state)
-        overview = f"Available skills:\n{skill_lines(skills)}\n{guidance(config.skill_state)}"
+        state = skill_state(history, lifetime(config))
+        if config.design:
+            overview = design_overview(skill_lines(skills))
+        else:
+            overview = f"Available skills:\n{skill_lines(skills)}\n{guidance(config.skill_state)}"
         parts = [base, overview] if base.strip() else [overview]
         for name, body in state.loaded.items():
             parts.append(f'<loaded_skill name="{name}">\n{body}\n</loaded_skill>')
@@ -167,7 +212,9 @@ class SystemPromptProfile:
         return "\n\n".join(parts)
 
     def invocation_form(self, config: AgentConfig) -> tuple[str, Rendering]:
-        return SKILL_TOOL, RENDERING
+        # The design asks no one before loading: `skill_load(NAME)` is allowed by default, under
+        # the admin's `Skill(...)` rules; Skillscope's own form asks, as `Skill(NAME)`.
+        return ("skill_load" if config.design else SKILL_TOOL), RENDERING
 
     def call_subject(self, block: dict[str, Any]) -> tuple[str, str]:
         tool_input = block.get("input") or {}
@@ -178,7 +225,7 @@ class SystemPromptProfile:
         tool, tool_use_id = block["name"], block["id"]
         tool_input = block.get("input") or {}
         skill = str(tool_input.get("skill") or "")
-        state = skill_state(session.history, session.config.skill_state)
+        state = skill_state(session.history, lifetime(session.config))
         if tool == "skill_list":
             offered = [s for s in session.skills.skills() if s.model_invocable]
             return ToolAnswer(tool_result_block(tool_use_id, skill_lines(offered)))
@@ -194,7 +241,9 @@ class SystemPromptProfile:
             return ToolAnswer(
                 tool_result_block(tool_use_id, _tools_listing(spec, state)), skill=skill
             )
-        if skill not in state.loaded:
+        # The design's skill_run stages and runs any skill of the repository, loaded or not.
+        design_run = tool == "skill_run" and session.config.design
+        if skill not in state.loaded and not design_run:
             message = f'Load the skill "{skill}" with skill_load first.'
             return error_answer(tool_use_id, message, skill=skill)
         if tool == "skill_select_docs":

@@ -12,6 +12,13 @@
   an admin's `Skill(...)` deny or ask rule still applies.
 - A user's `/name args` reaches the model as what the user typed, followed by the same
   `<skill>` block (no tool call is made up for it).
+
+"As the source design" (`AgentConfig.design`) the request is the design's own: its tools
+(`s05_tools`: bash, read_file, write_file, edit_file, then load_skill), its system prompt as one
+string, max_tokens 8000, no thinking, no cache markers; the catalog and the bodies come from the
+design's loader (`s05_loader`: sorted paths, the naive frontmatter reader, the body not
+stripped); a skill's model, effort, allowed-tools, hooks and fork are not applied; `/name`
+reaches the model as typed, and the model loads the skill with load_skill (seed 001's figure 2).
 """
 
 from __future__ import annotations
@@ -23,8 +30,20 @@ from typing import Any, ClassVar
 from ..agent import AgentConfig
 from ..lint import name_format_problem
 from ..skillfile import SkillSpec
+from ..skilltool import PERMISSION_DENIED
+from ..tools.base import ToolRegistry
 from ..transcript import StoredMessage, tool_result_block
-from .base import Rendering, SkillSession, ToolAnswer, not_to_model, skill_prompt_rows
+from . import s05_loader
+from .base import (
+    DesignTraits,
+    Rendering,
+    SkillOutcome,
+    SkillSession,
+    ToolAnswer,
+    not_to_model,
+    skill_prompt_rows,
+)
+from .s05_tools import DESIGN_TOOLS
 from .shared import load_through_tool
 
 LOAD_TOOL = "load_skill"
@@ -87,8 +106,7 @@ def _tags(spec: SkillSpec) -> str:
     return str(raw).strip()
 
 
-def wrap(name: str, body: str) -> str:
-    return f'<skill name="{name}">\n{body}\n</skill>'
+wrap = s05_loader.wrap
 
 
 class ToolResultProfile:
@@ -96,6 +114,13 @@ class ToolResultProfile:
     label: ClassVar[str] = "tool-result (load_skill)"
     tool_names: ClassVar[frozenset[str]] = frozenset({LOAD_TOOL})
     design_prompt: ClassVar[str] = "You are a coding agent at {workdir}."
+    # agent_loop: `client.messages.create(model, system=SYSTEM, messages, tools, max_tokens=8000)`.
+    design: ClassVar[DesignTraits] = DesignTraits(
+        max_tokens=8000, thinking=False, prompt_caching=False, skill_context=False, slash=False
+    )
+
+    def tools(self, base: ToolRegistry, config: AgentConfig) -> ToolRegistry:
+        return ToolRegistry(DESIGN_TOOLS) if config.design else base
 
     def offered_tools(
         self,
@@ -117,7 +142,11 @@ class ToolResultProfile:
     ) -> str:
         if not skills_allowed:
             return base
-        return f"{base}\n{LOAD_LINE}\n\nSkills available:\n{descriptions(skills)}"
+        if config.design:
+            listing = s05_loader.get_descriptions(s05_loader.load_skills(skills))
+        else:
+            listing = descriptions(skills)
+        return f"{base}\n{LOAD_LINE}\n\nSkills available:\n{listing}"
 
     def invocation_form(self, config: AgentConfig) -> tuple[str, Rendering]:
         return LOAD_TOOL, SUBSTITUTED if config.tool_result_substitutions else AS_WRITTEN
@@ -126,6 +155,8 @@ class ToolResultProfile:
         return str((block.get("input") or {}).get("name") or ""), ""
 
     async def handle(self, session: SkillSession, block: dict[str, Any]) -> ToolAnswer:
+        if session.config.design:
+            return await self._design_load(session, block)
         tool_use_id = block["id"]
         name = str((block.get("input") or {}).get("name") or "")
         listed = [s for s in session.skills.skills() if s.model_invocable]
@@ -153,19 +184,33 @@ class ToolResultProfile:
             )
         if answer is not None:
             return answer
-        status, hidden = outcome.messages[0], outcome.messages[1]
-        result = tool_result_block(tool_use_id, wrap(name, hidden.plain_text))
-        # The result carrying the body is stored on its own hidden row; a chip stands for it.
-        row = StoredMessage(
-            role="user",
-            kind="skill_prompt",
-            content=(result,),
-            is_meta=True,
-            meta={"skill": spec.name},
+        return _delivered(tool_use_id, name, spec, outcome)
+
+    async def _design_load(self, session: SkillSession, block: dict[str, Any]) -> ToolAnswer:
+        """The design's `load_skill`: its names, its error text, its body; still audited, checked
+        by the rules (`load_skill(NAME)`, allowed unless a `Skill(...)` rule says otherwise)."""
+        tool_use_id = block["id"]
+        name = str((block.get("input") or {}).get("name") or "")
+        listed = [s for s in session.skills.skills() if s.model_invocable]
+        named = s05_loader.load_skills(listed)
+        found = named.get(name)
+        if found is None:
+            return _plain(tool_use_id, s05_loader.unknown(name, named), name)
+        spec = found.spec
+        rendering = Rendering(base_dir_line=False, substitutions=False, text=found.body)
+        outcome = await session.invoke(
+            spec.name,
+            "",
+            caller="model",
+            tool_use_id=tool_use_id,
+            permission=LOAD_TOOL,
+            rendering=rendering,
+            context=False,
         )
-        rows = [(row, outcome.invocation), (not_to_model(status), outcome.invocation)]
-        rows += [(m, outcome.invocation) for m in outcome.messages[2:]]
-        return ToolAnswer(None, rows=tuple(rows), skill=spec.name)
+        if not outcome.ok:
+            answer = _plain(tool_use_id, f"Error: {outcome.error}", name)
+            return replace(answer, denied=outcome.code == PERMISSION_DENIED)
+        return _delivered(tool_use_id, name, spec, outcome)
 
     def deliver_slash(
         self, session: SkillSession, messages: Sequence[StoredMessage]
@@ -184,6 +229,22 @@ class ToolResultProfile:
 
     def fork_messages(self, skill: str, prompt: str) -> list[StoredMessage]:
         return skill_prompt_rows(skill, prompt)
+
+
+def _delivered(tool_use_id: str, name: str, spec: SkillSpec, outcome: SkillOutcome) -> ToolAnswer:
+    """The result carrying the body, stored on its own hidden row; a chip stands for it."""
+    status, hidden = outcome.messages[0], outcome.messages[1]
+    result = tool_result_block(tool_use_id, wrap(name, hidden.plain_text))
+    row = StoredMessage(
+        role="user",
+        kind="skill_prompt",
+        content=(result,),
+        is_meta=True,
+        meta={"skill": spec.name},
+    )
+    rows = [(row, outcome.invocation), (not_to_model(status), outcome.invocation)]
+    rows += [(m, outcome.invocation) for m in outcome.messages[2:]]
+    return ToolAnswer(None, rows=tuple(rows), skill=spec.name)
 
 
 def _plain(tool_use_id: str, text: str, skill: str) -> ToolAnswer:

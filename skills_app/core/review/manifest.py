@@ -1,0 +1,234 @@
+"""The command manifest of a skill version: the tools and commands it will use, for review.
+
+Entries, each shown exactly as written, where it was found, and in plain words:
+
+- `allowed-tool`: each `allowed-tools` rule of the frontmatter;
+- `command`: each command the body (or a document it points at) asks the model to run
+  (`commands.find_commands`: fenced shell blocks, inline code that reads as a command);
+- `context-command`: each `!` dynamic-context command (run before the body is delivered);
+- `hook`: each command of the skill's `hooks`.
+
+`consent` says whether approving the manifest lets matching calls run without asking the user.
+It is False, with the reason in `note`, for an entry that would consent to something other than
+what the reviewer saw: a rule that does not parse, a command that names one of the skill's
+files by a path relative to the workspace (it would run whatever is at that path there), a
+command the text says not to run, or one whose arguments could not be kept in their slots.
+
+The manifest is data: `as_data()` is what a review stores, and `digest` binds an approval to
+exactly the entries the reviewer saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from ..dynamic import find_placeholders
+from ..permissions import RuleSyntaxError, parse_rule
+from ..skillfile import SkillSpec
+from ..skillhooks import parse_skill_hooks
+from .commands import find_commands, relative_skill_paths
+from .package import DOC_SUFFIXES, PackageFile
+from .template import compile_template, placeholder_pattern
+from .words import breadth_warning, explain_command, explain_rule
+
+KINDS = ("allowed-tool", "command", "context-command", "hook")
+KIND_WORDS = {
+    "allowed-tool": "allowed-tools rule",
+    "command": "command the skill asks the model to run",
+    "context-command": "`!` command run while the skill loads",
+    "hook": "hook command",
+}
+# `<short-name>` in a documented command: a blank the model fills in, not shell syntax.
+_DOC_PLACEHOLDER = re.compile(r"<[A-Za-z][\w .:/-]*>")
+# Checks the consent of a command-like entry against; any real folder name works.
+_PROBE_DIR = "/skill-dir"
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestEntry:
+    """One tool or command of the manifest."""
+
+    kind: str
+    tool: str
+    text: str  # exactly as written
+    where: str  # "SKILL.md:12", "SKILL.md (frontmatter)", "references/run.md:4"
+    words: str  # in plain words
+    consent: bool  # approving the manifest consents to calls it covers
+    note: str = ""  # why it is not consented to, or what to be careful about
+    arguments: bool = False  # the command takes the arguments typed after the skill's name
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ManifestEntry:
+        """An entry from its stored form (unknown keys ignored)."""
+        return cls(
+            kind=str(data.get("kind", "")),
+            tool=str(data.get("tool", "")),
+            text=str(data.get("text", "")),
+            where=str(data.get("where", "")),
+            words=str(data.get("words", "")),
+            consent=bool(data.get("consent", False)),
+            note=str(data.get("note", "")),
+            arguments=bool(data.get("arguments", False)),
+        )
+
+    @property
+    def kind_words(self) -> str:
+        return KIND_WORDS.get(self.kind, self.kind)
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    entries: tuple[ManifestEntry, ...]
+
+    def as_data(self) -> list[dict[str, Any]]:
+        return [e.as_dict() for e in self.entries]
+
+    @classmethod
+    def from_data(cls, data: Any) -> Manifest:
+        """A manifest from its stored form; anything that is not a list of entries is empty."""
+        items = data if isinstance(data, list) else []
+        return cls(tuple(ManifestEntry.from_dict(d) for d in items if isinstance(d, dict)))
+
+    @property
+    def digest(self) -> str:
+        """sha256 of the entries: an approval names the exact manifest the reviewer saw."""
+        text = json.dumps(self.as_data(), sort_keys=True, ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def _line_of(text: str, offset: int, first_line: int = 1) -> int:
+    return first_line + text.count("\n", 0, max(offset, 0))
+
+
+def _rule_entry(text: str, files: frozenset[str]) -> ManifestEntry:
+    where = "SKILL.md (frontmatter)"
+    try:
+        rule = parse_rule(text, "allow", source="skill")
+    except RuleSyntaxError as exc:
+        return ManifestEntry(
+            "allowed-tool", "?", text, where, explain_rule(text), False, f"not a rule: {exc}"
+        )
+    note = ""
+    consent = True
+    if rule.tool == "Bash":
+        relative = relative_skill_paths((rule.specifier or "").replace("*", " "), files)
+        if relative:
+            consent = False
+            note = _relative_note(relative)
+        elif breadth := breadth_warning(rule.specifier):
+            note = f"Careful: {breadth}."
+    return ManifestEntry("allowed-tool", rule.tool, text, where, explain_rule(text), consent, note)
+
+
+def _relative_note(paths: Sequence[str]) -> str:
+    shown = ", ".join(f"`{p}`" for p in paths[:3])
+    return (
+        f"Not consented: it names {shown} relative to the workspace, where commands run, so it "
+        "would run whatever is at that path there, not the reviewed file. Write "
+        "`${CLAUDE_SKILL_DIR}/...` instead."
+    )
+
+
+def _command_entry(
+    kind: str, text: str, where: str, files: frozenset[str], names: Sequence[str]
+) -> ManifestEntry:
+    takes_args = bool(placeholder_pattern(names).search(text))
+    consent, note = True, ""
+    relative = relative_skill_paths(text, files)
+    blank = _DOC_PLACEHOLDER.search(text)
+    words = explain_command(_DOC_PLACEHOLDER.sub("NAME", text))
+    if blank:
+        consent = False
+        note = (
+            f"Not consented: `{blank[0]}` is a blank the model fills in, so the command it runs "
+            "is not this text; the rules and the user decide."
+        )
+    elif relative:
+        consent, note = False, _relative_note(relative)
+    elif takes_args:
+        template = compile_template(text, skill_dir=_PROBE_DIR, names=names)
+        if isinstance(template, str):
+            consent = False
+            note = f"Not consented: {template}, so the arguments could change what it runs."
+    return ManifestEntry(kind, "Bash", text, where, words, consent, note, takes_args)
+
+
+def _documents(files: Iterable[PackageFile], body: str, skill_file: str) -> list[PackageFile]:
+    """The text documents the body points at by path (one level: what the model is sent to read)."""
+    return [
+        f
+        for f in files
+        if f.text is not None
+        and f.rel != skill_file
+        and PurePosixPath(f.rel).suffix.lower() in DOC_SUFFIXES
+        and f.rel in body
+    ]
+
+
+def build_manifest(spec: SkillSpec, files: Sequence[PackageFile]) -> Manifest:
+    """The manifest of a parsed skill whose files are `files` (see the module docstring)."""
+    names = frozenset(f.rel for f in files)
+    skill_file = spec.skill_file.name
+    source = next((f.text for f in files if f.rel == skill_file), None) or ""
+    body_at = source.find(spec.body) if spec.body else -1
+    first = _line_of(source, body_at) if body_at >= 0 else 1
+    entries: dict[tuple[str, str], ManifestEntry] = {}
+
+    def add(entry: ManifestEntry) -> None:
+        entries.setdefault((entry.kind, entry.text), entry)
+
+    for text in spec.allowed_tools:
+        add(_rule_entry(text, names))
+    for p in find_placeholders(spec.body):
+        where = f"{skill_file}:{_line_of(spec.body, p.start, first)}"
+        add(_command_entry("context-command", p.command, where, names, spec.arguments))
+    hooks, _notes = parse_skill_hooks(spec.name, spec.hooks)
+    for hook in hooks:
+        on = f"{hook.event}" + (f" of {hook.matcher}" if hook.matcher not in ("", "*") else "")
+        entry = _command_entry("hook", hook.command, "SKILL.md (frontmatter)", names, ())
+        add(
+            ManifestEntry(
+                entry.kind,
+                entry.tool,
+                entry.text,
+                entry.where,
+                f"{entry.words} It runs on every {on} event for the rest of the conversation.",
+                entry.consent,
+                entry.note,
+            )
+        )
+    sources = [(skill_file, spec.body, first)]
+    sources += [(d.rel, d.text or "", 1) for d in _documents(files, spec.body, skill_file)]
+    for rel, text, line in sources:
+        for found in find_commands(text, first_line=line):
+            entry = _command_entry(
+                "command", found.text, f"{rel}:{found.line}", names, spec.arguments
+            )
+            if found.negated:
+                entry = ManifestEntry(
+                    entry.kind,
+                    entry.tool,
+                    entry.text,
+                    entry.where,
+                    entry.words,
+                    False,
+                    "Not consented: the text tells the model not to run it.",
+                    entry.arguments,
+                )
+            add(entry)
+    return Manifest(tuple(entries.values()))
+
+
+__all__ = ["KINDS", "KIND_WORDS", "Manifest", "ManifestEntry", "build_manifest"]

@@ -1,0 +1,117 @@
+"""Whose consent each offered skill's commands run under (docs/review.md).
+
+- an organisation upload: the approval of its active version, when that approval stored a
+  manifest and names the very digest the run loads ("the review of x v3 by mona");
+- a bundled skill (written by this project) or a SKILLS_DIRS skill (put on the server by its
+  operator): its install, with the manifest derived from its folder ("the install of x"),
+  covering only the commands its body asks the model to run (`Consent.reviewed` is False);
+- a personal skill, and an organisation version approved by migration (live before reviews
+  existed, never reviewed): none. Their calls are decided by the rules and the user, as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+from skills_app.core.review import Consent, Manifest, build_manifest, read_package
+from skills_app.core.skillfile import SkillSpec
+from skills_app.models import SkillReview
+
+logger = logging.getLogger(__name__)
+
+INSTALL_WORDS = {
+    "bundled": "bundled with Skillscope",
+    "dirs": "put in SKILLS_DIRS by the server's operator",
+}
+_lock = threading.Lock()
+_installed: dict[tuple[str, str], Manifest] = {}
+
+
+def _install_manifest(spec: SkillSpec) -> Manifest | None:
+    key = (str(spec.path), spec.digest)
+    with _lock:
+        cached = _installed.get(key)
+    if cached is not None:
+        return cached
+    try:
+        manifest = build_manifest(spec, read_package(Path(spec.path)))
+    except OSError:
+        logger.warning("cannot read the files of %s for its manifest", spec.name, exc_info=True)
+        return None
+    with _lock:
+        if len(_installed) > 512:
+            _installed.clear()
+        _installed[key] = manifest
+    return manifest
+
+
+def _approvals(names: Iterable[str]) -> dict[str, SkillReview]:
+    """The approval of each named organisation skill's active version (with a manifest)."""
+    rows = (
+        SkillReview.objects.filter(
+            action=SkillReview.APPROVED,
+            version__package__owner__isnull=True,
+            version__package__name__in=list(names),
+            version__package__active_version_id__isnull=False,
+        )
+        .select_related("version__package")
+        .order_by("pk")
+    )
+    found: dict[str, SkillReview] = {}
+    for row in rows:
+        if row.version.package.active_version_id == row.version_id:
+            found[row.version.package.name] = row  # the latest approval wins
+    return found
+
+
+def consent_for_review(review: SkillReview, spec: SkillSpec) -> Consent | None:
+    """The consent an approval gives the skill a run loaded, if it is that very content."""
+    if review.digest != spec.digest or review.version.digest != spec.digest:
+        return None  # changed under the approval: no consent, whatever the manifest says
+    who = review.actor_name or "a reviewer"
+    return Consent(
+        skill=spec.name,
+        digest=spec.digest,
+        label=f"the review of {spec.name} v{review.version_number} by {who}",
+        entries=Manifest.from_data(review.manifest).entries,
+        arguments=tuple(spec.arguments),
+        review_id=review.pk,
+        reviewer_id=review.actor_id,
+    )
+
+
+def consents_for(specs: Iterable[SkillSpec]) -> dict[str, Consent]:
+    """The consent each of these skills runs under, by name (skills without one are left out)."""
+    specs = list(specs)
+    uploaded = [s for s in specs if s.source == "uploaded"]
+    approvals = _approvals(s.name for s in uploaded) if uploaded else {}
+    out: dict[str, Consent] = {}
+    for spec in specs:
+        if spec.source == "uploaded":
+            review = approvals.get(spec.name)
+            consent = consent_for_review(review, spec) if review is not None else None
+        elif spec.source in INSTALL_WORDS:
+            manifest = _install_manifest(spec)
+            consent = (
+                Consent(
+                    skill=spec.name,
+                    digest=spec.digest,
+                    label=f"the install of {spec.name} ({INSTALL_WORDS[spec.source]})",
+                    entries=manifest.entries,
+                    arguments=tuple(spec.arguments),
+                    reviewed=False,
+                )
+                if manifest is not None
+                else None
+            )
+        else:
+            consent = None
+        if consent is not None:
+            out[spec.name] = consent
+    return out
+
+
+__all__ = ["INSTALL_WORDS", "consent_for_review", "consents_for"]

@@ -1,0 +1,95 @@
+"""Two versions of a skill compared file by file: every file, scripts included.
+
+Text files get a unified diff; a binary file (or one too large to show) is compared by size
+and sha256. Files only in one version are listed as added or removed, with their content as
+the diff (all `+` or all `-` lines) when it is text.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from skills_app.core.review import PackageFile
+
+# A diff longer than this many lines is cut (the whole file is still on the review page).
+MAX_DIFF_LINES = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class DiffLine:
+    kind: str  # add | del | hunk | same
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    rel: str
+    status: str  # added | removed | changed | same
+    lines: tuple[DiffLine, ...] = ()
+    binary: bool = False
+    old: PackageFile | None = None
+    new: PackageFile | None = None
+    cut: bool = False
+
+    @property
+    def is_script(self) -> bool:
+        return bool((self.new or self.old) and (self.new or self.old).is_script)  # type: ignore[union-attr]
+
+
+def _classify(lines: Sequence[str]) -> tuple[tuple[DiffLine, ...], bool]:
+    out: list[DiffLine] = []
+    for line in lines:
+        if line.startswith(("+++", "---")):
+            continue
+        if line.startswith("@@"):
+            kind = "hunk"
+        elif line.startswith("+"):
+            kind = "add"
+        elif line.startswith("-"):
+            kind = "del"
+        else:
+            kind = "same"
+        out.append(DiffLine(kind, line.rstrip("\n")))
+        if len(out) >= MAX_DIFF_LINES:
+            return tuple(out), True
+    return tuple(out), False
+
+
+def _diff(old: PackageFile | None, new: PackageFile | None, rel: str) -> FileDiff:
+    if old is not None and new is not None and old.sha256 == new.sha256:
+        return FileDiff(rel, "same", old=old, new=new)
+    status = "added" if old is None else "removed" if new is None else "changed"
+    if (old is not None and old.text is None) or (new is not None and new.text is None):
+        return FileDiff(rel, status, binary=True, old=old, new=new)
+    before = (old.text or "") if old is not None else ""
+    after = (new.text or "") if new is not None else ""
+    raw = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{rel}",
+        tofile=f"b/{rel}",
+        n=3,
+    )
+    lines, cut = _classify(list(raw))
+    return FileDiff(rel, status, lines, old=old, new=new, cut=cut)
+
+
+def compare(old: Sequence[PackageFile], new: Sequence[PackageFile]) -> list[FileDiff]:
+    """Every file of either version, changed ones first (SKILL.md, then scripts, then the rest)."""
+    before = {f.rel: f for f in old}
+    after = {f.rel: f for f in new}
+    diffs = [_diff(before.get(rel), after.get(rel), rel) for rel in sorted(before | after)]
+
+    def order(d: FileDiff) -> tuple[int, int, str]:
+        return (
+            d.status == "same",
+            0 if d.rel.lower() == "skill.md" else 1 if d.is_script else 2,
+            d.rel,
+        )
+
+    return sorted(diffs, key=order)
+
+
+__all__ = ["MAX_DIFF_LINES", "DiffLine", "FileDiff", "compare"]

@@ -1,0 +1,192 @@
+"""The pages of the review: uploading for everyone, the review of a version, a skill's page.
+
+- `/skills/org/upload/`: skill managers upload an organisation skill (zip, `.skill` or a
+  folder); the lint report shows at once, and the draft can be submitted from there;
+- `/skills/versions/<id>/review/`: the review page of one organisation version (skill managers
+  and the version's uploader); its form takes the steps: submit, approve, request changes,
+  make active (a rollback when the version is older than the active one);
+- `/skills/s/<name>/`: the page of a skill for everyone who may use it: what it is for, who
+  published and reviewed it, what it may run in words, and what the rules say for them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from skills_app.http import AuthedHttpRequest
+from skills_app.models import SkillVersion
+from skills_app.permissions.approvals import admin_rules
+from skills_app.registry import catalog, review, uploads
+from skills_app.registry.review_page import review_context
+from skills_app.registry.skills import skills_for_user
+from skills_app.triggers.report import activation_comparison
+from skills_app.visibility import can_inspect
+
+STEPS = ("submit", "approve", "request_changes", "activate")
+DONE_WORDS = {
+    "submit": "Submitted for review.",
+    "approve": "Approved, with the command manifest you were shown.",
+    "request_changes": "Sent back to the author with your comments.",
+    "activate": "It is now the active version for everyone.",
+}
+
+
+def may_manage(user: Any) -> bool:
+    """Skill managers: upload for everyone, review, activate."""
+    return bool(user.has_perm(review.SUBMIT_PERMISSION) or user.has_perm(review.REVIEW_PERMISSION))
+
+
+def _get_version_for_reviewer(request: AuthedHttpRequest, pk: int) -> SkillVersion:
+    """An organisation version for a skill manager or its uploader; 404 for anyone else."""
+    version = (
+        SkillVersion.objects.select_related("package", "uploaded_by")
+        .filter(pk=pk, package__owner__isnull=True)
+        .first()
+    )
+    if version is None or not (
+        may_manage(request.user) or version.uploaded_by_id == request.user.pk
+    ):
+        raise Http404("No such skill version.")
+    return version
+
+
+def _review_page(
+    request: AuthedHttpRequest, version: SkillVersion, *, status: int = 200, **extra: Any
+) -> HttpResponse:
+    context = {
+        **review_context(version, request.user),
+        # This version's trigger-test figures beside the active version's.
+        "trigger": activation_comparison(version.package, version),
+        **extra,
+    }
+    return render(request, "skills_app/registry/review.html", context, status=status)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def review_version(request: AuthedHttpRequest, pk: int) -> HttpResponse:
+    """The review page of one version; POST takes one step of its review."""
+    version = _get_version_for_reviewer(request, pk)
+    if request.method == "GET":
+        return _review_page(request, version)
+    step = request.POST.get("action", "")
+    comment = request.POST.get("comment", "")
+    try:
+        if step == "submit":
+            review.submit(version, request.user, comment=comment)
+        elif step == "approve":
+            review.approve(
+                version,
+                request.user,
+                manifest_digest=request.POST.get("manifest", ""),
+                comment=comment,
+            )
+            if request.POST.get("activate") == "1":
+                version.refresh_from_db()
+                review.activate(version, request.user)
+                step = "activate"
+        elif step == "request_changes":
+            review.request_changes(version, request.user, comment=comment)
+        elif step == "activate":
+            review.activate(version, request.user)
+        else:
+            raise review.ReviewError(f"Unknown step {step!r}; use one of {', '.join(STEPS)}.")
+    except review.ReviewError as exc:
+        version.refresh_from_db()
+        return _review_page(request, version, status=400, error=exc.message, comment=comment)
+    version.refresh_from_db()
+    return _review_page(request, version, notice=DONE_WORDS[step])
+
+
+@login_required
+@require_POST
+def org_upload(request: AuthedHttpRequest) -> HttpResponse:
+    """Upload an organisation skill as a draft (skill managers); optionally submit it at once."""
+    from skills_app.registry.views import _folder_files, _page, _read
+
+    if not request.user.has_perm(uploads.ORG_PERMISSION):
+        raise Http404("No such page.")
+    archive = request.FILES.get("archive")
+    folder = request.FILES.getlist("folder")
+    try:
+        if archive is not None and not folder:
+            results = uploads.install_archive(
+                _read(archive), archive.name or "upload.zip", user=request.user
+            )
+        elif folder and archive is None:
+            files = _folder_files(folder, request.POST.get("paths", ""))
+            results = uploads.install_files(files, user=request.user)
+        else:
+            raise uploads.UploadError(
+                "choose either a .zip/.skill file or a folder, then press Upload"
+            )
+        submitted = []
+        if request.POST.get("submit") == "1":
+            for result in results:
+                if result.version.review_status in (
+                    SkillVersion.DRAFT,
+                    SkillVersion.CHANGES_REQUESTED,
+                ):
+                    review.submit(result.version, request.user)
+                    submitted.append(result.version.pk)
+    except uploads.UploadError as exc:
+        return _page(request, status=400, org_error=exc.message, org_problems=exc.problems)
+    except review.ReviewError as exc:
+        return _page(request, status=400, org_error=exc.message)
+    for result in results:
+        result.version.refresh_from_db()
+    return _page(
+        request,
+        org_results=[
+            {
+                "result": r,
+                "review_url": reverse("skill-review", args=[r.version.pk]),
+                "submitted": r.version.pk in submitted,
+            }
+            for r in results
+        ],
+    )
+
+
+@login_required
+@require_GET
+def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
+    """The page of one skill, for anyone it is offered to (never its body)."""
+    spec = skills_for_user(request.user.pk).get(name)
+    if spec is None:
+        raise Http404("No such skill.")
+    prov = catalog.provenance(spec, request.user.pk)
+    manifest = catalog.manifest_for(spec, prov)
+    version = prov.version
+    reviewer_view = version is not None and may_manage(request.user)
+    can_read = can_inspect(request.user) or reviewer_view or spec.source == "personal"
+    entries = catalog.words_for_user(spec, manifest, can_read=can_read)
+    for item in entries:
+        item["runs"] = catalog.consented_words(item["entry"], prov)
+    return render(
+        request,
+        "skills_app/registry/skill.html",
+        {
+            "spec": spec,
+            "prov": prov,
+            "access": catalog.access(
+                name,
+                catalog.rules_context(admin_rules()),
+                model_invocable=spec.model_invocable,
+            ),
+            "entries": entries,
+            "show_exact": can_read,
+            "review_url": reverse("skill-review", args=[version.pk])
+            if reviewer_view and version is not None and version.package.owner_id is None
+            else "",
+        },
+    )
+
+
+__all__ = ["may_manage", "org_upload", "review_version", "skill_detail"]
