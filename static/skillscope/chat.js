@@ -410,6 +410,9 @@
       about.rel = "noopener";
       about.textContent = "About";
       about.setAttribute("aria-label", `About ${skill.name}`);
+      // Not a Tab stop inside an option (axe: nested-interactive); the menu is driven by the
+      // arrow keys, and every skill's page is on the Skills page.
+      about.tabIndex = -1;
       about.addEventListener("mousedown", (event) => event.stopPropagation());
       li.append(about);
     }
