@@ -402,18 +402,18 @@
     desc.textContent = skill.description;
     li.append(desc);
     if (skill.url) {
-      // The skill's page (what it is for, who reviewed it, what it may run), in a new tab.
-      const about = document.createElement("a");
+      // The skill's page (what it is for, who reviewed it, what it may run), in a new tab. Not
+      // a link: an option may hold nothing focusable (axe: nested-interactive), so a click on
+      // "About" opens it; the keyboard reaches every skill's page from the Skills page.
+      const about = document.createElement("span");
       about.className = "option-about";
-      about.href = skill.url;
-      about.target = "_blank";
-      about.rel = "noopener";
       about.textContent = "About";
-      about.setAttribute("aria-label", `About ${skill.name}`);
-      // Not a Tab stop inside an option (axe: nested-interactive); the menu is driven by the
-      // arrow keys, and every skill's page is on the Skills page.
-      about.tabIndex = -1;
-      about.addEventListener("mousedown", (event) => event.stopPropagation());
+      about.title = `About ${skill.name} (opens its page in a new tab)`;
+      about.addEventListener("mousedown", (event) => {
+        event.preventDefault();
+        event.stopPropagation();
+        window.open(skill.url, "_blank", "noopener");
+      });
       li.append(about);
     }
     li.addEventListener("mousedown", (event) => {
