@@ -204,8 +204,10 @@ async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == Run.STOPPED
     stored = await sync_to_async(rows)(conversation)
-    assert stored[-1].role == "assistant" and stored[-1].meta.get("partial") is True
-    assert stored[-1].content[0]["text"].startswith("The first")
+    # The partial answer, then the stored note that says it was stopped.
+    assert stored[-2].role == "assistant" and stored[-2].meta.get("partial") is True
+    assert stored[-2].content[0]["text"].startswith("The first")
+    assert (stored[-1].kind, stored[-1].content[0]["text"]) == ("notice", "Stopped.")
     setup.enqueue(Reply.text("continuing"))
     await run_turn(conversation, "go on", alice)
     assert setup.requests[-1].status == 200
@@ -226,7 +228,55 @@ async def test_stopping_during_an_approval_answers_the_tool_use(setup, conversat
     await run_turn(conversation, "never mind", alice)
     last = setup.requests[-1]
     assert last.status == 200
-    assert "Interrupted" in str(last["messages"])
+    assert "Stopped by the user before this tool call finished" in str(last["messages"])
+
+
+async def test_a_stop_is_a_clean_end_and_the_next_message_is_answered_as_itself(
+    setup, conversation, alice
+):
+    """Stopped while asking: the question is withdrawn for every tab, the note is a stored row,
+    the call is closed as stopped for the model, and the next message starts a new request."""
+    from skills_app.core.transcript import STOPPED_RESULT
+    from skills_app.models import Approval, Message
+    from skills_app.runs import supervisor as runs
+
+    setup.enqueue(Reply.tool_use("Bash", {"command": "rm -rf work"}, id="toolu_stop01"))
+    run = await runs.start_run(conversation.pk, "clean", user_id=alice.pk)
+    await wait_until(Approval.objects.filter(run_id=run.pk).aexists, what="the approval request")
+    async with watch_group(conversation.pk) as seen:
+        assert await runs.stop_run(run.pk)
+        finished = RunEvent.objects.filter(run_id=run.pk, type="run.finished")
+        await wait_until(finished.aexists, what="the stopped run to finish")
+    answered = [e.data async for e in RunEvent.objects.filter(run=run, type="approval.answered")]
+    approval = await Approval.objects.aget(run_id=run.pk)
+    assert answered == [{"approval_id": approval.pk, "status": "cancelled", "by": None}]
+    # The tab learns it with the fragment that takes the buttons away.
+    updates = [m for m in seen if m["type"] == "approval.answered"]
+    assert updates and "Allow once" not in updates[0]["html"]
+    assert "Allow once" not in (updates[0].get("inspector_html") or "")
+    # The live card says stopped instead of "Running…".
+    results = [m for m in seen if m["type"] == "message.stored" and "tool-result-" in m["html"]]
+    assert results and "Stopped before it finished." in results[0]["html"]
+    note = await Message.objects.filter(conversation=conversation, kind="notice").alast()
+    assert note is not None and note.content[0]["text"] == "Stopped." and not note.to_model
+
+    setup.enqueue(Reply.text("A haiku about spring."))
+    await run_turn(conversation, "write a haiku instead", alice)
+    last = setup.requests[-1]
+    assert last.status == 200
+    final_user = last["messages"][-1]
+    assert final_user["role"] == "user"
+    closed = [b for b in final_user["content"] if b.get("type") == "tool_result"]
+    assert closed == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_stop01",
+            "content": STOPPED_RESULT,
+            "is_error": True,
+        }
+    ]
+    assert final_user["content"][-1]["text"] == "write a haiku instead"
+    assert "Stopped." not in str(last["messages"])
 
 
 async def test_a_run_that_ends_cancels_an_approval_nobody_waits_for(conversation, alice):

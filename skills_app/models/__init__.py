@@ -17,6 +17,7 @@ from skills_app.models.organisation import (
     WorkspaceUsage,
 )
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
+from skills_app.models.preferences import UserPreference
 from skills_app.models.queued import QueuedMessage
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.review import SkillReview
@@ -57,6 +58,7 @@ __all__ = [
     "TriggerQuery",
     "TriggerResult",
     "TriggerRun",
+    "UserPreference",
     "VisibleSkillSource",
     "Worker",
 ]

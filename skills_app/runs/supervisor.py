@@ -384,10 +384,14 @@ def _stop_queued(run_id: int) -> list[RunEvent]:
             return []
         conversation_id = Run.objects.values_list("conversation_id", flat=True).get(pk=run_id)
         data = {"run_id": run_id, "status": Run.STOPPED, "error": "Stopped by the user."}
+        note = store.append_message(conversation_id, store.stop_note(), run_id=run_id)
         return [
             eventlog.append_event(
+                conversation_id, "message", eventlog.message_event(note), run_id=run_id
+            ),
+            eventlog.append_event(
                 conversation_id, "run.finished", {**data, "kind": "stopped"}, run_id=run_id
-            )
+            ),
         ]
 
 
