@@ -2,7 +2,7 @@
 
 Run: .venv/bin/python bench/bench_cache.py [--generated 50] [--verbose]
 Replays the same conversation in each delivery profile through the real SDK, the agent loop
-(`runs.supervisor`, as tests/loop_helpers.py drives it) and the fake Anthropic server, which reports
+(`runs.supervisor`, as tests/support/loop_helpers.py drives it) and the fake Anthropic server, which reports
 usage the way the API does: tokens read from prefixes it cached before, tokens written, and the
 uncached rest (characters / 4 per block). Turn 1 loads the release-notes skill, turn 2 runs a
 tool, turns 3 to 5 are plain questions: 7 model calls per profile.
@@ -44,7 +44,7 @@ from skills_app.core.model_catalog import DEFAULT_MODEL  # noqa: E402
 from skills_app.core.pricing import add_usage, cost_usd, format_usd, input_total  # noqa: E402
 from skills_app.models import Conversation, PermissionRule, Run  # noqa: E402
 from skills_app.runs import supervisor as runs  # noqa: E402
-from tests.fake_anthropic import FakeAnthropic, Reply  # noqa: E402
+from tests.support.fake_anthropic import FakeAnthropic, Reply  # noqa: E402
 
 TARGET_SHARE = 0.80
 SKILL = "release-notes"

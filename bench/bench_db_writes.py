@@ -43,7 +43,7 @@ from django.db.backends.signals import connection_created  # noqa: E402
 
 from skills_app.models import Conversation, Message, RunEvent  # noqa: E402
 from skills_app.runs import supervisor as runs  # noqa: E402
-from tests.fake_anthropic import FakeAnthropic, Reply  # noqa: E402
+from tests.support.fake_anthropic import FakeAnthropic, Reply  # noqa: E402
 
 COUNTS = {"write": 0, "read": 0}
 

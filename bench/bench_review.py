@@ -53,7 +53,7 @@ from skills_app.registry.consents import consents_for  # noqa: E402
 from skills_app.registry.skills import skills_for_user  # noqa: E402
 from skills_app.visibility import forget, hidden_index  # noqa: E402
 from skills_app.workspaces import workspace_for  # noqa: E402
-from tests.review_helpers import GREET_MARKER, publish  # noqa: E402
+from tests.support.review_helpers import GREET_MARKER, publish  # noqa: E402
 
 
 def _ms(samples: list[float]) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-pytest_plugins = ["tests.fake_anthropic"]
+pytest_plugins = ["tests.support.fake_anthropic"]
 
 
 @pytest.fixture(autouse=True)
@@ -74,8 +74,8 @@ def admin_user(django_user_model):
 @pytest.fixture
 def worker_fake(settings, fake_anthropic):
     """The fake Anthropic server, for runs that workers execute (with fast heartbeats)."""
-    from tests.loop_helpers import use_fake_model
-    from tests.worker_helpers import use_fast_heartbeats
+    from tests.support.loop_helpers import use_fake_model
+    from tests.support.worker_helpers import use_fast_heartbeats
 
     use_fake_model(settings, fake_anthropic)
     use_fast_heartbeats(settings)
@@ -96,8 +96,8 @@ async def layer():
 
 @pytest.fixture
 async def worker(worker_fake, layer):
-    """A `runworker skillscope-runs` beside the test (tests/worker_helpers.py)."""
-    from tests.worker_helpers import running_worker
+    """A `runworker skillscope-runs` beside the test (tests/support/worker_helpers.py)."""
+    from tests.support.worker_helpers import running_worker
 
     async with running_worker() as instance:
         yield instance

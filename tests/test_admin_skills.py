@@ -17,7 +17,7 @@ from django.urls import reverse
 from skills_app.models import Conversation, SkillInvocation, SkillPackage, SkillVersion
 from skills_app.registry import review
 from skills_app.registry.uploads import storage_root
-from tests.review_helpers import approve, reviewer_user
+from tests.support.review_helpers import approve, reviewer_user
 
 pytestmark = pytest.mark.django_db
 

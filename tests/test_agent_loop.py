@@ -26,8 +26,8 @@ from skills_app.models import (
 )
 from skills_app.runs import agent_setup
 from skills_app.runs.streams import LIVE_INTERVAL
-from tests.fake_anthropic import Reply, tool_use_block, without_cache_control
-from tests.loop_helpers import (
+from tests.support.fake_anthropic import Reply, tool_use_block, without_cache_control
+from tests.support.loop_helpers import (
     accepted,
     count_in_request,
     rows,

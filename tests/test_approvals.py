@@ -8,8 +8,8 @@ from asgiref.sync import sync_to_async
 from skills_app.models import Approval, Conversation, ConversationGrant, Run
 from skills_app.permissions.approvals import ApprovalError, answer_approval
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, use_fake_model
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -119,7 +119,7 @@ async def test_a_skill_scoped_admin_rule_applies_only_during_that_skills_turn(
     fake, conversation, alice, settings, tmp_path
 ):
     from skills_app.models import PermissionRule
-    from tests.loop_helpers import write_skills
+    from tests.support.loop_helpers import write_skills
 
     settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")

@@ -19,8 +19,8 @@ from skills_app.chat import actions
 from skills_app.models import Attachment, AuditEvent, Conversation, Message, Run
 from skills_app.runs import supervisor as runs
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, use_fake_model, write_skills
 
 # Only the tests that run code in other threads (async ones) need real transactions.
 pytestmark = pytest.mark.django_db

@@ -24,8 +24,8 @@ from skills_app.models import (
 )
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import store
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
 MARKER = "HIDDEN-AUDIT-MARKER-7731"
 

@@ -10,8 +10,8 @@ from django.test import Client
 
 from skills_app.models import Conversation, PermissionRule
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skills_app.core.caching import count_breakpoints, with_cache_breakpoints
-from tests.fake_anthropic import without_cache_control
+from tests.support.fake_anthropic import without_cache_control
 
 CC = {"type": "ephemeral"}
 TOOLS = [

@@ -8,8 +8,8 @@ from django.test import AsyncClient, Client
 
 from skills_app.models import Conversation, Message, Run
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import use_fake_model
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -17,8 +17,8 @@ from skills_app.core.transcript import EXCLUDED, REPLACED
 from skills_app.models import Conversation, Message, QueuedMessage, Run, RunEvent
 from skills_app.runs import store
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import use_fake_model, wait_until
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import use_fake_model, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -191,7 +191,7 @@ async def test_an_edit_replaces_the_turn_for_the_model_and_keeps_it_for_the_audi
 async def test_an_earlier_message_can_be_edited_and_the_later_turns_become_a_replaced_branch(
     fake, conversation, alice, settings, tmp_path
 ):
-    from tests.loop_helpers import write_skills
+    from tests.support.loop_helpers import write_skills
 
     settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
     await sync_to_async(_allow)("Skill(greeter)")

@@ -16,8 +16,8 @@ from skills_app.chat import titles
 from skills_app.core.titles import clean_title, command_title, title_from_message
 from skills_app.models import Conversation, ModelCall, PermissionRule
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import use_fake_model, wait_until, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import use_fake_model, wait_until, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -32,8 +32,8 @@ from skills_app.core.cc_transcript import parse_transcript
 from skills_app.core.transcript import text_of
 from skills_app.models import Conversation, PermissionRule
 from skills_app.runs import agent_setup
-from tests.fake_anthropic import Reply, validate_request
-from tests.loop_helpers import run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply, validate_request
+from tests.support.loop_helpers import run_turn, use_fake_model, write_skills
 
 FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
 SKILL_MARKERS = ("SKILL-BODY-META-7731", "SKILL-BODY-SYNTHETIC-4410", "SKILL-BODY-UNFLAGGED-9902")

@@ -11,8 +11,8 @@ from skills_app.models import Comparison, Conversation, Message, ModelCall, Perm
 from skills_app.runs import agent_setup
 from skills_app.runs import supervisor as runs
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import FakeAnthropic, Reply
-from tests.loop_helpers import use_fake_model, write_skills
+from tests.support.fake_anthropic import FakeAnthropic, Reply
+from tests.support.loop_helpers import use_fake_model, write_skills
 
 # Only the tests that run code in other threads (async ones) need real transactions.
 pytestmark = pytest.mark.django_db

@@ -13,8 +13,8 @@ from skills_app.core.summary import OMITTED, SUMMARY_SYSTEM, summary_request
 from skills_app.core.transcript import EXCLUDED, StoredMessage
 from skills_app.models import Conversation, Message, ModelCall, PermissionRule, Run
 from skills_app.runs import store
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,6 @@
 """The agent loop on its own: `core.runner.Runner` driven through in-memory ports.
 
-No Django, no HTTP, no database: the model answers from a script (`tests/recording_ports.py`,
+No Django, no HTTP, no database: the model answers from a script (`tests/support/recording_ports.py`,
 as strict about requests as the fake Anthropic server), the rules decide with the core's own
 `decide`, rows and events are recorded in lists. What the services add around the loop
 (storage, the channel layer, the real SDK) is proven once more end to end in
@@ -19,9 +19,9 @@ from skills_app.core.events import BlockStarted, ModelCalled, TextDelta, Thinkin
 from skills_app.core.hooks import HookResult, Hooks
 from skills_app.core.llm import ModelError
 from skills_app.core.transcript import STOPPED_RESULT, close_open_tool_uses
-from tests.fake_anthropic import Reply, tool_use_block, without_cache_control
-from tests.loop_helpers import write_skills
-from tests.recording_ports import ALLOW_CONVERSATION, ALLOW_ONCE, DENY, Chat, rule
+from tests.support.fake_anthropic import Reply, tool_use_block, without_cache_control
+from tests.support.loop_helpers import write_skills
+from tests.support.recording_ports import ALLOW_CONVERSATION, ALLOW_ONCE, DENY, Chat, rule
 
 
 @pytest.fixture

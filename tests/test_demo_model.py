@@ -13,7 +13,7 @@ from skills_app.core.llm import (
     StreamEvent,
     TextDelta,
 )
-from tests.fake_anthropic import validate_request
+from tests.support.fake_anthropic import validate_request
 
 SKILL_TOOL = {
     "name": "Skill",

@@ -9,8 +9,8 @@ from django.test import Client
 
 from skills_app.chat.denials import plain
 from skills_app.models import Conversation, PermissionRule, SkillInvocation
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

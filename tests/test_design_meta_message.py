@@ -1,6 +1,6 @@
 """`meta-message` judged by Claude Code's `Skill` tool as seed 003 gives it (its own code).
 
-The oracle (`tests/design_oracles/claude_code.py`) loads the same skill folders the way the
+The oracle (`tests/support/design_oracles/claude_code.py`) loads the same skill folders the way the
 article's `loadPluginSkills` does, filters them with `getSkillsForSkillTool` and formats them
 with `formatSkill`; the app's request, captured by the fake Anthropic server, is compared line
 by line. Where the profile follows today's Claude Code instead of the article (the input keys,
@@ -25,9 +25,9 @@ from skills_app.core.agent import AgentConfig
 from skills_app.core.catalog import build_catalog
 from skills_app.models import Conversation, Message, PermissionRule
 from skills_app.workspaces import workspace_for
-from tests.design_oracles import claude_code
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model
+from tests.support.design_oracles import claude_code
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,6 @@
 """`system-prompt` "as the source design" judged by the skill toolset's own code (seed 004).
 
-The oracle (`tests/design_oracles/toolset.py`) re-types the article's `SkillRunInput`,
+The oracle (`tests/support/design_oracles/toolset.py`) re-types the article's `SkillRunInput`,
 `SkillRunOutput`, skill_run's declaration and `_inject_overview`; the app runs through the real
 SDK against the fake Anthropic server and what it sent is compared byte for byte.
 """
@@ -16,9 +16,9 @@ from asgiref.sync import sync_to_async
 
 from skills_app.models import Approval, Conversation, PermissionRule
 from skills_app.workspaces import workspace_for
-from tests.design_oracles import toolset
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
+from tests.support.design_oracles import toolset
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

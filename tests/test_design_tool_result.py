@@ -1,6 +1,6 @@
 """`tool-result` "as the source design" judged by learn-claude-code s05's own code (seed 001).
 
-The oracle (`tests/design_oracles/s05.py`) runs the design's loader over the skills as they lie
+The oracle (`tests/support/design_oracles/s05.py`) runs the design's loader over the skills as they lie
 in the conversation workspace's `skills/` (the design's `WORKDIR/skills`): every bundled skill
 and a set of edge cases. The app runs the same skills through the real SDK against the fake
 Anthropic server; the request it sent is compared with the oracle's, byte for byte.
@@ -19,9 +19,9 @@ from django.conf import settings as django_settings
 
 from skills_app.models import Approval, Conversation, PermissionRule, SkillInvocation
 from skills_app.workspaces import workspace_for
-from tests.design_oracles import s05
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model
+from tests.support.design_oracles import s05
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -23,8 +23,8 @@ from skills_app.core.skillfile import parse_skill_dir
 from skills_app.core.tools import ToolContext, Workspace
 from skills_app.models import Conversation, PermissionRule, Run, SkillInvocation
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, count_in_request, rows, run_turn, use_fake_model
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, count_in_request, rows, run_turn, use_fake_model
 
 # -- finding placeholders ------------------------------------------------------------------------
 

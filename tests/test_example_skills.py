@@ -21,8 +21,8 @@ from django.conf import settings as django_settings
 
 from skills_app.models import Approval, Conversation, PermissionRule, Run, SkillInvocation
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,8 +18,8 @@ from asgiref.sync import sync_to_async
 from skills_app.models import Conversation, Message, PermissionRule, Run
 from skills_app.runs import agent_setup
 from tests.browser.live_server import free_port
-from tests.fake_anthropic import Reply, tool_use_block, validate_request
-from tests.loop_helpers import rows, run_turn, use_fake_model
+from tests.support.fake_anthropic import Reply, tool_use_block, validate_request
+from tests.support.loop_helpers import rows, run_turn, use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

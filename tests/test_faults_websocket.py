@@ -21,9 +21,9 @@ from django.test import Client
 from skills_app.chat.consumers import MAX_MESSAGE_CHARS
 from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import use_fake_model
-from tests.ws_helpers import Reader, approval_id, receive, stored, until
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import use_fake_model
+from tests.support.ws_helpers import Reader, approval_id, receive, stored, until
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)

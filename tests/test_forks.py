@@ -7,8 +7,8 @@ from asgiref.sync import sync_to_async
 
 from skills_app.audit import requests as audit
 from skills_app.models import Conversation, ModelCall, PermissionRule, Run, SkillInvocation
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -29,7 +29,7 @@ from skills_app.models import (
     SkillVersion,
 )
 from skills_app.registry import sources
-from tests.trigger_helpers import isolate_skills
+from tests.support.trigger_helpers import isolate_skills
 
 pytestmark = pytest.mark.django_db
 

@@ -4,7 +4,7 @@ For every profile and every execution pattern of the bundled skills (instruction
 library, docs, orchestration) one scripted conversation runs through the real SDK against the
 fake Anthropic server, with the "same base prompt": Skillscope's own request format, which no
 outside code judges ("as the source design" is judged by the designs' own code:
-`tests/design_oracles/`). Every request the server accepted is normalised and compared with
+`tests/support/design_oracles/`). Every request the server accepted is normalised and compared with
 `tests/golden/<profile>/<pattern>.json`, field by field, so a change to any wire format fails
 with the field named.
 
@@ -32,8 +32,8 @@ from django.conf import settings as django_settings
 
 from skills_app.models import Conversation, Message, PermissionRule, Run
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model
 from tests.test_example_skills import (
     CHANGES,
     NOTES,

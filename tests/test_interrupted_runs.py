@@ -9,7 +9,7 @@ from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run
 from skills_app.runs import agent_setup, store
 from skills_app.runs.recovery import interrupt_orphaned_runs
-from tests.fake_anthropic import validate_request
+from tests.support.fake_anthropic import validate_request
 
 pytestmark = pytest.mark.django_db
 

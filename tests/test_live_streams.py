@@ -33,8 +33,8 @@ from skills_app.models import Conversation, Run, RunEvent, StreamPiece
 from skills_app.runs import broadcast, eventlog, store, textlog
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, journal
-from tests.loop_helpers import watch_group
-from tests.ws_helpers import Reader, receive, until
+from tests.support.loop_helpers import watch_group
+from tests.support.ws_helpers import Reader, receive, until
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)

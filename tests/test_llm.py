@@ -22,7 +22,7 @@ from skills_app.core.llm import (
     ThinkingDelta,
 )
 from skills_app.runs.client import default_client
-from tests.fake_anthropic import TEST_MODEL, FakeAnthropic, Reply, tool_use_block
+from tests.support.fake_anthropic import TEST_MODEL, FakeAnthropic, Reply, tool_use_block
 
 CACHED = {"cache_control": {"type": "ephemeral"}}
 BASH_TOOL = {

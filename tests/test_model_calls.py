@@ -15,8 +15,8 @@ from django.test import Client
 from skills_app.chat.usage import render_conversation_cost
 from skills_app.core.pricing import cost_usd
 from skills_app.models import Conversation, Message, ModelCall, PermissionRule, Run
-from tests.fake_anthropic import FakeAnthropic, Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import FakeAnthropic, Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

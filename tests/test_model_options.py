@@ -8,7 +8,7 @@ import pytest
 
 from skills_app.core.model_catalog import EFFORT_LEVELS, KNOWN_MODELS, clamp_effort, get_model
 from skills_app.core.model_options import request_options, thinks_with
-from tests.fake_anthropic_rules import validate_settings
+from tests.support.fake_anthropic_rules import validate_settings
 
 SUMMARIZED = {"type": "adaptive", "display": "summarized"}
 

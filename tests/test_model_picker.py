@@ -9,8 +9,8 @@ from django.test import Client
 
 from skills_app.models import Conversation, PermissionRule
 from skills_app.runs import agent_setup
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
 # Only the tests that run code in other threads (async ones) need real transactions.
 pytestmark = pytest.mark.django_db

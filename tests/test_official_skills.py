@@ -18,7 +18,7 @@ import pytest
 from django.test import Client
 
 from skills_app.registry.uploads import version_dir
-from tests.upload_ways import WAYS, upload
+from tests.support.upload_ways import WAYS, upload
 
 pytestmark = pytest.mark.django_db
 

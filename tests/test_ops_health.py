@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from skills_app.models import Run, Worker
 from skills_app.ops import health
-from tests.loop_helpers import wait_until
+from tests.support.loop_helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}

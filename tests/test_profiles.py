@@ -8,8 +8,8 @@ from asgiref.sync import sync_to_async
 from skills_app.core.tools.bash import SAFE_PATH
 from skills_app.models import Conversation, PermissionRule, SkillInvocation
 from skills_app.runs import agent_setup
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import (
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import (
     accepted,
     count_in_request,
     rows,

@@ -22,9 +22,9 @@ from skills_app.models import (
     SkillReview,
 )
 from skills_app.visibility import forget
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import run_turn, use_fake_model
-from tests.review_helpers import GREET_MARKER, publish
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import run_turn, use_fake_model
+from tests.support.review_helpers import GREET_MARKER, publish
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -24,7 +24,8 @@ from skills_app.models import (
 from skills_app.registry import review
 from skills_app.registry.consents import consents_for
 from skills_app.registry.skills import skills_for_user
-from tests.review_helpers import (
+from tests.security.helpers import client_of
+from tests.support.review_helpers import (
     GREET_MARKER,
     GREET_SCRIPT,
     approve,
@@ -32,8 +33,7 @@ from tests.review_helpers import (
     publish,
     upload_draft,
 )
-from tests.security.helpers import client_of
-from tests.upload_helpers import make_zip
+from tests.support.upload_helpers import make_zip
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ from skills_app.models import (
     SkillPackage,
 )
 from skills_app.permissions.checks import rule_warnings
-from tests.loop_helpers import write_skills
+from tests.support.loop_helpers import write_skills
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from skills_app.core.events import RunFinished
 from skills_app.models import Conversation, Run, RunEvent
 from skills_app.runs import supervisor as runs
 from skills_app.runs import tasks, wiring
-from tests.loop_helpers import wait_until
+from tests.support.loop_helpers import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

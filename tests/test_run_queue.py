@@ -1,6 +1,6 @@
 """The run queue: a message sent while no worker runs is kept, shown as waiting, and answered later.
 
-Workers run in the test's loop (`tests.worker_helpers`); the wait of a minute with real processes
+Workers run in the test's loop (`tests.support.worker_helpers`); the wait of a minute with real processes
 is in tests/multiprocess.
 """
 
@@ -18,9 +18,9 @@ from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.models import Conversation, Message, Run, RunEvent
 from skills_app.runs import queue, recovery
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply
-from tests.worker_helpers import running_worker, status
-from tests.ws_helpers import receive
+from tests.support.fake_anthropic import Reply
+from tests.support.worker_helpers import running_worker, status
+from tests.support.ws_helpers import receive
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -17,8 +17,8 @@ from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run, RunEvent, StreamPiece
 from skills_app.runs import agent_setup, broadcast, eventlog, recovery, store, streams, textlog
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply, validate_request
-from tests.loop_helpers import use_fake_model, wait_until
+from tests.support.fake_anthropic import Reply, validate_request
+from tests.support.loop_helpers import use_fake_model, wait_until
 
 # Only the tests that run code in other threads (async ones) need real transactions.
 pytestmark = pytest.mark.django_db

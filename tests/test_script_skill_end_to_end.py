@@ -10,8 +10,8 @@ from django.contrib.auth.models import Permission
 
 from skills_app.models import Approval, Conversation, PermissionRule, Run, RunEvent
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

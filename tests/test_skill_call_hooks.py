@@ -10,8 +10,8 @@ import pytest
 
 from skills_app.core.hooks import HookResult
 from skills_app.models import Conversation, PermissionRule, SkillInvocation
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,8 +19,8 @@ from skills_app.core.skillhooks import (
 from skills_app.core.tools import ToolContext, ToolResult, Workspace
 from skills_app.models import Conversation, PermissionRule, Run, RunEvent, SkillInvocation
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model
 
 # -- parsing ---------------------------------------------------------------------------------
 

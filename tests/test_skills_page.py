@@ -12,8 +12,8 @@ from django.urls import reverse
 from skills_app.models import SkillPackage
 from skills_app.registry import uploads
 from skills_app.registry.skills import skills_for_user
-from tests.review_helpers import go_live
-from tests.upload_helpers import make_zip, skill_md, snapshot, write_folder
+from tests.support.review_helpers import go_live
+from tests.support.upload_helpers import make_zip, skill_md, snapshot, write_folder
 
 pytestmark = pytest.mark.django_db
 

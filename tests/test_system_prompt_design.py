@@ -15,8 +15,8 @@ from skills_app.core.profiles.run_files import workspace_files
 from skills_app.core.tools.workspace import Workspace
 from skills_app.models import Conversation, PermissionRule
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,8 +21,8 @@ from skills_app.models import Conversation, PermissionRule
 from skills_app.runs import observers
 from skills_app.telemetry import setup
 from skills_app.telemetry.spans import SCHEMA_URL, SEMCONV_VERSION
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MARKER = "GREETER-BODY-MARKER"

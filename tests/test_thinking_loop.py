@@ -7,8 +7,8 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.models import Conversation, Run
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model, watch_group
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model, watch_group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,8 +12,8 @@ from asgiref.sync import sync_to_async
 from skills_app.chat.presenters import message_plain_text
 from skills_app.models import Approval, Conversation, PermissionRule, SkillInvocation
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply, without_cache_control
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply, without_cache_control
+from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -18,8 +18,8 @@ from skills_app.audit.transcript_io import (
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, PermissionRule
 from skills_app.runs import agent_setup, store
-from tests.fake_anthropic import Reply, validate_request
-from tests.loop_helpers import run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply, validate_request
+from tests.support.loop_helpers import run_turn, use_fake_model, write_skills
 
 SECRET = "IMPORT-HIDDEN-SECRET-4410"
 

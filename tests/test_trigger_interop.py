@@ -10,10 +10,10 @@ from skills_app.core.triggers.cases import read_set
 from skills_app.models import TriggerRun
 from skills_app.registry import trigger_sets as sets
 from skills_app.registry.trigger_gate import trigger_gate
-from tests.fake_anthropic import TEST_MODEL
-from tests.fake_anthropic_choice import skill_chooser
-from tests.loop_helpers import use_fake_model
-from tests.trigger_helpers import (
+from tests.support.fake_anthropic import TEST_MODEL
+from tests.support.fake_anthropic_choice import skill_chooser
+from tests.support.loop_helpers import use_fake_model
+from tests.support.trigger_helpers import (
     CASES,
     give_cases,
     install_org_skills,
@@ -175,7 +175,7 @@ async def test_only_the_skills_managers_may_turn_the_gate(org, alice):
 async def test_the_review_refuses_a_submission_the_gate_holds_back(org, skill_manager, tmp_path):
     from skills_app.registry import review, uploads
     from skills_app.registry.review import ReviewError
-    from tests.trigger_helpers import skill_folder
+    from tests.support.trigger_helpers import skill_folder
 
     package = org["pdf-tables"]
     await sync_to_async(give_cases)(package, PASSING)

@@ -23,10 +23,10 @@ from skills_app.models import (
 )
 from skills_app.registry import uploads
 from skills_app.triggers import executor, runs
-from tests.fake_anthropic import TEST_MODEL, Reply, without_cache_control
-from tests.fake_anthropic_choice import OUTPUT_TOKENS, skill_chooser
-from tests.loop_helpers import accepted, run_turn, use_fake_model
-from tests.trigger_helpers import (
+from tests.support.fake_anthropic import TEST_MODEL, Reply, without_cache_control
+from tests.support.fake_anthropic_choice import OUTPUT_TOKENS, skill_chooser
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model
+from tests.support.trigger_helpers import (
     BODY_MARKER,
     CASES,
     give_cases,

@@ -11,7 +11,7 @@ from django.test import Client
 from skills_app.models import SkillPackage, TriggerQuery, TriggerResult, TriggerRun
 from skills_app.registry import review, uploads
 from skills_app.registry import trigger_sets as sets
-from tests.trigger_helpers import (
+from tests.support.trigger_helpers import (
     BODY_MARKER,
     CASES,
     cases_json,
@@ -329,8 +329,8 @@ def test_one_unreadable_shipped_file_does_not_lose_the_others(tmp_path, skill_ma
 def test_a_changed_description_offers_trigger_tests_after_upload(
     tmp_path, skill_manager, admin_user
 ):
-    from tests.review_helpers import approve, reviewer_user
-    from tests.upload_helpers import make_zip, skill_md
+    from tests.support.review_helpers import approve, reviewer_user
+    from tests.support.upload_helpers import make_zip, skill_md
 
     client = login(admin_user)
     first = make_zip({"pdf-tables/SKILL.md": skill_md("pdf-tables", "Extract tables.")})
@@ -372,7 +372,7 @@ def test_the_activation_page_shows_the_candidates_trigger_tests_beside_the_activ
     package = org["pdf-tables"]
     folder = skill_folder(tmp_path / "v2", "pdf-tables", "Pull invoices apart.")
     candidate = uploads.install_directory(folder, user=skill_manager, activate=False)[0].version
-    from tests.review_helpers import approve, reviewer_user
+    from tests.support.review_helpers import approve, reviewer_user
 
     approve(candidate, reviewer_user())  # the admin activates only approved versions
     finished_run(package, triggered=3)

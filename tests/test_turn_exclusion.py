@@ -15,8 +15,8 @@ from skills_app.core.stop_reasons import FAILED_TURN_TEXT, REFUSAL_TEXT
 from skills_app.core.transcript import EXCLUDED
 from skills_app.models import Conversation, Message, PermissionRule, Run, RunEvent
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import REFUSE_DIRECTIVE, Reply
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import REFUSE_DIRECTIVE, Reply
+from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -21,10 +21,10 @@ from skills_app.models import (
 from skills_app.registry import review, uploads
 from skills_app.registry.skills import extra_skills, get_registry, skills_for_user
 from skills_app.registry.uploads import UploadError, UploadFile
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import rows, run_turn, use_fake_model
-from tests.review_helpers import go_live, reviewer_user
-from tests.upload_helpers import make_zip, skill_md, snapshot, write_folder
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import rows, run_turn, use_fake_model
+from tests.support.review_helpers import go_live, reviewer_user
+from tests.support.upload_helpers import make_zip, skill_md, snapshot, write_folder
 
 pytestmark = pytest.mark.django_db
 

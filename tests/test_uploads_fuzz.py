@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from skills_app.models import SkillVersion
 from skills_app.registry import uploads
 from skills_app.registry.uploads import UploadError, UploadFile
-from tests.upload_helpers import make_zip, skill_md, snapshot
+from tests.support.upload_helpers import make_zip, skill_md, snapshot
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ import pytest
 from skills_app.models import SkillVersion
 from skills_app.registry import uploads
 from skills_app.registry.uploads import UploadError, UploadFile
-from tests.upload_helpers import (
+from tests.support.upload_helpers import (
     make_zip,
     patch_headers,
     skill_md,

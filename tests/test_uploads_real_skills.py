@@ -16,7 +16,7 @@ from skills_app.core.catalog import ELLIPSIS
 from skills_app.core.skillfile import lint_skill_dir
 from skills_app.registry import uploads
 from skills_app.registry.skills import current_catalog, get_registry
-from tests.upload_ways import WAYS, upload
+from tests.support.upload_ways import WAYS, upload
 
 pytestmark = pytest.mark.django_db
 

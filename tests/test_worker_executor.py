@@ -18,8 +18,8 @@ from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, Run, Worker
 from skills_app.runs import agent_setup, broadcast, queue, store, tasks, textlog
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply, validate_request
-from tests.worker_helpers import (
+from tests.support.fake_anthropic import Reply, validate_request
+from tests.support.worker_helpers import (
     after_ticks,
     paused,
     running_worker,

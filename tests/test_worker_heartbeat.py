@@ -14,7 +14,7 @@ from django.conf import settings as django_settings
 from skills_app.models import Conversation, Run, Worker
 from skills_app.runs import heartbeat, liveness, recovery
 from skills_app.runs import supervisor as runs
-from tests.worker_helpers import (
+from tests.support.worker_helpers import (
     after_ticks,
     paused,
     running_worker,

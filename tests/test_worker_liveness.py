@@ -17,16 +17,16 @@ from skills_app.models import Conversation, Message, Run, StreamPiece, Worker
 from skills_app.ops.health import live_workers
 from skills_app.runs import agent_setup, broadcast, eventlog, liveness, recovery, store
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply, validate_request
-from tests.loop_helpers import wait_until
-from tests.worker_helpers import (
+from tests.support.fake_anthropic import Reply, validate_request
+from tests.support.loop_helpers import wait_until
+from tests.support.worker_helpers import (
     paused,
     running_worker,
     status,
     until,
     wait_event,
 )
-from tests.ws_helpers import receive
+from tests.support.ws_helpers import receive
 from webapp.asgi import application
 
 # Only the tests that run code in other threads (async ones) need real transactions.

@@ -20,7 +20,7 @@ from playwright.sync_api import Browser, BrowserContext, Playwright, expect, syn
 
 from tests.browser.live_server import USERS, LiveServer, LiveServerConfig
 from tests.browser.pages import REPO, ChatPage, login
-from tests.fake_anthropic import FakeAnthropic, ReceivedRequest, Reply
+from tests.support.fake_anthropic import FakeAnthropic, ReceivedRequest, Reply
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from tests.browser.axe import violations
 from tests.browser.pages import ChatPage, screenshot
 from tests.browser.test_chat_daily import EXTRA_PAGES, _pages_of
-from tests.fake_anthropic import Reply
+from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 

@@ -14,7 +14,7 @@ from tests.browser.conftest import PROBE_MARKER
 from tests.browser.live_server import LiveServer
 from tests.browser.pages import REPO, screenshot
 from tests.browser.server_data import ADMIN, create_admin, seed_history
-from tests.fake_anthropic import Reply
+from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 

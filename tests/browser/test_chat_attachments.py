@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 
 from tests.browser.pages import REPO, screenshot
 from tests.browser.server_data import run_in_server
-from tests.fake_anthropic import Reply
+from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 

@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import PROBE_MARKER
 from tests.browser.pages import ChatPage, screenshot
-from tests.fake_anthropic import Reply
+from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 

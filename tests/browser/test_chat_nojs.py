@@ -12,7 +12,7 @@ from playwright.sync_api import Locator, Page, expect
 
 from tests.browser.pages import screenshot
 from tests.browser.test_chat_daily import doc_screenshot
-from tests.fake_anthropic import Reply
+from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import BASE_DIR_LINE, HELPER_MARKER, PROBE_MARKER, SLASH_MARKER
 from tests.browser.pages import ChatPage, screenshot
-from tests.fake_anthropic import Reply, tool_use_block
+from tests.support.fake_anthropic import Reply, tool_use_block
 
 pytestmark = pytest.mark.browser
 

@@ -4,7 +4,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.pages import screenshot
-from tests.fake_anthropic import Reply
+from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 

@@ -2,7 +2,7 @@
 groups lands in Skillscope and sees exactly their groups' skills and models.
 
 Its own live server: daphne configured for a real OpenID Connect provider (panva's
-oidc-provider on loopback, tests/oidc_server.py) with groups, policies and skill access made
+oidc-provider on loopback, tests/support/oidc_server.py) with groups, policies and skill access made
 before it starts.
 """
 
@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, expect
 
 from tests.browser.live_server import REPO, LiveServer, LiveServerConfig, free_port
 from tests.browser.pages import screenshot
-from tests.oidc_server import OidcProvider, start_provider, stop_provider
+from tests.support.oidc_server import OidcProvider, start_provider, stop_provider
 
 pytestmark = pytest.mark.browser
 

@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 from tests.browser.live_server import LiveServer
 from tests.browser.pages import screenshot
 from tests.browser.server_data import publish, run_in_server, upload_draft
-from tests.fake_anthropic import Reply
+from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 

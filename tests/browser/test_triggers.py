@@ -15,7 +15,7 @@ from playwright.sync_api import Page, expect
 from tests.browser.live_server import LiveServer
 from tests.browser.pages import screenshot
 from tests.browser.server_data import publish, run_in_server
-from tests.fake_anthropic_choice import skill_chooser
+from tests.support.fake_anthropic_choice import skill_chooser
 
 pytestmark = pytest.mark.browser
 

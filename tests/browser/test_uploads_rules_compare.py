@@ -13,7 +13,7 @@ from playwright.sync_api import Page, expect
 from tests.browser.live_server import LiveServer
 from tests.browser.pages import SCREENSHOTS, screenshot
 from tests.browser.server_data import publish, run_in_server, seed_history
-from tests.fake_anthropic import Reply
+from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 

@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 import redis
 
-from tests.fake_anthropic import Reply, validate_request
 from tests.multiprocess.conftest import PUBLIC_HOST
 from tests.multiprocess.wsclient import WebSocket
-from tests.ws_helpers import Reader
+from tests.support.fake_anthropic import Reply, validate_request
+from tests.support.ws_helpers import Reader
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 

@@ -27,8 +27,8 @@ from skills_app.models import (
 from skills_app.policy import budgets
 from skills_app.policy.access import policy_for
 from skills_app.runs import agent_setup as store
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import (
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import (
     accepted,
     rows,
     run_turn,
@@ -36,7 +36,7 @@ from tests.loop_helpers import (
     wait_until,
     write_skills,
 )
-from tests.org.helpers import group, user_limits
+from tests.support.org import group, user_limits
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -248,8 +248,8 @@ async def test_a_stored_history_after_a_refusal_rebuilds_a_valid_request(
 async def test_trigger_run_estimates_are_checked_before_the_run_starts(
     setup, skill_manager, tmp_path, settings
 ):
+    from tests.support.trigger_helpers import give_cases, install_org_skills, isolate_skills
     from tests.test_trigger_runs import client_for, start  # noqa: F401
-    from tests.trigger_helpers import give_cases, install_org_skills, isolate_skills
 
     isolate_skills(settings, tmp_path)
     settings.RUN_EXECUTOR = "inline"
@@ -276,14 +276,14 @@ async def test_trigger_run_estimates_are_checked_before_the_run_starts(
 async def test_a_trigger_run_that_reaches_the_limit_stops_and_keeps_its_answers(
     setup, skill_manager, tmp_path, settings
 ):
-    from tests.fake_anthropic_choice import skill_chooser
-    from tests.test_trigger_runs import client_for
-    from tests.trigger_helpers import (
+    from tests.support.fake_anthropic_choice import skill_chooser
+    from tests.support.trigger_helpers import (
         give_cases,
         install_org_skills,
         isolate_skills,
         wait_for_trigger_run,
     )
+    from tests.test_trigger_runs import client_for
 
     isolate_skills(settings, tmp_path)
     settings.RUN_EXECUTOR = "inline"

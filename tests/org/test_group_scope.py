@@ -13,7 +13,7 @@ from skills_app.models import Conversation, PermissionRule
 from skills_app.permissions.approvals import admin_rules
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import agent_setup as store
-from tests.org.helpers import restrict
+from tests.support.org import restrict
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from django.test import Client, RequestFactory
 
 from skills_app.accounts import lockout
 from skills_app.models import AuditEvent, Conversation, Run
-from tests.ws_helpers import receive
+from tests.support.ws_helpers import receive
 from webapp.asgi import application
 from webapp.signin import oidc_app
 

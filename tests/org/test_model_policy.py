@@ -10,9 +10,9 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.models import Conversation, ModelCall, PermissionRule, Run, SkillInvocation
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
-from tests.org.helpers import MODEL_SKILLS, group
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
+from tests.support.org import MODEL_SKILLS, group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,7 @@ from skills_app.models import Attachment, Conversation, StorageAccount, Workspac
 from skills_app.policy import storage
 from skills_app.runs.factory import workspace_for
 from skills_app.runs.storage import QuotaGate
-from tests.org.helpers import user_limits  # noqa: F401
+from tests.support.org import user_limits  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MB = 1_000_000

@@ -16,8 +16,8 @@ from django.test import Client
 
 from skills_app.accounts import roles
 from skills_app.models import AuditEvent, GroupPolicy, UserPolicy
-from tests.oidc_server import oidc_provider, sign_in_at_provider  # noqa: F401
-from tests.org.helpers import group
+from tests.support.oidc_server import oidc_provider, sign_in_at_provider  # noqa: F401
+from tests.support.org import group
 
 pytestmark = pytest.mark.django_db(transaction=True)
 User = get_user_model()

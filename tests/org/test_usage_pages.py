@@ -11,7 +11,7 @@ from django.test import Client
 from skills_app.models import Conversation, SpendReservation
 from skills_app.policy import budgets, storage
 from skills_app.policy.access import policy_for
-from tests.org.helpers import group, user_limits
+from tests.support.org import group, user_limits
 
 pytestmark = pytest.mark.django_db
 

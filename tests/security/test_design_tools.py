@@ -18,10 +18,10 @@ from asgiref.sync import sync_to_async
 
 from skills_app.models import Conversation, PermissionRule
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model
 from tests.security.helpers import frames_text, frames_until, leaked, open_tab, resume
 from tests.security.test_hidden_outbound import CANARY, GUIDE, HIDDEN, PLACEHOLDER, _skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

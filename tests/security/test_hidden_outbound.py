@@ -28,8 +28,6 @@ from skills_app.models import (
     VisibleSkillSource,
 )
 from skills_app.runs import supervisor as runs
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import use_fake_model
 from tests.security.helpers import (
     client_of,
     frames_text,
@@ -38,6 +36,8 @@ from tests.security.helpers import (
     open_tab,
     resume,
 )
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -26,10 +26,10 @@ from skills_app.models import Conversation, Message, PermissionRule, Run
 from skills_app.registry.uploads import install_archive
 from skills_app.runs import supervisor as runs
 from skills_app.runs.factory import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model
 from tests.security.helpers import client_of, frames_text, frames_until, leaked, open_tab, resume
-from tests.upload_helpers import make_zip
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model
+from tests.support.upload_helpers import make_zip
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

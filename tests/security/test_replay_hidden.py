@@ -156,7 +156,7 @@ def test_submitting_the_shown_form_does_not_bring_the_text_back(staff, world):
 def test_a_quote_of_the_owners_personal_skill_is_theirs_not_staffs(alice, staff, world):
     from skills_app import visibility
     from skills_app.registry.uploads import install_archive
-    from tests.upload_helpers import make_zip
+    from tests.support.upload_helpers import make_zip
 
     mine = "Alice's own recipe: toast the cumin seeds for exactly ninety seconds, then grind.\n"
     install_archive(

@@ -34,8 +34,8 @@ from skills_app.registry.skills import skills_for_user
 from skills_app.registry.uploads import version_dir
 from skills_app.runs.factory import workspace_for
 from skills_app.visibility import forget, quotes_hidden
-from tests.review_helpers import GREET_MARKER, approve, publish, upload_draft
 from tests.security.helpers import client_of, leaked
+from tests.support.review_helpers import GREET_MARKER, approve, publish, upload_draft
 
 pytestmark = pytest.mark.django_db
 

@@ -28,9 +28,9 @@ from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, SkillInvocation
 from skills_app.runs import eventlog, store
 from skills_app.runs.broadcast import broadcast_events
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import use_fake_model
 from tests.security.helpers import HOST, ORIGIN, frames_text, frames_until, leaked, open_tab, resume
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -11,8 +11,8 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.fake_anthropic import REFUSE_DIRECTIVE, TEST_MODEL, FakeAnthropic, Reply
-from tests.fake_anthropic_cache import PromptCache
+from tests.support.fake_anthropic import REFUSE_DIRECTIVE, TEST_MODEL, FakeAnthropic, Reply
+from tests.support.fake_anthropic_cache import PromptCache
 
 CC = {"type": "ephemeral"}
 TOOL = {

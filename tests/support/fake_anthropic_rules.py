@@ -13,7 +13,7 @@ from typing import Any
 
 from skills_app.core.caching import MAX_BREAKPOINTS, count_breakpoints
 from skills_app.core.model_catalog import EFFORT_LEVELS, ModelInfo, get_model
-from tests.fake_anthropic_media import validate_media
+from tests.support.fake_anthropic_media import validate_media
 
 # Block types the real API accepts in request messages; anything else is rejected like the API does.
 KNOWN_BLOCK_TYPES = frozenset(

@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 
 from skills_app.core.model_catalog import DEFAULT_MODEL
-from tests.fake_anthropic_cache import PromptCache, render_blocks
-from tests.fake_anthropic_replies import (
+from tests.support.fake_anthropic_cache import PromptCache, render_blocks
+from tests.support.fake_anthropic_replies import (
     Reply,
     last_user_text,
     message_json,
@@ -32,7 +32,7 @@ from tests.fake_anthropic_replies import (
     tool_use_block,
     with_thinking,
 )
-from tests.fake_anthropic_rules import (
+from tests.support.fake_anthropic_rules import (
     ThinkingLedger,
     model_info,
     not_found_message,

@@ -1,8 +1,8 @@
 """The core's ports in memory: drive `core.runner.Runner` without Django, HTTP or a database.
 
 - `ScriptedModel` is a `ModelClient` that answers from scripted `Reply`s (the fake Anthropic
-  server's, `tests/fake_anthropic_replies.py`) and checks every request with the fake server's own
-  rules (`tests/fake_anthropic_rules.py`): a request the API would reject (a tool_result that does
+  server's, `tests/support/fake_anthropic_replies.py`) and checks every request with the fake server's own
+  rules (`tests/support/fake_anthropic_rules.py`): a request the API would reject (a tool_result that does
   not follow its tool_use, empty content, an unknown model, a changed thinking block...) is
   answered with the API's 400 and recorded in `rejected`, so a test sees the core send it.
   Thinking, refusals (`REFUSE_DIRECTIVE`), prompt-cache usage and the faults of a `Reply`
@@ -81,10 +81,16 @@ from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.tools import ToolContext, default_tools
 from skills_app.core.tools.workspace import Workspace
 from skills_app.core.transcript import StoredMessage, exclude_turn, turn_start
-from tests.fake_anthropic import REFUSE_DIRECTIVE
-from tests.fake_anthropic_cache import PromptCache, render_blocks
-from tests.fake_anthropic_replies import Reply, last_user_text, next_id, signed, with_thinking
-from tests.fake_anthropic_rules import (
+from tests.support.fake_anthropic import REFUSE_DIRECTIVE
+from tests.support.fake_anthropic_cache import PromptCache, render_blocks
+from tests.support.fake_anthropic_replies import (
+    Reply,
+    last_user_text,
+    next_id,
+    signed,
+    with_thinking,
+)
+from tests.support.fake_anthropic_rules import (
     ThinkingLedger,
     model_info,
     not_found_message,

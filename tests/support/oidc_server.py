@@ -21,9 +21,10 @@ from urllib.parse import urljoin
 import pytest
 import requests
 
+from tests.support.paths import TESTS
 from webapp.signin import oidc_app
 
-HERE = Path(__file__).resolve().parent / "oidc"
+HERE = TESTS / "oidc"
 CLIENT_ID = "skillscope-tests"
 CLIENT_SECRET = "skillscope-tests-secret-not-a-real-one"
 

@@ -16,8 +16,8 @@ import threading
 from typing import Any
 
 from skills_app.core.skill_choice import can_load, choose_skill, loader_call, read_catalog
-from tests.fake_anthropic import ReceivedRequest, Reply
-from tests.fake_anthropic_replies import last_user_text
+from tests.support.fake_anthropic import ReceivedRequest, Reply
+from tests.support.fake_anthropic_replies import last_user_text
 
 NO_SKILL_TEXT = "I can answer this directly."
 # Every answer reports this many output tokens, so a test can price the answers exactly.

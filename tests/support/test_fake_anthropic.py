@@ -10,7 +10,7 @@ import anthropic
 import httpx2
 import pytest
 
-from tests.fake_anthropic import TEST_MODEL, FakeAnthropic, Reply, tool_use_block
+from tests.support.fake_anthropic import TEST_MODEL, FakeAnthropic, Reply, tool_use_block
 
 USER_HI = [{"role": "user", "content": "hi"}]
 BASH_TOOL = {

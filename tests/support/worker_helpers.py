@@ -19,7 +19,7 @@ from skills_app.models import Run, Worker
 from skills_app.routing import channel_routes
 from skills_app.runs import queue
 from skills_app.runs.workers import RunWorker
-from tests.fake_anthropic import Reply
+from tests.support.fake_anthropic import Reply
 
 # Fast heartbeats for tests; the multi-process test keeps the defaults.
 FAST = {"WORKER_HEARTBEAT_SECONDS": 0.2, "WORKER_STALE_SECONDS": 1.0}

@@ -13,7 +13,7 @@ from skills_app.core.triggers.cases import TriggerCase
 from skills_app.models import SkillPackage, TriggerRun
 from skills_app.registry import trigger_sets as sets
 from skills_app.registry import uploads
-from tests.review_helpers import go_live
+from tests.support.review_helpers import go_live
 
 # Unique text in each body: it reaches the model only when the skill loads, never a report.
 BODY_MARKER = "TRIGGER-BODY-MARKER-4c2e"

@@ -9,7 +9,7 @@ from typing import Any
 import anthropic
 import pytest
 
-from tests.fake_anthropic import FakeAnthropic, Reply, tool_use_block
+from tests.support.fake_anthropic import FakeAnthropic, Reply, tool_use_block
 
 BASH_TOOL = {
     "name": "Bash",
