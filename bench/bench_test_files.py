@@ -5,7 +5,7 @@
 
 Each group is one pytest command per checkout (a group lets a file that was split, such as the
 agent loop into its in-memory and end-to-end halves, be compared with the one it came from:
-`loop=tests/test_agent_loop.py` in the base, `loop=tests/test_agent_loop.py,tests/test_core_loop.py`
+`loop=tests/test_agent_loop.py` in the base, `loop=tests/test_agent_loop.py,tests/core/test_core_loop.py`
 here; files missing in a checkout are left out of its command). Both checkouts are run with this
 interpreter (the project installs no packages of its own, so each imports its own tree). Prints,
 per group: the tests that passed, pytest's own seconds (median of the rounds) and the load
@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent.parent
 SUMMARY = re.compile(r"(\d+) passed.* in ([\d.]+)s")
 
 DEFAULT_GROUPS = {
-    "loop": ["tests/test_agent_loop.py", "tests/test_core_loop.py"],
+    "loop": ["tests/test_agent_loop.py", "tests/core/test_core_loop.py"],
     "chat_command": ["tests/test_chat_command.py"],
     "consumer": ["tests/test_consumer.py"],
     "live_streams": ["tests/test_live_streams.py"],

@@ -2,7 +2,7 @@
 channel layer, the supervisor and the recorder.
 
 The loop's own behaviour (skills in every profile, approvals, rules, forks, refusals, faults,
-stops) is tested in memory, without any of these, in `tests/test_core_loop.py`. Here each test
+stops) is tested in memory, without any of these, in `tests/core/test_core_loop.py`. Here each test
 proves that the services wire that loop to the world: what is streamed, stored, audited and
 announced, and what the SDK retries or reports.
 """

@@ -71,7 +71,7 @@ CHUNK = 1 << 20
 _PREFIX = re.compile(r"^(?:[ ]*\d+\t|[^\s:]+:\d+:)", re.MULTILINE)
 _READ_PREFIX = re.compile(r"^[ ]*\d+\t", re.MULTILINE)
 _GREP_MARK = re.compile(r":\d+:")
-# What str.split() and the regex `\s` both call whitespace (tests/test_redact.py checks it).
+# What str.split() and the regex `\s` both call whitespace (tests/core/test_redact.py checks it).
 WHITESPACE = (
     (0x9, 0xA, 0xB, 0xC, 0xD, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x85, 0xA0, 0x1680)
     + tuple(range(0x2000, 0x200B))

@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 
 from skills_app.core.skillfile import lint_skill_dir
+from tests.support.paths import REPO, SKILL_FIXTURES
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "skills"
+ROOT = REPO
+FIXTURES = SKILL_FIXTURES
 
 
 def skill(tmp_path: Path, folder: str, frontmatter: str, body: str = "Do the thing.\n") -> Path:

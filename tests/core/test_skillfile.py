@@ -13,8 +13,9 @@ from skills_app.core.skillfile import (
     skill_digest,
     split_tool_rules,
 )
+from tests.support.paths import SKILL_FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "skills"
+FIXTURES = SKILL_FIXTURES
 
 
 def write_skill(root: Path, name: str, text: str | bytes, filename: str = "SKILL.md") -> Path:

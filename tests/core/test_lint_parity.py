@@ -21,8 +21,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from skills_ref.validator import validate as reference_validate
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "skills"
+from tests.support.paths import REPO, SKILL_FIXTURES
+
+ROOT = REPO
+FIXTURES = SKILL_FIXTURES
 OFFICIAL = Path(
     os.environ.get("SKILLSCOPE_OFFICIAL_SKILLS") or "/work/.mirror/anthropics+skills/repo"
 )

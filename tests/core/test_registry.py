@@ -9,8 +9,9 @@ import pytest
 from skills_app.core import skillfile
 from skills_app.core.registry import SkillRegistry, SkillSource, discover
 from skills_app.core.skillfile import parse_skill_dir
+from tests.support.paths import SKILL_FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "skills"
+FIXTURES = SKILL_FIXTURES
 
 
 def make(root: Path, rel: str, description: str = "d", extra: str = "") -> Path:
