@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from skills_app.core.tools import BashTool, ToolContext, ToolError, Workspace, describe_sandbox
-from tests.test_tools_bash import live_processes_with, wait_until_gone
+from tests.core.tools.test_tools_bash import live_processes_with, wait_until_gone
 
 REPO = Path(__file__).resolve().parents[2]
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap")
