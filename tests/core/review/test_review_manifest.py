@@ -18,8 +18,9 @@ from skills_app.core.review.manifest import Manifest
 from skills_app.core.review.template import compile_template, matches
 from skills_app.core.review.words import breadth_warning, explain_command, explain_rule
 from skills_app.core.skillfile import parse_skill_dir
+from tests.support.paths import REPO
 
-BUNDLED = Path(__file__).resolve().parent.parent / "skills"
+BUNDLED = REPO / "skills"
 
 
 def _skill(tmp_path: Path, body: str, *, front: str = "", files: dict[str, str] | None = None):
