@@ -49,7 +49,7 @@ DEFAULT_GROUPS = {
         "tests/test_model_picker.py",
         "tests/test_run_recovery.py",
         "tests/test_approval_words.py",
-        "tests/test_golden_requests.py",
+        "tests/core/profiles/test_golden_requests.py",
     ],
 }
 

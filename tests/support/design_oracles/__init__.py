@@ -10,6 +10,6 @@ Each module holds one design, every function citing the article (in
 The code follows the article's listings, not Skillscope's modules: a test feeds the same skill
 folders to both and compares what the app sent (captured by the fake Anthropic server) byte for
 byte. Where an article leaves something out, the module says so and says which reading it takes.
-`table.py` lists every mechanism compared, and `tests/test_profiles_doc.py` writes it into
+`table.py` lists every mechanism compared, and `tests/core/profiles/test_profiles_doc.py` writes it into
 docs/profiles.md.
 """

@@ -15,11 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 VERDICTS = ("exact", "today's Claude Code", "deliberate", "article silent")
-S05 = "tests/test_design_tool_result.py"
-TOOLSET = "tests/test_design_system_prompt.py"
-CC = "tests/test_design_meta_message.py"
+S05 = "tests/core/profiles/test_design_tool_result.py"
+TOOLSET = "tests/core/profiles/test_design_system_prompt.py"
+CC = "tests/core/profiles/test_design_meta_message.py"
 SEC = "tests/security/test_design_tools.py"
-HOOKS = "tests/test_skill_call_hooks.py"
+HOOKS = "tests/core/profiles/test_skill_call_hooks.py"
 
 
 @dataclass(frozen=True)

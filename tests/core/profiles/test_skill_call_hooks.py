@@ -36,8 +36,8 @@ def fake(settings, fake_anthropic, tmp_path):
     settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
     settings.AGENT_HOOKS = {
         "UserPromptSubmit": [],
-        "PreToolUse": ["tests.test_skill_call_hooks.record_pre"],
-        "PostToolUse": ["tests.test_skill_call_hooks.record_post"],
+        "PreToolUse": ["tests.core.profiles.test_skill_call_hooks.record_pre"],
+        "PostToolUse": ["tests.core.profiles.test_skill_call_hooks.record_post"],
         "Stop": [],
     }
     SEEN.clear()

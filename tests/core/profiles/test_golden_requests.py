@@ -15,7 +15,7 @@ durations. Nothing else.
 
 Regenerate after an intended change (then read the diff before committing it):
 
-    UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/test_golden_requests.py -p no:cacheprovider
+    UPDATE_GOLDENS=1 .venv/bin/python -m pytest tests/core/profiles/test_golden_requests.py -p no:cacheprovider
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from skills_app.models import Conversation, Message, PermissionRule, Run
 from skills_app.workspaces import workspace_for
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import accepted, run_turn, use_fake_model
+from tests.support.paths import GOLDEN
 from tests.test_example_skills import (
     CHANGES,
     NOTES,
@@ -48,7 +49,7 @@ from tests.test_example_skills import (
 # Only the tests that run code in other threads (async ones) need real transactions.
 pytestmark = pytest.mark.django_db
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = GOLDEN
 PROFILES = ["meta-message", "tool-result", "system-prompt"]
 PATTERNS = ["instructions", "script", "library", "docs", "orchestration"]
 UPDATE = os.environ.get("UPDATE_GOLDENS") == "1"
