@@ -5,7 +5,7 @@
 
 Each group is one pytest command per checkout (a group lets a file that was split, such as the
 agent loop into its in-memory and end-to-end halves, be compared with the one it came from:
-`loop=tests/test_agent_loop.py` in the base, `loop=tests/test_agent_loop.py,tests/core/test_core_loop.py`
+`loop=tests/runs/test_agent_loop.py` in the base, `loop=tests/runs/test_agent_loop.py,tests/core/test_core_loop.py`
 here; files missing in a checkout are left out of its command). Both checkouts are run with this
 interpreter (the project installs no packages of its own, so each imports its own tree). Prints,
 per group: the tests that passed, pytest's own seconds (median of the rounds) and the load
@@ -28,26 +28,26 @@ HERE = Path(__file__).resolve().parent.parent
 SUMMARY = re.compile(r"(\d+) passed.* in ([\d.]+)s")
 
 DEFAULT_GROUPS = {
-    "loop": ["tests/test_agent_loop.py", "tests/core/test_core_loop.py"],
+    "loop": ["tests/runs/test_agent_loop.py", "tests/core/test_core_loop.py"],
     "chat_command": ["tests/test_chat_command.py"],
     "consumer": ["tests/test_consumer.py"],
-    "live_streams": ["tests/test_live_streams.py"],
+    "live_streams": ["tests/runs/test_live_streams.py"],
     "architecture": ["tests/test_architecture.py"],
     "faults_websocket": ["tests/test_faults_websocket.py"],
     "ops_health": ["tests/test_ops_health.py"],
     "layers": ["tests/test_layers.py"],
-    "events_fragments": ["tests/test_events.py", "tests/test_fragments.py"],
+    "events_fragments": ["tests/runs/test_events.py", "tests/test_fragments.py"],
     "workers": [
-        "tests/test_run_queue.py",
-        "tests/test_worker_executor.py",
-        "tests/test_worker_heartbeat.py",
-        "tests/test_worker_liveness.py",
+        "tests/runs/test_run_queue.py",
+        "tests/runs/test_worker_executor.py",
+        "tests/runs/test_worker_heartbeat.py",
+        "tests/runs/test_worker_liveness.py",
     ],
     "transactions": [
         "tests/test_attachments.py",
         "tests/test_compare.py",
         "tests/test_model_picker.py",
-        "tests/test_run_recovery.py",
+        "tests/runs/test_run_recovery.py",
         "tests/test_approval_words.py",
         "tests/core/profiles/test_golden_requests.py",
     ],

@@ -4,7 +4,7 @@ No Django, no HTTP, no database: the model answers from a script (`tests/support
 as strict about requests as the fake Anthropic server), the rules decide with the core's own
 `decide`, rows and events are recorded in lists. What the services add around the loop
 (storage, the channel layer, the real SDK) is proven once more end to end in
-`tests/test_agent_loop.py`.
+`tests/runs/test_agent_loop.py`.
 """
 
 from __future__ import annotations

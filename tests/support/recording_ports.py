@@ -17,7 +17,7 @@
 
 Like the openai-agents `FakeModel`, it makes the loop testable in milliseconds; the thin layer
 that proves the services wire the same loop to the real SDK, database and channel layer is
-`tests/test_agent_loop.py`.
+`tests/runs/test_agent_loop.py`.
 """
 
 from __future__ import annotations

@@ -172,7 +172,7 @@ def block_bash(payload):
 async def test_a_pre_tool_use_hook_can_block_a_call(setup, conversation, alice, settings):
     settings.AGENT_HOOKS = {
         **settings.AGENT_HOOKS,
-        "PreToolUse": ["tests.test_agent_loop.block_bash"],
+        "PreToolUse": ["tests.runs.test_agent_loop.block_bash"],
     }
     setup.enqueue(Reply.tool_use("Bash", {"command": "ls"}), Reply.text("ok"))
     await run_turn(conversation, "ls", alice, answer="allow_once")
