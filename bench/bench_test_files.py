@@ -30,13 +30,13 @@ SUMMARY = re.compile(r"(\d+) passed.* in ([\d.]+)s")
 DEFAULT_GROUPS = {
     "loop": ["tests/runs/test_agent_loop.py", "tests/core/test_core_loop.py"],
     "chat_command": ["tests/test_chat_command.py"],
-    "consumer": ["tests/test_consumer.py"],
+    "consumer": ["tests/chat/test_consumer.py"],
     "live_streams": ["tests/runs/test_live_streams.py"],
     "architecture": ["tests/test_architecture.py"],
-    "faults_websocket": ["tests/test_faults_websocket.py"],
+    "faults_websocket": ["tests/chat/test_faults_websocket.py"],
     "ops_health": ["tests/test_ops_health.py"],
     "layers": ["tests/test_layers.py"],
-    "events_fragments": ["tests/runs/test_events.py", "tests/test_fragments.py"],
+    "events_fragments": ["tests/runs/test_events.py", "tests/chat/test_fragments.py"],
     "workers": [
         "tests/runs/test_run_queue.py",
         "tests/runs/test_worker_executor.py",
@@ -44,11 +44,11 @@ DEFAULT_GROUPS = {
         "tests/runs/test_worker_liveness.py",
     ],
     "transactions": [
-        "tests/test_attachments.py",
+        "tests/chat/test_attachments.py",
         "tests/test_compare.py",
-        "tests/test_model_picker.py",
+        "tests/chat/test_model_picker.py",
         "tests/runs/test_run_recovery.py",
-        "tests/test_approval_words.py",
+        "tests/chat/test_approval_words.py",
         "tests/core/profiles/test_golden_requests.py",
     ],
 }

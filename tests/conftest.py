@@ -16,7 +16,7 @@ def _isolated_dirs(settings, tmp_path):
     # the "run unsandboxed commands" permission).
     settings.SANDBOX = "auto"
     # No title model: a title request would take the next scripted reply of the fake model.
-    # Titles by the model have their own tests (tests/test_chat_titles.py), which switch it on.
+    # Titles by the model have their own tests (tests/chat/test_chat_titles.py), which switch it on.
     settings.CHAT_TITLE_MODEL = ""
 
 

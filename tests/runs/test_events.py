@@ -31,8 +31,8 @@ from skills_app.models import Conversation, Run
 from skills_app.models import RunEvent as StoredEvent
 from skills_app.runs.broadcast import group_name
 from skills_app.runs.recorder import RunRecorder
+from tests.chat.test_consumer import _session_cookie
 from tests.support.ws_helpers import receive, until
-from tests.test_consumer import _session_cookie
 from webapp.asgi import application
 
 EXAMPLES = {
