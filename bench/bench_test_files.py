@@ -29,7 +29,7 @@ SUMMARY = re.compile(r"(\d+) passed.* in ([\d.]+)s")
 
 DEFAULT_GROUPS = {
     "loop": ["tests/runs/test_agent_loop.py", "tests/core/test_core_loop.py"],
-    "chat_command": ["tests/test_chat_command.py"],
+    "chat_command": ["tests/management/test_chat_command.py"],
     "consumer": ["tests/chat/test_consumer.py"],
     "live_streams": ["tests/runs/test_live_streams.py"],
     "architecture": ["tests/test_architecture.py"],

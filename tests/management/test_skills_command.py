@@ -14,9 +14,10 @@ from django.test import override_settings
 
 from skills_app.core.catalog import CATALOG_INTRO
 from skills_app.registry.skills import get_registry
+from tests.support.paths import REPO, SKILL_FIXTURES
 
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = Path(__file__).parent / "fixtures" / "skills"
+ROOT = REPO
+FIXTURES = SKILL_FIXTURES
 
 
 def run(*args: str) -> str:
