@@ -34,8 +34,9 @@ from skills_app.models import Conversation, PermissionRule
 from skills_app.runs import agent_setup
 from tests.support.fake_anthropic import Reply, validate_request
 from tests.support.loop_helpers import run_turn, use_fake_model, write_skills
+from tests.support.paths import FIXTURES
 
-FIXTURES = Path(__file__).parent / "fixtures" / "claude_code"
+FIXTURES = FIXTURES / "claude_code"
 SKILL_MARKERS = ("SKILL-BODY-META-7731", "SKILL-BODY-SYNTHETIC-4410", "SKILL-BODY-UNFLAGGED-9902")
 
 
