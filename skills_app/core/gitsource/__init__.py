@@ -1,7 +1,7 @@
 """Skills from Git: where a source may point, fetching one commit, and reading its tree safely.
 
 A skill source is a Git repository URL, a branch and a path inside the repository. What this
-package guarantees about reading one (each has its test in tests/test_git_sources.py):
+package guarantees about reading one (each has its test in tests/registry/test_git_sources.py):
 
 - **Where.** Only `https://` (and `http://` when the operator allows it) to a host that does not
   resolve to a loopback, private, link-local or otherwise internal address, or a local

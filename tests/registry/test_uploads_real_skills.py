@@ -16,11 +16,12 @@ from skills_app.core.catalog import ELLIPSIS
 from skills_app.core.skillfile import lint_skill_dir
 from skills_app.registry import uploads
 from skills_app.registry.skills import current_catalog, get_registry
+from tests.support.paths import REPO
 from tests.support.upload_ways import WAYS, upload
 
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 SENTENCE = (
     "Drafts release notes from merged changes, groups them by area, flags breaking changes and "
     "writes a short upgrade guide for each one. "
