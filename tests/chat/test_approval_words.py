@@ -12,9 +12,9 @@ from skills_app.models import Approval, Conversation, PermissionRule, Run
 from skills_app.permissions.approvals import answer_approval
 from skills_app.runs import supervisor as runs
 from skills_app.workspaces import workspace_for
+from tests.permissions.test_approvals import pending
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import use_fake_model, write_skills
-from tests.test_approvals import pending
 
 # Only the tests that run code in other threads (async ones) need real transactions.
 pytestmark = pytest.mark.django_db
