@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from tests.org.test_budget_race import _race
+from tests.policy.test_budget_race import _race
 
 pytestmark = pytest.mark.multiprocess
 

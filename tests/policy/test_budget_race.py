@@ -11,14 +11,15 @@ import os
 import subprocess
 import sys
 from decimal import Decimal
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO
+
+ROOT = REPO
 
 
 def _race(env: dict[str, str], threads: int, amount: str, limit: str) -> dict:
     done = subprocess.run(
-        [sys.executable, "-m", "tests.org.race_tool", str(threads), amount, limit],
+        [sys.executable, "-m", "tests.policy.race_tool", str(threads), amount, limit],
         cwd=ROOT,
         env=env,
         capture_output=True,

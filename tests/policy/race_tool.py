@@ -1,6 +1,6 @@
 """Many reservations at once against one budget, in a child process with its own database.
 
-`python -m tests.org.race_tool THREADS AMOUNT LIMIT` (DATABASE_URL or SQLITE_PATH set, migrated):
+`python -m tests.policy.race_tool THREADS AMOUNT LIMIT` (DATABASE_URL or SQLITE_PATH set, migrated):
 makes a user whose daily limit is LIMIT dollars, then THREADS threads, each with its own database
 connection, reserve AMOUNT dollars at the same moment (a barrier). Prints JSON: how many got a
 reservation, and the counter's reserved total. The database's atomicity is all that stands
