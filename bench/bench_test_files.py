@@ -34,7 +34,7 @@ DEFAULT_GROUPS = {
     "live_streams": ["tests/runs/test_live_streams.py"],
     "architecture": ["tests/test_architecture.py"],
     "faults_websocket": ["tests/chat/test_faults_websocket.py"],
-    "ops_health": ["tests/test_ops_health.py"],
+    "ops_health": ["tests/ops/test_ops_health.py"],
     "layers": ["tests/test_layers.py"],
     "events_fragments": ["tests/runs/test_events.py", "tests/chat/test_fragments.py"],
     "workers": [

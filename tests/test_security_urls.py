@@ -177,7 +177,7 @@ RULES: dict[str, Expect] = {
     "logout": Expect(
         anonymous=NOT_ALLOWED, owner=NOT_ALLOWED, other=NOT_ALLOWED, staff=NOT_ALLOWED
     ),  # fmt: skip
-    # Load-balancer probes: no login, nothing but fixed status words (tests/test_ops_health.py).
+    # Load-balancer probes: no login, nothing but fixed status words (tests/ops/test_ops_health.py).
     "healthz": PUBLIC,
     "readyz": PUBLIC,
     "password_reset": PUBLIC,

@@ -13,7 +13,6 @@ import time
 import urllib.error
 import urllib.request
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from channels.layers import get_channel_layer
@@ -23,8 +22,9 @@ from django.utils import timezone
 from skills_app.models import Run, Worker
 from skills_app.ops import health
 from tests.support.loop_helpers import wait_until
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 # Every word a probe may say: anything else (a path, a host, an exception text) is a leak.
 VOCABULARY = {

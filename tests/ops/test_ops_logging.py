@@ -8,14 +8,14 @@ import logging
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from asgiref.sync import sync_to_async
 
 from skills_app.core.logcontext import RunContextFilter, current_ids, log_context
 from skills_app.ops.logformat import JsonFormatter
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 def _record(message: str = "hello %s", *args: object, **extra: object) -> logging.LogRecord:
