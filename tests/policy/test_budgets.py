@@ -249,7 +249,7 @@ async def test_trigger_run_estimates_are_checked_before_the_run_starts(
     setup, skill_manager, tmp_path, settings
 ):
     from tests.support.trigger_helpers import give_cases, install_org_skills, isolate_skills
-    from tests.test_trigger_runs import client_for, start  # noqa: F401
+    from tests.triggers.test_trigger_runs import client_for, start  # noqa: F401
 
     isolate_skills(settings, tmp_path)
     settings.RUN_EXECUTOR = "inline"
@@ -283,7 +283,7 @@ async def test_a_trigger_run_that_reaches_the_limit_stops_and_keeps_its_answers(
         isolate_skills,
         wait_for_trigger_run,
     )
-    from tests.test_trigger_runs import client_for
+    from tests.triggers.test_trigger_runs import client_for
 
     isolate_skills(settings, tmp_path)
     settings.RUN_EXECUTOR = "inline"
