@@ -45,7 +45,7 @@ DEFAULT_GROUPS = {
     ],
     "transactions": [
         "tests/chat/test_attachments.py",
-        "tests/test_compare.py",
+        "tests/compare/test_compare.py",
         "tests/chat/test_model_picker.py",
         "tests/runs/test_run_recovery.py",
         "tests/chat/test_approval_words.py",
