@@ -35,7 +35,7 @@ DEFAULT_GROUPS = {
     "architecture": ["tests/test_architecture.py"],
     "faults_websocket": ["tests/chat/test_faults_websocket.py"],
     "ops_health": ["tests/ops/test_ops_health.py"],
-    "layers": ["tests/test_layers.py"],
+    "layers": ["tests/webapp/test_layers.py"],
     "events_fragments": ["tests/runs/test_events.py", "tests/chat/test_fragments.py"],
     "workers": [
         "tests/runs/test_run_queue.py",

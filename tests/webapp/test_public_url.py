@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from tests.support.paths import REPO
 from webapp.publicurl import PublicURLError, host_of, normalise, public_url, url_from_addr
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 
 @pytest.mark.parametrize(

@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 from django.test import Client
 
+from tests.support.paths import REPO
+
 pytestmark = pytest.mark.django_db
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 OLD, NEW = "old-key-" + "a" * 50, "new-key-" + "b" * 50
 
 

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
 from webapp import envfile
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 # (file text, the variables systemd sets). Each row is a rule of src/basic/env-file.c.
 CASES = [
