@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import REPO
 from webapp import envfile
 from webapp.configerror import EX_CONFIG
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 DEPLOY = ROOT / "deploy"
 GUIDE = ROOT / "docs" / "deploy.md"
 ENV_FILE = DEPLOY / "skillscope.env"

@@ -16,8 +16,9 @@ import pytest
 from django.test import Client
 
 from skills_app.models import Conversation
+from tests.support.paths import REPO
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 
 # Stands in for .venv/bin/python: the URL helper runs for real, anything else reports itself.
 FAKE_PYTHON = """#!/bin/sh
