@@ -32,10 +32,7 @@ from django.conf import settings as django_settings
 
 from skills_app.models import Conversation, Message, PermissionRule, Run
 from skills_app.workspaces import workspace_for
-from tests.support.fake_anthropic import Reply
-from tests.support.loop_helpers import accepted, run_turn, use_fake_model
-from tests.support.paths import GOLDEN
-from tests.test_example_skills import (
+from tests.skills.test_example_skills import (
     CHANGES,
     NOTES,
     SALES,
@@ -45,6 +42,9 @@ from tests.test_example_skills import (
     last_result,
     scout_steps,
 )
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model
+from tests.support.paths import GOLDEN
 
 # Only the tests that run code in other threads (async ones) need real transactions.
 pytestmark = pytest.mark.django_db
