@@ -21,16 +21,16 @@ from django.urls import include, path, reverse
 
 from skills_app.models import Conversation, PermissionRule, Run
 from skills_app.runs import supervisor as runs
-from tests.support.fake_anthropic import Reply
-from tests.support.loop_helpers import use_fake_model, write_skills
-from tests.support.ws_helpers import until
-from tests.test_security_urls import (
+from tests.security.test_security_urls import (
     APP_ROUTES,
     HIDDEN_MARKER,
     build_world,
     client_for,
     url_for,
 )
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import use_fake_model, write_skills
+from tests.support.ws_helpers import until
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 ORDINARY = ("anonymous", "owner", "other")
