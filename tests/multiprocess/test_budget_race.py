@@ -1,4 +1,4 @@
-"""Parallel reservations against one budget on PostgreSQL (the SQLite race: tests/org)."""
+"""Parallel reservations against one budget on PostgreSQL (the SQLite race: tests/policy/test_budget_race.py)."""
 
 from __future__ import annotations
 
