@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Permission
 
-pytest_plugins = ["tests.support.fake_anthropic"]
+pytest_plugins = ["tests.support.fake_anthropic", "tests.support.oidc_server"]
 
 
 @pytest.fixture(autouse=True)
@@ -66,6 +66,37 @@ def skill_manager(django_user_model):
 @pytest.fixture
 def admin_user(django_user_model):
     return django_user_model.objects.create_superuser("root", password="root-pass-123")
+
+
+@pytest.fixture
+def conversation(alice):
+    """An untitled conversation of alice's (modules that need a title or profile override it)."""
+    from skills_app.models import Conversation
+
+    return Conversation.objects.create(owner=alice)
+
+
+# -- the model -------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake(settings, fake_anthropic, tmp_path):
+    """The fake Anthropic server without retries, a folder of test skills and no agent hooks
+    (modules with skills of their own define their own `fake`)."""
+    from tests.support.loop_helpers import use_fake_model, write_skills
+
+    use_fake_model(settings, fake_anthropic, retries=0)
+    settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
+    settings.AGENT_HOOKS = {"UserPromptSubmit": [], "PreToolUse": [], "PostToolUse": [], "Stop": []}
+    return fake_anthropic
+
+
+@pytest.fixture
+def demo_model(settings):
+    """The offline demo model, answering at once, with only the bundled skills."""
+    settings.ANTHROPIC_API_KEY = ""
+    settings.SKILLS_DIRS = []
+    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
 
 
 # -- run workers (RUN_EXECUTOR=worker) in the test's own event loop --------------------------------

@@ -16,7 +16,7 @@ from django.test import Client
 
 from skills_app.accounts import roles
 from skills_app.models import AuditEvent, GroupPolicy, UserPolicy
-from tests.support.oidc_server import oidc_provider, sign_in_at_provider  # noqa: F401
+from tests.support.oidc_server import sign_in_at_provider
 from tests.support.org import group
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -24,7 +24,7 @@ User = get_user_model()
 
 
 @pytest.fixture
-def sso(settings, oidc_provider):  # noqa: F811
+def sso(settings, oidc_provider):
     for name, value in oidc_provider.settings().items():
         setattr(settings, name, value)
     research = group("Research", directory="research", models=["claude-opus-4-8"])

@@ -8,7 +8,7 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 
 from skills_app.chat.rendering import render_approval
-from skills_app.models import Approval, Conversation, PermissionRule, Run
+from skills_app.models import Approval, PermissionRule, Run
 from skills_app.permissions.approvals import answer_approval
 from skills_app.runs import supervisor as runs
 from skills_app.workspaces import workspace_for
@@ -36,11 +36,6 @@ def fake(settings, fake_anthropic, tmp_path):
     settings.SKILLS_DIRS = [write_skills(tmp_path / "skills", SKILLS)]
     settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
     return fake_anthropic
-
-
-@pytest.fixture
-def conversation(alice):
-    return Conversation.objects.create(owner=alice, title="approvals")
 
 
 @pytest.mark.django_db(transaction=True)

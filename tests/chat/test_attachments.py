@@ -20,7 +20,7 @@ from skills_app.models import Attachment, AuditEvent, Conversation, Message, Run
 from skills_app.runs import supervisor as runs
 from skills_app.workspaces import workspace_for
 from tests.support.fake_anthropic import Reply
-from tests.support.loop_helpers import accepted, use_fake_model, write_skills
+from tests.support.loop_helpers import accepted, write_skills
 
 # Only the tests that run code in other threads (async ones) need real transactions.
 pytestmark = pytest.mark.django_db
@@ -140,13 +140,6 @@ def test_an_image_that_is_not_one_is_refused(alice, conversation):
 
 
 # -- sending ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def fake_model(settings, fake_anthropic):
-    use_fake_model(settings, fake_anthropic, retries=0)
-    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
-    return fake_anthropic
 
 
 async def _send(conversation, user, text, ids):

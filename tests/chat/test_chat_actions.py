@@ -9,7 +9,6 @@ from django.test import AsyncClient, Client
 from skills_app.models import Conversation, Message, Run
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
-from tests.support.loop_helpers import use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -17,13 +16,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture
 def conversation(alice):
     return Conversation.objects.create(owner=alice, title="No script")
-
-
-@pytest.fixture
-def fake_model(settings, fake_anthropic):
-    use_fake_model(settings, fake_anthropic, retries=0)
-    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
-    return fake_anthropic
 
 
 async def _client(user) -> AsyncClient:

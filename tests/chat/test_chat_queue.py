@@ -31,11 +31,6 @@ def fake(settings, fake_anthropic):
     return fake_anthropic
 
 
-@pytest.fixture
-def conversation(alice):
-    return Conversation.objects.create(owner=alice)
-
-
 async def act(conversation, user, action: str, **fields) -> str:
     return await actions.perform(
         action, {"action": action, **fields}, conversation_id=conversation.pk, user_id=user.pk

@@ -17,20 +17,12 @@ from skills_app.core.titles import clean_title, command_title, title_from_messag
 from skills_app.models import Conversation, ModelCall, PermissionRule
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
-from tests.support.loop_helpers import use_fake_model, wait_until, write_skills
+from tests.support.loop_helpers import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 MARKER = "GREETER-BODY-MARKER"
 HIDDEN_SENTENCE = "GREETER-BODY-MARKER: greet Ann warmly and mention the weather."
-
-
-@pytest.fixture
-def fake(settings, fake_anthropic, tmp_path):
-    use_fake_model(settings, fake_anthropic, retries=0)
-    settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
-    settings.AGENT_HOOKS = {"UserPromptSubmit": [], "PreToolUse": [], "PostToolUse": [], "Stop": []}
-    return fake_anthropic
 
 
 @pytest.fixture

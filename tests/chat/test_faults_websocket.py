@@ -22,7 +22,6 @@ from skills_app.chat.consumers import MAX_MESSAGE_CHARS
 from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
-from tests.support.loop_helpers import use_fake_model
 from tests.support.ws_helpers import Reader, approval_id, receive, stored, until
 from webapp.asgi import application
 
@@ -68,13 +67,6 @@ async def _wait_runs(conversation_id: int) -> None:
 @pytest.fixture
 def conversation(alice):
     return Conversation.objects.create(owner=alice, title="Faults")
-
-
-@pytest.fixture
-def fake_model(settings, fake_anthropic):
-    use_fake_model(settings, fake_anthropic, retries=0)
-    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
-    return fake_anthropic
 
 
 # -- a drop mid-run ------------------------------------------------------------------------------

@@ -8,15 +8,10 @@ from django.test import Client
 
 from skills_app.chat import rendering
 from skills_app.chat.approval_words import workspace_roots
-from skills_app.models import Conversation, Message
+from skills_app.models import Message
 from skills_app.visibility import outbound
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def conversation(alice):
-    return Conversation.objects.create(owner=alice)
 
 
 def test_a_result_names_workspace_paths_relative_to_it(conversation):

@@ -13,14 +13,7 @@ from skills_app.core.titles import DEFAULT_TITLE, title_from_message
 from skills_app.models import Conversation, Message, PermissionRule, QueuedMessage, Run
 from skills_app.runs import pending
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def demo_model(settings):
-    settings.ANTHROPIC_API_KEY = ""
-    settings.SKILLS_DIRS = []
-    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo_model")]
 
 
 def chat(*args):

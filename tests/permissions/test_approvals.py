@@ -21,11 +21,6 @@ def fake(settings, fake_anthropic):
     return fake_anthropic
 
 
-@pytest.fixture
-def conversation(alice):
-    return Conversation.objects.create(owner=alice, title="approvals")
-
-
 async def pending(run_id):
     for _ in range(200):
         approval = await Approval.objects.filter(run_id=run_id, status="pending").afirst()

@@ -19,7 +19,6 @@ from skills_app.models import Attachment, Conversation, StorageAccount, Workspac
 from skills_app.policy import storage
 from skills_app.runs.factory import workspace_for
 from skills_app.runs.storage import QuotaGate
-from tests.support.org import user_limits  # noqa: F401
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MB = 1_000_000
@@ -31,11 +30,6 @@ def quota(settings):
     settings.STORAGE_RUN_WRITE_LIMIT = 50 * MB
     if not describe_sandbox("auto").sandboxed:
         pytest.skip("bubblewrap does not work here")
-
-
-@pytest.fixture
-def conversation(alice):
-    return Conversation.objects.create(owner=alice)
 
 
 def context(conversation) -> ToolContext:

@@ -14,17 +14,9 @@ from skills_app.core.transcript import EXCLUDED, StoredMessage
 from skills_app.models import Conversation, Message, ModelCall, PermissionRule, Run
 from skills_app.runs import store
 from tests.support.fake_anthropic import Reply
-from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
+from tests.support.loop_helpers import accepted, rows, run_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def fake(settings, fake_anthropic, tmp_path):
-    use_fake_model(settings, fake_anthropic, retries=0)
-    settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
-    settings.AGENT_HOOKS = {"UserPromptSubmit": [], "PreToolUse": [], "PostToolUse": [], "Stop": []}
-    return fake_anthropic
 
 
 @pytest.fixture

@@ -14,14 +14,7 @@ from skills_app.runs import supervisor as runs
 from skills_app.runs import tasks, wiring
 from tests.support.loop_helpers import wait_until
 
-pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def demo_model(settings):
-    settings.ANTHROPIC_API_KEY = ""
-    settings.SKILLS_DIRS = []
-    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo_model")]
 
 
 @pytest.fixture

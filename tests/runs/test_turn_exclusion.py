@@ -16,17 +16,9 @@ from skills_app.core.transcript import EXCLUDED
 from skills_app.models import Conversation, Message, PermissionRule, Run, RunEvent
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import REFUSE_DIRECTIVE, Reply
-from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model, write_skills
+from tests.support.loop_helpers import accepted, rows, run_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture
-def fake(settings, fake_anthropic, tmp_path):
-    use_fake_model(settings, fake_anthropic, retries=0)
-    settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
-    settings.AGENT_HOOKS = {"UserPromptSubmit": [], "PreToolUse": [], "PostToolUse": [], "Stop": []}
-    return fake_anthropic
 
 
 @pytest.fixture

@@ -62,16 +62,6 @@ urlpatterns = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def world(alice, bob, auditor, tmp_path):
-    return build_world(alice, bob, auditor, tmp_path)
-
-
 def _bodies(client: Client, url: str) -> list[tuple[str, int, bytes]]:
     """The page, plus its htmx variants (a partial may be rendered by another template)."""
     found = []

@@ -477,17 +477,6 @@ def check(response: Any, expected: Any) -> str | None:
     return None
 
 
-@pytest.fixture(autouse=True)
-def _fast_passwords(settings):
-    """Personas are created per test; the default hasher would dominate the run time."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def world(alice, bob, auditor, tmp_path) -> World:
-    return build_world(alice, bob, auditor, tmp_path)
-
-
 # -- HTTP: persona matrix -----------------------------------------------------------------------
 
 

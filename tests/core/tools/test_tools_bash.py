@@ -16,11 +16,6 @@ needs_bwrap = pytest.mark.skipif(
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path / "conv")
-
-
-@pytest.fixture
 def ctx(ws: Workspace) -> ToolContext:
     # The unsandboxed path, as a user with the "run unsandboxed commands" permission has it.
     return ToolContext(

@@ -17,16 +17,6 @@ from skills_app.core.tools import (
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path / "conv")
-
-
-@pytest.fixture
-def ctx(ws: Workspace) -> ToolContext:
-    return ToolContext(workspace=ws)
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     secret = tmp_path / "outside.txt"
     secret.write_text("TOP SECRET\n")

@@ -28,11 +28,6 @@ def ws(tmp_path: Path) -> Workspace:
 
 
 @pytest.fixture
-def ctx(ws: Workspace) -> ToolContext:
-    return ToolContext(workspace=ws)
-
-
-@pytest.fixture
 def outside(tmp_path: Path) -> Path:
     folder = tmp_path / "outside"
     folder.mkdir()

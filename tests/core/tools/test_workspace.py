@@ -10,11 +10,6 @@ from skills_app.core.tools import Workspace, WorkspaceError, skill_folder_name
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Workspace:
-    return Workspace(tmp_path / "conv")
-
-
-@pytest.fixture
 def skill_src(tmp_path: Path) -> Path:
     src = tmp_path / "src" / "pdf"
     (src / "scripts").mkdir(parents=True)
