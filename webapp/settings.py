@@ -11,12 +11,16 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 from django.http.request import validate_host
 
 # Plain Python (no Django): the model table's defaults, so they are spelled in one place.
 from skills_app.core.model_catalog import DEFAULT_MODEL, DEFAULT_OFFERED_MODELS
 from webapp.publicurl import PublicURLError, host_of, public_url
+
+# Generic admin and form classes (ModelAdmin[Run], ModelForm[Rule]) subscriptable at run time.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 

@@ -98,7 +98,7 @@ def diff_lines(diff: str) -> list[DiffLine]:
 
 
 @admin.register(SkillPackage)
-class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
+class SkillPackageAdmin(HiddenFieldsAdmin[SkillPackage]):
     list_display = ("name", "scope", "active", "enabled", "source_visible", "updated_at")
     list_filter = ("enabled", "source_visible", ScopeFilter)
     list_select_related = ("owner", "active_version")
@@ -433,7 +433,7 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
 
 
 @admin.register(SkillVersion)
-class SkillVersionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
+class SkillVersionAdmin(HiddenFieldsAdmin[SkillVersion], ReadOnlyAdmin[SkillVersion]):
     list_display = (
         "package",
         "number",
