@@ -202,7 +202,8 @@ def _read(upload: UploadedFile) -> bytes:
             f"{upload.name} is {upload.size / 1048576:.1f} MB; an upload may be at most "
             f"{limit / 1048576:.1f} MB"
         )
-    return upload.read(limit + 1)
+    data: bytes = upload.read(limit + 1)  # Django's File.read is untyped
+    return data
 
 
 def _folder_files(files: list[UploadedFile], paths_json: str) -> list[uploads.UploadFile]:
