@@ -289,7 +289,7 @@ def conversation_own_texts(conversation_id: int) -> list[str]:
 def _source_folders(inv: SkillInvocation) -> Iterator[Path]:
     """The folder the invocation loaded: the uploaded version, or the folder skill of that digest."""
     from skills_app.registry.skills import skills_for_user
-    from skills_app.registry.uploads import version_dir
+    from skills_app.registry.versions import version_dir
 
     if inv.version is not None:
         yield version_dir(inv.version)

@@ -26,7 +26,7 @@ from skills_app.models import (
     SkillPackage,
     SkillVersion,
 )
-from skills_app.registry import review, uploads
+from skills_app.registry import review, uploads, versions
 from skills_app.registry.forms import SkillUploadForm
 from skills_app.triggers.report import activation_comparison, figures, latest_by_version
 
@@ -156,7 +156,7 @@ class SkillPackageAdmin(HiddenFieldsAdmin[SkillPackage]):
         # registries. The save moves updated_at, so cached hidden-text indexes are rebuilt.
         if "source_visible" in form.changed_data:
             obj.save(update_fields=["source_visible", "updated_at"])
-        uploads.set_enabled(obj, obj.enabled)
+        versions.set_enabled(obj, obj.enabled)
 
     # -- actions ------------------------------------------------------------------------
 
@@ -175,7 +175,7 @@ class SkillPackageAdmin(HiddenFieldsAdmin[SkillPackage]):
     def delete_packages(self, request: HttpRequest, queryset: QuerySet[SkillPackage]) -> None:
         for package in list(queryset):
             pk, name = package.pk, str(package)
-            outcome = sentence(uploads.delete_package(package), name=package.name)
+            outcome = sentence(versions.delete_package(package), name=package.name)
             if SkillPackage.objects.filter(pk=pk).exists():
                 self.log_change(request, package, outcome)
             else:
@@ -195,7 +195,7 @@ class SkillPackageAdmin(HiddenFieldsAdmin[SkillPackage]):
         word = "Enabled" if enabled else "Disabled"
         packages = list(queryset)
         for package in packages:
-            uploads.set_enabled(package, enabled)
+            versions.set_enabled(package, enabled)
             self.log_change(request, package, f"{word} the skill.")
         names = ", ".join(p.name for p in packages)
         self.message_user(request, f"{word} {len(packages)} skill(s): {names}.", messages.SUCCESS)
@@ -328,7 +328,7 @@ class SkillPackageAdmin(HiddenFieldsAdmin[SkillPackage]):
                 # Organisation versions go live only approved, through the review.
                 review.activate(version, request.user)
             else:
-                uploads.activate_version(version)
+                versions.activate_version(version)
         except (uploads.UploadError, review.ReviewError) as exc:
             self.message_user(request, sentence(exc.message), messages.ERROR)
             return redirect(self._url("change", package.pk))
@@ -379,13 +379,13 @@ class SkillPackageAdmin(HiddenFieldsAdmin[SkillPackage]):
                 "Comparing versions shows SKILL.md, which needs the permission to inspect "
                 "injected content (or the skill's source marked visible to users)."
             )
-        versions = list(package.versions.order_by("-number"))
-        if len(versions) < 2 and not request.GET:
+        numbered = list(package.versions.order_by("-number"))
+        if len(numbered) < 2 and not request.GET:
             raise Http404("This skill has only one version; there is nothing to compare.")
-        by_id = {str(v.pk): v for v in versions}
-        older = by_id.get(request.GET.get("a", "")) or versions[min(1, len(versions) - 1)]
-        newer = by_id.get(request.GET.get("b", "")) or versions[0]
-        diff = uploads.skill_md_diff(older, newer)
+        by_id = {str(v.pk): v for v in numbered}
+        older = by_id.get(request.GET.get("a", "")) or numbered[min(1, len(numbered) - 1)]
+        newer = by_id.get(request.GET.get("b", "")) or numbered[0]
+        diff = versions.skill_md_diff(older, newer)
         context = self._context(
             request,
             f"{package.name}: SKILL.md v{older.number} → v{newer.number}",
@@ -393,7 +393,7 @@ class SkillPackageAdmin(HiddenFieldsAdmin[SkillPackage]):
             original=package,
             older=older,
             newer=newer,
-            versions=versions,
+            versions=numbered,
             lines=diff_lines(diff),
             change_url=self._url("change", package.pk),
         )

@@ -1,4 +1,6 @@
-"""Uploaded skill packages: validate, install atomically, versions, scope, and audit lookups.
+"""Installing uploaded skills: read the upload, stage and lint each skill (`staging.py`), store
+them atomically as new versions, in the scope asked for. The installed versions are managed in
+`versions.py` (activation, enabling, diffs, deletion, lookup by digest).
 
 Accepted uploads (`upload_checks` does the reading and the hostile-input checks):
 - a zip (`.zip` or `.skill`) whose root is the skill folder: `my-skill/SKILL.md` -> `my-skill`;
@@ -25,8 +27,6 @@ owner's active version as before.
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
 import os
 import shutil
@@ -40,10 +40,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from skills_app.core.lint_runtime import lint_runtime_dir, merge
-from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
 from skills_app.core.skilltypes import Problem
 from skills_app.core.upload_checks import (
-    Candidate,
     Layout,
     Limits,
     UploadError,
@@ -53,8 +51,30 @@ from skills_app.core.upload_checks import (
     read_directory,
     read_zip,
 )
-from skills_app.models import SkillInvocation, SkillPackage, SkillReview, SkillVersion
+from skills_app.models import SkillPackage, SkillReview, SkillVersion
 from skills_app.registry import trigger_sets
+from skills_app.registry.staging import (
+    Staged,
+    file_names,
+    json_safe,
+    parse_candidate,
+    problem_json,
+    relocate,
+    stage,
+    write_candidate,
+)
+
+# Managing the installed versions is versions.py's job; re-exported for the many callers that
+# reach them through uploads.
+from skills_app.registry.versions import (
+    activate_version,
+    delete_package,
+    set_enabled,
+    skill_md_diff,
+    storage_root,
+    version_dir,
+    version_for_digest,
+)
 
 __all__ = [
     "InstallResult",
@@ -127,18 +147,7 @@ class InstallResult:
         )
 
 
-# --- storage -------------------------------------------------------------------------------
-
-
-def storage_root() -> Path:
-    """Where installed versions live: SKILL_STORAGE_ROOT, or MEDIA_ROOT/skills."""
-    root = getattr(settings, "SKILL_STORAGE_ROOT", None)
-    return Path(root) if root else Path(settings.MEDIA_ROOT) / "skills"
-
-
-def version_dir(version: SkillVersion) -> Path:
-    """The folder of one installed version (storage_path is relative to the storage root)."""
-    return storage_root() / version.storage_path
+# --- limits --------------------------------------------------------------------------------
 
 
 def limits() -> Limits:
@@ -239,96 +248,23 @@ def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
     with tempfile.TemporaryDirectory(prefix="skillscope-check-") as tmp:
         for i, candidate in enumerate(layout.skills):
             folder = Path(tmp) / str(i)
-            _write(candidate, folder)
+            write_candidate(candidate, folder)
             try:
-                spec = _parse(candidate, folder)
+                spec = parse_candidate(candidate, folder)
             except UploadError as exc:
-                out.append(ValidatedSkill(candidate.name, _names(candidate), exc.problems))
+                out.append(ValidatedSkill(candidate.name, file_names(candidate), exc.problems))
                 continue
             out.append(
                 ValidatedSkill(
                     candidate.name,
-                    _names(candidate),
-                    _relocate(
+                    file_names(candidate),
+                    relocate(
                         merge(spec.problems, lint_runtime_dir(folder, spec)), folder, candidate
                     ),
                     spec.digest,
                 )
             )
     return out
-
-
-def activate_version(version: SkillVersion) -> None:
-    """Make this personal version the package's active one (roll back or forward).
-
-    Organisation versions go live only through `registry.review.activate`, after approval.
-    """
-    if version.package.owner_id is None:
-        raise UploadError(
-            f"{version.package.name} is an organisation skill: a version goes live for "
-            "everyone only after its review (approve it, then make it active on its review page)"
-        )
-    if not version_dir(version).is_dir():
-        raise UploadError(
-            f"the files of {version.package.name} version {version.number} are missing from "
-            f"storage ({version_dir(version)}); upload that content again"
-        )
-    package = version.package
-    package.active_version = version
-    package.save(update_fields=["active_version", "updated_at"])
-
-
-def set_enabled(package: SkillPackage, enabled: bool) -> None:
-    """Enable or disable a package; a disabled one is neither listed nor invocable."""
-    package.enabled = enabled
-    package.save(update_fields=["enabled", "updated_at"])
-
-
-def skill_md_diff(a: SkillVersion, b: SkillVersion) -> str:
-    """Unified diff of SKILL.md from version `a` to version `b`."""
-    return "".join(
-        difflib.unified_diff(
-            a.skill_md.splitlines(keepends=True),
-            b.skill_md.splitlines(keepends=True),
-            fromfile=f"{a.package.name} v{a.number}/SKILL.md",
-            tofile=f"{b.package.name} v{b.number}/SKILL.md",
-        )
-    )
-
-
-def delete_package(package: SkillPackage) -> str:
-    """Delete a package with its versions and files; one a conversation used is disabled instead.
-
-    Audit rows point at the version they loaded, and versions are never deleted under them.
-    """
-    used = SkillInvocation.objects.filter(version__package=package).count()
-    reviewed = SkillReview.objects.filter(version__package=package).exists()
-    if reviewed and not used:
-        set_enabled(package, False)
-        return (
-            f"{package.name} has a review trail, which the audit keeps with its versions; it is "
-            "disabled instead and no longer offered"
-        )
-    if used:
-        set_enabled(package, False)
-        return (
-            f"{package.name} was used {used} time(s) in conversations, so its versions are kept "
-            "for the audit; it is disabled instead and no longer offered"
-        )
-    folder = storage_root() / str(package.pk)
-    name = package.name
-    package.delete()
-    shutil.rmtree(folder, ignore_errors=True)
-    return f"{name} was deleted"
-
-
-def version_for_digest(name: str, digest: str) -> SkillVersion | None:
-    """The uploaded version with this content, so an invocation keeps pointing at what it loaded."""
-    if not digest:
-        return None
-    return (
-        SkillVersion.objects.filter(package__name=name, digest=digest).order_by("-number").first()
-    )
 
 
 # --- install -------------------------------------------------------------------------------
@@ -350,89 +286,6 @@ def _check_scope(user: Any, personal: bool) -> None:
         )
 
 
-def _names(candidate: Candidate) -> tuple[str, ...]:
-    return tuple(sorted(m.path for m in candidate.files))
-
-
-def _write(candidate: Candidate, folder: Path) -> None:
-    folder.mkdir(parents=True)
-    for member in candidate.files:
-        target = folder / member.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "xb") as fh:
-            fh.write(member.data)
-        os.chmod(target, 0o755 if member.executable else 0o644)
-
-
-def _relocate(problems: list[Problem], folder: Path, candidate: Candidate) -> list[Problem]:
-    """Problems name files as they sit in the upload, not in the temporary folder."""
-    out: list[Problem] = []
-    prefix = str(folder)
-    for p in problems:
-        file = p.file
-        if file.startswith(prefix):
-            rel = file[len(prefix) :].lstrip(os.sep)
-            file = f"{candidate.origin}{rel}" or candidate.name
-        out.append(replace(p, file=file))
-    return out
-
-
-def _parse(candidate: Candidate, folder: Path) -> SkillSpec:
-    try:
-        return parse_skill_dir(folder, name=candidate.name, source="uploaded")
-    except SkillFileError as exc:
-        problems = _relocate([exc.problem], folder, candidate)
-        raise UploadError(f"{candidate.name}: {problems[0].message}", problems) from None
-    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
-        # PyYAML builds some values (dates) with Python constructors that raise their own errors.
-        problem = Problem(
-            "error",
-            "yaml",
-            f"the frontmatter could not be read ({exc}); quote the value",
-            f"{candidate.origin}SKILL.md",
-        )
-        raise UploadError(f"{candidate.name}: {problem.message}", [problem]) from None
-
-
-def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
-def _problem_json(p: Problem) -> dict[str, Any]:
-    return {
-        "severity": p.severity,
-        "rule": p.rule,
-        "message": p.message,
-        "file": p.file,
-        "line": p.line,
-    }
-
-
-@dataclass(slots=True)
-class _Staged:
-    candidate: Candidate
-    folder: Path
-    spec: SkillSpec
-    warnings: list[Problem]
-    skill_md: str
-
-
-def _stage(candidate: Candidate, folder: Path) -> _Staged:
-    _write(candidate, folder)
-    spec = _parse(candidate, folder)
-    problems = _relocate(merge(spec.problems, lint_runtime_dir(folder, spec)), folder, candidate)
-    errors = [p for p in problems if p.severity == "error"]
-    if errors:
-        raise UploadError(
-            f"{candidate.name} has {len(errors)} lint error(s); fix them and upload again",
-            errors + [p for p in problems if p.severity != "error"],
-        )
-    skill_md = spec.skill_file.read_bytes().decode("utf-8")
-    return _Staged(
-        candidate, folder, spec, [p for p in problems if p.severity != "error"], skill_md
-    )
-
-
 def _install(
     layout: Layout, user: Any, personal: bool, activate: bool = True, origin: str = "upload"
 ) -> list[InstallResult]:
@@ -441,7 +294,7 @@ def _install(
     staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=root))
     written: list[Path] = []
     try:
-        staged = [_stage(c, staging / str(i)) for i, c in enumerate(layout.skills)]
+        staged = [stage(c, staging / str(i)) for i, c in enumerate(layout.skills)]
         ignored = _ignored_warning(layout)
         try:
             with transaction.atomic():
@@ -476,7 +329,7 @@ def _ignored_warning(layout: Layout) -> Problem | None:
 
 
 def _store(
-    staged: _Staged,
+    staged: Staged,
     user: Any,
     personal: bool,
     root: Path,
@@ -515,8 +368,8 @@ def _store(
         number=number,
         storage_path=f"{package.pk}/{digest}",
         skill_md=staged.skill_md,
-        frontmatter=_json_safe(dict(staged.spec.frontmatter)),
-        lint=[_problem_json(p) for p in staged.warnings],
+        frontmatter=json_safe(dict(staged.spec.frontmatter)),
+        lint=[problem_json(p) for p in staged.warnings],
         uploaded_by=user if getattr(user, "is_authenticated", False) else None,
         review_status=SkillVersion.PERSONAL if personal else SkillVersion.DRAFT,
     )

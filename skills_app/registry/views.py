@@ -23,7 +23,7 @@ from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, SkillVersion
 from skills_app.permissions.approvals import admin_rules
 from skills_app.permissions.blocked import blocked_skills
-from skills_app.registry import uploads
+from skills_app.registry import uploads, versions
 from skills_app.registry.skills import UserSkills, skills_for_user
 
 SOURCE_LABELS = {
@@ -60,11 +60,11 @@ def _get_package_for_user(request: AuthedHttpRequest, pk: int) -> SkillPackage:
 
 def _versions_by_dir(user_id: int) -> dict[str, SkillVersion]:
     """Active versions the user can see, keyed by their folder, to label registry entries."""
-    versions = SkillVersion.objects.filter(
+    active = SkillVersion.objects.filter(
         Q(package__owner__isnull=True) | Q(package__owner_id=user_id),
         package__active_version=F("pk"),
     ).select_related("package")
-    return {str(uploads.version_dir(v).absolute()): v for v in versions}
+    return {str(versions.version_dir(v).absolute()): v for v in active}
 
 
 def skill_rows(provider: UserSkills, user_id: int) -> list[SkillRow]:
@@ -236,7 +236,7 @@ def _folder_files(files: list[UploadedFile], paths_json: str) -> list[uploads.Up
 def package_enable(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """Enable or disable one of the user's personal packages."""
     package = _get_package_for_user(request, pk)
-    uploads.set_enabled(package, request.POST.get("enabled") == "1")
+    versions.set_enabled(package, request.POST.get("enabled") == "1")
     return redirect("skills-page")
 
 
@@ -245,5 +245,5 @@ def package_enable(request: AuthedHttpRequest, pk: int) -> HttpResponse:
 def package_delete(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """Delete one of the user's personal packages (disabled instead if a conversation used it)."""
     package = _get_package_for_user(request, pk)
-    message = uploads.delete_package(package)
+    message = versions.delete_package(package)
     return _page(request, notice=message)

@@ -226,7 +226,7 @@ TAKES: dict[type[RunEvent], Callable[[RunRecorder, Any], Awaitable[None]]] = {
 
 
 def _write_invocation(conversation_id: int, run_id: int, record: InvocationRecord) -> int:
-    from skills_app.registry.uploads import version_for_digest
+    from skills_app.registry.versions import version_for_digest
 
     row = SkillInvocation.objects.create(
         conversation_id=conversation_id,
