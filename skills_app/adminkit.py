@@ -46,7 +46,9 @@ HIDDEN_FIELDS: dict[str, frozenset[str]] = {
 QUOTING_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.approval": frozenset({"call_text", "input", "reason", "deny_reason"}),
     "skills_app.run": frozenset({"error"}),
-    "skills_app.permissiondecision": frozenset({"call_text", "input", "reason"}),
+    # The rule of a decision a review or a skill's allowed-tools made is the skill's own text
+    # (`Bash(<the reviewed command>)`).
+    "skills_app.permissiondecision": frozenset({"call_text", "input", "reason", "rule_text"}),
 }
 WITHHELD_PLACEHOLDER = "(hidden: you lack the inspect permission)"
 
