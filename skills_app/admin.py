@@ -9,7 +9,7 @@ from skills_app.accounts import admin as accounts_admin
 from skills_app.audit import admin as audit_admin
 from skills_app.permissions import admin as permissions_admin
 from skills_app.registry import admin as registry_admin
-from skills_app.registry import admin_sources
+from skills_app.registry import admin_git, admin_sources
 
 admin.site.site_header = "Skillscope administration"
 admin.site.site_title = "Skillscope admin"
@@ -24,4 +24,11 @@ for _name in ("account.EmailAddress", "socialaccount.SocialApp", "socialaccount.
     if admin.site.is_registered(_model):
         admin.site.unregister(_model)
 
-__all__ = ["accounts_admin", "admin_sources", "audit_admin", "permissions_admin", "registry_admin"]
+__all__ = [
+    "accounts_admin",
+    "admin_git",
+    "admin_sources",
+    "audit_admin",
+    "permissions_admin",
+    "registry_admin",
+]

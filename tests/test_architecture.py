@@ -33,7 +33,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("registry/permissions", ("registry", "permissions", "policy")),
     ("visibility/hidden", ("visibility", "hidden", "hidden_library")),
     ("runs", ("runs",)),
-    ("features", ("chat", "audit", "triggers", "compare", "accounts", "ops", "templatetags")),
+    (
+        "features",
+        ("chat", "audit", "triggers", "compare", "accounts", "ops", "telemetry", "templatetags"),
+    ),
     (
         "entry points",
         (

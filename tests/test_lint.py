@@ -13,6 +13,9 @@ FIXTURES = Path(__file__).parent / "fixtures" / "skills"
 def skill(tmp_path: Path, folder: str, frontmatter: str, body: str = "Do the thing.\n") -> Path:
     path = tmp_path / folder
     path.mkdir(parents=True, exist_ok=True)
+    if not any(line.startswith("name:") for line in frontmatter.splitlines()):
+        # The spec requires a name (its absence is a warning of its own, tested below).
+        frontmatter = f"{frontmatter}\nname: {folder.rsplit('/', 1)[-1]}"
     (path / "SKILL.md").write_text(f"---\n{frontmatter}\n---\n{body}", encoding="utf-8")
     return path
 
@@ -150,7 +153,7 @@ def test_it_warns_on_absolute_paths_in_the_body(tmp_path):
     assert [p.severity for p in found] == ["warning", "warning"]
     # The reason, not the body's text.
     assert "home folder" in found[0].message and "/home/alice" not in found[0].message
-    assert found[0].line == 6
+    assert found[0].line == 7  # the helper adds `name:` at the end of the frontmatter
 
 
 def test_it_does_not_mistake_url_routes_for_absolute_paths(tmp_path):
@@ -182,7 +185,7 @@ def test_it_warns_on_references_to_files_that_are_not_in_the_folder(tmp_path):
     )
     problems = lint_skill_dir(skill(tmp_path, "refs", "description: d", body=body))
     found = [p for p in problems if p.rule == "missing-reference"]
-    assert len(found) == 3 and {p.line for p in found} == {4}
+    assert len(found) == 3 and {p.line for p in found} == {5}  # after the helper's `name:`
     assert not any(name in p.message for p in found for name in ("guide", "missing", "logo"))
     assert {p.severity for p in problems} == {"warning"}
 

@@ -232,6 +232,13 @@ RULES: dict[str, Expect] = {
     "triggers-start": Expect(obj="package", post_only=True),
     "triggers-run": Expect(obj="trigger_run", staff=OK),
     "triggers-stop": Expect(obj="trigger_run", post_only=True),
+    # A run's results as run_eval JSON: read like its report (409 while it is not done).
+    "triggers-results-json": Expect(
+        obj="trigger_run", owner=frozenset({200, 409}), staff=frozenset({200, 409})
+    ),
+    "triggers-gate": Expect(obj="package", post_only=True),
+    # The result page of one's own import; nobody else's (404).
+    "transcript-import-result": Expect(owner=OK),
     "audit-trigger-runs": STAFF_ONLY,
     # A skill's page is for anyone it is offered to (a bundled skill: everyone signed in); a
     # personal skill's page only for its owner (tests/test_skill_page.py).

@@ -20,6 +20,10 @@ FIXTURES = Path(__file__).parent / "fixtures" / "skills"
 def write_skill(root: Path, name: str, text: str | bytes, filename: str = "SKILL.md") -> Path:
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
+    head, sep, rest = text.partition("\n---\n") if isinstance(text, str) else ("", "", "")
+    if head.startswith("---\n") and sep and "\nname:" not in head:
+        # The spec requires a name (its absence is a warning of its own, tested below).
+        text = f"{head}\nname: {name}{sep}{rest}"
     data = text.encode("utf-8") if isinstance(text, str) else text
     (folder / filename).write_bytes(data)
     return folder
@@ -128,7 +132,11 @@ def test_it_treats_a_file_without_frontmatter_as_all_body(tmp_path):
     assert spec.description == (
         "Keeps a running list of notes in notes.md in the workspace, adding each new note as a dated bullet."
     )
-    assert [p.rule for p in spec.warnings] == ["description-missing"]
+    assert [p.rule for p in spec.warnings] == [
+        "frontmatter-missing",
+        "name-missing",
+        "description-missing",
+    ]
     assert spec.errors == []
 
 
@@ -244,7 +252,7 @@ def test_it_reports_a_missing_skill_file_and_an_unclosed_or_non_mapping_frontmat
         )
     assert info.value.problem.rule == "frontmatter-unclosed"
     with pytest.raises(SkillFileError) as info:
-        parse_skill_dir(write_skill(tmp_path, "list", "---\n- a\n- b\n---\n"))
+        parse_skill_dir(write_skill(tmp_path, "list", b"---\n- a\n- b\n---\n"))
     assert info.value.problem.rule == "frontmatter-shape"
 
 
@@ -262,7 +270,7 @@ def test_it_names_the_command_after_the_folder_and_accepts_a_given_name(tmp_path
 
 
 def test_its_digest_covers_every_file_path_and_byte(tmp_path):
-    folder = write_skill(tmp_path, "dig", "---\ndescription: d\n---\n")
+    folder = write_skill(tmp_path, "dig", b"---\ndescription: d\n---\n")
     (folder / "references").mkdir()
     (folder / "references" / "a.md").write_text("alpha")
     first = skill_digest(folder)
@@ -273,7 +281,7 @@ def test_its_digest_covers_every_file_path_and_byte(tmp_path):
     assert second != first
     (folder / "references" / "a.md").rename(folder / "references" / "b.md")
     assert skill_digest(folder) not in (first, second)
-    twin = write_skill(tmp_path / "elsewhere", "other-name", "---\ndescription: d\n---\n")
+    twin = write_skill(tmp_path / "elsewhere", "other-name", b"---\ndescription: d\n---\n")
     (twin / "references").mkdir()
     (twin / "references" / "b.md").write_text("alphA")
     assert skill_digest(twin) == skill_digest(folder)
@@ -323,3 +331,54 @@ def test_an_impossible_date_is_a_yaml_error_naming_the_file_not_a_crash(tmp_path
     registry = SkillRegistry([SkillSource("dirs", tmp_path / "root")])
     assert [s.name for s in registry.skills()] == ["fine"]
     assert any("dated" in p.file for p in registry.errors)
+
+
+# -- spec parity (issue #28): what the reference validator reads, we read ---------------------
+
+
+def test_a_name_yaml_would_type_is_read_as_written(tmp_path):
+    for name in ("yes", "no", "123", "null-and-void"):
+        spec = parse_skill_dir(
+            write_skill(tmp_path, name, f"---\nname: {name}\ndescription: d\n---\n")
+        )
+        assert spec.frontmatter["name"] == name
+        assert spec.problems == ()
+    spec = parse_skill_dir(
+        write_skill(tmp_path, "v", "---\nname: v\ndescription: 42\nversion: 1.10\n---\n")
+    )
+    assert (spec.description, spec.version) == ("42", "1.10")
+    assert spec.problems == ()
+
+
+def test_a_missing_name_is_a_warning_that_names_the_fix(tmp_path):
+    spec = parse_skill_dir(write_skill(tmp_path, "nameless", b"---\ndescription: d\n---\n"))
+    assert spec.name == "nameless"
+    [problem] = spec.problems
+    assert (problem.rule, problem.severity) == ("name-missing", "warning")
+    assert "add `name: nameless`" in problem.message
+
+
+def test_duplicate_keys_are_errors_naming_both_lines(tmp_path):
+    text = b"---\nname: dup\ndescription: one\nmetadata:\n  a: 1\n  a: 2\ndescription: two\n---\n"
+    spec = parse_skill_dir(write_skill(tmp_path, "dup", text))
+    found = [(p.rule, p.line) for p in spec.errors]
+    assert found == [("duplicate-key", 6), ("duplicate-key", 7)]
+    assert "lines 3 and 7" in spec.errors[1].message
+
+
+def test_a_frontmatter_after_blank_lines_is_an_error_and_still_read(tmp_path):
+    text = b"\n\n---\nname: late\ndescription: The real description.\n---\nBody.\n"
+    spec = parse_skill_dir(write_skill(tmp_path, "late", text))
+    assert [(p.rule, p.severity) for p in spec.problems] == [("frontmatter-misplaced", "error")]
+    assert spec.description == "The real description." and spec.body == "Body.\n"
+    assert "after 2 blank line(s)" in spec.problems[0].message
+
+
+def test_wrongly_capitalised_keys_get_a_hint(tmp_path):
+    text = b"---\nName: caps\nDescription: d\n---\nBody text.\n"
+    spec = parse_skill_dir(write_skill(tmp_path, "caps", text))
+    hints = [p.message for p in spec.problems if p.rule == "unknown-key"]
+    assert hints == [
+        "unknown frontmatter key `Name`: keys are case-sensitive: did you mean `name`? `Name` is not read",
+        "unknown frontmatter key `Description`: keys are case-sensitive: did you mean `description`? `Description` is not read",
+    ]

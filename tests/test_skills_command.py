@@ -53,7 +53,11 @@ def test_list_json_describes_every_skill_exactly_as_parsed():
     deploy = by_name["acme-tools:deploy"]
     assert (deploy["model_invocable"], deploy["user_invocable"]) == (False, True)
     assert by_name["acme-tools:rollback"]["user_invocable"] is False
-    assert by_name["plain-notes"]["warnings"][0]["rule"] == "description-missing"
+    assert [w["rule"] for w in by_name["plain-notes"]["warnings"]] == [
+        "frontmatter-missing",
+        "name-missing",
+        "description-missing",
+    ]
     for row in rows:
         assert {"name", "description", "source", "path", "digest", "errors", "warnings"} <= set(row)
         assert row["source"] == "dirs"

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -70,9 +71,17 @@ def test_it_exports_one_claude_code_line_per_row_with_a_parent_chain(conversatio
     assert {line["sessionId"] for line in lines} == {str(conversation.session_id)}
     assert lines[1]["isMeta"] is True and lines[1]["kind"] == "text"
     assert lines[2]["message"] == {
+        "id": f"msg_{uuid.UUID(lines[2]['uuid']).hex}",
+        "type": "message",
         "role": "assistant",
         "content": [{"type": "text", "text": "hello"}],
+        "model": "unknown",
     }
+    # The envelope Claude Code writes and its readers require.
+    assert all(
+        line["isSidechain"] is False and line["userType"] == "external" and line["cwd"] == "/"
+        for line in lines
+    )
     assert lines[0]["timestamp"].endswith("Z")
     assert lines[0]["uuid"] == line_uuid(conversation, 1)
 
@@ -142,9 +151,18 @@ def test_it_skips_other_claude_code_line_types_and_keeps_thinking_blocks(alice):
             ]
         ),
     )
-    messages, skipped, thinking = parse_jsonl(data)
-    assert (len(messages), skipped, thinking) == (2, 1, 1)
-    assert messages[1].content[0] == {"type": "thinking", "thinking": "hmm", "signature": "sig"}
+    parsed = parse_jsonl(data)
+    assert (len(parsed.messages), parsed.other_lines, parsed.thinking_blocks) == (
+        2,
+        {"summary": 1},
+        1,
+    )
+    assert parsed.skipped == ()
+    assert parsed.messages[1].content[0] == {
+        "type": "thinking",
+        "thinking": "hmm",
+        "signature": "sig",
+    }
 
 
 THOUGHT = "THOUGHT-SUMMARY-3391: the user wants the files counted."
@@ -187,10 +205,16 @@ async def test_thinking_is_exported_imported_shown_and_never_replayed(
 @pytest.mark.django_db
 def test_thinking_must_be_well_formed_and_the_assistants(alice):
     bad = assistant([{"type": "thinking", "thinking": 5}])
-    with pytest.raises(TranscriptImportError, match='"thinking" and "signature" must be strings'):
-        parse_jsonl(jsonl(user("q"), bad))
-    with pytest.raises(TranscriptImportError, match="only assistant messages think"):
-        parse_jsonl(jsonl(user([{"type": "thinking", "thinking": "x", "signature": "s"}])))
+    parsed = parse_jsonl(jsonl(user("q"), bad))
+    assert [(s.line, s.reason) for s in parsed.skipped] == [
+        (2, 'content block 1 (thinking): "thinking" and "signature" are not strings')
+    ]
+    parsed = parse_jsonl(
+        jsonl(user("q"), user([{"type": "thinking", "thinking": "x", "signature": "s"}]))
+    )
+    assert (
+        parsed.skipped[0].line == 2 and "only assistant messages think" in parsed.skipped[0].reason
+    )
 
 
 @pytest.mark.django_db
@@ -198,36 +222,53 @@ def test_thinking_must_be_well_formed_and_the_assistants(alice):
     ("lines", "line", "message"),
     [
         ([user("a"), "{not json"], 2, "not valid JSON"),
-        ([user("a"), [1, 2]], 2, "must be a JSON object"),
-        ([{"message": {"role": "user", "content": "a"}}], 1, 'missing "type"'),
+        ([user("a"), [1, 2]], 2, "not a JSON object"),
+        ([user("a"), {"message": {"role": "user", "content": "a"}}], 2, 'no "type"'),
         ([user("a"), {"type": "assistant", "message": {"role": "user", "content": "x"}}], 2, "message.role"),
-        ([user("a"), {"type": "user", "message": {"role": "user", "content": 5}}], 2, "string or a list"),
-        ([user("a", isMeta="yes")], 1, '"isMeta" must be true or false'),
-        ([user("a"), user([{"type": "tool_result", "tool_use_id": "nope", "content": ""}])], 2, "answers no earlier tool_use"),
-        ([user([{"type": "video"}])], 1, "unsupported block type"),
+        ([user("a"), {"type": "user", "message": {"role": "user", "content": 5}}], 2, "neither text nor a list"),
+        ([user("a"), user("b", isMeta="yes")], 2, '"isMeta" is \'yes\', not true or false'),
+        ([user("a"), user([{"type": "tool_result", "tool_use_id": "nope", "content": ""}])], 2, "answers no earlier tool call"),
+        ([user("a"), user([{"type": "video"}])], 2, "not a block type this app stores"),
         ([user("a"), assistant([{"type": "tool_use", "id": "t", "name": "Read", "input": {}}]), assistant("b"),
-          user([{"type": "tool_result", "tool_use_id": "t", "content": ""}])], 4, "just before"),
-        ([user([{"type": "tool_use", "id": "t", "name": "Read", "input": {}}])], 1, "only assistant"),
-        ([{"type": "summary"}], 1, "no \"user\" or \"assistant\" messages"),
+          user([{"type": "tool_result", "tool_use_id": "t", "content": ""}])], 4, "does not follow its call"),
+        ([user("a"), user([{"type": "tool_use", "id": "t", "name": "Read", "input": {}}])], 2, "only assistant"),
     ],
 )  # fmt: skip
-def test_it_names_the_line_of_an_invalid_transcript_and_creates_nothing(
-    alice, lines, line, message
-):
+def test_it_skips_an_unusable_line_names_it_and_imports_the_rest(alice, lines, line, message):
+    data = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines)
+    result = import_transcript(alice.pk, data)
+    assert [s.line for s in result.skipped] == [line]
+    assert message in result.skipped[0].reason
+    assert result.conversation.messages.filter(role="user").first().content == [
+        {"type": "text", "text": "a"}
+    ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["{not json", [1]], "No line of the file could be used (line 1: not valid JSON"),
+        ([{"type": "summary"}], 'no "user" or "assistant" messages (only summary lines)'),
+        ([user([{"type": "video"}])], "line 1: content block 1 (video) is not a block type"),
+    ],
+)
+def test_it_refuses_a_file_with_nothing_usable_and_creates_nothing(alice, lines, message):
     data = "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines)
     before = (Conversation.objects.count(), Message.objects.count())
     with pytest.raises(TranscriptImportError) as caught:
         import_transcript(alice.pk, data)
-    assert caught.value.line == line
-    assert str(caught.value).startswith(f"Line {line}:")
-    assert message in caught.value.message
+    assert message in str(caught.value)
     assert (Conversation.objects.count(), Message.objects.count()) == before
 
 
 @pytest.mark.django_db
-def test_it_refuses_a_file_that_is_not_utf8(alice):
-    with pytest.raises(TranscriptImportError, match="Line 2: the file is not UTF-8"):
-        import_transcript(alice.pk, b'{"type": "user"}\n"\xff\xfe"\n')
+def test_a_line_that_is_not_utf8_is_skipped_not_the_file(alice):
+    result = import_transcript(
+        alice.pk, b'{"type": "user", "message": {"content": "hi"}}\n"\xff\xfe"\n'
+    )
+    assert [(s.line, s.reason) for s in result.skipped] == [(2, "not UTF-8 text")]
+    assert result.messages == 1
 
 
 # -- the views ----------------------------------------------------------------------------------
@@ -247,18 +288,44 @@ def test_it_imports_an_uploaded_file_into_a_new_conversation_of_the_uploader(cli
     response = client.post(reverse("transcript-import"), {"file": upload, "title": "Mine"})
     conversation = Conversation.objects.get(owner=bob)
     assert response.status_code == 302
-    assert response["Location"] == reverse("conversation", args=[conversation.pk])
+    assert response["Location"] == reverse("transcript-import-result", args=[conversation.pk])
     assert conversation.title == "Mine"
     assert conversation.messages.count() == 2
+    page = client.get(response["Location"]).content.decode()
+    assert "2 messages stored" in page and "Every line was used." in page
+    assert reverse("conversation", args=[conversation.pk]) in page
 
 
 @pytest.mark.django_db
-def test_it_shows_the_failing_line_and_imports_nothing(client, bob):
+def test_the_result_page_lists_skipped_lines_with_their_reasons(client, bob):
     client.force_login(bob)
     upload = SimpleUploadedFile("t.jsonl", (jsonl(user("hello")) + "oops\n").encode())
     response = client.post(reverse("transcript-import"), {"file": upload})
+    assert response.status_code == 302
+    page = client.get(response["Location"]).content.decode()
+    assert "1 line skipped" in page
+    assert "<td>2</td><td>not valid JSON (Expecting value)</td>" in page
+    assert Conversation.objects.get(owner=bob).messages.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_result_page_is_its_owners_only(client, bob, alice):
+    client.force_login(bob)
+    upload = SimpleUploadedFile("t.jsonl", jsonl(user("hello")).encode())
+    location = client.post(reverse("transcript-import"), {"file": upload})["Location"]
+    client.force_login(alice)
+    assert client.get(location).status_code == 404
+
+
+@pytest.mark.django_db
+def test_it_shows_why_nothing_was_imported(client, bob):
+    client.force_login(bob)
+    upload = SimpleUploadedFile("t.jsonl", b"oops\n[1]\n")
+    response = client.post(reverse("transcript-import"), {"file": upload})
     assert response.status_code == 400
-    assert "Nothing was imported. Line 2: not valid JSON" in response.content.decode()
+    assert "Nothing was imported. No line of the file could be used (line 1: not valid JSON" in (
+        response.content.decode()
+    )
     assert not Conversation.objects.filter(owner=bob).exists()
 
 
@@ -287,7 +354,7 @@ async def test_an_exported_run_imports_back_with_the_same_rows(
     await sync_to_async(client.force_login)(bob)
     upload = SimpleUploadedFile("round.jsonl", exported)
     response = await sync_to_async(client.post)(reverse("transcript-import"), {"file": upload})
-    assert response.status_code == 302
+    assert response.status_code == 302, response.content
 
     copy = await Conversation.objects.aget(owner=bob)
     fields = ("role", "content", "is_meta", "to_model", "kind")

@@ -26,6 +26,7 @@ from skills_app.core.triggers.cases import (
     TriggerSetError,
     dump_cases,
     parse_cases,
+    read_set,
 )
 from skills_app.core.triggers.chart import (
     PREVIOUS_COLOUR,
@@ -201,7 +202,7 @@ def test_a_set_round_trips_through_json():
         ('[{"should_trigger": true}]', 'Item 1 has no "query"'),
         ('[{"query": 5, "should_trigger": true}]', '"query" must be text'),
         ('[{"query": "  ", "should_trigger": true}]', "Item 1's query is empty"),
-        ('[{"query": "/pdf x", "should_trigger": true}]', "starts with /"),
+        ('[{"query": "/pdf x", "should_trigger": true}]', "Every query (1) is a slash command"),
         ('[{"query": "x"}]', 'has no "should_trigger": add "should_trigger": true'),
         (
             '[{"query": "x", "should_trigger": "yes"}]',
@@ -320,3 +321,47 @@ def test_the_chart_draws_one_bar_per_query_and_the_compared_run_beside_it():
     assert chart.width == 360 and max(b.width for b in chart.bars) <= 40
     many = build_rate_chart([ChartQuery(i, "q", True, 0.5) for i in range(1, 41)])
     assert many.width == 720 and len(many.x_ticks) == 20  # every other label
+
+
+# --- trigger sets as skill authors ship them (issue #28) -----------------------------------------
+
+
+def test_slash_command_queries_are_skipped_and_reported_never_refusing_the_set():
+    items = [{"query": f"plain request {i}", "should_trigger": i % 2 == 0} for i in range(23)]
+    items.insert(7, {"query": "/pdf-tables report.pdf", "should_trigger": True})
+    found = read_set(json.dumps(items))
+    assert len(found.cases) == 23
+    assert found.skipped == (
+        "Item 8 (/pdf-tables report.pdf) is a slash command: it runs a skill directly instead of "
+        "letting the model choose, so there is nothing to measure; it was skipped.",
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # The Agent Skills guide's eval_queries.json and skill-creator's eval set: a plain list.
+        '[{"query": "make a chart", "should_trigger": true}]',
+        # Published variants: the list under a key, with other names for the two fields.
+        '{"description_under_test": "d", "cases": [{"id": "a", "prompt": "make a chart", '
+        '"expected_trigger": true, "rationale": "r"}]}',
+        '{"queries": [{"query": "make a chart", "should_trigger": true}]}',
+        # skill-creator's run_eval output: its results re-import as the set they measured.
+        '{"skill_name": "s", "description": "d", "results": [{"query": "make a chart", '
+        '"should_trigger": true, "trigger_rate": 1.0, "triggers": 3, "runs": 3, "pass": true}], '
+        '"summary": {"total": 1, "passed": 1, "failed": 0}}',
+    ],
+)
+def test_it_reads_the_shapes_skill_authors_publish(text):
+    assert read_set(text).cases == [TriggerCase("make a chart", True)]
+
+
+def test_an_output_quality_eval_file_is_named_in_the_error():
+    evals = {
+        "skill_name": "pdf",
+        "evals": [{"id": 1, "prompt": "Fill the form", "expected_output": "A filled PDF"}],
+    }
+    with pytest.raises(TriggerSetError) as caught:
+        read_set(json.dumps(evals))
+    assert caught.value.message.startswith("This is skill-creator's output-quality eval file")
+    assert "evals/trigger-eval.json" in caught.value.message

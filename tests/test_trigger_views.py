@@ -234,7 +234,11 @@ def test_bad_json_is_refused_with_a_clear_error_and_nothing_changes(org, skill_m
     for text, message in [
         ('[{"query": "x", "should_trigger": "yes"}', "not valid JSON (line 1"),
         ('[{"query": "x", "should_trigger": "yes"}]', "must be true or false (without quotes)"),
-        ('{"queries": []}', "got an object"),
+        ('{"skill": "x"}', "got an object"),
+        (
+            '{"skill_name": "x", "evals": [{"id": 1, "prompt": "p", "expected_output": "o"}]}',
+            "output-quality eval file",
+        ),
     ]:
         response = client.post(url, {"text": text})
         page = response.content.decode()
@@ -281,6 +285,45 @@ def test_a_broken_shipped_set_is_a_warning_not_a_refused_upload(tmp_path, skill_
     assert result.created and result.package.trigger_queries.count() == 0
     warning = next(w for w in result.warnings if w.rule == "trigger-set")
     assert "evals/trigger.json was not imported: This is not valid JSON" in warning.message
+
+
+def test_an_upload_picks_up_the_files_authors_ship_under_their_names(tmp_path, skill_manager):
+    """skill-creator's evals/trigger-eval.json and the Agent Skills guide's eval_queries.json."""
+    items = [
+        {"query": f"pull the tables out of report {i}", "should_trigger": True} for i in range(23)
+    ]
+    items.insert(5, {"query": "/pdf-tables report.pdf", "should_trigger": True})
+    shipped = {
+        "evals/trigger-eval.json": json.dumps(items),
+        "evals/eval_queries.json": json.dumps([{"query": "write a poem", "should_trigger": False}]),
+    }
+    folder = skill_folder(tmp_path, "pdf-tables", "Extract tables.", extra=shipped)
+    result = uploads.install_directory(folder, user=skill_manager)[0]
+    assert (
+        "trigger set from evals/trigger-eval.json: added 23 queries (1 slash-command query skipped)"
+        in result.message
+    )
+    assert "trigger set from evals/eval_queries.json: added 1 query" in result.message
+    assert result.package.trigger_queries.count() == 24
+    assert not [w for w in result.warnings if w.rule == "trigger-set"]
+
+
+def test_one_unreadable_shipped_file_does_not_lose_the_others(tmp_path, skill_manager):
+    evals = {
+        "skill_name": "pdf-tables",
+        "evals": [{"id": 1, "prompt": "p", "expected_output": "o"}],
+    }
+    shipped = {
+        "evals/trigger.json": json.dumps(evals),
+        "evals/trigger-eval.json": cases_json(),
+    }
+    folder = skill_folder(tmp_path, "pdf-tables", "Extract tables.", extra=shipped)
+    result = uploads.install_directory(folder, user=skill_manager)[0]
+    assert result.package.trigger_queries.count() == len(CASES)
+    warning = next(w for w in result.warnings if w.rule == "trigger-set")
+    assert warning.message.startswith(
+        "evals/trigger.json was not imported: This is skill-creator's output-quality eval file"
+    )
 
 
 def test_a_changed_description_offers_trigger_tests_after_upload(

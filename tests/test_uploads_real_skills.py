@@ -198,6 +198,6 @@ def test_validate_passes_an_overshoot_and_strict_fails_it(long_description, api_
     assert "warning [description-length]" in relaxed.stdout
     strict = _validate("--strict", str(long_description))
     assert strict.returncode == 1
-    assert "--strict: 1 of the warnings go past a limit of the Agent Skills spec" in strict.stderr
+    assert "--strict: 1 of the warnings break a rule of the Agent Skills spec" in strict.stderr
     clean = _validate("--strict", str(api_routes))
     assert clean.returncode == 0, clean.stdout + clean.stderr

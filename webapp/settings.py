@@ -459,6 +459,24 @@ SKILL_REVIEWER_MUST_DIFFER = env_bool("SKILL_REVIEWER_MUST_DIFFER", False)
 # A browser folder upload sends one form field per file; Django refuses more than this many.
 DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES
 
+# --- Skill sources (Git) ------------------------------------------------------------------
+
+# Folders whose Git repositories may be sources (file:// or a path); empty: no local ones.
+GIT_SOURCE_LOCAL_ROOTS = [Path(p) for p in env_list("GIT_SOURCE_LOCAL_ROOTS", [])]
+# Plain http:// sources (anyone on the way could change the skills): off unless trusted.
+GIT_SOURCE_ALLOW_HTTP = env_bool("GIT_SOURCE_ALLOW_HTTP", False)
+# Hosts resolving to loopback, private or link-local addresses: off (they reach server state).
+GIT_SOURCE_ALLOW_PRIVATE_HOSTS = env_bool("GIT_SOURCE_ALLOW_PRIVATE_HOSTS", False)
+GIT_SOURCE_TIMEOUT_SECONDS = env_float("GIT_SOURCE_TIMEOUT_SECONDS", 60.0)
+GIT_SOURCE_MAX_FETCH_BYTES = env_int("GIT_SOURCE_MAX_FETCH_BYTES", 200 * 1024 * 1024, minimum=1024)
+# A sync that started this long ago and never finished (a killed process) no longer blocks one.
+GIT_SOURCE_SYNC_STALE_SECONDS = env_int("GIT_SOURCE_SYNC_STALE_SECONDS", 900, minimum=60)
+
+# --- Telemetry (OpenTelemetry; on when OTEL_EXPORTER_OTLP_ENDPOINT is set) -----------------
+
+# Spans carry skill prompts, tool inputs and results and the messages sent to the model: off.
+TELEMETRY_INCLUDE_HIDDEN_TEXT = env_bool("TELEMETRY_INCLUDE_HIDDEN_TEXT", False)
+
 # --- Attachments (files attached to chat messages, saved in the workspace's in/) ----------
 
 # Bytes of one attached file, and how many files one message may carry. Images up to ~3.7 MB and

@@ -30,6 +30,7 @@ urlpatterns = [
         name="conversation-export-markdown",
     ),
     path("import/", views.transcript_import, name="transcript-import"),
+    path("import/<int:pk>/", views.transcript_import_result, name="transcript-import-result"),
     path("costs/", costs.cost_report, name="audit-costs"),
     path("spend/", spend.spend_report, name="audit-spend"),
     path("trigger-runs/", trigger_audit.trigger_run_list, name="audit-trigger-runs"),

@@ -217,6 +217,11 @@ def conversation_export_markdown(request: HttpRequest, pk: int) -> HttpResponse:
     return response
 
 
+# The last few import reports, per browser session: the result page lists skipped lines.
+IMPORT_REPORTS = "transcript_import_reports"
+KEPT_REPORTS = 5
+
+
 class ImportForm(forms.Form):
     file = forms.FileField(label="Transcript (.jsonl)")
     title = forms.CharField(required=False, max_length=200, label="Title (optional)")
@@ -240,11 +245,30 @@ def transcript_import(request: AuthedHttpRequest) -> HttpResponse:
             except TranscriptImportError as exc:
                 error = f"Nothing was imported. {exc}"
             else:
-                return redirect("conversation", pk=result.conversation.pk)
+                reports = request.session.get(IMPORT_REPORTS, {})
+                reports = dict(list(reports.items())[-(KEPT_REPORTS - 1) :])
+                reports[str(result.conversation.pk)] = result.report()
+                request.session[IMPORT_REPORTS] = reports
+                return redirect("transcript-import-result", pk=result.conversation.pk)
     status = 400 if request.method == "POST" else 200  # a successful POST redirected above
     return render(
         request,
         "skills_app/audit/import.html",
         {"form": form, "error": error, "max_mb": MAX_IMPORT_BYTES // (1024 * 1024)},
         status=status,
+    )
+
+
+@login_required
+@require_GET
+def transcript_import_result(request: AuthedHttpRequest, pk: int) -> HttpResponse:
+    """What an import did: messages stored, lines merged or skipped (with line numbers and why)."""
+    conversation = Conversation.objects.filter(
+        pk=pk, owner_id=request.user.pk, deleted_at__isnull=True
+    ).first()
+    if conversation is None:
+        raise Http404("No such conversation.")
+    report = request.session.get(IMPORT_REPORTS, {}).get(str(pk))
+    return render(
+        request, "skills_app/audit/import_result.html", {"report": report, "pk": conversation.pk}
     )

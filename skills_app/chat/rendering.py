@@ -200,12 +200,21 @@ def _render_message(
     else:
         context["text"] = message_text(row)
     html: str = render_to_string("skills_app/chat/_message.html", context)
-    subagent = row.meta.get("subagent_run") if isinstance(row.meta, dict) else None
+    meta = row.meta if isinstance(row.meta, dict) else {}
+    subagent = meta.get("subagent_run")
     if subagent:
         # Rows of a forked skill's subagent sit in a nested, labelled block.
-        label = escape(f'Subagent of the "{row.meta.get("subagent_skill", "")}" skill')
+        label = escape(f'Subagent of the "{meta.get("subagent_skill", "")}" skill')
         html = (
             f'<div class="subagent" data-subagent-run="{int(subagent)}" data-label="{label}">'
+            f"{html}</div>"
+        )
+    elif meta.get("imported_subagent"):
+        # An imported Claude Code subagent (sidechain) record: beside the thread, never sent.
+        number = int(meta["imported_subagent"])
+        label = escape(f"Subagent {number} (imported)")
+        html = (
+            f'<div class="subagent" data-subagent-record="{number}" data-label="{label}">'
             f"{html}</div>"
         )
     return html

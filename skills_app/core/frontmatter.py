@@ -11,6 +11,12 @@ anyone who can upload a skill controls this input, and it is parsed on every Ski
 - nesting at most MAX_DEPTH collections deep (the constructor recurses once per level).
 
 Every refusal is a SkillFileError whose message names the rule and the fix.
+
+Where YAML's reading and a skill author's meaning part, the author wins, as in the Agent Skills
+reference validator (which reads every value as text): a plain scalar of a text field is kept as
+written (`name: yes` is the name "yes", `version: 1.10` is "1.10", not a boolean or a float).
+Duplicate keys (YAML keeps the last silently; Claude Code's parser refuses the frontmatter) and a
+frontmatter block that does not start on the first line are reported, not guessed at.
 """
 
 from __future__ import annotations
@@ -30,6 +36,15 @@ MAX_DEPTH = 32
 _Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FRONTMATTER = re.compile(r"\A---[ \t]*\n(.*?)^---[ \t]*(?:\n|\Z)", re.S | re.M)
 _UNQUOTED_COLON = re.compile(r"^([\w-]+):[ \t]+([^'\"|>\[{&*!#\s].*?:\s.*)$", re.M)
+# Fields whose value is text: a plain scalar YAML would type (yes, 1.10, 2024-01-01) is kept as
+# written. Flags, lists and mappings are read as YAML types.
+TEXT_KEYS = frozenset(
+    {
+        "name", "description", "when_to_use", "argument-hint", "model", "effort", "context",
+        "agent", "shell", "version", "license", "compatibility",
+    }
+)  # fmt: skip
+_LEADING_BLANKS = re.compile(r"\A(?:[ \t]*\n)+(?=---[ \t]*\n)")
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
 
@@ -39,11 +54,27 @@ def normalise(text: str) -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
-def split(text: str, file: Path) -> tuple[str, str, int]:
-    """(frontmatter YAML, the rest, the 1-based line the rest starts on) of normalised text."""
+def split(text: str, file: Path, probs: list[Problem] | None = None) -> tuple[str, str, int]:
+    """(frontmatter YAML, the rest, the 1-based line the rest starts on) of normalised text.
+
+    A frontmatter block after blank lines is read, with an error in `probs`: Claude Code and the
+    spec read none there, so the whole block would become the skill's body and description.
+    """
     m = _FRONTMATTER.match(text)
     if m:
         return m[1], text[m.end() :], text.count("\n", 0, m.end()) + 1
+    blanks = _LEADING_BLANKS.match(text)
+    if blanks and (m := _FRONTMATTER.match(text[blanks.end() :])):
+        text = text[blanks.end() :]
+        if probs is not None:
+            count = blanks.group().count("\n")
+            msg = (
+                f"the frontmatter starts on line {count + 1}, after {count} blank line(s); the "
+                "--- must be the very first line, or Claude Code and the spec read no frontmatter "
+                "and take the whole block as the body. Delete the blank lines"
+            )
+            probs.append(Problem("error", "frontmatter-misplaced", msg, str(file), 1))
+        return m[1], text[m.end() :], text.count("\n", 0, m.end()) + 1 + blanks.group().count("\n")
     if text.split("\n", 1)[0].rstrip() == "---":
         msg = "the frontmatter opened with --- is never closed; add a line with --- after it"
         raise SkillFileError(Problem("error", "frontmatter-unclosed", msg, str(file), 1))
@@ -92,17 +123,60 @@ def check_bounds(source: str, file: Path) -> None:
             depth -= 1
 
 
-def _load(source: str, file: Path) -> Any:
+def _load(source: str, file: Path) -> tuple[Any, Any]:
+    """(the constructed value, its node) of one YAML document, bounds checked first."""
     check_bounds(source, file)
-    return yaml.load(source, Loader=_Loader)  # noqa: S506 - a safe loader
+    loader = _Loader(source)
+    try:
+        node = loader.get_single_node()
+        return (loader.construct_document(node) if node is not None else None), node
+    finally:
+        loader.dispose()
+
+
+def _as_written(data: dict[str, Any], node: Any) -> None:
+    """Keep text fields as written when YAML typed a plain scalar (`name: yes` is "yes")."""
+    last = {key_node.value: value_node for key_node, value_node in node.value}
+    for key, value_node in last.items():
+        if (
+            key in TEXT_KEYS
+            and isinstance(value_node, yaml.ScalarNode)
+            and data.get(key) is not None
+            and not isinstance(data.get(key), str)
+        ):
+            data[key] = value_node.value
+
+
+def duplicate_keys(node: Any, file: Path, probs: list[Problem], depth: int = 0) -> None:
+    """An error for each key a mapping repeats (YAML keeps the last without a word)."""
+    if not isinstance(node, yaml.MappingNode):
+        if isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                duplicate_keys(item, file, probs, depth + 1)
+        return
+    first: dict[str, int] = {}
+    for key_node, value_node in node.value:
+        key = str(key_node.value)
+        line = key_node.start_mark.line + 2  # +1 for the opening ---, +1 for 1-based
+        if key in first:
+            where = "a key" if depth == 0 else "a nested key"
+            msg = (
+                f"{where} `{key}` is given twice (lines {first[key]} and {line}); YAML keeps only "
+                "the last and Claude Code refuses the whole frontmatter. Keep one"
+            )
+            probs.append(Problem("error", "duplicate-key", msg, str(file), line))
+        else:
+            first[key] = line
+        duplicate_keys(value_node, file, probs, depth + 1)
 
 
 def load(source: str, file: Path, probs: list[Problem]) -> dict[str, Any]:
     """The frontmatter mapping; SkillFileError when it cannot be read or breaks a bound."""
     if not source.strip():
         return {}
+    node: Any = None
     try:
-        data = _load(source, file)
+        data, node = _load(source, file)
     except (ValueError, TypeError, OverflowError) as exc:
         # Values YAML recognises but cannot build, e.g. the date 2024-13-45.
         msg = f"the frontmatter has a value YAML cannot read ({exc}); quote it to keep it as text"
@@ -113,7 +187,7 @@ def load(source: str, file: Path, probs: list[Problem]) -> dict[str, Any]:
         data = None
         if fixed != source:
             try:
-                data = _load(fixed, file)
+                data, node = _load(fixed, file)
             except (yaml.YAMLError, ValueError, TypeError, OverflowError):
                 data = None
         if not isinstance(data, dict):
@@ -130,6 +204,8 @@ def load(source: str, file: Path, probs: list[Problem]) -> dict[str, Any]:
     if not isinstance(data, dict):
         msg = f"the frontmatter is a YAML {type(data).__name__}, not a mapping; write `key: value` lines"
         raise SkillFileError(Problem("error", "frontmatter-shape", msg, str(file), 2))
+    duplicate_keys(node, file, probs)
+    _as_written(data, node)
     return data
 
 
@@ -140,5 +216,5 @@ def _yaml_quote(value: str) -> str:
 def read(text: str, file: Path) -> tuple[dict[str, Any], str, str, int, list[Problem]]:
     """(mapping, YAML text, the rest, the line the rest starts on, warnings) of SKILL.md text."""
     probs: list[Problem] = []
-    yaml_text, rest, rest_line = split(normalise(text), file)
+    yaml_text, rest, rest_line = split(normalise(text), file, probs)
     return load(yaml_text, file, probs), yaml_text, rest, rest_line, probs

@@ -6,7 +6,9 @@ that is not a boolean, a field of the wrong type); `validate` and uploads refuse
 are advice (unknown keys, name differing from the directory, description taken from the body,
 absolute paths, references to files that are not in the folder) and spec overshoots that Claude
 Code and the official skills accept (a description over 1,024 characters, a large body:
-`lint.SPEC_OVERSHOOT_RULES`, which `skills validate --strict` fails on). Discovery is lenient, as the Agent Skills client
+`lint.SPEC_OVERSHOOT_RULES`); `skills validate --strict` also fails on what the spec requires and Claude
+Code lets pass (`lint.STRICT_RULES`: no frontmatter, no `name`, a name other than the folder's,
+unknown keys). Discovery is lenient, as the Agent Skills client
 guide recommends: a skill with errors still loads, with its problems attached. Only a skill that
 cannot be read at all (YAML that does not parse, not UTF-8, no SKILL.md) raises SkillFileError,
 and the registry skips it and reports the error. The frontmatter is read by `frontmatter` (bounded:
@@ -240,8 +242,15 @@ def _build(
     text: str, directory: Path, name: str, source: str, skill_file: Path, digest: str
 ) -> SkillSpec:
     probs: list[Problem] = []
-    yaml_text, rest, body_line = frontmatter.split(text, skill_file)
+    yaml_text, rest, body_line = frontmatter.split(text, skill_file, probs)
     fm = frontmatter.load(yaml_text, skill_file, probs)
+    if body_line == 1 and not text.startswith("---"):
+        msg = (
+            "SKILL.md has no frontmatter; Claude Code loads it with the folder's name and the "
+            "body's first paragraph, but the Agent Skills spec requires one. Start the file "
+            "with a --- line, `name:` and `description:`, and a closing ---"
+        )
+        probs.append(Problem("warning", "frontmatter-missing", msg, str(skill_file), 1))
     body = rest.lstrip("\n")
     body_line += len(rest) - len(body)
     f = Fields(fm, yaml_text, skill_file, probs)

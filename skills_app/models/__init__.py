@@ -21,6 +21,7 @@ from skills_app.models.queued import QueuedMessage
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.review import SkillReview
 from skills_app.models.runs import Run, Worker
+from skills_app.models.sources import SkillSource, SkillSourceSync
 from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
 
@@ -49,6 +50,8 @@ __all__ = [
     "SkillInvocation",
     "SkillPackage",
     "SkillReview",
+    "SkillSource",
+    "SkillSourceSync",
     "SkillVersion",
     "TriggerQuery",
     "TriggerResult",

@@ -34,6 +34,14 @@ class SkillPackage(models.Model):
         "(SKILL.md and the files beside it) in tool results. Its injected text stays hidden "
         "from the transcript, and `!` command output stays hidden.",
     )
+    # On: a version goes to review only after a finished trigger run on it passed every query
+    # of the set (`skills_app.registry.trigger_gate.trigger_gate`).
+    trigger_gate = models.BooleanField(
+        "trigger tests gate review",
+        default=False,
+        help_text="On: a version may be submitted for review only once a trigger run on it "
+        "has passed every query of the skill's trigger set.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -89,6 +97,15 @@ class SkillVersion(models.Model):
     review_status = models.CharField(
         max_length=20, choices=ReviewStatus.choices, default=ReviewStatus.DRAFT
     )
+    # A version synced from Git: the source and the commit its files were read at.
+    source = models.ForeignKey(
+        "skills_app.SkillSource",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="versions",
+    )
+    source_commit = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -104,7 +104,16 @@ class SkillPackageAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
     list_select_related = ("owner", "active_version")
     search_fields = ("name", "owner__username")
     actions = ("enable_packages", "disable_packages", "delete_packages")
-    fields = ("name", "scope", "active", "enabled", "source_visible", "created_at", "updated_at")
+    fields = (
+        "name",
+        "scope",
+        "active",
+        "enabled",
+        "source_visible",
+        "trigger_gate",
+        "created_at",
+        "updated_at",
+    )
     readonly_fields = ("name", "scope", "active", "created_at", "updated_at")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
@@ -431,10 +440,16 @@ class SkillVersionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
         "short_digest",
         "review_status",
         "uploaded_by",
+        "short_commit",
         "created_at",
     )
     list_filter = ("review_status", "package")
     list_select_related = ("package", "uploaded_by")
+
+    @admin.display(description="from commit")
+    def short_commit(self, version: SkillVersion) -> str:
+        return version.source_commit[:12]
+
     search_fields = ("package__name", "digest")
     fields = (
         "package",
@@ -442,6 +457,8 @@ class SkillVersionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
         "digest",
         "review_status",
         "uploaded_by",
+        "source",
+        "source_commit",
         "created_at",
         "storage_path",
         "frontmatter",

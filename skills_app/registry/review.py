@@ -26,6 +26,7 @@ from skills_app.core.review import Manifest, PackageFile, build_manifest, read_p
 from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
 from skills_app.core.tree import skill_digest
 from skills_app.models import SkillPackage, SkillReview, SkillVersion
+from skills_app.registry.trigger_gate import trigger_gate
 from skills_app.registry.uploads import version_dir
 
 REVIEW_PERMISSION = "skills_app.review_skillversion"
@@ -187,6 +188,10 @@ def submit(version: SkillVersion, user: Any, *, comment: str = "") -> SkillRevie
                 "draft or a version with changes requested can be submitted."
             )
         check_digest(version)
+        passed, why = trigger_gate(version)
+        if not passed:
+            # The skill's trigger gate (a per-skill setting, off by default) holds it back.
+            raise ReviewError(why)
         version.review_status = SkillVersion.SUBMITTED
         version.save(update_fields=["review_status"])
         return record(version, SkillReview.SUBMITTED, user, comment=comment)

@@ -1,8 +1,11 @@
 """Trigger sets: a package's test queries, edited in the Skills area or shipped with the skill.
 
-A skill folder may carry `evals/trigger.json` (the same JSON as the editor's import and export).
-Installing a version that has one adds its queries to the package's set; queries already there
-are kept as they are, so an edit made on the page is never overwritten by a later upload.
+A skill folder may carry its set where authors keep it: `evals/trigger.json` (ours),
+`evals/trigger-eval.json` (skill-creator's eval set, the name most published skills use) or
+`evals/eval_queries.json` (the Agent Skills guide's), all the same JSON as the editor's import and
+export. Installing a version adds the queries of each file it has to the package's set; queries
+already there are kept as they are, so an edit made on the page is never overwritten by a later
+upload. Slash-command queries are skipped and said so, never a reason to refuse the file.
 
 A package's trigger set is part of the package (as its versions are), so it lives in the registry:
 installing reads it without reaching up into the trigger tests that run it (`triggers/`).
@@ -22,15 +25,18 @@ from skills_app.core.skilltypes import Problem
 from skills_app.core.triggers.cases import (
     MAX_CASES,
     TriggerCase,
+    TriggerSet,
     TriggerSetError,
     check_query,
     dump_cases,
-    parse_cases,
+    read_set,
     same_query,
 )
 from skills_app.models import SkillPackage, TriggerQuery
 
 SHIPPED_PATH = "evals/trigger.json"
+# Where skill authors keep trigger sets, in the order they are read.
+SHIPPED_PATHS = (SHIPPED_PATH, "evals/trigger-eval.json", "evals/eval_queries.json")
 MAX_SHIPPED_BYTES = 512 * 1024
 
 
@@ -145,39 +151,63 @@ def import_cases(
         return Imported(len(new), len(cases) - len(new), removed)
 
 
-def pick_up_shipped(package: SkillPackage, folder: Path, *, user: Any) -> str:
-    """Import the `evals/trigger.json` of an installed version's folder, if it has one.
-
-    Returns a sentence for the upload's result ("" when there is no file). A file that cannot be
-    read never refuses the upload: TriggerSetError carries what to fix in it.
-    """
-    path = folder / SHIPPED_PATH
+def _read_shipped(folder: Path, rel: str) -> TriggerSet | None:
+    """The set in one shipped file; None when there is none; TriggerSetError saying what to fix."""
+    path = folder / rel
     if not path.is_file() or path.is_symlink():
-        return ""
+        return None
     if path.stat().st_size > MAX_SHIPPED_BYTES:
         raise TriggerSetError(
-            f"{SHIPPED_PATH} is larger than {MAX_SHIPPED_BYTES // 1024} KB; it was not imported."
+            f"{rel} is larger than {MAX_SHIPPED_BYTES // 1024} KB; it was not imported."
         )
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
-        raise TriggerSetError(f"{SHIPPED_PATH} is not UTF-8 text; it was not imported.") from None
+        raise TriggerSetError(f"{rel} is not UTF-8 text; it was not imported.") from None
     try:
-        cases = parse_cases(text)
+        return read_set(text)
     except TriggerSetError as exc:
-        raise TriggerSetError(f"{SHIPPED_PATH} was not imported: {exc.message}") from None
-    imported = import_cases(package, cases, user=user, origin="upload")
-    return f"trigger set from {SHIPPED_PATH}: {imported.sentence()}"
+        raise TriggerSetError(f"{rel} was not imported: {exc.message}") from None
+
+
+def pick_up_shipped(
+    package: SkillPackage, folder: Path, *, user: Any
+) -> tuple[str, list[tuple[str, TriggerSetError]]]:
+    """Import the trigger set files of an installed version's folder (see SHIPPED_PATHS).
+
+    Returns a sentence for the upload's result ("" when there is no file) and, for each file
+    that cannot be read, its path and what to fix in it: such a file never refuses the upload,
+    and the other files are imported all the same.
+    """
+    sentences: list[str] = []
+    failures: list[tuple[str, TriggerSetError]] = []
+    for rel in SHIPPED_PATHS:
+        try:
+            found = _read_shipped(folder, rel)
+            if found is None:
+                continue
+            imported = import_cases(package, found.cases, user=user, origin="upload")
+        except TriggerSetError as exc:
+            failures.append((rel, exc))
+            continue
+        sentence = f"trigger set from {rel}: {imported.sentence()}"
+        if found.skipped:
+            count = len(found.skipped)
+            sentence += f" ({count} slash-command quer{'y' if count == 1 else 'ies'} skipped)"
+        sentences.append(sentence)
+    return "; ".join(sentences), failures
 
 
 def pick_up_for_install(
     package: SkillPackage, folder: Path, *, origin: str, user: Any
 ) -> tuple[str, Problem | None]:
-    """For an upload: the sentence of what was imported, or a warning about the shipped file."""
-    try:
-        return pick_up_shipped(package, folder, user=user), None
-    except TriggerSetError as exc:
-        return "", Problem("warning", "trigger-set", exc.message, f"{origin}{SHIPPED_PATH}")
+    """For an upload: the sentence of what was imported, and a warning about unreadable files."""
+    sentence, failures = pick_up_shipped(package, folder, user=user)
+    if not failures:
+        return sentence, None
+    rel = failures[0][0]
+    message = " ".join(exc.message for _rel, exc in failures)
+    return sentence, Problem("warning", "trigger-set", message, f"{origin}{rel}")
 
 
 def catalog_changed(before: Any, after: Any) -> bool:
@@ -193,15 +223,15 @@ def catalog_changed(before: Any, after: Any) -> bool:
     return text(before) != text(after)
 
 
-def parse_upload(data: bytes) -> list[TriggerCase]:
-    """The cases of an uploaded JSON file; TriggerSetError for anything else."""
+def parse_upload(data: bytes) -> TriggerSet:
+    """The set in an uploaded JSON file; TriggerSetError for anything else."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise TriggerSetError(
             "The file is not UTF-8 text; save it as UTF-8 JSON and import it again."
         ) from None
-    return parse_cases(text)
+    return read_set(text)
 
 
 def as_json(package: SkillPackage) -> Any:

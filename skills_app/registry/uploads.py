@@ -68,6 +68,7 @@ __all__ = [
     "install_archive",
     "install_directory",
     "install_files",
+    "install_layout",
     "set_enabled",
     "skill_md_diff",
     "storage_root",
@@ -216,6 +217,19 @@ def create_draft_version(
     _check_scope(user, False)
     members = check_files([(f.path, f.data) for f in files], limits())
     return _install(find_skills(members, stem=stem), user, False, False, origin)
+
+
+def install_layout(
+    layout: Layout,
+    *,
+    user: Any,
+    personal: bool = False,
+    activate: bool = True,
+    origin: str = "git",
+) -> list[InstallResult]:
+    """Install skills already found and checked elsewhere (a Git source's personal skills)."""
+    _check_scope(user, personal)
+    return _install(layout, user, personal, activate, origin)
 
 
 def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:

@@ -24,7 +24,7 @@ from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools.workspace import Workspace
 from skills_app.core.transcript import StoredMessage
 from skills_app.permissions.approvals import PermissionGate
-from skills_app.runs import store, usage
+from skills_app.runs import observers, store, usage
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.spending import Spending, Ticket
 
@@ -65,6 +65,8 @@ class ServicePorts:
                         )
                     await self._settle(reservation, message=event.message, model=request.model)
                     finished = True
+                if isinstance(event, MessageDone):
+                    self._observe_answer(event.message)
                 yield event
         except ModelError as exc:
             await self._fail_call(call_id, exc.kind)
@@ -88,7 +90,24 @@ class ServicePorts:
             return
         await self.spending.settle(ticket, **how)
 
+    def _observe_answer(self, message: dict[str, Any]) -> None:
+        reported = message.get("usage")
+        observers.notify(
+            self.recorder.context,
+            observers.ModelCallEnded(
+                call=self.recorder.call,
+                model=str(message.get("model") or ""),
+                response_id=str(message.get("id") or ""),
+                stop_reason=str(message.get("stop_reason") or ""),
+                usage=reported if isinstance(reported, dict) else {},
+            ),
+        )
+
     async def _fail_call(self, call_id: int | None, kind: str) -> None:
+        observers.notify(
+            self.recorder.context,
+            observers.ModelCallEnded(call=self.recorder.call, error_kind=kind),
+        )
         if call_id is None:
             return
         try:

@@ -37,7 +37,7 @@ from skills_app.core.events import (
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Message, Run, SkillInvocation
-from skills_app.runs import eventlog, store, tasks, wiring
+from skills_app.runs import eventlog, observers, store, tasks, wiring
 from skills_app.runs.broadcast import publish, send_live
 from skills_app.runs.streams import RunStreams
 from skills_app.runs.wiring import Fragments, Renderer
@@ -134,7 +134,12 @@ class RunRecorder:
         if typed.ends_streams:
             self.streams.close()
         await publish(self.conversation_id, seq, typed, hidden=hidden, fragments=fragments)
+        observers.notify(self.context, typed)
         return seq
+
+    @property
+    def context(self) -> observers.RunContext:
+        return observers.RunContext(self.conversation_id, self.run_id, self.user_id)
 
     def _store(
         self, event: RunEvent, hidden: bool, also: Callable[[], None] | None

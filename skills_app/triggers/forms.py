@@ -10,7 +10,7 @@ from skills_app.core.triggers.cases import (
     MAX_QUERY_CHARS,
     TriggerCase,
     TriggerSetError,
-    parse_cases,
+    read_set,
 )
 from skills_app.registry.trigger_sets import parse_upload
 
@@ -54,14 +54,20 @@ class ImportForm(forms.Form):
                         f"The file is {upload.size // 1024} KB; a trigger set file may be at most "
                         f"{MAX_IMPORT_BYTES // 1024} KB."
                     )
-                cases = parse_upload(upload.read(MAX_IMPORT_BYTES + 1))
+                found = parse_upload(upload.read(MAX_IMPORT_BYTES + 1))
             else:
-                cases = parse_cases(text)
+                found = read_set(text)
         except TriggerSetError as exc:
             raise forms.ValidationError(exc.message) from None
-        cleaned["cases"] = cases
+        cleaned["cases"] = found.cases
+        cleaned["skipped"] = found.skipped
         return cleaned
 
     @property
     def cases(self) -> list[TriggerCase]:
         return list(self.cleaned_data["cases"])
+
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        """Why queries of the file were left out (slash commands)."""
+        return tuple(self.cleaned_data.get("skipped", ()))

@@ -22,7 +22,9 @@ urlpatterns = [
     path("packages/<int:pk>/import/", views.set_import, name="triggers-import"),
     path("packages/<int:pk>/export.json", views.set_export, name="triggers-export"),
     path("packages/<int:pk>/plan/", views.run_plan, name="triggers-plan"),
+    path("packages/<int:pk>/gate/", views.gate_setting, name="triggers-gate"),
     path("packages/<int:pk>/runs/", views.run_start, name="triggers-start"),
     path("runs/<int:pk>/", views.run_report, name="triggers-run"),
     path("runs/<int:pk>/stop/", views.run_stop, name="triggers-stop"),
+    path("runs/<int:pk>/results.json", views.run_results_json, name="triggers-results-json"),
 ]

@@ -9,22 +9,24 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count, Q
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES
 from skills_app.core.triggers.cases import TriggerSetError
+from skills_app.core.triggers.run_eval import run_eval_results
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, TriggerQuery, TriggerRun
 from skills_app.policy.access import policy_for
 from skills_app.registry import trigger_sets as sets
+from skills_app.registry.trigger_gate import trigger_gate
 from skills_app.runs.client import model_client
 from skills_app.triggers import access, executor, runs
 from skills_app.triggers.collisions import confusion
 from skills_app.triggers.forms import ImportForm, QueryForm
-from skills_app.triggers.report import figures, report_context
+from skills_app.triggers.report import figures, outcomes_of, report_context
 from skills_app.triggers.setup import TriggerRunError
 
 
@@ -90,10 +92,30 @@ def _package_context(request: HttpRequest, package: SkillPackage, **extra: Any) 
         "repetitions": settings.TRIGGER_REPETITIONS,
         "max_repetitions": settings.TRIGGER_MAX_REPETITIONS,
         "is_demo": client.is_demo,
+        **_gate_context(package),
         "add_form": extra.pop("add_form", None) or QueryForm(),
         "import_form": extra.pop("import_form", None) or ImportForm(),
         **extra,
     }
+
+
+def _gate_context(package: SkillPackage) -> dict[str, Any]:
+    # The newest version: the one a submission for review would be about (a draft, usually).
+    version = package.versions.order_by("-number").first()
+    if version is None:
+        return {"gate_ok": True, "gate_reason": ""}
+    ok, reason = trigger_gate(version)
+    return {"gate_ok": ok, "gate_reason": f"Version {version.number}: {reason}"}
+
+
+@login_required
+@require_POST
+def gate_setting(request: HttpRequest, pk: int) -> HttpResponse:
+    """Turn the skill's trigger gate on or off (its managers)."""
+    package = access.get_package_for_change(request.user, pk)
+    package.trigger_gate = request.POST.get("trigger_gate") == "on"
+    package.save(update_fields=["trigger_gate", "updated_at"])
+    return _back(package, "gate")
 
 
 def _package_page(
@@ -189,7 +211,10 @@ def set_import(request: HttpRequest, pk: int) -> HttpResponse:
     except TriggerSetError as exc:
         form.add_error(None, exc.message)
         return _package_page(request, package, status=400, import_form=form)
-    return _package_page(request, package, notice=f"Imported: {done.sentence()}.")
+    notice = f"Imported: {done.sentence()}."
+    if form.skipped:
+        notice += " Skipped: " + " ".join(form.skipped)
+    return _package_page(request, package, notice=notice)
 
 
 @login_required
@@ -302,3 +327,21 @@ def collisions_page(request: HttpRequest) -> HttpResponse:
     """Which skills take each other's queries, over the runs this person may read."""
     context = confusion(access.viewable_runs(request.user))
     return render(request, "skills_app/triggers/collisions.html", context)
+
+
+@login_required
+@require_GET
+def run_results_json(request: AuthedHttpRequest, pk: int) -> HttpResponse:
+    """A run's results in skill-creator's run_eval shape, for its description loop and reports."""
+    run = access.get_run_for_view(request.user, pk)
+    if run.status != TriggerRun.DONE:
+        return JsonResponse(
+            {"error": f"The run is {run.status}; results are exported when it is done."},
+            status=409,
+        )
+    data = run_eval_results(run.skill, run.description, outcomes_of(run))
+    response = JsonResponse(data, json_dumps_params={"indent": 2, "ensure_ascii": False})
+    response["Content-Disposition"] = (
+        f'attachment; filename="{run.skill}-v{run.version_number}-run-{run.pk}-results.json"'
+    )
+    return response

@@ -1,9 +1,18 @@
 """Trigger sets as JSON: `[{"query": "...", "should_trigger": true}]`, read strictly, written back.
 
-The shape is the one skill authors already use offline (the public `skill-creator` method). An
-optional `"held_out": true` marks a query kept apart from description tuning, so the report can
-show how the description does on queries it was not tuned on. Other keys are ignored, so a file
-made for other tools still imports. Every error names the item and says what to write instead.
+The shape is the one skill authors already use offline: skill-creator's eval set (authors ship it
+as `evals/trigger-eval.json`), the Agent Skills guide's `eval_queries.json`, and our own
+`evals/trigger.json`. An optional `"held_out": true` marks a query kept apart from description
+tuning, so the report can show how the description does on queries it was not tuned on. Other
+keys are ignored, so a file made for other tools still imports. Variants seen in published
+skills are read too: the list under a `"queries"`, `"cases"` or `"results"` key (the last is
+skill-creator's `run_eval` output, so a results file re-imports its queries), and `"prompt"` /
+`"expected_trigger"` for `"query"` / `"should_trigger"`.
+
+A query starting with `/` is a slash command: it runs the skill without the model choosing, so
+there is nothing to measure. It is skipped and reported; the rest of the set is taken. A file of
+another kind of eval (skill-creator's output-quality `evals.json`) is refused with its name.
+Every error names the item and says what to write instead.
 """
 
 from __future__ import annotations
@@ -60,6 +69,30 @@ def check_query(text: str, *, where: str = "The query") -> str:
     return query
 
 
+@dataclass(frozen=True, slots=True)
+class TriggerSet:
+    """A trigger set as read from a file: its cases, and why any query was left out."""
+
+    cases: list[TriggerCase]
+    skipped: tuple[str, ...] = ()
+
+
+# Keys under which published trigger sets keep their list, in the order they are looked for.
+LIST_KEYS = ("queries", "cases", "eval_set", "results")
+# The same meaning under other names: (ours, theirs).
+ALIASES = (("query", "prompt"), ("should_trigger", "expected_trigger"))
+OUTPUT_EVALS = (
+    "This is skill-creator's output-quality eval file (evals.json: prompts with the output "
+    "expected, graded after a full run), not a trigger set. A trigger set lists first messages "
+    f"and whether the skill should be chosen for each: {EXAMPLE}; skill authors keep it in "
+    "evals/trigger-eval.json."
+)
+
+
+def _slash_command(query: str) -> bool:
+    return query.strip().startswith("/")
+
+
 def _flag(item: dict[str, Any], key: str, where: str, *, required: bool) -> bool:
     if key not in item:
         if not required:
@@ -77,7 +110,34 @@ def _flag(item: dict[str, Any], key: str, where: str, *, required: bool) -> bool
 
 
 def parse_cases(text: str, *, limit: int = MAX_CASES) -> list[TriggerCase]:
-    """The cases of a JSON trigger set; TriggerSetError naming the first problem."""
+    """The cases of a JSON trigger set (slash commands left out); TriggerSetError otherwise."""
+    return read_set(text, limit=limit).cases
+
+
+def _items(data: Any) -> list[Any]:
+    """The list of queries in a file's JSON, or TriggerSetError naming what the file is."""
+    if isinstance(data, list):
+        return data
+    if isinstance(data, dict):
+        for key in LIST_KEYS:
+            if isinstance(data.get(key), list):
+                return list(data[key])
+        evals = data.get("evals")
+        if isinstance(evals, list) and not any(
+            isinstance(e, dict) and ("should_trigger" in e or "expected_trigger" in e)
+            for e in evals
+        ):
+            raise TriggerSetError(OUTPUT_EVALS)
+        if isinstance(evals, list):
+            return list(evals)
+    kind = type(data).__name__ if not isinstance(data, dict) else "an object"
+    raise TriggerSetError(
+        f"Expected a JSON list of queries, got {kind}: put the queries in [ ], as in {EXAMPLE}."
+    )
+
+
+def read_set(text: str, *, limit: int = MAX_CASES) -> TriggerSet:
+    """A trigger set file read whole: cases, and the queries skipped (slash commands)."""
     if not text.strip():
         raise TriggerSetError(f"Nothing to import: paste a JSON list such as {EXAMPLE}.")
     try:
@@ -91,29 +151,40 @@ def parse_cases(text: str, *, limit: int = MAX_CASES) -> list[TriggerCase]:
         raise TriggerSetError(
             "This JSON is nested too deeply; a trigger set is a flat list."
         ) from None
-    if not isinstance(data, list):
-        kind = type(data).__name__ if not isinstance(data, dict) else "an object"
+    items = _items(data)
+    if len(items) > limit:
         raise TriggerSetError(
-            f"Expected a JSON list of queries, got {kind}: put the queries in [ ], as in {EXAMPLE}."
-        )
-    if len(data) > limit:
-        raise TriggerSetError(
-            f"The list has {len(data)} queries; a trigger set holds at most {limit}. "
+            f"The list has {len(items)} queries; a trigger set holds at most {limit}. "
             "Keep the ones that matter most (about 20, half of them near misses, is typical)."
         )
     cases: list[TriggerCase] = []
+    skipped: list[str] = []
     seen: dict[str, int] = {}
-    for number, item in enumerate(data, start=1):
+    for number, raw in enumerate(items, start=1):
         where = f"Item {number}"
-        if not isinstance(item, dict):
+        if not isinstance(raw, dict):
             raise TriggerSetError(
-                f"{where} is {json.dumps(item)[:60]}, not an object: write it as "
+                f"{where} is {json.dumps(raw)[:60]}, not an object: write it as "
                 '{"query": "...", "should_trigger": true}.'
             )
+        item = dict(raw)
+        for ours, theirs in ALIASES:
+            if ours not in item and theirs in item:
+                item[ours] = item[theirs]
         if "query" not in item:
+            if "expected_output" in item or "expectations" in item:
+                raise TriggerSetError(OUTPUT_EVALS)
             raise TriggerSetError(f'{where} has no "query": give the user\'s request as text.')
         if not isinstance(item["query"], str):
             raise TriggerSetError(f'{where}: "query" must be text in quotes.')
+        if _slash_command(item["query"]):
+            shown = " ".join(item["query"].split())
+            shown = shown if len(shown) <= 40 else shown[:39] + "…"
+            skipped.append(
+                f"{where} ({shown}) is a slash command: it runs a skill directly instead of "
+                "letting the model choose, so there is nothing to measure; it was skipped."
+            )
+            continue
         query = check_query(item["query"], where=f"{where}'s query")
         should = _flag(item, "should_trigger", where, required=True)
         held_out = _flag(item, "held_out", where, required=False)
@@ -124,7 +195,12 @@ def parse_cases(text: str, *, limit: int = MAX_CASES) -> list[TriggerCase]:
             )
         seen[key] = number
         cases.append(TriggerCase(query, should, held_out))
-    return cases
+    if not cases and skipped:
+        raise TriggerSetError(
+            f"Every query ({len(skipped)}) is a slash command, which runs a skill without the "
+            "model choosing; write the requests in words."
+        )
+    return TriggerSet(cases, tuple(skipped))
 
 
 def dump_cases(cases: Iterable[TriggerCase]) -> str:

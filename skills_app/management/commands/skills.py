@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from skills_app.core.lint import SPEC_OVERSHOOT_RULES
+from skills_app.core.lint import STRICT_RULES
 from skills_app.core.registry import SkillRegistry, discover
 from skills_app.core.render import render_skill
 from skills_app.core.skillfile import Problem, SkillSpec, find_skill_file, lint_skill_dir
@@ -55,8 +55,8 @@ class Command(BaseCommand):
         p.add_argument(
             "--strict",
             action="store_true",
-            help="also exit 1 on spec overshoots that are only warnings otherwise "
-            f"({', '.join(sorted(SPEC_OVERSHOOT_RULES))})",
+            help="also exit 1 on the warnings where a skill breaks the Agent Skills spec "
+            f"({', '.join(sorted(STRICT_RULES))})",
         )
         p = sub.add_parser("catalog", help="print the exact catalog text the model sees")
         dirs_option(p)
@@ -170,7 +170,7 @@ class Command(BaseCommand):
             problems = lint_skill_dir(skill_dir)
             errors += sum(p.severity == "error" for p in problems)
             warnings += sum(p.severity == "warning" for p in problems)
-            overshoots += sum(p.rule in SPEC_OVERSHOOT_RULES for p in problems)
+            overshoots += sum(p.rule in STRICT_RULES for p in problems)
             status = (
                 "ok"
                 if not problems
@@ -186,7 +186,7 @@ class Command(BaseCommand):
             raise CommandError(summary)
         if options["strict"] and overshoots:
             raise CommandError(
-                f"{summary}; --strict: {overshoots} of the warnings go past a limit of the Agent "
+                f"{summary}; --strict: {overshoots} of the warnings break a rule of the Agent "
                 "Skills spec"
             )
         self.stdout.write(summary)
