@@ -120,6 +120,8 @@ class PermissionGate:
     timeout: float = field(default_factory=lambda: float(settings.APPROVAL_TIMEOUT))
     consents: Mapping[str, Consent] = field(default_factory=dict)
     quotes_hidden: Callable[[ToolCall], bool] | None = None
+    # The staged folders of the skills the conversation may use (None: every staged copy).
+    offered_folders: frozenset[str] | None = None
 
     def _consents(self, state: TurnState) -> list[Consent]:
         names = dict.fromkeys(state.active_skills)
@@ -146,6 +148,7 @@ class PermissionGate:
             skill_rules=tuple(rules),
             grants=tuple(conversation_grants(self.conversation_id)),
             readable_roots=(self.workspace.skills_dir,),
+            offered_skill_folders=self.offered_folders,
         )
 
     def removed_tools(self, names: list[str]) -> frozenset[str]:

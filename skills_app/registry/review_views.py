@@ -177,7 +177,7 @@ def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
             "prov": prov,
             "access": catalog.access(
                 name,
-                catalog.rules_context(admin_rules()),
+                catalog.rules_context(admin_rules(request.user.pk)),
                 model_invocable=spec.model_invocable,
             ),
             "entries": entries,

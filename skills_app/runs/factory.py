@@ -26,7 +26,7 @@ from skills_app.core.skillfile import SkillSpec
 from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
 from skills_app.core.tools import ToolContext, default_tools
 from skills_app.core.tools.storage import StorageGate
-from skills_app.core.tools.workspace import Workspace
+from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.policy.access import Policy, policy_for
@@ -160,6 +160,8 @@ async def build_runner(
         auto_answer=auto_answer,
         consents=setup.consents,
         quotes_hidden=_hidden_check(setup),
+        # The conversation's skills (a subagent's too: its parent's provider), by staged folder.
+        offered_folders=offered_folders(setup.skills),
     )
     tools = default_tools()
     config, skills, skill_hooks = setup.config, setup.skills, setup.skill_hooks
@@ -214,6 +216,17 @@ async def build_runner(
             client, recorder, gate, setup.workspace, forker=forker, spending=spending
         )
     return Runner(agent, ports)
+
+
+def offered_folders(skills: SkillProvider) -> frozenset[str]:
+    """The folders under the workspace's skills/ of the skills a conversation may use."""
+    folders = set()
+    for spec in skills.skills():
+        try:
+            folders.add(skill_folder_name(spec.name))
+        except WorkspaceError:
+            continue  # a name that cannot be staged has no copy to read
+    return frozenset(folders)
 
 
 def spending_for(setup: RunSetup, client: ModelClient, purpose: str) -> Spending | None:
