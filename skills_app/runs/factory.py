@@ -7,6 +7,7 @@ services' ports.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -30,7 +31,7 @@ from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_fol
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.policy.access import Policy, policy_for
-from skills_app.registry.consents import consents_for
+from skills_app.registry.consents import consents_for, still_live
 from skills_app.runs import agent_setup, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
@@ -162,6 +163,7 @@ async def build_runner(
         quotes_hidden=_hidden_check(setup),
         # The conversation's skills (a subagent's too: its parent's provider), by staged folder.
         offered_folders=offered_folders(setup.skills),
+        live=functools.partial(still_live, user_id=setup.policy.user_id if setup.policy else None),
     )
     tools = default_tools()
     config, skills, skill_hooks = setup.config, setup.skills, setup.skill_hooks
