@@ -20,13 +20,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from skills_app.http import AuthedHttpRequest
-from skills_app.models import SkillVersion
+from skills_app.models import PermissionDecision, SkillVersion
 from skills_app.permissions.approvals import admin_rules
 from skills_app.registry import catalog, review, uploads
 from skills_app.registry.review_page import review_context
 from skills_app.registry.skills import skills_for_user
 from skills_app.triggers.report import activation_comparison
-from skills_app.visibility import can_inspect
+from skills_app.visibility import Outbound, can_inspect, outbound
 
 STEPS = ("submit", "approve", "request_changes", "activate")
 DONE_WORDS = {
@@ -65,7 +65,25 @@ def _review_page(
         "trigger": activation_comparison(version.package, version),
         **extra,
     }
+    context["refusals"] = shown_refusals(context["refusals"], request.user)
     return render(request, "skills_app/registry/review.html", context, status=status)
+
+
+def shown_refusals(rows: list[PermissionDecision], user: Any) -> list[dict[str, Any]]:
+    """Refused calls as the reviewer may read them. A call is refused because it quoted hidden
+    text of its conversation, which need not be this skill's (another skill, the owner's
+    personal skill, `!` output): each goes through its conversation's outbound filter, for a
+    viewer who is not its owner, unless the reviewer may inspect injected content."""
+    inspects = can_inspect(user)
+    filters: dict[int, Outbound] = {}
+    shown = []
+    for row in rows:
+        out = filters.setdefault(
+            row.conversation_id,
+            outbound(row.conversation_id, can_inspect=inspects, viewer_id=user.pk),
+        )
+        shown.append({"row": row, "call": out.text(row.call_text)})
+    return shown
 
 
 @login_required

@@ -152,3 +152,31 @@ async def test_the_rule_a_review_allowed_by_does_not_show_the_skills_command(
     inspector = await sync_to_async(client_of)(auditor)
     inspected = await sync_to_async(inspector.get)(reverse("audit-decisions"))
     assert "scripts/greet.py &quot;$ARGUMENTS&quot;" in inspected.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_review_pages_refusals_show_a_skill_manager_no_other_hidden_text(
+    skill_manager, bob, tmp_path
+):
+    """A refusal is recorded under the skill active in the turn, but the call it refused may
+    quote any hidden text of that conversation: here the owner's personal skill. The review
+    page lists refusals for skill managers, who read the reviewed package, not everyone's."""
+    version = publish(skill_manager)
+    _personal_skill(bob, tmp_path / "mine")
+    conversation = Conversation.objects.create(owner=bob, title="greet")
+    row = PermissionDecision.objects.create(
+        conversation=conversation,
+        tool="Bash",
+        call_text=f"Bash(echo '{QUOTE}' > out/copy.txt)",
+        input={"command": f"echo '{QUOTE}' > out/copy.txt"},
+        decision=PermissionDecision.REFUSED,
+        source=PermissionDecision.Source.HIDDEN,
+        reason="this command quotes the skill's instructions",
+        skill="org-greet",
+    )
+    forget(conversation.pk)
+    page = client_of(skill_manager).get(reverse("skill-review", args=[version.pk]))
+    html = page.content.decode()
+    assert 'id="refusals"' in html and "out/copy.txt" in html  # the attempt is listed
+    assert leaked(html, [PERSONAL_BODY]) == [], leaked(html, [PERSONAL_BODY])
+    assert row.pk
