@@ -42,6 +42,7 @@ from django.db.models import Max
 from skills_app.core.lint_runtime import lint_runtime_dir, merge
 from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
 from skills_app.core.skilltypes import Problem
+from skills_app.core.tools.storage import tree_bytes
 from skills_app.core.upload_checks import (
     Candidate,
     Layout,
@@ -54,6 +55,7 @@ from skills_app.core.upload_checks import (
     read_zip,
 )
 from skills_app.models import SkillInvocation, SkillPackage, SkillReview, SkillVersion
+from skills_app.policy import storage
 from skills_app.registry import trigger_sets
 
 __all__ = [
@@ -132,8 +134,7 @@ class InstallResult:
 
 def storage_root() -> Path:
     """Where installed versions live: SKILL_STORAGE_ROOT, or MEDIA_ROOT/skills."""
-    root = getattr(settings, "SKILL_STORAGE_ROOT", None)
-    return Path(root) if root else Path(settings.MEDIA_ROOT) / "skills"
+    return storage.skill_storage_root()
 
 
 def version_dir(version: SkillVersion) -> Path:
@@ -440,9 +441,11 @@ def _install(
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=root))
     written: list[Path] = []
+    reserved = 0
     try:
         staged = [_stage(c, staging / str(i)) for i, c in enumerate(layout.skills)]
         ignored = _ignored_warning(layout)
+        reserved = _reserve_personal(staged, user) if personal else 0
         try:
             with transaction.atomic():
                 results = [
@@ -461,6 +464,32 @@ def _install(
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if reserved:
+            # Stored: the versions count now (storage.personal_skill_bytes); or nothing was.
+            storage.release(user.pk, reserved)
+
+
+def _reserve_personal(staged: list[_Staged], user: Any) -> int:
+    """Room in the person's storage quota for the new versions of their personal skills (all of
+    it, or UploadError with the figures); the bytes reserved."""
+    user_id = getattr(user, "pk", None)
+    if user_id is None:
+        return 0
+    known = set(
+        SkillVersion.objects.filter(
+            package__owner_id=user_id, package__name__in=[s.candidate.name for s in staged]
+        ).values_list("package__name", "digest")
+    )
+    needed = sum(
+        tree_bytes(s.folder) for s in staged if (s.candidate.name, s.spec.digest) not in known
+    )
+    if not needed:
+        return 0
+    try:
+        granted, _now = storage.reserve(user_id, needed, at_least=needed)
+    except storage.StorageFull as exc:
+        raise UploadError(str(exc)) from None
+    return granted
 
 
 def _ignored_warning(layout: Layout) -> Problem | None:

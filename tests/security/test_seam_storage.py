@@ -69,13 +69,14 @@ async def test_a_command_cannot_store_past_the_quota_outside_work_and_out(
     )
     await BashTool().run({"command": command, "timeout": 60}, ctx)
     held = _disk_bytes(ctx.workspace.root)
-    # 144 MB were attempted; the watcher measures every 50 ms, so a little overshoot is allowed.
-    assert held <= 20 * MB + 40 * MB, f"{held:,} bytes stored against a 20 MB quota"
+    # 144 MB were attempted; the watcher measures every 50 ms, so some overshoot is allowed (as
+    # in tests/org/test_quotas.py: a loaded machine measures late).
+    assert held <= 20 * MB + 60 * MB, f"{held:,} bytes stored against a 20 MB quota"
     # What the quota recorded is what the disk holds.
     assert workspace_bytes(ctx.workspace) == held
     # The next call gets nothing to write until files are removed.
     again = await BashTool().run({"command": "head -c 2000000 /dev/zero > top-more"}, ctx)
-    assert again.is_error
+    assert again.is_error, again.content
     assert not (ctx.workspace.root / "top-more").exists() or (
         (ctx.workspace.root / "top-more").stat().st_size == 0
     )
@@ -176,3 +177,43 @@ async def test_skill_run_inputs_cannot_copy_past_the_quota(settings, fake, sandb
     held = _disk_bytes(ws.root)
     assert held <= 1 * MB, f"{held:,} bytes stored against a 1 MB quota"
     assert (await StorageAccount.objects.aget(user_id=alice.pk)).reserved_bytes == 0
+
+
+@pytest.mark.django_db
+def test_personal_skill_uploads_count_against_the_quota(settings, alice, skill_manager):
+    """Personal skills are a person's stored bytes too: uploading new versions (30 MB each at
+    the default limits) walked past the storage quota with nothing counting them."""
+    import os as _os
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    from skills_app.models import SkillVersion
+    from skills_app.policy import storage
+    from tests.security.helpers import client_of
+    from tests.upload_helpers import make_zip
+
+    settings.STORAGE_QUOTA_BYTES = 2 * MB
+    settings.ALLOW_PERSONAL_SKILLS = True
+
+    def upload(user, n: int):
+        archive = make_zip(
+            {
+                f"bulky-{n}/SKILL.md": f"---\nname: bulky-{n}\ndescription: Bulk {n}.\n---\nBody.\n",
+                # Random bytes: a zip cannot shrink them, and each version is new content.
+                f"bulky-{n}/assets/blob.bin": _os.urandom(600 * KB),
+            }
+        )
+        return client_of(user).post(
+            reverse("skills-upload"), {"archive": SimpleUploadedFile(f"b{n}.zip", archive)}
+        )
+
+    codes = [upload(alice, n).status_code for n in range(5)]
+    assert codes[:3] == [200, 200, 200], codes  # positive control: what fits is stored
+    refused = upload(alice, 9)
+    assert refused.status_code == 400
+    assert "Your storage is full" in refused.content.decode()
+    stored = SkillVersion.objects.filter(package__owner=alice).count()
+    assert stored <= 3, f"{stored} personal versions of 600 KB under a 2 MB quota"
+    assert storage.standing(alice.pk).used >= 3 * 600 * KB
+    assert storage.standing(alice.pk).used <= 2 * MB
