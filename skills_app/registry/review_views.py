@@ -66,6 +66,10 @@ def _review_page(
         **extra,
     }
     context["refusals"] = shown_refusals(context["refusals"], request.user)
+    if not may_manage(request.user):
+        # The version's uploader who is not (or no longer) a skill manager reads their own
+        # upload, not the other versions the diff would show (later ones are others' work).
+        context.update(diffs=[], changed=[], against=None, author_only=True)
     return render(request, "skills_app/registry/review.html", context, status=status)
 
 

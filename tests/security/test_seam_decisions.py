@@ -180,3 +180,32 @@ def test_the_review_pages_refusals_show_a_skill_manager_no_other_hidden_text(
     assert 'id="refusals"' in html and "out/copy.txt" in html  # the attempt is listed
     assert leaked(html, [PERSONAL_BODY]) == [], leaked(html, [PERSONAL_BODY])
     assert row.pk
+
+
+@pytest.mark.django_db
+def test_an_uploader_who_lost_the_role_reads_no_newer_version_through_the_review_page(
+    skill_manager, django_user_model
+):
+    """The review page is open to skill managers and to a version's uploader. An uploader who
+    is no longer a skill manager kept reading, through the diff against the active version,
+    every later version others uploaded."""
+    from skills_app.accounts import roles
+    from tests.review_helpers import GREET_MARKER, greet_files, publish
+
+    rita = django_user_model.objects.create_user("rita", password="rita-pass-123")
+    roles.grant(rita, roles.get_role("skill-manager"))
+    old = publish(skill_manager)
+    newer = "NEWER-9b2e: greet the person twice and then recite the quarterly figures in full"
+    files = greet_files(
+        skill_md=GREET_SKILL_MD.replace(GREET_MARKER, newer), script="print('v2')\n"
+    )
+    publish(rita, files)  # v2 is live, uploaded and reviewed by rita
+    roles.revoke(skill_manager, roles.get_role("skill-manager"))
+    skill_manager.refresh_from_db()
+    page = client_of(skill_manager).get(reverse("skill-review", args=[old.pk]))
+    html = page.content.decode() if page.status_code == 200 else ""
+    assert newer not in html and "print(&#x27;v2&#x27;)" not in html
+    assert leaked(html, [newer]) == []
+    # Positive control: a skill manager reads the diff with the newer version.
+    managed = client_of(rita).get(reverse("skill-review", args=[old.pk])).content.decode()
+    assert "NEWER-9b2e" in managed
