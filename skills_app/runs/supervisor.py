@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -72,6 +73,10 @@ def _create_run(
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         if conversation.deleted_at is not None:
             raise RunError("This conversation was deleted; start a new one.")
+        # Every entrance starts runs here (the chat, queued messages sent when a run ends, the
+        # command line): a deactivated account starts nothing, whatever was queued for it.
+        if not get_user_model().objects.filter(pk=user_id, is_active=True).exists():
+            raise RunError("This account is deactivated, so nothing is sent for it.")
         events: list[RunEvent] = []
         for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
             # A run whose process died does not block the conversation forever.
