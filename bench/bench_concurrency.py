@@ -37,6 +37,7 @@ from bench.live import (  # noqa: E402
     percentile,
     run_bare,
 )
+from bench.profile import finish_profilers, start_profilers  # noqa: E402
 
 RSS_LIMIT_MB = 300.0
 # (send time, added latency) of every delta, to tell the start (runs being set up) from the rest.
@@ -124,6 +125,7 @@ async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command
         peak = [0]
         stop = asyncio.Event()
         sampler = asyncio.create_task(sample_memory(server, peak, stop))
+        profilers = start_profilers(opts.profile, server) if opts.profile else []
         deadline = time.monotonic() + opts.duration + opts.grace
         started = time.monotonic()
         results = await asyncio.gather(
@@ -135,6 +137,7 @@ async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command
         stop.set()
         await sampler
         peak[0] = max(peak[0], server.rss_kb()[1])
+        finish_profilers(profilers)
     return {
         "delivered": sum(int(r["delivered"]) for r in results),
         "ordered": all(r["ordered"] for r in results),
@@ -226,6 +229,11 @@ def main() -> int:
         help="report p99 against the bare SDK without failing on it (the 100-stream load)",
     )
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--profile",
+        help="sample daphne with py-spy while the load runs: PATH.svg (flame graph) and "
+        "PATH.txt (where the CPU goes, by function)",
+    )
     return asyncio.run(main_async(parser.parse_args()))
 
 

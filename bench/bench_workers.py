@@ -123,9 +123,11 @@ async def conversation(
     latencies: list[float],
     waits: list[float],
     deadline: float,
+    firsts: list[float],
 ) -> dict[str, object]:
     """One tab: send, read the stamped deltas until run.finished (as bench_concurrency.py does),
-    and note how long the message waited for a worker (send -> run.started)."""
+    and note how long the message waited for a worker (send -> run.started) and for its first
+    text (send -> the first text delta in the tab: the time to first token)."""
     result: dict[str, object] = {"delivered": 0, "error": "", "status": ""}
     try:
         tab = await Socket(server.port, f"/ws/conversations/{cid}/", server.session).connect()
@@ -143,6 +145,9 @@ async def conversation(
             if kind == "run.started":
                 waits.append(arrived - sent)
             elif kind == "text.delta":
+                if not result.get("first"):
+                    result["first"] = True
+                    firsts.append(arrived - sent)
                 stamps = STAMP.findall(frame["text"])
                 latencies.extend(arrived - float(s) for s in stamps)
                 result["delivered"] = int(result["delivered"]) + len(stamps)
@@ -181,6 +186,7 @@ async def main_async(opts: argparse.Namespace) -> int:
     expected_each = int(opts.rate * opts.duration)
     latencies: list[float] = []
     waits: list[float] = []
+    firsts: list[float] = []
     with (
         postgres(opts.synchronous_commit) as database,
         redis_server() as redis_url,
@@ -213,7 +219,7 @@ async def main_async(opts: argparse.Namespace) -> int:
                 started = time.monotonic()
                 results = await asyncio.gather(
                     *(
-                        conversation(server, cid, command, latencies, waits, deadline)
+                        conversation(server, cid, command, latencies, waits, deadline, firsts)
                         for cid in server.conversation_ids
                     )
                 )
@@ -246,6 +252,8 @@ async def main_async(opts: argparse.Namespace) -> int:
     print(f"errors: {len(errors)} {sorted(set(errors))[:5]}   runs not done: {not_done}")
     print(f"wait for a worker (send -> run.started): p50 {percentile(waits, 50) * 1000:.0f} ms"
           f"   max {max(waits, default=0) * 1000:.0f} ms")  # fmt: skip
+    print(f"time to first token (send -> first text in the tab): p50 "
+          f"{percentile(firsts, 50) * 1000:.0f} ms   max {max(firsts, default=0) * 1000:.0f} ms")  # fmt: skip
     names = ["daphne", *(f"worker {i}" for i in range(1, opts.workers + 1))]
     for name, (rss, _), cpu in zip(names, stats, spent, strict=True):
         print(f"{name}: peak RSS {rss:.0f} MB, CPU while streaming {cpu:.1f} s")

@@ -16,9 +16,16 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.core.hooks import HookResult
-from skills_app.models import Conversation, PermissionRule, Run, RunEvent, SkillInvocation
+from skills_app.models import (
+    Conversation,
+    PermissionRule,
+    Run,
+    RunEvent,
+    SkillInvocation,
+    StreamPiece,
+)
 from skills_app.runs import agent_setup
-from skills_app.runs.streams import LIVE_INTERVAL, SAVE_INTERVAL
+from skills_app.runs.streams import LIVE_INTERVAL
 from tests.fake_anthropic import Reply, tool_use_block, without_cache_control
 from tests.loop_helpers import (
     accepted,
@@ -85,9 +92,9 @@ async def test_it_coalesces_text_deltas_into_few_frames_and_fewer_writes(
     assert "".join(m["event"]["text"] for m in frames) == "x" * 2000
     # 2,000 deltas: at most one live frame per 50 ms on average (a burst of two, the last one).
     assert len(frames) <= took / LIVE_INTERVAL + 4
-    # Stored: a few pieces per second at most, never one per delta (the row holds the rest).
-    saved = await RunEvent.objects.filter(conversation=conversation, type="text.saved").acount()
-    assert saved <= took / SAVE_INTERVAL + 1
+    # Committed before they were sent: one piece per frame at most, never one per delta, and
+    # none in the event log (the row holds the text; the pieces went with the run).
+    assert not await RunEvent.objects.filter(conversation=conversation, type="text.saved").aexists()
     assert not await RunEvent.objects.filter(conversation=conversation, type="text.delta").aexists()
 
 
@@ -190,15 +197,17 @@ async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
     )
     run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
     await asyncio.get_running_loop().run_in_executor(None, reached.wait, 10)
-    streamed = RunEvent.objects.filter(run_id=run.pk, type="text.saved")
+    streamed = StreamPiece.objects.filter(run_id=run.pk)
     await wait_until(streamed.aexists, what="a saved piece of streamed text")
     assert await runs.stop_run(run.pk)
     gate.set()
     run = await Run.objects.aget(pk=run.pk)
     assert run.status == Run.STOPPED
     stored = await sync_to_async(rows)(conversation)
-    assert stored[-1].role == "assistant" and stored[-1].meta.get("partial") is True
-    assert stored[-1].content[0]["text"].startswith("The first")
+    # The partial answer, then the stored note that says it was stopped.
+    assert stored[-2].role == "assistant" and stored[-2].meta.get("partial") is True
+    assert stored[-2].content[0]["text"].startswith("The first")
+    assert (stored[-1].kind, stored[-1].content[0]["text"]) == ("notice", "Stopped.")
     setup.enqueue(Reply.text("continuing"))
     await run_turn(conversation, "go on", alice)
     assert setup.requests[-1].status == 200
@@ -219,7 +228,55 @@ async def test_stopping_during_an_approval_answers_the_tool_use(setup, conversat
     await run_turn(conversation, "never mind", alice)
     last = setup.requests[-1]
     assert last.status == 200
-    assert "Interrupted" in str(last["messages"])
+    assert "Stopped by the user before this tool call finished" in str(last["messages"])
+
+
+async def test_a_stop_is_a_clean_end_and_the_next_message_is_answered_as_itself(
+    setup, conversation, alice
+):
+    """Stopped while asking: the question is withdrawn for every tab, the note is a stored row,
+    the call is closed as stopped for the model, and the next message starts a new request."""
+    from skills_app.core.transcript import STOPPED_RESULT
+    from skills_app.models import Approval, Message
+    from skills_app.runs import supervisor as runs
+
+    setup.enqueue(Reply.tool_use("Bash", {"command": "rm -rf work"}, id="toolu_stop01"))
+    run = await runs.start_run(conversation.pk, "clean", user_id=alice.pk)
+    await wait_until(Approval.objects.filter(run_id=run.pk).aexists, what="the approval request")
+    async with watch_group(conversation.pk) as seen:
+        assert await runs.stop_run(run.pk)
+        finished = RunEvent.objects.filter(run_id=run.pk, type="run.finished")
+        await wait_until(finished.aexists, what="the stopped run to finish")
+    answered = [e.data async for e in RunEvent.objects.filter(run=run, type="approval.answered")]
+    approval = await Approval.objects.aget(run_id=run.pk)
+    assert answered == [{"approval_id": approval.pk, "status": "cancelled", "by": None}]
+    # The tab learns it with the fragment that takes the buttons away.
+    updates = [m for m in seen if m["type"] == "approval.answered"]
+    assert updates and "Allow once" not in updates[0]["html"]
+    assert "Allow once" not in (updates[0].get("inspector_html") or "")
+    # The live card says stopped instead of "Running…".
+    results = [m for m in seen if m["type"] == "message.stored" and "tool-result-" in m["html"]]
+    assert results and "Stopped before it finished." in results[0]["html"]
+    note = await Message.objects.filter(conversation=conversation, kind="notice").alast()
+    assert note is not None and note.content[0]["text"] == "Stopped." and not note.to_model
+
+    setup.enqueue(Reply.text("A haiku about spring."))
+    await run_turn(conversation, "write a haiku instead", alice)
+    last = setup.requests[-1]
+    assert last.status == 200
+    final_user = last["messages"][-1]
+    assert final_user["role"] == "user"
+    closed = [b for b in final_user["content"] if b.get("type") == "tool_result"]
+    assert closed == [
+        {
+            "type": "tool_result",
+            "tool_use_id": "toolu_stop01",
+            "content": STOPPED_RESULT,
+            "is_error": True,
+        }
+    ]
+    assert final_user["content"][-1]["text"] == "write a haiku instead"
+    assert "Stopped." not in str(last["messages"])
 
 
 async def test_a_run_that_ends_cancels_an_approval_nobody_waits_for(conversation, alice):

@@ -58,6 +58,9 @@ def test_without_yes_approvals_are_denied_with_a_message(admin_user, settings, t
     )
     settings.SKILLS_DIRS = [tmp_path / "skills"]
     PermissionRule.objects.create(behavior="allow", rule_text="Skill")
+    # A folder skill's own commands run under its install's consent (docs/review.md); an
+    # administrator's ask rule still puts them to the person, which the command cannot do.
+    PermissionRule.objects.create(behavior="ask", rule_text="Bash(echo *)")
     output = chat("please use shouter now")
     assert "Approvals were denied" in output
     result = Message.objects.filter(kind="tool_result").last().content[0]

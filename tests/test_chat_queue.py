@@ -144,7 +144,7 @@ async def _runs_done(conversation, count: int) -> bool:
     return await finished_runs(conversation) >= count and await _none_active(conversation)
 
 
-async def test_editing_touches_only_the_latest_message_of_this_conversation(
+async def test_editing_touches_only_the_persons_messages_of_this_conversation(
     fake, conversation, alice, bob
 ):
     other = await Conversation.objects.acreate(owner=bob)
@@ -154,7 +154,7 @@ async def test_editing_touches_only_the_latest_message_of_this_conversation(
         (await runs.start_run(conversation.pk, "mine", user_id=alice.pk)).pk, 30
     )
     bobs = await Message.objects.aget(conversation=other, role="user")
-    with pytest.raises(ActionError, match="Only your latest message"):
+    with pytest.raises(ActionError, match="cannot be edited"):
         await act(conversation, alice, "edit", message_id=bobs.pk, text="hijack")
     assert not await Message.objects.filter(meta__has_key=EXCLUDED).aexists()
 
@@ -184,8 +184,70 @@ async def test_an_edit_replaces_the_turn_for_the_model_and_keeps_it_for_the_audi
     assert len(old) == 2 and all(m.meta["replaced_by"] == "edit" for m in old)
     assert all(m.meta["replaced_at"] for m in old)
     # A replaced message cannot be edited again; the new one can.
-    with pytest.raises(ActionError, match="Only your latest message"):
+    with pytest.raises(ActionError, match="cannot be edited"):
         await act(conversation, alice, "edit", message_id=first.pk, text="again")
+
+
+async def test_an_earlier_message_can_be_edited_and_the_later_turns_become_a_replaced_branch(
+    fake, conversation, alice, settings, tmp_path
+):
+    from tests.loop_helpers import write_skills
+
+    settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
+    await sync_to_async(_allow)("Skill(greeter)")
+    # Turn 1 loads a skill (hidden text for the model), turn 2 and 3 follow.
+    fake.enqueue(Reply.text("greeted"), Reply.text("two"), Reply.text("three"))
+    for done, text in enumerate(("/greeter Ada", "second question", "third question"), 1):
+        await act(conversation, alice, "send", text=text)
+        await wait_until(lambda d=done: _runs_done(conversation, d), what=f"run {done}")
+    second = await Message.objects.aget(
+        conversation=conversation, kind="text", role="user", content__0__text="second question"
+    )
+    # A model-made row is not the person's: it cannot be edited.
+    answer = await Message.objects.filter(conversation=conversation, role="assistant").afirst()
+    with pytest.raises(ActionError, match="cannot be edited"):
+        await act(conversation, alice, "edit", message_id=answer.pk, text="rewrite history")
+
+    fake.enqueue(Reply.text("a better second answer"))
+    await act(conversation, alice, "edit", message_id=second.pk, text="second question, fixed")
+    await wait_until(lambda: _runs_done(conversation, 4), what="the edited run")
+
+    sent = fake.requests[-1]["messages"]
+    as_text = json.dumps(sent)
+    # The turns before the edit stay as they were (the skill's text included, for the model);
+    # the edited message replaces the later ones, which the model never sees again.
+    assert "GREETER-BODY-MARKER" in as_text and "greeted" in as_text
+    assert "second question, fixed" in as_text
+    assert "third question" not in as_text and '"two"' not in as_text
+    assert 'second question"' not in as_text
+    replaced = [
+        m.content[0].get("text", "")
+        async for m in Message.objects.filter(
+            conversation=conversation, meta__excluded=REPLACED
+        ).order_by("seq")
+    ]
+    assert replaced == ["second question", "two", "third question", "three"]
+
+    # A person without the inspect permission still sees no hidden text after the edit: not on
+    # the page, not in what a tab replays.
+    from django.test import Client
+
+    from skills_app.chat.fragments import replay_html
+
+    client = Client()
+    await sync_to_async(client.force_login)(alice)
+    page = (await sync_to_async(client.get)(f"/c/{conversation.pk}/")).content.decode()
+    events = await sync_to_async(list)(RunEvent.objects.filter(conversation=conversation))
+    replayed = await sync_to_async(replay_html)(conversation.pk, events, can_inspect=False)
+    for shown in (page, repr(replayed)):
+        assert "GREETER-BODY-MARKER" not in shown and "Base directory for this skill" not in shown
+    assert "second question, fixed" in page and page.count("Earlier version, replaced") == 4
+
+
+def _allow(rule_text: str) -> None:
+    from skills_app.models import PermissionRule
+
+    PermissionRule.objects.create(behavior="allow", rule_text=rule_text)
 
 
 async def test_regenerate_replaces_only_the_answer(fake, conversation, alice):

@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 
 from skills_app.chat import titles
-from skills_app.core.titles import clean_title, title_from_message
+from skills_app.core.titles import clean_title, command_title, title_from_message
 from skills_app.models import Conversation, ModelCall, PermissionRule
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply
@@ -80,14 +80,33 @@ async def test_the_title_model_gets_only_visible_text(settings, fake, conversati
     ).aexists()
 
 
-async def test_a_title_quoting_hidden_text_falls_back_to_the_first_message(
+async def test_a_title_quoting_hidden_text_falls_back_to_the_command_in_words(
     settings, fake, conversation, alice
 ):
     settings.CHAT_TITLE_MODEL = "claude-haiku-4-5"
     fake.enqueue(Reply.text("Hi Ann."), Reply.text(HIDDEN_SENTENCE))
     await turn(conversation, alice, "/greeter Ann")
     await titled(conversation)
-    assert await title_of(conversation) == "/greeter Ann"
+    assert await title_of(conversation) == "Greeter: Ann"
+
+
+async def test_without_a_title_model_a_slash_command_is_titled_in_words(fake, conversation, alice):
+    fake.enqueue(Reply.text("Hello Ann, lovely sunshine today!"))
+    await turn(conversation, alice, "/greeter   in/people/ann.txt  warmly")
+    await titled(conversation)
+    title = await title_of(conversation)
+    assert title == "Greeter: ann.txt warmly"
+    assert MARKER not in title
+
+
+def test_a_command_title_names_the_skill_and_the_gist_of_its_arguments():
+    assert command_title(["text-stats"], "in/notes.txt") == "Text stats: notes.txt"
+    assert command_title(["text-stats"], "") == "Text stats"
+    assert (
+        command_title(["a", "b_c"], "https://example.org/x y") == "A + b c: https://example.org/x y"
+    )
+    long = command_title(["summarise"], "word " * 40)
+    assert len(long) <= 60 and long.endswith("…")
 
 
 async def test_a_renamed_conversation_keeps_its_name(fake, conversation, alice):

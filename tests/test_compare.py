@@ -141,11 +141,12 @@ def test_another_staff_member_cannot_open_my_comparison(auditor, admin_user):
     assert client.get(f"/compare/{comparison.pk}/").status_code == 404
 
 
-def test_a_new_conversation_takes_the_chosen_profile(alice):
+def test_a_new_conversation_takes_the_chosen_profile(auditor):
+    # The delivery profile is a developer's setting: staff choose it (issue 29).
     client = Client()
-    client.force_login(alice)
+    client.force_login(auditor)
     client.post("/c/new/", {"profile": "tool-result"})
-    assert alice.conversations.get().profile == "tool-result"
+    assert auditor.conversations.get().profile == "tool-result"
     assert client.post("/c/new/", {"profile": "bogus"}).status_code == 400
 
 

@@ -18,7 +18,7 @@ import pytest
 from skills_app.core.events import BlockStarted, ModelCalled, TextDelta, ThinkingDelta
 from skills_app.core.hooks import HookResult, Hooks
 from skills_app.core.llm import ModelError
-from skills_app.core.transcript import close_open_tool_uses
+from skills_app.core.transcript import STOPPED_RESULT, close_open_tool_uses
 from tests.fake_anthropic import Reply, tool_use_block, without_cache_control
 from tests.loop_helpers import write_skills
 from tests.recording_ports import ALLOW_CONVERSATION, ALLOW_ONCE, DENY, Chat, rule
@@ -401,10 +401,12 @@ async def test_stopping_during_an_approval_answers_the_tool_use(tmp_path, skills
         await run
     assert chat.ports.asked[0].answer == "cancelled"
     assert close_open_tool_uses(chat.rows) == []  # every tool_use has its result
-    assert "Interrupted" in str(chat.rows[-1].content)
+    # Closed as stopped by the person, so the model answers their next message (issue 29).
+    assert chat.rows[-1].meta == {"stopped": True}
+    assert chat.rows[-1].content[0]["content"] == STOPPED_RESULT
     chat.model.enqueue(Reply.text("ok"))
     await chat.turn("never mind")
-    assert "Interrupted" in str(chat.calls[-1].messages)
+    assert STOPPED_RESULT in str(chat.calls[-1].messages)
 
 
 # -- model faults and refusals --------------------------------------------------------------------

@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 GUIDE = ROOT / "docs" / "deploy.md"
 ENV_FILE = DEPLOY / "skillscope.env"
-UNITS = sorted((DEPLOY / "systemd").glob("*.service"))
+# The process units (templates: one instance per port or worker number).
+UNITS = sorted((DEPLOY / "systemd").glob("*@.service"))
 NGINX_SITE = DEPLOY / "nginx" / "skillscope.conf"
 INSTALL_ROOT = "/srv/skillscope"
 # An ordinary Django secret: 68 characters, as `head -c 50 /dev/urandom | base64 -w0` makes.
@@ -187,6 +188,9 @@ KNOWN_KEYS = {
         "ProtectSystem",
         "ProtectHome",
         "ReadWritePaths",
+        "ReadOnlyPaths",
+        "Nice",
+        "IOSchedulingClass",
         "StateDirectory",
         "LimitNOFILE",
     },
@@ -362,7 +366,7 @@ def test_wait_http_gives_up_when_nothing_answers():
     assert result.returncode == 1 and "did not answer 200 in time" in result.stderr
 
 
-@pytest.mark.parametrize("script", ["skillscope-manage"])
+@pytest.mark.parametrize("script", ["skillscope-manage", "skillscope-backup", "skillscope-restore"])
 def test_the_shell_scripts_parse(script):
     subprocess.run(["sh", "-n", str(DEPLOY / script)], check=True, timeout=30)
 
@@ -383,3 +387,153 @@ def test_the_guide_has_no_stub_and_its_capacity_figures_say_where_and_when():
     assert "vCPU" in capacity and "load average" in capacity, "no machine"
     assert capacity.count("\n| ") >= 4, "no table of measurements"
     assert "bench/bench_workers.py" in capacity
+
+
+# -- issue 27: probes kept inside, read-only static files, the backup units ----------------------
+
+
+def _tls_server(site: str) -> str:
+    return site[site.index("listen 443") :]
+
+
+def test_the_public_site_answers_the_probes_with_404_and_passes_nothing_else_of_them():
+    site = _tls_server(NGINX_SITE.read_text())
+    for probe in ("healthz", "readyz"):
+        found = re.search(rf"location = /{probe} \{{\s*return 404;\s*\}}", site)
+        assert found, f"/{probe} is not kept off the public site"
+    # An exact-match location wins over every prefix location (nginx's rule), so "location /"
+    # cannot pass them on; no regex location could either.
+    assert "location ~" not in site
+
+
+@pytest.mark.parametrize("path", UNITS, ids=[p.name for p in UNITS])
+def test_the_service_can_read_but_never_change_the_static_files(path):
+    service = _unit(path)["Service"]
+    static_root = envfile.load(ENV_FILE)["STATIC_ROOT"]
+    mounts = [v.lstrip("-") for v in service["ReadOnlyPaths"]]
+    assert any(static_root.startswith(m.rstrip("/") + "/") for m in mounts), mounts
+    assert static_root not in " ".join(service.get("ReadWritePaths", []))
+    guide = GUIDE.read_text()
+    assert (
+        "install -d -o root -g root -m 0755 /var/www/skillscope /var/www/skillscope/static" in guide
+    )
+    assert "SKILLSCOPE_MANAGE_USER=root skillscope-manage collectstatic" in guide
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze is missing")
+def test_systemd_analyze_verifies_the_backup_service_and_timer(tmp_path):
+    for name in ("skillscope-backup.service", "skillscope-backup.timer"):
+        text = (DEPLOY / "systemd" / name).read_text()
+        text = text.replace("/usr/local/bin/skillscope-backup", str(DEPLOY / "skillscope-backup"))
+        (tmp_path / name).write_text(text.replace(INSTALL_ROOT, str(ROOT)))
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", "--generators=no"]
+        + [str(tmp_path / "skillscope-backup.service"), str(tmp_path / "skillscope-backup.timer")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+
+
+@pytest.mark.skipif(
+    shutil.which("nginx") is None or shutil.which("openssl") is None,
+    reason="nginx and openssl are needed (apt-get install nginx)",
+)
+def test_through_nginx_the_probes_are_404_however_spelled_and_the_site_is_served(tmp_path):
+    """The site as installed, running: a stranger gets 404 for the probes, pages pass through."""
+    import socket
+    import ssl
+    import time
+    import urllib.request
+
+    def free() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+
+    seen: list[str] = []
+
+    class Upstream(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            seen.append(self.path)
+            body = b"from skillscope"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
+        + ["-nodes", "-days", "1", "-subj", "/CN=skills.example.com"]
+        + ["-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    http_port, https_port = free(), free()
+    live = "/etc/letsencrypt/live/skills.example.com"
+    site = (
+        NGINX_SITE.read_text()
+        .replace(f"{live}/fullchain.pem", str(cert))
+        .replace(f"{live}/privkey.pem", str(key))
+        .replace("listen [::]:80;", "")
+        .replace("listen [::]:443 ssl;", "")
+        .replace("listen 80;", f"listen 127.0.0.1:{http_port};")
+        .replace("listen 443 ssl;", f"listen 127.0.0.1:{https_port} ssl;")
+        .replace("server 127.0.0.1:8001 ", f"server 127.0.0.1:{upstream.server_port} ")
+        .replace("server 127.0.0.1:8002 ", f"server 127.0.0.1:{upstream.server_port} ")
+    )
+    (tmp_path / "site.conf").write_text(site)
+    temp = " ".join(
+        f"{kind}_temp_path {tmp_path / kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
+    (tmp_path / "nginx.conf").write_text(
+        f"pid {tmp_path / 'nginx.pid'};\nerror_log {tmp_path / 'error.log'};\ndaemon off;\n"
+        f"events {{}}\nhttp {{\n  access_log {tmp_path / 'access.log'};\n  {temp}\n"
+        f"  include {tmp_path / 'site.conf'};\n}}\n"
+    )
+    nginx = subprocess.Popen(
+        ["nginx", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")]
+        + ["-e", str(tmp_path / "error.log")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+
+    def status(path: str) -> int:
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{https_port}{path}", headers={"Host": "skills.example.com"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5, context=context) as response:
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", https_port), timeout=0.5).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and nginx.poll() is None, "nginx did not start"
+                time.sleep(0.1)
+        assert status("/c/1/") == 200 and seen == ["/c/1/"]  # pages reach the processes
+        for spelled in ("/healthz", "/readyz", "/readyz?full=1", "/ready%7a", "//healthz"):
+            assert status(spelled) == 404, spelled
+        assert seen == ["/c/1/"], "a probe reached the upstream"
+    finally:
+        nginx.terminate()
+        nginx.wait(10)
+        upstream.shutdown()
+        upstream.server_close()

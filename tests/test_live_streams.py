@@ -1,29 +1,38 @@
-"""Live text: straight from the run, saved in batches, and whole in every tab whatever the timing.
+"""Live text: committed in batches, then sent, and whole in every tab whatever the timing.
 
 A run's recorder is driven directly here (its deltas at chosen moments), and tabs connect at
-different points of the stream: before it, mid-stream before anything was saved, right after a
-save, with the channel layer dropping live frames. Each tab must assemble exactly the streamed
-text (`Reader` fails on a hole or a repeated piece), without the database per frame.
+different points of the stream: before it, mid-stream, right after a flush, with the channel
+layer dropping live frames, with the database away for a while. Each tab must assemble exactly
+the streamed text (`Reader` fails on a hole or a repeated piece), without the database per frame,
+and no frame may carry text the database does not hold yet.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
-from django.db import connections
+from django.db import OperationalError, connections
 from django.test import Client
 
-from skills_app.core.events import MessageStored, ModelCalled, TextDelta, ThinkingDelta
+from skills_app.core.events import (
+    ConversationTitled,
+    MessageStored,
+    ModelCalled,
+    TextDelta,
+    ThinkingDelta,
+)
 from skills_app.core.transcript import StoredMessage
-from skills_app.models import Conversation, Run, RunEvent
+from skills_app.models import Conversation, Run, RunEvent, StreamPiece
 from skills_app.runs import broadcast, eventlog, store, textlog
 from skills_app.runs.recorder import RunRecorder
-from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, saver
+from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, journal
 from tests.loop_helpers import watch_group
 from tests.ws_helpers import Reader, receive, until
 from webapp.asgi import application
@@ -87,7 +96,7 @@ async def _stream(recorder: RunRecorder, words: list[str], pause: float = 0.0) -
 
 
 @pytest.mark.parametrize(
-    "moment", ["before", "mid-stream-unsaved", "after-a-save", "connected-resumed-late"]
+    "moment", ["before", "mid-stream", "after-a-flush", "connected-resumed-late"]
 )
 async def test_a_tab_gets_the_whole_text_once_whenever_it_connects(recorder, alice, moment):
     conversation_id = recorder.conversation_id
@@ -95,11 +104,10 @@ async def test_a_tab_gets_the_whole_text_once_whenever_it_connects(recorder, ali
     if moment == "before":
         tab, frames = await _tab(alice, conversation_id)
     await _stream(recorder, WORDS[:40], pause=0.002)
-    if moment == "mid-stream-unsaved":
-        assert not await RunEvent.objects.filter(type="text.saved").aexists()
+    if moment == "mid-stream":
         tab, frames = await _tab(alice, conversation_id)
-    if moment == "after-a-save":
-        await saver().save_now()
+    if moment == "after-a-flush":
+        await recorder.flush()
         tab, frames = await _tab(alice, conversation_id)
         assert Reader().apply(frames).text() == "".join(WORDS[:40])  # the saved text first
     if moment == "connected-resumed-late":
@@ -122,7 +130,7 @@ async def test_a_tab_gets_the_whole_text_once_whenever_it_connects(recorder, ali
     await tab.disconnect()
 
 
-async def test_live_frames_the_channel_layer_dropped_are_filled_from_the_saved_text(
+async def test_live_frames_the_channel_layer_dropped_are_filled_from_the_database_at_once(
     recorder, alice, monkeypatch
 ):
     tab, frames = await _tab(alice, recorder.conversation_id)
@@ -134,9 +142,14 @@ async def test_live_frames_the_channel_layer_dropped_are_filled_from_the_saved_t
             await real_send_live(conversation_id, event)
 
     monkeypatch.setattr(broadcast, "send_live", lossy)
-    await _stream(recorder, WORDS, pause=0.003)
+    await _stream(recorder, WORDS[:-1], pause=0.003)
     await recorder.flush()
     assert len(sent) >= 3, "the stream was too fast to lose a frame"
+    # The next frame that arrives shows the tab its hole (a lost last frame is shown by the
+    # stored message that follows it).
+    monkeypatch.setattr(broadcast, "send_live", real_send_live)
+    await _stream(recorder, WORDS[-1:])
+    await recorder.flush()
     await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
     await tab.disconnect()
 
@@ -160,14 +173,13 @@ async def test_an_event_announced_late_by_another_process_does_not_restart_a_str
     late = await sync_to_async(_store_user_message)(recorder.conversation_id, recorder.run_id)
     await _stream(recorder, WORDS[:40])
     await recorder.flush()
-    await saver().save_now()  # a seq after the unannounced one: the tab fills its gap
+    # A stored event after the unannounced one: the tab fills its gap from the database.
+    await recorder.record(ModelCalled(call=1, model="claude-test"))
     await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:40]))
     await broadcast.broadcast_events([late])
     await _stream(recorder, WORDS[40:80])
     await recorder.flush()
-    # Live, not held back for the next save.
     await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:80]))
-    await saver().save_now()
     await _stream(recorder, WORDS[80:])
     await recorder.flush()
     await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
@@ -200,7 +212,6 @@ async def test_no_frame_carries_more_than_the_frame_limit(recorder, alice):
     assert [len(e["text"]) for e in live] == [LIVE_FRAME_CHARS, LIVE_FRAME_CHARS, 123]
     assert [e["offset"] for e in live] == [0, LIVE_FRAME_CHARS, 2 * LIVE_FRAME_CHARS]
     # A tab that arrives later gets the saved text in pieces of the same size.
-    await saver().save_now()
     tab, frames = await _tab(alice, recorder.conversation_id)
     texts = [f for f in frames if f["type"] == "text.delta"]
     assert max(len(f["text"].encode()) for f in texts) <= 64 * 1024
@@ -208,22 +219,28 @@ async def test_no_frame_carries_more_than_the_frame_limit(recorder, alice):
     await tab.disconnect()
 
 
-async def test_saves_are_batched_and_the_stored_row_makes_the_rest_unneeded(recorder):
-    await _stream(recorder, WORDS[:30])
-    await saver().save_now()
-    await saver().save_now()  # nothing new: nothing written
-    saved = [e async for e in RunEvent.objects.filter(type="text.saved").order_by("seq")]
-    assert len(saved) == 1 and saved[0].data["text"] == "".join(WORDS[:30])
-    await _stream(recorder, WORDS[30:])
-    from skills_app.core.transcript import StoredMessage
+async def test_no_frame_leaves_before_its_text_is_in_the_database(recorder, monkeypatch):
+    """A tab never shows text the database lacks: a process killed right after a frame went out
+    keeps (as its partial answer) at least everything that frame showed."""
+    checked, real_send_live = [], broadcast.send_live
 
-    await recorder.message(StoredMessage.text("assistant", TEXT))
-    await saver().save_now()
-    assert await RunEvent.objects.filter(type="text.saved").acount() == 1
-    assert await sync_to_async(textlog.streamed_text)(recorder.run_id) == []
+    async def checking(conversation_id, event):
+        saved = await sync_to_async(textlog.saved_text)(
+            event.run_id, event.call, event.index, "text"
+        )
+        checked.append(len(saved) >= event.offset + len(event.text))
+        await real_send_live(conversation_id, event)
+
+    monkeypatch.setattr(broadcast, "send_live", checking)
+    await _stream(recorder, WORDS, pause=0.002)
+    await recorder.flush()
+    assert len(checked) >= 3 and all(checked), checked
+    assert await sync_to_async(textlog.streamed_text)(recorder.run_id) == [
+        {"index": 0, "text": TEXT}
+    ]
 
 
-async def test_the_saver_writes_every_streaming_conversation_in_one_batch(alice):
+async def test_the_journal_commits_every_streaming_run_in_one_statement(alice, monkeypatch):
     recorders = []
     for i in range(3):
         conversation = await Conversation.objects.acreate(owner=alice, title=f"c{i}")
@@ -231,21 +248,69 @@ async def test_the_saver_writes_every_streaming_conversation_in_one_batch(alice)
         recorder = RunRecorder(conversation.pk, run.pk, alice.pk)
         await recorder.event(ModelCalled(call=1, model="claude-test"))
         recorders.append(recorder)
+    batches: list[int] = []
+    real = textlog.append_pieces
+
+    def counted(pieces):
+        batches.append(len({p.run_id for p in pieces}))
+        real(pieces)
+
+    monkeypatch.setattr(textlog, "append_pieces", counted)
+    # The first run's commit is under way while the others' deltas arrive: they share the next.
+    await asyncio.gather(
+        *(recorder.event(TextDelta(0, f"text of {recorder.run_id}")) for recorder in recorders)
+    )
+    await asyncio.gather(*(recorder.flush() for recorder in recorders))
+    assert sum(batches) == 3 and len(batches) < 3, batches
     for recorder in recorders:
-        await recorder.event(TextDelta(0, f"text of {recorder.run_id}"))
-    await saver().save_now()
-    for recorder in recorders:
-        seqs = [
-            e.seq
-            async for e in RunEvent.objects.filter(
-                conversation_id=recorder.conversation_id
-            ).order_by("seq")
-        ]
-        assert seqs == list(range(1, len(seqs) + 1))  # gap-free per conversation
         assert await sync_to_async(textlog.streamed_text)(recorder.run_id) == [
             {"index": 0, "text": f"text of {recorder.run_id}"}
         ]
         recorder.streams.close()
+
+
+async def test_while_the_database_is_away_the_text_waits_and_nothing_is_lost(
+    recorder, alice, monkeypatch, caplog
+):
+    caplog.set_level(logging.INFO, logger="skills_app.runs.streams")
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    await _stream(recorder, WORDS[:20])
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:20]))
+    away, real = [True], textlog.append_pieces
+    attempts: list[int] = []
+
+    def flaky(pieces):
+        attempts.append(len(pieces))
+        if away[0]:
+            raise OperationalError("connection to server failed: Connection refused")
+        real(pieces)
+
+    monkeypatch.setattr(textlog, "append_pieces", flaky)
+    await _stream(recorder, WORDS[20:80], pause=0.002)
+    flushing = asyncio.ensure_future(recorder.flush())
+    while len(attempts) < 4:  # several retries while it is away
+        await asyncio.sleep(0.05)
+    # Nothing the database lacks reached the tab meanwhile.
+    assert Reader().apply(frames).text() == "".join(WORDS[:20])
+    away[0] = False
+    await asyncio.wait_for(flushing, 10)
+    await _stream(recorder, WORDS[80:])
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
+    lines = [r for r in caplog.records if getattr(r, "outage", None) == "the database"]
+    assert [r.state for r in lines] == ["lost", "back"], [r.getMessage() for r in lines]
+    await tab.disconnect()
+
+
+async def test_the_pieces_of_ended_runs_are_deleted(recorder):
+    await _stream(recorder, WORDS[:10])
+    await recorder.flush()
+    assert await StreamPiece.objects.filter(run_id=recorder.run_id).aexists()
+    assert await sync_to_async(textlog.forget_pieces)() == 0  # the run is still going
+    await Run.objects.filter(pk=recorder.run_id).aupdate(status=Run.DONE)
+    assert await sync_to_async(textlog.forget_pieces)() >= 1
+    assert not await StreamPiece.objects.filter(run_id=recorder.run_id).aexists()
 
 
 async def test_relaying_touches_no_database_and_filling_a_gap_does(recorder, alice):
@@ -276,6 +341,7 @@ async def test_relaying_touches_no_database_and_filling_a_gap_does(recorder, ali
         frames += await until(tab, lambda f: f.get("seq") == row_event)
         relayed_by_consumer = [q for q in queries if "skills_app_runevent" in q and "SELECT" in q]
         assert relayed_by_consumer == [], queries
+        assert not [q for q in queries if "skills_app_streampiece" in q and "SELECT" in q]
         # Positive control: a seq the tab never got makes it read the database.
         await sync_to_async(eventlog.append_event)(
             recorder.conversation_id, MessageStored(message_id=0, role="user", kind="text")
@@ -325,12 +391,12 @@ async def test_relaying_takes_no_trip_through_the_database_thread(recorder, alic
 
 
 async def test_frames_get_rarer_while_the_event_loop_lags_and_return_to_full_pace():
-    pace = saver()
+    pace = journal()
     assert pace.interval == LIVE_INTERVAL
     pace.pace(lag=0.2)  # one late wake-up (a pause) is not a loop that cannot keep up
     assert pace.interval == LIVE_INTERVAL
     for _ in range(15):
-        pace.pace(lag=0.2)  # the loop keeps waking the saver 200 ms late
+        pace.pace(lag=0.2)  # the loop keeps waking the journal 200 ms late
     assert pace.interval == LIVE_MAX_INTERVAL
     for _ in range(30):
         pace.pace(lag=0.0)
@@ -338,9 +404,49 @@ async def test_frames_get_rarer_while_the_event_loop_lags_and_return_to_full_pac
 
 
 async def test_a_blocked_event_loop_slows_live_frames(recorder):
-    await recorder.event(TextDelta(0, "start"))  # the saver watches an open stream now
-    pace = saver()
+    await recorder.event(TextDelta(0, "start"))  # the journal watches an open stream now
+    pace = journal()
     for _ in range(12):
-        time.sleep(0.15)  # the loop is stuck, again and again: the saver's probes wake late
+        time.sleep(0.15)  # the loop is stuck, again and again: the journal's probes wake late
         await asyncio.sleep(0.01)
     assert pace.interval > LIVE_INTERVAL
+
+
+async def test_when_redis_is_back_a_tab_catches_up_on_what_the_group_lost(
+    recorder, alice, monkeypatch
+):
+    """While Redis was away the group lost frames and stored events; the layer then tells each
+    consumer (`layer.resumed`) and it sends what it missed from the database, once."""
+    tab, frames = await _tab(alice, recorder.conversation_id)
+    await _stream(recorder, WORDS[:30])
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:30]))
+    real_send_live, real_publish = broadcast.send_live, broadcast.publish
+
+    async def lost(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    monkeypatch.setattr(broadcast, "send_live", lost)
+    monkeypatch.setattr(broadcast, "publish", lost)
+    monkeypatch.setattr("skills_app.runs.recorder.publish", lost)
+    await _stream(recorder, WORDS[30:90])
+    await recorder.flush()
+    seq = await recorder.record(ConversationTitled(title="Caught up"))  # stored, not sent
+    assert await tab.receive_nothing(timeout=0.3)
+    monkeypatch.setattr(broadcast, "send_live", real_send_live)
+    monkeypatch.setattr(broadcast, "publish", real_publish)
+    monkeypatch.setattr("skills_app.runs.recorder.publish", real_publish)
+
+    layer = get_channel_layer()
+    await layer.group_send(
+        broadcast.group_name(recorder.conversation_id), {"type": "layer.resumed"}
+    )
+    await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:90]))
+    # The stored event the group lost came first, then the missing text, from where it stopped.
+    titled = [f for f in frames if f.get("seq") == seq]
+    assert len(titled) == 1 and "Caught up" in titled[0]["html"]
+    assert frames[-1]["type"] == "text.delta" and frames[-1]["offset"] == len("".join(WORDS[:30]))
+    await _stream(recorder, WORDS[90:])
+    await recorder.flush()
+    await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
+    await tab.disconnect()

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from skills_app.core.permissions import (
@@ -99,6 +99,12 @@ def test_it_never_raises_anything_but_rule_syntax_error(text: str) -> None:
 def test_it_grants_exactly_the_approved_command(command: str) -> None:
     grant = grant_rule_for(ToolCall("Bash", {"command": command}))
     assert parse_rule(grant.text, source="conversation") == grant
+    # Only a command that asked can be approved; one denied (`>/` writes outside the
+    # workspace) never reaches the user, and a grant does not lift a deny.
+    assume(
+        decide(ToolCall("Bash", {"command": command}), PermissionContext(workspace=WS)).behavior
+        != "deny"
+    )
     context = PermissionContext(workspace=WS, grants=[grant])
     assert decide(ToolCall("Bash", {"command": command}), context).behavior == "allow"
     assert decide(ToolCall("Bash", {"command": command + "x"}), context).behavior != "allow"

@@ -155,8 +155,10 @@ async def test_a_queued_run_stopped_never_starts_and_retry_sends_the_message_aga
     assert [b["text"] for b in sent[0]["content"] if b["type"] == "text"] == ["never mind"]
     statuses = [r.status async for r in Run.objects.order_by("pk")]
     assert statuses == [Run.STOPPED, Run.DONE]
+    # The stop's note stays in the transcript (never in what the model is sent).
     assert await sync_to_async(_texts)(conversation.pk) == [
         ("user", "never mind"),
+        ("assistant", "Stopped."),
         ("assistant", "Here it is after all."),
     ]
 

@@ -14,7 +14,7 @@ from django.core.management import call_command
 from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
-from skills_app.models import Approval, Conversation, Message, Run, RunEvent
+from skills_app.models import Approval, Conversation, Message, Run, RunEvent, StreamPiece
 from skills_app.runs import agent_setup, broadcast, eventlog, recovery, store, streams, textlog
 from skills_app.runs import supervisor as runs
 from tests.fake_anthropic import Reply, validate_request
@@ -83,10 +83,10 @@ def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
     run = _run(alice, heartbeat_age=60, age=60)
     conversation = run.conversation
     eventlog.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
+    offset = 0
     for piece in ("The answer ", "was half ", "written "):
-        eventlog.append_event(
-            conversation.pk, "text.delta", {"index": 0, "text": piece}, run_id=run.pk
-        )
+        StreamPiece.objects.create(run=run, call=1, index=0, kind="text", offset=offset, text=piece)
+        offset += len(piece)
 
     assert recovery.interrupt_orphaned_runs() == 1
 
@@ -110,9 +110,7 @@ def test_an_interrupted_run_keeps_its_streamed_text_and_a_valid_history(alice):
 def test_text_already_stored_as_a_message_is_not_kept_twice(alice):
     run = _run(alice, heartbeat_age=60)
     conversation = run.conversation
-    eventlog.append_event(
-        conversation.pk, "text.delta", {"index": 0, "text": "Done."}, run_id=run.pk
-    )
+    StreamPiece.objects.create(run=run, call=0, index=0, kind="text", offset=0, text="Done.")
     row = store.append_message(
         conversation.pk, StoredMessage.text("assistant", "Done."), run_id=run.pk
     )
@@ -238,8 +236,8 @@ async def _until_saved(run_id: int) -> None:
     await wait_until(saved, timeout=5, what="saving the streamed text")
 
 
-async def _saver_idle() -> bool:
-    return streams.saver().idle()
+async def _journal_idle() -> bool:
+    return streams.journal().idle()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -261,9 +259,9 @@ async def test_a_run_taken_for_dead_drops_what_it_still_produces(settings, fake_
         await runs.wait_for_run(run.pk, timeout=10)
     finally:
         gate.set()
-    # The run's task has ended (wait_for_run); what could still write is the stream saver, so
-    # wait until it has let go of the run's streams and finished any save under way.
-    await wait_until(_saver_idle, what="the stream saver letting go of the run")
+    # The run's task has ended (wait_for_run); what could still write is the live text's
+    # journal, so wait until it has let go of the run's streams and finished any commit.
+    await wait_until(_journal_idle, what="the live text's journal letting go of the run")
     final = await Run.objects.aget(pk=run.pk)
     assert final.status == Run.INTERRUPTED
     kinds = [

@@ -188,6 +188,12 @@ RULES: dict[str, Expect] = {
     "password_change_done": SIGNED_IN,
     "skills-home": SIGNED_IN,
     "conversation-new": Expect(owner=OK, other=OK, staff=OK, post_only=True),
+    # Where signing in lands: a redirect to the person's own unused conversation (issue 29).
+    "conversation-start": Expect(
+        owner=frozenset({302}), other=frozenset({302}), staff=frozenset({302})
+    ),
+    "preferences-time-zone": Expect(owner=OK, other=OK, staff=OK, post_only=True),
+    "preferences-dismiss-intro": Expect(owner=OK, other=OK, staff=OK, post_only=True),
     "conversation-rename": Expect(post_only=True),
     # The audit is for the Auditor role (the staff persona), never for chatters.
     "audit-home": STAFF_ONLY,

@@ -13,7 +13,7 @@ from django.test import Client
 from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
-from skills_app.models import Conversation, Message, Run, RunEvent, Worker
+from skills_app.models import Conversation, Message, Run, StreamPiece, Worker
 from skills_app.ops.health import live_workers
 from skills_app.runs import agent_setup, broadcast, eventlog, liveness, recovery, store
 from skills_app.runs import supervisor as runs
@@ -56,7 +56,7 @@ def _run_of(worker: str, owner, *, text: str = "half an answer") -> Run:
     )
     store.append_message(conversation.pk, StoredMessage.text("user", "hello"), run_id=run.pk)
     eventlog.append_event(conversation.pk, "model.call", {"call": 1}, run_id=run.pk)
-    eventlog.append_event(conversation.pk, "text.delta", {"index": 0, "text": text}, run_id=run.pk)
+    StreamPiece.objects.create(run=run, call=1, index=0, kind="text", offset=0, text=text)
     return run
 
 
@@ -89,8 +89,8 @@ async def test_a_worker_that_stops_interrupts_its_runs_at_once(worker_fake, laye
         async with running_worker():
             run = await runs.start_run(conversation.pk, "talk", user_id=alice.pk)
             await wait_event(reached)
-            # The first deltas are saved (streamed text is saved in batches, a few per second).
-            saved = RunEvent.objects.filter(run_id=run.pk, type="text.saved")
+            # The first deltas are committed (before any of them is sent).
+            saved = StreamPiece.objects.filter(run_id=run.pk)
             await wait_until(saved.aexists, what="a saved piece of the streamed text")
     finally:
         gate.set()

@@ -111,6 +111,11 @@ if not SECRET_KEY:
         _key_file.write_text(SECRET_KEY)
         _key_file.chmod(0o600)
 
+# Rotating the secret key: the keys it replaces, still accepted for what they signed (sessions,
+# password-reset links) until those expire; whitespace-separated, or one per line in the file
+# SECRET_KEY_FALLBACKS_FILE names (docs/deploy.md, "Rotating the secret key").
+SECRET_KEY_FALLBACKS = env_secret("SECRET_KEY_FALLBACKS").split()
+
 # The address people use, and the start of every absolute URL Skillscope prints or builds.
 try:
     SKILLSCOPE_PUBLIC_URL = public_url(os.environ)
@@ -191,6 +196,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Times are shown in the signed-in person's own time zone (detected by their browser).
+    "skills_app.chat.preferences.UserTimeZoneMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
@@ -228,8 +235,14 @@ else:
         "default": {
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(Path(env_str("SQLITE_PATH", str(VAR_DIR / "db.sqlite3")))),
-            # Waiting for the write lock beats failing when a run and a view write at once.
-            "OPTIONS": {"timeout": 20, "transaction_mode": "IMMEDIATE"},
+            # Waiting for the write lock beats failing when a run and a view write at once. WAL:
+            # readers never block the writer, and a commit is a write, not two flushes (20 ms on
+            # a VM disk); the live text's journal commits several times a second (runs/streams).
+            "OPTIONS": {
+                "timeout": 20,
+                "transaction_mode": "IMMEDIATE",
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -238,12 +251,18 @@ REDIS_URL = env_secret("REDIS_URL")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            # channels-redis, plus riding out Redis restarts and outages (webapp/redis_layer.py):
+            # a dead pooled connection is retried once on a new one, an outage is waited out
+            # with backoff (no process exits), and consumers catch up when Redis is back.
+            "BACKEND": "webapp.redis_layer.ResilientRedisChannelLayer",
             "CONFIG": {
                 # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s that
                 # channels-redis blocks in BZPOPMIN for: idle workers and consumers would fail
-                # with "Timeout reading". A longer socket timeout keeps that wait legal.
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                # with "Timeout reading". A longer socket timeout keeps that wait legal; a
+                # connection attempt to a Redis that is away fails within 2 s, not 30.
+                "hosts": [
+                    {"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 2}
+                ],
                 "capacity": 5000,
                 "expiry": 60,
             },
@@ -263,7 +282,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/"
+# Signing in lands on a conversation ready for a message (an unused one is reused).
+LOGIN_REDIRECT_URL = "/c/start/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 LANGUAGE_CODE = "en-us"

@@ -31,7 +31,7 @@ from skills_app.audit.access import require_audit_viewer
 from skills_app.audit.chart import build_chart
 from skills_app.audit.invocations import decided_by, filter_invocation
 from skills_app.core.profiles import profile_choices
-from skills_app.models import AuditEvent, SkillInvocation
+from skills_app.models import AuditEvent, Comparison, SkillInvocation
 from skills_app.visibility import INSPECT_PERMISSION, outbound
 
 PAGE_SIZE = 50
@@ -67,6 +67,12 @@ class AuditFilterForm(forms.Form):
         required=False,
         label="Conversation",
         choices=[("", "any"), ("kept", "kept by its owner"), ("deleted", "deleted by its owner")],
+    )
+    # Comparison runs (the delivery-profile comparison) are test traffic: apart unless asked for.
+    origin = forms.ChoiceField(
+        required=False,
+        label="Runs of",
+        choices=[("", "chats"), ("compare", "comparisons"), ("all", "chats and comparisons")],
     )
     since = forms.DateField(required=False, label="From", widget=forms.DateInput({"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput({"type": "date"}))
@@ -108,6 +114,7 @@ class AuditFilterForm(forms.Form):
             rows = rows.filter(conversation__deleted_at__isnull=True)
         elif data.get("state") == "deleted":
             rows = rows.filter(conversation__deleted_at__isnull=False)
+        rows = by_origin(rows, data.get("origin") or "")
         zone = timezone.get_current_timezone()
         if data.get("since"):
             rows = rows.filter(created_at__gte=datetime.combine(data["since"], time.min, zone))
@@ -130,7 +137,23 @@ def filtered_rows(request: HttpRequest) -> tuple[AuditFilterForm, QuerySet[Skill
     ).order_by("-created_at", "-pk")
     if form.is_bound:
         rows = form.filter(rows) if form.is_valid() else rows.none()
+    else:
+        rows = by_origin(rows, "")
     return form, rows
+
+
+def comparison_conversations() -> QuerySet[Any]:
+    """The ids of the conversations the delivery-profile comparison made."""
+    return Comparison.conversations.through.objects.values("conversation_id")
+
+
+def by_origin(rows: QuerySet[SkillInvocation], origin: str) -> QuerySet[SkillInvocation]:
+    """Chats only (""), comparison runs only ("compare"), or both ("all")."""
+    if origin == "all":
+        return rows
+    if origin == "compare":
+        return rows.filter(conversation_id__in=comparison_conversations())
+    return rows.exclude(conversation_id__in=comparison_conversations())
 
 
 def _counts(rows: QuerySet[SkillInvocation]) -> dict[str, int]:
@@ -189,6 +212,14 @@ def audit_home(request: HttpRequest) -> HttpResponse:
         {
             "form": form,
             "counts": _counts(rows),
+            # Counted apart and said so: comparison runs are not in the totals above.
+            "comparison_invocations": (
+                SkillInvocation.objects.filter(
+                    conversation_id__in=comparison_conversations()
+                ).count()
+                if form.data.get("origin", "") == ""
+                else 0
+            ),
             "chart": _chart(rows, since, until),
             "chart_since": since,
             "chart_until": until,

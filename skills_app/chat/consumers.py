@@ -11,9 +11,12 @@ declares (`core.events`: stored, streamed, ending streams), with no handler per 
 filters and sends. Stored events arrive rendered for both visibility classes and this tab
 sends its own class's HTML: nothing hidden reaches a tab without the inspect permission, and
 relaying needs no database. The database is read only to resume, to fill a gap in the seqs (the
-channel layer drops messages for a full channel) and to start a stream whose beginning this tab
-missed: streamed text is tracked per block by character offset, so a tab gets the text saved so
-far and then exactly the deltas after it, never a piece twice and never a hole.
+channel layer drops messages for a full channel, or while Redis is away) and to fill a hole in a
+stream: streamed text is tracked per block by character offset, and every frame's text was
+committed before it was sent (`runs.streams`), so a tab that finds a hole reads the text up to
+the frame from the database at once and then gets exactly the deltas after it, never a piece
+twice, never a hole, and never less text than it showed. When Redis comes back after an outage
+the layer tells each consumer (`layer.resumed`) and it catches up the same way.
 
 Sessions follow the account (`accounts/sessions.py`): a tab also joins its user's group, and an
 `account.changed` there (a role or permission taken, the user deactivated, a logout) closes it
@@ -56,8 +59,6 @@ REFUSED = 4403
 # The account changed (a role or permission taken, deactivated, signed out): reconnect to be
 # authorised afresh.
 ACCOUNT_CHANGED = 4401
-# Pieces of a stream kept while its beginning is fetched; more are dropped (the next save has them).
-MAX_WAITING = 500
 
 # (run id, model call, block index, kind): one streamed block.
 StreamId = tuple[int, int, int, str]
@@ -85,9 +86,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         self.last_sent = 0
         self.ready = False
-        # Characters of each streamed block this tab has, and pieces waiting for a hole to fill.
+        # Characters of each streamed block this tab has; per run, the last model call whose
+        # stream ended in a stored row (a frame of it that arrives late is not news).
         self.known: dict[StreamId, int] = {}
-        self.waiting: dict[StreamId, list[tuple[int, str]]] = {}
+        self.ended: dict[int, int] = {}
         self.group = group_name(self.conversation_id)
         session = self.scope.get("session")
         self.session_key = getattr(session, "session_key", None)
@@ -177,14 +179,28 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         replayed, streams = await self._replay(after, with_streams=True)
         self.last_sent = max(self.last_sent, after)
         await self._send_replayed(replayed)
-        # The tab starts every open stream afresh: offset 0 replaces what it showed.
-        self.known, self.waiting = {}, {}
+        # The tab starts every open stream afresh: offset 0 replaces what it showed, with at least
+        # as much (the text was committed before any of it was sent).
+        self.known = {}
         for block in streams:
             sid = (block.run_id, block.call, block.index, block.kind)
             await self._send_text(sid, 0, block.text)
             self.known[sid] = len(block.text)
         self.ready = True
         await self.send(text_data=frames.resumed(self.last_sent))
+
+    async def layer_resumed(self, message: dict[str, Any]) -> None:
+        """Redis is back after an outage: send what the group sent meanwhile, from the database."""
+        if not self.ready:
+            return  # the resume that is under way reads the database anyway
+        replayed, streams = await self._replay(self.last_sent, with_streams=True)
+        await self._send_replayed(replayed)
+        for block in streams:
+            sid = (block.run_id, block.call, block.index, block.kind)
+            have = self.known.get(sid, 0)
+            if len(block.text) > have:
+                await self._send_text(sid, have, block.text[have:])
+                self.known[sid] = len(block.text)
 
     # -- events of the conversation's runs ------------------------------------------------------
 
@@ -204,9 +220,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 if live:
                     await self.send(text_data=live)
             return
+        # (Stored pieces of a stream, `text.saved`, are what older event logs hold: nothing
+        # sends them now; the tab fills a hole from the live text's journal instead.)
         fresh = await self._stored(message)
-        if event_class.stream:
-            await self._saved(data, event_class.stream)
         # Only news ends streams: an event announced late (the web process's user message after
         # the worker's first deltas; the tab already filled that gap from the database) is older
         # than the streams the tab follows, and forgetting them restarted a block from offset 0.
@@ -254,41 +270,24 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if not self.ready:
             return  # the resume sends the saved text, and a hole is filled from there
         sid = (int(event["run_id"]), int(event["call"]), int(event["index"]), kind)
+        if sid[1] <= self.ended.get(sid[0], -1):
+            return
         await self._deliver(sid, int(event["offset"]), str(event["text"]))
 
-    async def _deliver(self, sid: StreamId, offset: int, piece: str, *, drain: bool = True) -> None:
+    async def _deliver(self, sid: StreamId, offset: int, piece: str) -> None:
         have = self.known.get(sid, 0)
         if offset > have:
-            # Text before this piece never reached this tab: wait for it to be saved.
-            waiting = self.waiting.setdefault(sid, [])
-            if len(waiting) < MAX_WAITING:
-                waiting.append((offset, piece))
-            return
+            # Text before this piece never reached this tab (a dropped frame, Redis away). It
+            # was committed before this piece was sent: read it now.
+            saved = await database_sync_to_async(textlog.saved_text)(*sid)
+            if len(saved) > have:
+                await self._send_text(sid, have, saved[have:])
+                self.known[sid] = have = len(saved)
+            if offset > have:
+                return  # the run ended meanwhile (its stored message holds the text)
         if offset + len(piece) > have:
             await self._send_text(sid, have, piece[have - offset :])
             self.known[sid] = offset + len(piece)
-        if drain and self.waiting.get(sid):
-            await self._drain(sid)
-
-    async def _drain(self, sid: StreamId) -> None:
-        pieces = sorted(self.waiting.pop(sid, []))
-        for position, (offset, piece) in enumerate(pieces):
-            if offset > self.known.get(sid, 0):
-                self.waiting[sid] = pieces[position:]
-                return
-            await self._deliver(sid, offset, piece, drain=False)
-
-    async def _saved(self, event: dict[str, Any], kind: str) -> None:
-        """A piece of a stream was saved: fill this tab's hole in it, if it has one."""
-        sid = (int(event["run_id"]), int(event["call"]), int(event["index"]), kind)
-        if not self.ready or not self.waiting.get(sid):
-            return
-        saved = await database_sync_to_async(textlog.saved_text)(*sid)
-        have = self.known.get(sid, 0)
-        if len(saved) > have:
-            await self._send_text(sid, have, saved[have:])
-            self.known[sid] = len(saved)
-        await self._drain(sid)
 
     async def _send_text(self, sid: StreamId, offset: int, piece: str) -> None:
         run_id, call, index, kind = sid
@@ -298,9 +297,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     def _forget_streams(self, run_id: int) -> None:
         for sid in [s for s in self.known if s[0] == run_id]:
+            self.ended[run_id] = max(self.ended.get(run_id, -1), sid[1])
             del self.known[sid]
-        for sid in [s for s in self.waiting if s[0] == run_id]:
-            del self.waiting[sid]
 
     # -- database side ---------------------------------------------------------------------
 

@@ -7,6 +7,20 @@ which is made from visible text only: `chat.titles`), so it needs no visibility 
 from __future__ import annotations
 
 from django.template.loader import render_to_string
+from django.utils.safestring import SafeString, mark_safe
+
+# Where a form of a shared fragment takes the viewer's CSRF token. Fragments are rendered once for
+# every tab (no request, no token); the chat page puts the token in on page load
+# (`with_csrf`), which is when a page without JavaScript uses these forms as plain POSTs. Over
+# the websocket the forms are sent by htmx and need none. Text from a conversation is escaped
+# before it reaches the HTML, so only our templates can write this comment.
+CSRF_SLOT = mark_safe("<!--csrf-->")
+
+
+def with_csrf(html: str, token: str) -> SafeString:
+    """A fragment with the viewer's CSRF token in each of its forms."""
+    field = f'<input type="hidden" name="csrfmiddlewaretoken" value="{token}">'
+    return mark_safe(html.replace(CSRF_SLOT, field))
 
 
 def stop_button(status: str) -> str:

@@ -15,6 +15,7 @@ from skills_app.core.transcript import parse_status_message, result_text, retry_
 from skills_app.models import (
     Approval,
     AuditEvent,
+    Comparison,
     Conversation,
     Message,
     Run,
@@ -37,7 +38,14 @@ def search_conversations(
     owner_id: int, query: str = "", *, can_inspect: bool = False
 ) -> QuerySet[Conversation]:
     """The owner's conversations, newest activity first, matching `query` in title or visible text."""
-    conversations = Conversation.objects.owned_by(owner_id).order_by("-updated_at", "-pk")
+    # The runs of the person's own delivery-profile comparisons are test traffic, on the
+    # comparison's page: not in the list.
+    compared = Comparison.conversations.through.objects.filter(comparison__created_by_id=owner_id)
+    conversations = (
+        Conversation.objects.owned_by(owner_id)
+        .exclude(pk__in=compared.values("conversation_id"))
+        .order_by("-updated_at", "-pk")
+    )
     query = query.strip()
     if not query:
         return conversations
@@ -141,6 +149,36 @@ def last_user_text(conversation_id: int) -> str | None:
                 if status:
                     return f"/{status['name']} {status['args']}".rstrip()
     return None
+
+
+def empty_or_new(user: Any, profile: str | None, *, model: str = "") -> Conversation:
+    """The person's newest conversation nothing was sent in (still untitled), or a new one.
+
+    New reuses it, so clicking New again and again leaves no trail of empty conversations.
+    `profile` (None: keep the found one's, or the default) and `model` (the person's default)
+    apply while nothing was sent.
+    """
+    from skills_app.core.titles import DEFAULT_TITLE
+
+    # Two clicks at once may make two: harmless, and no lock on a join PostgreSQL would refuse.
+    empty = (
+        Conversation.objects.owned_by(user)
+        .filter(last_event_seq=0, title=DEFAULT_TITLE)
+        .exclude(pk__in=Message.objects.values("conversation_id"))
+        .order_by("-pk")
+        .first()
+    )
+    if empty is None:
+        return Conversation.objects.create(
+            owner=user, model=model, **({"profile": profile} if profile else {})
+        )
+    # Nothing was sent in it: it takes what a new one would have.
+    changes = {"model": model, **({"profile": profile} if profile else {})}
+    if any(getattr(empty, field) != value for field, value in changes.items()):
+        Conversation.objects.filter(pk=empty.pk).update(**changes)
+        for field, value in changes.items():
+            setattr(empty, field, value)
+    return empty
 
 
 def rename_conversation(conversation: Conversation, title: str) -> Conversation:

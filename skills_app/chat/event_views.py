@@ -152,6 +152,47 @@ def _message(event: MessageStored, conversation_id: int, lookup: Lookup) -> list
     parts = [Part(MessageItem(row, lookup.ctx), replaces=_chip_replaced(row))]
     if row.role == Message.ASSISTANT:
         parts.append(Part(StaticItem(live_area()), REPLACE))
+    parts.extend(_stopped_calls(conversation_id, row))
+    return parts
+
+
+def _stopped_calls(conversation_id: int, row: Message) -> list[Part]:
+    """Updates for the cards and chips of the calls a stop closed: "stopped", never "Running…".
+
+    Reads the answer the calls belong to: once per stop, the only event that needs it.
+    """
+    if row.kind != "tool_result" or not (row.meta or {}).get("stopped"):
+        return []
+    asked = (
+        Message.objects.filter(
+            conversation_id=conversation_id, role=Message.ASSISTANT, seq__lt=row.seq
+        )
+        .exclude(kind__in=("notice", "error"))
+        .order_by("-seq")
+        .first()
+    )
+    calls = {
+        str(b.get("id", "")): b
+        for b in (asked.content if asked is not None else [])
+        if b.get("type") == "tool_use"
+    }
+    parts = []
+    for block in row.content:
+        if block.get("type") != "tool_result" or not rendering.is_stopped_result(block):
+            continue
+        call = calls.get(str(block.get("tool_use_id", "")))
+        if call is None:
+            continue
+        if call.get("name") == SKILL_TOOL:
+            args = call.get("input") or {}
+            name = str(args.get("skill") or args.get("command") or "")
+            chip = SkillChipItem(
+                conversation_id, call["id"], name, str(args.get("args") or ""), "stopped"
+            )
+            parts.append(Part(chip, UPDATE))
+        else:
+            data = rendering.result_from_block(block)
+            parts.append(Part(ToolResultItem(conversation_id, call["id"], data), UPDATE))
     return parts
 
 
@@ -239,9 +280,7 @@ def _run_finished(event: RunFinished, conversation_id: int, lookup: Lookup) -> l
     ]
     if lookup.cost_html:
         parts.append(Part(StaticItem(lookup.cost_html), REPLACE))
-    if event.status == "stopped":
-        notice = rendering.render_notice("Stopped.", kind="notice", retry=False)
-        parts.append(Part(StaticItem(notice)))
+    # A stop's note is a stored row (`runs.store.stop_note`), shown by its own event.
     return parts
 
 

@@ -110,14 +110,25 @@ def parse(raw: str | bytes) -> dict[str, Any]:
 
 
 class _Text(HTMLParser):
-    """The visible text of a fragment, whitespace collapsed."""
+    """The visible text of a fragment, whitespace collapsed (a page with scripts running shows
+    nothing of a `<noscript>`)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.parts: list[str] = []
+        self.noscript = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "noscript":
+            self.noscript += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "noscript" and self.noscript:
+            self.noscript -= 1
 
     def handle_data(self, data: str) -> None:
-        self.parts.append(data)
+        if not self.noscript:
+            self.parts.append(data)
 
     @classmethod
     def of(cls, html: str) -> str:

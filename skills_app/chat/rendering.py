@@ -32,11 +32,17 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from skills_app.chat import approval_words
+from skills_app.chat import approval_words, denials
 from skills_app.chat.presenters import HiddenContentError, tool_summary
 from skills_app.chat.usage import answer_usage
 from skills_app.core.attachments import human_size
-from skills_app.core.transcript import parse_status_message, result_text, text_of
+from skills_app.core.transcript import (
+    INTERRUPTED_RESULT,
+    STOPPED_RESULT,
+    parse_status_message,
+    result_text,
+    text_of,
+)
 from skills_app.models import Approval, Message
 from skills_app.runs.recorder import LIVE_RESULT_CHARS
 from skills_app.visibility import Outbound, outbound
@@ -118,10 +124,25 @@ def message_text(row: Message) -> str:
     return text_of(row.content)
 
 
-def chip_state(invocation: Any) -> str:
-    """loaded / failed / denied for an invocation row, loading when there is none yet."""
+# What the person reads for a call the run closed without running it (the model reads the
+# stored text, which also tells it what to do next).
+CLOSED_RESULTS = {
+    STOPPED_RESULT: ("stopped", "Stopped before it finished."),
+    INTERRUPTED_RESULT: ("interrupted", "Interrupted: the run ended before this call finished."),
+}
+
+
+def is_stopped_result(block: dict[str, Any]) -> bool:
+    """A tool_result a stop wrote for a call it closed."""
+    return result_text(block) == STOPPED_RESULT
+
+
+def chip_state(invocation: Any, result: dict[str, Any] | None = None) -> str:
+    """loaded / failed / denied for an invocation row; without one, stopped or interrupted when
+    the run closed the call (`result`), else loading."""
     if invocation is None:
-        return "loading"
+        closed = CLOSED_RESULTS.get(str((result or {}).get("content", "")))
+        return closed[0] if closed else "loading"
     return {"allowed": "loaded", "denied": "denied"}.get(invocation.decision, "failed")
 
 
@@ -191,7 +212,7 @@ def _render_message(
     elif row.kind == "attachments":
         context["attachments"] = attachment_chips(row)
     elif row.kind in {"error", "notice"}:
-        context["text"] = out.text(message_text(row))
+        context["text"] = denials.plain(out.text(message_text(row)))
         context["code"] = row.meta.get("code", "")
         # One Retry, on the latest failed turn (the page says which); a live push is the latest.
         retry_id = ctx.get("retry_id", row.pk if row.meta.get("retry") else None)
@@ -242,6 +263,7 @@ def _assistant_parts(
     results: dict[str, dict[str, Any]] = ctx.get("results", {})
     invocations: dict[str, Any] = ctx.get("invocations", {})
     delivered: set[str] = ctx.get("delivered", set())
+    roots = approval_words.workspace_roots(row.conversation_id)
     for block in row.content:
         kind = block.get("type")
         if kind == "thinking" and block.get("thinking"):
@@ -265,7 +287,7 @@ def _assistant_parts(
                             block["id"],
                             name,
                             str(tool_input.get("args") or ""),
-                            chip_state(invocations.get(block["id"])),
+                            chip_state(invocations.get(block["id"]), results.get(block["id"])),
                             getattr(invocations.get(block["id"]), "error", ""),
                             out=out,
                         ),
@@ -275,7 +297,14 @@ def _assistant_parts(
             name = block.get("name", "?")
             shown_input = out.value(tool_input)
             summary = tool_summary(name, shown_input if isinstance(shown_input, dict) else {})
-            arguments, cut = _cut(json.dumps(shown_input, indent=2, ensure_ascii=False), shown)
+            # Paths as the person finds them: relative to the conversation's workspace.
+            summary = approval_words.relative(summary, roots)
+            arguments, cut = _cut(
+                approval_words.relative(
+                    json.dumps(shown_input, indent=2, ensure_ascii=False), roots
+                ),
+                shown,
+            )
             result = results.get(block["id"])
             card = {
                 "id": block["id"],
@@ -327,6 +356,7 @@ def render_skill_call(
     """
     if out is not None:
         error = out.text(error)
+    error = denials.plain(error)
     return render_to_string(
         "skills_app/chat/_skill_call.html",
         {"tool_use_id": tool_use_id, "skill": name, "args": args, "state": state, "error": error},
@@ -354,7 +384,13 @@ def tool_result_context(
         {"path": path, "name": path.rsplit("/", 1)[-1]} for path in paths[:SHOWN_ARTIFACTS]
     ]
     tool_use_id = tool_use_id or str(data.get("tool_use_id") or "")
-    content, cut = _cut(out.text(str(data.get("content", ""))), shown)
+    closed = CLOSED_RESULTS.get(str(data.get("content", "")))
+    if closed is not None:
+        data = {**data, "content": closed[1]}
+    # Filtered first, then the workspace root cut (no server path reaches the chat), then cut.
+    roots = approval_words.workspace_roots(conversation_id)
+    shown_text = denials.plain(out.text(str(data.get("content", ""))))
+    content, cut = _cut(approval_words.relative(shown_text, roots), shown)
     return {
         "conversation_id": conversation_id,
         "content": content,
@@ -362,6 +398,7 @@ def tool_result_context(
         if cut and tool_use_id
         else "",
         "is_error": bool(data.get("is_error")),
+        "closed": closed[0] if closed else "",
         "artifacts": artifacts,
         "more_artifacts": len(paths) - len(artifacts),
         "files_url": (
@@ -370,7 +407,9 @@ def tool_result_context(
             else ""
         ),
         "decision": data.get("decision") or "",
-        "reason": out.text(str(data.get("reason") or "")),
+        "reason": denials.plain(
+            approval_words.relative(out.text(str(data.get("reason") or "")), roots)
+        ),
     }
 
 

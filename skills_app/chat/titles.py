@@ -18,15 +18,17 @@ from skills_app.chat.summaries import recorded_call
 from skills_app.core.admission import CallRefused
 from skills_app.core.events import ConversationTitled
 from skills_app.core.llm import ModelClient, ModelError
+from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.titles import (
     DEFAULT_TITLE,
     clean_title,
+    command_title,
     title_from_message,
     title_request,
 )
 from skills_app.core.transcript import REPLACED
 from skills_app.models import Conversation, Message, ModelCall, RunEvent
-from skills_app.runs import eventlog
+from skills_app.runs import agent_setup, eventlog
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.client import model_client
 from skills_app.visibility import outbound
@@ -34,8 +36,9 @@ from skills_app.visibility import outbound
 logger = logging.getLogger(__name__)
 
 
-def _first_exchange(conversation_id: int) -> tuple[str, str] | None:
-    """(first message, first answer) as the person saw them; None if untitled is not the case."""
+def _first_exchange(conversation_id: int) -> tuple[str, str, str] | None:
+    """(first message, first answer, its title in words if it is a slash command) as the person
+    saw them; None if untitled is not the case."""
     if not Conversation.objects.filter(pk=conversation_id, title=DEFAULT_TITLE).exists():
         return None
     visible = Message.objects.filter(conversation_id=conversation_id, is_meta=False)
@@ -51,7 +54,13 @@ def _first_exchange(conversation_id: int) -> tuple[str, str] | None:
         "\n".join(b.get("text", "") for b in row.content if b.get("type") == "text")
         for row in (first, answer)
     ]
-    return texts[0], outbound(conversation_id, can_inspect=False).text(texts[1])
+    command = ""
+    if first.kind == "command":
+        skills = agent_setup.skills_for_conversation(first.conversation)
+        parsed = parse_slash_command(texts[0], lambda name: skills.get(name) is not None)
+        if parsed is not None:
+            command = command_title(parsed.names, parsed.args)
+    return texts[0], outbound(conversation_id, can_inspect=False).text(texts[1]), command
 
 
 def _first_kept(rows: QuerySet[Message]) -> Message | None:
@@ -100,8 +109,9 @@ async def title_after_answer(conversation_id: int) -> None:
     exchange = await sync_to_async(_first_exchange)(conversation_id)
     if exchange is None:
         return
-    first, answer = exchange
-    fallback = title = title_from_message(first)
+    first, answer, command = exchange
+    # A slash command is named in words (the skill and the gist of its arguments), not as typed.
+    fallback = title = command or title_from_message(first)
     client = model_client()
     if settings.CHAT_TITLE_MODEL and not client.is_demo:
         title = await _model_title(conversation_id, client, first, answer) or fallback

@@ -2,11 +2,14 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.chat import attachments, model_views, views
+from skills_app.chat import attachments, model_views, preferences, views
 
 urlpatterns = [
     path("", views.home, name="skills-home"),
     path("c/new/", views.conversation_new, name="conversation-new"),
+    path("c/start/", views.conversation_start, name="conversation-start"),
+    path("me/time-zone/", preferences.set_time_zone, name="preferences-time-zone"),
+    path("me/intro/dismiss/", preferences.dismiss_intro, name="preferences-dismiss-intro"),
     path("c/sidebar/", views.conversation_sidebar, name="conversation-sidebar"),
     path("c/<int:pk>/", views.conversation_detail, name="conversation"),
     path("c/<int:pk>/act/", views.conversation_action, name="conversation-action"),

@@ -17,12 +17,15 @@ from django.http import (
     HttpResponseBadRequest,
 )
 from django.http.response import HttpResponseBase
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from skills_app.chat import actions, approval_page, fragments
+from skills_app.chat import actions, approval_page, fragments, preferences
 from skills_app.chat import conversations as conv
+from skills_app.chat.approval_words import relative, workspace_roots
+from skills_app.chat.controls import with_csrf
 from skills_app.chat.downloads import filtered_download
 from skills_app.chat.forms import RenameForm, SearchForm
 from skills_app.chat.model_views import picker_context
@@ -73,8 +76,12 @@ def home(request: AuthedHttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def conversation_new(request: AuthedHttpRequest) -> HttpResponse:
-    """Start an empty conversation (with the chosen delivery profile) and open it."""
-    profile = request.POST.get("profile") or DEFAULT_PROFILE
+    """Open an empty conversation (the person's unused one if they have it) and go there.
+
+    The delivery profile is a developer's setting: only staff choose it; everyone else gets the
+    default.
+    """
+    profile = (request.POST.get("profile") if request.user.is_staff else None) or DEFAULT_PROFILE
     if profile not in PROFILES:
         # Plain text: the refused value is echoed back, never as markup.
         return HttpResponse(
@@ -82,11 +89,23 @@ def conversation_new(request: AuthedHttpRequest) -> HttpResponse:
             status=400,
             content_type="text/plain; charset=utf-8",
         )
-    # The configured default model when the person may use it, else the first one they may.
-    policy = policy_for(request.user.pk)
-    model = "" if policy.offers(settings.ANTHROPIC_MODEL) else policy.default_model()
-    conversation = Conversation.objects.create(owner=request.user, profile=profile, model=model)
+    conversation = conv.empty_or_new(request.user, profile, model=_default_model(request.user.pk))
     return _redirect(request, reverse("conversation", args=[conversation.pk]))
+
+
+@login_required
+@require_GET
+def conversation_start(request: AuthedHttpRequest) -> HttpResponse:
+    """Where signing in lands: a conversation ready for a message (never a second empty one)."""
+    conversation = conv.empty_or_new(request.user, None, model=_default_model(request.user.pk))
+    return redirect("conversation", pk=conversation.pk)
+
+
+def _default_model(user_id: int) -> str:
+    """The configured default model when the person may use it ("" means it), else the first
+    one they may."""
+    policy = policy_for(user_id)
+    return "" if policy.offers(settings.ANTHROPIC_MODEL) else policy.default_model()
 
 
 @login_required
@@ -144,9 +163,8 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     # Answered approvals stay where they were asked, as a compact line.
     messages_html = approval_page.transcript_html(pk, rows, ctx, can_inspect=can_inspect)
     run = conv.active_run(pk)
-    approvals_html = fragments.approvals_page_html(
-        pk, pending_approvals(pk), can_inspect=can_inspect
-    )
+    pending_now = pending_approvals(pk)
+    approvals_html = fragments.approvals_page_html(pk, pending_now, can_inspect=can_inspect)
     skills = [
         {
             "name": s.name,
@@ -159,13 +177,17 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
         for s in offered(skills_for_user(request.user.pk), request.user.pk).skills()
         if s.user_invocable
     ]
+    # The fragments' forms work as plain POSTs too (a page without JavaScript): with a token.
+    token = get_token(request)
     return render(
         request,
         "skills_app/chat/chat.html",
         {
             "conversation": conversation,
-            "messages_html": messages_html,
-            "approvals_html": approvals_html,
+            "messages_html": [with_csrf(html, token) for html in messages_html],
+            "approvals_html": [with_csrf(html, token) for html in approvals_html],
+            # The answer waits for the person: the composer says so and links the question.
+            "waiting_for": pending_now[0] if pending_now else None,
             "live": _live_bubbles(textlog.open_streams(pk, upto_seq=last_seq)),
             "last_seq": last_seq,
             "running": run is not None,
@@ -176,6 +198,8 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
             "cost": conversation_usage(conversation.pk),
             "queued_html": fragments.queued_page_html(pending.pending(pk)),
             "sidebar": sidebar_context(request.user.pk, current=pk, can_inspect=can_inspect),
+            # The first screen's introduction to skills, until the person closes it.
+            "show_intro": not messages_html and not preferences.intro_dismissed(request.user.pk),
         },
     )
 
@@ -276,8 +300,10 @@ def tool_text(request: HttpRequest, pk: int, tool_use_id: str, part: str) -> Htt
     texts = conv.tool_texts(conversation, tool_use_id, can_inspect=can_inspect)
     if part not in texts:
         raise Http404("No such tool call in this conversation.")
-    # The same filter as the card: a non-inspector's full result is still filtered.
+    # The same filter as the card: a non-inspector's full result is still filtered, and paths
+    # are relative to the workspace, as on the card.
     text = outbound(pk, can_inspect=can_inspect).text(texts[part])
+    text = relative(text, workspace_roots(pk))
     response = HttpResponse(text, content_type="text/plain; charset=utf-8")
     response["X-Content-Type-Options"] = "nosniff"
     return response

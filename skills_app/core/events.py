@@ -14,11 +14,11 @@ touches this module, and that one if people see it.
 Two kinds of events reach the browser:
 - stored events get a per-conversation `seq` in the event log; a browser resumes after the last
   seq it applied and a consumer fills gaps in them from the database;
-- live events (`text.delta`, `thinking.delta`, `block.start`) go to the browser straight from the
-  run and are never stored one by one: streamed text is stored in `text.saved` /
-  `thinking.saved` pieces a few times per second, each identified by run, model call, block
-  index and character offset, so a tab that (re)connects mid-answer gets the text so far and
-  then exactly the deltas after it.
+- live events (`text.delta`, `thinking.delta`, `block.start`) go to the browser from the run and
+  are not in the event log: each frame of streamed text is committed as a piece of its own
+  (`runs.streams`, identified by run, model call, block index and character offset) before it
+  is sent, so a tab that (re)connects mid-answer gets the text so far and then exactly the deltas
+  after it. `text.saved` / `thinking.saved` are what event logs of older versions hold.
 """
 
 from __future__ import annotations
@@ -149,7 +149,8 @@ def _delta_data(event: TextDelta | ThinkingDelta) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class TextSaved(RunEvent):
-    """Streamed text stored: block `index` of model call `call`, from character `offset` on."""
+    """Streamed text stored: block `index` of model call `call`, from character `offset` on
+    (written by earlier versions; kept so their event logs still read)."""
 
     type: ClassVar[str] = "text.saved"
     stream: ClassVar[str] = "text"

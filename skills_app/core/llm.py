@@ -13,6 +13,7 @@ import anthropic
 # The SDK's HTTP layer (anthropic 2.x requires httpx2); mid-stream transport failures surface
 # as its exceptions, unwrapped.
 import httpx2 as _http
+from anthropic.lib.streaming._messages import accumulate_event
 
 from .caching import with_cache_breakpoints
 from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
@@ -208,18 +209,32 @@ class AnthropicModel:
         return self._client
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Stream one model reply as our events; raise ModelError (with partial content) on failure."""
+        """Stream one model reply as our events; raise ModelError (with partial content) on failure.
+
+        The SDK's raw event stream, accumulated into the final message by the SDK's own
+        `accumulate_event` (what `messages.stream()` does), without the helper events that
+        `messages.stream()` also builds and validates for every delta (a text event with the
+        whole text so far, per delta): a third of the SDK's CPU per delta, for nothing we use
+        (bench/PROFILE.md).
+        """
         progress = _Progress()
         saw_stop = False
         kwargs = _sdk_kwargs(request.as_kwargs())
+        snapshot: Any = None
+        json_bufs: dict[int, bytes] = {}
         try:
-            async with self._client_for_running_loop().messages.stream(**kwargs) as stream:
+            client = self._client_for_running_loop()
+            async with await client.messages.create(**kwargs, stream=True) as stream:
                 async for event in stream:
-                    for ours in self._translate(event, progress):
+                    if snapshot is not None or event.type == "message_start":
+                        snapshot = accumulate_event(
+                            event=event, current_snapshot=snapshot, json_bufs=json_bufs
+                        )
+                    for ours in self._translate(event, progress, snapshot):
                         yield ours
                     if event.type == "message_stop":
                         saw_stop = True
-                final = await stream.get_final_message()
+            final = snapshot
         except ModelError:
             raise
         except anthropic.APIStatusError as error:
@@ -240,7 +255,7 @@ class AnthropicModel:
         except ValueError as error:
             # The SDK raises ValueError when streamed tool input JSON cannot be parsed.
             raise self._bad_json_error(progress) from error
-        if not saw_stop or progress.open_types:
+        if not saw_stop or progress.open_types or final is None:
             # The body ended cleanly but the API never said the message (or a block) was complete.
             raise self._cut_error(progress)
         usage = final.usage.to_dict(mode="json", exclude_none=True)
@@ -258,8 +273,11 @@ class AnthropicModel:
             message["stop_details"] = final.stop_details.to_dict(mode="json", exclude_none=True)
         yield MessageDone(message=message)
 
-    def _translate(self, event: Any, progress: _Progress) -> list[StreamEvent]:
-        """Map one SDK stream event to ours, keeping track of what has completed."""
+    def _translate(self, event: Any, progress: _Progress, snapshot: Any) -> list[StreamEvent]:
+        """Map one SDK stream event to ours, keeping track of what has completed.
+
+        `snapshot` is the message accumulated so far: a finished block is read from it.
+        """
         if event.type == "content_block_start":
             block = event.content_block
             progress.open_types[event.index] = block.type
@@ -288,7 +306,7 @@ class AnthropicModel:
                 )
             return []
         if event.type == "content_block_stop":
-            block = _block_json(event.content_block)
+            block = _block_json(snapshot.content[event.index])
             if block.get("type") in ("tool_use", "server_tool_use"):
                 # The SDK parses input leniently (a truncated object becomes {}), so check the raw JSON.
                 raw = progress.json_bufs.get(event.index, "")
@@ -346,7 +364,7 @@ _EXTRA_BODY_FIELDS = ("temperature", "top_p", "top_k")
 
 
 def _sdk_kwargs(body: dict[str, Any]) -> dict[str, Any]:
-    """The request body as `messages.stream` keyword arguments (unnamed fields in extra_body)."""
+    """The request body as `messages.create` keyword arguments (unnamed fields in extra_body)."""
     kwargs = {k: v for k, v in body.items() if k not in _EXTRA_BODY_FIELDS}
     extra = {k: body[k] for k in _EXTRA_BODY_FIELDS if k in body}
     if extra:

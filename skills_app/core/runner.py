@@ -47,6 +47,7 @@ from .tool_calls import ToolCalls
 from .tools.base import ToolContext, ToolError
 from .tools.bash import BashTool
 from .transcript import (
+    STOPPED_RESULT,
     StoredMessage,
     close_open_tool_uses,
     exclude_turn,
@@ -414,10 +415,15 @@ class Runner:
         """Keep the partial answer and answer every open tool_use so the history stays valid."""
         try:
             await self._store_partial(self.stream.take_partial())
-            closing = close_open_tool_uses(self.history)
+            closing = close_open_tool_uses(self.history, content=STOPPED_RESULT)
             if closing:
                 await self._store(
-                    StoredMessage(role="user", kind="tool_result", content=tuple(closing))
+                    StoredMessage(
+                        role="user",
+                        kind="tool_result",
+                        content=tuple(closing),
+                        meta={"stopped": True},
+                    )
                 )
         except Exception:  # never let cleanup hide the cancellation
             logger.exception("could not store the interrupted state")

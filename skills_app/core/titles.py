@@ -8,6 +8,8 @@ is one line of at most TITLE_MAX_CHARS characters.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from .llm import ModelRequest
 
 DEFAULT_TITLE = "New conversation"
@@ -42,6 +44,27 @@ def shorten(text: str, limit: int = TITLE_MAX_CHARS) -> str:
 def title_from_message(first_message: str) -> str:
     """The title without a model: the first message, shortened (a slash command as typed)."""
     return shorten(first_message) or DEFAULT_TITLE
+
+
+def command_title(names: Sequence[str], args: str) -> str:
+    """A slash command's title in words: the skill's name, then the gist of its arguments.
+
+    `/text-stats in/notes.txt` -> "Text stats: notes.txt". Built from what the person typed
+    (never from the skill's hidden text); a path is named by its last part, and long arguments
+    are shortened like any title.
+    """
+    skills = " + ".join(name.replace("-", " ").replace("_", " ").strip() for name in names)
+    skills = skills[:1].upper() + skills[1:]
+    gist = " ".join(_last_part(word) for word in one_line(args).split())
+    return shorten(f"{skills}: {gist}" if gist else skills) or DEFAULT_TITLE
+
+
+def _last_part(word: str) -> str:
+    """A path's last part (`in/notes.txt` -> `notes.txt`); any other word as it is."""
+    if "/" in word and "://" not in word:
+        last = word.rstrip("/").rsplit("/", 1)[-1]
+        return last or word
+    return word
 
 
 def title_request(first_message: str, answer: str, *, model: str) -> ModelRequest:

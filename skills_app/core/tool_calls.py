@@ -16,7 +16,7 @@ from .ports import RunPorts, ToolAudit
 from .profiles import DeliveryProfile, SkillSession
 from .skillcalls import SkillCalls
 from .tools.base import ToolContext, ToolResult
-from .transcript import StoredMessage, close_open_tool_uses, tool_result_block
+from .transcript import STOPPED_RESULT, StoredMessage, close_open_tool_uses, tool_result_block
 
 Store = Callable[..., Awaitable[None]]
 
@@ -75,12 +75,20 @@ class ToolCalls:
         *,
         close: bool = False,
     ) -> None:
-        """The turn's tool results in one row (open calls answered as interrupted), then the rest."""
+        """The turn's tool results in one row (open calls answered as stopped), then the rest."""
+        meta: dict[str, Any] = {}
         if close:
             answered = [r["tool_use_id"] for r in results]
-            results = results + close_open_tool_uses(self.runner.history, answered=answered)
+            closing = close_open_tool_uses(
+                self.runner.history, answered=answered, content=STOPPED_RESULT
+            )
+            results = results + closing
+            if closing:
+                meta["stopped"] = True
         if results:
-            await self.store(StoredMessage(role="user", kind="tool_result", content=tuple(results)))
+            await self.store(
+                StoredMessage(role="user", kind="tool_result", content=tuple(results), meta=meta)
+            )
         for message, invocation in after:
             await self.store(message, invocation=invocation)
 

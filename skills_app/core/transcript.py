@@ -19,8 +19,9 @@ skips them (as it skips `to_model=False` rows, which are never for the model). T
 - Once the user sends a new message, older excluded turns stay excluded: `retry_turn` returns
   nothing for them, so their Retry buttons go away.
 
-Replaced turns. Editing the person's latest message replaces its whole turn; regenerating
-replaces the turn's answer (from its first assistant row). `replace_rows` marks those rows
+Replaced turns. Editing one of the person's messages replaces it and everything after it (the
+later turns become a replaced branch); regenerating replaces the latest turn's answer (from its
+first assistant row). `replace_rows` marks those rows
 `excluded = "replaced"` with when and how (`replaced_at`, `replaced_by`): kept for the audit and
 shown compactly, never sent to the model again.
 """
@@ -35,6 +36,12 @@ from typing import Any
 STATUS_TEMPLATE = '<command-message>The "{name}" skill is loading</command-message>'
 HIDDEN_PREFIX = "Base directory for this skill: "
 INTERRUPTED_RESULT = "Interrupted: the run was stopped before this tool call finished."
+# A stop by the person: the call is closed for the API, and the model is told not to pick it up
+# again on its own (the person's next message is a new request, not a go-ahead for this call).
+STOPPED_RESULT = (
+    "Stopped by the user before this tool call finished: it may not have run, or only in part. "
+    "Do not run it again unless the user asks for it; answer their next message."
+)
 EXCLUDED = "excluded"  # meta key; its value says why ("failed" or "refusal")
 EXCLUDED_TURN_START = "excluded_turn_start"  # meta key on the first row of an excluded turn
 REPLACED = "replaced"  # an exclusion reason: the person edited the message or regenerated
@@ -232,17 +239,20 @@ def unanswered_tool_uses(rows: Sequence[StoredMessage]) -> list[dict[str, Any]]:
 
 
 def close_open_tool_uses(
-    rows: Sequence[StoredMessage], *, answered: Iterable[str] = ()
+    rows: Sequence[StoredMessage],
+    *,
+    answered: Iterable[str] = (),
+    content: str = INTERRUPTED_RESULT,
 ) -> list[dict[str, Any]]:
-    """An "interrupted" tool_result for every open tool_use of the last assistant message.
+    """An error tool_result saying `content` for every open tool_use of the last assistant message.
 
     Open means no later row answers it and its id is not in `answered` (results not stored yet).
-    A stopped run, a cancelled tool turn and the recovery of a dead run all close their history
-    with this, so the next request is valid for the API.
+    A stopped run (`STOPPED_RESULT`), a cancelled tool turn and the recovery of a dead run all
+    close their history with this, so the next request is valid for the API.
     """
     done = set(answered)
     return [
-        tool_result_block(b["id"], INTERRUPTED_RESULT, is_error=True)
+        tool_result_block(b["id"], content, is_error=True)
         for b in unanswered_tool_uses(rows)
         if b["id"] not in done
     ]
@@ -381,6 +391,16 @@ def edit_start(rows: Sequence[StoredMessage]) -> int | None:
         if typed_by_user(rows[i]):
             return None if rows[i].meta.get(EXCLUDED) == REPLACED else i
     return None
+
+
+def editable(rows: Sequence[StoredMessage], index: int) -> bool:
+    """The row at `index` is one of the person's messages that Edit may replace (any of them,
+    not only the latest: the later turns become a replaced branch, kept for the audit)."""
+    return 0 <= index < len(rows) and typed_by_user(rows[index]) and not _replaced(rows[index])
+
+
+def _replaced(row: StoredMessage) -> bool:
+    return row.meta.get(EXCLUDED) == REPLACED
 
 
 def regenerate_start(rows: Sequence[StoredMessage]) -> int | None:

@@ -3,7 +3,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("skills_app", "0026_organisation_roles"),
+        ("skills_app", "0030_stream_pieces"),
     ]
 
     operations = [

@@ -17,10 +17,11 @@ from skills_app.models.organisation import (
     WorkspaceUsage,
 )
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
+from skills_app.models.preferences import UserPreference
 from skills_app.models.queued import QueuedMessage
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.review import SkillReview
-from skills_app.models.runs import Run, Worker
+from skills_app.models.runs import Run, StreamPiece, Worker
 from skills_app.models.sources import SkillSource, SkillSourceSync
 from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
@@ -53,9 +54,11 @@ __all__ = [
     "SkillSource",
     "SkillSourceSync",
     "SkillVersion",
+    "StreamPiece",
     "TriggerQuery",
     "TriggerResult",
     "TriggerRun",
+    "UserPreference",
     "VisibleSkillSource",
     "Worker",
 ]

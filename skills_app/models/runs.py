@@ -111,3 +111,25 @@ class Worker(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class StreamPiece(models.Model):
+    """A piece of a run's streamed text, written before it is sent to any tab (`runs.streams`).
+
+    The live text of an answer in progress: what a tab that connects mid-answer starts from, what
+    fills a tab's hole when the channel layer dropped a frame, and what is kept as the partial
+    answer of a run whose process died. Because a piece is committed before its frame leaves the
+    process, no tab ever saw text that these rows lack. A piece is `offset` characters into block
+    `index` of model call `call`; the rows of a run go once its answer is stored in a Message
+    (or kept as a partial one), so the table only holds answers in progress.
+    """
+
+    run = models.ForeignKey("skills_app.Run", on_delete=models.CASCADE, related_name="+")
+    call = models.PositiveIntegerField()
+    index = models.PositiveIntegerField()
+    kind = models.CharField(max_length=10)  # text | thinking
+    offset = models.PositiveIntegerField()
+    text = models.TextField()
+
+    def __str__(self) -> str:
+        return f"{self.kind} piece of run {self.run_id} at {self.offset}"

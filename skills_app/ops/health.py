@@ -1,7 +1,8 @@
 """Readiness: can this process serve a whole chat (database, channel layer, a run worker)?
 
 Each check answers with a short category, never an exception text, a host name or a path: the
-probes are unauthenticated. What went wrong is logged here instead, for the operator.
+probes are unauthenticated. What went wrong is logged here instead, for the operator, once when a
+check starts failing and once when it passes again (`outages`), not at every probe.
 
 Probes are cheap to send and each readiness check costs a database query and a channel-layer
 round trip, so a flood of requests must not become a flood of checks: one check runs at a time
@@ -25,10 +26,16 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from skills_app.core.outages import Outage
+
 logger = logging.getLogger(__name__)
 
 CHECK_TIMEOUT = 2.0
 REUSE_SECONDS = 1.0
+
+# A probe asks every few seconds: what it finds is logged when it changes, not at every ask.
+DATABASE = Outage("the database", logger, who="readiness")
+LAYER = Outage("the channel layer", logger, who="readiness")
 
 OK = "ok"
 UNREACHABLE = "unreachable"
@@ -78,14 +85,15 @@ class _OneAtATime:
             return TIMEOUT  # the previous call is still stuck
         try:
             _query_database()
-        except DatabaseError:
-            logger.warning("readiness: the database cannot be reached", exc_info=True)
+        except DatabaseError as exc:
+            DATABASE.failed(exc)
             return UNREACHABLE
         except Exception:
             logger.exception("readiness: the database check failed")
             return ERROR
         finally:
             self._busy.release()
+        DATABASE.recovered()
         return OK
 
 
@@ -98,7 +106,7 @@ async def check_database() -> str:
             sync_to_async(_database_once, thread_sensitive=True)(), CHECK_TIMEOUT
         )
     except TimeoutError:
-        logger.warning("readiness: the database did not answer within %s s", CHECK_TIMEOUT)
+        DATABASE.failed(TimeoutError(f"no answer within {CHECK_TIMEOUT:g} s"))
         return TIMEOUT
 
 
@@ -128,14 +136,15 @@ async def check_channel_layer() -> str:
     try:
         same = await asyncio.wait_for(round_trip(), CHECK_TIMEOUT)
     except TimeoutError:
-        logger.warning("readiness: the channel layer did not answer within %s s", CHECK_TIMEOUT)
+        LAYER.failed(TimeoutError(f"no answer within {CHECK_TIMEOUT:g} s"))
         return TIMEOUT
     except Exception as exc:
         if _is_connection_error(exc):
-            logger.warning("readiness: the channel layer cannot be reached", exc_info=True)
+            LAYER.failed(exc)
             return UNREACHABLE
         logger.exception("readiness: the channel layer check failed")
         return ERROR
+    LAYER.recovered()
     return OK if same else ERROR
 
 

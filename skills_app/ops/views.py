@@ -38,4 +38,8 @@ async def readyz(request: HttpRequest) -> JsonResponse:
     ensure_sweeping()
     answer = await readiness()
     body = {"status": "ready" if answer.ready else "not ready", "checks": answer.checks}
-    return _json(body, status=200 if answer.ready else 503)
+    response = _json(body, status=200 if answer.ready else 503)
+    # A 503 here is the answer a load balancer asked for, not a server error: Django would log
+    # each one as an ERROR. The checks log what they find when it changes (`health`).
+    response._has_been_logged = True  # type: ignore[attr-defined]
+    return response

@@ -268,7 +268,13 @@ class PermissionGate:
                 except TimeoutError:
                     pass
         except asyncio.CancelledError:
-            await sync_to_async(_cancel)(approval_id)
+            # Stopped while asking: the question is withdrawn, and every tab is told so (its
+            # buttons go) before the run ends; the run's end finds nothing pending left.
+            if await sync_to_async(_cancel)(approval_id):
+                await self.record(
+                    "approval.answered",
+                    {"approval_id": approval_id, "status": Approval.CANCELLED, "by": None},
+                )
             raise
         finally:
             _WAITERS.pop(approval_id, None)
@@ -299,9 +305,12 @@ def _expire(approval_id: int) -> None:
     )
 
 
-def _cancel(approval_id: int) -> None:
-    Approval.objects.filter(pk=approval_id, status=Approval.PENDING).update(
-        status=Approval.CANCELLED, answered_at=timezone.now()
+def _cancel(approval_id: int) -> bool:
+    """Withdraw a pending question; False when it had been answered already."""
+    return bool(
+        Approval.objects.filter(pk=approval_id, status=Approval.PENDING).update(
+            status=Approval.CANCELLED, answered_at=timezone.now()
+        )
     )
 
 

@@ -91,6 +91,8 @@ async def _run(
             await sync_to_async(store.keep_prompt_from_model)(run.pk)
     except asyncio.CancelledError:
         await recorder.flush()
+        # Part of the transcript, like any notice: a reload and the export still say it.
+        await recorder.message(store.stop_note())
         await finish(run.pk, recorder, Run.STOPPED, "Stopped by the user.", "stopped")
         raise
     except Exception as exc:

@@ -28,6 +28,7 @@ from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.db import DatabaseError, connection
 
+from skills_app.core.outages import Outage
 from skills_app.runs import liveness
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class Heart:
         self._answered = time.monotonic()  # when the loop last ran our ping
         self.beats = 0  # beats written so far (tests wait on it)
         self.loop_stuck = False
+        self.outage = Outage("the database", logger, who="worker heartbeat")
         self._thread = threading.Thread(target=self._run, name="skillscope-heartbeat", daemon=True)
 
     def start(self) -> None:
@@ -116,9 +118,12 @@ class Heart:
             return  # not registered (yet, or again): nothing to beat for
         try:
             beat = in_database_thread(lambda: liveness.beat(name, ids))
-        except DatabaseError:
-            logger.exception("worker %s: heartbeat failed", name, extra={"worker": name})
+        except DatabaseError as exc:
+            # The database is away: beat again next round. Others do not take this worker for
+            # dead meanwhile (they cannot reach the database either, see `liveness`).
+            self.outage.failed(exc, retry_in=float(settings.WORKER_HEARTBEAT_SECONDS))
             return
+        self.outage.recovered()
         self.beats += 1
         try:
             self._loop.call_soon_threadsafe(self._deliver, name, beat)

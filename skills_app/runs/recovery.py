@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 from datetime import timedelta
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from skills_app.core.logcontext import log_context
+from skills_app.core.outages import Outage, RateLimited
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.models import Approval, Conversation, Run, RunEvent
 from skills_app.runs import eventlog, liveness, store, tasks, textlog
@@ -42,29 +44,40 @@ INTERRUPTED_MESSAGE = (
 PRUNE_EVERY = 7200
 
 
-def orphaned() -> Q:
-    """Runs taken by a process that is gone: a dead worker, or a heartbeat older than allowed."""
-    stale = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
-    return Q(status__in=Run.EXECUTING) & (
-        Q(heartbeat_at__lt=stale) | Q(worker__in=liveness.dead_worker_names())
-    )
+def orphaned(*, trusted_for: float = math.inf) -> Q:
+    """Runs taken by a process that is gone: a dead worker, or a heartbeat older than allowed.
+
+    `trusted_for`: how long the caller has reached the database without a break; a silence it
+    could not have told from its own outage counts only once that covers the stale period
+    (`liveness.Continuity`). A worker that said goodbye, or was buried, is gone either way.
+    """
+    gone = Q(worker__in=liveness.dead_worker_names(trusted_for=trusted_for))
+    if trusted_for >= float(settings.RUN_STALE_SECONDS):
+        gone |= Q(heartbeat_at__lt=timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS))
+    return Q(status__in=Run.EXECUTING) & gone
 
 
-def interrupt_if_orphaned(run_id: int) -> list[RunEvent]:
+def interrupt_if_orphaned(run_id: int, *, trusted_for: float = math.inf) -> list[RunEvent]:
     """Mark one run interrupted if its process is gone; the events to broadcast."""
-    return _interrupt(run_id, when=orphaned())
+    return _interrupt(run_id, when=orphaned(trusted_for=trusted_for))
 
 
-def sweep() -> list[RunEvent]:
-    """Bury dead workers and interrupt the orphaned runs; the events to broadcast."""
-    for name in liveness.bury_dead_workers():
+def sweep(trusted_for: float = math.inf) -> list[RunEvent]:
+    """Bury dead workers and interrupt the orphaned runs; the events to broadcast.
+
+    The sweeps of workers and web processes pass how long their database thread has reached
+    the database without a break, so that one that has just regained it buries nobody.
+    """
+    for name in liveness.bury_dead_workers(trusted_for=trusted_for):
         logger.warning("worker %s stopped beating; its runs are marked interrupted", name)
     events: list[RunEvent] = []
-    candidates = Run.objects.filter(orphaned()).values_list("pk", "conversation_id", "worker")
+    candidates = Run.objects.filter(orphaned(trusted_for=trusted_for)).values_list(
+        "pk", "conversation_id", "worker"
+    )
     for run_id, conversation_id, worker in list(candidates):
         if tasks.executing_here(run_id):
             continue
-        marked = interrupt_if_orphaned(run_id)
+        marked = interrupt_if_orphaned(run_id, trusted_for=trusted_for)
         if marked:
             with log_context(run_id=run_id, conversation_id=conversation_id):
                 logger.warning("run %s of %s marked interrupted", run_id, worker or "no worker")
@@ -83,16 +96,22 @@ def interrupt_runs(run_ids: list[int]) -> list[RunEvent]:
 async def sweep_forever(database: liveness.DatabaseThread) -> None:
     """Sweep now and then every quarter of a worker heartbeat, until cancelled."""
     rounds = 0
+    outage = Outage("the database", logger, who="the sweep for orphaned runs")
+    failures = RateLimited(logger)
     while True:
         try:
-            events = await database.run(sweep)
+            events = await database.run(sweep, database.continuity.seconds())
             if events:
                 await broadcast_events(events)
             rounds += 1
             if rounds % PRUNE_EVERY == 0:
                 await database.run(liveness.forget_old_workers)
+                await database.run(textlog.forget_pieces)
+            outage.recovered()
+        except DatabaseError as exc:
+            outage.failed(exc, retry_in=liveness.sweep_interval())
         except Exception:
-            logger.exception("the sweep for orphaned runs failed; trying again")
+            failures.exception("sweep", "the sweep for orphaned runs failed; trying again")
         await asyncio.sleep(liveness.sweep_interval())
 
 
@@ -178,6 +197,7 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
         ]
         if partial:
             add(StoredMessage(role="assistant", content=tuple(partial), meta={"partial": True}))
+        textlog.forget_pieces([run.pk])  # the partial answer holds them now
         # The turn got no complete answer: left out of later requests until the user retries it.
         store.exclude_latest_turn(conversation.pk, "failed")
         add(

@@ -15,7 +15,7 @@ from django.db.models import Max
 
 from skills_app.core.transcript import (
     StoredMessage,
-    edit_start,
+    editable,
     ends_with_user,
     exclude_turn,
     regenerate_start,
@@ -54,6 +54,16 @@ def history(conversation: Conversation) -> list[StoredMessage]:
             "seq"
         ).values_list(*fields)
     ]
+
+
+STOP_NOTE = "Stopped."
+
+
+def stop_note() -> StoredMessage:
+    """The row that says a run was stopped by the person (never sent to the model)."""
+    return StoredMessage.text(
+        "assistant", STOP_NOTE, kind="notice", to_model=False, meta={"code": "stopped"}
+    )
 
 
 def append_message(
@@ -115,10 +125,11 @@ def exclude_latest_turn(conversation_id: int, reason: str) -> list[int]:
 
 
 def replace_latest(conversation_id: int, how: str, *, message_id: int | None = None) -> list[int]:
-    """Mark the latest turn (`how="edit"`) or its answer ("regenerate") replaced; the ids marked.
+    """Mark a message and all after it (`how="edit"`) or the latest answer ("regenerate")
+    replaced; the ids marked.
 
-    ValueError saying why when there is nothing to replace, or `message_id` is not the person's
-    latest message (an edit names the message it changes).
+    ValueError saying why when there is nothing to replace, or `message_id` is not one of the
+    person's messages still in the conversation (an edit names the message it changes).
     """
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().filter(pk=conversation_id).first()
@@ -127,9 +138,12 @@ def replace_latest(conversation_id: int, how: str, *, message_id: int | None = N
             raise ValueError("This conversation was deleted; start a new one.")
         ids, stored = rows_with_ids(conversation_id)
         if how == "edit":
-            start = edit_start(stored)
-            if start is None or ids[start] != message_id:
-                raise ValueError("Only your latest message can be edited.")
+            start = ids.index(message_id) if message_id in ids else None
+            if start is None or not editable(stored, start):
+                raise ValueError(
+                    "That message cannot be edited: it is not one of your messages in this "
+                    "conversation, or it was replaced already."
+                )
         else:
             start = regenerate_start(stored)
             if start is None:

@@ -1,20 +1,26 @@
-"""Streamed text on its way out of a run: to the browser live, to the database in batches.
+"""Streamed text on its way out of a run: committed to the database, then sent to the tabs.
 
-Live: the deltas of a run go to the conversation's group straight from the run, coalesced to
-about one frame per 50 ms, each frame at most LIVE_FRAME_CHARS characters and naming its block
-and character offset. The pace is a token bucket: a frame may go every LIVE_INTERVAL on average
-(LIVE_BURST at once); a delta that finds a token goes at once, the others ride with the next
-frame. The interval is 40 ms, not 50: a pace that equals the model's (20 deltas per second is
-one per 50 ms) has no slack, so one late delta would delay every delta after it by as much.
-While the event loop lags, the interval grows (to at most 250 ms): more streams than a process
-can relay at full pace get fewer, bigger frames instead of an ever longer queue.
+A text delta does not wait for the database one by one, and no tab is ever sent text the
+database lacks. The deltas of a run are coalesced (one frame per ~40 ms, each at most
+LIVE_FRAME_CHARS characters, naming its block and character offset) and handed to the process's
+`Journal`, which commits the frames of every streaming run in one statement (`StreamPiece` rows)
+and only then sends them to each conversation's group. So a worker killed with `kill -9`, or a
+run taken for dead, keeps at least all the text any tab showed (the partial answer is read from
+those rows), and a tab that connects mid-answer, or finds a hole where the channel layer dropped
+a frame, reads the text from there and never shows less than it did.
 
-Stored: the text is written to the event log as `text.saved` / `thinking.saved` pieces by one
-`StreamSaver` per process, which writes the unsaved text of every open stream in one transaction
-every SAVE_INTERVAL, so database writes grow with how long answers stream (a few per second for
-all of them together), never with their deltas. The saved pieces are what a tab that connects
-mid-answer starts from, and what is kept of an answer whose process died. When the run stores its
-message row the row holds the text, and what was not saved yet is dropped.
+The pace: a token bucket per run lets a frame go every LIVE_INTERVAL on average (LIVE_BURST at
+once); what arrives meanwhile rides with the next frame. The interval is 40 ms, not 50: a pace
+that equals the model's (20 deltas per second is one per 50 ms) has no slack, so one late delta
+would delay every delta after it by as much. While the event loop lags, the interval grows (to at
+most 250 ms): more streams than a process can relay at full pace get fewer, bigger frames instead
+of an ever longer queue. A run has at most one batch of frames in the journal at a time, so while
+a commit is under way (or the database is away) its text gathers into the next, bigger frame.
+
+While the database is away the frames wait (the answer goes on arriving from the model and is
+kept in memory) and the journal retries with backoff, logging the outage once; when it is back
+the text goes out in one go. Rows of runs that ended are deleted now and then (a stored message
+holds their text).
 """
 
 from __future__ import annotations
@@ -26,10 +32,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from django.db import DatabaseError
 
-from skills_app.core.events import RunEvent, TextDelta, TextSaved, ThinkingDelta, ThinkingSaved
-from skills_app.runs import broadcast, tasks
+from skills_app.core.events import TextDelta, ThinkingDelta
+from skills_app.core.outages import Backoff, Outage
+from skills_app.models import StreamPiece
+from skills_app.runs import broadcast, liveness, tasks, textlog
 
 logger = logging.getLogger(__name__)
 
@@ -49,35 +57,28 @@ LAG_HIGH, LAG_LOW = 0.05, 0.015
 # 16,000 characters are at most 64 KB of UTF-8 (+ JSON quoting of the odd quote or backslash):
 # within the largest frame the consumer itself accepts.
 LIVE_FRAME_CHARS = 16_000
-# How often streamed text is written: the most a crash loses, and the longest a tab that
-# connects mid-answer waits for the text between the last save and its first live delta.
-SAVE_INTERVAL = 0.5
+# Rows of ended runs are deleted this often (their stored messages hold the text).
+PRUNE_SECONDS = 60.0
 
 DELTAS: dict[str, type[TextDelta] | type[ThinkingDelta]] = {
     "text": TextDelta,
     "thinking": ThinkingDelta,
 }
-SAVED: dict[str, type[TextSaved] | type[ThinkingSaved]] = {
-    "text": TextSaved,
-    "thinking": ThinkingSaved,
-}
 
 
 @dataclass(slots=True)
 class Stream:
-    """One streamed block: how much of it went out live and was saved, and what did not yet."""
+    """One streamed block: how much of it was handed to the journal, and what was not yet."""
 
     kind: str  # text | thinking
     call: int
     index: int
     sent: int = 0
-    saved: int = 0
     unsent: list[str] = field(default_factory=list)
-    unsaved: list[str] = field(default_factory=list)
 
 
 class RunStreams:
-    """The open streams of one run, with the live coalescing and the hand-over to the saver."""
+    """The open streams of one run, with the live coalescing and the hand-over to the journal."""
 
     def __init__(self, conversation_id: int, run_id: int) -> None:
         self.conversation_id = conversation_id
@@ -85,9 +86,9 @@ class RunStreams:
         self._streams: dict[tuple[int, int], Stream] = {}
         self._tokens = LIVE_BURST
         self._refilled = time.monotonic()
-        # At most one frame on its way per run, sent by this task: the run never waits for the
-        # channel layer, and what arrives meanwhile rides with the next frame (a slow layer,
-        # such as Redis under load, gets fewer and bigger frames rather than a longer queue).
+        # At most one batch of frames on its way per run, handed over by this task: the run
+        # never waits for the database or the channel layer, and what arrives meanwhile rides
+        # with the next frame.
         self._sender: asyncio.Task[None] | None = None
         # Frames go out in order when the sender and an explicit flush meet.
         self._lock = asyncio.Lock()
@@ -96,15 +97,14 @@ class RunStreams:
         return bool(self._streams)
 
     async def add(self, kind: str, call: int, index: int, text: str) -> None:
-        """Take one delta: the sender sends it when the pace allows, with what else is waiting."""
+        """Take one delta: the sender hands it over when the pace allows, with what else waits."""
         if not text:
             return
         stream = self._streams.get((call, index))
         if stream is None:
             stream = self._streams[(call, index)] = Stream(kind=kind, call=call, index=index)
-            saver().watch(self)
+            journal().watch(self)
         stream.unsent.append(text)
-        stream.unsaved.append(text)
         if self._sender is None:
             self._sender = asyncio.ensure_future(self._send_while_unsent())
             self._sender.add_done_callback(_log_failure)
@@ -122,21 +122,22 @@ class RunStreams:
             self._sender = None
 
     def _wait_for_token(self) -> float:
-        now, interval = time.monotonic(), saver().interval
+        now, interval = time.monotonic(), journal().interval
         self._tokens = min(LIVE_BURST, self._tokens + (now - self._refilled) / interval)
         self._refilled = now
         return 0.0 if self._tokens >= 1 else (1 - self._tokens) * interval
 
     async def flush_live(self) -> None:
-        """Send every unsent piece of text to the conversation's group now."""
+        """Commit every unsent piece of text and send it to the conversation's group now."""
         await self._send_unsent()
 
     async def _send_unsent(self) -> None:
         async with self._lock:
-            for frame in list(self._take_unsent()):
-                await broadcast.send_live(self.conversation_id, frame)
+            frames = list(self._take_unsent())
+            if frames and self.run_id not in tasks.ABANDONED:
+                await journal().write(self, frames)
 
-    def _take_unsent(self) -> Iterator[RunEvent]:
+    def _take_unsent(self) -> Iterator[TextDelta | ThinkingDelta]:
         for stream in self._streams.values():
             if not stream.unsent:
                 continue
@@ -152,70 +153,127 @@ class RunStreams:
                 )
             stream.sent += len(text)
 
-    def take_unsaved(self) -> list[RunEvent]:
-        """The text not saved yet, as events to store (it counts as saved from now on)."""
-        events: list[RunEvent] = []
-        if self.run_id in tasks.ABANDONED:
-            return events  # another process closed this run's history: it stores nothing more
-        for stream in self._streams.values():
-            if not stream.unsaved:
-                continue
-            text, stream.unsaved = "".join(stream.unsaved), []
-            events.append(
-                SAVED[stream.kind](
-                    run_id=self.run_id,
-                    call=stream.call,
-                    index=stream.index,
-                    offset=stream.saved,
-                    text=text,
-                )
-            )
-            stream.saved += len(text)
-        return events
-
     def close(self) -> None:
-        """The streams ended in a stored row (or the run ended): nothing more to save or send."""
+        """The streams ended in a stored row (or the run ended): nothing more to send."""
         self._streams.clear()
-        saver().forget(self)
+        journal().forget(self)
 
 
-class StreamSaver:
-    """Saves the unsaved text of every open stream in this process, one transaction per tick,
-    and sets the pace of live frames from how late the event loop wakes it."""
+def _pieces(frames: list[TextDelta | ThinkingDelta]) -> list[StreamPiece]:
+    return [
+        StreamPiece(
+            run_id=frame.run_id,
+            call=frame.call,
+            index=frame.index,
+            kind="text" if isinstance(frame, TextDelta) else "thinking",
+            offset=frame.offset,
+            text=frame.text,
+        )
+        for frame in frames
+    ]
+
+
+class Journal:
+    """Commits the frames of every streaming run of this process, then sends them; sets the pace
+    of live frames from how late the event loop wakes it."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.interval = LIVE_INTERVAL
         self.lag = 0.0
         self._watched: dict[int, RunStreams] = {}
-        self._task: asyncio.Task[None] | None = None
+        self._pending: list[
+            tuple[RunStreams, list[TextDelta | ThinkingDelta], asyncio.Future[None]]
+        ]
+        self._pending = []
+        self._writer: asyncio.Task[None] | None = None
+        self._probe: asyncio.Task[None] | None = None
+        self._database: liveness.DatabaseThread | None = None
+        self._pruned = time.monotonic()
+        self.outage = Outage("the database", logger, who="live text")
+        self.commits = 0  # statements written so far (tests, benchmarks)
 
     def watch(self, streams: RunStreams) -> None:
         self._watched[id(streams)] = streams
-        if self._task is None or self._task.done():
-            self._task = self.loop.create_task(self._run())
+        if self._probe is None or self._probe.done():
+            self._probe = self.loop.create_task(self._pace_while_watched())
 
     def forget(self, streams: RunStreams) -> None:
         self._watched.pop(id(streams), None)
 
     def idle(self) -> bool:
-        """True when no stream is watched and no save is under way."""
-        return self._task is None or self._task.done()
+        """True when no stream is watched and nothing is being written or sent."""
+        probing = self._probe is not None and not self._probe.done()
+        writing = self._writer is not None and not self._writer.done()
+        return not probing and not writing and not self._pending
 
-    async def _run(self) -> None:
-        saving: asyncio.Task[None] | None = None
-        next_save = self.loop.time() + SAVE_INTERVAL
+    async def write(self, streams: RunStreams, frames: list[TextDelta | ThinkingDelta]) -> None:
+        """Commit these frames (with every other run's waiting now), then send them in order."""
+        done: asyncio.Future[None] = self.loop.create_future()
+        self._pending.append((streams, frames, done))
+        if self._writer is None or self._writer.done():
+            self._writer = self.loop.create_task(self._write_while_pending())
+        await asyncio.shield(done)  # a cancelled run still gets its last frames out
+
+    async def _write_while_pending(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                await self._commit([frame for _, frames, _ in batch for frame in frames])
+                sends = [self._send(streams, frames) for streams, frames, _ in batch]
+                await asyncio.gather(*sends, return_exceptions=True)
+            except Exception as exc:
+                # Not an outage (those are retried): a bug. The runs' senders log it.
+                for _, _, done in batch:
+                    if not done.done():
+                        done.set_exception(exc)
+                continue
+            for _, _, done in batch:
+                if not done.done():
+                    done.set_result(None)
+            if time.monotonic() - self._pruned > PRUNE_SECONDS:
+                self._pruned = time.monotonic()
+                await self._prune()
+
+    async def _commit(self, frames: list[TextDelta | ThinkingDelta]) -> None:
+        """Write the pieces, retrying with backoff while the database is away."""
+        if self._database is None:
+            self._database = liveness.DatabaseThread("skillscope-journal")
+        backoff = Backoff(first=0.1, cap=2.0)
+        pieces = _pieces(frames)
+        while True:
+            try:
+                await self._database.run(textlog.append_pieces, pieces)
+            except DatabaseError as exc:
+                wait = backoff.next()
+                self.outage.failed(exc, retry_in=wait)
+                if backoff.capped:
+                    self.outage.capped(wait)
+                await asyncio.sleep(wait)
+                continue
+            self.commits += 1
+            self.outage.recovered()
+            return
+
+    async def _send(self, streams: RunStreams, frames: list[TextDelta | ThinkingDelta]) -> None:
+        if streams.run_id in tasks.ABANDONED:
+            return  # another process closed this run's history meanwhile
+        for frame in frames:
+            await broadcast.send_live(streams.conversation_id, frame)
+
+    async def _prune(self) -> None:
+        assert self._database is not None
+        try:
+            await self._database.run(textlog.forget_pieces)
+        except DatabaseError:
+            logger.warning("deleting the streamed pieces of ended runs failed; next time")
+
+    async def _pace_while_watched(self) -> None:
         while self._watched:
             asleep = self.loop.time()
             await asyncio.sleep(PROBE_SECONDS)
             self.pace(self.loop.time() - asleep - PROBE_SECONDS)
-            # A save waits for the database thread; the probe goes on meanwhile.
-            if self.loop.time() >= next_save and (saving is None or saving.done()):
-                next_save = self.loop.time() + SAVE_INTERVAL
-                saving = self.loop.create_task(self._save_logged())
         self.interval, self.lag = LIVE_INTERVAL, 0.0
-        if saving is not None:
-            await saving  # idle means idle: no save still writing when this task ends
 
     def pace(self, lag: float) -> None:
         """Slow live frames down while the loop keeps running late, speed up when it does not."""
@@ -225,40 +283,22 @@ class StreamSaver:
         elif self.lag < LAG_LOW:
             self.interval = max(self.interval * 0.5, LIVE_INTERVAL)
 
-    async def _save_logged(self) -> None:
-        try:
-            await self.save_now()
-        except Exception:
-            # A database hiccup loses nothing: the text stays unsaved and the row stores it.
-            logger.exception("saving streamed text failed; trying again next tick")
 
-    async def save_now(self) -> None:
-        """Write every watched stream's unsaved text now and announce each piece."""
-        from skills_app.runs import eventlog
-
-        items: list[tuple[int, int, RunEvent]] = []
-        for streams in list(self._watched.values()):
-            for event in streams.take_unsaved():
-                items.append((streams.conversation_id, streams.run_id, event))
-        if not items:
-            return
-        stored = await sync_to_async(eventlog.append_events)(items)
-        for (conversation_id, _run_id, event), seq in zip(items, stored, strict=True):
-            await broadcast.publish(conversation_id, seq, event)
+_JOURNAL: Journal | None = None
 
 
-_SAVER: StreamSaver | None = None
-
-
-def saver() -> StreamSaver:
-    """This event loop's saver (tests run a loop each; a server runs one)."""
-    global _SAVER
+def journal() -> Journal:
+    """This event loop's journal (tests run a loop each; a server runs one)."""
+    global _JOURNAL
     loop = asyncio.get_running_loop()
-    if _SAVER is None or _SAVER.loop is not loop:
-        _SAVER = StreamSaver(loop)
-    return _SAVER
+    if _JOURNAL is None or _JOURNAL.loop is not loop:
+        _JOURNAL = Journal(loop)
+    return _JOURNAL
 
 
 def _log_failure(task: asyncio.Task[Any]) -> None:
     if not task.cancelled() and task.exception() is not None:
         logger.error("sending live text failed", exc_info=task.exception())
+
+
+__all__ = ["LIVE_FRAME_CHARS", "Journal", "RunStreams", "journal"]

@@ -80,6 +80,10 @@ def _create_run(
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         if conversation.deleted_at is not None:
             raise RunError("This conversation was deleted; start a new one.")
+        # Every entrance starts runs here (the chat, queued messages sent when a run ends, the
+        # command line): a deactivated account starts nothing, whatever was queued for it.
+        if not get_user_model().objects.filter(pk=user_id, is_active=True).exists():
+            raise RunError("This account is deactivated, so nothing is sent for it.")
         events: list[RunEvent] = []
         for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
             # A run whose process died does not block the conversation forever.
@@ -397,10 +401,14 @@ def _stop_queued(run_id: int) -> list[RunEvent]:
             return []
         conversation_id = Run.objects.values_list("conversation_id", flat=True).get(pk=run_id)
         data = {"run_id": run_id, "status": Run.STOPPED, "error": "Stopped by the user."}
+        note = store.append_message(conversation_id, store.stop_note(), run_id=run_id)
         return [
             eventlog.append_event(
+                conversation_id, "message", eventlog.message_event(note), run_id=run_id
+            ),
+            eventlog.append_event(
                 conversation_id, "run.finished", {**data, "kind": "stopped"}, run_id=run_id
-            )
+            ),
         ]
 
 

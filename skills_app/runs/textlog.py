@@ -1,16 +1,20 @@
-"""The streamed text the event log holds and no stored row holds yet (`text.saved` pieces).
+"""The streamed text of answers in progress: what no stored row holds yet (`StreamPiece` rows).
 
-A tab that connects or resumes mid-answer starts each open stream from this text, then follows
-the live pieces by offset; recovery turns the text of an interrupted run into its partial answer.
+Every frame of streamed text is committed as a piece before it is sent (`runs.streams`), so
+these rows hold at least everything any tab was shown. A tab that connects or resumes
+mid-answer starts each open stream from this text, then follows the live pieces by offset; a
+tab that finds a hole reads it from here; recovery turns the text of an interrupted run into its
+partial answer. The rows of a run go once its answer is stored.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from skills_app.core.events import EVENT_TYPES, MessageStored, ModelCalled, TextSaved, ThinkingSaved
-from skills_app.models import Run, RunEvent
+from skills_app.core.events import MessageStored, ModelCalled
+from skills_app.models import Run, RunEvent, StreamPiece
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,41 +28,42 @@ class StreamedBlock:
     text: str
 
 
-# Saved pieces (the stored event types that carry a stream), and the `text.delta` rows that event
-# logs written before live streaming still hold.
-
-_SAVED_TYPES = {
-    cls.type: cls.stream for cls in EVENT_TYPES.values() if cls.stored and cls.stream
-} | {"text.delta": "text"}
-
 _RESETS = {ModelCalled.type, MessageStored.type, "message"}
+
+
+def append_pieces(pieces: Sequence[StreamPiece]) -> None:
+    """Commit streamed pieces (the live text's journal, `runs.streams`) in one statement."""
+    StreamPiece.objects.bulk_create(pieces)
+
+
+def _joined(pieces: Iterable[tuple[int, str]]) -> str:
+    """The text of pieces in offset order (each starts where the text so far ends, or inside it)."""
+    text = ""
+    for offset, piece in pieces:
+        if offset <= len(text) < offset + len(piece):
+            text += piece[len(text) - offset :]
+    return text
 
 
 def streamed_blocks(run_id: int, *, upto_seq: int | None = None) -> list[StreamedBlock]:
     """What the run's current model call streamed and no stored row holds yet, per block.
 
-    A new model call starts fresh, and a stored row holds everything streamed before it.
+    The current call is the one the run's latest `model.call` event started; a message stored
+    after it holds everything streamed before it.
     """
-    events = RunEvent.objects.filter(run_id=run_id, type__in=[*_SAVED_TYPES, *_RESETS]).order_by(
-        "seq"
-    )
+    events = RunEvent.objects.filter(run_id=run_id, type__in=_RESETS)
     if upto_seq is not None:
         events = events.filter(seq__lte=upto_seq)
-    rows = list(events.values_list("type", "data"))
-    start, call = 0, 0
-    for i, (type_, data) in enumerate(rows):
-        if type_ in _RESETS:
-            start = i + 1
-            if type_ == ModelCalled.type:
-                call = int(data.get("call") or 0)
-    blocks: dict[tuple[int, str], list[str]] = {}
-    for type_, data in rows[start:]:
-        kind = _SAVED_TYPES.get(type_)
-        if kind is not None:
-            index = int(data.get("index", 0))
-            blocks.setdefault((index, kind), []).append(str(data.get("text", "")))
+    latest = events.order_by("-seq").values_list("type", "data").first()
+    if latest is not None and latest[0] != ModelCalled.type:
+        return []
+    call = int(latest[1].get("call") or 0) if latest is not None else 0
+    blocks: dict[tuple[int, str], list[tuple[int, str]]] = {}
+    pieces = StreamPiece.objects.filter(run_id=run_id, call=call).order_by("offset", "pk")
+    for index, kind, offset, text in pieces.values_list("index", "kind", "offset", "text"):
+        blocks.setdefault((index, kind), []).append((offset, text))
     return [
-        StreamedBlock(run_id=run_id, call=call, index=index, kind=kind, text="".join(parts))
+        StreamedBlock(run_id=run_id, call=call, index=index, kind=kind, text=_joined(parts))
         for (index, kind), parts in sorted(blocks.items())
     ]
 
@@ -73,20 +78,9 @@ def streamed_text(run_id: int, *, upto_seq: int | None = None) -> list[dict[str,
 
 
 def saved_text(run_id: int, call: int, index: int, kind: str) -> str:
-    """The text of one streamed block saved so far (its pieces joined by offset)."""
-    saved_type = TextSaved.type if kind == "text" else ThinkingSaved.type
-    text = ""
-    for data in (
-        RunEvent.objects.filter(run_id=run_id, type=saved_type)
-        .order_by("seq")
-        .values_list("data", flat=True)
-    ):
-        if data.get("call") != call or data.get("index") != index:
-            continue
-        offset, piece = int(data.get("offset", 0)), str(data.get("text", ""))
-        if offset <= len(text) < offset + len(piece):
-            text += piece[len(text) - offset :]
-    return text
+    """The text of one streamed block committed so far (everything any tab was sent of it)."""
+    pieces = StreamPiece.objects.filter(run_id=run_id, call=call, index=index, kind=kind)
+    return _joined(pieces.order_by("offset", "pk").values_list("offset", "text"))
 
 
 def open_streams(conversation_id: int, *, upto_seq: int | None = None) -> list[StreamedBlock]:
@@ -97,3 +91,13 @@ def open_streams(conversation_id: int, *, upto_seq: int | None = None) -> list[S
         for run_id in active.order_by("pk").values_list("pk", flat=True)
         for block in streamed_blocks(run_id, upto_seq=upto_seq)
     ]
+
+
+def forget_pieces(run_ids: Iterable[int] | None = None) -> int:
+    """Delete the streamed pieces of these runs, or (None) of every run that is not active."""
+    if run_ids is None:
+        pieces = StreamPiece.objects.exclude(run__status__in=Run.ACTIVE)
+    else:
+        pieces = StreamPiece.objects.filter(run_id__in=list(run_ids))
+    deleted, _ = pieces.delete()
+    return deleted

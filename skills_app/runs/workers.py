@@ -19,6 +19,14 @@ reaches a run through its worker's own channel (`run.stop`), or, failing that, t
 `stop_requested` flag its heartbeat reads. A worker that stops on SIGTERM/SIGINT marks its
 runs interrupted (Retry) and deregisters at once; one that dies is found by the others (and by
 the web processes) within WORKER_STALE_SECONDS.
+
+Neither service going away ends a worker or its runs. While Redis is away the channel layer
+waits it out (`webapp.redis_layer`): no wake-ups or stops arrive by channel (the queue and the
+stop flag are read from the database anyway) and live frames are dropped, while the runs go on
+streaming into the database, from where the tabs catch up. While the database is away the runs
+go on too, their text waiting in memory (`streams`), the heartbeat and the loop retry, and
+nobody takes the worker for dead (`liveness`). Each outage is logged once when it starts and
+once when it ends (`core.outages`).
 """
 
 from __future__ import annotations
@@ -29,11 +37,14 @@ import signal
 import time
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
 from channels.worker import Worker
 from django.conf import settings
+from django.db import DatabaseError
 
 from skills_app.core.logcontext import log_context
+from skills_app.core.outages import Outage, RateLimited
 from skills_app.runs import heartbeat, liveness, queue, recovery, tasks, wiring
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
@@ -60,6 +71,8 @@ class WorkerLoop:
         self.heart: heartbeat.Heart | None = None
         # The latest beat the heart handed over, applied by the loop in order with its other work.
         self._beat: liveness.Beat | None = None
+        self.outage = Outage("the database", logger, who=f"worker {self.name}")
+        self.failures = RateLimited(logger)
 
     def start(self) -> None:
         self.heart = heartbeat.Heart(asyncio.get_running_loop(), self._received)
@@ -86,6 +99,7 @@ class WorkerLoop:
     async def _register(self) -> None:
         await self.database.run(liveness.register, self.name, self.channel, self.capacity)
         self._registered = True
+        self.outage.who = f"worker {self.name}"
         if self.heart is not None:
             self.heart.name = self.name
         logger.info(
@@ -100,6 +114,11 @@ class WorkerLoop:
         next_sweep = 0.0
         while True:
             try:
+                # The runs' own database work shares one thread: a connection a database
+                # restart broke is replaced there before it fails a run (Django only does that
+                # between requests, and a worker serves none). After an outage this loop saw,
+                # it is tested even if nothing failed on it yet.
+                await sync_to_async(liveness.heal_connection)(check=self.outage.away)
                 if not self._registered:
                     # Until the database answers, this worker neither claims nor beats.
                     await self._register()
@@ -109,15 +128,22 @@ class WorkerLoop:
                 now = time.monotonic()
                 if now >= next_sweep:
                     next_sweep = now + liveness.sweep_interval()
-                    events = await self.database.run(recovery.sweep)
+                    trusted = self.database.continuity.seconds()
+                    events = await self.database.run(recovery.sweep, trusted)
                     await broadcast_events(events)
                 await self.claim()
                 # Trigger tests (issue 17) are queued the same way and claimed here too (handed
                 # to runs as a worker duty: runs never import a feature).
                 await wiring.claim_and_start(worker=self.name, database=self.database.run)
+                self.outage.recovered()
+            except DatabaseError as exc:
+                # The database is away: the runs go on (their text waits in memory), and this
+                # worker keeps them; one line now, one when it is back.
+                self.outage.failed(exc, retry_in=liveness.sweep_interval())
             except Exception:
-                # The database or Redis is down for a moment: keep the runs going and try again.
-                logger.exception("worker %s: heartbeat, sweep or claim failed", self.name)
+                self.failures.exception(
+                    "loop", "worker %s: heartbeat, sweep or claim failed", self.name
+                )
             try:
                 # asyncio.timeout, not wait_for: in Python 3.11 a wait_for whose event is set as
                 # the loop is cancelled (a run ending while the worker stops) swallows the
@@ -334,7 +360,7 @@ class RunWorker(Worker):
         for listener in listeners:
             error = None if listener.cancelled() else listener.exception()
             if error is not None:
-                raise error  # the channel layer failed
+                raise error  # not an outage (the layer waits those out): a bug
 
 
 __all__ = ["RunConsumer", "RunWorker", "WorkerLoop"]

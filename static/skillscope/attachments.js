@@ -15,6 +15,9 @@
   const input = document.getElementById("message-input");
   const uploadUrl = box.dataset.uploadUrl;
   let uploading = 0;
+  // A real button (Tab reaches it, Enter and Space press it) that opens the file picker.
+  document.getElementById("attach-button").addEventListener("click", () => picker.click());
+  box.hidden = false;
 
   function csrf() {
     return form.querySelector("input[name=csrfmiddlewaretoken]")?.value || "";

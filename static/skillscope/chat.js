@@ -4,6 +4,8 @@
 // and the "/" menu of the composer.
 (() => {
   "use strict";
+  // Controls that only work with this script (Edit's on-demand form) are shown from here on.
+  document.documentElement.classList.add("js");
   setUpSidebar();
   const chat = document.getElementById("chat");
   if (!chat) return;
@@ -89,15 +91,42 @@
     }
     const target = block.querySelector(".thinking-text") || block;
     // Offset 0 starts the block: after a reconnect it brings the whole text saved so far.
-    if (frame.offset === 0) target.textContent = frame.text;
-    else target.append(frame.text);
+    const before = frame.offset === 0 ? "" : streamed.get(target) ?? target.textContent;
+    streamed.set(target, before + frame.text);
+    renderSoon(target);
     document.getElementById("empty-hint")?.remove();
+  }
+
+  // -- streamed text as Markdown: rebuilt from the text so far, as safe DOM (markdown.js) ------
+
+  const streamed = new WeakMap();
+  const dirty = new Set();
+  let renderTimer = null;
+
+  function renderSoon(target) {
+    dirty.add(target);
+    if (renderTimer === null) renderTimer = setTimeout(renderDirty, 16);
+  }
+
+  function renderDirty() {
+    renderTimer = null;
+    for (const target of dirty) {
+      target.replaceChildren(window.SkillscopeMarkdown.render(streamed.get(target) || ""));
+    }
+    dirty.clear();
+    if (stick) window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  // The text a page load brought for answers still being written (`_live.html`).
+  for (const target of live.querySelectorAll(".live-text[data-index], .thinking-text")) {
+    streamed.set(target, target.textContent);
+    renderSoon(target);
   }
 
   function newBlock(thinking) {
     if (!thinking) {
       const text = document.createElement("div");
-      text.className = "live-text";
+      text.className = "live-text md";
       return text;
     }
     // The same markup as a stored thinking block: collapsed, the model's own words inside.
@@ -124,8 +153,12 @@
     for (const element of [...fragment.children]) {
       const existing = element.id && document.getElementById(element.id);
       if (existing) {
+        // A control that had focus (an approval's button) is replaced: focus goes to the
+        // message box instead of being lost at the top of the page.
+        const hadFocus = existing.contains(document.activeElement);
         existing.replaceWith(element);
         htmx.process(element);
+        if (hadFocus) input.focus();
         handled += 1;
       } else if (updateOnly) {
         element.remove(); // an update of something this page does not show
@@ -135,6 +168,49 @@
     if (handled && !fragment.children.length) event.detail.shouldSwap = false;
     document.getElementById("empty-hint")?.remove();
   });
+
+  // -- the answer waits for the person: a line by the composer, with a link to the question ----
+
+  const waiting = document.getElementById("waiting-note");
+
+  function updateWaiting() {
+    const pending = document.querySelector('#transcript .approval[data-status="pending"]');
+    if (!pending) {
+      waiting.hidden = true;
+      return;
+    }
+    const link = waiting.querySelector("a");
+    link.href = `#${pending.id}`;
+    waiting.hidden = false;
+  }
+
+  waiting.addEventListener("click", (event) => {
+    const link = event.target.closest("a");
+    if (!link) return;
+    const target = document.querySelector(link.getAttribute("href"));
+    if (!target) return;
+    event.preventDefault();
+    target.scrollIntoView({ block: "center" });
+    // Its first answer button (not a control inside the closed "why?" part).
+    (target.querySelector(".actions button") || target.querySelector("summary"))?.focus({ preventScroll: true });
+  });
+  document.body.addEventListener("htmx:oobAfterSwap", updateWaiting);
+  chat.addEventListener("htmx:wsAfterMessage", updateWaiting);
+  updateWaiting();
+
+  // -- jump to the newest: shown while the end of the conversation is out of view -------------
+
+  const jump = document.getElementById("jump-newest");
+  function updateJump() {
+    jump.hidden = nearBottom();
+  }
+  jump.addEventListener("click", () => {
+    window.scrollTo({ top: document.body.scrollHeight });
+    input.focus({ preventScroll: true });
+    jump.hidden = true;
+  });
+  window.addEventListener("scroll", updateJump, { passive: true });
+  chat.addEventListener("htmx:wsAfterMessage", updateJump);
 
   // -- the composer and its "/" menu ---------------------------------------------------------------
 
@@ -195,6 +271,13 @@
     edit.querySelector("textarea").focus();
   });
 
+  // The form goes, and focus returns to the Edit button that opened it.
+  function closeEdit(edit) {
+    const button = edit.closest(".row-user")?.querySelector(".edit-button");
+    edit.remove();
+    button?.focus();
+  }
+
   function hidden(name, value) {
     const field = document.createElement("input");
     field.type = "hidden";
@@ -220,7 +303,13 @@
     const cancel = document.createElement("button");
     cancel.type = "button";
     cancel.textContent = "Cancel";
-    cancel.addEventListener("click", () => edit.remove());
+    cancel.addEventListener("click", () => closeEdit(edit));
+    edit.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        closeEdit(edit);
+      }
+    });
     const actions = document.createElement("div");
     actions.className = "actions";
     actions.append(cancel, send);
@@ -233,22 +322,65 @@
   let options = [];
   let active = -1;
 
+  // A textarea cannot be a combobox (aria-expanded is not allowed on it): it points at the
+  // highlighted option (aria-activedescendant), and a live region says when the menu opens.
+  const menuStatus = document.getElementById("slash-status");
+
   function closeMenu() {
+    const wasOpen = !menu.hidden;
     menu.hidden = true;
     menu.replaceChildren();
     options = [];
     active = -1;
-    input.setAttribute("aria-expanded", "false");
     input.removeAttribute("aria-activedescendant");
+    menu.removeAttribute("aria-activedescendant");
+    if (wasOpen) menuStatus.textContent = "";
   }
 
   function highlight() {
     [...menu.children].forEach((li, i) => li.setAttribute("aria-selected", i === active ? "true" : "false"));
     if (active >= 0) {
       input.setAttribute("aria-activedescendant", `slash-option-${active}`);
+      menu.setAttribute("aria-activedescendant", `slash-option-${active}`);
       menu.children[active].scrollIntoView({ block: "nearest" });
     }
   }
+
+  // The menu itself takes focus too (its list scrolls): the same keys work there.
+  function menuKeys(event) {
+    if (event.key === "ArrowDown" || event.key === "ArrowUp") {
+      event.preventDefault();
+      const step = event.key === "ArrowDown" ? 1 : -1;
+      active = (active + step + options.length) % options.length;
+      highlight();
+      return true;
+    }
+    if (event.key === "Home" || event.key === "End") {
+      event.preventDefault();
+      active = event.key === "Home" ? 0 : options.length - 1;
+      highlight();
+      return true;
+    }
+    if (event.key === "Enter" || (event.key === "Tab" && !event.shiftKey && event.target === input)) {
+      event.preventDefault();
+      choose(Math.max(active, 0));
+      return true;
+    }
+    if (event.key === "Escape") {
+      event.preventDefault();
+      closeMenu();
+      input.focus();
+      return true;
+    }
+    return false;
+  }
+
+  menu.addEventListener("keydown", (event) => {
+    if (options.length) menuKeys(event);
+  });
+  menu.addEventListener("focusout", (event) => {
+    if (event.relatedTarget !== input && !menu.contains(event.relatedTarget)) closeMenu();
+  });
 
   function option(skill, i) {
     const li = document.createElement("li");
@@ -270,15 +402,18 @@
     desc.textContent = skill.description;
     li.append(desc);
     if (skill.url) {
-      // The skill's page (what it is for, who reviewed it, what it may run), in a new tab.
-      const about = document.createElement("a");
+      // The skill's page (what it is for, who reviewed it, what it may run), in a new tab. Not
+      // a link: an option may hold nothing focusable (axe: nested-interactive), so a click on
+      // "About" opens it; the keyboard reaches every skill's page from the Skills page.
+      const about = document.createElement("span");
       about.className = "option-about";
-      about.href = skill.url;
-      about.target = "_blank";
-      about.rel = "noopener";
       about.textContent = "About";
-      about.setAttribute("aria-label", `About ${skill.name}`);
-      about.addEventListener("mousedown", (event) => event.stopPropagation());
+      about.title = `About ${skill.name} (opens its page in a new tab)`;
+      about.addEventListener("mousedown", (event) => {
+        event.preventDefault();
+        event.stopPropagation();
+        window.open(skill.url, "_blank", "noopener");
+      });
       li.append(about);
     }
     li.addEventListener("mousedown", (event) => {
@@ -298,11 +433,16 @@
     if (!options.length) return closeMenu();
     menu.replaceChildren(...options.map(option));
     active = 0;
+    const wasHidden = menu.hidden;
     menu.hidden = false;
     // Open downwards when there is not enough room above the composer (e.g. an empty conversation).
     menu.classList.toggle("below", input.getBoundingClientRect().top < Math.min(menu.scrollHeight, 260) + 8);
-    input.setAttribute("aria-expanded", "true");
     highlight();
+    const count = `${options.length} skill${options.length === 1 ? "" : "s"}`;
+    if (wasHidden || menuStatus.dataset.count !== count) {
+      menuStatus.dataset.count = count;
+      menuStatus.textContent = `${count} match. Up and down arrows choose, Enter takes one, Escape closes.`;
+    }
   }
 
   function choose(i) {
@@ -312,28 +452,15 @@
   }
 
   input.addEventListener("input", openMenu);
-  input.addEventListener("blur", () => setTimeout(closeMenu, 150));
+  input.addEventListener("blur", (event) => {
+    if (menu.contains(event.relatedTarget)) return; // into the menu's list: it stays open
+    setTimeout(() => {
+      if (!menu.contains(document.activeElement)) closeMenu();
+    }, 150);
+  });
   input.addEventListener("keydown", (event) => {
     if (event.isComposing) return;
-    if (!menu.hidden && options.length) {
-      if (event.key === "ArrowDown" || event.key === "ArrowUp") {
-        event.preventDefault();
-        const step = event.key === "ArrowDown" ? 1 : -1;
-        active = (active + step + options.length) % options.length;
-        highlight();
-        return;
-      }
-      if (event.key === "Enter" || event.key === "Tab") {
-        event.preventDefault();
-        choose(Math.max(active, 0));
-        return;
-      }
-      if (event.key === "Escape") {
-        event.preventDefault();
-        closeMenu();
-        return;
-      }
-    }
+    if (!menu.hidden && options.length && menuKeys(event)) return;
     if (event.key === "Enter" && !event.shiftKey) {
       event.preventDefault();
       if (input.value.trim()) form.requestSubmit();
@@ -363,16 +490,58 @@
       return phone.matches ? body.classList.contains("sidebar-open") : !body.classList.contains("sidebar-collapsed");
     }
 
+    const toggle = document.querySelector(".chat-head .sidebar-toggle");
+    // While the drawer is open on a phone, the page behind it is inert: Tab stays in the drawer.
+    const behind = [document.querySelector(".topbar"), document.getElementById("chat"), document.querySelector(".skip-links")];
+
     function sync() {
       const open = isOpen();
       document.querySelectorAll("button[data-sidebar-toggle]").forEach((b) => b.setAttribute("aria-expanded", String(open)));
-      if (backdrop) backdrop.hidden = !(phone.matches && open);
+      const drawer = phone.matches && open;
+      if (backdrop) backdrop.hidden = !drawer;
+      behind.forEach((element) => element?.toggleAttribute("inert", drawer));
     }
+
+    function closeDrawer() {
+      body.classList.remove("sidebar-open");
+      sync();
+      toggle?.focus();
+    }
+
+    document.addEventListener("keydown", (event) => {
+      if (!phone.matches || !body.classList.contains("sidebar-open")) return;
+      if (event.key === "Escape") {
+        event.preventDefault();
+        closeDrawer();
+      } else if (event.key === "Tab") {
+        // Round and round inside the drawer (the page behind is inert, the browser's bar is not).
+        const stops = [...sidebar.querySelectorAll("a[href], button, input, select, textarea")].filter(
+          (el) => !el.disabled && el.offsetParent !== null,
+        );
+        if (!stops.length) return;
+        const first = stops[0];
+        const last = stops[stops.length - 1];
+        if (event.shiftKey && document.activeElement === first) {
+          event.preventDefault();
+          last.focus();
+        } else if (!event.shiftKey && document.activeElement === last) {
+          event.preventDefault();
+          first.focus();
+        }
+      }
+    });
 
     document.querySelectorAll("[data-sidebar-toggle]").forEach((control) => {
       control.addEventListener("click", () => {
         if (phone.matches) {
-          body.classList.toggle("sidebar-open");
+          if (body.classList.contains("sidebar-open")) {
+            closeDrawer();
+            return;
+          }
+          body.classList.add("sidebar-open");
+          sync();
+          sidebar.querySelector("input[type=search]")?.focus();
+          return;
         } else {
           const collapsed = body.classList.toggle("sidebar-collapsed");
           try {

@@ -59,6 +59,14 @@ SKILLS = {
         "# Status note\n\n"
         f"{SLASH_MARKER}: draft a three-line status note about $ARGUMENTS.\n"
     ),
+    "browser-ask": (
+        "---\n"
+        "name: browser-ask\n"
+        "description: Checks a draft against the house style; an admin rule asks before it loads.\n"
+        "---\n\n"
+        "# House style\n\n"
+        "ASK-BODY-4d17e0: check the draft for the house style.\n"
+    ),
     "browser-helper": (
         "---\n"
         "name: browser-helper\n"
@@ -104,6 +112,7 @@ def chat_server(
             model_url=fake_server.base_url,
             log_path=REPO / "test-artifacts" / "browser-live-server.log",
             allowed_skills=("browser-probe", "browser-slash", "browser-helper"),
+            asked_skills=("browser-ask",),
         )
     )
     server.prepare()

@@ -43,6 +43,8 @@ rita = User.objects.create_user("rita", password={rita!r})
 roles.grant(rita, roles.get_role("skill-manager"))
 for name in {allowed_skills!r}:
     PermissionRule.objects.create(behavior="allow", rule_text=f"Skill({{name}})")
+for name in {asked_skills!r}:
+    PermissionRule.objects.create(behavior="ask", rule_text=f"Skill({{name}})")
 """
 
 # Settings from the developer's shell that would point the live server elsewhere.
@@ -62,6 +64,7 @@ class LiveServerConfig:
     model_url: str
     log_path: Path
     allowed_skills: tuple[str, ...] = ()
+    asked_skills: tuple[str, ...] = ()
     # More environment for this server (e.g. an identity provider), and Python run after the
     # users are made (groups, policies).
     extra_env: tuple[tuple[str, str], ...] = ()
@@ -128,6 +131,7 @@ class LiveServer:
                 mona=USERS["mona"],
                 rita=USERS["rita"],
                 allowed_skills=list(self.config.allowed_skills),
+                asked_skills=list(self.config.asked_skills),
             )
             + self.config.extra_setup
         )

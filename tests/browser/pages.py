@@ -22,7 +22,8 @@ def login(page: Page, base_url: str, username: str, password: str) -> None:
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(password)
     page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("heading", name="Conversations")).to_be_visible()
+    # Signing in lands on a conversation ready for a message (issue 29).
+    expect(page.get_by_role("textbox", name="Message")).to_be_visible()
 
 
 def screenshot(page: Page, name: str) -> Path:

@@ -215,7 +215,8 @@ def test_edit_and_regenerate_replace_turns_that_stay_visible_as_replaced(tab, mo
     audrey.page.goto(f"{chat.base_url}/audit/conversations/{conversation}/")
     expect(audrey.page.locator(".row.replaced")).to_have_count(3)
     expect(audrey.page.locator(".row-user.replaced .replaced-note")).to_contain_text(
-        re.compile(r"replaced by an edit · \d\d:\d\d UTC")
+        # In the reader's own time zone, named in the time's title (issue 29).
+        re.compile(r"replaced by an edit · \d\d:\d\d · ")
     )
     audited = audrey.page.request.get(
         f"{chat.base_url}/audit/conversations/{conversation}/export.md"

@@ -151,7 +151,9 @@ def test_upload_review_approve_run_refuse_and_audit(tab, model, chat_server, tmp
     chat.message_box.fill(f"/{name}")
     option = page.locator(f'.slash-menu li[data-name="{name}"]')
     expect(option).to_be_visible()
-    about = option.get_by_role("link", name=f"About {name}")
+    # "About" in an option opens the page on a click (no link inside an option: axe).
+    about = option.locator(".option-about")
+    expect(about).to_have_attribute("title", f"About {name} (opens its page in a new tab)")
     with page.context.expect_page() as opened:
         about.click()
     skill_page = opened.value

@@ -64,6 +64,52 @@ def _pg_bin() -> Path | None:
 class Postgres:
     url: str
     port: int
+    # What the fault tests need to stop and start the server (and the restore test, its tools).
+    bindir: Path = Path("/")
+    data: Path = Path("/")
+    base: Path = Path("/")
+    as_postgres: list[str] = field(default_factory=list)
+
+    def ctl(self, *args: str, timeout: float = 60) -> None:
+        subprocess.run(
+            [*self.as_postgres, str(self.bindir / "pg_ctl"), "-D", str(self.data), *args],
+            check=True,
+            capture_output=True,
+            timeout=timeout,
+        )
+
+    def stop(self) -> None:
+        """Stop the server as `systemctl stop postgresql` does (fast: connections are ended)."""
+        self.ctl("-m", "fast", "-w", "-t", "30", "stop")
+
+    def start(self) -> None:
+        self.ctl("-l", str(self.base / "server.log"), "-o", self.options, "-w", "-t", "30", "start")
+
+    @property
+    def options(self) -> str:
+        return (
+            f"-p {self.port} -k {self.base} -c listen_addresses=127.0.0.1 -c fsync=off "
+            "-c synchronous_commit=off -c full_page_writes=off"
+        )
+
+    def tool(self, name: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run one of PostgreSQL's client programs (pg_dump, createdb, ...) against the server."""
+        return subprocess.run(
+            [
+                str(self.bindir / name),
+                "-h",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "-U",
+                "postgres",
+                *args,
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -97,15 +143,15 @@ def postgres() -> Iterator[Postgres]:
             "UTF8",
             "--no-sync",
         )
-        run(
-            str(bindir / "pg_ctl"),
-            "-D", str(data),
-            "-l", str(base / "server.log"),
-            "-o", f"-p {port} -k {base} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off",
-            "-w", "-t", "30",
-            "start",
-        )  # fmt: skip
+        server = Postgres(
+            url=f"postgres://postgres@127.0.0.1:{port}/skillscope",
+            port=port,
+            bindir=bindir,
+            data=data,
+            base=base,
+            as_postgres=as_postgres,
+        )
+        server.start()
         run(
             str(bindir / "createdb"),
             "-h",
@@ -116,7 +162,7 @@ def postgres() -> Iterator[Postgres]:
             "postgres",
             "skillscope",
         )
-        yield Postgres(url=f"postgres://postgres@127.0.0.1:{port}/skillscope", port=port)
+        yield server
     except subprocess.CalledProcessError as exc:
         log = base / "server.log"
         detail = log.read_text()[-2000:] if log.exists() else ""

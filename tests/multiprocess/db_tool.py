@@ -40,8 +40,16 @@ def state(conversation_id: int) -> dict[str, Any]:
         .order_by("pk")
         .values("pk", "status", "worker", "channel", "error_kind", "started_at", "claimed_at")
     )
+    from skills_app.core.transcript import text_of
+
     rows = [
-        {"role": r.role, "kind": r.kind, "to_model": r.to_model, "meta": r.meta}
+        {
+            "role": r.role,
+            "kind": r.kind,
+            "to_model": r.to_model,
+            "meta": r.meta,
+            "text": text_of(r.content),
+        }
         for r in conversation.messages.order_by("seq")
     ]
     # What the model gets after the user's next message (a Retry, say): that message is merged
@@ -55,6 +63,36 @@ def state(conversation_id: int) -> dict[str, Any]:
         messages.append({"role": "user", "content": [follow_up]})
     seqs = list(RunEvent.objects.filter(conversation=conversation).values_list("seq", flat=True))
     return {"runs": runs, "rows": rows, "request": request, "event_seqs": sorted(seqs)}
+
+
+def seed(conversation_id: int) -> dict[str, Any]:
+    """A finished exchange in the conversation: the user's message, a run, its answer, events."""
+    from django.utils import timezone
+
+    from skills_app.core.transcript import StoredMessage
+    from skills_app.models import Conversation, Run
+    from skills_app.runs import eventlog, store
+
+    conversation = Conversation.objects.get(pk=conversation_id)
+    texts = [
+        "Summarise the quarterly figures, please.",
+        "Revenue grew 12 % and costs 4 %; the margin is 31 % (ünïcode kept).",
+    ]
+    run = Run.objects.create(
+        conversation=conversation,
+        status=Run.DONE,
+        started_by_id=conversation.owner_id,
+        finished_at=timezone.now(),
+    )
+    for role, text in zip(("user", "assistant"), texts, strict=True):
+        row = store.append_message(conversation.pk, StoredMessage.text(role, text), run_id=run.pk)
+        eventlog.append_event(
+            conversation.pk, "message", eventlog.message_event(row), run_id=run.pk
+        )
+    eventlog.append_event(
+        conversation.pk, "run.finished", {"run_id": run.pk, "status": "done"}, run_id=run.pk
+    )
+    return {"texts": texts, "run": run.pk}
 
 
 def hammer(username: str, writers: int, count: int) -> dict[str, Any]:
@@ -155,6 +193,8 @@ def main(argv: list[str]) -> None:
         result = setup_user(args[0])
     elif command == "state":
         result = state(int(args[0]))
+    elif command == "seed":
+        result = seed(int(args[0]))
     elif command == "hammer":
         result = hammer(args[0], int(args[1]), int(args[2]))
     elif command == "claim_race":
@@ -163,7 +203,7 @@ def main(argv: list[str]) -> None:
         result = deactivate(args[0])
     else:
         raise SystemExit(
-            f"unknown command {command!r}: use setup, state, hammer, claim_race or deactivate"
+            f"unknown command {command!r}: use setup, state, seed, hammer, claim_race or deactivate"
         )
     json.dump(result, sys.stdout, default=str)
 

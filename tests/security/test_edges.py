@@ -195,8 +195,9 @@ PROBE = "<script>alert('x')</script>"
 
 
 @pytest.mark.django_db
-def test_an_unknown_profile_is_refused_as_plain_text(alice):
-    response = client_of(alice).post(reverse("conversation-new"), {"profile": PROBE})
+def test_an_unknown_profile_is_refused_as_plain_text(auditor):
+    # Only staff choose a delivery profile (issue 29): the refusal is theirs to see.
+    response = client_of(auditor).post(reverse("conversation-new"), {"profile": PROBE})
     assert response.status_code == 400
     assert response["Content-Type"].startswith("text/plain")
     assert PROBE.encode() not in response.content

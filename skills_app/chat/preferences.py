@@ -1,0 +1,107 @@
+"""A person's own settings: the time zone times are shown in, and the first screen's introduction.
+
+The time zone is detected by the browser (`static/skillscope/timezone.js`) and stored per person,
+so pages rendered on the server and fragments the script localises use the same zone. Only names
+the server's zoneinfo knows are taken: anything else is refused with a message and changes nothing.
+"""
+
+from __future__ import annotations
+
+import zoneinfo
+from collections.abc import Callable
+from functools import lru_cache
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST
+
+from skills_app.models import UserPreference
+
+SESSION_KEY = "time_zone"
+MAX_ZONE_CHARS = 64
+
+
+class TimeZoneError(ValueError):
+    """Not a time zone this server knows; the message says what to send instead."""
+
+
+@lru_cache(maxsize=1)
+def _zones() -> frozenset[str]:
+    return frozenset(zoneinfo.available_timezones())
+
+
+def checked_zone(name: object) -> str:
+    """`name` when it is an IANA time zone this server knows, else TimeZoneError."""
+    if not isinstance(name, str) or not name or len(name) > MAX_ZONE_CHARS or name not in _zones():
+        shown = repr(name)[:80] if isinstance(name, str) else "nothing"
+        raise TimeZoneError(
+            f"{shown} is not a time zone this server knows. Send an IANA name such as "
+            "Europe/Berlin or America/New_York (what the browser reports)."
+        )
+    return name
+
+
+def zone_of(user_id: int) -> str:
+    """The person's stored time zone name ("" when they have none)."""
+    stored = (
+        UserPreference.objects.filter(user_id=user_id).values_list("time_zone", flat=True).first()
+    )
+    return stored or ""
+
+
+def intro_dismissed(user_id: int) -> bool:
+    return UserPreference.objects.filter(user_id=user_id, intro_dismissed_at__isnull=False).exists()
+
+
+class UserTimeZoneMiddleware:
+    """Pages are rendered in the signed-in person's time zone (kept in the session after the
+    first look-up, so a request costs no query)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        name = ""
+        if request.user.is_authenticated:
+            if SESSION_KEY not in request.session:
+                request.session[SESSION_KEY] = zone_of(request.user.pk)
+            name = request.session.get(SESSION_KEY) or ""
+        if name in _zones():
+            timezone.activate(zoneinfo.ZoneInfo(name))
+        else:
+            timezone.deactivate()
+        try:
+            return self.get_response(request)
+        finally:
+            timezone.deactivate()
+
+
+@login_required
+@require_POST
+def set_time_zone(request: HttpRequest) -> HttpResponse:
+    """Store the browser's time zone for this person (204), or say why it was refused (400)."""
+    try:
+        name = checked_zone(request.POST.get("time_zone"))
+    except TimeZoneError as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    UserPreference.objects.update_or_create(user=request.user, defaults={"time_zone": name})
+    request.session[SESSION_KEY] = name
+    return HttpResponse(status=204)
+
+
+@login_required
+@require_POST
+def dismiss_intro(request: HttpRequest) -> HttpResponse:
+    """The first screen's introduction is not shown again; back to the page it was closed on."""
+    UserPreference.objects.update_or_create(
+        user=request.user, defaults={"intro_dismissed_at": timezone.now()}
+    )
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        target = "/"
+    if request.headers.get("HX-Request"):
+        return HttpResponse(status=204)
+    return redirect(target)

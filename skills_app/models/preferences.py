@@ -1,0 +1,22 @@
+"""What a person chose for themselves: their time zone and whether they have read the intro."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class UserPreference(models.Model):
+    """One row per person who chose something; no row means the defaults."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_preference"
+    )
+    # An IANA name (Europe/Berlin), detected by the browser and checked against zoneinfo; empty:
+    # the server's TIME_ZONE.
+    time_zone = models.CharField(max_length=64, blank=True, default="")
+    # When the person closed the first screen's introduction to skills (null: still shown).
+    intro_dismissed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"preferences of {self.user}"

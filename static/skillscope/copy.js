@@ -1,0 +1,123 @@
+// Copy buttons on answers, code blocks and tool output. A button copies the text this page shows
+// (what the server rendered for this viewer, after its visibility filter), never anything else:
+// there is nothing hidden in the page to copy. The result is said in a live region.
+(() => {
+  "use strict";
+
+  const TARGETS = [
+    // [selector of what is copied, where the button goes, its accessible name]
+    [".row-assistant:not(.live) .bubble.assistant", "answer", "Copy answer"],
+    [".md pre", "code", "Copy code"],
+    [".tool-output", "output", "Copy output"],
+    [".approval-why pre", "output", "Copy arguments"],
+  ];
+
+  let status = null;
+
+  function say(text) {
+    if (!status) {
+      status = document.createElement("p");
+      status.id = "copy-status";
+      status.className = "visually-hidden";
+      status.setAttribute("role", "status");
+      status.setAttribute("aria-live", "polite");
+      document.body.append(status);
+    }
+    // Emptied first: the same words twice are announced twice.
+    status.textContent = "";
+    setTimeout(() => {
+      status.textContent = text;
+    }, 50);
+  }
+
+  // The text of an answer as a person reads it: its Markdown parts, thinking and cost left out.
+  function answerText(bubble) {
+    const parts = [...bubble.querySelectorAll(":scope > .md")];
+    if (!parts.length) return bubble.innerText.trim();
+    return parts.map((part) => part.innerText.trim()).join("\n\n");
+  }
+
+  function textOf(target, kind) {
+    if (kind === "answer") return answerText(target);
+    const code = target.querySelector("code");
+    return (code || target).textContent.replace(/\n$/, "");
+  }
+
+  async function write(text) {
+    if (navigator.clipboard && window.isSecureContext) {
+      await navigator.clipboard.writeText(text);
+      return;
+    }
+    // Plain http on another host: the older way, through a selected, off-screen text area.
+    const area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "visually-hidden";
+    document.body.append(area);
+    area.select();
+    const done = document.execCommand("copy");
+    area.remove();
+    if (!done) throw new Error("copy refused");
+  }
+
+  function button(target, kind, label) {
+    const copy = document.createElement("button");
+    copy.type = "button";
+    copy.className = `copy-button copy-${kind}`;
+    copy.textContent = "Copy";
+    copy.setAttribute("aria-label", label);
+    copy.addEventListener("click", async () => {
+      try {
+        await write(textOf(target, kind));
+        copy.textContent = "Copied";
+        say(`${label.replace("Copy ", "")} copied to the clipboard.`.replace(/^./, (c) => c.toUpperCase()));
+      } catch (_err) {
+        copy.textContent = "Copy";
+        say("Copying did not work here: select the text and copy it yourself.");
+        return;
+      }
+      setTimeout(() => {
+        copy.textContent = "Copy";
+      }, 2000);
+    });
+    return copy;
+  }
+
+  function decorate(root) {
+    for (const [selector, kind, label] of TARGETS) {
+      const found = root.matches?.(selector) ? [root] : [];
+      for (const target of found.concat([...(root.querySelectorAll?.(selector) || [])])) {
+        if (target.closest(".row.replaced")) continue;
+        if (kind === "answer") {
+          const row = target.closest(".row");
+          if (!target.querySelector(":scope > .md") || row.querySelector(".copy-answer")) continue;
+          // One line of actions under the answer: Copy, then Regenerate when it is offered.
+          const actions = document.createElement("div");
+          actions.className = "answer-actions";
+          actions.append(button(target, kind, label));
+          const regenerate = row.querySelector(":scope > .regenerate-form");
+          if (regenerate) actions.append(regenerate);
+          row.insertBefore(actions, target.nextSibling);
+        } else if (!target.previousElementSibling?.classList.contains("copy-button")) {
+          target.before(button(target, kind, label));
+        }
+      }
+    }
+  }
+
+  function start() {
+    const transcript = document.getElementById("transcript");
+    if (!transcript) return;
+    decorate(transcript);
+    new MutationObserver((mutations) => {
+      for (const mutation of mutations) {
+        for (const node of mutation.addedNodes) {
+          if (node.nodeType === Node.ELEMENT_NODE && !node.classList.contains("copy-button")) decorate(node);
+        }
+      }
+    }).observe(transcript, { childList: true, subtree: true });
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,123 @@
+"""axe-core finds nothing on any page, in any state, at 1440x900 and 390x844 (issue 29): the chat
+empty and with the introduction, the "/" menu open, each header menu open, an edited conversation,
+an approval pending with a queued message, copied, the phone drawer open; every page each role
+reaches from the menu and below it."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.axe import violations
+from tests.browser.pages import ChatPage, screenshot
+from tests.browser.test_chat_daily import EXTRA_PAGES, _pages_of
+from tests.fake_anthropic import Reply
+
+pytestmark = pytest.mark.browser
+
+VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
+
+
+class States:
+    """Runs axe over each state and keeps what it found, so one test reports every state."""
+
+    def __init__(self, chat: ChatPage, size: str) -> None:
+        self.chat = chat
+        self.size = size
+        self.found: dict[str, list[str]] = {}
+
+    def check(self, name: str) -> None:
+        self.found[name] = violations(self.chat.page)
+        screenshot(self.chat.page, f"29-axe-{name}-{self.size}")
+
+    def assert_clean(self) -> None:
+        dirty = {name: lines for name, lines in self.found.items() if lines}
+        assert dirty == {}, "axe found:\n" + "\n".join(
+            f"[{name}] {line}" for name, lines in dirty.items() for line in lines
+        )
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+def test_the_chat_is_clean_in_every_state(tab, model, size):
+    model.enqueue(
+        Reply.text("An answer with `code`, **bold** and\n\n```python\nprint('hi')\n```"),
+        Reply.text("The answer to the fixed question, with a [link](https://example.org)."),
+        Reply.tool_use(
+            "Skill", {"skill": "browser-ask", "args": "draft.md"}, id=f"toolu_ax_{size}"
+        ),
+        Reply.text("Stopped answer not used."),
+    )
+    viewport = VIEWPORTS[size]
+    chat = tab("alice", width=viewport["width"], height=viewport["height"])
+    chat.page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    states = States(chat, size)
+    chat.page.goto(f"{chat.base_url}/c/start/")
+    chat.wait_until(lambda: chat.resumed_count() > 0, "the socket")
+    expect(chat.page.locator("#intro")).to_be_visible()
+    states.check("first-screen")
+    chat.message_box.fill("/")
+    expect(chat.page.get_by_role("listbox", name="Skills")).to_be_visible()
+    states.check("slash-menu")
+    chat.message_box.fill("")
+
+    chat.send("Whta is a skill?")
+    expect(chat.transcript.locator(".row-assistant .md")).to_have_count(1)
+    chat.transcript.get_by_role("button", name="Edit", exact=True).click()
+    chat.transcript.get_by_role("textbox", name="Edited message").fill("What is a skill?")
+    states.check("edit-form")
+    chat.transcript.get_by_role("button", name="Send edited message").click()
+    expect(chat.transcript.locator(".row.replaced")).to_have_count(2)
+    chat.transcript.get_by_role("button", name="Copy answer").last.click()
+    expect(chat.page.locator("#copy-status")).to_have_text("Answer copied to the clipboard.")
+    states.check("edited-and-copied")
+    for menu in ("rename", "model-picker", "export-menu"):
+        chat.page.locator(f".chat-tools details.{menu} > summary").click()
+        expect(chat.page.locator(f".chat-tools details.{menu}")).to_have_attribute("open", "")
+        states.check(f"menu-{menu}")
+    chat.page.keyboard.press("Escape")
+
+    chat.send("Check my draft")
+    expect(chat.approval().get_by_role("button", name="Allow once")).to_be_visible()
+    chat.send("Then summarise it")
+    expect(chat.transcript.locator(".row-queued")).to_have_count(1)
+    states.check("approval-pending")
+    chat.page.evaluate("window.scrollTo(0, 0)")
+    expect(chat.page.get_by_role("button", name="Jump to the newest")).to_be_visible()
+    states.check("scrolled-up")
+    chat.page.get_by_role("button", name="Stop").click()
+    expect(chat.chip("browser-ask")).to_have_attribute("data-state", "stopped")
+    states.check("stopped")
+
+    if size == "phone":
+        chat.page.locator(".chat-head .sidebar-toggle").click()
+        expect(chat.page.get_by_role("complementary", name="Conversations")).to_be_visible()
+        states.check("drawer-open")
+    states.assert_clean()
+    assert chat.errors == []
+
+
+@pytest.mark.parametrize("size", VIEWPORTS)
+@pytest.mark.parametrize("username", ["alice", "mona", "audrey"])
+def test_every_page_of_each_role_is_clean(tab, model, username, size):
+    model.enqueue(Reply.text("A short answer."))
+    viewport = VIEWPORTS[size]
+    chat = tab(username, width=viewport["width"], height=viewport["height"])
+    conversation = chat.new_conversation()
+    chat.send("Hello")
+    expect(chat.transcript.locator(".row-assistant")).to_have_count(1)
+    pages = [*_pages_of(chat.page, chat.base_url)]
+    pages += [f"{chat.base_url}{path}" for path in EXTRA_PAGES[username]]
+    pages.append(f"{chat.base_url}/c/{conversation}/delete/")
+    pages.append(f"{chat.base_url}/c/{conversation}/summarise/")
+    if username == "audrey":
+        pages.append(f"{chat.base_url}/audit/conversations/{conversation}/")
+        pages.append(f"{chat.base_url}/c/{conversation}/")  # an inspector's chat, hidden rows shown
+    found = {}
+    for url in pages:
+        chat.page.goto(url)
+        lines = violations(chat.page)
+        if lines:
+            found[url.removeprefix(chat.base_url)] = lines
+    assert found == {}, "axe found:\n" + "\n".join(
+        f"[{url}] {line}" for url, lines in found.items() for line in lines
+    )

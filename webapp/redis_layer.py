@@ -1,0 +1,212 @@
+"""The Redis channel layer, made to ride out Redis restarts and outages however long.
+
+channels-redis passes every Redis error to its caller. A Redis restart then left each process
+with pooled connections the server had closed: the first websocket opened after it failed with
+HTTP 500 (its `group_add` met a dead connection), and every worker exited (its `receive` raised),
+interrupting every answer and, within a 45-second outage, using up the service's start limit.
+This subclass keeps channels-redis's semantics and adds:
+
+- A dead pooled connection is not an outage: a call that fails with a connection error drops the
+  pool's idle connections and is tried once more at once (a new connection).
+- An outage (the second attempt fails too) is logged once (`skills_app.core.outages`), and from
+  then on nothing waits on Redis: `group_send` drops the message (stored events are in the
+  database, and every tab fills a gap in the seqs or in a stream's offsets from there, as it
+  does when a full channel drops a message); `send` raises `LayerUnavailable` at once (callers
+  treat a wake-up or a stop as best effort: the queue and the stop flag are in the database);
+  `group_add` / `group_discard` are remembered and applied when Redis is back; `receive` waits.
+- One probe per process retries with backoff (0.5 s doubling to 10 s). When Redis answers, the
+  remembered group memberships of this process's channels are added again (a restarted Redis
+  has none), `receive` resumes, and every channel of this process that is in a group gets a
+  `layer.resumed` message, so its consumer catches up on what it missed from the database.
+
+No process exits because Redis is away: the worker's listeners and the consumers' receives just
+wait, and the runs go on streaming into the database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from channels_redis.core import RedisChannelLayer
+
+from skills_app.core.outages import Backoff, Outage
+
+logger = logging.getLogger("skills_app.ops.channel_layer")
+
+# The message a channel of this process gets when Redis is back (its consumer catches up).
+RESUMED = "layer.resumed"
+
+
+class LayerUnavailable(ConnectionError):
+    """Redis is away: the message was not sent (the layer retries in the background)."""
+
+
+def is_connection_error(exc: BaseException) -> bool:
+    """A lost or refused connection (redis-py's ConnectionError/TimeoutError, or an OSError)."""
+    if isinstance(exc, OSError | TimeoutError):
+        return True
+    return any(
+        cls.__name__ in ("ConnectionError", "TimeoutError") and cls.__module__.startswith("redis")
+        for cls in type(exc).__mro__
+    )
+
+
+class ResilientRedisChannelLayer(RedisChannelLayer):
+    """channels-redis's layer that retries a dead connection once and waits out an outage."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.up = True
+        self.dropped = 0  # group messages dropped while Redis was away (tests, the ops page)
+        self.outage = Outage("the channel layer (Redis)", logger)
+        self._backoff = Backoff(first=0.5, cap=10.0)
+        self._back: asyncio.Event | None = None
+        self._probe: asyncio.Task[None] | None = None
+        # group -> channels of this process in it, for the channels named by this process.
+        self._members: dict[str, set[str]] = {}
+
+    # -- the calls --------------------------------------------------------------------------
+
+    async def send(self, channel: str, message: dict[str, Any]) -> None:
+        await self._call(super().send, channel, message)
+
+    async def group_send(self, group: str, message: dict[str, Any]) -> None:
+        try:
+            await self._call(super().group_send, group, message)
+        except LayerUnavailable:
+            self.dropped += 1
+
+    async def group_add(self, group: str, channel: str) -> None:
+        if self._is_ours(channel):
+            self._members.setdefault(group, set()).add(channel)
+        try:
+            await self._call(super().group_add, group, channel)
+        except LayerUnavailable:
+            pass  # added again when Redis is back
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        members = self._members.get(group)
+        if members is not None:
+            members.discard(channel)
+            if not members:
+                del self._members[group]
+        try:
+            await self._call(super().group_discard, group, channel)
+        except LayerUnavailable:
+            pass  # a restarted Redis has forgotten it; an old one lets it expire
+
+    async def receive(self, channel: str) -> dict[str, Any]:
+        retried = False
+        while True:
+            if not self.up:
+                await self._wait_until_back()
+            try:
+                message: dict[str, Any] = await super().receive(channel)
+                return message
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    raise
+                if not retried and self.up:
+                    retried = True
+                    await self._drop_idle_connections()
+                    continue
+                self._lost(exc)
+                retried = False
+
+    async def _clean_receive_backup(self, index: int, channel: str) -> None:
+        # channels-redis drops a received message's backup copy in a task nobody awaits: a
+        # connection lost meanwhile would be logged as an ERROR ("Task exception was never
+        # retrieved"). The copy is redelivered at worst, and consumers drop what they had.
+        try:
+            await super()._clean_receive_backup(index, channel)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+
+    async def wait_until_up(self) -> None:
+        """Return once Redis answers again (at once when it is not away)."""
+        if not self.up:
+            await self._wait_until_back()
+
+    # -- the machinery ----------------------------------------------------------------------
+
+    def _is_ours(self, channel: str) -> bool:
+        return "!" in channel and self.client_prefix in channel
+
+    async def _call(self, operation: Any, *args: Any) -> Any:
+        if not self.up:
+            raise LayerUnavailable("the channel layer (Redis) is away")
+        try:
+            return await operation(*args)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+        # A connection Redis closed (it restarted): drop the idle ones and try once more.
+        await self._drop_idle_connections()
+        try:
+            return await operation(*args)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+            self._lost(exc)
+            raise LayerUnavailable("the channel layer (Redis) is away") from exc
+
+    async def _drop_idle_connections(self) -> None:
+        loop_layer = self._layers.get(asyncio.get_running_loop())
+        if loop_layer is None:
+            return
+        for connection in list(loop_layer._connections.values()):
+            try:
+                await connection.connection_pool.disconnect(inuse_connections=False)
+            except Exception:  # noqa: BLE001 - a pool that cannot even close is replaced anyway
+                logger.debug("dropping idle Redis connections failed", exc_info=True)
+
+    def _lost(self, exc: BaseException) -> None:
+        if self.up:
+            self.up = False
+            self._backoff.reset()
+            self.outage.failed(exc, retry_in=self._backoff.first)
+        else:
+            self.outage.failed(exc)
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.get_running_loop().create_task(self._until_back())
+
+    async def _wait_until_back(self) -> None:
+        if self._back is None:
+            self._back = asyncio.Event()
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.get_running_loop().create_task(self._until_back())
+        await self._back.wait()
+
+    async def _until_back(self) -> None:
+        """Probe Redis with backoff until it answers, then restore what this process had."""
+        while True:
+            interval = self._backoff.next()
+            if self._backoff.capped:
+                self.outage.capped(interval)
+            await asyncio.sleep(interval)
+            try:
+                await self._drop_idle_connections()
+                for index in range(self.ring_size):
+                    await self.connection(index).ping()
+                # A restarted Redis has no groups: add this process's memberships again.
+                for group, channels in list(self._members.items()):
+                    for channel in list(channels):
+                        await super().group_add(group, channel)
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    logger.exception("the channel layer's probe failed; trying again")
+                self.outage.failed(exc, retry_in=self._backoff.current)
+                continue
+            break
+        self.up = True
+        self._backoff.reset()
+        self.outage.recovered()
+        if self._back is not None:
+            self._back.set()
+            self._back = None
+        # Consumers catch up from the database on what the group sent while Redis was away.
+        for channel in {c for channels in self._members.values() for c in channels}:
+            self.receive_buffer[channel].put_nowait({"type": RESUMED})
