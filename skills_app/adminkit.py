@@ -35,8 +35,9 @@ HIDDEN_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.message": frozenset({"content"}),
     # Tool results, hook output and hidden events live in the event data.
     "skills_app.runevent": frozenset({"data"}),
-    # SKILL.md of an uploaded version (shown when its package's source is visible to users).
-    "skills_app.skillversion": frozenset({"skill_md"}),
+    # SKILL.md of an uploaded version (shown when its package's source is visible to users),
+    # and its parsed frontmatter, which is SKILL.md too (hooks' commands, any metadata).
+    "skills_app.skillversion": frozenset({"skill_md", "frontmatter"}),
     # The approved manifest quotes the skill's commands exactly (the review page shows it to
     # skill managers, who review the package).
     "skills_app.skillreview": frozenset({"manifest"}),

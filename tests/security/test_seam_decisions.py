@@ -209,3 +209,20 @@ def test_an_uploader_who_lost_the_role_reads_no_newer_version_through_the_review
     # Positive control: a skill manager reads the diff with the newer version.
     managed = client_of(rita).get(reverse("skill-review", args=[old.pk])).content.decode()
     assert "NEWER-9b2e" in managed
+
+
+@pytest.mark.django_db
+def test_a_versions_frontmatter_in_the_admin_is_skill_md_too(staff, skill_manager):
+    """SKILL.md is withheld in the admin from staff without the inspect permission; its parsed
+    frontmatter (hooks' commands, arbitrary metadata) was shown beside it."""
+    from tests.review_helpers import greet_files, upload_draft
+
+    secret = "FRONTMATTER-SECRET-51aa: the vault opens with the brass key kept in the clock"
+    skill_md = GREET_SKILL_MD.replace(
+        "argument-hint:", f'metadata:\n  note: "{secret}"\nargument-hint:'
+    )
+    version = upload_draft(skill_manager, greet_files(skill_md=skill_md))
+    assert secret in str(version.frontmatter)  # the stored row holds it
+    page = client_of(staff).get(reverse("admin:skills_app_skillversion_change", args=[version.pk]))
+    assert page.status_code == 200
+    assert leaked(page.content, [secret]) == [], leaked(page.content, [secret])
