@@ -46,6 +46,10 @@ HIDDEN_FIELDS: dict[str, frozenset[str]] = {
 # filtered, never searched, filtered or ordered by people without the inspect permission.
 QUOTING_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.approval": frozenset({"call_text", "input", "reason", "deny_reason"}),
+    # The model's arguments may quote what it read; the tools applied are SKILL.md's own words.
+    "skills_app.skillinvocation": frozenset(
+        {"args", "error", "status_text", "allowed_tools", "disallowed_tools"}
+    ),
     "skills_app.run": frozenset({"error"}),
     # The rule of a decision a review or a skill's allowed-tools made is the skill's own text
     # (`Bash(<the reviewed command>)`).

@@ -226,3 +226,42 @@ def test_a_versions_frontmatter_in_the_admin_is_skill_md_too(staff, skill_manage
     page = client_of(staff).get(reverse("admin:skills_app_skillversion_change", args=[version.pk]))
     assert page.status_code == 200
     assert leaked(page.content, [secret]) == [], leaked(page.content, [secret])
+
+
+@pytest.mark.django_db
+def test_an_invocations_allowed_tools_and_model_args_are_filtered_for_staff(
+    staff, auditor, skill_manager, bob
+):
+    """What a reviewed skill's invocation applied (its `allowed-tools`, exactly as SKILL.md has
+    them) and the arguments the model wrote (it may quote what it read) are shown on the audit's
+    invocation page and in the admin; both pass the filter for staff without inspect."""
+    from skills_app.models import SkillInvocation
+
+    version = publish(skill_manager)
+    conversation = Conversation.objects.create(owner=bob, title="greet")
+    allowed = "Bash(python3 ${CLAUDE_SKILL_DIR}/scripts/greet.py --version)"
+    model_args = "GREETBODY-7c1e: greet every person by the exact name they give and add"
+    inv = SkillInvocation.objects.create(
+        conversation=conversation,
+        skill="org-greet",
+        caller="model",
+        decision="allowed",
+        version=version,
+        digest=version.digest,
+        args=model_args,
+        allowed_tools=[allowed],
+        injected_text="x",
+    )
+    forget(conversation.pk)
+    hidden = [GREET_SKILL_MD]
+    for url in (
+        reverse("audit-invocation", args=[inv.pk]),
+        reverse("admin:skills_app_skillinvocation_change", args=[inv.pk]),
+        reverse("admin:skills_app_skillinvocation_changelist"),
+    ):
+        page = client_of(staff).get(url)
+        assert page.status_code == 200, url
+        assert leaked(page.content, hidden) == [], (url, leaked(page.content, hidden))
+    # Positive control: an inspector reads them whole.
+    inspected = client_of(auditor).get(reverse("audit-invocation", args=[inv.pk])).content
+    assert b"scripts/greet.py --version" in inspected and b"GREETBODY-7c1e" in inspected
