@@ -256,15 +256,34 @@ def _conversation_texts(
 
 def _own_splitter(words: list[str]) -> Callable[[str], list[str]]:
     """Splits an injected text at every one of the owner's own words it holds (the arguments a
-    skill's body substituted): the rest of the text is the skill's."""
-    kept = sorted({w.strip() for w in words if len(w.strip()) >= OWN_MIN}, key=len, reverse=True)
+    skill's body substituted): the rest of the text is the skill's.
+
+    One pass over the text whatever the number of words (a long conversation has thousands of
+    message lines): the words are looked up by their first OWN_MIN characters at each position,
+    the longest that matches there is cut out, and the scan goes on after it.
+    """
+    by_prefix: dict[str, list[str]] = {}
+    kept = {w.strip() for w in words if len(w.strip()) >= OWN_MIN}
+    for word in sorted(kept, key=len, reverse=True):
+        by_prefix.setdefault(word[:OWN_MIN], []).append(word)
 
     def split(text: str) -> list[str]:
-        present = [w for w in kept if w in text]
-        if not present:
+        if not by_prefix:
             return [text]
-        # Longest first: a message that holds a shorter word of the person's is cut whole.
-        return re.split("|".join(re.escape(w) for w in present), text)
+        pieces: list[str] = []
+        start = at = 0
+        last = len(text) - OWN_MIN
+        while at <= last:
+            bucket = by_prefix.get(text[at : at + OWN_MIN])
+            if bucket is not None:
+                word = next((w for w in bucket if text.startswith(w, at)), None)
+                if word is not None:
+                    pieces.append(text[start:at])
+                    at = start = at + len(word)
+                    continue
+            at += 1
+        pieces.append(text[start:])
+        return pieces
 
     return split
 

@@ -76,3 +76,14 @@ async def test_guessing_lines_of_a_skill_does_not_reveal_which_guess_is_right(
     assert PLACEHOLDER in page
     assert "three short knocks and a long cough" not in page
     assert SKILL_MD  # the file the guesses are about
+
+
+def test_an_injected_text_is_split_at_the_longest_own_words_it_holds():
+    from skills_app.hidden import _own_splitter
+
+    split = _own_splitter(["Ada Lovelace", "Ada Lovelace and Charles Babbage", "short", "  "])
+    body = 'Greet "Ada Lovelace and Charles Babbage" warmly, then Ada Lovelace again.'
+    assert split(body) == ['Greet "', '" warmly, then ', " again."]
+    # Words under OWN_MIN characters cut nothing (a one-letter message would shred a skill).
+    assert split("a short text with nothing of theirs") == ["a short text with nothing of theirs"]
+    assert _own_splitter([])("anything at all") == ["anything at all"]
