@@ -31,6 +31,7 @@ from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_fol
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.policy.access import Policy, policy_for
+from skills_app.policy.storage import skill_storage_root
 from skills_app.registry.consents import consents_for, still_live
 from skills_app.runs import agent_setup, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
@@ -123,11 +124,17 @@ def tool_context(
         workspace=workspace,
         sandbox=settings.SANDBOX,
         unsandboxed_allowed=unsandboxed_allowed,
-        # Inside the sandbox these server folders are masked, should a system bind expose them.
+        # Inside the sandbox these server folders are masked, should a system bind expose them:
+        # the skill folders too (SKILLS_DIRS kept under /usr/local/share was readable by every
+        # command, a skill restricted to other groups included; a conversation gets a skill's
+        # files only as its staged copy).
         sandbox_hidden_paths=(
             str(settings.BASE_DIR),
             str(settings.VAR_DIR),
             str(settings.MEDIA_ROOT),
+            str(settings.BUNDLED_SKILLS_DIR),
+            str(skill_storage_root()),
+            *(str(path) for path in settings.SKILLS_DIRS),
         ),
         bash_timeout_default=settings.BASH_TIMEOUT_DEFAULT,
         bash_timeout_max=settings.BASH_TIMEOUT_MAX,

@@ -15,6 +15,7 @@ Positive controls: a member reaches payroll by each of these ways.
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from typing import Any
 
@@ -188,3 +189,39 @@ def test_the_skill_page_and_catalog_say_what_a_groups_rule_means_for_each_person
         client_of(alice), Conversation.objects.create(owner=alice)
     )
     assert "/skills/s/notes/" in _menu(client_of(bob), Conversation.objects.create(owner=bob))
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_command_cannot_read_a_skill_folder_the_server_keeps_under_usr(
+    settings, tmp_path, bob
+):
+    """The sandbox binds /usr read-only for the programs it runs. An operator who keeps
+    SKILLS_DIRS there (/usr/local/share/...) left every skill's files readable by any command,
+    group-restricted ones included, whatever the skill's groups said."""
+    import shutil
+    import uuid
+    from pathlib import Path
+
+    from skills_app.core.tools.bash import BashTool
+    from skills_app.core.tools.sandbox import describe_sandbox
+    from skills_app.runs.factory import tool_context
+    from skills_app.workspaces import workspace_for
+
+    if not describe_sandbox("auto").sandboxed:
+        pytest.skip("bubblewrap does not work here")
+    base = Path("/usr/local/share")
+    if not os.access(base, os.W_OK):
+        pytest.skip("needs a writable /usr/local/share to plant a server skill folder")
+    root = base / f"skillscope-test-{uuid.uuid4().hex[:8]}"
+    try:
+        _skill(root, "payroll", PAYROLL_BODY)
+        settings.SKILLS_DIRS = [root]
+        restrict_group = await sync_to_async(Group.objects.create)(name="Finance")
+        await sync_to_async(restrict)("payroll", restrict_group)
+        conversation = await Conversation.objects.acreate(owner=bob)
+        ws = await sync_to_async(workspace_for)(conversation.pk)
+        ctx = tool_context(ws)
+        result = await BashTool().run({"command": f"cat {root}/payroll/SKILL.md; true"}, ctx)
+        assert "PAYROLL-7f3a" not in result.content, result.content
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
