@@ -37,8 +37,9 @@ HIDDEN_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.message": frozenset({"content"}),
     # Tool results, hook output and hidden events live in the event data.
     "skills_app.runevent": frozenset({"data"}),
-    # SKILL.md of an uploaded version (shown when its package's source is visible to users).
-    "skills_app.skillversion": frozenset({"skill_md"}),
+    # SKILL.md of an uploaded version (shown when its package's source is visible to users),
+    # and its parsed frontmatter, which is SKILL.md too (hooks' commands, any metadata).
+    "skills_app.skillversion": frozenset({"skill_md", "frontmatter"}),
     # The approved manifest quotes the skill's commands exactly (the review page shows it to
     # skill managers, who review the package).
     "skills_app.skillreview": frozenset({"manifest"}),
@@ -47,8 +48,14 @@ HIDDEN_FIELDS: dict[str, frozenset[str]] = {
 # filtered, never searched, filtered or ordered by people without the inspect permission.
 QUOTING_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.approval": frozenset({"call_text", "input", "reason", "deny_reason"}),
+    # The model's arguments may quote what it read; the tools applied are SKILL.md's own words.
+    "skills_app.skillinvocation": frozenset(
+        {"args", "error", "status_text", "allowed_tools", "disallowed_tools"}
+    ),
     "skills_app.run": frozenset({"error"}),
-    "skills_app.permissiondecision": frozenset({"call_text", "input", "reason"}),
+    # The rule of a decision a review or a skill's allowed-tools made is the skill's own text
+    # (`Bash(<the reviewed command>)`).
+    "skills_app.permissiondecision": frozenset({"call_text", "input", "reason", "rule_text"}),
 }
 WITHHELD_PLACEHOLDER = "(hidden: you lack the inspect permission)"
 

@@ -34,13 +34,11 @@ Choices, and why:
   double, then halve), and the scan resumes after it. A hash collision costs a comparison,
   never a wrong answer. Memory: 12 bytes per STRIDE hidden characters plus the bitmap (at most
   16 MB) and the normalised texts themselves. Measured in bench/bench_redact.py.
-- The viewer's own words are never withheld from them. `HiddenIndex(hidden, own=...)` (and
-  `HiddenIndex.of(parts, own=...)`) takes the texts the viewer wrote (their messages, the
-  arguments of their `/name` commands, the names of files they attached): where one of them (at
-  least OWN_MIN characters) sits inside a withheld span of the outgoing text, that part is shown
-  and the rest of the span is still withheld, however short (a leftover of only punctuation is
-  shown: it says nothing). Shorter own texts are not carved out: a one-letter message must not
-  reveal where that letter sits in a skill's instructions.
+- The viewer's own words are not for this module to judge: the services split the texts that
+  repeat them (a skill's body with a person's arguments substituted) before indexing
+  (`hidden.py`). Carving them out of any withheld span at the end answered "is this guess in
+  the hidden text?", which no one may ask. OWN_MIN is the shortest text counted as one's words:
+  a one-letter message must not cut a skill's text into unindexed pieces.
 - Built once, reused (`shingles.py`). `Shingles` (the sampled hashes of some texts) are immutable: the services
   build them once per skill version (keyed by its content digest) and combine them into one
   `HiddenIndex` per conversation with `HiddenIndex.of`, each part with an optional mask of the
@@ -74,6 +72,7 @@ from skills_app.core.shingles import (
 __all__ = [
     "DEFAULT_LABEL",
     "MIN_SPAN",
+    "OWN_MIN",
     "STRIDE",
     "WHITESPACE",
     "WINDOW",
@@ -111,24 +110,16 @@ _Hits = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64
 class HiddenIndex:
     """The hidden texts of one conversation (or one page), indexed for `spans` and `redact`."""
 
-    def __init__(self, hidden: Iterable[HiddenText | str] = (), *, own: Iterable[str] = ()) -> None:
+    def __init__(self, hidden: Iterable[HiddenText | str] = ()) -> None:
         self._parts: list[tuple[Shingles, Mask | None]] = []
-        # Longest first: a message that holds a shorter own text is carved out whole.
-        self._own = sorted(
-            {o.strip() for o in own if isinstance(o, str) and len(o.strip()) >= OWN_MIN},
-            key=len,
-            reverse=True,
-        )
         built = Shingles.build(hidden)
         if built.texts:
             self._parts.append((built, None))
 
     @classmethod
-    def of(
-        cls, parts: Iterable[tuple[Shingles, Mask | None]], *, own: Iterable[str] = ()
-    ) -> HiddenIndex:
+    def of(cls, parts: Iterable[tuple[Shingles, Mask | None]]) -> HiddenIndex:
         """An index over prepared shingles; a mask marks which of a part's texts are hidden."""
-        index = cls(own=own)
+        index = cls()
         for shingles, mask in parts:
             if shingles.texts and (mask is None or bool(mask.any())):
                 index._parts.append((shingles, mask))
@@ -155,31 +146,6 @@ class HiddenIndex:
             start += norm[start] == " "
             end -= norm[end - 1] == " "
             out.append(Span(int(origin[start]), int(origin[end - 1]) + 1, label))
-        return self._carve(text, out) if self._own else out
-
-    def _carve(self, text: str, spans: list[Span]) -> list[Span]:
-        """The spans without the viewer's own words; what is left of a span stays withheld."""
-        mine: list[tuple[int, int]] = []
-        for own in self._own:
-            at = text.find(own)
-            while at != -1:
-                if not any(s <= at < e for s, e in mine):
-                    mine.append((at, at + len(own)))
-                at = text.find(own, at + len(own))
-        if not mine:
-            return spans
-        mine.sort()
-        out: list[Span] = []
-        for span in spans:
-            cursor = span.start
-            for start, end in mine:
-                if end <= cursor or start >= span.end:
-                    continue
-                if start > cursor and _worded(text[cursor:start]):
-                    out.append(Span(cursor, start, span.label))
-                cursor = max(cursor, end)
-            if cursor < span.end and _worded(text[cursor : span.end]):
-                out.append(Span(cursor, span.end, span.label))
         return out
 
     def _hits(self, norm: str) -> _Hits:
@@ -325,12 +291,6 @@ def _backward(a: str, i: int, b: str, j: int, limit: int) -> int:
                 size = half
         return done
     return done
-
-
-def _worded(piece: str) -> bool:
-    """A leftover of a carved span worth withholding: it holds a letter or a digit (a quote mark
-    or a bracket next to the viewer's own words tells them nothing)."""
-    return any(c.isalnum() for c in piece)
 
 
 def placeholder(label: str, size: int) -> str:

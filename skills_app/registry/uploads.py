@@ -41,6 +41,7 @@ from django.db.models import Max
 
 from skills_app.core.lint_runtime import lint_runtime_dir, merge
 from skills_app.core.skilltypes import Problem
+from skills_app.core.tools.storage import tree_bytes
 from skills_app.core.upload_checks import (
     Layout,
     Limits,
@@ -52,6 +53,7 @@ from skills_app.core.upload_checks import (
     read_zip,
 )
 from skills_app.models import SkillPackage, SkillReview, SkillVersion
+from skills_app.policy import storage
 from skills_app.registry import trigger_sets
 from skills_app.registry.staging import (
     Staged,
@@ -293,9 +295,11 @@ def _install(
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=root))
     written: list[Path] = []
+    reserved = 0
     try:
         staged = [stage(c, staging / str(i)) for i, c in enumerate(layout.skills)]
         ignored = _ignored_warning(layout)
+        reserved = _reserve_personal(staged, user) if personal else 0
         try:
             with transaction.atomic():
                 results = [
@@ -314,6 +318,32 @@ def _install(
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if reserved:
+            # Stored: the versions count now (storage.personal_skill_bytes); or nothing was.
+            storage.release(user.pk, reserved)
+
+
+def _reserve_personal(staged: list[Staged], user: Any) -> int:
+    """Room in the person's storage quota for the new versions of their personal skills (all of
+    it, or UploadError with the figures); the bytes reserved."""
+    user_id = getattr(user, "pk", None)
+    if user_id is None:
+        return 0
+    known = set(
+        SkillVersion.objects.filter(
+            package__owner_id=user_id, package__name__in=[s.candidate.name for s in staged]
+        ).values_list("package__name", "digest")
+    )
+    needed = sum(
+        tree_bytes(s.folder) for s in staged if (s.candidate.name, s.spec.digest) not in known
+    )
+    if not needed:
+        return 0
+    try:
+        granted, _now = storage.reserve(user_id, needed, at_least=needed)
+    except storage.StorageFull as exc:
+        raise UploadError(str(exc)) from None
+    return granted
 
 
 def _ignored_warning(layout: Layout) -> Problem | None:

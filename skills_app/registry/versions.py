@@ -11,18 +11,16 @@ import difflib
 import shutil
 from pathlib import Path
 
-from django.conf import settings
-
 from skills_app.core.upload_checks import UploadError
 from skills_app.models import SkillInvocation, SkillPackage, SkillReview, SkillVersion
+from skills_app.policy import storage
 
 # --- storage -------------------------------------------------------------------------------
 
 
 def storage_root() -> Path:
     """Where installed versions live: SKILL_STORAGE_ROOT, or MEDIA_ROOT/skills."""
-    root = getattr(settings, "SKILL_STORAGE_ROOT", None)
-    return Path(root) if root else Path(settings.MEDIA_ROOT) / "skills"
+    return storage.skill_storage_root()
 
 
 def version_dir(version: SkillVersion) -> Path:

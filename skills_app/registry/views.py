@@ -71,7 +71,7 @@ def skill_rows(provider: UserSkills, user_id: int) -> list[SkillRow]:
     """Every loaded skill (shadowed ones included) and every skill that failed to load."""
     winners = {s.name: s for s in provider.skills()}
     versions = _versions_by_dir(user_id)
-    blocked = blocked_skills(winners)
+    blocked = blocked_skills(winners, user_id)
     rows: list[SkillRow] = []
     for spec in provider.candidates():
         winner = winners.get(spec.name)
@@ -140,7 +140,7 @@ def _page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) -> Htt
     manager = may_manage(request.user)
     context = {
         "catalog": catalog.catalog_rows(
-            provider.skills(), request.user.pk, catalog.rules_context(admin_rules())
+            provider.skills(), request.user.pk, catalog.rules_context(admin_rules(request.user.pk))
         ),
         "manager": manager,
         # Developer columns (digests, sources, shadowing, lint) are for skill managers.
