@@ -1,6 +1,7 @@
 """Installing uploaded skills: read the upload, stage and lint each skill (`staging.py`), store
-them atomically as new versions, in the scope asked for. The installed versions are managed in
-`versions.py` (activation, enabling, diffs, deletion, lookup by digest).
+them atomically as new versions, in the scope asked for (who may, and how much: `upload_limits.py`).
+The installed versions are managed in `versions.py` (activation, enabling, diffs, deletion, lookup
+by digest).
 
 Accepted uploads (`upload_checks` does the reading and the hostile-input checks):
 - a zip (`.zip` or `.skill`) whose root is the skill folder: `my-skill/SKILL.md` -> `my-skill`;
@@ -35,16 +36,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from skills_app.core.lint_runtime import lint_runtime_dir, merge
 from skills_app.core.skilltypes import Problem
-from skills_app.core.tools.storage import tree_bytes
 from skills_app.core.upload_checks import (
     Layout,
-    Limits,
     UploadError,
     archive_stem,
     check_files,
@@ -65,6 +63,12 @@ from skills_app.registry.staging import (
     stage,
     write_candidate,
 )
+from skills_app.registry.upload_limits import (
+    ORG_PERMISSION,
+    check_scope,
+    limits,
+    reserve_personal,
+)
 
 # Managing the installed versions is versions.py's job; re-exported for the many callers that
 # reach them through uploads.
@@ -79,6 +83,7 @@ from skills_app.registry.versions import (
 )
 
 __all__ = [
+    "ORG_PERMISSION",
     "InstallResult",
     "UploadError",
     "UploadFile",
@@ -91,6 +96,7 @@ __all__ = [
     "install_directory",
     "install_files",
     "install_layout",
+    "limits",
     "set_enabled",
     "skill_md_diff",
     "storage_root",
@@ -99,8 +105,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-ORG_PERMISSION = "skills_app.add_skillpackage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,19 +153,6 @@ class InstallResult:
         )
 
 
-# --- limits --------------------------------------------------------------------------------
-
-
-def limits() -> Limits:
-    """The upload limits from settings."""
-    return Limits(
-        max_total_bytes=settings.UPLOAD_MAX_TOTAL_BYTES,
-        max_files=settings.UPLOAD_MAX_FILES,
-        max_file_bytes=settings.UPLOAD_MAX_FILE_BYTES,
-        max_ratio=settings.UPLOAD_MAX_RATIO,
-    )
-
-
 # --- public API ----------------------------------------------------------------------------
 
 
@@ -180,7 +171,7 @@ def install_archive(
     `activate=False` stores a new version as a candidate: the active version stays until its
     owner activates the new one (after comparing its trigger tests).
     """
-    _check_scope(user, personal)
+    check_scope(user, personal)
     members = read_zip(data, filename, limits())
     layout = find_skills(members, stem=archive_stem(filename))
     return _install(layout, user, personal, activate, origin)
@@ -195,7 +186,7 @@ def install_files(
     origin: str = "upload",
 ) -> list[InstallResult]:
     """Install a folder chosen in the browser."""
-    _check_scope(user, personal)
+    check_scope(user, personal)
     members = check_files([(f.path, f.data) for f in files], limits())
     return _install(find_skills(members, stem=None), user, personal, activate, origin)
 
@@ -209,7 +200,7 @@ def install_directory(
     origin: str = "cli",
 ) -> list[InstallResult]:
     """Install a skill or plugin folder from disk (`manage.py skills import`)."""
-    _check_scope(user, personal)
+    check_scope(user, personal)
     members = read_directory(Path(path), limits())
     return _install(find_skills(members, stem=None), user, personal, activate, origin)
 
@@ -225,7 +216,7 @@ def create_draft_version(
     identical to an existing version changes nothing. `stem` names a skill whose SKILL.md sits
     at the root of `files` and has no valid `name:`.
     """
-    _check_scope(user, False)
+    check_scope(user, False)
     members = check_files([(f.path, f.data) for f in files], limits())
     return _install(find_skills(members, stem=stem), user, False, False, origin)
 
@@ -239,7 +230,7 @@ def install_layout(
     origin: str = "git",
 ) -> list[InstallResult]:
     """Install skills already found and checked elsewhere (a Git source's personal skills)."""
-    _check_scope(user, personal)
+    check_scope(user, personal)
     return _install(layout, user, personal, activate, origin)
 
 
@@ -272,22 +263,6 @@ def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
 # --- install -------------------------------------------------------------------------------
 
 
-def _check_scope(user: Any, personal: bool) -> None:
-    if personal:
-        if not settings.ALLOW_PERSONAL_SKILLS:
-            raise UploadError(
-                "personal skills are turned off on this server (ALLOW_PERSONAL_SKILLS); ask an "
-                "administrator to install the skill for everyone"
-            )
-        if user is None or not getattr(user, "is_authenticated", False):
-            raise UploadError("a personal skill needs an owner; sign in or name the user")
-    elif user is not None and not user.has_perm(ORG_PERMISSION):
-        raise UploadError(
-            "only administrators can install skills for the whole organisation; upload it as a "
-            "personal skill instead"
-        )
-
-
 def _install(
     layout: Layout, user: Any, personal: bool, activate: bool = True, origin: str = "upload"
 ) -> list[InstallResult]:
@@ -299,7 +274,7 @@ def _install(
     try:
         staged = [stage(c, staging / str(i)) for i, c in enumerate(layout.skills)]
         ignored = _ignored_warning(layout)
-        reserved = _reserve_personal(staged, user) if personal else 0
+        reserved = reserve_personal(staged, user) if personal else 0
         try:
             with transaction.atomic():
                 results = [
@@ -321,29 +296,6 @@ def _install(
         if reserved:
             # Stored: the versions count now (storage.personal_skill_bytes); or nothing was.
             storage.release(user.pk, reserved)
-
-
-def _reserve_personal(staged: list[Staged], user: Any) -> int:
-    """Room in the person's storage quota for the new versions of their personal skills (all of
-    it, or UploadError with the figures); the bytes reserved."""
-    user_id = getattr(user, "pk", None)
-    if user_id is None:
-        return 0
-    known = set(
-        SkillVersion.objects.filter(
-            package__owner_id=user_id, package__name__in=[s.candidate.name for s in staged]
-        ).values_list("package__name", "digest")
-    )
-    needed = sum(
-        tree_bytes(s.folder) for s in staged if (s.candidate.name, s.spec.digest) not in known
-    )
-    if not needed:
-        return 0
-    try:
-        granted, _now = storage.reserve(user_id, needed, at_least=needed)
-    except storage.StorageFull as exc:
-        raise UploadError(str(exc)) from None
-    return granted
 
 
 def _ignored_warning(layout: Layout) -> Problem | None:
