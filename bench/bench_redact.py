@@ -103,6 +103,8 @@ def timed(fn: Any, rounds: int) -> tuple[float, float]:
 
 
 def baseline_module(commit: str) -> ModuleType | None:
+    # redact.py of that commit; since the hashing moved to core/shingles.py, a baseline that
+    # imports it uses today's shingles.py (the index's search is what differs between commits).
     try:
         source = subprocess.run(
             ["git", "show", f"{commit}:skills_app/core/redact.py"],

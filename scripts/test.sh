@@ -11,7 +11,7 @@ echo "==> Lint (ruff)"
 .venv/bin/ruff format --check --quiet webapp skills_app tests bench typings manage.py
 .venv/bin/ruff check --quiet webapp skills_app tests bench typings manage.py
 
-echo "==> Types (mypy: strict on skills_app/core, the default elsewhere; config in pyproject.toml)"
+echo "==> Types (mypy --strict on skills_app and webapp; config in pyproject.toml)"
 .venv/bin/mypy
 
 echo "==> Tests"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib import admin
 from django.contrib.admin.views.main import ChangeList
@@ -27,6 +27,8 @@ from django.http import HttpRequest
 
 from skills_app.visibility import INSPECT_PERMISSION, outbound
 
+_M = TypeVar("_M", bound=Model)
+
 # Fields holding hidden content, by model label: never shown to, searched or ordered by people
 # without the inspect permission.
 HIDDEN_FIELDS: dict[str, frozenset[str]] = {
@@ -35,8 +37,9 @@ HIDDEN_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.message": frozenset({"content"}),
     # Tool results, hook output and hidden events live in the event data.
     "skills_app.runevent": frozenset({"data"}),
-    # SKILL.md of an uploaded version (shown when its package's source is visible to users).
-    "skills_app.skillversion": frozenset({"skill_md"}),
+    # SKILL.md of an uploaded version (shown when its package's source is visible to users),
+    # and its parsed frontmatter, which is SKILL.md too (hooks' commands, any metadata).
+    "skills_app.skillversion": frozenset({"skill_md", "frontmatter"}),
     # The approved manifest quotes the skill's commands exactly (the review page shows it to
     # skill managers, who review the package).
     "skills_app.skillreview": frozenset({"manifest"}),
@@ -45,8 +48,14 @@ HIDDEN_FIELDS: dict[str, frozenset[str]] = {
 # filtered, never searched, filtered or ordered by people without the inspect permission.
 QUOTING_FIELDS: dict[str, frozenset[str]] = {
     "skills_app.approval": frozenset({"call_text", "input", "reason", "deny_reason"}),
+    # The model's arguments may quote what it read; the tools applied are SKILL.md's own words.
+    "skills_app.skillinvocation": frozenset(
+        {"args", "error", "status_text", "allowed_tools", "disallowed_tools"}
+    ),
     "skills_app.run": frozenset({"error"}),
-    "skills_app.permissiondecision": frozenset({"call_text", "input", "reason"}),
+    # The rule of a decision a review or a skill's allowed-tools made is the skill's own text
+    # (`Bash(<the reviewed command>)`).
+    "skills_app.permissiondecision": frozenset({"call_text", "input", "reason", "rule_text"}),
 }
 WITHHELD_PLACEHOLDER = "(hidden: you lack the inspect permission)"
 
@@ -108,7 +117,7 @@ def _filter_item_lookup(item: Any) -> str | None:
     return None
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnlyAdmin(admin.ModelAdmin[_M]):
     """Immutable records: viewable, never added, changed or deleted through the admin."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -121,7 +130,7 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class HiddenFieldsAdmin(admin.ModelAdmin):
+class HiddenFieldsAdmin(admin.ModelAdmin[_M]):
     """Keeps hidden content away from staff without the inspect permission (module docstring).
 
     Put it first among the bases. Subclasses that override get_fields, get_search_fields,
@@ -133,11 +142,11 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
     def inspects(request: HttpRequest) -> bool:
         return bool(request.user.has_perm(INSPECT_PERMISSION))
 
-    def hidden_fields_for(self, obj: Any) -> frozenset[str]:
+    def hidden_fields_for(self, obj: _M | None) -> frozenset[str]:
         """The hidden fields of this record (a subclass may show some, e.g. a visible source)."""
         return HIDDEN_FIELDS.get(_label(self.model), frozenset())
 
-    def conversation_id_of(self, obj: Any) -> int | None:
+    def conversation_id_of(self, obj: _M) -> int | None:
         """Whose hidden texts filter this record's quoting fields."""
         return getattr(obj, "conversation_id", None)
 
@@ -200,7 +209,7 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
 
     # -- pages ------------------------------------------------------------------------------
 
-    def get_fieldsets(self, request: HttpRequest, obj: Any = None) -> Any:
+    def get_fieldsets(self, request: HttpRequest, obj: _M | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
         if self.inspects(request):
             return fieldsets
@@ -212,13 +221,15 @@ class HiddenFieldsAdmin(admin.ModelAdmin):
                 kept.append((name, {**options, "fields": fields}))
         return kept
 
-    def get_object(self, request: HttpRequest, object_id: str, from_field: Any = None) -> Any:
+    def get_object(
+        self, request: HttpRequest, object_id: str, from_field: str | None = None
+    ) -> _M | None:
         obj = super().get_object(request, object_id, from_field)
         if obj is None or self.inspects(request):
             return obj
         return self.shown_copy(obj, viewer_id=request.user.pk)
 
-    def shown_copy(self, obj: Any, viewer_id: int | None = None) -> Any:
+    def shown_copy(self, obj: _M, viewer_id: int | None = None) -> _M:
         """A copy of the record as a non-inspector may see it (hidden blanked, quoting filtered).
 
         Only on read-only admins: a form saves the object it was given, and the copy must never

@@ -22,8 +22,12 @@ version some visible source has is visible (whoever holds it knows the text alre
 
 What is *not* hidden from the conversation's owner, even inside hidden text: their own words
 (`conversation_own_texts`: their messages, the arguments of their `/name` commands, the names
-of files they attached). A skill body that repeats the arguments does not make them someone
-else's secret; the owner's index carves them out of what it withholds (`core.redact`, OWN_MIN).
+of files they attached) where the injected text holds them. A skill body with the arguments
+substituted does not make them someone else's secret: for the owner, the injected texts (and
+hidden rows) are split at their own words (OWN_MIN characters or more) before they are indexed.
+Only those: the skill's files, `!` output and hook output are indexed whole, so a person's words
+that repeat a skill's files stay withheld there. Carving their words out of any withheld span
+(as before) answered "is this guess in the skill?": a right guess was shown, a wrong one not.
 Nor paths in the conversation's workspace: a skill's text names its staged folder (the
 base-directory line, `${CLAUDE_SKILL_DIR}` resolved), and so does any command that runs its
 scripts; the conversation's own hidden texts are split at every such path, so naming a file
@@ -47,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from skills_app.core.redact import MIN_SPAN, HiddenIndex, HiddenText, Shingles
+from skills_app.core.redact import MIN_SPAN, OWN_MIN, HiddenIndex, HiddenText, Shingles
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
 from skills_app.core.transcript import result_text, text_of
@@ -165,13 +169,12 @@ def conversation_index(
             continue
         key = "staged:" + hashlib.sha256(f"{folder}\0{_fingerprint(folder)}".encode()).hexdigest()
         parts.append(version_shingles(key, names.get(folder.name, folder.name), folder))
-    own = Shingles.build(_conversation_texts(conversation_id, invocations, sources))
-    mask = _library_mask(shared, visible)
-    # The owner's own words are theirs; staff reading the conversation see them anyway.
+    # The owner's own words are theirs where the injected text repeats them; staff reading the
+    # conversation are not its owner, and are shown the owner's words anyway where they are.
     words = conversation_own_texts(conversation_id) if owner_view else []
-    index = HiddenIndex.of(
-        [(shared.shingles, mask), (Shingles.merge([own, *parts]), None)], own=words
-    )
+    own = Shingles.build(_conversation_texts(conversation_id, invocations, sources, words))
+    mask = _library_mask(shared, visible)
+    index = HiddenIndex.of([(shared.shingles, mask), (Shingles.merge([own, *parts]), None)])
     return index, own.chars + sum(p.chars for p in parts)
 
 
@@ -194,20 +197,28 @@ def _stageable(name: str) -> bool:
 
 
 def _conversation_texts(
-    conversation_id: int, invocations: list[SkillInvocation], sources: _Sources
+    conversation_id: int,
+    invocations: list[SkillInvocation],
+    sources: _Sources,
+    own_words: list[str] | None = None,
 ) -> list[HiddenText]:
-    """The conversation's own hidden texts: injected text, hidden rows, `!` and hook output."""
+    """The conversation's own hidden texts: injected text, hidden rows, `!` and hook output.
+
+    `own_words`: the viewer's own words (for the owner), which the injected texts are split at.
+    """
     budget = _Budget()
     texts: list[HiddenText] = []
     split = _path_splitter(conversation_id)
+    split_own = _own_splitter(own_words or [])
 
-    def add(text: Any, label: str) -> None:
+    def add(text: Any, label: str, *, injected: bool = False) -> None:
         if not isinstance(text, str) or len(text) < MIN_SPAN:
             return
         # A path in the workspace names where the skill sits, not what it says.
         for piece in split(text):
-            if len(piece) >= MIN_SPAN and budget.take(piece):
-                texts.append(HiddenText(piece, label))
+            for part in split_own(piece) if injected else [piece]:
+                if len(part) >= MIN_SPAN and budget.take(part):
+                    texts.append(HiddenText(part, label))
 
     visible_invocations: set[int] = set()
     for inv in invocations:
@@ -215,7 +226,7 @@ def _conversation_texts(
         if visible:
             visible_invocations.add(inv.pk)
         else:
-            add(inv.injected_text, "hidden skill text")
+            add(inv.injected_text, "hidden skill text", injected=True)
         for command in inv.shell_commands or []:
             if isinstance(command, dict):
                 add(command.get("command"), "hidden dynamic-context command")
@@ -228,7 +239,7 @@ def _conversation_texts(
     )
     for row in rows:
         if row.invocation_id not in visible_invocations:
-            add(_row_text(row.content), "hidden skill text")
+            add(_row_text(row.content), "hidden skill text", injected=True)
     hooks = RunEvent.objects.filter(conversation_id=conversation_id, type="audit.hook")
     for event in hooks.only("data"):
         data = event.data if isinstance(event.data, dict) else {}
@@ -241,6 +252,40 @@ def _conversation_texts(
             TOTAL_MAX_CHARS,
         )
     return texts
+
+
+def _own_splitter(words: list[str]) -> Callable[[str], list[str]]:
+    """Splits an injected text at every one of the owner's own words it holds (the arguments a
+    skill's body substituted): the rest of the text is the skill's.
+
+    One pass over the text whatever the number of words (a long conversation has thousands of
+    message lines): the words are looked up by their first OWN_MIN characters at each position,
+    the longest that matches there is cut out, and the scan goes on after it.
+    """
+    by_prefix: dict[str, list[str]] = {}
+    kept = {w.strip() for w in words if len(w.strip()) >= OWN_MIN}
+    for word in sorted(kept, key=len, reverse=True):
+        by_prefix.setdefault(word[:OWN_MIN], []).append(word)
+
+    def split(text: str) -> list[str]:
+        if not by_prefix:
+            return [text]
+        pieces: list[str] = []
+        start = at = 0
+        last = len(text) - OWN_MIN
+        while at <= last:
+            bucket = by_prefix.get(text[at : at + OWN_MIN])
+            if bucket is not None:
+                word = next((w for w in bucket if text.startswith(w, at)), None)
+                if word is not None:
+                    pieces.append(text[start:at])
+                    at = start = at + len(word)
+                    continue
+            at += 1
+        pieces.append(text[start:])
+        return pieces
+
+    return split
 
 
 def _path_splitter(conversation_id: int) -> Callable[[str], list[str]]:
@@ -289,7 +334,7 @@ def conversation_own_texts(conversation_id: int) -> list[str]:
 def _source_folders(inv: SkillInvocation) -> Iterator[Path]:
     """The folder the invocation loaded: the uploaded version, or the folder skill of that digest."""
     from skills_app.registry.skills import skills_for_user
-    from skills_app.registry.uploads import version_dir
+    from skills_app.registry.versions import version_dir
 
     if inv.version is not None:
         yield version_dir(inv.version)

@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from skills_app.core.redact import HiddenText, Shingles
+from skills_app.core.shingles import HiddenText, Shingles
 from skills_app.core.skillfile import SkillSpec
 
 logger = logging.getLogger(__name__)

@@ -33,7 +33,8 @@ from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
-from django.db.models import F, Func, OuterRef, Subquery
+from django.db.models import CharField, F, Func, OuterRef, Subquery, Value
+from django.db.models.functions import Cast, Concat
 
 from skills_app.core.redact import MIN_SPAN, HiddenIndex
 
@@ -69,7 +70,10 @@ def _index_key(conversation_id: int) -> tuple[Any, ...]:
     )
 
     def newest(queryset: Any) -> Subquery:
-        return Subquery(queryset.order_by("-pk").values("pk")[:1])
+        # The id and the time it was written: an id can come back after a rolled-back insert
+        # (SQLite's sequence rolls back with it), and a stale index would then miss new text.
+        stamp = Concat(Cast("pk", CharField()), Value("@"), Cast("created_at", CharField()))
+        return Subquery(queryset.order_by("-pk").values(stamp=stamp)[:1])
 
     def count(model: Any) -> Subquery:
         # A plain COUNT (not an aggregate to Django, so no GROUP BY): deletions change it.
@@ -110,6 +114,8 @@ def _index_key(conversation_id: int) -> tuple[Any, ...]:
             "visible_newest",
             "visible",
             "own",
+            # A conversation id can come back too (tests roll back; so can a failed insert).
+            "created_at",
         )
         .first()
     )

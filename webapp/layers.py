@@ -35,9 +35,10 @@ class InMemoryChannelLayer(ChannelsInMemoryLayer):
         now = time.monotonic()
         if now - self._swept >= SWEEP_SECONDS:
             self._swept = now
-            super()._clean_expired()
+            # A private method of Channels' layer, which typeshed's stubs leave out.
+            super()._clean_expired()  # type: ignore[misc]
 
-    def _queue(self, channel: str) -> asyncio.Queue[Any]:
+    def _queue(self, channel: str) -> asyncio.Queue[tuple[float, dict[str, Any]]]:
         queue = self.channels.get(channel)
         if queue is None:
             queue = self.channels[channel] = asyncio.Queue(maxsize=self.get_capacity(channel))

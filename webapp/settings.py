@@ -1,99 +1,47 @@
 """Skillscope settings, read from the environment.
 
-Every variable is documented in `.env.example`. The helpers below fail loudly on a
-value they cannot read, so a typo stops start-up instead of silently changing behaviour.
+Every variable is documented in `.env.example`. The helpers of `webapp/env.py` fail loudly on a
+value they cannot read, so a typo stops start-up instead of silently changing behaviour. One
+section per concern, in the order a deployment is set up: Django itself, skills, the model,
+tools, runs, trigger tests, uploads, Git sources, telemetry, attachments, audit, the
+organisation's limits, sign-in.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 from django.http.request import validate_host
 
 # Plain Python (no Django): the model table's defaults, so they are spelled in one place.
 from skills_app.core.model_catalog import DEFAULT_MODEL, DEFAULT_OFFERED_MODELS
+from webapp.env import (
+    check_heartbeat,
+    env_bool,
+    env_choice,
+    env_float,
+    env_int,
+    env_list,
+    env_secret,
+    env_str,
+    env_usd,
+)
 from webapp.publicurl import PublicURLError, host_of, public_url
+from webapp.signin import oidc_app, saml_app
+
+# Generic admin and form classes (ModelAdmin[Run], ModelForm[Rule]) subscriptable at run time.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
-
-
-def env_str(name: str, default: str = "") -> str:
-    """NAME, or the default when unset or empty (so a copied .env.example changes nothing)."""
-    return os.environ.get(name) or default
-
-
-def env_bool(name: str, default: bool) -> bool:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise ImproperlyConfigured(
-        f"{name}={raw!r} is not a boolean: use true/false, yes/no, on/off or 1/0"
-    )
-
-
-def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not an integer") from None
-    if minimum is not None and value < minimum:
-        raise ImproperlyConfigured(f"{name}={value} is below the minimum of {minimum}")
-    return value
-
-
-def env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or raw.strip() == "":
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise ImproperlyConfigured(f"{name}={raw!r} is not a number") from None
-
-
-def env_list(name: str, default: list[str], *, sep: str = ",") -> list[str]:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    return [part.strip() for part in raw.split(sep) if part.strip()]
-
-
-def env_secret(name: str, default: str = "") -> str:
-    """Read NAME, or the file named by NAME_FILE (for container secrets)."""
-    path = os.environ.get(f"{name}_FILE")
-    if path:
-        try:
-            return Path(path).read_text().strip()
-        except OSError as exc:
-            raise ImproperlyConfigured(f"{name}_FILE={path!r} cannot be read: {exc}") from None
-    return os.environ.get(name) or default
-
-
-def env_choice(name: str, default: str, choices: tuple[str, ...], *, upper: bool = False) -> str:
-    value = (os.environ.get(name) or default).strip()
-    if upper:
-        value = value.upper()
-    if value not in choices:
-        raise ImproperlyConfigured(f"{name}={value!r} must be one of: {', '.join(choices)}")
-    return value
-
-
-# --- Core Django ----------------------------------------------------------------------------
+# --- Core Django: secrets, hosts, HTTPS, content security -----------------------------------
 
 DEBUG = env_bool("DEBUG", False)
 VAR_DIR = Path(env_str("SKILLSCOPE_VAR_DIR", str(BASE_DIR / "var")))
@@ -172,6 +120,8 @@ CONTENT_SECURITY_POLICY = {
     }
 }
 
+# --- Apps, middleware, URLs, templates ------------------------------------------------------
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -223,6 +173,8 @@ TEMPLATES = [
         },
     },
 ]
+
+# --- Database and channel layer -------------------------------------------------------------
 
 DATABASE_URL = env_secret("DATABASE_URL")
 if DATABASE_URL:
@@ -276,6 +228,8 @@ else:
         "default": {"BACKEND": "webapp.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}
     }
 
+# --- Passwords, language, time --------------------------------------------------------------
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -290,6 +244,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")
 USE_I18N = True
 USE_TZ = True
+
+# --- Static files and media -----------------------------------------------------------------
 
 STATIC_URL = "/static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
@@ -309,6 +265,8 @@ STORAGES = {
     },
 }
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+
+# --- Logging --------------------------------------------------------------------------------
 
 # Logs go to stderr (journald under systemd). LOG_FORMAT=json writes one JSON object per line;
 # records logged while a run executes carry run_id and conversation_id (skills_app.core.logcontext).
@@ -335,7 +293,7 @@ LOGGING = {
     "loggers": {"django.channels.server": {"level": "WARNING"}},
 }
 
-# --- Skills --------------------------------------------------------------------------------
+# --- Skills ---------------------------------------------------------------------------------
 
 BUNDLED_SKILLS_DIR = BASE_DIR / "skills"
 # Extra skill folders, os.pathsep-separated (":" on Linux), scanned after the bundled ones.
@@ -350,7 +308,7 @@ SKILL_STATE_LIFETIME = env_choice("SKILL_STATE_LIFETIME", "turn", ("turn", "conv
 # design returns the body as written, so this is off by default).
 TOOL_RESULT_SUBSTITUTIONS = env_bool("TOOL_RESULT_SUBSTITUTIONS", False)
 
-# --- Model ---------------------------------------------------------------------------------
+# --- Model ----------------------------------------------------------------------------------
 
 ANTHROPIC_API_KEY = env_secret("ANTHROPIC_API_KEY")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
@@ -384,7 +342,7 @@ AGENT_HOOKS = {
     "Stop": env_list("AGENT_HOOKS_STOP", []),
 }
 
-# --- Permissions, approvals, workspace, tools ----------------------------------------------
+# --- Permissions, approvals, workspace, tools -----------------------------------------------
 
 APPROVAL_TIMEOUT = env_int("APPROVAL_TIMEOUT", 600, minimum=1)
 WORKSPACE_ROOT = Path(env_str("WORKSPACE_ROOT", str(VAR_DIR / "workspaces")))
@@ -395,7 +353,7 @@ BASH_OUTPUT_LIMIT = env_int("BASH_OUTPUT_LIMIT", 30_000, minimum=1_000)
 # commands" permission may run commands (docs/security.md).
 SANDBOX = env_choice("SANDBOX", "auto", ("auto", "bwrap", "none"))
 
-# --- Runs ----------------------------------------------------------------------------------
+# --- Runs -----------------------------------------------------------------------------------
 
 RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "inline", ("inline", "worker"))
 if RUN_EXECUTOR == "worker" and not REDIS_URL:
@@ -416,25 +374,17 @@ WORKER_STALE_SECONDS = env_float("WORKER_STALE_SECONDS", 3.5)
 WORKER_MAX_RUNS = env_int("WORKER_MAX_RUNS", 10, minimum=0)
 
 
-def _check_heartbeat(beat_name: str, beat: float, stale_name: str, stale: float) -> None:
-    if beat <= 0 or stale < 2 * beat:
-        raise ImproperlyConfigured(
-            f"{beat_name}={beat} and {stale_name}={stale}: the heartbeat must be positive and "
-            "the stale limit at least twice the heartbeat, or live runs would be taken for dead ones."
-        )
-
-
-_check_heartbeat(
+check_heartbeat(
     "RUN_HEARTBEAT_SECONDS", RUN_HEARTBEAT_SECONDS, "RUN_STALE_SECONDS", RUN_STALE_SECONDS
 )
-_check_heartbeat(
+check_heartbeat(
     "WORKER_HEARTBEAT_SECONDS",
     WORKER_HEARTBEAT_SECONDS,
     "WORKER_STALE_SECONDS",
     WORKER_STALE_SECONDS,
 )
 # A worker touches its runs' heartbeats with its own, so runs must tolerate its pace too.
-_check_heartbeat(
+check_heartbeat(
     "WORKER_HEARTBEAT_SECONDS", WORKER_HEARTBEAT_SECONDS, "RUN_STALE_SECONDS", RUN_STALE_SECONDS
 )
 RATE_LIMIT_MESSAGES_PER_MINUTE = env_int("RATE_LIMIT_MESSAGES_PER_MINUTE", 20, minimum=1)
@@ -447,7 +397,7 @@ CHAT_TITLE_MODEL = env_str("CHAT_TITLE_MODEL", "claude-haiku-4-5")
 if CHAT_TITLE_MODEL.lower() == "none":
     CHAT_TITLE_MODEL = ""
 
-# --- Trigger tests -------------------------------------------------------------------------
+# --- Trigger tests --------------------------------------------------------------------------
 
 # Repetitions of each query in a trigger run (default, and the most the page accepts); model
 # calls of one run in flight at once; trigger runs one worker executes at once.
@@ -461,7 +411,7 @@ if TRIGGER_REPETITIONS > TRIGGER_MAX_REPETITIONS:
 TRIGGER_CONCURRENCY = env_int("TRIGGER_CONCURRENCY", 3, minimum=1)
 TRIGGER_RUNS_PER_WORKER = env_int("TRIGGER_RUNS_PER_WORKER", 2, minimum=1)
 
-# --- Uploads -------------------------------------------------------------------------------
+# --- Uploads --------------------------------------------------------------------------------
 
 # Users may upload skills visible only to themselves (the "Skills" page); admins upload for everyone.
 ALLOW_PERSONAL_SKILLS = env_bool("ALLOW_PERSONAL_SKILLS", True)
@@ -479,7 +429,7 @@ SKILL_REVIEWER_MUST_DIFFER = env_bool("SKILL_REVIEWER_MUST_DIFFER", False)
 # A browser folder upload sends one form field per file; Django refuses more than this many.
 DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES
 
-# --- Skill sources (Git) ------------------------------------------------------------------
+# --- Skill sources (Git) --------------------------------------------------------------------
 
 # Folders whose Git repositories may be sources (file:// or a path); empty: no local ones.
 GIT_SOURCE_LOCAL_ROOTS = [Path(p) for p in env_list("GIT_SOURCE_LOCAL_ROOTS", [])]
@@ -492,47 +442,24 @@ GIT_SOURCE_MAX_FETCH_BYTES = env_int("GIT_SOURCE_MAX_FETCH_BYTES", 200 * 1024 * 
 # A sync that started this long ago and never finished (a killed process) no longer blocks one.
 GIT_SOURCE_SYNC_STALE_SECONDS = env_int("GIT_SOURCE_SYNC_STALE_SECONDS", 900, minimum=60)
 
-# --- Telemetry (OpenTelemetry; on when OTEL_EXPORTER_OTLP_ENDPOINT is set) -----------------
+# --- Telemetry (OpenTelemetry; on when OTEL_EXPORTER_OTLP_ENDPOINT is set) ------------------
 
 # Spans carry skill prompts, tool inputs and results and the messages sent to the model: off.
 TELEMETRY_INCLUDE_HIDDEN_TEXT = env_bool("TELEMETRY_INCLUDE_HIDDEN_TEXT", False)
 
-# --- Attachments (files attached to chat messages, saved in the workspace's in/) ----------
+# --- Attachments (files attached to chat messages, saved in the workspace's in/) ------------
 
 # Bytes of one attached file, and how many files one message may carry. Images up to ~3.7 MB and
 # PDFs up to ~18 MB are also sent to the model as content blocks; larger ones only by path.
 ATTACHMENT_MAX_FILE_BYTES = env_int("ATTACHMENT_MAX_FILE_BYTES", 10 * 1024 * 1024, minimum=1024)
 ATTACHMENT_MAX_FILES = env_int("ATTACHMENT_MAX_FILES", 10, minimum=1)
 
-# --- Audit ---------------------------------------------------------------------------------
+# --- Audit ----------------------------------------------------------------------------------
 
 # Minimum age, in days, before `manage.py audit purge` may remove audit rows; 0: keep forever.
 AUDIT_RETENTION_DAYS = env_int("AUDIT_RETENTION_DAYS", 0, minimum=0)
 
-# --- Organisation: groups, models, budgets, storage, sign-in (docs/organisation.md) ---------
-
-from datetime import timedelta  # noqa: E402
-from decimal import Decimal, InvalidOperation  # noqa: E402
-from urllib.parse import urlsplit  # noqa: E402
-
-from webapp.signin import oidc_app, saml_app  # noqa: E402
-
-
-def _env_usd(name: str) -> Decimal | None:
-    """A dollar amount (e.g. 5 or 12.50), or None when unset or empty (no limit)."""
-    raw = env_str(name).strip().lstrip("$")
-    if not raw:
-        return None
-    try:
-        value = Decimal(raw)
-    except InvalidOperation:
-        raise ImproperlyConfigured(
-            f"{name}={raw!r} is not an amount in dollars, e.g. 5 or 12.50"
-        ) from None
-    if value < 0 or not value.is_finite():
-        raise ImproperlyConfigured(f"{name}={raw!r} must be 0 or more (empty: no limit)")
-    return value
-
+# --- Organisation: groups, models, budgets, storage (docs/organisation.md) ------------------
 
 # The models everyone may use (comma-separated ids within ANTHROPIC_MODELS); a group's policy
 # adds more. Empty: every model of ANTHROPIC_MODELS.
@@ -545,8 +472,8 @@ for _model in SKILLSCOPE_DEFAULT_MODELS:
         )
 # Each person's spending limits in dollars (empty: none); an administrator can set other limits
 # per person, and per group (the group's members together).
-BUDGET_USER_DAILY_USD = _env_usd("BUDGET_USER_DAILY_USD")
-BUDGET_USER_MONTHLY_USD = _env_usd("BUDGET_USER_MONTHLY_USD")
+BUDGET_USER_DAILY_USD = env_usd("BUDGET_USER_DAILY_USD")
+BUDGET_USER_MONTHLY_USD = env_usd("BUDGET_USER_MONTHLY_USD")
 # A model call's reservation nobody settled (its process died) is charged in full after this.
 BUDGET_RESERVATION_TTL = env_int("BUDGET_RESERVATION_TTL", 3600, minimum=60)
 # Trigger runs started per person per hour (each can make hundreds of model calls).
@@ -556,7 +483,9 @@ STORAGE_QUOTA_BYTES = env_int("STORAGE_QUOTA_BYTES", 1_000_000_000, minimum=0)
 # The most one command (or one file written by a tool) may add to a workspace.
 STORAGE_RUN_WRITE_LIMIT = env_int("STORAGE_RUN_WRITE_LIMIT", 200_000_000, minimum=1024)
 
-# Sign-in: local passwords (LOCAL_PASSWORDS), the organisation's identity provider through
+# --- Sign-in --------------------------------------------------------------------------------
+
+# Local passwords (LOCAL_PASSWORDS), the organisation's identity provider through
 # django-allauth (OpenID Connect; SAML 2.0 configured but tested only against its own metadata),
 # and lockout after failed attempts (django-axes). docs/organisation.md says how to set them up.
 INSTALLED_APPS += [

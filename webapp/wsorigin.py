@@ -16,18 +16,25 @@ No Origin at all is refused.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
+from asgiref.typing import ASGI3Application, ASGIReceiveCallable, ASGISendCallable
 from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 from django.utils.http import is_same_domain
 
+if TYPE_CHECKING:
+    # The scope and application types of typeshed's Channels stubs (as its OriginValidator's).
+    from channels.consumer import _ChannelScope
+    from channels.utils import _ChannelApplication
+
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
-def _headers(scope: dict[str, Any]) -> dict[str, str]:
+def _headers(scope: Mapping[str, Any]) -> dict[str, str]:
     found: dict[str, str] = {}
     for name, value in scope.get("headers") or []:
         key = name.decode("latin-1").lower()
@@ -36,7 +43,7 @@ def _headers(scope: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-def _is_secure(scope: dict[str, Any], headers: dict[str, str]) -> bool:
+def _is_secure(scope: Mapping[str, Any], headers: dict[str, str]) -> bool:
     if scope.get("scheme") in ("wss", "https"):
         return True
     proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
@@ -48,7 +55,7 @@ def _is_secure(scope: dict[str, Any], headers: dict[str, str]) -> bool:
     return False
 
 
-def _host(scope: dict[str, Any], headers: dict[str, str], secure: bool) -> str | None:
+def _host(scope: Mapping[str, Any], headers: dict[str, str], secure: bool) -> str | None:
     """The request's host (with a non-default port) as Django's get_host gives it, or None."""
     if settings.USE_X_FORWARDED_HOST and headers.get("x-forwarded-host"):
         host = headers["x-forwarded-host"].split(",", 1)[0].strip()
@@ -66,7 +73,7 @@ def _host(scope: dict[str, Any], headers: dict[str, str], secure: bool) -> str |
     return host
 
 
-def origin_allowed(scope: dict[str, Any]) -> bool:
+def origin_allowed(scope: Mapping[str, Any]) -> bool:
     """True when the websocket's Origin is the site's own (see the module docstring)."""
     headers = _headers(scope)
     origin = headers.get("origin")
@@ -109,10 +116,14 @@ def origin_allowed(scope: dict[str, Any]) -> bool:
 class SameOriginValidator:
     """ASGI middleware: closes a websocket whose Origin is not the site's own, before anything else."""
 
-    def __init__(self, application: Any) -> None:
-        self.application = application
+    def __init__(self, application: _ChannelApplication) -> None:
+        # Channels' middleware stacks are ASGI 3 applications; the stubs' alias also admits
+        # ASGI 2's one-argument form, which Channels no longer calls.
+        self.application = cast("ASGI3Application", application)
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+    async def __call__(
+        self, scope: _ChannelScope, receive: ASGIReceiveCallable, send: ASGISendCallable
+    ) -> Any:
         if scope.get("type") == "websocket" and not origin_allowed(scope):
             return await WebsocketDenier()(scope, receive, send)
         return await self.application(scope, receive, send)

@@ -6,9 +6,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
-from django.contrib.auth.models import Group
+from django.contrib.auth.models import Group, User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -20,8 +19,6 @@ from skills_app.accounts.org_admin import (
     record_limit_change,
 )
 from skills_app.audit import trail
-
-User = get_user_model()
 
 
 class RoleFilter(admin.SimpleListFilter):
@@ -42,13 +39,13 @@ class RoleFilter(admin.SimpleListFilter):
         return queryset
 
 
-class RoleChoiceField(forms.ModelMultipleChoiceField):
+class RoleChoiceField(forms.ModelMultipleChoiceField[Group]):
     def label_from_instance(self, obj: Group) -> str:
         role = roles.role_of_group(obj.name)
         return f"{obj.name}: {role.summary}" if role else obj.name
 
 
-class SkillscopeUserAdmin(UserAdmin):
+class SkillscopeUserAdmin(UserAdmin[User]):
     """Roles are what an administrator hands out; the ~100 raw permissions come last, folded."""
 
     list_display = ("username", "role_names", "sign_in", "is_active", "is_staff", "last_login")
@@ -88,11 +85,11 @@ class SkillscopeUserAdmin(UserAdmin):
         return super().formfield_for_manytomany(db_field, request, **kwargs)
 
     @admin.display(description="roles")
-    def role_names(self, user: Any) -> str:
+    def role_names(self, user: User) -> str:
         return ", ".join(r.name for r in roles.roles_of(user)) or "—"
 
     @admin.display(description="sign-in")
-    def sign_in(self, user: Any) -> str:
+    def sign_in(self, user: User) -> str:
         return locked_column(user)
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:

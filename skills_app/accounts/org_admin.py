@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -16,7 +17,7 @@ from skills_app.audit import trail
 from skills_app.models import AuditEvent, GroupPolicy, SkillAccess, UserPolicy
 
 
-class GroupPolicyForm(forms.ModelForm):
+class GroupPolicyForm(forms.ModelForm[GroupPolicy]):
     allowed_models = forms.MultipleChoiceField(
         choices=[],
         required=False,
@@ -46,7 +47,7 @@ class GroupPolicyForm(forms.ModelForm):
         return str(self.cleaned_data["directory_name"]).strip()
 
 
-class GroupPolicyInline(admin.StackedInline):
+class GroupPolicyInline(admin.StackedInline[GroupPolicy, Group]):
     model = GroupPolicy
     form = GroupPolicyForm
     can_delete = False
@@ -55,7 +56,7 @@ class GroupPolicyInline(admin.StackedInline):
 
 
 @admin.register(UserPolicy)
-class UserPolicyAdmin(admin.ModelAdmin):
+class UserPolicyAdmin(admin.ModelAdmin[UserPolicy]):
     """One person's limits (raise or lower them here) and the groups the directory last sent."""
 
     list_display = ("user", "daily_limit_usd", "monthly_limit_usd", "storage_quota_bytes", "synced")
@@ -86,7 +87,7 @@ class UserPolicyAdmin(admin.ModelAdmin):
 
 
 @admin.register(SkillAccess)
-class SkillAccessAdmin(admin.ModelAdmin):
+class SkillAccessAdmin(admin.ModelAdmin[SkillAccess]):
     list_display = ("skill", "group_names", "note")
     search_fields = ("skill",)
     filter_horizontal = ("groups",)

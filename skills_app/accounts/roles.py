@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.contrib.auth.models import Group, Permission
+from django.contrib.auth.models import Group, Permission, User
 from django.db import transaction
 
 
@@ -130,7 +130,7 @@ def role_of_group(name: str) -> Role | None:
     return next((r for r in ROLES if r.name == name), None)
 
 
-def roles_of(user: Any) -> list[Role]:
+def roles_of(user: User) -> list[Role]:
     """The roles a user holds, in the order of ROLES."""
     names = set(user.groups.values_list("name", flat=True))
     return [r for r in ROLES if r.name in names]
@@ -164,7 +164,7 @@ def ensure_roles(**kwargs: Any) -> None:
         group.permissions.add(*permission_objects(role))
 
 
-def grant(user: Any, role: Role) -> bool:
+def grant(user: User, role: Role) -> bool:
     """Give `user` the role (and staff status when it needs the admin). False: already held."""
     with transaction.atomic():
         group = group_for(role)
@@ -177,7 +177,7 @@ def grant(user: Any, role: Role) -> bool:
     return not held
 
 
-def revoke(user: Any, role: Role) -> bool:
+def revoke(user: User, role: Role) -> bool:
     """Take the role away; staff status goes too when no remaining role needs it. False: not held."""
     with transaction.atomic():
         group = group_for(role)
@@ -190,7 +190,7 @@ def revoke(user: Any, role: Role) -> bool:
     return held
 
 
-def sync_staff(user: Any) -> None:
+def sync_staff(user: User) -> None:
     """Give staff status to someone whose roles need the admin site (after an admin edit)."""
     if not user.is_staff and any(r.staff for r in roles_of(user)):
         user.is_staff = True

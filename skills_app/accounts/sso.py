@@ -16,7 +16,10 @@ from allauth.account.adapter import DefaultAccountAdapter
 from allauth.account.signals import user_logged_in
 from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
+from allauth.socialaccount.models import SocialLogin
 from django.conf import settings
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AbstractUser
 from django.http import HttpRequest
 from django.shortcuts import render
 
@@ -29,7 +32,7 @@ logger = logging.getLogger(__name__)
 _GROUPS_KEY = "skillscope_directory_groups"
 
 
-def groups_claim(sociallogin: Any) -> list[str]:
+def groups_claim(sociallogin: SocialLogin) -> list[str]:
     """The groups the identity provider sent: OIDC userinfo (or the ID token), SAML attributes."""
     data = sociallogin.account.extra_data or {}
     name = settings.SSO_GROUPS_CLAIM
@@ -42,12 +45,12 @@ def groups_claim(sociallogin: Any) -> list[str]:
     return []
 
 
-def _username(sociallogin: Any) -> str:
+def _username(sociallogin: SocialLogin) -> str:
     user = sociallogin.user
     return user.get_username() if user is not None else ""
 
 
-def refuse(request: HttpRequest, sociallogin: Any, reason: str, *, code: str) -> None:
+def refuse(request: HttpRequest, sociallogin: SocialLogin, reason: str, *, code: str) -> None:
     """Stop the sign-in: the login page with the reason (403), and an audit row."""
     username = _username(sociallogin)
     trail.record(
@@ -72,18 +75,21 @@ class LocalAccounts(DefaultAccountAdapter):
 class DirectoryAccounts(DefaultSocialAccountAdapter):
     """People from the identity provider: created on first sign-in, refused when they may not."""
 
-    def is_open_for_signup(self, request: HttpRequest, sociallogin: Any) -> bool:
+    def is_open_for_signup(self, request: HttpRequest, sociallogin: SocialLogin) -> bool:
         return bool(settings.SSO_CREATE_USERS)
 
-    def populate_user(self, request: HttpRequest, sociallogin: Any, data: dict[str, Any]) -> Any:
+    def populate_user(
+        self, request: HttpRequest, sociallogin: SocialLogin, data: dict[str, Any]
+    ) -> AbstractBaseUser:
         user = super().populate_user(request, sociallogin, data)
         claims = (sociallogin.account.extra_data or {}).get("userinfo") or {}
         preferred = claims.get("preferred_username") if isinstance(claims, dict) else None
-        if isinstance(preferred, str) and preferred.strip():
+        # AbstractUser: the project's user model has a username (AUTH_USER_MODEL is not swapped).
+        if isinstance(preferred, str) and preferred.strip() and isinstance(user, AbstractUser):
             user.username = preferred.strip()[:150]
         return user
 
-    def pre_social_login(self, request: HttpRequest, sociallogin: Any) -> None:
+    def pre_social_login(self, request: HttpRequest, sociallogin: SocialLogin) -> None:
         """Every sign-in through the provider passes here first, new person or not."""
         groups = groups_claim(sociallogin)
         allowed = settings.SSO_ALLOWED_GROUPS

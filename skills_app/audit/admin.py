@@ -38,7 +38,7 @@ def deleted_note(conversation: Any) -> str:
 
 
 @admin.register(SkillInvocation)
-class SkillInvocationAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
+class SkillInvocationAdmin(HiddenFieldsAdmin[SkillInvocation], ReadOnlyAdmin[SkillInvocation]):
     list_display = (
         "created_at",
         "user",
@@ -74,7 +74,7 @@ class SkillInvocationAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
 
 
 @admin.register(Approval)
-class ApprovalAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
+class ApprovalAdmin(HiddenFieldsAdmin[Approval], ReadOnlyAdmin[Approval]):
     list_display = ("created_at", "conversation", "call_text", "skill", "status", "answered_by")
     list_filter = ("status", "tool", "created_at")
     list_select_related = ("conversation", "answered_by")
@@ -99,7 +99,7 @@ class ApprovalAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
 
 
 @admin.register(AuditEvent)
-class AuditEventAdmin(ReadOnlyAdmin):
+class AuditEventAdmin(ReadOnlyAdmin[AuditEvent]):
     list_display = ("created_at", "action", "target", "actor_name", "detail")
     list_filter = ("action", "created_at")
     search_fields = ("target", "actor_name")
@@ -107,7 +107,7 @@ class AuditEventAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Run)
-class RunAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
+class RunAdmin(HiddenFieldsAdmin[Run], ReadOnlyAdmin[Run]):
     list_display = (
         "id",
         "conversation",
@@ -124,7 +124,9 @@ class RunAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
 
 
 @admin.register(PermissionDecision)
-class PermissionDecisionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
+class PermissionDecisionAdmin(
+    HiddenFieldsAdmin[PermissionDecision], ReadOnlyAdmin[PermissionDecision]
+):
     """The raw table of permission decisions (the audit's decisions page reads better)."""
 
     list_display = (
@@ -149,7 +151,7 @@ class PermissionDecisionAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
 
 
 @admin.register(SkillReview)
-class SkillReviewAdmin(HiddenFieldsAdmin, ReadOnlyAdmin):
+class SkillReviewAdmin(HiddenFieldsAdmin[SkillReview], ReadOnlyAdmin[SkillReview]):
     """The raw table of review steps (the audit's skill reviews page reads better)."""
 
     list_display = (

@@ -30,6 +30,10 @@ from skills_app.visibility import INSPECT_PERMISSION, Outbound, outbound
 PAGE_SIZE = 50
 
 
+# Filters over text that may quote hidden skill text (only for inspectors).
+QUOTING_FILTERS = ("call", "rule")
+
+
 class DecisionFilterForm(forms.Form):
     decision = forms.ChoiceField(
         required=False, choices=[("", "any"), *PermissionDecision.Outcome.choices]
@@ -44,6 +48,23 @@ class DecisionFilterForm(forms.Form):
     skill = forms.CharField(required=False, max_length=200)
     user = forms.CharField(required=False, max_length=150, label="User")
     call = forms.CharField(required=False, max_length=500, label="Call contains")
+
+    def __init__(self, *args: Any, can_inspect: bool = True, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.can_inspect = can_inspect
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        # A count of calls (or rules) containing a guess reads hidden text one guess at a time.
+        for name in QUOTING_FILTERS:
+            if data.get(name) and not self.can_inspect:
+                self.add_error(
+                    name,
+                    "Filtering by the text of a call or a rule needs the permission to inspect "
+                    "injected content: they may quote a skill's hidden instructions. Filter by "
+                    "skill, user, decision or reviewer instead.",
+                )
+        return data
 
     def filter(self, rows: QuerySet[PermissionDecision]) -> QuerySet[PermissionDecision]:
         data = self.cleaned_data
@@ -72,18 +93,24 @@ def who_decided(row: PermissionDecision) -> str:
     return row.reason
 
 
-def _filtered(rows: list[PermissionDecision], can_inspect: bool) -> list[dict[str, Any]]:
+def _filtered(
+    rows: list[PermissionDecision], can_inspect: bool, viewer_id: int | None
+) -> list[dict[str, Any]]:
     filters: dict[int, Outbound] = {}
     out = []
     for row in rows:
+        # The viewer is not the conversation's owner: its owner's personal skills are hidden too.
         view = filters.setdefault(
-            row.conversation_id, outbound(row.conversation_id, can_inspect=can_inspect)
+            row.conversation_id,
+            outbound(row.conversation_id, can_inspect=can_inspect, viewer_id=viewer_id),
         )
         out.append(
             {
                 "row": row,
                 "call": view.text(row.call_text),
                 "why": view.text(who_decided(row)),
+                # A reviewed command or an allowed-tools entry is the skill's own text.
+                "rule": view.text(row.rule_text),
             }
         )
     return out
@@ -101,24 +128,31 @@ def _page(request: HttpRequest, rows: QuerySet[Any]) -> tuple[Any, str]:
 def decision_list(request: HttpRequest) -> HttpResponse:
     """Every permission decision, newest first, filtered and paginated."""
     require_audit_viewer(request)
-    form = DecisionFilterForm(request.GET or None)
+    can_inspect = request.user.has_perm(INSPECT_PERMISSION)
+    form = DecisionFilterForm(request.GET or None, can_inspect=can_inspect)
     rows = PermissionDecision.objects.select_related(
         "conversation__owner", "reviewer", "approver", "review"
     ).order_by("-created_at", "-pk")
-    if form.is_bound and form.is_valid():
-        rows = form.filter(rows)
+    status = 200
+    if form.is_bound:
+        if form.is_valid():
+            rows = form.filter(rows)
+        elif any(name in form.errors for name in QUOTING_FILTERS):
+            # No count at all: a refused filter must not fall back to listing everything.
+            rows = rows.none()
+            status = 400
     page, query = _page(request, rows)
-    can_inspect = request.user.has_perm(INSPECT_PERMISSION)
     return render(
         request,
         "skills_app/audit/decisions.html",
         {
             "form": form,
             "page": page,
-            "rows": _filtered(list(page.object_list), can_inspect),
+            "rows": _filtered(list(page.object_list), can_inspect, request.user.pk),
             "query": query,
             "can_inspect": can_inspect,
         },
+        status=status,
     )
 
 

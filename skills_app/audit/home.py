@@ -78,7 +78,7 @@ class AuditFilterForm(forms.Form):
     until = forms.DateField(required=False, label="To", widget=forms.DateInput({"type": "date"}))
 
     def clean_version(self) -> str:
-        text = self.cleaned_data["version"].strip()
+        text: str = self.cleaned_data["version"].strip()
         if text and not (_VERSION_NUMBER.fullmatch(text) or _DIGEST_PREFIX.fullmatch(text)):
             raise forms.ValidationError(
                 "Give a version number such as v3, or at least 4 hex digits of a digest."

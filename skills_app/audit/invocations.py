@@ -127,6 +127,9 @@ def filter_invocation(inv: SkillInvocation, out: Outbound) -> None:
     """
     inv.args = out.text(inv.args)
     inv.error = out.text(inv.error)
+    # The rules a skill applied are its allowed-tools as SKILL.md writes them.
+    inv.allowed_tools = out.value(list(inv.allowed_tools or []))
+    inv.disallowed_tools = out.value(list(inv.disallowed_tools or []))
     inv.status_text = out.text(inv.status_text)
     if inv.approval_id and inv.approval is not None:
         inv.approval.call_text = out.text(inv.approval.call_text)

@@ -12,6 +12,7 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -98,7 +99,7 @@ def purge(cutoff: datetime, *, actor_name: str, dry_run: bool = True) -> PurgeRe
     with transaction.atomic():
         ids = list(purgeable(cutoff).values_list("pk", flat=True))
         report.conversation_ids = ids
-        tables: list[tuple[str, QuerySet]] = [
+        tables: list[tuple[str, QuerySet[Any]]] = [
             # Before approvals: a decision names the approval that answered it (PROTECT).
             (
                 "permission_decisions",

@@ -96,10 +96,16 @@ async def _start(
     attachments: list[int] | None = None,
 ) -> None:
     try:
-        await database_sync_to_async(check_send)(user_id)
         # start_run only creates the task: the loop runs beside the caller, never inside it.
+        # The limits are checked where the run is created (one step: parallel tabs cannot all
+        # pass on the same count).
         await runs.start_run(
-            conversation_id, text, user_id=user_id, retry=retry, attachments=attachments or ()
+            conversation_id,
+            text,
+            user_id=user_id,
+            retry=retry,
+            attachments=attachments or (),
+            admit=check_send,
         )
     except (RateLimitError, runs.RunError) as exc:
         raise ActionError(str(exc)) from None

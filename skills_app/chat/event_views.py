@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from skills_app.chat import frames, rendering
+from skills_app.chat import frames, tool_cards
 from skills_app.chat.controls import (
     live_area,
     queued_notice,
@@ -178,7 +178,7 @@ def _stopped_calls(conversation_id: int, row: Message) -> list[Part]:
     }
     parts = []
     for block in row.content:
-        if block.get("type") != "tool_result" or not rendering.is_stopped_result(block):
+        if block.get("type") != "tool_result" or not tool_cards.is_stopped_result(block):
             continue
         call = calls.get(str(block.get("tool_use_id", "")))
         if call is None:
@@ -191,7 +191,7 @@ def _stopped_calls(conversation_id: int, row: Message) -> list[Part]:
             )
             parts.append(Part(chip, UPDATE))
         else:
-            data = rendering.result_from_block(block)
+            data = tool_cards.result_from_block(block)
             parts.append(Part(ToolResultItem(conversation_id, call["id"], data), UPDATE))
     return parts
 

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
-from skills_app.chat import rendering
+from skills_app.chat import rendering, tool_cards
 from skills_app.models import Approval, Message, QueuedMessage
 from skills_app.visibility import outbound
 
@@ -68,7 +68,7 @@ class ToolResultItem:
     hidden: bool = False
 
     def render(self, *, can_inspect: bool) -> str:
-        return rendering.render_tool_result(
+        return tool_cards.render_tool_result(
             self.conversation_id, self.tool_use_id, self.data, can_inspect=can_inspect
         )
 
@@ -84,7 +84,7 @@ class SkillChipItem:
     hidden: bool = False
 
     def render(self, *, can_inspect: bool) -> str:
-        return rendering.render_skill_call(
+        return tool_cards.render_skill_call(
             self.tool_use_id,
             self.skill,
             self.args,

@@ -1,4 +1,4 @@
-"""How stored rows become HTML: Markdown for assistant text, and the transcript partials.
+"""How stored rows become HTML: the transcript partials (assistant text through `markdown.py`).
 
 The chat page and the websocket consumer both call these functions, so a message looks the same
 whether it was rendered on page load or pushed live. Hidden (`is_meta`) rows are refused here
@@ -22,128 +22,61 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import nh3
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import escape
-from markdown_it import MarkdownIt
-from pygments import highlight
-from pygments.formatters import HtmlFormatter
-from pygments.lexers import get_lexer_by_name
-from pygments.util import ClassNotFound
 
 from skills_app.chat import approval_words, denials
+from skills_app.chat.markdown import markdown_html
 from skills_app.chat.presenters import HiddenContentError, tool_summary
+from skills_app.chat.tool_cards import (
+    MIN_SHOWN_CHARS,
+    SHOWN_CHARS,
+    chip_state,
+    cut_text,
+    full_text_url,
+    is_stopped_result,
+    render_skill_call,
+    render_tool_result,
+    result_from_block,
+    tool_result_context,
+)
 from skills_app.chat.usage import answer_usage
 from skills_app.core.attachments import human_size
 from skills_app.core.transcript import (
-    INTERRUPTED_RESULT,
-    STOPPED_RESULT,
     parse_status_message,
     result_text,
     text_of,
 )
 from skills_app.models import Approval, Message
-from skills_app.runs.recorder import LIVE_RESULT_CHARS
 from skills_app.visibility import Outbound, outbound
 
-LINK_REL = "noopener noreferrer nofollow"
-ALLOWED_TAGS = {
-    "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
-    "li", "ol", "p", "pre", "s", "span", "strong", "table", "tbody", "td", "th", "thead",
-    "tr", "ul",
-}  # fmt: skip
-# No <img>: an image in an answer is a link (`_image_as_link`). A model steered by injected text
-# could otherwise send data to any host with a zero-click image load; the CSP backs this up.
-ALLOWED_ATTRIBUTES = {
-    "a": {"href", "title", "class"},
-    "code": {"class"},
-    "span": {"class"},
-    "td": {"style"},
-    "th": {"style"},
-    "ol": {"start"},
-}
-# Table alignment is the only inline style markdown-it emits; nothing else may style the page.
-ALLOWED_STYLES = {"text-align"}
+# Re-exported: callers reach an answer's Markdown and the tool cards through this module.
+__all__ = [
+    "FRAGMENT_MAX_BYTES",
+    "SHOWN_CHARS",
+    "is_stopped_result",
+    "markdown_html",
+    "render_approval",
+    "render_message",
+    "render_notice",
+    "render_skill_call",
+    "render_tool_result",
+    "result_from_block",
+    "tool_result_context",
+]
 
-_FORMATTER = HtmlFormatter(nowrap=True)
 # Assistant rows whose blocks are rendered as text and tool cards.
 ASSISTANT_CONTENT_KINDS = frozenset({"text", "tool_use"})
 
-# The recorder's live cut: a live result of this length may have been cut already, so it gets
-# the link to the full text too.
-SHOWN_CHARS = LIVE_RESULT_CHARS
-MIN_SHOWN_CHARS = 200
-SHOWN_ARTIFACTS = 50
 # The most a rendered fragment may cost inside a JSON frame (escapes included). The websocket
 # server refuses frames over 1 MiB; a frame carries one fragment and a little data.
 FRAGMENT_MAX_BYTES = 512 * 1024
 
 
-def _highlight(code: str, lang: str, _attrs: str) -> str:
-    """Pygments spans for a fenced block; empty string lets markdown-it escape it plainly."""
-    if not lang:
-        return ""
-    try:
-        lexer = get_lexer_by_name(lang.strip().split()[0], stripall=False)
-    except ClassNotFound:
-        return ""
-    return highlight(code, lexer, _FORMATTER)
-
-
-def _image_as_link(self: Any, tokens: Any, idx: int, options: Any, env: Any) -> str:
-    """`![alt](url)` as a link to the image, never an <img> that loads it."""
-    token = tokens[idx]
-    src = str(token.attrs.get("src", ""))
-    alt = self.renderInlineAsText(token.children or [], options, env) or src
-    return f'<a href="{escape(src)}" class="image-link">{escape(alt)}</a>'
-
-
-# commonmark with raw HTML switched off: HTML in model output shows as text, never as markup.
-_MD = MarkdownIt("commonmark", {"html": False, "linkify": False, "highlight": _highlight}).enable(
-    ["table", "strikethrough"]
-)
-_MD.add_render_rule("image", _image_as_link)
-
-
-def markdown_html(text: str) -> str:
-    """Markdown to sanitised HTML: tables, highlighted code, safe links, no raw HTML."""
-    rendered = _MD.render(text or "")
-    return nh3.clean(
-        rendered,
-        tags=ALLOWED_TAGS,
-        attributes=ALLOWED_ATTRIBUTES,
-        filter_style_properties=ALLOWED_STYLES,
-        url_schemes={"http", "https", "mailto"},
-        link_rel=LINK_REL,
-    )
-
-
 def message_text(row: Message) -> str:
     """The text blocks of a row joined."""
     return text_of(row.content)
-
-
-# What the person reads for a call the run closed without running it (the model reads the
-# stored text, which also tells it what to do next).
-CLOSED_RESULTS = {
-    STOPPED_RESULT: ("stopped", "Stopped before it finished."),
-    INTERRUPTED_RESULT: ("interrupted", "Interrupted: the run ended before this call finished."),
-}
-
-
-def is_stopped_result(block: dict[str, Any]) -> bool:
-    """A tool_result a stop wrote for a call it closed."""
-    return result_text(block) == STOPPED_RESULT
-
-
-def chip_state(invocation: Any, result: dict[str, Any] | None = None) -> str:
-    """loaded / failed / denied for an invocation row; without one, stopped or interrupted when
-    the run closed the call (`result`), else loading."""
-    if invocation is None:
-        closed = CLOSED_RESULTS.get(str((result or {}).get("content", "")))
-        return closed[0] if closed else "loading"
-    return {"allowed": "loaded", "denied": "denied"}.get(invocation.decision, "failed")
 
 
 def _outbound_for(conversation_id: int, can_inspect: bool, ctx: dict[str, Any] | None) -> Outbound:
@@ -299,7 +232,7 @@ def _assistant_parts(
             summary = tool_summary(name, shown_input if isinstance(shown_input, dict) else {})
             # Paths as the person finds them: relative to the conversation's workspace.
             summary = approval_words.relative(summary, roots)
-            arguments, cut = _cut(
+            arguments, cut = cut_text(
                 approval_words.relative(
                     json.dumps(shown_input, indent=2, ensure_ascii=False), roots
                 ),
@@ -311,7 +244,7 @@ def _assistant_parts(
                 "name": name,
                 "summary": summary.removeprefix(f"{name}:").strip(),
                 "arguments": arguments,
-                "arguments_url": _full_url(row.conversation_id, block["id"], "input")
+                "arguments_url": full_text_url(row.conversation_id, block["id"], "input")
                 if cut
                 else "",
                 "result": (
@@ -329,113 +262,6 @@ def _assistant_parts(
     return parts
 
 
-def _cut(text: str, limit: int) -> tuple[str, bool]:
-    """`text` cut to `limit` characters, and whether it was (at least this long: maybe cut live)."""
-    if len(text) < limit:
-        return text, False
-    return text[:limit], True
-
-
-def _full_url(conversation_id: int, tool_use_id: str, part: str) -> str:
-    return reverse("conversation-tool-text", args=[conversation_id, tool_use_id, part])
-
-
-def render_skill_call(
-    tool_use_id: str,
-    name: str,
-    args: str,
-    state: str,
-    error: str = "",
-    *,
-    out: Outbound | None = None,
-) -> str:
-    """The chip (id `skill-<tool_use_id>`) for a model's Skill call before or instead of its status row.
-
-    `out` filters the error for the viewer (None: text of no conversation). The arguments are
-    visible by design, like the status message's `<command-args>`.
-    """
-    if out is not None:
-        error = out.text(error)
-    error = denials.plain(error)
-    return render_to_string(
-        "skills_app/chat/_skill_call.html",
-        {"tool_use_id": tool_use_id, "skill": name, "args": args, "state": state, "error": error},
-    )
-
-
-def tool_result_context(
-    conversation_id: int,
-    data: dict[str, Any],
-    *,
-    out: Outbound,
-    shown: int = SHOWN_CHARS,
-    tool_use_id: str = "",
-) -> dict[str, Any]:
-    """Template facts for a tool result from a `tool.result` event or a tool_result block.
-
-    Filtered for the viewer first, then cut (cutting first could leave a hidden span's tail).
-    """
-    paths = [
-        path
-        for path in data.get("artifacts") or []
-        if isinstance(path, str) and path.startswith("out/")
-    ]
-    artifacts = [
-        {"path": path, "name": path.rsplit("/", 1)[-1]} for path in paths[:SHOWN_ARTIFACTS]
-    ]
-    tool_use_id = tool_use_id or str(data.get("tool_use_id") or "")
-    closed = CLOSED_RESULTS.get(str(data.get("content", "")))
-    if closed is not None:
-        data = {**data, "content": closed[1]}
-    # Filtered first, then the workspace root cut (no server path reaches the chat), then cut.
-    roots = approval_words.workspace_roots(conversation_id)
-    shown_text = denials.plain(out.text(str(data.get("content", ""))))
-    content, cut = _cut(approval_words.relative(shown_text, roots), shown)
-    return {
-        "conversation_id": conversation_id,
-        "content": content,
-        "full_url": _full_url(conversation_id, tool_use_id, "result")
-        if cut and tool_use_id
-        else "",
-        "is_error": bool(data.get("is_error")),
-        "closed": closed[0] if closed else "",
-        "artifacts": artifacts,
-        "more_artifacts": len(paths) - len(artifacts),
-        "files_url": (
-            _full_url(conversation_id, tool_use_id, "files")
-            if len(paths) > len(artifacts) and tool_use_id
-            else ""
-        ),
-        "decision": data.get("decision") or "",
-        "reason": denials.plain(
-            approval_words.relative(out.text(str(data.get("reason") or "")), roots)
-        ),
-    }
-
-
-def result_from_block(block: dict[str, Any]) -> dict[str, Any]:
-    """A tool_result block as the data a tool.result event carries."""
-    return {
-        "content": result_text(block),
-        "is_error": bool(block.get("is_error")),
-        "tool_use_id": block.get("tool_use_id", ""),
-    }
-
-
-def render_tool_result(
-    conversation_id: int, tool_use_id: str, data: dict[str, Any], *, can_inspect: bool
-) -> str:
-    """The result section of a tool card (id `tool-result-<tool_use_id>`), for one visibility class."""
-    out = outbound(conversation_id, can_inspect=can_inspect)
-    return render_to_string(
-        "skills_app/chat/_tool_result.html",
-        {
-            "tool_use_id": tool_use_id,
-            "r": tool_result_context(conversation_id, data, out=out, tool_use_id=tool_use_id),
-        },
-    )
-
-
 def render_approval(approval: Approval, *, can_inspect: bool) -> str:
     """The `_approval.html` partial (id `approval-<id>`), pending or answered, for one class.
 
@@ -449,14 +275,14 @@ def render_approval(approval: Approval, *, can_inspect: bool) -> str:
     # text into any field (a Grep's path lands in the action line, not in the call shown).
     shown_input = out.value(approval.input)
     action = approval_words.describe_action(approval.tool, shown_input, roots)
-    arguments, cut = _cut(approval_words.arguments_text(shown_input, roots), SHOWN_CHARS)
+    arguments, cut = cut_text(approval_words.arguments_text(shown_input, roots), SHOWN_CHARS)
     reason = approval_words.relative(out.text(approval.reason), roots)
     return render_to_string(
         "skills_app/chat/_approval.html",
         {
             "a": approval,
             "action": action,
-            "subject": _cut(out.text(action.subject), SHOWN_CHARS)[0],
+            "subject": cut_text(out.text(action.subject), SHOWN_CHARS)[0],
             "why": out.text(approval_words.why_text(approval, roots)),
             "reason": reason,
             "show_reason": bool(reason) and reason != approval.rule_text,

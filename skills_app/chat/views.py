@@ -174,7 +174,7 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
             "url": reverse("skill-detail", args=[s.name]),
         }
         # Skills a deny rule blocks are not offered in the "/" menu.
-        for s in offered(skills_for_user(request.user.pk)).skills()
+        for s in offered(skills_for_user(request.user.pk), request.user.pk).skills()
         if s.user_invocable
     ]
     # The fragments' forms work as plain POSTs too (a page without JavaScript): with a token.

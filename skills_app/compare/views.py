@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -149,10 +150,25 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
             status=400 if status is None else status,
         )
     comparison, ids = await sync_to_async(_create)(user, prompt, skills, base_prompt)
-    # The three runs execute concurrently, like three users asking the same question.
-    for conversation_id in ids:
-        await runs.start_run(conversation_id, prompt, user_id=user.pk)
+    # The three runs execute concurrently, like three users asking the same question. Each is
+    # admitted where it is created, with room for the ones still to come (the check above is
+    # the early word; parallel posts or tabs could all pass it on the same count).
+    for started, conversation_id in enumerate(ids):
+        wanted = len(ids) - started
+        try:
+            await runs.start_run(
+                conversation_id,
+                prompt,
+                user_id=user.pk,
+                admit=functools.partial(_admit, runs_wanted=wanted),
+            )
+        except RateLimitError:
+            break  # a send elsewhere took the room meanwhile: the page shows what started
     return HttpResponseRedirect(reverse("compare-detail", args=[comparison.pk]))
+
+
+def _admit(user_id: int, *, runs_wanted: int) -> None:
+    check_send(user_id, runs_wanted=runs_wanted)
 
 
 def request_sizes(run: Run | None) -> list[dict[str, Any]]:

@@ -3,7 +3,8 @@ store in the conversation's event log, and what travels the channel layer to the
 
 Each class names its wire type once (`type`, e.g. `message.stored`); `data()` is its JSON (what
 the event log stores and the channel layer carries) and `from_data()` reads it back, so the
-recorder, the consumer and the tests share one schema. `EVENT_TYPES` maps every name to its class.
+recorder, the consumer and the tests share one schema (the base class and its JSON codec are in
+`event_base.py`). `EVENT_TYPES` maps every name to its class.
 
 Beside its fields, each class declares how it travels (`stored`, `stream`, `ends_streams`): the
 recorder stores or streams it, and the chat's consumer relays it, by these traits alone (no
@@ -24,48 +25,10 @@ Two kinds of events reach the browser:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-
-class EventDataError(ValueError):
-    """Stored or received event data does not fit its event type."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunEvent:
-    """Base of every event: a dotted wire type and JSON data."""
-
-    type: ClassVar[str] = ""
-    # Stored in the conversation's event log (with a seq) rather than only sent live.
-    stored: ClassVar[bool] = True
-    # A piece of a streamed block of this kind ("text" | "thinking"), live or saved; "" if not.
-    stream: ClassVar[str] = ""
-    # From this event on, the run's streamed text is held by stored rows (or over): whoever
-    # follows the run's streams (the recorder, a tab) lets them go.
-    ends_streams: ClassVar[bool] = False
-
-    def data(self) -> dict[str, Any]:
-        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self) if f.repr}
-
-    @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> RunEvent:
-        """The event from its JSON; unknown keys are ignored, a missing required one is an error."""
-        values: dict[str, Any] = {}
-        for f in fields(cls):
-            if not f.repr:
-                continue
-            if f.name in data:
-                value = data[f.name]
-                values[f.name] = tuple(value) if isinstance(value, list) and _is_tuple(f) else value
-            elif f.default is MISSING and f.default_factory is MISSING:
-                raise EventDataError(f"a {cls.type} event needs {f.name!r}; got {sorted(data)}")
-        return cls(**values)
-
-
-def _is_tuple(f: Any) -> bool:
-    return str(f.type).startswith("tuple")
-
+from .event_base import EventDataError, RunEvent, jsonable
 
 # -- the model's stream ---------------------------------------------------------------------------
 
@@ -233,7 +196,7 @@ class HookRan(RunEvent):
     report: dict[str, Any]
 
     def data(self) -> dict[str, Any]:
-        return dict(_jsonable(self.report))
+        return dict(jsonable(self.report))
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> RunEvent:
@@ -426,16 +389,6 @@ def event_type(name: str) -> type[RunEvent]:
 def event_from(name: str, data: Mapping[str, Any]) -> RunEvent:
     """The typed event for a dotted name and its JSON data."""
     return event_type(name).from_data(data)
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)
 
 
 __all__ = [

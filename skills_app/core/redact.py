@@ -34,14 +34,12 @@ Choices, and why:
   double, then halve), and the scan resumes after it. A hash collision costs a comparison,
   never a wrong answer. Memory: 12 bytes per STRIDE hidden characters plus the bitmap (at most
   16 MB) and the normalised texts themselves. Measured in bench/bench_redact.py.
-- The viewer's own words are never withheld from them. `HiddenIndex(hidden, own=...)` (and
-  `HiddenIndex.of(parts, own=...)`) takes the texts the viewer wrote (their messages, the
-  arguments of their `/name` commands, the names of files they attached): where one of them (at
-  least OWN_MIN characters) sits inside a withheld span of the outgoing text, that part is shown
-  and the rest of the span is still withheld, however short (a leftover of only punctuation is
-  shown: it says nothing). Shorter own texts are not carved out: a one-letter message must not
-  reveal where that letter sits in a skill's instructions.
-- Built once, reused. `Shingles` (the sampled hashes of some texts) are immutable: the services
+- The viewer's own words are not for this module to judge: the services split the texts that
+  repeat them (a skill's body with a person's arguments substituted) before indexing
+  (`hidden.py`). Carving them out of any withheld span at the end answered "is this guess in
+  the hidden text?", which no one may ask. OWN_MIN is the shortest text counted as one's words:
+  a one-letter message must not cut a skill's text into unindexed pieces.
+- Built once, reused (`shingles.py`). `Shingles` (the sampled hashes of some texts) are immutable: the services
   build them once per skill version (keyed by its content digest) and combine them into one
   `HiddenIndex` per conversation with `HiddenIndex.of`, each part with an optional mask of the
   texts that are hidden from the viewer at hand.
@@ -49,56 +47,51 @@ Choices, and why:
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-MIN_SPAN = 40
+from skills_app.core.shingles import (
+    DEFAULT_LABEL,
+    MIN_SPAN,
+    STRIDE,
+    WHITESPACE,
+    WINDOW,
+    HiddenText,
+    Mask,
+    Shingles,
+    normal_form,
+    normalise,
+    original_positions,
+    window_hashes,
+)
+
+# Re-exported: the callers of the filter name them from here.
+__all__ = [
+    "DEFAULT_LABEL",
+    "MIN_SPAN",
+    "OWN_MIN",
+    "STRIDE",
+    "WHITESPACE",
+    "WINDOW",
+    "HiddenIndex",
+    "HiddenText",
+    "Shingles",
+    "Span",
+    "normalise",
+    "placeholder",
+    "redact",
+]
+
 OWN_MIN = 10
-WINDOW = 20
-STRIDE = MIN_SPAN - WINDOW + 1
-DEFAULT_LABEL = "hidden skill text"
 # Locations verified per window: a window repeated more often adds nothing new to find.
 MAX_LOCATIONS = 8
 # Entries sharing one hash looked at, hidden or not (bounds the work on a popular window).
 MAX_PROBES = 64
 # Outgoing characters hashed at a time (about 40 bytes of arrays per character).
 CHUNK = 1 << 20
-# The line prefixes of Read (`cat -n` style) and Grep content results.
-_PREFIX = re.compile(r"^(?:[ ]*\d+\t|[^\s:]+:\d+:)", re.MULTILINE)
-_READ_PREFIX = re.compile(r"^[ ]*\d+\t", re.MULTILINE)
-_GREP_MARK = re.compile(r":\d+:")
-# What str.split() and the regex `\s` both call whitespace (tests/core/test_redact.py checks it).
-WHITESPACE = (
-    (0x9, 0xA, 0xB, 0xC, 0xD, 0x1C, 0x1D, 0x1E, 0x1F, 0x20, 0x85, 0xA0, 0x1680)
-    + tuple(range(0x2000, 0x200B))
-    + (0x2028, 0x2029, 0x202F, 0x205F, 0x3000)
-)
-_SPACES = np.array(WHITESPACE, dtype=np.uint32)
-
-U32 = npt.NDArray[np.uint32]
-U64 = npt.NDArray[np.uint64]
-Mask = npt.NDArray[np.bool_]
-# Fixed seed: the same text hashes the same in every process (an index could be shared).
-# 32 bits: half the memory traffic of 64, and a collision only costs one comparison.
-_TABLE: U32 = np.random.default_rng(0x5EC2E7).integers(
-    0, np.iinfo(np.uint32).max, size=1 << 16, dtype=np.uint32, endpoint=True
-)
-_MIX = np.uint32(0x9E3779B1)
-_NO_HASHES: U32 = np.zeros(0, dtype=np.uint32)
-_NO_LOCATIONS: U64 = np.zeros(0, dtype=np.uint64)
-_positions: U32 = np.arange(1 << 16, dtype=np.uint32)
-
-
-@dataclass(frozen=True, slots=True)
-class HiddenText:
-    """One hidden text and what to call it in the placeholder."""
-
-    text: str
-    label: str = DEFAULT_LABEL
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,167 +103,6 @@ class Span:
     label: str
 
 
-# -- normalising ------------------------------------------------------------------------------
-
-
-def _has_prefix(text: str) -> bool:
-    # Cheap tests first: a Read prefix needs a tab, a Grep prefix ":<digits>:".
-    if "\t" in text and _READ_PREFIX.search(text):
-        return True
-    return bool(_GREP_MARK.search(text)) and bool(_PREFIX.search(text))
-
-
-def _normalised(text: str) -> str:
-    """`text` with every gap (whitespace, line prefixes) made one space."""
-    stripped = _PREFIX.sub(" ", text) if _has_prefix(text) else text
-    words = stripped.split()
-    if not words:
-        return " " if stripped else ""
-    norm = " ".join(words)
-    if stripped[0].isspace():
-        norm = " " + norm
-    if stripped[-1].isspace():
-        norm += " "
-    return norm
-
-
-def _codes(text: str) -> npt.NDArray[np.uint32]:
-    # surrogatepass: text decoded with surrogateescape (downloads) or JSON may hold lone ones.
-    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-
-
-def _origin(text: str) -> npt.NDArray[np.intp]:
-    """The original index of each character of `_normalised(text)`."""
-    space = np.isin(_codes(text), _SPACES)
-    if _has_prefix(text):
-        # Line prefixes count as gap characters too (marked by +1 at a start, -1 at an end).
-        found = [(m.start(), m.end()) for m in _PREFIX.finditer(text)]
-        marks = np.zeros(len(space) + 1, dtype=np.int32)
-        np.add.at(marks, [start for start, _end in found], 1)
-        np.add.at(marks, [end for _start, end in found], -1)
-        space |= np.cumsum(marks[:-1]) > 0
-    keep = ~space
-    keep[1:] |= space[1:] & ~space[:-1]  # the first character of each gap stands for it
-    if len(keep):
-        keep[0] = True
-    return np.flatnonzero(keep)
-
-
-def normalise(text: str) -> tuple[str, npt.NDArray[np.intp]]:
-    """(normalised text, original index of each of its characters); see the module docstring."""
-    return _normalised(text), _origin(text)
-
-
-# -- hashing ----------------------------------------------------------------------------------
-
-
-def _arange(n: int) -> U32:
-    """0..n-1 (a shared array, grown on demand: allocating it per call cost a third)."""
-    global _positions
-    if len(_positions) < n:
-        _positions = np.arange(max(n, 2 * len(_positions)), dtype=np.uint32)
-    return _positions[:n]
-
-
-def window_hashes(norm: str) -> U32:
-    """The hash of the WINDOW characters starting at each position of a normalised text.
-
-    Sum hash from running sums (arithmetic mod 2**32): s1 = sum of f(c), s2 = sum of f(c) times
-    its place in the window; both are differences of prefix sums, so every position costs a few
-    array operations, and the hash of a window does not depend on where it starts.
-    """
-    n = len(norm)
-    if n < WINDOW:
-        return _NO_HASHES
-    f = _TABLE[_codes(norm) & 0xFFFF]
-    places = _arange(n)
-    sums = np.zeros(n + 1, dtype=np.uint32)
-    np.cumsum(f, out=sums[1:])
-    weighted = np.zeros(n + 1, dtype=np.uint32)
-    np.cumsum(f * places, out=weighted[1:])
-    s1 = sums[WINDOW:] - sums[:-WINDOW]
-    s2 = weighted[WINDOW:] - weighted[:-WINDOW] - places[: n - WINDOW + 1] * s1
-    hashed: U32 = (s1 * _MIX) ^ s2
-    return hashed
-
-
-# -- the index --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Shingles:
-    """Sampled window hashes of some hidden texts: immutable, built once, shared between indexes."""
-
-    texts: tuple[str, ...]  # normalised
-    labels: tuple[str, ...]
-    hashes: U32  # sorted
-    locations: U64  # text index << 32 | offset, in the order of `hashes`
-    bitmap: Mask  # bitmap[hash >> shift]: some sampled window may have this hash
-    shift: int
-
-    @property
-    def chars(self) -> int:
-        """Characters of hidden text held (for cache accounting)."""
-        return sum(len(t) for t in self.texts)
-
-    @classmethod
-    def build(cls, hidden: Iterable[HiddenText | str]) -> Shingles:
-        """Normalise and sample the texts (those shorter than MIN_SPAN can never be withheld)."""
-        texts: list[str] = []
-        labels: list[str] = []
-        hashes: list[U32] = []
-        locations: list[U64] = []
-        for item in hidden:
-            entry = item if isinstance(item, HiddenText) else HiddenText(item)
-            norm = _normalised(entry.text)
-            if len(norm) < MIN_SPAN:
-                continue
-            sampled = window_hashes(norm)[::STRIDE]
-            index = np.uint64(len(texts)) << np.uint64(32)
-            offsets = np.arange(0, len(sampled) * STRIDE, STRIDE, dtype=np.uint64)
-            texts.append(norm)
-            labels.append(entry.label)
-            hashes.append(sampled)
-            locations.append(offsets | index)
-        return cls._assemble(texts, labels, hashes, locations)
-
-    @classmethod
-    def merge(cls, parts: Sequence[Shingles]) -> Shingles:
-        """One set of shingles holding all of `parts` (texts renumbered, nothing re-hashed)."""
-        texts: list[str] = []
-        labels: list[str] = []
-        hashes: list[U32] = []
-        locations: list[U64] = []
-        for part in parts:
-            shift = np.uint64(len(texts)) << np.uint64(32)
-            texts.extend(part.texts)
-            labels.extend(part.labels)
-            hashes.append(part.hashes)
-            locations.append(part.locations + shift)
-        return cls._assemble(texts, labels, hashes, locations)
-
-    @classmethod
-    def _assemble(
-        cls, texts: list[str], labels: list[str], hashes: list[U32], locations: list[U64]
-    ) -> Shingles:
-        all_hashes = np.concatenate(hashes) if hashes else _NO_HASHES
-        all_locations = np.concatenate(locations) if locations else _NO_LOCATIONS
-        # Stable: equal hashes keep the texts' order, so the first text wins a tie as before.
-        order = np.argsort(all_hashes, kind="stable")
-        bits = max(10, min(24, (len(all_hashes) * 16).bit_length()))
-        bitmap = np.zeros(1 << bits, dtype=np.bool_)
-        sorted_hashes = all_hashes[order]
-        bitmap[sorted_hashes >> np.uint32(32 - bits)] = True
-        return cls(
-            texts=tuple(texts),
-            labels=tuple(labels),
-            hashes=sorted_hashes,
-            locations=all_locations[order],
-            bitmap=bitmap,
-            shift=32 - bits,
-        )
-
-
 # Sorted outgoing positions whose window may be a sampled one, with the part and the entry.
 _Hits = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]
 
@@ -278,24 +110,16 @@ _Hits = tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64
 class HiddenIndex:
     """The hidden texts of one conversation (or one page), indexed for `spans` and `redact`."""
 
-    def __init__(self, hidden: Iterable[HiddenText | str] = (), *, own: Iterable[str] = ()) -> None:
+    def __init__(self, hidden: Iterable[HiddenText | str] = ()) -> None:
         self._parts: list[tuple[Shingles, Mask | None]] = []
-        # Longest first: a message that holds a shorter own text is carved out whole.
-        self._own = sorted(
-            {o.strip() for o in own if isinstance(o, str) and len(o.strip()) >= OWN_MIN},
-            key=len,
-            reverse=True,
-        )
         built = Shingles.build(hidden)
         if built.texts:
             self._parts.append((built, None))
 
     @classmethod
-    def of(
-        cls, parts: Iterable[tuple[Shingles, Mask | None]], *, own: Iterable[str] = ()
-    ) -> HiddenIndex:
+    def of(cls, parts: Iterable[tuple[Shingles, Mask | None]]) -> HiddenIndex:
         """An index over prepared shingles; a mask marks which of a part's texts are hidden."""
-        index = cls(own=own)
+        index = cls()
         for shingles, mask in parts:
             if shingles.texts and (mask is None or bool(mask.any())):
                 index._parts.append((shingles, mask))
@@ -308,45 +132,20 @@ class HiddenIndex:
         """The withheld spans of `text`, in order, merged where they touch."""
         if not self._parts or len(text) < MIN_SPAN:
             return []
-        norm = _normalised(text)
+        norm = normal_form(text)
         if len(norm) < MIN_SPAN:
             return []
         found = self._found(norm, self._hits(norm))
         kept = [(s, e, label) for s, e, label in found if e - s >= MIN_SPAN]
         if not kept:
             return []
-        origin = _origin(text)
+        origin = original_positions(text)
         out: list[Span] = []
         for start, end, label in kept:
             # The whitespace at either edge stays, so the placeholder keeps its neighbours apart.
             start += norm[start] == " "
             end -= norm[end - 1] == " "
             out.append(Span(int(origin[start]), int(origin[end - 1]) + 1, label))
-        return self._carve(text, out) if self._own else out
-
-    def _carve(self, text: str, spans: list[Span]) -> list[Span]:
-        """The spans without the viewer's own words; what is left of a span stays withheld."""
-        mine: list[tuple[int, int]] = []
-        for own in self._own:
-            at = text.find(own)
-            while at != -1:
-                if not any(s <= at < e for s, e in mine):
-                    mine.append((at, at + len(own)))
-                at = text.find(own, at + len(own))
-        if not mine:
-            return spans
-        mine.sort()
-        out: list[Span] = []
-        for span in spans:
-            cursor = span.start
-            for start, end in mine:
-                if end <= cursor or start >= span.end:
-                    continue
-                if start > cursor and _worded(text[cursor:start]):
-                    out.append(Span(cursor, start, span.label))
-                cursor = max(cursor, end)
-            if cursor < span.end and _worded(text[cursor : span.end]):
-                out.append(Span(cursor, span.end, span.label))
         return out
 
     def _hits(self, norm: str) -> _Hits:
@@ -492,12 +291,6 @@ def _backward(a: str, i: int, b: str, j: int, limit: int) -> int:
                 size = half
         return done
     return done
-
-
-def _worded(piece: str) -> bool:
-    """A leftover of a carved span worth withholding: it holds a letter or a digit (a quote mark
-    or a bracket next to the viewer's own words tells them nothing)."""
-    return any(c.isalnum() for c in piece)
 
 
 def placeholder(label: str, size: int) -> str:

@@ -17,7 +17,6 @@ from typing import Any
 from .admission import CallRefused
 from .agent import Agent, AgentConfig, ForkResult, InvocationRef, RunOutcome, TurnState
 from .context_window import (
-    ContextEstimate,
     ContextFull,
     PreviousCall,
     check_context,
@@ -42,18 +41,15 @@ from .request import compose_request
 from .skillcalls import SkillCalls
 from .skillhooks import SkillHook, SkillHookRunner
 from .skilltool import SKILL_TOOL, parse_slash_command
-from .stop_reasons import StopNotice, failed_turn_notice, stop_notice
+from .stop_reasons import StopNotice, stop_notice
 from .tool_calls import ToolCalls
 from .tools.base import ToolContext, ToolError
 from .tools.bash import BashTool
 from .transcript import (
-    STOPPED_RESULT,
     StoredMessage,
-    close_open_tool_uses,
-    exclude_turn,
     is_empty_text,
-    turn_start,
 )
+from .turn_ends import TurnEnds
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +84,7 @@ class Runner:
         )
         self.skill_hooks.register(agent.skill_hooks)
         self.tool_calls = ToolCalls(self, store=self._store)
+        self.ends = TurnEnds(self, store=self._store)
         self.skill_calls = SkillCalls(self, agent.hooks, ports)
         self.invoker = SkillInvoker(
             agent=agent,
@@ -192,7 +189,7 @@ class Runner:
                     {"prompt": user_text, "session_id": self.agent.config.session_id},
                 )
                 if blocked:
-                    await self._notice(
+                    await self.ends.notice(
                         "error", f"Your message was blocked by a hook: {blocked.reason}"
                     )
                     return RunOutcome(status="blocked", error=blocked.reason, error_kind="hook")
@@ -200,7 +197,7 @@ class Runner:
                     return RunOutcome(status="done", stop_reason="skill_failed")
             return await self._loop()
         except asyncio.CancelledError:
-            await self._on_cancel()
+            await self.ends.on_cancel()
             raise
 
     def build_request(self) -> ModelRequest:
@@ -236,11 +233,13 @@ class Runner:
                 rendering=rendering,
             )
             if not outcome.ok:
-                await self._notice("error", outcome.error, skill=name, code=outcome.code)
+                await self.ends.notice("error", outcome.error, skill=name, code=outcome.code)
             elif self.forks(name):
                 forked = await self.run_fork(name, outcome)
                 if not forked.ok:
-                    await self._notice("error", forked.error, skill=name, code="subagent_failed")
+                    await self.ends.notice(
+                        "error", forked.error, skill=name, code="subagent_failed"
+                    )
                     continue
                 result = f'Result of the "{name}" skill (run as a subagent):\n\n{forked.text}'
                 meta = {"skill": name, "subagent_result": True, "subagent_run": forked.run}
@@ -263,17 +262,17 @@ class Runner:
                     f"Stopped after {config.max_turns} model calls in one turn (the turn "
                     "limit). Send a message to continue."
                 )
-                await self._notice("error", message, code="turn_limit")
-                return self._outcome("failed", error=message, error_kind="turn_limit")
+                await self.ends.notice("error", message, code="turn_limit")
+                return self.ends.outcome("failed", error=message, error_kind="turn_limit")
             turns += 1
             try:
                 request, final = await self._call_model()
             except ContextFull as full:
-                return await self._context_full(full.estimate)
+                return await self.ends.context_full(full.estimate)
             except CallRefused as refused:
-                return await self._refused(refused)
+                return await self.ends.refused(refused)
             except ModelError as exc:
-                return await self._model_failed(exc)
+                return await self.ends.model_failed(exc)
             stop_reason = final.get("stop_reason")
             content = [b for b in final.get("content", []) if not is_empty_text(b)]
             if stop_reason == "max_tokens":
@@ -303,10 +302,10 @@ class Runner:
                 has_content=bool(content),
             )
             if notice is not None:
-                await self._tell(notice, "notice")
+                await self.ends.tell(notice, "notice")
                 if notice.exclude_turn:
                     # A refused turn ends here: Stop hooks must not continue what was declined.
-                    return self._outcome("done", stop_reason=stop_reason)
+                    return self.ends.outcome("done", stop_reason=stop_reason)
             results = await self.agent.hooks.run(
                 "Stop", {"stop_reason": stop_reason, "session_id": config.session_id}
             )
@@ -315,51 +314,7 @@ class Runner:
                 text = f"Stop hook asked to continue: {again.reason}"
                 await self._store(StoredMessage.text("user", text, is_meta=True))
                 continue
-            return self._outcome("done", stop_reason=stop_reason)
-
-    async def _model_failed(self, exc: ModelError) -> RunOutcome:
-        """Keep the partial answer, leave the turn out of later requests, say what happened."""
-        await self._store_partial(exc.partial_content)
-        if exc.kind == "context_window":
-            notice = StopNotice(
-                "context_window", exc.message, exclude_turn=True, offer_new_conversation=True
-            )
-        else:
-            notice = failed_turn_notice(exc.message)
-        await self._tell(notice, "error", code=exc.kind)
-        return self._outcome("failed", error=exc.message, error_kind=exc.kind)
-
-    async def _context_full(self, estimate: ContextEstimate) -> RunOutcome:
-        """The request was not sent: the figures, and the offer of a new conversation."""
-        notice = StopNotice("context_window", estimate.message, offer_new_conversation=True)
-        await self._tell(notice, "error", tokens=estimate.tokens, window=estimate.window)
-        return self._outcome("failed", error=estimate.message, error_kind="context_window")
-
-    async def _refused(self, refused: CallRefused) -> RunOutcome:
-        """The policy refused the next call before it was sent: nothing was spent on it, the turn
-        so far stays (its tool results answer every tool call), and the person is told why."""
-        await self._notice("error", refused.message, code=refused.code)
-        return self._outcome("failed", error=refused.message, error_kind=refused.code)
-
-    async def _tell(self, notice: StopNotice, kind: str, **meta: Any) -> None:
-        """Store a notice for the user; first leave its turn out of later requests if it says so."""
-        if notice.exclude_turn:
-            await self._exclude_turn("refusal" if notice.code == "refusal" else "failed")
-        meta.setdefault("code", notice.code)
-        if notice.retry:
-            meta["retry"] = True
-        if notice.offer_new_conversation:
-            meta["offer_new_conversation"] = True
-        await self._notice(kind, notice.text, **meta)
-
-    async def _exclude_turn(self, reason: str) -> None:
-        """Mark the latest turn's rows excluded, here and in storage."""
-        changes = exclude_turn(self.history, turn_start(self.history), reason)
-        if not changes:
-            return
-        for index, row in changes.items():
-            self.history[index] = row
-        await self.ports.exclude_turn(reason)
+            return self.ends.outcome("done", stop_reason=stop_reason)
 
     async def _call_model(self) -> tuple[ModelRequest, dict[str, Any]]:
         request = self.build_request()
@@ -369,7 +324,7 @@ class Runner:
         if estimate.level == "near" and not self._warned_context:
             self._warned_context = True
             near = StopNotice("context_near", estimate.message, offer_new_conversation=True)
-            await self._tell(near, "notice", tokens=estimate.tokens, window=estimate.window)
+            await self.ends.tell(near, "notice", tokens=estimate.tokens, window=estimate.window)
         self.model_calls += 1
         skill = self.state.active_skills[-1] if self.state.active_skills else ""
         try:
@@ -387,7 +342,7 @@ class Runner:
         )
         return request, final
 
-    # -- storage and cancellation -----------------------------------------------------------
+    # -- storage ----------------------------------------------------------------------------
 
     async def _store(
         self, message: StoredMessage, *, invocation: InvocationRef | None = None
@@ -395,41 +350,9 @@ class Runner:
         self.history.append(message)
         await self.ports.record_message(message, invocation=invocation)
 
-    async def _notice(self, kind: str, text: str, **meta: Any) -> None:
-        """A row for the user (an error or a notice) that the model never sees."""
-        await self._store(
-            StoredMessage.text("assistant", text, kind=kind, to_model=False, meta=meta)
-        )
-
     async def notice_failure(self, text: str) -> None:
         """Record an unexpected failure of the run for the user."""
-        await self._notice("error", text, code="internal")
-
-    async def _store_partial(self, blocks: Sequence[dict[str, Any]]) -> None:
-        kept = [b for b in blocks if b.get("type") == "text" and b.get("text", "").strip()]
-        if kept:
-            partial = StoredMessage(role="assistant", content=tuple(kept), meta={"partial": True})
-            await self._store(partial)
-
-    async def _on_cancel(self) -> None:
-        """Keep the partial answer and answer every open tool_use so the history stays valid."""
-        try:
-            await self._store_partial(self.stream.take_partial())
-            closing = close_open_tool_uses(self.history, content=STOPPED_RESULT)
-            if closing:
-                await self._store(
-                    StoredMessage(
-                        role="user",
-                        kind="tool_result",
-                        content=tuple(closing),
-                        meta={"stopped": True},
-                    )
-                )
-        except Exception:  # never let cleanup hide the cancellation
-            logger.exception("could not store the interrupted state")
-
-    def _outcome(self, status: str, **fields: Any) -> RunOutcome:
-        return RunOutcome(status=status, model_calls=self.model_calls, **fields)
+        await self.ends.notice("error", text, code="internal")
 
     # -- skill hooks ----------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ class SkillInvocation(models.Model):
     )
     skill = models.CharField(max_length=200)
     source = models.CharField(max_length=40, blank=True)
-    # A version an invocation loaded is never deleted under it (uploads.delete_package disables).
+    # A version an invocation loaded is never deleted under it (versions.delete_package disables).
     version = models.ForeignKey(
         "skills_app.SkillVersion",
         null=True,

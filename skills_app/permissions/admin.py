@@ -142,7 +142,7 @@ def try_call(
 
 
 @admin.register(PermissionRule)
-class PermissionRuleAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
+class PermissionRuleAdmin(HiddenFieldsAdmin[PermissionRule]):
     form = PermissionRuleForm
     list_display = (
         "decides",

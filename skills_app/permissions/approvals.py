@@ -120,16 +120,26 @@ class PermissionGate:
     timeout: float = field(default_factory=lambda: float(settings.APPROVAL_TIMEOUT))
     consents: Mapping[str, Consent] = field(default_factory=dict)
     quotes_hidden: Callable[[ToolCall], bool] | None = None
+    # The staged folders of the skills the conversation may use (None: every staged copy).
+    offered_folders: frozenset[str] | None = None
+    # Whether a consent still holds now (`registry.consents.still_live`): the consents are read
+    # when the run starts, and a skill disabled, rolled back or taken from the person's groups
+    # meanwhile must stop running unasked at once, not when the run ends.
+    live: Callable[[Consent], bool] | None = None
 
     def _consents(self, state: TurnState) -> list[Consent]:
         names = dict.fromkeys(state.active_skills)
-        return [self.consents[n] for n in names if n in self.consents]
+        found = [self.consents[n] for n in names if n in self.consents]
+        if self.live is not None:
+            found = [c for c in found if self.live(c)]
+        return found
 
     def _skill_dir(self, name: str) -> str:
         return str(self.workspace.skills_dir / skill_folder_name(name))
 
-    def context(self, state: TurnState) -> PermissionContext:
-        consents = self._consents(state)
+    def context(self, state: TurnState, consents: list[Consent] | None = None) -> PermissionContext:
+        if consents is None:
+            consents = self._consents(state)
         reviewed = {c.skill for c in consents if c.reviewed}
         # A reviewed skill's allowed-tools apply as the reviewer approved them (the consented
         # entries of its manifest), not as the skill states them.
@@ -146,6 +156,7 @@ class PermissionGate:
             skill_rules=tuple(rules),
             grants=tuple(conversation_grants(self.conversation_id)),
             readable_roots=(self.workspace.skills_dir,),
+            offered_skill_folders=self.offered_folders,
         )
 
     def removed_tools(self, names: list[str]) -> frozenset[str]:
@@ -153,11 +164,12 @@ class PermissionGate:
 
     def rules(self, call: ToolCall, state: TurnState) -> Decision:
         """The rules and the reviewed commands of the turn's skills; never asks anyone."""
-        decision = decide(call, self.context(state))
+        consents = self._consents(state)
+        decision = decide(call, self.context(state, consents))
         if decision.behavior == "ask" and (
             decision.rule is None or decision.rule.source != "admin"
         ):
-            for consent in self._consents(state):
+            for consent in consents:
                 entry = covering_entry(consent, call, self._skill_dir(consent.skill))
                 if entry is not None:
                     rule = covered_rule(consent, entry)

@@ -21,9 +21,10 @@ from skills_app.permissions.approvals import admin_rules
 _NO_WORKSPACE = Path("/nonexistent-workspace")
 
 
-def blocked_skills(names: Iterable[str]) -> dict[str, str]:
-    """{name: the rule that denies it} for the names a global deny rule refuses outright."""
-    rules = [r for r in admin_rules() if r.behavior == "deny" and r.scope_skill is None]
+def blocked_skills(names: Iterable[str], user_id: int | None = None) -> dict[str, str]:
+    """{name: the rule that denies it} for the names a global deny rule refuses outright (the
+    rules for everyone, and those for `user_id` and their groups)."""
+    rules = [r for r in admin_rules(user_id) if r.behavior == "deny" and r.scope_skill is None]
     if not rules:
         return {}
     context = PermissionContext(workspace=_NO_WORKSPACE, admin_rules=tuple(rules))
@@ -49,7 +50,8 @@ class OfferedSkills:
         return [s for s in self.provider.skills() if s.name not in self.blocked]
 
 
-def offered(provider: SkillProvider) -> SkillProvider:
-    """`provider` as offered to a person and the model: blocked skills left out of listings."""
-    blocked = blocked_skills(s.name for s in provider.skills())
+def offered(provider: SkillProvider, user_id: int | None = None) -> SkillProvider:
+    """`provider` as offered to a person (`user_id`) and the model: blocked skills left out of
+    listings."""
+    blocked = blocked_skills((s.name for s in provider.skills()), user_id)
     return OfferedSkills(provider, blocked) if blocked else provider

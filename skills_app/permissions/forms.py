@@ -30,7 +30,7 @@ class DatalistInput(forms.TextInput):
         return html + format_html('<datalist id="{}">{}</datalist>', list_id, options)
 
 
-class PermissionRuleForm(forms.ModelForm):
+class PermissionRuleForm(forms.ModelForm[PermissionRule]):
     """The admin form of a rule: `rule_text` must parse, so a typo never silently matches nothing;
     the skill field offers the known skills (a name that is not one is saved with a warning)."""
 
@@ -62,7 +62,7 @@ class PermissionRuleForm(forms.ModelForm):
             )
 
     def clean_rule_text(self) -> str:
-        text = self.cleaned_data["rule_text"].strip()
+        text: str = self.cleaned_data["rule_text"].strip()
         try:
             # The behaviour does not change what parses; "allow" keeps this independent of field order.
             parse_rule(text, "allow", source="admin")
@@ -71,7 +71,8 @@ class PermissionRuleForm(forms.ModelForm):
         return text
 
     def clean_skill(self) -> str:
-        return self.cleaned_data["skill"].strip().lstrip("/")
+        skill: str = self.cleaned_data["skill"]
+        return skill.strip().lstrip("/")
 
 
 class RuleTesterForm(forms.Form):
@@ -115,7 +116,8 @@ class RuleTesterForm(forms.Form):
     )
 
     def clean_skill(self) -> str:
-        return self.cleaned_data["skill"].lstrip("/")
+        skill: str = self.cleaned_data["skill"]
+        return skill.lstrip("/")
 
     def clean_person(self) -> Any:
         name = self.cleaned_data["person"]

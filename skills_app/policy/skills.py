@@ -8,17 +8,31 @@ as a hidden organisation skill takes its place, as it would if the organisation 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+from skills_app.core.registry import LoadFailure
 from skills_app.core.skillfile import SkillSpec
 
 PERSONAL = "personal"
 
 
+class OfferedSkills(Protocol):
+    """What ScopedSkills reads of the provider it wraps (registry.skills.UserSkills)."""
+
+    def get(self, name: str) -> SkillSpec | None: ...
+
+    def skills(self) -> list[SkillSpec]: ...
+
+    def candidates(self) -> list[SkillSpec]: ...
+
+    @property
+    def failures(self) -> list[LoadFailure]: ...
+
+
 class ScopedSkills:
     """A user's skill provider without the organisation skills their groups do not offer."""
 
-    def __init__(self, provider: Any, hidden: frozenset[str]) -> None:
+    def __init__(self, provider: OfferedSkills, hidden: frozenset[str]) -> None:
         self.provider = provider
         self.hidden = hidden
 
@@ -42,7 +56,7 @@ class ScopedSkills:
         return [s for s in self.provider.candidates() if self._shown(s)]
 
     @property
-    def failures(self) -> list[Any]:
+    def failures(self) -> list[LoadFailure]:
         # A hidden skill that failed to load is not named either.
         return [f for f in self.provider.failures if f.name not in self.hidden]
 
@@ -51,6 +65,6 @@ class ScopedSkills:
         return getattr(self.provider, name)
 
 
-def scoped(provider: Any, hidden: frozenset[str]) -> Any:
+def scoped(provider: OfferedSkills, hidden: frozenset[str]) -> Any:
     """`provider` without the hidden organisation skills (itself when nothing is hidden)."""
     return ScopedSkills(provider, hidden) if hidden else provider

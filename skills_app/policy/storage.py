@@ -12,14 +12,15 @@ stop counting (they are kept for the audit until it is purged).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
 from skills_app.core.tools.errors import ToolError
-from skills_app.core.tools.storage import human
-from skills_app.models import StorageAccount, UserPolicy, WorkspaceUsage
+from skills_app.core.tools.storage import human, tree_bytes
+from skills_app.models import SkillVersion, StorageAccount, UserPolicy, WorkspaceUsage
 
 
 class StorageFull(ToolError):
@@ -55,7 +56,8 @@ class Standing:
     def full_text(self, wanted: int | None = None) -> str:
         need = f" ({human(wanted)} more were needed)" if wanted else ""
         return (
-            f"Your storage is full: your conversations' files take {human(self.used)} of your "
+            f"Your storage is full: your conversations' files and personal skills take "
+            f"{human(self.used)} of your "
             f"{human(self.quota or 0)}{need}. Nothing was written. {FREE_SPACE}"
         )
 
@@ -72,11 +74,50 @@ def quota_for(user_id: int) -> int | None:
 
 
 def used_bytes(user_id: int) -> int:
-    """What the person's (not deleted) conversations' workspaces held when last measured."""
+    """What the person's (not deleted) conversations' workspaces held when last measured, and
+    the files of their personal skills' versions."""
     total = WorkspaceUsage.objects.filter(
         owner_id=user_id, conversation__deleted_at__isnull=True
     ).aggregate(n=Sum("bytes"))["n"]
-    return int(total or 0)
+    return int(total or 0) + personal_skill_bytes(user_id)
+
+
+def skill_storage_root() -> Path:
+    """Where installed skill versions live: SKILL_STORAGE_ROOT, or MEDIA_ROOT/skills."""
+    root = getattr(settings, "SKILL_STORAGE_ROOT", None)
+    return Path(root) if root else Path(settings.MEDIA_ROOT) / "skills"
+
+
+# A version's files never change: their size is measured once per process.
+_VERSION_BYTES: dict[tuple[int, str], int] = {}
+
+
+def personal_skill_bytes(user_id: int) -> int:
+    """The files of every version of the person's personal skills (each upload of new content
+    is a new version, kept: a person could otherwise store without limit as skills)."""
+    root = skill_storage_root()
+    total = 0
+    rows = SkillVersion.objects.filter(package__owner_id=user_id).values_list("pk", "storage_path")
+    for pk, path in rows:
+        key = (pk, str(root / path))
+        size = _VERSION_BYTES.get(key)
+        if size is None:
+            size = _VERSION_BYTES[key] = tree_bytes(root / path)
+        total += size
+    return total
+
+
+def release(user_id: int, granted: int) -> None:
+    """Give back a reservation whose bytes are now counted where they were written (a personal
+    skill's new version), or were not written at all."""
+    if not granted:
+        return
+    with transaction.atomic():
+        account = StorageAccount.objects.select_for_update().filter(user_id=user_id).first()
+        if account is not None:
+            StorageAccount.objects.filter(pk=account.pk).update(
+                reserved_bytes=max(0, account.reserved_bytes - granted)
+            )
 
 
 def standing(user_id: int) -> Standing:

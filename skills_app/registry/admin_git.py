@@ -23,7 +23,7 @@ from skills_app.registry import sources
 from skills_app.registry.uploads import ORG_PERMISSION
 
 
-class SkillSourceForm(forms.ModelForm):
+class SkillSourceForm(forms.ModelForm[SkillSource]):
     class Meta:
         model = SkillSource
         fields = ("name", "url", "branch", "path", "owner", "enabled", "sync_interval_minutes")
@@ -39,7 +39,7 @@ class SkillSourceForm(forms.ModelForm):
         return cleaned
 
 
-class SyncInline(admin.TabularInline):
+class SyncInline(admin.TabularInline[SkillSourceSync, SkillSource]):
     model = SkillSourceSync
     extra = 0
     can_delete = False
@@ -70,7 +70,7 @@ class SyncInline(admin.TabularInline):
 
 
 @admin.register(SkillSource)
-class SkillSourceAdmin(admin.ModelAdmin):
+class SkillSourceAdmin(admin.ModelAdmin[SkillSource]):
     form = SkillSourceForm
     list_display = ("name", "url", "branch", "path", "scope", "last_status", "last_synced_at")
     list_filter = ("last_status", "enabled")

@@ -18,7 +18,7 @@ from skills_app.visibility import INSPECT_PERMISSION
 
 
 @admin.register(VisibleSkillSource)
-class VisibleSkillSourceAdmin(HiddenFieldsAdmin, admin.ModelAdmin):
+class VisibleSkillSourceAdmin(HiddenFieldsAdmin[VisibleSkillSource]):
     """Bundled and SKILLS_DIRS skills whose files people without the inspect permission may read."""
 
     list_display = ("name", "note", "author", "created_at")

@@ -16,6 +16,8 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from django.db.models import F
+
 from skills_app.core.review import Consent, Manifest, build_manifest, read_package
 from skills_app.core.skillfile import SkillSpec
 from skills_app.models import SkillReview
@@ -114,4 +116,23 @@ def consents_for(specs: Iterable[SkillSpec]) -> dict[str, Consent]:
     return out
 
 
-__all__ = ["INSTALL_WORDS", "consent_for_review", "consents_for"]
+def still_live(consent: Consent, user_id: int | None) -> bool:
+    """Whether a consent read when a run started still holds: the review's version is still the
+    active one of an enabled package, and the skill is still offered to the person (their groups).
+
+    One or two small queries, made only for a call a reviewed skill's consent would decide.
+    """
+    from skills_app.policy.access import hidden_skills, user_groups
+
+    if user_id is not None and consent.skill in hidden_skills(user_groups(user_id)):
+        return False
+    if consent.review_id is None:
+        return True  # the install of a bundled or SKILLS_DIRS skill: the server's files
+    return SkillReview.objects.filter(
+        pk=consent.review_id,
+        version__package__enabled=True,
+        version__package__active_version_id=F("version_id"),
+    ).exists()
+
+
+__all__ = ["INSTALL_WORDS", "consent_for_review", "consents_for", "still_live"]

@@ -27,7 +27,7 @@ from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
 from skills_app.core.tree import skill_digest
 from skills_app.models import SkillPackage, SkillReview, SkillVersion
 from skills_app.registry.trigger_gate import trigger_gate
-from skills_app.registry.uploads import version_dir
+from skills_app.registry.versions import version_dir
 
 REVIEW_PERMISSION = "skills_app.review_skillversion"
 SUBMIT_PERMISSION = "skills_app.add_skillpackage"

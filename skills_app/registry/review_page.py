@@ -77,6 +77,7 @@ def review_context(version: SkillVersion, user: Any) -> dict[str, Any]:
         "approved_manifest": approved,
         "approved_matches": approved is not None and approved.digest == manifest.digest,
         "trail": review.trail(package),
+        # Raw rows: the page shows their calls through the outbound filter (review_views).
         "refusals": list(refusals),
         "can_submit": version.review_status in (SkillVersion.DRAFT, SkillVersion.CHANGES_REQUESTED)
         and user.has_perm(review.SUBMIT_PERMISSION),

@@ -20,13 +20,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from skills_app.http import AuthedHttpRequest
-from skills_app.models import SkillVersion
+from skills_app.models import PermissionDecision, SkillVersion
 from skills_app.permissions.approvals import admin_rules
 from skills_app.registry import catalog, review, uploads
 from skills_app.registry.review_page import review_context
 from skills_app.registry.skills import skills_for_user
 from skills_app.triggers.report import activation_comparison
-from skills_app.visibility import can_inspect
+from skills_app.visibility import Outbound, can_inspect, outbound
 
 STEPS = ("submit", "approve", "request_changes", "activate")
 DONE_WORDS = {
@@ -65,7 +65,29 @@ def _review_page(
         "trigger": activation_comparison(version.package, version),
         **extra,
     }
+    context["refusals"] = shown_refusals(context["refusals"], request.user)
+    if not may_manage(request.user):
+        # The version's uploader who is not (or no longer) a skill manager reads their own
+        # upload, not the other versions the diff would show (later ones are others' work).
+        context.update(diffs=[], changed=[], against=None, author_only=True)
     return render(request, "skills_app/registry/review.html", context, status=status)
+
+
+def shown_refusals(rows: list[PermissionDecision], user: Any) -> list[dict[str, Any]]:
+    """Refused calls as the reviewer may read them. A call is refused because it quoted hidden
+    text of its conversation, which need not be this skill's (another skill, the owner's
+    personal skill, `!` output): each goes through its conversation's outbound filter, for a
+    viewer who is not its owner, unless the reviewer may inspect injected content."""
+    inspects = can_inspect(user)
+    filters: dict[int, Outbound] = {}
+    shown = []
+    for row in rows:
+        out = filters.setdefault(
+            row.conversation_id,
+            outbound(row.conversation_id, can_inspect=inspects, viewer_id=user.pk),
+        )
+        shown.append({"row": row, "call": out.text(row.call_text)})
+    return shown
 
 
 @login_required
@@ -177,7 +199,7 @@ def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
             "prov": prov,
             "access": catalog.access(
                 name,
-                catalog.rules_context(admin_rules()),
+                catalog.rules_context(admin_rules(request.user.pk)),
                 model_invocable=spec.model_invocable,
             ),
             "entries": entries,

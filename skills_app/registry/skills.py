@@ -78,7 +78,7 @@ def _in_event_loop() -> bool:
 
 def parse_version(version: SkillVersion, name: str, source: str) -> SkillSpec | None:
     """The SkillSpec of one installed version (cached), or None when its files cannot be read."""
-    from skills_app.registry.uploads import version_dir
+    from skills_app.registry.versions import version_dir
 
     folder = version_dir(version)
     key = (version.pk, str(folder), name, source)
@@ -107,7 +107,7 @@ def extra_skills() -> list[SkillSpec]:
     if _in_event_loop():
         cached = _org_cache
         return list(cached[1]) if cached is not None else []
-    from skills_app.registry.uploads import storage_root
+    from skills_app.registry.versions import storage_root
 
     packages = SkillPackage.objects.filter(owner__isnull=True)
     stats = packages.aggregate(n=Count("id"), changed=Max("updated_at"), newest=Max("id"))

@@ -1,4 +1,7 @@
-"""Uploaded skill packages: validate, install atomically, versions, scope, and audit lookups.
+"""Installing uploaded skills: read the upload, stage and lint each skill (`staging.py`), store
+them atomically as new versions, in the scope asked for (who may, and how much: `upload_limits.py`).
+The installed versions are managed in `versions.py` (activation, enabling, diffs, deletion, lookup
+by digest).
 
 Accepted uploads (`upload_checks` does the reading and the hostile-input checks):
 - a zip (`.zip` or `.skill`) whose root is the skill folder: `my-skill/SKILL.md` -> `my-skill`;
@@ -25,8 +28,6 @@ owner's active version as before.
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
 import os
 import shutil
@@ -35,17 +36,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
 from skills_app.core.lint_runtime import lint_runtime_dir, merge
-from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
 from skills_app.core.skilltypes import Problem
 from skills_app.core.upload_checks import (
-    Candidate,
     Layout,
-    Limits,
     UploadError,
     archive_stem,
     check_files,
@@ -53,10 +50,40 @@ from skills_app.core.upload_checks import (
     read_directory,
     read_zip,
 )
-from skills_app.models import SkillInvocation, SkillPackage, SkillReview, SkillVersion
+from skills_app.models import SkillPackage, SkillReview, SkillVersion
+from skills_app.policy import storage
 from skills_app.registry import trigger_sets
+from skills_app.registry.staging import (
+    Staged,
+    file_names,
+    json_safe,
+    parse_candidate,
+    problem_json,
+    relocate,
+    stage,
+    write_candidate,
+)
+from skills_app.registry.upload_limits import (
+    ORG_PERMISSION,
+    check_scope,
+    limits,
+    reserve_personal,
+)
+
+# Managing the installed versions is versions.py's job; re-exported for the many callers that
+# reach them through uploads.
+from skills_app.registry.versions import (
+    activate_version,
+    delete_package,
+    set_enabled,
+    skill_md_diff,
+    storage_root,
+    version_dir,
+    version_for_digest,
+)
 
 __all__ = [
+    "ORG_PERMISSION",
     "InstallResult",
     "UploadError",
     "UploadFile",
@@ -69,6 +96,7 @@ __all__ = [
     "install_directory",
     "install_files",
     "install_layout",
+    "limits",
     "set_enabled",
     "skill_md_diff",
     "storage_root",
@@ -77,8 +105,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-ORG_PERMISSION = "skills_app.add_skillpackage"
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,30 +153,6 @@ class InstallResult:
         )
 
 
-# --- storage -------------------------------------------------------------------------------
-
-
-def storage_root() -> Path:
-    """Where installed versions live: SKILL_STORAGE_ROOT, or MEDIA_ROOT/skills."""
-    root = getattr(settings, "SKILL_STORAGE_ROOT", None)
-    return Path(root) if root else Path(settings.MEDIA_ROOT) / "skills"
-
-
-def version_dir(version: SkillVersion) -> Path:
-    """The folder of one installed version (storage_path is relative to the storage root)."""
-    return storage_root() / version.storage_path
-
-
-def limits() -> Limits:
-    """The upload limits from settings."""
-    return Limits(
-        max_total_bytes=settings.UPLOAD_MAX_TOTAL_BYTES,
-        max_files=settings.UPLOAD_MAX_FILES,
-        max_file_bytes=settings.UPLOAD_MAX_FILE_BYTES,
-        max_ratio=settings.UPLOAD_MAX_RATIO,
-    )
-
-
 # --- public API ----------------------------------------------------------------------------
 
 
@@ -169,7 +171,7 @@ def install_archive(
     `activate=False` stores a new version as a candidate: the active version stays until its
     owner activates the new one (after comparing its trigger tests).
     """
-    _check_scope(user, personal)
+    check_scope(user, personal)
     members = read_zip(data, filename, limits())
     layout = find_skills(members, stem=archive_stem(filename))
     return _install(layout, user, personal, activate, origin)
@@ -184,7 +186,7 @@ def install_files(
     origin: str = "upload",
 ) -> list[InstallResult]:
     """Install a folder chosen in the browser."""
-    _check_scope(user, personal)
+    check_scope(user, personal)
     members = check_files([(f.path, f.data) for f in files], limits())
     return _install(find_skills(members, stem=None), user, personal, activate, origin)
 
@@ -198,7 +200,7 @@ def install_directory(
     origin: str = "cli",
 ) -> list[InstallResult]:
     """Install a skill or plugin folder from disk (`manage.py skills import`)."""
-    _check_scope(user, personal)
+    check_scope(user, personal)
     members = read_directory(Path(path), limits())
     return _install(find_skills(members, stem=None), user, personal, activate, origin)
 
@@ -214,7 +216,7 @@ def create_draft_version(
     identical to an existing version changes nothing. `stem` names a skill whose SKILL.md sits
     at the root of `files` and has no valid `name:`.
     """
-    _check_scope(user, False)
+    check_scope(user, False)
     members = check_files([(f.path, f.data) for f in files], limits())
     return _install(find_skills(members, stem=stem), user, False, False, origin)
 
@@ -228,7 +230,7 @@ def install_layout(
     origin: str = "git",
 ) -> list[InstallResult]:
     """Install skills already found and checked elsewhere (a Git source's personal skills)."""
-    _check_scope(user, personal)
+    check_scope(user, personal)
     return _install(layout, user, personal, activate, origin)
 
 
@@ -239,17 +241,17 @@ def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
     with tempfile.TemporaryDirectory(prefix="skillscope-check-") as tmp:
         for i, candidate in enumerate(layout.skills):
             folder = Path(tmp) / str(i)
-            _write(candidate, folder)
+            write_candidate(candidate, folder)
             try:
-                spec = _parse(candidate, folder)
+                spec = parse_candidate(candidate, folder)
             except UploadError as exc:
-                out.append(ValidatedSkill(candidate.name, _names(candidate), exc.problems))
+                out.append(ValidatedSkill(candidate.name, file_names(candidate), exc.problems))
                 continue
             out.append(
                 ValidatedSkill(
                     candidate.name,
-                    _names(candidate),
-                    _relocate(
+                    file_names(candidate),
+                    relocate(
                         merge(spec.problems, lint_runtime_dir(folder, spec)), folder, candidate
                     ),
                     spec.digest,
@@ -258,179 +260,7 @@ def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
     return out
 
 
-def activate_version(version: SkillVersion) -> None:
-    """Make this personal version the package's active one (roll back or forward).
-
-    Organisation versions go live only through `registry.review.activate`, after approval.
-    """
-    if version.package.owner_id is None:
-        raise UploadError(
-            f"{version.package.name} is an organisation skill: a version goes live for "
-            "everyone only after its review (approve it, then make it active on its review page)"
-        )
-    if not version_dir(version).is_dir():
-        raise UploadError(
-            f"the files of {version.package.name} version {version.number} are missing from "
-            f"storage ({version_dir(version)}); upload that content again"
-        )
-    package = version.package
-    package.active_version = version
-    package.save(update_fields=["active_version", "updated_at"])
-
-
-def set_enabled(package: SkillPackage, enabled: bool) -> None:
-    """Enable or disable a package; a disabled one is neither listed nor invocable."""
-    package.enabled = enabled
-    package.save(update_fields=["enabled", "updated_at"])
-
-
-def skill_md_diff(a: SkillVersion, b: SkillVersion) -> str:
-    """Unified diff of SKILL.md from version `a` to version `b`."""
-    return "".join(
-        difflib.unified_diff(
-            a.skill_md.splitlines(keepends=True),
-            b.skill_md.splitlines(keepends=True),
-            fromfile=f"{a.package.name} v{a.number}/SKILL.md",
-            tofile=f"{b.package.name} v{b.number}/SKILL.md",
-        )
-    )
-
-
-def delete_package(package: SkillPackage) -> str:
-    """Delete a package with its versions and files; one a conversation used is disabled instead.
-
-    Audit rows point at the version they loaded, and versions are never deleted under them.
-    """
-    used = SkillInvocation.objects.filter(version__package=package).count()
-    reviewed = SkillReview.objects.filter(version__package=package).exists()
-    if reviewed and not used:
-        set_enabled(package, False)
-        return (
-            f"{package.name} has a review trail, which the audit keeps with its versions; it is "
-            "disabled instead and no longer offered"
-        )
-    if used:
-        set_enabled(package, False)
-        return (
-            f"{package.name} was used {used} time(s) in conversations, so its versions are kept "
-            "for the audit; it is disabled instead and no longer offered"
-        )
-    folder = storage_root() / str(package.pk)
-    name = package.name
-    package.delete()
-    shutil.rmtree(folder, ignore_errors=True)
-    return f"{name} was deleted"
-
-
-def version_for_digest(name: str, digest: str) -> SkillVersion | None:
-    """The uploaded version with this content, so an invocation keeps pointing at what it loaded."""
-    if not digest:
-        return None
-    return (
-        SkillVersion.objects.filter(package__name=name, digest=digest).order_by("-number").first()
-    )
-
-
 # --- install -------------------------------------------------------------------------------
-
-
-def _check_scope(user: Any, personal: bool) -> None:
-    if personal:
-        if not settings.ALLOW_PERSONAL_SKILLS:
-            raise UploadError(
-                "personal skills are turned off on this server (ALLOW_PERSONAL_SKILLS); ask an "
-                "administrator to install the skill for everyone"
-            )
-        if user is None or not getattr(user, "is_authenticated", False):
-            raise UploadError("a personal skill needs an owner; sign in or name the user")
-    elif user is not None and not user.has_perm(ORG_PERMISSION):
-        raise UploadError(
-            "only administrators can install skills for the whole organisation; upload it as a "
-            "personal skill instead"
-        )
-
-
-def _names(candidate: Candidate) -> tuple[str, ...]:
-    return tuple(sorted(m.path for m in candidate.files))
-
-
-def _write(candidate: Candidate, folder: Path) -> None:
-    folder.mkdir(parents=True)
-    for member in candidate.files:
-        target = folder / member.path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with open(target, "xb") as fh:
-            fh.write(member.data)
-        os.chmod(target, 0o755 if member.executable else 0o644)
-
-
-def _relocate(problems: list[Problem], folder: Path, candidate: Candidate) -> list[Problem]:
-    """Problems name files as they sit in the upload, not in the temporary folder."""
-    out: list[Problem] = []
-    prefix = str(folder)
-    for p in problems:
-        file = p.file
-        if file.startswith(prefix):
-            rel = file[len(prefix) :].lstrip(os.sep)
-            file = f"{candidate.origin}{rel}" or candidate.name
-        out.append(replace(p, file=file))
-    return out
-
-
-def _parse(candidate: Candidate, folder: Path) -> SkillSpec:
-    try:
-        return parse_skill_dir(folder, name=candidate.name, source="uploaded")
-    except SkillFileError as exc:
-        problems = _relocate([exc.problem], folder, candidate)
-        raise UploadError(f"{candidate.name}: {problems[0].message}", problems) from None
-    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
-        # PyYAML builds some values (dates) with Python constructors that raise their own errors.
-        problem = Problem(
-            "error",
-            "yaml",
-            f"the frontmatter could not be read ({exc}); quote the value",
-            f"{candidate.origin}SKILL.md",
-        )
-        raise UploadError(f"{candidate.name}: {problem.message}", [problem]) from None
-
-
-def _json_safe(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=str))
-
-
-def _problem_json(p: Problem) -> dict[str, Any]:
-    return {
-        "severity": p.severity,
-        "rule": p.rule,
-        "message": p.message,
-        "file": p.file,
-        "line": p.line,
-    }
-
-
-@dataclass(slots=True)
-class _Staged:
-    candidate: Candidate
-    folder: Path
-    spec: SkillSpec
-    warnings: list[Problem]
-    skill_md: str
-
-
-def _stage(candidate: Candidate, folder: Path) -> _Staged:
-    _write(candidate, folder)
-    spec = _parse(candidate, folder)
-    problems = _relocate(merge(spec.problems, lint_runtime_dir(folder, spec)), folder, candidate)
-    errors = [p for p in problems if p.severity == "error"]
-    if errors:
-        raise UploadError(
-            f"{candidate.name} has {len(errors)} lint error(s); fix them and upload again",
-            errors + [p for p in problems if p.severity != "error"],
-        )
-    skill_md = spec.skill_file.read_bytes().decode("utf-8")
-    return _Staged(
-        candidate, folder, spec, [p for p in problems if p.severity != "error"], skill_md
-    )
 
 
 def _install(
@@ -440,9 +270,11 @@ def _install(
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".upload-", dir=root))
     written: list[Path] = []
+    reserved = 0
     try:
-        staged = [_stage(c, staging / str(i)) for i, c in enumerate(layout.skills)]
+        staged = [stage(c, staging / str(i)) for i, c in enumerate(layout.skills)]
         ignored = _ignored_warning(layout)
+        reserved = reserve_personal(staged, user) if personal else 0
         try:
             with transaction.atomic():
                 results = [
@@ -461,6 +293,9 @@ def _install(
         raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+        if reserved:
+            # Stored: the versions count now (storage.personal_skill_bytes); or nothing was.
+            storage.release(user.pk, reserved)
 
 
 def _ignored_warning(layout: Layout) -> Problem | None:
@@ -476,7 +311,7 @@ def _ignored_warning(layout: Layout) -> Problem | None:
 
 
 def _store(
-    staged: _Staged,
+    staged: Staged,
     user: Any,
     personal: bool,
     root: Path,
@@ -515,8 +350,8 @@ def _store(
         number=number,
         storage_path=f"{package.pk}/{digest}",
         skill_md=staged.skill_md,
-        frontmatter=_json_safe(dict(staged.spec.frontmatter)),
-        lint=[_problem_json(p) for p in staged.warnings],
+        frontmatter=json_safe(dict(staged.spec.frontmatter)),
+        lint=[problem_json(p) for p in staged.warnings],
         uploaded_by=user if getattr(user, "is_authenticated", False) else None,
         review_status=SkillVersion.PERSONAL if personal else SkillVersion.DRAFT,
     )

@@ -23,7 +23,7 @@ from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, SkillVersion
 from skills_app.permissions.approvals import admin_rules
 from skills_app.permissions.blocked import blocked_skills
-from skills_app.registry import uploads
+from skills_app.registry import uploads, versions
 from skills_app.registry.skills import UserSkills, skills_for_user
 
 SOURCE_LABELS = {
@@ -60,18 +60,18 @@ def _get_package_for_user(request: AuthedHttpRequest, pk: int) -> SkillPackage:
 
 def _versions_by_dir(user_id: int) -> dict[str, SkillVersion]:
     """Active versions the user can see, keyed by their folder, to label registry entries."""
-    versions = SkillVersion.objects.filter(
+    active = SkillVersion.objects.filter(
         Q(package__owner__isnull=True) | Q(package__owner_id=user_id),
         package__active_version=F("pk"),
     ).select_related("package")
-    return {str(uploads.version_dir(v).absolute()): v for v in versions}
+    return {str(versions.version_dir(v).absolute()): v for v in active}
 
 
 def skill_rows(provider: UserSkills, user_id: int) -> list[SkillRow]:
     """Every loaded skill (shadowed ones included) and every skill that failed to load."""
     winners = {s.name: s for s in provider.skills()}
     versions = _versions_by_dir(user_id)
-    blocked = blocked_skills(winners)
+    blocked = blocked_skills(winners, user_id)
     rows: list[SkillRow] = []
     for spec in provider.candidates():
         winner = winners.get(spec.name)
@@ -140,7 +140,7 @@ def _page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) -> Htt
     manager = may_manage(request.user)
     context = {
         "catalog": catalog.catalog_rows(
-            provider.skills(), request.user.pk, catalog.rules_context(admin_rules())
+            provider.skills(), request.user.pk, catalog.rules_context(admin_rules(request.user.pk))
         ),
         "manager": manager,
         # Developer columns (digests, sources, shadowing, lint) are for skill managers.
@@ -202,7 +202,8 @@ def _read(upload: UploadedFile) -> bytes:
             f"{upload.name} is {upload.size / 1048576:.1f} MB; an upload may be at most "
             f"{limit / 1048576:.1f} MB"
         )
-    return upload.read(limit + 1)
+    data: bytes = upload.read(limit + 1)  # Django's File.read is untyped
+    return data
 
 
 def _folder_files(files: list[UploadedFile], paths_json: str) -> list[uploads.UploadFile]:
@@ -235,7 +236,7 @@ def _folder_files(files: list[UploadedFile], paths_json: str) -> list[uploads.Up
 def package_enable(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """Enable or disable one of the user's personal packages."""
     package = _get_package_for_user(request, pk)
-    uploads.set_enabled(package, request.POST.get("enabled") == "1")
+    versions.set_enabled(package, request.POST.get("enabled") == "1")
     return redirect("skills-page")
 
 
@@ -244,5 +245,5 @@ def package_enable(request: AuthedHttpRequest, pk: int) -> HttpResponse:
 def package_delete(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """Delete one of the user's personal packages (disabled instead if a conversation used it)."""
     package = _get_package_for_user(request, pk)
-    message = uploads.delete_package(package)
+    message = versions.delete_package(package)
     return _page(request, notice=message)

@@ -43,7 +43,7 @@ def skills_for_conversation(conversation: Conversation) -> SkillProvider:
     Skills a deny rule blocks are left out of the listing (the model's catalog), not out of
     lookups: naming one still gets the rule's refusal.
     """
-    provider: SkillProvider = offered(skills_for_user(conversation.owner_id))
+    provider: SkillProvider = offered(skills_for_user(conversation.owner_id), conversation.owner_id)
     if conversation.skill_filter:
         return FilteredSkills(provider, conversation.skill_filter)
     return provider

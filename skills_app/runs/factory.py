@@ -7,6 +7,7 @@ services' ports.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -26,11 +27,12 @@ from skills_app.core.skillfile import SkillSpec
 from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
 from skills_app.core.tools import ToolContext, default_tools
 from skills_app.core.tools.storage import StorageGate
-from skills_app.core.tools.workspace import Workspace
+from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.policy.access import Policy, policy_for
-from skills_app.registry.consents import consents_for
+from skills_app.policy.storage import skill_storage_root
+from skills_app.registry.consents import consents_for, still_live
 from skills_app.runs import agent_setup, usage
 from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
@@ -122,11 +124,17 @@ def tool_context(
         workspace=workspace,
         sandbox=settings.SANDBOX,
         unsandboxed_allowed=unsandboxed_allowed,
-        # Inside the sandbox these server folders are masked, should a system bind expose them.
+        # Inside the sandbox these server folders are masked, should a system bind expose them:
+        # the skill folders too (SKILLS_DIRS kept under /usr/local/share was readable by every
+        # command, a skill restricted to other groups included; a conversation gets a skill's
+        # files only as its staged copy).
         sandbox_hidden_paths=(
             str(settings.BASE_DIR),
             str(settings.VAR_DIR),
             str(settings.MEDIA_ROOT),
+            str(settings.BUNDLED_SKILLS_DIR),
+            str(skill_storage_root()),
+            *(str(path) for path in settings.SKILLS_DIRS),
         ),
         bash_timeout_default=settings.BASH_TIMEOUT_DEFAULT,
         bash_timeout_max=settings.BASH_TIMEOUT_MAX,
@@ -160,6 +168,9 @@ async def build_runner(
         auto_answer=auto_answer,
         consents=setup.consents,
         quotes_hidden=_hidden_check(setup),
+        # The conversation's skills (a subagent's too: its parent's provider), by staged folder.
+        offered_folders=offered_folders(setup.skills),
+        live=functools.partial(still_live, user_id=setup.policy.user_id if setup.policy else None),
     )
     tools = default_tools()
     config, skills, skill_hooks = setup.config, setup.skills, setup.skill_hooks
@@ -214,6 +225,17 @@ async def build_runner(
             client, recorder, gate, setup.workspace, forker=forker, spending=spending
         )
     return Runner(agent, ports)
+
+
+def offered_folders(skills: SkillProvider) -> frozenset[str]:
+    """The folders under the workspace's skills/ of the skills a conversation may use."""
+    folders = set()
+    for spec in skills.skills():
+        try:
+            folders.add(skill_folder_name(spec.name))
+        except WorkspaceError:
+            continue  # a name that cannot be staged has no copy to read
+    return frozenset(folders)
 
 
 def spending_for(setup: RunSetup, client: ModelClient, purpose: str) -> Spending | None:

@@ -155,9 +155,8 @@ async def _send_next(
     if queued is None:
         return
     try:
-        if check is not None:
-            await sync_to_async(check)(queued.author_id)
-        await start(conversation_id, queued.text, user_id=queued.author_id)
+        # The check is made where the run is created, in one step with it.
+        await start(conversation_id, queued.text, user_id=queued.author_id, admit=check)
     except Exception as exc:
         busy = await Run.objects.filter(
             conversation_id=conversation_id, status__in=Run.ACTIVE

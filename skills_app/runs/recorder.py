@@ -42,7 +42,7 @@ from skills_app.runs.broadcast import publish, send_live
 from skills_app.runs.streams import RunStreams
 from skills_app.runs.wiring import Fragments, Renderer
 
-# Tool results are cut in live events to what a card shows (`chat.rendering.SHOWN_CHARS` is this
+# Tool results are cut in live events to what a card shows (`chat.tool_cards.SHOWN_CHARS` is this
 # length; the row keeps them whole).
 LIVE_RESULT_CHARS = 4_000
 # Blocks the browser shows a "Calling X…" line for while their input streams.
@@ -226,7 +226,7 @@ TAKES: dict[type[RunEvent], Callable[[RunRecorder, Any], Awaitable[None]]] = {
 
 
 def _write_invocation(conversation_id: int, run_id: int, record: InvocationRecord) -> int:
-    from skills_app.registry.uploads import version_for_digest
+    from skills_app.registry.versions import version_for_digest
 
     row = SkillInvocation.objects.create(
         conversation_id=conversation_id,

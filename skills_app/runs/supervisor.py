@@ -14,12 +14,13 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -66,12 +67,23 @@ def _create_run(
     user_id: int,
     auto_answer: str | None,
     attachments: Sequence[int] = (),
+    admit: Callable[[int], None] | None = None,
 ) -> tuple[Run, list[RunEvent]]:
     """The new Run row, with the user's message stored at once, and the events to broadcast."""
     with transaction.atomic():
+        if admit is not None:
+            # The sending limits count this person's runs: checked under their lock, in the
+            # transaction that creates the run, so parallel sends (other tabs, other processes)
+            # cannot all pass on the same count. (SQLite's IMMEDIATE transactions serialise.)
+            get_user_model().objects.select_for_update().filter(pk=user_id).first()
+            admit(user_id)
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         if conversation.deleted_at is not None:
             raise RunError("This conversation was deleted; start a new one.")
+        # Every entrance starts runs here (the chat, queued messages sent when a run ends, the
+        # command line): a deactivated account starts nothing, whatever was queued for it.
+        if not get_user_model().objects.filter(pk=user_id, is_active=True).exists():
+            raise RunError("This account is deactivated, so nothing is sent for it.")
         events: list[RunEvent] = []
         for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
             # A run whose process died does not block the conversation forever.
@@ -155,10 +167,14 @@ async def start_run(
     auto_answer: str | None = None,
     retry: bool = False,
     attachments: Sequence[int] = (),
+    admit: Callable[[int], None] | None = None,
 ) -> Run:
     """Store the user's message, create a run and hand it to the configured executor.
 
     `attachments`: ids of pending files (`chat.attachments`) sent with the message.
+
+    `admit(user_id)`: the sending limits (the chat's `check_send`), raising a RunError when the
+    person may not start a run now; checked in the transaction that creates the run.
 
     `retry` answers the latest failed or refused turn again (its rows are sent to the model again,
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
@@ -175,6 +191,7 @@ async def start_run(
         user_id=user_id,
         auto_answer=auto_answer,
         attachments=attachments,
+        admit=admit,
     )
     await broadcast_events(events)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)

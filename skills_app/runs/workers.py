@@ -37,6 +37,7 @@ import signal
 import time
 from typing import Any
 
+from asgiref.server import StatelessServer
 from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
 from channels.worker import Worker
@@ -294,7 +295,7 @@ class RunConsumer(AsyncConsumer):
             self.worker = WorkerLoop(self.channel_name)
             self.worker.start()
             owner = self.scope.get("skillscope.worker")
-            if owner is not None:
+            if isinstance(owner, RunWorker):
                 owner.loop = self.worker
         return self.worker
 
@@ -335,13 +336,19 @@ class RunWorker(Worker):
         """Stop cleanly: the runs executing here are interrupted, the worker deregistered."""
         self._stopping.set()
 
+    def _inbox(self, channel: str, scope: dict[str, Any]) -> asyncio.Queue[dict[str, Any]]:
+        """The queue of the consumer instance for `channel` (made on first use)."""
+        # asgiref leaves StatelessServer's methods unannotated (untyped_calls_exclude).
+        inbox: asyncio.Queue[dict[str, Any]] = StatelessServer.get_or_create_application_instance(
+            self, channel, scope
+        )
+        return inbox
+
     async def handle(self) -> None:
         if queue.RUN_CHANNEL in self.channels:
             # Start the loop now, not with the first wake-up: queued runs may be waiting already.
             scope = {"type": "channel", "channel": queue.RUN_CHANNEL, "skillscope.worker": self}
-            self.get_or_create_application_instance(queue.RUN_CHANNEL, scope).put_nowait(
-                {"type": "worker.start"}
-            )
+            self._inbox(queue.RUN_CHANNEL, scope).put_nowait({"type": "worker.start"})
         listeners = [asyncio.ensure_future(self.listener(name)) for name in self.channels]
         if self.handle_signals:
             loop = asyncio.get_running_loop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.test import Client
@@ -61,7 +62,8 @@ def test_a_directory_member_is_created_with_their_groups_and_role(sso):
     sso.set_person("ada", "ada-directory-pass", ["research", "skillscope-users", "unmapped"])
     client = Client()
     response = sign_in(client, "ada", "ada-directory-pass")
-    assert response.status_code == 302 and response["Location"] == "/"
+    # Signed in, the person lands where every sign-in lands: a conversation ready to type in.
+    assert response.status_code == 302 and response["Location"] == settings.LOGIN_REDIRECT_URL
     assert client.get("/").status_code == 200  # signed in
     assert group_names("ada") == {"Research", "Chatter"}
     policy = UserPolicy.objects.get(user__username="ada")

@@ -109,7 +109,8 @@ def test_a_member_of_two_groups_signs_in_and_sees_exactly_their_skills_and_model
         page.locator("#idp-login").fill("ada")
         page.locator("#idp-password").fill("ada-directory-pass")
         page.locator("#idp-submit").click()
-        expect(page.get_by_role("heading", name="Conversations")).to_be_visible()
+        # Signed in through the directory, the person lands on a conversation ready to type in.
+        expect(page.get_by_role("textbox", name="Message")).to_be_visible()
 
         page.goto(f"{server.url}/skills/")
         rows = page.locator("main")

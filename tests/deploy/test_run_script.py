@@ -88,12 +88,18 @@ def test_without_dotenv_only_the_environment_counts(checkout):
 
 
 @pytest.mark.django_db
-def test_the_demo_banner_says_where_the_key_is_read(alice, settings):
+def test_the_demo_banner_says_where_the_key_is_read(alice, admin_user, settings):
     settings.ANTHROPIC_API_KEY = ""
-    conversation = Conversation.objects.create(owner=alice, title="t")
+    conversation = Conversation.objects.create(owner=admin_user, title="t")
     client = Client()
-    client.force_login(alice)
+    client.force_login(admin_user)
     body = client.get(f"/c/{conversation.pk}/").content.decode()
     assert "in the server&#x27;s environment" in body or "in the server's environment" in body
     # `.env` is named only together with the script that reads it.
     assert "<code>./scripts/run.sh</code> also reads it from <code>.env</code>" in body
+    # An ordinary user is told whom to ask, not about the server's settings.
+    mine = Conversation.objects.create(owner=alice, title="t")
+    client.force_login(alice)
+    body = client.get(f"/c/{mine.pk}/").content.decode()
+    assert "Ask your administrator to connect the real model." in body
+    assert "ANTHROPIC_API_KEY" not in body

@@ -64,9 +64,12 @@ async def test_many_small_files_are_stopped_by_the_watcher(quota, conversation):
     assert "storage limit" in result.content and "Free space" in result.content
     assert "done" not in result.content.split("Stopped")[0]
     held = workspace_bytes(ctx.workspace)
-    # The watcher measures every 50 ms: what lands between two measures is the overshoot.
+    # The watcher measures every 50 ms: what lands between two measures is the overshoot, so
+    # how far past the limit it gets depends on the disk and the machine's load (85 MB was seen
+    # on a busy CI machine). What holds on any machine: the loop was stopped before its end.
+    written = sorted((ctx.workspace.root / "work").glob("f*"))
+    assert len(written) < 60, f"all {len(written)} files written: the watcher never stopped it"
     assert held < 300 * MB
-    assert held <= 20 * MB + 60 * MB, f"{held} bytes held"
 
 
 async def test_a_full_workspace_still_runs_commands_that_free_space(quota, conversation):

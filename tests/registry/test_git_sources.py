@@ -532,3 +532,43 @@ def test_a_source_over_http_syncs_when_the_operator_allows_it(
     record = sources.sync_source(source)
     assert record.status == "ok", record.message
     assert record.commit == commit and [v["skill"] for v in record.versions] == ["pdf"]
+
+
+def test_a_redirect_is_refused_not_followed(remote, http_remote, skill_manager, settings):
+    """A public host could redirect to an internal one the URL check never saw: not followed."""
+    import threading
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    def redirecting(environ, start_response):
+        target = http_remote + environ["PATH_INFO"].removeprefix("/moved.git")
+        query = environ.get("QUERY_STRING")
+        start_response("302 Found", [("Location", target + (f"?{query}" if query else ""))])
+        return [b""]
+
+    server = make_server("127.0.0.1", 0, redirecting, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    settings.GIT_SOURCE_ALLOW_HTTP = True
+    settings.GIT_SOURCE_ALLOW_PRIVATE_HOSTS = True
+    remote.commit({"pdf/SKILL.md": skill_md("pdf")})
+    try:
+        moved = SkillSource.objects.create(
+            name="moved",
+            url=f"http://127.0.0.1:{server.server_port}/moved.git",
+            path="pdf",
+            created_by=skill_manager,
+        )
+        refused = sources.sync_source(moved)
+        assert refused.status == "failed"
+        assert "redirects are not followed" in refused.message
+        assert http_remote in refused.message  # it names where it was sent, to fix the URL
+        # Positive control: the final address itself syncs.
+        direct = SkillSource.objects.create(
+            name="direct", url=http_remote, path="pdf", created_by=skill_manager
+        )
+        assert sources.sync_source(direct).status == "ok"
+    finally:
+        server.shutdown()

@@ -224,3 +224,50 @@ async def test_a_login_elsewhere_does_not_close_a_socket(alice):
     frames = await resume(tab)
     assert frames[-1]["type"] == "resumed"
     await tab.disconnect()
+
+
+async def test_a_message_queued_before_deactivation_is_never_sent(alice, settings, fake_anthropic):
+    """A queued message is sent when the answer ends: not for an account deactivated meanwhile."""
+    from skills_app.chat import actions
+    from skills_app.models import QueuedMessage
+    from skills_app.runs import pending
+
+    use_fake_model(settings, fake_anthropic, retries=0)
+    conversation = await Conversation.objects.acreate(owner=alice, title="x")
+    await QueuedMessage.objects.acreate(
+        conversation=conversation, author=alice, text="send this later"
+    )
+    alice.is_active = False
+    await alice.asave()
+    await actions.send_queued(conversation.pk)
+    queued = await QueuedMessage.objects.aget(conversation=conversation)
+    assert queued.status == QueuedMessage.FAILED
+    assert "deactivated" in queued.error
+    assert not await Run.objects.filter(conversation=conversation).aexists()
+    assert fake_anthropic.requests == []
+    # Positive control: for an active account the same message is sent and answered.
+    alice.is_active = True
+    await alice.asave()
+    fake_anthropic.enqueue(Reply.text("sent"))
+    again = await QueuedMessage.objects.acreate(
+        conversation=conversation, author=alice, text="send this later"
+    )
+    await actions.send_queued(conversation.pk)
+    again = await QueuedMessage.objects.aget(pk=again.pk)
+    assert again.status == QueuedMessage.SENT
+    assert await sync_to_async(pending.pending)(conversation.pk) == []
+
+
+async def test_no_entrance_starts_a_run_for_a_deactivated_account(alice, settings, fake_anthropic):
+    """start_run itself refuses (the command line and any caller that skips the send checks)."""
+    from skills_app.runs import supervisor
+    from skills_app.runs.errors import RunError
+
+    use_fake_model(settings, fake_anthropic, retries=0)
+    conversation = await Conversation.objects.acreate(owner=alice, title="x")
+    alice.is_active = False
+    await alice.asave()
+    with pytest.raises(RunError, match="deactivated"):
+        await supervisor.start_run(conversation.pk, "hello", user_id=alice.pk)
+    assert not await Run.objects.filter(conversation=conversation).aexists()
+    assert fake_anthropic.requests == []

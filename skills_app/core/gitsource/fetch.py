@@ -16,6 +16,8 @@ from dulwich.client import (
 )
 from dulwich.errors import GitProtocolError, HangupException, NotGitRepository
 from dulwich.repo import Repo
+from urllib3 import BaseHTTPResponse, PoolManager
+from urllib3.exceptions import HTTPError
 
 from .errors import GitSourceError
 from .location import Location
@@ -28,11 +30,35 @@ class FetchedCommit:
     pack_bytes: int
 
 
+class RedirectRefused(HTTPError):
+    """A Git server answered with a redirect, which is never followed."""
+
+
+class _NoRedirects(PoolManager):
+    """A pool that never follows a redirect: its target was not checked like the source's URL
+    (internal addresses, schemes), so following it would let a public host point the server at
+    an internal one."""
+
+    # The signature is PoolManager's own, which urllib3 itself marks as overriding its base's.
+    def urlopen(  # type: ignore[override]
+        self, method: str, url: str, redirect: bool = True, **kw: Any
+    ) -> BaseHTTPResponse:
+        response = super().urlopen(method, url, redirect=False, **kw)
+        target = response.get_redirect_location()
+        if target:
+            response.release_conn()
+            raise RedirectRefused(
+                f"the server redirected {url} to {target}; redirects are not followed: use the "
+                "final address as the source's URL"
+            )
+        return response
+
+
 def _client(location: Location, timeout: float) -> tuple[GitClient, str]:
     if location.local is not None:
         return LocalGitClient(), str(location.local)
     parsed = urlparse(location.url)
-    pool: Any = default_urllib3_manager(None, timeout=timeout)
+    pool: Any = default_urllib3_manager(None, pool_manager_cls=_NoRedirects, timeout=timeout)
     client = HttpGitClient.from_parsedurl(parsed, pool_manager=pool, quiet=True)
     return client, parsed.path
 

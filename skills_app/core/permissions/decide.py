@@ -154,11 +154,13 @@ def read_filter(context: PermissionContext) -> Callable[[str], bool]:
 
 
 def _denied_skill_files(target: str, context: PermissionContext, workspace: str) -> Decision | None:
-    """Deny for a path inside the staged copy of a skill a `Skill(NAME)` deny rule refuses.
+    """Deny for a path inside the staged copy of a skill a `Skill(NAME)` deny rule refuses, or
+    of a skill the conversation is no longer offered.
 
     A deny rule on a skill denies its files too: a copy staged before the rule was written
     stays in the workspace's skills/ folder (a readable root), named by `skill_folder_name`
-    ("plugin:skill" is staged as "plugin__skill").
+    ("plugin:skill" is staged as "plugin__skill"). So does a copy staged while the person could
+    use the skill, once they no longer may (`offered_skill_folders`).
     """
     for root in context.readable_roots:
         base = norm_path(posixpath.join(workspace, str(root)))
@@ -166,6 +168,13 @@ def _denied_skill_files(target: str, context: PermissionContext, workspace: str)
             continue
         folder = posixpath.relpath(target, base).split("/", 1)[0]
         name = folder.replace("__", ":")
+        offered = context.offered_skill_folders
+        if offered is not None and not folder.startswith(".") and folder not in offered:
+            reason = (
+                f'the skill "{name}" is not offered to you here, so the copy of it staged in '
+                "this conversation is not readable"
+            )
+            return Decision("deny", reason, None)
         call = ToolCall("Skill", {"skill": name})
         subjects = skill_subjects(call)
         for rule in _active_rules(context):

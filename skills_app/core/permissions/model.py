@@ -101,6 +101,10 @@ class PermissionContext:
     grants: Sequence[Rule] = ()
     readable_roots: Sequence[Path] = ()
     defaults: Mapping[str, str] = field(default_factory=lambda: DEFAULTS)
+    # The folders (under a readable root) of the skills this conversation may use; a copy
+    # staged there for a skill no longer offered (its group dropped the person, it was
+    # disabled) is not readable. None: not known (every staged copy is readable).
+    offered_skill_folders: frozenset[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)

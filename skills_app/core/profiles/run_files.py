@@ -29,6 +29,7 @@ from typing import Any
 
 from ..agent import SkillProvider
 from ..tools.base import ToolError
+from ..tools.storage import human
 from ..tools.walk import Budget
 from ..tools.workspace import Workspace, WorkspaceError
 
@@ -60,8 +61,14 @@ def expand(text: str, variables: Mapping[str, str]) -> str:
 # -- inputs ---------------------------------------------------------------------------------
 
 
-def stage_inputs(ws: Workspace, raw: object, skills: SkillProvider) -> list[str]:
-    """Copy the declared inputs into the workspace; their workspace-relative destinations."""
+def stage_inputs(
+    ws: Workspace, raw: object, skills: SkillProvider, *, limit: int | None = None
+) -> list[str]:
+    """Copy the declared inputs into the workspace; their workspace-relative destinations.
+
+    `limit`: the bytes the copies may take in all (the person's storage allowance for the
+    call); an input past it is refused before it is written.
+    """
     if raw in (None, []):
         return []
     if not isinstance(raw, list) or len(raw) > MAX_INPUTS:
@@ -69,12 +76,19 @@ def stage_inputs(ws: Workspace, raw: object, skills: SkillProvider) -> list[str]
             f"skill_run: inputs must be a list of at most {MAX_INPUTS} objects "
             '{"src": "workspace://work/data.csv", "dst": "work/inputs/data.csv"}.'
         )
-    staged: list[str] = []
     for item in raw:
         if not isinstance(item, Mapping) or not isinstance(item.get("src"), str):
             raise ToolError(
                 'skill_run: each input needs a "src" string, e.g. "artifact://report.csv".'
             )
+    if limit is not None:
+        # All or nothing: the inputs' sizes first (read once more, one at a time), so an input
+        # that does not fit leaves no partial copies behind.
+        needed = sum(len(_read_source(ws, str(item["src"]), skills)[0]) for item in raw)
+        if needed > limit:
+            raise ToolError("skill_run: " + _no_room("the inputs", limit, needed))
+    staged: list[str] = []
+    for item in raw:
         data, filename = _read_source(ws, str(item["src"]), skills)
         dst = item.get("dst") or f"work/inputs/{filename}"
         if not isinstance(dst, str):
@@ -87,6 +101,14 @@ def stage_inputs(ws: Workspace, raw: object, skills: SkillProvider) -> list[str]
             handle.write(data)
         staged.append(ws.relative(target))
     return staged
+
+
+def _no_room(what: str, limit: int, needed: int) -> str:
+    return (
+        f"{what} do not fit in your storage: they take {human(needed)} and only "
+        f"{human(limit)} may be written now; nothing was copied. Copy fewer or smaller files, "
+        "or free space by removing files you no longer need from work/ or out/."
+    )
 
 
 def skill_names(raw: object) -> list[str]:
@@ -325,8 +347,20 @@ def _text_of(head: bytes) -> str | None:
     return None
 
 
-def save_artifacts(ws: Workspace, files: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Offer the collected files as downloads: those outside out/ are copied into it."""
+def save_artifacts(
+    ws: Workspace, files: Sequence[Mapping[str, Any]], *, limit: int | None = None
+) -> list[str]:
+    """Offer the collected files as downloads: those outside out/ are copied into it.
+
+    `limit`: the bytes the copies may take in all (the person's storage allowance)."""
+    if limit is not None:
+        needed = sum(
+            _size(ws, str(item["name"]))
+            for item in files
+            if not str(item["name"]).startswith("out/")
+        )
+        if needed > limit:
+            raise ToolError(_no_room("the output files", limit, needed))
     saved: list[str] = []
     for item in files:
         rel = str(item["name"])
@@ -350,3 +384,17 @@ def save_artifacts(ws: Workspace, files: Sequence[Mapping[str, Any]]) -> list[st
                     writer.write(chunk)
         saved.append(ws.relative(target))
     return saved
+
+
+def _size(ws: Workspace, relative: str) -> int:
+    """The size of a regular file of the workspace (0 for anything else), opened without
+    following links."""
+    try:
+        fd = ws.open_file(ws.root / relative, os.O_RDONLY | os.O_NONBLOCK)
+    except (WorkspaceError, OSError):
+        return 0
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return info.st_size if stat.S_ISREG(info.st_mode) else 0

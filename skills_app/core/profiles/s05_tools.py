@@ -101,6 +101,18 @@ def _write(ws: Workspace, path: Path, content: str) -> None:
         handle.write(content)
 
 
+async def _write_within_quota(ctx: ToolContext, path: Path, content: str, growth: int) -> None:
+    """Write as Skillscope's Write and Edit do: the bytes it adds reserved from the person's
+    storage quota first (a refusal, `StorageFull`, is a ToolError: the design's "Error: ...")."""
+    ws = ctx.workspace
+    allowance = await ctx.storage.reserve(ws, growth) if ctx.storage is not None else None
+    try:
+        await asyncio.to_thread(_write, ws, path, content)
+    finally:
+        if ctx.storage is not None and allowance is not None:
+            await ctx.storage.settle(ws, allowance)
+
+
 def _artifacts(ws: Workspace, path: Path) -> tuple[str, ...]:
     return (ws.relative(path),) if ws.is_output(path) else ()
 
@@ -209,7 +221,7 @@ class DesignWriteFile:
         path, content = str(input["path"]), str(input["content"])
         ws = ctx.workspace
         real = _Paths.resolve(ws, path, for_write=True)
-        await asyncio.to_thread(_write, ws, real, content)
+        await _write_within_quota(ctx, real, content, len(content.encode("utf-8")))
         return ToolResult(f"Wrote {len(content)} bytes", artifacts=_artifacts(ws, real))
 
 
@@ -240,7 +252,9 @@ class DesignEditFile:
         content = await asyncio.to_thread(_read, ws, real)
         if old not in content:
             return ToolResult(f"Error: Text not found in {path}")
-        await asyncio.to_thread(_write, ws, real, content.replace(old, new, 1))
+        updated = content.replace(old, new, 1)
+        growth = max(0, len(updated.encode("utf-8")) - len(content.encode("utf-8")))
+        await _write_within_quota(ctx, real, updated, growth)
         return ToolResult(f"Edited {path}", artifacts=_artifacts(ws, real))
 
 

@@ -22,17 +22,19 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shlex
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ..permissions import Decision, ToolCall
-from ..tools.base import ToolError
+from ..tools.base import ToolContext, ToolError
 from ..tools.bash import BashTool
 from ..tools.env import command_with_env, skill_run_env
 from ..tools.walk import Budget, run_cancellable
@@ -49,6 +51,8 @@ from .run_files import (
 )
 from .shared import error_answer
 from .skill_state import skill_state
+
+_T = TypeVar("_T")
 
 SKILL_RUN_TOOL: dict[str, Any] = {
     "name": "skill_run",
@@ -157,6 +161,20 @@ SKILL_RUN_DESIGN_TOOL: dict[str, Any] = {
 }
 
 
+async def _within_quota(ctx: ToolContext, copy: Callable[..., _T], *args: Any) -> _T:
+    """Run a copy of files into the workspace (`stage_inputs`, `save_artifacts`) under the
+    person's storage quota, as every other write of a tool: room reserved first, the copy
+    refused past it (`limit`), the workspace measured after."""
+    ws = ctx.workspace
+    if ctx.storage is None:
+        return await asyncio.to_thread(copy, ws, *args)
+    allowance = await ctx.storage.reserve(ws)
+    try:
+        return await asyncio.to_thread(functools.partial(copy, limit=allowance.bytes), ws, *args)
+    finally:
+        await asyncio.shield(ctx.storage.settle(ws, allowance))
+
+
 async def run_skill_command(
     session: SkillSession, tool_use_id: str, name: str, tool_input: dict[str, Any]
 ) -> ToolAnswer:
@@ -194,7 +212,8 @@ async def run_skill_command(
     try:
         skill_dir = Path(await session.stage_skill(name))
         # File work off the event loop: other runs of this process keep streaming meanwhile.
-        await asyncio.to_thread(stage_inputs, workspace, tool_input.get("inputs"), session.skills)
+        if tool_input.get("inputs") not in (None, []):
+            await _within_quota(ctx, stage_inputs, tool_input.get("inputs"), session.skills)
         run_dir = workspace.new_run_dir()
         variables = {
             "WORKSPACE_DIR": str(workspace.root),
@@ -252,7 +271,7 @@ async def run_skill_command(
     artifacts = set(result.artifacts)
     if tool_input.get("save_as_artifacts") is True and files:
         try:
-            saved = await asyncio.to_thread(save_artifacts, workspace, files)
+            saved = await _within_quota(ctx, save_artifacts, files)
         except (ToolError, OSError) as exc:
             return error_answer(tool_use_id, f"could not save the output files: {exc}", skill=name)
         if not design:  # Skillscope's addition: which downloads the files became

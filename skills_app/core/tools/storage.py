@@ -1,7 +1,7 @@
 """How many bytes a workspace holds, and the gate that bounds what one tool call may add to it.
 
-A person's files (their conversations' in/, work/ and out/) count against a quota kept by the
-services; the tools reach it through `StorageGate`. Before a call that writes, `reserve` sets
+A person's files (everything in their conversations' workspaces but the staged skills/) count
+against a quota kept by the services; the tools reach it through `StorageGate`. Before a call that writes, `reserve` sets
 aside the bytes it may add (never more than the person has left, nor the per-call write limit);
 after it, `settle` measures what the workspace holds now and gives back what was not used. The
 staged skills (skills/) are the server's copies and do not count.
@@ -25,11 +25,16 @@ from skills_app.core.tools.workspace import Workspace
 
 WATCH_SECONDS = 0.05
 _SLACK = 1 << 20
-COUNTED = ("in", "work", "out")
+# Not counted: the server's read-only copies of the skills (the rest of the workspace is the
+# person's, wherever a command wrote it: a command runs in the workspace root, and skill_run
+# keeps its run records in runs/; counting only in/, work/ and out/ let a command store
+# without limit beside them).
+NOT_COUNTED = ("skills",)
 
 
-def tree_bytes(root: Path) -> int:
-    """Bytes under `root` (files only, each inode once, no links followed).
+def tree_bytes(root: Path, *, skip: tuple[str, ...] = ()) -> int:
+    """Bytes under `root` (files only, each inode once, no links followed), without the
+    entries of `root` itself named in `skip`.
 
     A file counts its length (a sparse file its full length), or its allocated blocks when
     those exceed the length by more than `_SLACK` (space preallocated past the end, e.g. by
@@ -46,6 +51,8 @@ def tree_bytes(root: Path) -> int:
             continue
         with entries:
             for entry in entries:
+                if skip and folder == str(root) and entry.name in skip:
+                    continue
                 try:
                     info = entry.stat(follow_symlinks=False)
                 except OSError:
@@ -64,8 +71,8 @@ def tree_bytes(root: Path) -> int:
 
 
 def workspace_bytes(ws: Workspace) -> int:
-    """What the workspace holds that counts against its owner's quota: in/, work/ and out/."""
-    return sum(tree_bytes(ws.root / name) for name in COUNTED)
+    """What the workspace holds that counts against its owner's quota: all but skills/."""
+    return tree_bytes(ws.root, skip=NOT_COUNTED)
 
 
 def human(size: int) -> str:
@@ -100,7 +107,7 @@ class StorageGate(Protocol):
 
 
 __all__ = [
-    "COUNTED",
+    "NOT_COUNTED",
     "WATCH_SECONDS",
     "Allowance",
     "StorageGate",

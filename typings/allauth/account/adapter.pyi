@@ -1,0 +1,6 @@
+# django-allauth ships no types: the adapter skills_app/accounts/sso.py subclasses.
+from django.http import HttpRequest
+
+class DefaultAccountAdapter:
+    def __init__(self, request: HttpRequest | None = None) -> None: ...
+    def is_open_for_signup(self, request: HttpRequest) -> bool: ...

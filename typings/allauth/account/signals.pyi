@@ -1,0 +1,4 @@
+# django-allauth ships no types.
+from django.dispatch import Signal
+
+user_logged_in: Signal
