@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
 # Set up everything and run the whole test suite: lint, unit, consumer, browser and multi-process tests.
 # System packages the tests drive for real (Chromium, bubblewrap, redis-server, PostgreSQL) come from Debian.
+# Each phase prints its wall and CPU time. PYTEST_WORKERS (default 2, one per core of the reference
+# machine) sets pytest-xdist's worker count; 0 runs the tests in this process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/system-packages.sh
-scripts/setup.sh test
+TIMEFORMAT="    (%R s wall, %U s user, %S s sys)"
+
+echo "==> System packages"
+time scripts/system-packages.sh
+time scripts/setup.sh test
 
 echo "==> Lint (ruff)"
-.venv/bin/ruff format --check --quiet webapp skills_app tests bench typings manage.py
-.venv/bin/ruff check --quiet webapp skills_app tests bench typings manage.py
+time {
+  .venv/bin/ruff format --check --quiet webapp skills_app tests bench typings manage.py
+  .venv/bin/ruff check --quiet webapp skills_app tests bench typings manage.py
+}
 
 echo "==> Types (mypy --strict on skills_app and webapp; config in pyproject.toml)"
-.venv/bin/mypy
+time .venv/bin/mypy
 
 echo "==> Tests"
-exec .venv/bin/python -m pytest "$@"
+# loadgroup: tests marked xdist_group (the multi-process suite, which shares one PostgreSQL and
+# one Redis) stay on one worker; every other test goes to whichever worker is free.
+status=0
+time .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
+exit "$status"

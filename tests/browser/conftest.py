@@ -18,11 +18,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Playwright, expect, sync_playwright
 
-from tests.browser.live_server import USERS, LiveServer, LiveServerConfig
+from tests.browser.live_server import USERS, LiveServer, LiveServerConfig, worker_suffix
 from tests.browser.pages import REPO, ChatPage, login
 from tests.support.fake_anthropic import FakeAnthropic, ReceivedRequest, Reply
 
 CHROMIUM = "/usr/bin/chromium"
+
+
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -110,7 +112,7 @@ def chat_server(
             var_dir=tmp_path_factory.mktemp("browser-var"),
             skills_dir=browser_skills_dir,
             model_url=fake_server.base_url,
-            log_path=REPO / "test-artifacts" / "browser-live-server.log",
+            log_path=REPO / "test-artifacts" / f"browser-live-server{worker_suffix()}.log",
             allowed_skills=("browser-probe", "browser-slash", "browser-helper"),
             asked_skills=("browser-ask",),
         )

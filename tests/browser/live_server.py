@@ -13,6 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def worker_suffix() -> str:
+    """A per-worker suffix ("-gw0", "-gw1") under pytest-xdist: each live server keeps its own log."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return f"-{worker}" if worker else ""
+
+
 VENV_BIN = Path(sys.executable).parent
 
 # The personas of tests/conftest.py, recreated in the live server's own database.

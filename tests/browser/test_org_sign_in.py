@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.browser.live_server import REPO, LiveServer, LiveServerConfig, free_port
+from tests.browser.live_server import REPO, LiveServer, LiveServerConfig, free_port, worker_suffix
 from tests.browser.pages import screenshot
 from tests.support.oidc_server import OidcProvider, start_provider, stop_provider
 
@@ -71,7 +71,7 @@ def org_server(
             var_dir=tmp_path_factory.mktemp("org-var"),
             skills_dir=skills,
             model_url="http://127.0.0.1:9",
-            log_path=REPO / "test-artifacts" / "browser-org-server.log",
+            log_path=REPO / "test-artifacts" / f"browser-org-server{worker_suffix()}.log",
             extra_env=(
                 *provider.env().items(),
                 (

@@ -1,5 +1,5 @@
 // A real OpenID Connect provider for Skillscope's sign-in tests: panva's oidc-provider (OpenID
-// Certified), configured here and started on loopback by tests/oidc_server.py.
+// Certified), configured here and started on loopback by tests/support/oidc_server.py.
 //
 //   node tests/oidc/provider.mjs USERS.json CLIENTS.json
 //

@@ -7,7 +7,7 @@ in the skill: a right guess is cut out of the placeholder, a wrong one is not. O
 a hundred lines tests a hundred continuations; the file comes out a few characters per message.
 
 What stays true: their own `/name` arguments, substituted into the injected text, are shown to
-them (tests/test_review_consent_runs.py); guesses about the skill's files tell them nothing.
+them (tests/registry/test_review_consent_runs.py); guesses about the skill's files tell them nothing.
 Positive control: the model did read the file.
 """
 

@@ -70,7 +70,7 @@ async def test_a_command_cannot_store_past_the_quota_outside_work_and_out(
     await BashTool().run({"command": command, "timeout": 60}, ctx)
     held = _disk_bytes(ctx.workspace.root)
     # 144 MB were attempted; the watcher measures every 50 ms, so some overshoot is allowed (as
-    # in tests/org/test_quotas.py: a loaded machine measures late).
+    # in tests/policy/test_quotas.py: a loaded machine measures late).
     assert held <= 20 * MB + 60 * MB, f"{held:,} bytes stored against a 20 MB quota"
     # What the quota recorded is what the disk holds.
     assert workspace_bytes(ctx.workspace) == held

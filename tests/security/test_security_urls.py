@@ -247,7 +247,7 @@ RULES: dict[str, Expect] = {
     "transcript-import-result": Expect(owner=OK),
     "audit-trigger-runs": STAFF_ONLY,
     # A skill's page is for anyone it is offered to (a bundled skill: everyone signed in); a
-    # personal skill's page only for its owner (tests/test_skill_page.py).
+    # personal skill's page only for its owner (tests/registry/test_skills_page.py).
     "skill-detail": Expect(owner=OK, other=OK, staff=OK, extra={"name": "text-stats"}),
     # Reviews are of organisation versions, for skill managers: alice's personal version has
     # none, so nobody (the staff persona is an auditor) reaches it.
