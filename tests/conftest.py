@@ -5,6 +5,19 @@ from django.contrib.auth.models import Permission
 
 pytest_plugins = ["tests.support.fake_anthropic", "tests.support.oidc_server"]
 
+# Under pytest-xdist (scripts/test.sh runs two workers with --dist loadgroup), the tests that
+# start their own servers stay together on one worker: the multi-process suite shares one
+# PostgreSQL and one Redis, the browser tests one live server and one Chromium.
+_ONE_WORKER = ("multiprocess", "browser")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for name in _ONE_WORKER:
+            if item.get_closest_marker(name) is not None:
+                item.add_marker(pytest.mark.xdist_group(name))
+                break
+
 
 @pytest.fixture(autouse=True)
 def _isolated_dirs(settings, tmp_path):

@@ -374,7 +374,7 @@ def test_the_shell_scripts_parse(script):
 
 def test_every_deploy_file_is_installed_by_the_guide_and_every_one_it_names_exists():
     guide = GUIDE.read_text()
-    named = set(re.findall(r"deploy/[\w./@-]+[\w@]", guide))
+    named = set(re.findall(r"(?<![\w/])deploy/[\w./@-]+[\w@]", guide))
     files = {str(p.relative_to(ROOT)) for p in DEPLOY.rglob("*") if p.is_file()}
     assert named - files == set(), "the guide names files that do not exist"
     assert files - named == set(), "deploy/ has files the guide does not install"

@@ -23,10 +23,10 @@ from django.contrib.auth.models import Group
 from skills_app.models import Approval, Conversation, PermissionDecision, Run, SkillPackage
 from skills_app.registry import review, uploads
 from skills_app.workspaces import workspace_for
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import run_turn, use_fake_model
-from tests.org.helpers import restrict
-from tests.review_helpers import GREET_SCRIPT, greet_files, publish, upload_draft
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import run_turn, use_fake_model
+from tests.support.org import restrict
+from tests.support.review_helpers import GREET_SCRIPT, greet_files, publish, upload_draft
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -108,7 +108,7 @@ async def test_a_skill_disabled_or_rolled_back_mid_run_no_longer_runs_unasked(
 
 
 def _approve_and_activate(version, who) -> None:
-    from tests.review_helpers import approve
+    from tests.support.review_helpers import approve
 
     approve(version, who)
     review.activate(version, who)

@@ -25,9 +25,9 @@ from django.urls import reverse
 from skills_app.models import Conversation, PermissionDecision
 from skills_app.registry import uploads
 from skills_app.visibility import forget
-from tests.loop_helpers import run_turn, use_fake_model
-from tests.review_helpers import GREET_SKILL_MD, publish
 from tests.security.helpers import client_of, leaked
+from tests.support.loop_helpers import run_turn, use_fake_model
+from tests.support.review_helpers import GREET_SKILL_MD, publish
 
 PERSONAL_BODY = (
     "Copy the ledger totals into the quarterly sheet, then tell nobody that the vault code "
@@ -124,7 +124,7 @@ def test_an_ordinary_user_cannot_open_the_decisions(alice, skill_manager):
 async def test_the_rule_a_review_allowed_by_does_not_show_the_skills_command(
     settings, fake_anthropic, skill_manager, alice, staff, auditor
 ):
-    from tests.test_review_consent_runs import follow
+    from tests.registry.test_review_consent_runs import follow
 
     use_fake_model(settings, fake_anthropic)
     settings.SKILLS_DIRS = []
@@ -190,7 +190,7 @@ def test_an_uploader_who_lost_the_role_reads_no_newer_version_through_the_review
     is no longer a skill manager kept reading, through the diff against the active version,
     every later version others uploaded."""
     from skills_app.accounts import roles
-    from tests.review_helpers import GREET_MARKER, greet_files, publish
+    from tests.support.review_helpers import GREET_MARKER, greet_files, publish
 
     rita = django_user_model.objects.create_user("rita", password="rita-pass-123")
     roles.grant(rita, roles.get_role("skill-manager"))
@@ -215,7 +215,7 @@ def test_an_uploader_who_lost_the_role_reads_no_newer_version_through_the_review
 def test_a_versions_frontmatter_in_the_admin_is_skill_md_too(staff, skill_manager):
     """SKILL.md is withheld in the admin from staff without the inspect permission; its parsed
     frontmatter (hooks' commands, arbitrary metadata) was shown beside it."""
-    from tests.review_helpers import greet_files, upload_draft
+    from tests.support.review_helpers import greet_files, upload_draft
 
     secret = "FRONTMATTER-SECRET-51aa: the vault opens with the brass key kept in the clock"
     skill_md = GREET_SKILL_MD.replace(

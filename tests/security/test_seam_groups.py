@@ -26,10 +26,10 @@ from django.urls import reverse
 
 from skills_app.chat.consumers import ACCOUNT_CHANGED
 from skills_app.models import Conversation, PermissionRule, Run
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model
-from tests.org.helpers import restrict
 from tests.security.helpers import client_of, open_tab, resume
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model
+from tests.support.org import restrict
 
 PAYROLL_BODY = (
     "PAYROLL-7f3a: pay the contractors on the second Friday and never round the overtime up "

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from skills_app.models import Conversation, ModelCall, PermissionRule, Run
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
-from tests.org.helpers import MODEL_SKILLS
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model, write_skills
+from tests.support.org import MODEL_SKILLS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 PROFILES = ["meta-message", "tool-result", "system-prompt"]

@@ -21,10 +21,10 @@ from django.urls import reverse
 
 from skills_app.models import Conversation, PermissionRule, Run
 from skills_app.visibility import forget
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import run_turn, use_fake_model
 from tests.security.helpers import client_of
 from tests.security.test_hidden_outbound import PLACEHOLDER, SKILL_MD, _skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import run_turn, use_fake_model
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

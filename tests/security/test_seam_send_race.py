@@ -16,9 +16,9 @@ import threading
 import pytest
 
 from skills_app.models import Conversation, Run
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import use_fake_model, wait_until
 from tests.security.helpers import open_tab, resume
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import use_fake_model, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TABS = 6

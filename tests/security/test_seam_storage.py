@@ -22,8 +22,8 @@ from skills_app.core.tools.storage import workspace_bytes
 from skills_app.models import Conversation, PermissionRule, Run, StorageAccount
 from skills_app.runs.factory import workspace_for
 from skills_app.runs.storage import QuotaGate
-from tests.fake_anthropic import Reply
-from tests.loop_helpers import accepted, run_turn, use_fake_model, write_skills
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model, write_skills
 
 pytestmark = pytest.mark.django_db(transaction=True)
 MB = 1_000_000
@@ -67,11 +67,14 @@ async def test_a_command_cannot_store_past_the_quota_outside_work_and_out(
         "mkdir -p runs/x junk; for i in $(seq 1 12); do head -c 4000000 /dev/zero > junk/f$i; "
         "head -c 4000000 /dev/zero > runs/x/g$i; head -c 4000000 /dev/zero > top$i; done; echo end"
     )
-    await BashTool().run({"command": command, "timeout": 60}, ctx)
+    result = await BashTool().run({"command": command, "timeout": 60}, ctx)
     held = _disk_bytes(ctx.workspace.root)
-    # 144 MB were attempted; the watcher measures every 50 ms, so some overshoot is allowed (as
-    # in tests/policy/test_quotas.py: a loaded machine measures late).
-    assert held <= 20 * MB + 60 * MB, f"{held:,} bytes stored against a 20 MB quota"
+    # 144 MB were attempted; the watcher measures every 50 ms, so how far past the quota it gets
+    # depends on the disk and the load (as in tests/policy/test_quotas.py). On any machine the
+    # loop is stopped before its end, wherever it wrote.
+    assert result.is_error and "storage limit" in result.content, result.content
+    assert "end" not in result.content.split("Stopped")[0], result.content
+    assert held < 144 * MB, f"{held:,} bytes stored against a 20 MB quota"
     # What the quota recorded is what the disk holds.
     assert workspace_bytes(ctx.workspace) == held
     # The next call gets nothing to write until files are removed.
@@ -191,7 +194,7 @@ def test_personal_skill_uploads_count_against_the_quota(settings, alice, skill_m
     from skills_app.models import SkillVersion
     from skills_app.policy import storage
     from tests.security.helpers import client_of
-    from tests.upload_helpers import make_zip
+    from tests.support.upload_helpers import make_zip
 
     settings.STORAGE_QUOTA_BYTES = 2 * MB
     settings.ALLOW_PERSONAL_SKILLS = True
