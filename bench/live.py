@@ -229,7 +229,9 @@ user = get_user_model().objects.create_user("bench", password="bench-pass-123")
 ids = [Conversation.objects.create(owner=user, title=f"bench {{i}}").pk for i in range({n})]
 session = SessionStore()
 session["_auth_user_id"] = str(user.pk)
-session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
+# The backend the settings name: a session naming one they do not list is nobody's.
+from django.conf import settings
+session["_auth_user_backend"] = settings.AUTHENTICATION_BACKENDS[0]
 session["_auth_user_hash"] = user.get_session_auth_hash()
 session.create()
 print(json.dumps({{"session": session.session_key, "conversations": ids}}))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import gc
 import os
+import sys
 
 from django.core.asgi import get_asgi_application
 
@@ -30,6 +33,32 @@ application = ProtocolTypeRouter(
         "channel": ChannelNameRouter(channel_routes),
     }
 )
+
+
+def _give_up_runs_on_shutdown() -> None:
+    """Under daphne, before its reactor stops (SIGTERM from systemd, Ctrl+C in `scripts/run.sh`):
+    the runs this process executes are marked interrupted with their kept text and awaited, so
+    nothing is left looking alive until the next start's sweep. Daphne installs its reactor
+    before it imports this module; under another server there is none, and nothing to do."""
+    reactor = sys.modules.get("twisted.internet.reactor")
+    if reactor is None:
+        return
+    from twisted.internet import defer
+
+    from skills_app.runs import supervisor
+
+    def give_up() -> defer.Deferred[None]:
+        # A context of its own: the reactor may fire this from a callback that ran inside a
+        # sync_to_async call, whose marker would make asgiref refuse the database call.
+        task = asyncio.get_event_loop().create_task(
+            supervisor.give_up(), context=contextvars.Context()
+        )
+        return defer.Deferred.fromFuture(task)
+
+    reactor.addSystemEventTrigger("before", "shutdown", give_up)
+
+
+_give_up_runs_on_shutdown()
 
 # What is loaded by now (Django, the SDK, every module) lives as long as the process. Frozen, it
 # is left out of the garbage collector's full passes, which otherwise walk a few hundred thousand

@@ -38,7 +38,7 @@ from skills_app.runs.errors import RunError
 from skills_app.runs.execute import execute_run
 from skills_app.runs.liveness import process_identity
 from skills_app.runs.queue import RUN_CHANNEL, wake_workers
-from skills_app.runs.recovery import interrupt_if_orphaned
+from skills_app.runs.recovery import interrupt_if_orphaned, interrupt_runs
 
 logger = logging.getLogger(__name__)
 
@@ -454,3 +454,21 @@ async def drain() -> None:
 async def shutdown() -> None:
     """Cancel every run of this process and its after-work, and wait until they have ended."""
     await tasks.cancel_all()
+
+
+async def give_up() -> None:
+    """This process is stopping (daphne's shutdown, SIGTERM or Ctrl+C): the runs executing here are
+    marked interrupted at once, their kept text with them (Retry works), as a stopping worker
+    does, instead of being found still running by the next start's sweep; then they and their
+    after-work are cancelled and awaited."""
+    ids = [run_id for run_id, group in tasks.GROUPS.items() if not group.executed.is_set()]
+    try:
+        if ids:
+            events = await sync_to_async(interrupt_runs)(ids)
+            tasks.ABANDONED.update(ids)
+            logger.info("process stopping: %d run(s) interrupted", len(ids))
+            await broadcast_events(events)
+    except Exception:
+        logger.exception("process stopping: runs %s not marked interrupted (the sweep will)", ids)
+    finally:
+        await tasks.cancel_all()
