@@ -93,11 +93,15 @@ def test_every_action_works_as_a_post_with_a_redirect(page_without_js, chat_serv
     reload_until(page, answers(page).filter(has_text="Denied, so I stopped there."), "the answer")
     expect(page.locator(".approval[data-status='deny']")).to_contain_text("not now")
 
-    submit(page, page.get_by_role("button", name="Regenerate"))
+    # The answer is stored before its run has ended; the button comes with the end.
+    regenerate = page.get_by_role("button", name="Regenerate")
+    reload_until(page, regenerate, "the Regenerate button (the run has ended)")
+    submit(page, regenerate)
     expect(page).to_have_url(url)
     reload_until(page, answers(page).filter(has_text="A regenerated answer."), "the new answer")
 
-    # Edit the (only) message: a form in <noscript>, opened as a disclosure.
+    # Edit the (only) message: a form in <noscript>, opened as a disclosure (once the run ended).
+    reload_until(page, page.locator(".edit-nojs > summary"), "the edit form (the run has ended)")
     page.locator(".edit-nojs > summary").click()
     page.get_by_role("textbox", name="Edited message").fill("Run the second check")
     submit(page, page.get_by_role("button", name="Send edited message"))
