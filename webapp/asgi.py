@@ -35,6 +35,9 @@ application = ProtocolTypeRouter(
 )
 
 
+GIVE_UP_SECONDS = 20
+
+
 def _give_up_runs_on_shutdown() -> None:
     """Under daphne, before its reactor stops (SIGTERM from systemd, Ctrl+C in `scripts/run.sh`):
     the runs this process executes are marked interrupted with their kept text and awaited, so
@@ -50,8 +53,10 @@ def _give_up_runs_on_shutdown() -> None:
     def give_up() -> defer.Deferred[None]:
         # A context of its own: the reactor may fire this from a callback that ran inside a
         # sync_to_async call, whose marker would make asgiref refuse the database call.
+        # Bounded: a database that does not answer must not hold the stop past systemd's.
         task = asyncio.get_event_loop().create_task(
-            supervisor.give_up(), context=contextvars.Context()
+            asyncio.wait_for(supervisor.give_up(), timeout=GIVE_UP_SECONDS),
+            context=contextvars.Context(),
         )
         return defer.Deferred.fromFuture(task)
 
