@@ -1,7 +1,7 @@
 """axe-core finds nothing on any page, in any state, at 1440x900 and 390x844 (issue 29): the chat
 empty and with the introduction, the "/" menu open, each header menu open, an edited conversation,
 an approval pending with a queued message, copied, the phone drawer open; every page each role
-reaches from the menu and below it."""
+reaches from the menu and below it; the chat and every page again in the dark colour scheme."""
 
 from __future__ import annotations
 
@@ -119,5 +119,39 @@ def test_every_page_of_each_role_is_clean(tab, model, username, size):
         if lines:
             found[url.removeprefix(chat.base_url)] = lines
     assert found == {}, "axe found:\n" + "\n".join(
+        f"[{url}] {line}" for url, lines in found.items() for line in lines
+    )
+
+
+@pytest.mark.parametrize("username", ["alice", "audrey"])
+def test_the_dark_theme_is_clean_too(tab, model, username):
+    """The same checks with the system's dark colour scheme (the app follows it)."""
+    model.enqueue(
+        Reply.text(
+            "An answer with `code`, **bold**, a [link](https://example.org) and\n\n"
+            "```python\nprint('hi')\n```"
+        )
+    )
+    chat = tab(username, width=1440, height=900)
+    chat.page.emulate_media(color_scheme="dark")
+    conversation = chat.new_conversation()
+    chat.send("Hello")
+    expect(chat.transcript.locator(".row-assistant .md")).to_have_count(1)
+    assert chat.page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
+    found = {}
+    lines = violations(chat.page)
+    if lines:
+        found["the chat"] = lines
+    screenshot(chat.page, f"29-axe-dark-chat-{username}")
+    pages = [*_pages_of(chat.page, chat.base_url)]
+    pages += [f"{chat.base_url}{path}" for path in EXTRA_PAGES[username]]
+    if username == "audrey":
+        pages.append(f"{chat.base_url}/audit/conversations/{conversation}/")
+    for url in pages:
+        chat.page.goto(url)
+        lines = violations(chat.page)
+        if lines:
+            found[url.removeprefix(chat.base_url)] = lines
+    assert found == {}, "axe found in the dark theme:\n" + "\n".join(
         f"[{url}] {line}" for url, lines in found.items() for line in lines
     )
