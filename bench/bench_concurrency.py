@@ -47,7 +47,13 @@ SEEN: list[tuple[float, float]] = []
 async def one_conversation(
     server: Daphne, conversation_id: int, command: str, latencies: list[float], deadline: float
 ) -> dict[str, object]:
-    result: dict[str, object] = {"delivered": 0, "error": "", "status": "", "ordered": True}
+    result: dict[str, object] = {
+        "delivered": 0,
+        "error": "",
+        "status": "",
+        "ordered": True,
+        "frames": 0,
+    }
     try:
         tab = await Socket(
             server.port, f"/ws/conversations/{conversation_id}/", server.session
@@ -68,6 +74,7 @@ async def one_conversation(
                 seqs.append(frame["seq"])
             kind = frame.get("type")
             if kind == "text.delta":
+                result["frames"] = int(result["frames"]) + 1
                 # Pieces arrive once each, in place (StreamText counts any other as an error).
                 for stamp in STAMP.findall(text.new(frame)):
                     sent = float(stamp)
@@ -144,6 +151,7 @@ async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command
         "errors": sorted({str(r["error"]) for r in results if r["error"]}),
         "not_done": sum(1 for r in results if r["status"] != "done"),
         "late": sum(int(r.get("late", 0)) for r in results),
+        "text_frames": sum(int(r["frames"]) for r in results),
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
@@ -190,6 +198,13 @@ async def main_async(opts: argparse.Namespace) -> int:
         f"(client {ours['client_cpu_s']:.1f} s), daphne RSS {ours['rss_start_mb']:.0f} -> "
         f"{ours['rss_peak_mb']:.0f} MB"
     )
+    if ours["delivered"]:
+        per_delta_us = ours["daphne_cpu_s"] / ours["delivered"] * 1e6
+        print(
+            f"Skillscope: daphne CPU {per_delta_us:.0f} us per delta "
+            f"({per_delta_us / 10:.1f} s per 100,000), {ours['text_frames']} text frames "
+            f"({ours['delivered'] / max(1, ours['text_frames']):.2f} deltas per frame)"
+        )
     print(
         f"p99 limit max(100 ms, 3 x bare p99) = {limit_ms:.1f} ms: {'PASS' if latency_ok else 'MISS'}"
     )

@@ -3,7 +3,7 @@
 A text delta does not wait for the database one by one, and no tab is ever sent text the
 database lacks. The deltas of a run are coalesced (one frame per ~40 ms, each at most
 LIVE_FRAME_CHARS characters, naming its block and character offset) and handed to the process's
-`Journal`, which commits the frames of every streaming run in one statement (`StreamPiece` rows)
+`Journal`, which commits the frames of every streaming run in one transaction (`StreamPiece` rows)
 and only then sends them to each conversation's group. So a worker killed with `kill -9`, or a
 run taken for dead, keeps at least all the text any tab showed (the partial answer is read from
 those rows), and a tab that connects mid-answer, or finds a hole where the channel layer dropped
@@ -36,7 +36,6 @@ from django.db import DatabaseError
 
 from skills_app.core.events import TextDelta, ThinkingDelta
 from skills_app.core.outages import Backoff, Outage
-from skills_app.models import StreamPiece
 from skills_app.runs import broadcast, liveness, tasks, textlog
 
 logger = logging.getLogger(__name__)
@@ -159,15 +158,15 @@ class RunStreams:
         journal().forget(self)
 
 
-def _pieces(frames: list[TextDelta | ThinkingDelta]) -> list[StreamPiece]:
+def _pieces(frames: list[TextDelta | ThinkingDelta]) -> list[textlog.Piece]:
     return [
-        StreamPiece(
-            run_id=frame.run_id,
-            call=frame.call,
-            index=frame.index,
-            kind="text" if isinstance(frame, TextDelta) else "thinking",
-            offset=frame.offset,
-            text=frame.text,
+        textlog.Piece(
+            frame.run_id,
+            frame.call,
+            frame.index,
+            "text" if isinstance(frame, TextDelta) else "thinking",
+            frame.offset,
+            frame.text,
         )
         for frame in frames
     ]

@@ -3,14 +3,16 @@
 Where a run executes depends on RUN_EXECUTOR: "inline" runs it as a task of the process that
 started it; "worker" queues it (`runs.queue`: a database row, status `queued`) until a Channels
 worker (`skills_app.runs.workers`) claims it. Either way the user's message is stored first, in
-the transaction that creates the run. The executing process keeps `Run.heartbeat_at` fresh (an
-inline run's own task every RUN_HEARTBEAT_SECONDS; a worker for all its runs at once), so a run
+the transaction that creates the run. The executing process keeps `Run.heartbeat_at` fresh (every
+RUN_HEARTBEAT_SECONDS: inline runs all at once per process, `Heartbeats`; a worker for all its
+runs at once), so a run
 whose process died is recognised and marked interrupted (`recovery`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import time
@@ -272,12 +274,13 @@ async def _supervised(
 ) -> RunOutcome | None:
     task = asyncio.current_task()
     assert task is not None
-    beat = asyncio.ensure_future(_heartbeat(run_id, task)) if heartbeat else None
+    if heartbeat:
+        heartbeats().add(run_id, task)
     try:
         return await execute_run(run_id, user_id=user_id, client=client, auto_answer=auto_answer)
     finally:
-        if beat is not None:
-            beat.cancel()
+        if heartbeat:
+            heartbeats().discard(run_id)
         abandoned = run_id in tasks.ABANDONED
         tasks.ABANDONED.discard(run_id)
         # The run itself is over: a stop stops waiting here, and cannot cancel what follows.
@@ -307,18 +310,71 @@ async def _after_run(run_id: int) -> None:
             logger.exception("after run %s: %r failed", run_id, subscriber)
 
 
-async def _heartbeat(run_id: int, task: asyncio.Task[Any]) -> None:
-    """Touch the run's heartbeat; cancel the run when a stop was asked or it was finished elsewhere."""
-    while True:
-        try:
-            status, stop = await sync_to_async(_beat)(run_id)
-        except Exception:
-            # A database hiccup must not kill a live run; the next beat tries again.
-            logger.exception("heartbeat of run %s failed", run_id)
-        else:
-            if not follow(run_id, task, status, stop):
-                return
-        await asyncio.sleep(settings.RUN_HEARTBEAT_SECONDS)
+class Heartbeats:
+    """The heartbeats of every inline run of this event loop: one UPDATE and one SELECT a beat.
+
+    A task per run cost two statements and two thread hops per run every RUN_HEARTBEAT_SECONDS
+    (40 statements a second at 100 runs), all competing with the live text for the interpreter
+    lock. A run is beaten at once when it starts (with every other, which costs nothing more),
+    then every RUN_HEARTBEAT_SECONDS; a stop asked or a run finished elsewhere is acted on as
+    each run's own beat did (`follow`).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self._runs: dict[int, asyncio.Task[Any]] = {}
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.beats = 0  # beats so far, each one UPDATE and one SELECT (tests, benchmarks)
+
+    def add(self, run_id: int, task: asyncio.Task[Any]) -> None:
+        self._runs[run_id] = task
+        self._changed.set()
+        if self._task is None or self._task.done():
+            # A context of its own, as the runs have: it outlives whoever started the first run.
+            self._task = self.loop.create_task(
+                self._beat_while_runs(), context=contextvars.Context()
+            )
+
+    def idle(self) -> bool:
+        """True when no run is beaten and the beating task has ended."""
+        return not self._runs and (self._task is None or self._task.done())
+
+    def discard(self, run_id: int) -> None:
+        if self._runs.pop(run_id, None) is not None and not self._runs:
+            self._changed.set()  # the beating task ends now rather than after its sleep
+
+    async def _beat_while_runs(self) -> None:
+        while self._runs:
+            self._changed.clear()
+            beaten = dict(self._runs)
+            try:
+                found = await sync_to_async(_beat)(list(beaten))
+            except Exception:
+                # A database hiccup must not kill a live run; the next beat tries again.
+                logger.exception("heartbeat of runs %s failed", sorted(beaten))
+            else:
+                self.beats += 1
+                for run_id, task in beaten.items():
+                    status, stop = found.get(run_id, (None, False))
+                    if self._runs.get(run_id) is task and not follow(run_id, task, status, stop):
+                        del self._runs[run_id]
+            if self._runs and not self._changed.is_set():
+                # Woken early by a run starting (its first beat now) or the last one ending.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait(), settings.RUN_HEARTBEAT_SECONDS)
+
+
+_HEARTBEATS: Heartbeats | None = None
+
+
+def heartbeats() -> Heartbeats:
+    """This event loop's heartbeats (tests run a loop each; a server runs one)."""
+    global _HEARTBEATS
+    loop = asyncio.get_running_loop()
+    if _HEARTBEATS is None or _HEARTBEATS.loop is not loop:
+        _HEARTBEATS = Heartbeats(loop)
+    return _HEARTBEATS
 
 
 def follow(run_id: int, task: asyncio.Task[Any], status: str | None, stop: bool) -> bool:
@@ -335,10 +391,12 @@ def follow(run_id: int, task: asyncio.Task[Any], status: str | None, stop: bool)
     return status in Run.ACTIVE
 
 
-def _beat(run_id: int) -> tuple[str | None, bool]:
-    Run.objects.filter(pk=run_id, status__in=Run.EXECUTING).update(heartbeat_at=timezone.now())
-    row = Run.objects.filter(pk=run_id).values_list("status", "stop_requested").first()
-    return (row[0], row[1]) if row else (None, False)
+def _beat(run_ids: list[int]) -> dict[int, tuple[str, bool]]:
+    """Touch the heartbeats of these runs; each one's status and stop flag (absent: gone)."""
+    executing = Run.objects.filter(pk__in=run_ids, status__in=Run.EXECUTING)
+    executing.update(heartbeat_at=timezone.now())
+    rows = Run.objects.filter(pk__in=run_ids).values_list("pk", "status", "stop_requested")
+    return {pk: (status, stop) for pk, status, stop in rows}
 
 
 async def stop_run(run_id: int) -> bool:

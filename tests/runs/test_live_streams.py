@@ -240,7 +240,7 @@ async def test_no_frame_leaves_before_its_text_is_in_the_database(recorder, monk
     ]
 
 
-async def test_the_journal_commits_every_streaming_run_in_one_statement(alice, monkeypatch):
+async def test_the_journal_commits_every_streaming_run_in_one_transaction(alice, monkeypatch):
     recorders = []
     for i in range(3):
         conversation = await Conversation.objects.acreate(owner=alice, title=f"c{i}")
