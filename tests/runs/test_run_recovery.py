@@ -15,7 +15,16 @@ from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run, RunEvent, StreamPiece
-from skills_app.runs import agent_setup, broadcast, eventlog, recovery, store, streams, textlog
+from skills_app.runs import (
+    agent_setup,
+    broadcast,
+    ending,
+    eventlog,
+    recovery,
+    store,
+    streams,
+    textlog,
+)
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply, validate_request
 from tests.support.loop_helpers import use_fake_model, wait_until
@@ -214,15 +223,13 @@ async def test_stopping_a_run_whose_process_died_marks_it_interrupted(workers, a
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_stopping_a_live_run_that_does_not_answer_reports_failure(workers, settings, alice):
+async def test_stopping_a_live_run_that_does_not_answer_reports_failure(
+    workers, settings, alice, monkeypatch
+):
     settings.RUN_HEARTBEAT_SECONDS = 0.1
-    runs_module_wait = runs.STOP_WAIT_SECONDS
-    runs.STOP_WAIT_SECONDS = 0.3
-    try:
-        live = await sync_to_async(_run)(alice, heartbeat_age=1)
-        assert await runs.stop_run(live.pk) is False
-    finally:
-        runs.STOP_WAIT_SECONDS = runs_module_wait
+    monkeypatch.setattr(ending, "STOP_WAIT_SECONDS", 0.3)
+    live = await sync_to_async(_run)(alice, heartbeat_age=1)
+    assert await runs.stop_run(live.pk) is False
     run = await Run.objects.aget(pk=live.pk)
     assert run.status == Run.RUNNING and run.stop_requested
 
