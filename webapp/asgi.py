@@ -39,10 +39,12 @@ GIVE_UP_SECONDS = 20
 
 
 def _give_up_runs_on_shutdown() -> None:
-    """Under daphne, before its reactor stops (SIGTERM from systemd, Ctrl+C in `scripts/run.sh`):
-    the runs this process executes are marked interrupted with their kept text and awaited, so
+    """Under daphne, before its reactor stops (SIGTERM from systemd, Ctrl+C in a terminal): the
+    runs this process executes are marked interrupted with their kept text and awaited, so
     nothing is left looking alive until the next start's sweep. Daphne installs its reactor
-    before it imports this module; under another server there is none, and nothing to do."""
+    before it imports this module; under another server there is none, and nothing to do. The
+    development server of `scripts/run.sh` runs the reactor in a thread its autoreloader ends
+    without a shutdown: there the next start's sweep marks such runs interrupted, as before."""
     reactor = sys.modules.get("twisted.internet.reactor")
     if reactor is None:
         return
