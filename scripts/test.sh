@@ -4,7 +4,7 @@
 # Each phase prints its wall and CPU time. PYTEST_WORKERS sets pytest-xdist's worker count (0 runs
 # the tests in this process). The default, 3 on a 2-core machine, is measured: the multi-process
 # tests spend most of their time waiting (a Redis outage of 60 s, a worker that starts a minute
-# late), and a third worker fills those waits (542 s of tests against 581 s with 2, 2026-12-01).
+# late), and a third worker fills those waits (2026-12-01: 542 s of tests against 581 s with 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,7 +24,7 @@ echo "==> Types (mypy --strict on skills_app and webapp; config in pyproject.tom
 time .venv/bin/mypy
 
 echo "==> Tests"
-# loadgroup: the tests of one multi-process or browser file stay on one worker (tests/conftest.py);
+# loadgroup: the multi-process tests stay on one worker, the browser tests on one (tests/conftest.py);
 # every other test goes to whichever worker is free.
 status=0
 time .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadgroup "$@" || status=$?

@@ -5,28 +5,27 @@ from django.contrib.auth.models import Permission
 
 pytest_plugins = ["tests.support.fake_anthropic", "tests.support.oidc_server"]
 
-# Under pytest-xdist (scripts/test.sh runs three workers with --dist loadgroup), the tests of one
-# file that start their own servers stay together on one worker: a worker starts the multi-process
-# suite's PostgreSQL and Redis, or the browser tests' live server and Chromium, once, for every
-# such file it is given. Files, not the whole suite, are the unit: the multi-process tests wait
-# most of their six minutes (Redis stopped for 60 s, a worker started a minute late), so they
-# share the workers with the rest instead of holding one to themselves; they are handed out first.
+# Under pytest-xdist (scripts/test.sh runs three workers with --dist loadgroup), the tests that
+# start their own servers stay together on one worker, in their usual order: the multi-process
+# suite shares one PostgreSQL and one Redis, the browser tests one live server and one Chromium
+# (and some browser tests see what earlier ones left on it, as in a serial run). Both suites are
+# handed out first: the multi-process tests wait most of their six minutes (Redis stopped for
+# 60 s, a worker started a minute late), and the other workers fill the cores meanwhile.
 _ONE_WORKER = ("multiprocess", "browser")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def first(item: pytest.Item) -> int:
-        # The longest files first, so none of them starts last and makes the whole run wait.
         for rank, name in enumerate(_ONE_WORKER):
             if item.get_closest_marker(name) is not None:
                 return rank
         return len(_ONE_WORKER)
 
-    items.sort(key=first)  # stable: the order within each kind stays
+    items.sort(key=first)  # stable: the order within each suite stays
     for item in items:
         for name in _ONE_WORKER:
             if item.get_closest_marker(name) is not None:
-                item.add_marker(pytest.mark.xdist_group(f"{name}:{item.path.name}"))
+                item.add_marker(pytest.mark.xdist_group(name))
                 break
 
 
