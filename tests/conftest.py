@@ -14,6 +14,9 @@ pytest_plugins = ["tests.support.fake_anthropic", "tests.support.oidc_server"]
 _ONE_WORKER = ("multiprocess", "browser")
 
 
+# tryfirst: pytest-xdist's worker reads the xdist_group marks in its own hook of the same name,
+# registered after this conftest (so called before it unless this one goes first).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def first(item: pytest.Item) -> int:
         for rank, name in enumerate(_ONE_WORKER):
@@ -29,6 +32,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 break
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under --dist loadgroup, each grouped test's id carries its group (pytest-xdist's way of
+    telling its scheduler); if a pytest or pytest-xdist upgrade loses it, the suites would be
+    spread over the workers in any order, so say so instead of running."""
+    if not getattr(session.config.option, "loadgroup", False):
+        return
+    lost = [
+        item.nodeid
+        for item in session.items
+        if item.get_closest_marker("xdist_group") is not None and "@" not in item.nodeid
+    ]
+    if lost:
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {len(lost)} tests (first: {lost[0]}): this pytest and "
+            "pytest-xdist do not work together for --dist loadgroup (see pytest-xdist#1386); "
+            "install the versions pyproject.toml names with scripts/setup.sh test."
+        )
+
+
 @pytest.fixture(autouse=True)
 def _isolated_dirs(settings, tmp_path):
     """Every test gets its own workspaces and media folders."""
@@ -41,6 +64,10 @@ def _isolated_dirs(settings, tmp_path):
     # No title model: a title request would take the next scripted reply of the fake model.
     # Titles by the model have their own tests (tests/chat/test_chat_titles.py), which switch it on.
     settings.CHAT_TITLE_MODEL = ""
+    # Every test client loads the middleware afresh, and WhiteNoise (with finders) lists every
+    # static file when it loads: 15-30 ms per client, a minute of the test command. Looked up
+    # per request instead, as WhiteNoise does in development; the static files served are the same.
+    settings.WHITENOISE_AUTOREFRESH = True
 
 
 @pytest.fixture(autouse=True)
