@@ -139,7 +139,7 @@ async def test_an_open_chat_tab_of_a_locked_out_person_starts_nothing(alice, set
         f"/ws/conversations/{conversation.pk}/",
         headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
     )
-    connected, _code = await tab.connect()
+    connected, _code = await tab.connect(timeout=10)
     assert connected
     await sync_to_async(fail)(Client(), "alice", settings.AXES_FAILURE_LIMIT)
     await tab.send_json_to({"action": "send", "text": "spend the budget"})
@@ -161,7 +161,7 @@ async def test_an_open_chat_tab_of_a_deactivated_person_starts_nothing(alice):
         f"/ws/conversations/{conversation.pk}/",
         headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
     )
-    assert (await tab.connect())[0]
+    assert (await tab.connect(timeout=10))[0]
     await type(alice).objects.filter(pk=alice.pk).aupdate(is_active=False)
     await tab.send_json_to({"action": "send", "text": "hello"})
     frame = await receive(tab)

@@ -36,7 +36,7 @@ async def _connect(user, conversation_id: int, *, origin: tuple[bytes, bytes] = 
     communicator = WebsocketCommunicator(
         application, f"/ws/conversations/{conversation_id}/", headers=headers
     )
-    connected, code = await communicator.connect()
+    connected, code = await communicator.connect(timeout=10)
     return communicator, connected, code
 
 

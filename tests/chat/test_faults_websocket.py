@@ -42,7 +42,7 @@ async def _open(user, path: str, headers: list[tuple[bytes, bytes]] | None = Non
     all_headers = [ORIGIN] if headers is None else list(headers)
     all_headers.append((b"cookie", f"sessionid={cookie}".encode()))
     communicator = WebsocketCommunicator(application, path, headers=all_headers)
-    connected, code = await communicator.connect()
+    connected, code = await communicator.connect(timeout=10)
     return communicator, connected, code
 
 

@@ -89,7 +89,7 @@ async def test_every_event_type_reaches_a_tab_by_its_traits_alone(alice):
         f"/ws/conversations/{conversation.pk}/",
         headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
     )
-    assert (await tab.connect())[0]
+    assert (await tab.connect(timeout=10))[0]
     await tab.send_json_to({"action": "resume", "after": 0})
     assert (await receive(tab))["type"] == "resumed"
     layer, group = get_channel_layer(), group_name(conversation.pk)
@@ -195,7 +195,7 @@ async def test_a_new_event_type_is_stored_rendered_and_relayed_without_other_cha
         f"/ws/conversations/{conversation.pk}/",
         headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
     )
-    assert (await tab.connect())[0]
+    assert (await tab.connect(timeout=10))[0]
     await tab.send_json_to({"action": "resume", "after": 0})
     assert (await receive(tab))["type"] == "resumed"
     seq = await RunRecorder(conversation.pk, run.pk, alice.pk).record(NoteAdded("buy milk"))

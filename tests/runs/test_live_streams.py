@@ -57,7 +57,7 @@ async def _tab(user: Any, conversation_id: int) -> tuple[WebsocketCommunicator, 
         f"/ws/conversations/{conversation_id}/",
         headers=[ORIGIN, (b"cookie", f"sessionid={cookie}".encode())],
     )
-    connected, _ = await tab.connect()
+    connected, _ = await tab.connect(timeout=10)
     assert connected
     await tab.send_json_to({"action": "resume", "after": 0})
     return tab, await until(tab, lambda f: f["type"] == "resumed")
@@ -117,7 +117,7 @@ async def test_a_tab_gets_the_whole_text_once_whenever_it_connects(recorder, ali
             f"/ws/conversations/{conversation_id}/",
             headers=[ORIGIN, (b"cookie", f"sessionid={cookie}".encode())],
         )
-        assert (await tab.connect())[0]
+        assert (await tab.connect(timeout=10))[0]
     await _stream(recorder, WORDS[40:80], pause=0.002)
     if moment == "connected-resumed-late":
         # In the group since connect, but live frames before its resume are not for it.

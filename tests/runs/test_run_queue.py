@@ -46,7 +46,7 @@ async def _tab(user, conversation_id: int) -> WebsocketCommunicator:
         f"/ws/conversations/{conversation_id}/",
         headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
     )
-    connected, _ = await tab.connect()
+    connected, _ = await tab.connect(timeout=10)
     assert connected
     await tab.send_json_to({"action": "resume", "after": 0})
     await _until(tab, lambda f: f.get("type") == "resumed")

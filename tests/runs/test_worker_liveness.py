@@ -151,7 +151,7 @@ async def test_a_web_process_notices_a_dead_worker_when_no_worker_is_left(
         f"/ws/conversations/{run.conversation_id}/",
         headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
     )
-    assert (await tab.connect())[0]
+    assert (await tab.connect(timeout=10))[0]
     try:
         await tab.send_json_to({"action": "resume", "after": 0})
         deadline = asyncio.get_running_loop().time() + 10

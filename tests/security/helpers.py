@@ -100,7 +100,7 @@ async def open_tab(
             (b"cookie", f"sessionid={cookie}".encode()),
         ],
     )
-    connected, _code = await communicator.connect()
+    connected, _code = await communicator.connect(timeout=10)
     return communicator, connected
 
 

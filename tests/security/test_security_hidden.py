@@ -176,7 +176,7 @@ async def _connect(user: Any, conversation_id: int) -> WebsocketCommunicator:
         f"/ws/conversations/{conversation_id}/",
         headers=[ORIGIN, (b"cookie", f"sessionid={cookie}".encode())],
     )
-    connected, _ = await communicator.connect()
+    connected, _ = await communicator.connect(timeout=10)
     assert connected
     return communicator
 

@@ -736,7 +736,7 @@ async def test_each_websocket_route_admits_only_the_owner(
         cookie = await sync_to_async(_cookie)(world.users[persona])
         headers.append((b"cookie", f"sessionid={cookie}".encode()))
     communicator = WebsocketCommunicator(application, _ws_path(ws_route[0], world), headers=headers)
-    connected, _code = await communicator.connect()
+    connected, _code = await communicator.connect(timeout=10)
     try:
         assert connected is accepted
         if connected:

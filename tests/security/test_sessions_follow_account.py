@@ -188,7 +188,7 @@ async def test_logging_out_closes_the_users_sockets():
         f"/ws/conversations/{conversation.pk}/",
         headers=[ORIGIN, HOST, (b"cookie", f"sessionid={cookie}".encode())],
     )
-    connected, _ = await tab.connect()
+    connected, _ = await tab.connect(timeout=10)
     assert connected
     await resume(tab)
     await sync_to_async(client.logout)()

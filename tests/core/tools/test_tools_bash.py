@@ -150,7 +150,7 @@ async def test_it_kills_an_endless_loop_at_the_timeout(ctx: ToolContext) -> None
     marker = f"loop-{uuid.uuid4().hex}"
     started = time.monotonic()
     result = await run(ctx, f": {marker}; while :; do :; done", timeout=0.5)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # the loop never ends; margin for a loaded machine
     assert result.is_error
     assert "timed out after 0.5 seconds" in result.content
     assert wait_until_gone(marker) == []
@@ -160,7 +160,8 @@ async def test_it_caps_the_timeout_at_the_context_maximum(ws: Workspace) -> None
     ctx = ToolContext(workspace=ws, bash_timeout_max=1)
     started = time.monotonic()
     result = await run(ctx, "sleep 20", timeout=600)
-    assert time.monotonic() - started < 4
+    # Well under the 20 s the command would take, with margin for a loaded machine.
+    assert time.monotonic() - started < 15
     assert "timed out after 1 seconds" in result.content
 
 
