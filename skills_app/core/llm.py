@@ -15,6 +15,7 @@ import anthropic
 import httpx2 as _http
 from anthropic.lib.streaming._messages import accumulate_event
 
+from .asyncio_http import http_client
 from .caching import with_cache_breakpoints
 from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
 from .model_catalog import EFFORT_LEVELS, get_model
@@ -202,9 +203,12 @@ class AnthropicModel:
     def _client_for_running_loop(self) -> anthropic.AsyncAnthropic:
         # An async HTTP pool belongs to the event loop that opened it; a process-wide client
         # used from another loop (tests, worker restarts) would fail, so make one per loop.
+        # Its HTTP client reads on asyncio's transports (`asyncio_http`: a paced stream costs
+        # a read per delta, and httpx's default backend pays a pause, a resume and a timer
+        # for each).
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            self._client = anthropic.AsyncAnthropic(**self._options)
+            self._client = anthropic.AsyncAnthropic(**self._options, http_client=http_client())
             self._loop = loop
         return self._client
 
