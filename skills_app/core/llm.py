@@ -230,7 +230,11 @@ class AnthropicModel:
             client = self._client_for_running_loop()
             async with await client.messages.create(**kwargs, stream=True) as stream:
                 async for event in stream:
-                    if snapshot is not None or event.type == "message_start":
+                    if _is_text_delta(event):
+                        # Kept in `progress.texts` and put into the snapshot when its block
+                        # stops: the SDK's accumulation appends to a pydantic field per delta.
+                        pass
+                    elif snapshot is not None or event.type == "message_start":
                         snapshot = accumulate_event(
                             event=event, current_snapshot=snapshot, json_bufs=json_bufs
                         )
@@ -310,7 +314,11 @@ class AnthropicModel:
                 )
             return []
         if event.type == "content_block_stop":
-            block = _block_json(snapshot.content[event.index])
+            content = snapshot.content[event.index]
+            if content.type == "text":
+                # The text deltas skipped the SDK's accumulation (`stream`): the block's text.
+                content.text = "".join(progress.texts.get(event.index, ()))
+            block = _block_json(content)
             if block.get("type") in ("tool_use", "server_tool_use"):
                 # The SDK parses input leniently (a truncated object becomes {}), so check the raw JSON.
                 raw = progress.json_bufs.get(event.index, "")
@@ -361,6 +369,10 @@ class AnthropicModel:
             "The model sent a tool call whose input is not valid JSON, so it was not run. Try again.",
             partial_content=progress.partial_content(),
         )
+
+
+def _is_text_delta(event: Any) -> bool:
+    return bool(event.type == "content_block_delta" and event.delta.type == "text_delta")
 
 
 # Sampling parameters are request fields the SDK no longer names; they travel in extra_body.
