@@ -160,6 +160,15 @@ async def test_a_stream_that_stops_over_https_times_out(trusted: Authority) -> N
     assert any(isinstance(e, httpx2.ReadTimeout) for e in causes(error))
 
 
+async def test_a_stream_cut_over_https_keeps_the_partial_text(trusted: Authority) -> None:
+    # The server drops the connection mid-answer without TLS's close_notify (a ragged end).
+    with FakeAnthropic(tls=trusted.server_context("127.0.0.1")) as fake:
+        fake.enqueue(Reply.text("Hello world, cut here", chunk=4, cut_after_events=5))
+        error = await failure(model(fake.base_url))
+    assert error.kind == "stream_cut"
+    assert error.partial_content == [{"type": "text", "text": "Hello wo"}]
+
+
 async def test_a_server_that_never_answers_times_out() -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read()  # reads the request and answers nothing until the client leaves
