@@ -219,7 +219,8 @@ class AnthropicModel:
         `accumulate_event` (what `messages.stream()` does), without the helper events that
         `messages.stream()` also builds and validates for every delta (a text event with the
         whole text so far, per delta): a third of the SDK's CPU per delta, for nothing we use
-        (bench/PROFILE.md).
+        (bench/PROFILE.md). Text deltas skip the accumulation too (their pieces are kept here
+        and joined once, when the block stops).
         """
         progress = _Progress()
         saw_stop = False
@@ -230,11 +231,11 @@ class AnthropicModel:
             client = self._client_for_running_loop()
             async with await client.messages.create(**kwargs, stream=True) as stream:
                 async for event in stream:
-                    if _is_text_delta(event):
-                        # Kept in `progress.texts` and put into the snapshot when its block
-                        # stops: the SDK's accumulation appends to a pydantic field per delta.
-                        pass
-                    elif snapshot is not None or event.type == "message_start":
+                    # Text deltas are kept in `progress.texts` and put into the snapshot when
+                    # their block stops: the SDK's accumulation sets a pydantic field per delta.
+                    if event.type == "message_start" or (
+                        snapshot is not None and not _is_text_delta(event)
+                    ):
                         snapshot = accumulate_event(
                             event=event, current_snapshot=snapshot, json_bufs=json_bufs
                         )
