@@ -109,10 +109,17 @@ async def one_conversation(
     return result
 
 
+# (time.time(), daphne's CPU seconds so far), every half second of the measured phase: its CPU
+# use while the streams run steadily (runs started, none ended yet), apart from the start and
+# the end of the runs (authorising 100 sockets, rendering 100 stored answers).
+CPU_SAMPLES: list[tuple[float, float]] = []
+
+
 async def sample_memory(server: Daphne, peak: list[int], stop: asyncio.Event) -> None:
     while not stop.is_set():
         current, hwm = server.rss_kb()
         peak[0] = max(peak[0], current, hwm)
+        CPU_SAMPLES.append((time.time(), server.cpu_seconds()))
         try:
             await asyncio.wait_for(stop.wait(), 0.5)
         except TimeoutError:
@@ -226,9 +233,27 @@ async def main_async(opts: argparse.Namespace) -> int:
             s: round(percentile(v, 99) * 1000) for s, v in sorted(by_second.items())
         }
         print("Skillscope p99 per second of sending (ms):", ours["p99_by_second_ms"])
+        steady = steady_cpu(first + 5, first + opts.duration - 3)
+        if steady is not None:
+            cores, per_delta_us = steady[0], steady[0] / (opts.rate * opts.conversations) * 1e6
+            ours["steady_cores"], ours["steady_us_per_delta"] = cores, per_delta_us
+            print(
+                f"Skillscope steady state (from 5 s after the first delta to 3 s before the "
+                f"last): daphne used {cores:.2f} cores, {per_delta_us:.0f} us of CPU per delta "
+                f"sent ({steady[1]:.1f} s measured)"
+            )
     if opts.json:
         Path(opts.json).write_text(json.dumps({"bare": bare, "skillscope": ours}, indent=2))
     return 0 if ok and (latency_ok or not opts.latency_target) else 1
+
+
+def steady_cpu(start: float, end: float) -> tuple[float, float] | None:
+    """(daphne's CPU seconds per second, seconds measured) between two samples in [start, end]."""
+    inside = [(t, cpu) for t, cpu in CPU_SAMPLES if start <= t <= end]
+    if len(inside) < 2 or inside[-1][0] - inside[0][0] <= 0:
+        return None
+    (t0, cpu0), (t1, cpu1) = inside[0], inside[-1]
+    return (cpu1 - cpu0) / (t1 - t0), t1 - t0
 
 
 def main() -> int:

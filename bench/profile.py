@@ -38,6 +38,8 @@ AREAS = [
     ("anthropic/", "anthropic SDK"),
     ("httpx/", "httpx"),
     ("httpcore/", "httpx"),
+    ("httpx2/", "httpx"),
+    ("httpcore2/", "httpx"),
     ("h11/", "httpx"),
     ("pydantic", "pydantic"),
     ("django/db/", "django db"),

@@ -7,7 +7,8 @@ message generically. At 50 streaming conversations (about 1,000 group messages a
 to every tab of its conversation) those sweeps cost more CPU than relaying the text itself,
 measured in bench/bench_concurrency.py. This subclass keeps the semantics (capacity, expiry,
 groups, copies isolated per receiver) and changes only the cost: expiry is swept at most once
-per SWEEP_SECONDS, a channel's queue is made once, group members are sent to in a loop, and
+per SWEEP_SECONDS, a channel's queue is made once and kept while its consumer receives (the
+sweep drops the empty ones nobody waits on), group members are sent to in a loop, and
 JSON-like messages are copied by a small recursive copy.
 """
 
@@ -30,6 +31,8 @@ class InMemoryChannelLayer(ChannelsInMemoryLayer):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._swept = 0.0
+        # Receives waiting on each channel's queue (a queue in use is never dropped).
+        self._receiving: dict[str, int] = {}
 
     def _clean_expired(self) -> None:
         now = time.monotonic()
@@ -37,6 +40,9 @@ class InMemoryChannelLayer(ChannelsInMemoryLayer):
             self._swept = now
             # A private method of Channels' layer, which typeshed's stubs leave out.
             super()._clean_expired()  # type: ignore[misc]
+            for channel, queue in list(self.channels.items()):
+                if queue.empty() and channel not in self._receiving:
+                    del self.channels[channel]
 
     def _queue(self, channel: str) -> asyncio.Queue[tuple[float, dict[str, Any]]]:
         queue = self.channels.get(channel)
@@ -57,10 +63,20 @@ class InMemoryChannelLayer(ChannelsInMemoryLayer):
         self.require_valid_channel_name(channel)
         self._clean_expired()
         queue = self._queue(channel)
+        self._receiving[channel] = self._receiving.get(channel, 0) + 1
+        received = False
         try:
             _expires, message = await queue.get()
+            received = True
         finally:
-            if queue.empty():
+            waiting = self._receiving.pop(channel) - 1
+            if waiting:
+                self._receiving[channel] = waiting
+            # A receive that got its message keeps the queue for the next one (a consumer
+            # receives again at once: a new queue per message was a tenth of relaying a frame);
+            # one cancelled (the consumer left) takes its empty queue with it, and the sweep
+            # drops empty queues nobody waits on.
+            if not received and not waiting and queue.empty():
                 self.channels.pop(channel, None)
         return message
 

@@ -15,6 +15,7 @@ import anthropic
 import httpx2 as _http
 from anthropic.lib.streaming._messages import accumulate_event
 
+from .asyncio_http import http_client
 from .caching import with_cache_breakpoints
 from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
 from .model_catalog import EFFORT_LEVELS, get_model
@@ -202,9 +203,12 @@ class AnthropicModel:
     def _client_for_running_loop(self) -> anthropic.AsyncAnthropic:
         # An async HTTP pool belongs to the event loop that opened it; a process-wide client
         # used from another loop (tests, worker restarts) would fail, so make one per loop.
+        # Its HTTP client reads on asyncio's transports (`asyncio_http`: a paced stream costs
+        # a read per delta, and httpx's default backend pays a pause, a resume and a timer
+        # for each).
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            self._client = anthropic.AsyncAnthropic(**self._options)
+            self._client = anthropic.AsyncAnthropic(**self._options, http_client=http_client())
             self._loop = loop
         return self._client
 
@@ -215,7 +219,8 @@ class AnthropicModel:
         `accumulate_event` (what `messages.stream()` does), without the helper events that
         `messages.stream()` also builds and validates for every delta (a text event with the
         whole text so far, per delta): a third of the SDK's CPU per delta, for nothing we use
-        (bench/PROFILE.md).
+        (bench/PROFILE.md). Text deltas skip the accumulation too (their pieces are kept here
+        and joined once, when the block stops).
         """
         progress = _Progress()
         saw_stop = False
@@ -226,7 +231,11 @@ class AnthropicModel:
             client = self._client_for_running_loop()
             async with await client.messages.create(**kwargs, stream=True) as stream:
                 async for event in stream:
-                    if snapshot is not None or event.type == "message_start":
+                    # Text deltas are kept in `progress.texts` and put into the snapshot when
+                    # their block stops: the SDK's accumulation sets a pydantic field per delta.
+                    if event.type == "message_start" or (
+                        snapshot is not None and not _is_text_delta(event)
+                    ):
                         snapshot = accumulate_event(
                             event=event, current_snapshot=snapshot, json_bufs=json_bufs
                         )
@@ -306,7 +315,11 @@ class AnthropicModel:
                 )
             return []
         if event.type == "content_block_stop":
-            block = _block_json(snapshot.content[event.index])
+            content = snapshot.content[event.index]
+            if content.type == "text":
+                # The text deltas skipped the SDK's accumulation (`stream`): the block's text.
+                content.text = "".join(progress.texts.get(event.index, ()))
+            block = _block_json(content)
             if block.get("type") in ("tool_use", "server_tool_use"):
                 # The SDK parses input leniently (a truncated object becomes {}), so check the raw JSON.
                 raw = progress.json_bufs.get(event.index, "")
@@ -357,6 +370,10 @@ class AnthropicModel:
             "The model sent a tool call whose input is not valid JSON, so it was not run. Try again.",
             partial_content=progress.partial_content(),
         )
+
+
+def _is_text_delta(event: Any) -> bool:
+    return bool(event.type == "content_block_delta" and event.delta.type == "text_delta")
 
 
 # Sampling parameters are request fields the SDK no longer names; they travel in extra_body.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -113,6 +114,8 @@ class _Handler(BaseHTTPRequestHandler):
             super().handle()
         except (ConnectionResetError, BrokenPipeError):
             pass  # the client dropped a kept-alive connection; normal for a stopped stream
+        except ssl.SSLError:
+            pass  # over HTTPS, a client that refused the certificate (what some tests check)
 
     def do_POST(self) -> None:  # noqa: N802
         fake = self.server.fake
@@ -270,12 +273,26 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     fake: FakeAnthropic
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, address = super().get_request()
+        if self.tls is not None:
+            # The handshake happens in the request's own thread, on its first read.
+            sock = self.tls.wrap_socket(sock, server_side=True, do_handshake_on_connect=False)
+        return sock, address
 
 
 class FakeAnthropic:
     """A fake Anthropic Messages API on 127.0.0.1 in a background thread."""
 
-    def __init__(self, *, api_key: str | None = None, cache_minimum: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        cache_minimum: bool = True,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.api_key = api_key
         # Apply each model's minimum cacheable prefix (off: every breakpoint is written).
         self.cache_minimum = cache_minimum
@@ -288,6 +305,8 @@ class FakeAnthropic:
         self._closing = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.fake = self
+        # HTTPS with this server-side context (a certificate the test made), else plain HTTP.
+        self._server.tls = tls
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -297,7 +316,8 @@ class FakeAnthropic:
     def base_url(self) -> str:
         """The URL to give the SDK (ANTHROPIC_BASE_URL)."""
         host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+        scheme = "http" if self._server.tls is None else "https"
+        return f"{scheme}://{host}:{port}"
 
     @property
     def requests(self) -> list[ReceivedRequest]:

@@ -53,3 +53,38 @@ async def test_expired_messages_are_swept_at_most_once_per_interval(monkeypatch)
     for _ in range(50):
         await layer.group_send("chat", {"type": "x"})
     assert len(sweeps) <= 1
+
+
+async def test_a_channel_keeps_its_queue_between_receives():
+    layer = InMemoryChannelLayer()
+    channel = await layer.new_channel()
+    await layer.send(channel, {"type": "x", "i": 0})
+    queue = layer.channels[channel]
+    assert (await layer.receive(channel))["i"] == 0
+    await layer.send(channel, {"type": "x", "i": 1})
+    assert layer.channels[channel] is queue  # not a new queue per message
+    assert (await layer.receive(channel))["i"] == 1
+
+
+async def test_a_cancelled_receive_and_the_sweep_drop_empty_queues():
+    import asyncio
+
+    layer = InMemoryChannelLayer()
+    left, waiting, idle = [await layer.new_channel() for _ in range(3)]
+    receive = asyncio.ensure_future(layer.receive(left))
+    waits = asyncio.ensure_future(layer.receive(waiting))
+    await layer.send(idle, {"type": "x"})
+    await layer.receive(idle)
+    while left not in layer.channels or waiting not in layer.channels:
+        await asyncio.sleep(0)  # both receives are waiting on their queues
+    receive.cancel()  # the consumer left
+    with pytest.raises(asyncio.CancelledError):
+        await receive
+    assert left not in layer.channels
+    assert idle in layer.channels  # kept after its receive, until the sweep
+    layer._swept = 0.0  # a sweep is due now
+    layer._clean_expired()
+    assert idle not in layer.channels
+    assert waiting in layer.channels  # someone waits on it: kept
+    await layer.send(waiting, {"type": "x", "i": 7})
+    assert (await waits)["i"] == 7
