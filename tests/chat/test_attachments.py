@@ -287,6 +287,9 @@ def _office(kind: str) -> bytes:
         ("docx", "letter.docx", _office("docx"), "2 parts"),
         ("xlsx", "sales.xlsx", _office("xlsx"), "[Content_Types].xml"),
     ],
+    # Named by the skill: the zips carry the time they were made, and pytest-xdist's workers
+    # must collect the same test ids.
+    ids=["pdf", "docx", "xlsx"],
 )
 @pytest.mark.django_db(transaction=True)
 async def test_the_demo_runs_the_example_flow_on_the_attached_file(
