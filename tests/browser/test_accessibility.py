@@ -10,6 +10,7 @@ from playwright.sync_api import expect
 
 from tests.browser.axe import violations
 from tests.browser.pages import ChatPage, screenshot
+from tests.browser.server_data import run_in_server
 from tests.browser.test_chat_daily import EXTRA_PAGES, _pages_of
 from tests.support.fake_anthropic import Reply
 
@@ -38,7 +39,7 @@ class States:
 
 
 @pytest.mark.parametrize("size", VIEWPORTS)
-def test_the_chat_is_clean_in_every_state(tab, model, size):
+def test_the_chat_is_clean_in_every_state(tab, model, chat_server, size):
     model.enqueue(
         Reply.text("An answer with `code`, **bold** and\n\n```python\nprint('hi')\n```"),
         Reply.text("The answer to the fixed question, with a [link](https://example.org)."),
@@ -46,6 +47,12 @@ def test_the_chat_is_clean_in_every_state(tab, model, size):
             "Skill", {"skill": "browser-ask", "args": "draft.md"}, id=f"toolu_ax_{size}"
         ),
         Reply.text("Stopped answer not used."),
+    )
+    # The first screen with its introduction, whatever earlier tests closed.
+    run_in_server(
+        chat_server,
+        "from skills_app.models import UserPreference\n"
+        "UserPreference.objects.filter(user__username='alice').update(intro_dismissed_at=None)\n",
     )
     viewport = VIEWPORTS[size]
     chat = tab("alice", width=viewport["width"], height=viewport["height"])
