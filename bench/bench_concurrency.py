@@ -141,7 +141,7 @@ async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command
         sampler = asyncio.create_task(sample_memory(server, peak, stop))
         profilers = start_profilers(opts.profile, server) if opts.profile else []
         deadline = time.monotonic() + opts.duration + opts.grace
-        started = time.monotonic()
+        started, started_at = time.monotonic(), time.time()
         results = await asyncio.gather(
             *(one_conversation(server, cid, command, latencies, deadline) for cid in measured)
         )
@@ -163,6 +163,7 @@ async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command
         "p99_ms": percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
         "wall_s": wall,
+        "started_at": started_at,
         "daphne_cpu_s": cpu,
         "client_cpu_s": client_cpu,
         "rss_start_mb": baseline_kb / 1024,
@@ -218,6 +219,11 @@ async def main_async(opts: argparse.Namespace) -> int:
     print("delivery, order, memory:", "PASS" if ok else "MISS")
     if SEEN:
         first = min(t for t, _ in SEEN)
+        # For bench/hop_report.py (the database thread's hops by phase, bench/hopcpu).
+        print(
+            f"Skillscope times (epoch s): measured from {ours['started_at']:.3f}, first delta "
+            f"sent {first:.3f}, last {max(t for t, _ in SEEN):.3f}"
+        )
         start = [lat for t, lat in SEEN if t < first + 3]
         rest = [lat for t, lat in SEEN if t >= first + 3]
         ours["p99_first_3s_ms"] = percentile(start, 99) * 1000

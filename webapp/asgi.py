@@ -71,3 +71,11 @@ _give_up_runs_on_shutdown()
 # is left out of the garbage collector's full passes, which otherwise walk a few hundred thousand
 # objects and pause the event loop, and every live stream with it, for a quarter of a second.
 gc.freeze()
+
+# The event loop shares the interpreter lock with the database thread. While that thread
+# computes without a break (100 runs set up, or their answers stored, at once), the loop waits
+# for the lock every time it wakes, up to the switch interval each time (5 ms by default), and
+# the live text queues behind it. At 1 ms the first second of 100 runs starting together had a
+# p99 of 446-475 ms instead of 616-688 ms (bench/RESULTS.md, 2026-12-01 23:09-23:20).
+SWITCH_INTERVAL_SECONDS = 0.001
+sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)

@@ -67,28 +67,33 @@ def notify(user_ids: Iterable[int | None], reason: str) -> None:
 def account_allows(user_id: int, session_key: str | None) -> bool:
     """True while this user is active and this session is still theirs (not logged out, not
     flushed, and signed with their current password)."""
+    return allowed_user(user_id, session_key) is not None
+
+
+def allowed_user(user_id: int, session_key: str | None) -> Any:
+    """The user, read now, while they are active and this session is still theirs (as
+    `account_allows`); None otherwise. Checked on every frame a tab sends: one read of the user
+    and one of the session (a session that is gone or expired loads as empty)."""
     from django.contrib.sessions.backends.base import SessionBase
 
     user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
     if user is None or not session_key:
-        return False
+        return None
     engine = import_string(f"{settings.SESSION_ENGINE}.SessionStore")
     session: SessionBase = engine(session_key)
-    if not session.exists(session_key):
-        return False
     data = session.load()
     if str(data.get(SESSION_KEY)) != str(user_id):
-        return False
+        return None
     backend_path = data.get(BACKEND_SESSION_KEY)
     if not isinstance(backend_path, str) or backend_path not in settings.AUTHENTICATION_BACKENDS:
-        return False
+        return None
     backend = import_string(backend_path)()
     if hasattr(backend, "user_can_authenticate") and not backend.user_can_authenticate(user):
-        return False
+        return None
     stored_hash = data.get(HASH_SESSION_KEY)
-    return bool(stored_hash) and constant_time_compare(
-        str(stored_hash), user.get_session_auth_hash()
-    )
+    if not stored_hash or not constant_time_compare(str(stored_hash), user.get_session_auth_hash()):
+        return None
+    return user
 
 
 # -- what changes an account ------------------------------------------------------------------
@@ -203,6 +208,7 @@ def install() -> None:
 __all__ = [
     "ACCOUNT_CHANGED_EVENT",
     "account_allows",
+    "allowed_user",
     "install",
     "notify",
     "user_group",

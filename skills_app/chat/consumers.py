@@ -33,10 +33,9 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.contrib.auth import get_user_model
 
 from skills_app.accounts.lockout import account_barred
-from skills_app.accounts.sessions import account_allows, user_group
+from skills_app.accounts.sessions import allowed_user, user_group
 from skills_app.chat import actions, frames
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
 from skills_app.chat.event_views import live_frame
@@ -315,9 +314,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     def _still_allowed(self) -> bool:
         """The account is active, the session still its own, the conversation still theirs;
         the tab's visibility follows the permission as it is now."""
-        if not account_allows(self.user_id, self.session_key):
+        user = allowed_user(self.user_id, self.session_key)
+        if user is None:
             return False
-        user = get_user_model().objects.get(pk=self.user_id)
         if not Conversation.objects.owned_by(user).filter(pk=self.conversation_id).exists():
             return False
         self.can_inspect = user.has_perm(INSPECT_PERMISSION)

@@ -27,6 +27,7 @@ from skills_app.chat.items import (
     user_html,
     wrap,
 )
+from skills_app.chat.rendering import MARKDOWN_MEMO
 from skills_app.chat.usage import render_conversation_cost
 from skills_app.core.events import EventDataError, RunEvent, event_from
 from skills_app.models import Approval, Conversation, Message, QueuedMessage
@@ -53,6 +54,8 @@ def fragments_for(
     needs = needs_of(event)
     known = {row.pk: row} if row is not None else {}
     lookup = _load(conversation_id, [needs], known=known)
+    # Both classes' renders share one context: an answer's markdown is rendered once.
+    lookup.ctx = {MARKDOWN_MEMO: {}}
     if needs.cost:
         lookup.cost_html = render_conversation_cost(conversation_id, oob=True)
     parts = parts_for(event, conversation_id, lookup)

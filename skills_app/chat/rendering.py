@@ -74,6 +74,22 @@ ASSISTANT_CONTENT_KINDS = frozenset({"text", "tool_use"})
 FRAGMENT_MAX_BYTES = 512 * 1024
 
 
+# The key of a memo in a render's `ctx`: text -> its markdown HTML. A stored answer is rendered
+# once per visibility class, and the model's prose is the same for both (never rewritten), so
+# its markdown (most of the cost of a long answer) is rendered once (`fragments_for`).
+MARKDOWN_MEMO = "markdown_memo"
+
+
+def _markdown(text: str, ctx: dict[str, Any]) -> str:
+    memo = ctx.get(MARKDOWN_MEMO)
+    if not isinstance(memo, dict):
+        return markdown_html(text)
+    html = memo.get(text)
+    if html is None:
+        html = memo[text] = markdown_html(text)
+    return str(html)
+
+
 def message_text(row: Message) -> str:
     """The text blocks of a row joined."""
     return text_of(row.content)
@@ -201,12 +217,12 @@ def _assistant_parts(
         kind = block.get("type")
         if kind == "thinking" and block.get("thinking"):
             # The model's own (summarized) reasoning: visible to the user, collapsed.
-            parts.append({"kind": "thinking", "html": markdown_html(block["thinking"])})
+            parts.append({"kind": "thinking", "html": _markdown(block["thinking"], ctx)})
         elif kind == "redacted_thinking":
             parts.append({"kind": "thinking", "redacted": True})
         elif kind == "text" and block.get("text"):
             # The model's own prose: never rewritten (an answer quoting hidden text is marked).
-            parts.append({"kind": "text", "html": markdown_html(block["text"])})
+            parts.append({"kind": "text", "html": _markdown(block["text"], ctx)})
         elif kind == "tool_use":
             tool_input = block.get("input") or {}
             if block.get("name") == "Skill":

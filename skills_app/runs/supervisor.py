@@ -24,7 +24,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from skills_app.core.agent import RunOutcome
+from skills_app.core.agent import RunOutcome, SkillProvider
 from skills_app.core.events import RunFinished, RunQueued
 from skills_app.core.llm import ModelClient
 from skills_app.core.profiles import slash_invokes
@@ -147,8 +147,17 @@ def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent
     model, which gets the skill's status and hidden rows instead); a profile that reproduces a
     design without slash commands sends the text to the model as typed.
     """
-    skills = agent_setup.skills_for_conversation(conversation)
-    command = parse_slash_command(prompt, lambda name: skills.get(name) is not None)
+    skills: SkillProvider | None = None
+
+    def is_skill(name: str) -> bool:
+        # Read only for a message that starts with "/": listing the owner's skills (the
+        # registry, their uploads, the deny rules) was most of the cost of storing a message.
+        nonlocal skills
+        if skills is None:
+            skills = agent_setup.skills_for_conversation(conversation)
+        return skills.get(name) is not None
+
+    command = parse_slash_command(prompt, is_skill)
     if command is None or not slash_invokes(agent_setup.agent_config(conversation)):
         message = StoredMessage.text("user", prompt)
     else:
