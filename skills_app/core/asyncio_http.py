@@ -26,7 +26,7 @@ import math
 import socket
 import ssl
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from typing import Any
 
 import anthropic
@@ -266,22 +266,18 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_connection(
-                    lambda: _Protocol(loop),
-                    host,
-                    port,
-                    local_addr=(local_address, 0) if local_address else None,
-                    # As anyio connects: both address families raced, 250 ms apart.
-                    happy_eyeballs_delay=0.25,
-                )
-        except TimeoutError as exc:
-            raise httpcore2.ConnectTimeout(f"no connection within {_seconds(timeout)}") from exc
-        except OSError as exc:
-            raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from exc
-        _apply(transport, socket_options)
-        return AsyncioStream(transport, protocol)
+        return await _connected(
+            loop.create_connection(
+                lambda: _Protocol(loop),
+                host,
+                port,
+                local_addr=(local_address, 0) if local_address else None,
+                # As anyio connects: both address families raced, 250 ms apart.
+                happy_eyeballs_delay=0.25,
+            ),
+            timeout,
+            socket_options,
+        )
 
     async def connect_unix_socket(
         self,
@@ -290,20 +286,30 @@ class AsyncioBackend(httpcore2.AsyncNetworkBackend):
         socket_options: Iterable[SocketOption] | None = None,
     ) -> httpcore2.AsyncNetworkStream:
         loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, protocol = await loop.create_unix_connection(
-                    lambda: _Protocol(loop), path
-                )
-        except TimeoutError as exc:
-            raise httpcore2.ConnectTimeout(f"no connection within {_seconds(timeout)}") from exc
-        except OSError as exc:
-            raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from exc
-        _apply(transport, socket_options)
-        return AsyncioStream(transport, protocol)
+        return await _connected(
+            loop.create_unix_connection(lambda: _Protocol(loop), path), timeout, socket_options
+        )
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
+
+
+async def _connected(
+    connecting: Coroutine[Any, Any, tuple[asyncio.BaseTransport, _Protocol]],
+    timeout: float | None,
+    options: Iterable[SocketOption] | None,
+) -> httpcore2.AsyncNetworkStream:
+    """The stream of a connection being made, with asyncio's errors as httpcore's."""
+    try:
+        async with asyncio.timeout(timeout):
+            transport, protocol = await connecting
+    except TimeoutError as exc:
+        raise httpcore2.ConnectTimeout(f"no connection within {_seconds(timeout)}") from exc
+    except OSError as exc:
+        raise httpcore2.ConnectError(str(exc) or type(exc).__name__) from exc
+    assert isinstance(transport, asyncio.Transport)
+    _apply(transport, options)
+    return AsyncioStream(transport, protocol)
 
 
 def _seconds(timeout: float | None) -> str:

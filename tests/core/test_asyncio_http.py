@@ -273,3 +273,23 @@ async def test_connecting_to_a_closed_port_is_a_connect_error() -> None:
         pass  # the server is closed again: its port refuses connections
     with pytest.raises(httpcore2.ConnectError):
         await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+
+
+async def test_a_unix_socket_connects_and_a_missing_one_is_a_connect_error(tmp_path) -> None:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(await reader.readexactly(4))
+        await writer.drain()
+        writer.close()
+
+    path = str(tmp_path / "model.sock")
+    server = await asyncio.start_unix_server(echo, path)
+    try:
+        stream = await AsyncioBackend().connect_unix_socket(path, timeout=5)
+        await stream.write(b"ping", timeout=5)
+        assert await stream.read(4, timeout=5) == b"ping"
+        await stream.aclose()
+    finally:
+        server.close()
+        await server.wait_closed()
+    with pytest.raises(httpcore2.ConnectError):
+        await AsyncioBackend().connect_unix_socket(str(tmp_path / "missing.sock"), timeout=5)
