@@ -454,8 +454,10 @@
   input.addEventListener("input", openMenu);
   input.addEventListener("blur", (event) => {
     if (menu.contains(event.relatedTarget)) return; // into the menu's list: it stays open
+    // Closed a moment later, unless focus came back meanwhile (a quick Tab away and back, then
+    // "/", must not find its new menu closed by this old blur).
     setTimeout(() => {
-      if (!menu.contains(document.activeElement)) closeMenu();
+      if (document.activeElement !== input && !menu.contains(document.activeElement)) closeMenu();
     }, 150);
   });
   input.addEventListener("keydown", (event) => {

@@ -262,6 +262,22 @@ def test_the_keyboard_reaches_everything_in_a_sensible_order(tab, model, size):
     assert chat.errors == []
 
 
+def test_a_quick_tab_away_and_back_keeps_the_new_slash_menu(tab, model):
+    # Leaving the message box closes its "/" menu a moment later (so a click in the list still
+    # lands); that delayed close must not hit a menu opened after focus came back.
+    chat = open_chat(tab, "desktop")
+    chat.new_conversation()
+    page = chat.page
+    page.clock.install()  # the delayed close runs when the test says, not on a wall clock
+    chat.message_box.focus()
+    page.keyboard.press("Tab")
+    chat.message_box.focus()
+    page.keyboard.type("/")
+    page.clock.run_for(1000)
+    expect(page.get_by_role("listbox", name="Skills")).to_be_visible()
+    expect(page.locator("#slash-status")).to_contain_text("match. Up and down arrows choose")
+
+
 def test_the_phone_drawer_keeps_focus_inside_and_escape_closes_it(tab, model):
     chat = open_chat(tab, "phone")
     chat.new_conversation()
