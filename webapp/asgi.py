@@ -22,6 +22,7 @@ with exit_on_config_error():
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from skills_app.core.llm import load_sdk  # noqa: E402
 from skills_app.routing import channel_routes, websocket_urlpatterns  # noqa: E402
 from webapp.wsorigin import SameOriginValidator  # noqa: E402
 
@@ -66,6 +67,10 @@ def _give_up_runs_on_shutdown() -> None:
 
 
 _give_up_runs_on_shutdown()
+
+# The model SDK is imported by the first model call otherwise (skills_app/core/llm.py): loaded
+# now, the first answer after a start does not wait 1.3 s for it, and it is frozen below.
+load_sdk()
 
 # What is loaded by now (Django, the SDK, every module) lives as long as the process. Frozen, it
 # is left out of the garbage collector's full passes, which otherwise walk a few hundred thousand

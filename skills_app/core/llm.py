@@ -6,22 +6,33 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import anthropic
+from typing import TYPE_CHECKING, Any, Protocol
 
 # The SDK's HTTP layer (anthropic 2.x requires httpx2); mid-stream transport failures surface
 # as its exceptions, unwrapped.
 import httpx2 as _http
-from anthropic.lib.streaming._messages import accumulate_event
 
-from .asyncio_http import http_client
+# The SDK itself is imported where a model is called (`load_sdk`), not with this module: its
+# types take 1.3 s of CPU to import, and every process that loads the models would pay for it
+# (`manage.py migrate`, `check`, a test's helper process), though only the processes that run
+# answers ever call a model. Those load it when they start (webapp/asgi.py, `runworker`), so
+# the first answer does not wait for it.
+if TYPE_CHECKING:
+    import anthropic
+
 from .caching import with_cache_breakpoints
 from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
 from .model_catalog import EFFORT_LEVELS, get_model
 from .model_options import request_options
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+
+
+def load_sdk() -> None:
+    """Import the SDK and the HTTP client it streams with (once per process; then free)."""
+    import anthropic  # noqa: F401
+
+    from . import asyncio_http  # noqa: F401
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +217,10 @@ class AnthropicModel:
         # Its HTTP client reads on asyncio's transports (`asyncio_http`: a paced stream costs
         # a read per delta, and httpx's default backend pays a pause, a resume and a timer
         # for each).
+        import anthropic
+
+        from .asyncio_http import http_client
+
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
             self._client = anthropic.AsyncAnthropic(**self._options, http_client=http_client())
@@ -222,6 +237,9 @@ class AnthropicModel:
         (bench/PROFILE.md). Text deltas skip the accumulation too (their pieces are kept here
         and joined once, when the block stops).
         """
+        import anthropic
+        from anthropic.lib.streaming._messages import accumulate_event
+
         progress = _Progress()
         saw_stop = False
         kwargs = _sdk_kwargs(request.as_kwargs())
