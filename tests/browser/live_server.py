@@ -12,6 +12,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.django_host import DjangoHost
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -123,6 +125,13 @@ class LiveServer:
         self.port = config.port or free_port()
         self._process: subprocess.Popen[bytes] | None = None
         self._log = None
+        self._host: DjangoHost | None = None
+
+    def host(self) -> DjangoHost:
+        """A process with Django set up in the server's environment, for scripts on its data."""
+        if self._host is None:
+            self._host = DjangoHost(server_env(self.config), REPO)
+        return self._host
 
     @property
     def url(self) -> str:
@@ -188,6 +197,9 @@ class LiveServer:
 
     def stop(self) -> None:
         """Terminate daphne (kill it if it does not exit) and close its log."""
+        if self._host is not None:
+            self._host.close()
+            self._host = None
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             try:

@@ -7,16 +7,10 @@ Audit rows cannot be deleted (that is the point), so seeded history belongs to i
 from __future__ import annotations
 
 import json
-import subprocess
 
-from tests.browser.live_server import REPO, VENV_BIN, LiveServer, server_env
+from tests.browser.live_server import LiveServer
 
 ADMIN = ("browser-admin", "browser-admin-pass-123")
-
-_PRELUDE = """
-import django
-django.setup()
-"""
 
 CREATE_ADMIN = """
 from django.contrib.auth.models import User
@@ -74,17 +68,8 @@ print(json.dumps({{"invocation": SkillInvocation.objects.filter(
 
 
 def run_in_server(server: LiveServer, script: str) -> str:
-    """Run Python in the live server's environment; its stdout."""
-    done = subprocess.run(
-        [str(VENV_BIN / "python"), "-c", _PRELUDE + "import json\n" + script],
-        cwd=REPO,
-        env=server_env(server.config),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return done.stdout
+    """Run Python in the live server's environment (Django set up, `json` imported); its stdout."""
+    return server.host().run("import json\n" + script)
 
 
 def seed_history(server: LiveServer) -> dict[str, int]:

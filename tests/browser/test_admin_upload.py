@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import subprocess
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +10,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser.live_server import VENV_BIN, LiveServer, server_env
-from tests.browser.pages import REPO, screenshot
+from tests.browser.live_server import LiveServer
+from tests.browser.pages import screenshot
 from tests.browser.server_data import publish
 
 pytestmark = pytest.mark.browser
@@ -23,16 +22,12 @@ FOLDER = "admin-folder-notes"
 
 # Run in the live server's environment, like its own setup script.
 _CREATE_ADMIN = """
-import django
-django.setup()
 from django.contrib.auth.models import User
 if not User.objects.filter(username={name!r}).exists():
     User.objects.create_superuser({name!r}, password={password!r})
 """
 # Leaves the shared live server as the other browser tests expect it.
 _CLEAN_UP = """
-import django
-django.setup()
 from skills_app.models import PermissionRule, SkillPackage
 from skills_app.registry.uploads import delete_package
 for package in SkillPackage.objects.filter(name__in={names!r}):
@@ -42,15 +37,7 @@ PermissionRule.objects.filter(author__username={admin!r}).delete()
 
 
 def _in_server(server: LiveServer, script: str) -> None:
-    done = subprocess.run(
-        [str(VENV_BIN / "python"), "-c", script],
-        cwd=REPO,
-        env=server_env(server.config),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
+    server.host().run(script)
 
 
 def _skill_md(name: str, extra: str = "") -> str:

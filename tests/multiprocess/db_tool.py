@@ -1,8 +1,9 @@
 """Database chores the multi-process test runs in a child process against its PostgreSQL.
 
 The test process's own Django talks to the pytest database, so anything that must read or write
-the deployment's database runs here: `python -m tests.multiprocess.db_tool COMMAND ...`, printing
-JSON on stdout.
+the deployment's database runs here: in the deployment's `DjangoHost` (`Deployment.db_tool`,
+one process with Django set up for all of a test's calls), or as `python -m
+tests.multiprocess.db_tool COMMAND ...`, printing JSON on stdout.
 """
 
 from __future__ import annotations
@@ -183,29 +184,32 @@ def deactivate(username: str) -> dict[str, Any]:
     return {"user": user.pk, "active": user.is_active}
 
 
+def run(argv: list[str]) -> dict[str, Any]:
+    """One command (Django already set up): its JSON-able answer."""
+    command, *args = argv
+    if command == "setup":
+        return setup_user(args[0])
+    if command == "state":
+        return state(int(args[0]))
+    if command == "seed":
+        return seed(int(args[0]))
+    if command == "hammer":
+        return hammer(args[0], int(args[1]), int(args[2]))
+    if command == "claim_race":
+        return claim_race(args[0], int(args[1]), int(args[2]))
+    if command == "deactivate":
+        return deactivate(args[0])
+    raise SystemExit(
+        f"unknown command {command!r}: use setup, state, seed, hammer, claim_race or deactivate"
+    )
+
+
 def main(argv: list[str]) -> None:
     import django
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
     django.setup()
-    command, *args = argv
-    if command == "setup":
-        result = setup_user(args[0])
-    elif command == "state":
-        result = state(int(args[0]))
-    elif command == "seed":
-        result = seed(int(args[0]))
-    elif command == "hammer":
-        result = hammer(args[0], int(args[1]), int(args[2]))
-    elif command == "claim_race":
-        result = claim_race(args[0], int(args[1]), int(args[2]))
-    elif command == "deactivate":
-        result = deactivate(args[0])
-    else:
-        raise SystemExit(
-            f"unknown command {command!r}: use setup, state, seed, hammer, claim_race or deactivate"
-        )
-    json.dump(result, sys.stdout, default=str)
+    json.dump(run(argv), sys.stdout, default=str)
 
 
 if __name__ == "__main__":
