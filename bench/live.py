@@ -209,6 +209,11 @@ class FakeModel:
                 time.sleep(0.05)
         raise RuntimeError("the fake model did not start")
 
+    @property
+    def pid(self) -> int:
+        assert self._process is not None
+        return self._process.pid
+
     def __exit__(self, *exc: object) -> None:
         assert self._process is not None
         self._process.terminate()

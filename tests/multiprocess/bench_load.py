@@ -50,6 +50,48 @@ def _peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
+def _cpu_seconds() -> dict[int, tuple[str, float]]:
+    """Every process's name (its command) and CPU seconds so far (user + system), by pid."""
+    tick = os.sysconf("SC_CLK_TCK")
+    found: dict[int, tuple[str, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :]
+        utime, stime = fields.split()[11:13]
+        found[int(entry.name)] = (name, (int(utime) + int(stime)) / tick)
+    return found
+
+
+def _cpu_by_role(
+    before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], roles: dict[int, str]
+) -> dict[str, float]:
+    """CPU seconds spent between the two snapshots, by role (a deployment's process, PostgreSQL,
+    Redis, the fake model, this client) and "other" for everything else on the machine."""
+    spent: Counter[str] = Counter()
+    for pid, (name, seconds) in after.items():
+        role = roles.get(pid) or {"postgres": "postgres", "redis-server": "redis"}.get(
+            name, "other"
+        )
+        spent[role] += seconds - before.get(pid, (name, 0.0))[1]
+    return {role: round(seconds, 1) for role, seconds in spent.most_common()}
+
+
+def _p99_per_second(stamped: list[tuple[float, float]]) -> list[float]:
+    """The p99 added latency (ms) of the deltas sent in each second of the load, in order."""
+    if not stamped:
+        return []
+    first = min(sent for sent, _ in stamped)
+    seconds: dict[int, list[float]] = {}
+    for sent, latency in stamped:
+        seconds.setdefault(int(sent - first), []).append(latency)
+    return [round(percentile(seconds[s], 99) * 1000) for s in sorted(seconds)]
+
+
 def _traced(frame: dict[str, Any], text: StreamText) -> str:
     if frame.get("type") in ("text.delta", "thinking.delta"):
         key = (frame["run"], frame["call"], frame["index"], frame["type"])
@@ -61,7 +103,13 @@ def _traced(frame: dict[str, Any], text: StreamText) -> str:
 
 
 async def _conversation(port: int, conversation: int, session: str, command: str, deadline: float):
-    result: dict[str, Any] = {"delivered": 0, "latencies": [], "error": "", "ordered": True}
+    result: dict[str, Any] = {
+        "delivered": 0,
+        "latencies": [],
+        "stamped": [],
+        "error": "",
+        "ordered": True,
+    }
     try:
         tab = await WebSocket.connect(
             "127.0.0.1",
@@ -102,6 +150,7 @@ async def _conversation(port: int, conversation: int, session: str, command: str
                 sent = float(stamp)
                 result["ordered"] = result["ordered"] and sent >= last
                 result["latencies"].append(arrived - sent)
+                result["stamped"].append((sent, arrived - sent))
                 result["delivered"] += 1
                 last = sent
             if frame.get("type") == "error":
@@ -158,6 +207,9 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
         for name in workers:
             deployment.spawn_worker(name)
         deployment.wait_ready(*webs, *workers)
+        roles = {deployment.processes[name].pid: name for name in webs + workers}
+        roles.update({os.getpid(): "client (this process)", model.pid: "fake model"})
+        cpu_before = _cpu_seconds()
         try:
             started = time.monotonic()
             deadline = started + DURATION + GRACE
@@ -170,6 +222,7 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
                 )
             )
             wall = time.monotonic() - started
+            cpu = _cpu_by_role(cpu_before, _cpu_seconds(), roles)
             memory = {name: _peak_rss_mb(deployment.processes[name].pid) for name in webs + workers}
         except BaseException:
             print(deployment.all_logs())
@@ -184,7 +237,9 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
+        "p99_ms_per_second": _p99_per_second([s for r in results for s in r["stamped"]]),
         "wall_s": wall,
+        "cpu_s": cpu,
         "peak_rss_mb": memory,
     }
     report = {"machine": machine(), "load": [CONVERSATIONS, RATE, DURATION, WORKERS]}
