@@ -27,6 +27,9 @@ def main() -> int:
     parser.add_argument("--grace", type=float, default=120.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", default="", help="also write the figures to this file")
+    parser.add_argument(
+        "--env", action="append", default=[], help="NAME=VALUE for every process (repeatable)"
+    )
     opts = parser.parse_args()
     env = {
         **os.environ,
@@ -36,6 +39,7 @@ def main() -> int:
         "BENCH_GRACE": str(opts.grace),
         "BENCH_WORKERS": str(opts.workers),
         "BENCH_RESULT": str(Path(opts.json).resolve()) if opts.json else "",
+        "BENCH_ENV": ",".join(opts.env),
     }
     command = [
         sys.executable,

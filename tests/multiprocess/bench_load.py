@@ -190,6 +190,10 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
             # INFO: the fixtures know a worker is ready by the line it logs when it starts.
             LOG_LEVEL="INFO",
         )
+        # A setting to compare (bench/bench_multiprocess.py --env NAME=VALUE).
+        for pair in filter(None, os.environ.get("BENCH_ENV", "").split(",")):
+            name, _, value = pair.partition("=")
+            deployment.env[name] = value
         setup = subprocess.run(
             [sys.executable, "-c", _SETUP.format(n=CONVERSATIONS)],
             cwd=ROOT,
