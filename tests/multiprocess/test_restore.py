@@ -57,6 +57,7 @@ def test_a_backup_restores_into_a_fresh_database_and_the_conversation_reads_back
     skill.parent.mkdir(parents=True, exist_ok=True)
     skill.write_text("---\nname: report\ndescription: Writes the weekly report.\n---\nSteps.\n")
     before = deployment.db_tool("state", str(conversation))
+    deployment.close_host()  # its database tool is done; the backup needs no process of it
 
     tools = {
         "PATH": f"{migrated.bindir}:/usr/bin:/bin",
@@ -93,23 +94,25 @@ def test_a_backup_restores_into_a_fresh_database_and_the_conversation_reads_back
         "SKILLSCOPE_VAR_DIR": str(restored_var),
     }
     restored = Deployment(env=restored_env, logs=tmp_path)
-    after = restored.db_tool("state", str(conversation))
-    assert after == before
-    assert [r["text"] for r in after["rows"]] == seeded["texts"]
-    assert (restored_var / workspace.relative_to(var_dir)).read_bytes() == workspace.read_bytes()
-    assert (restored_var / skill.relative_to(var_dir)).read_text() == skill.read_text()
-
-    # A web process on the restored copy shows the conversation to its owner, signed in with
-    # the session they had (sessions are rows too).
-    restored.spawn_web("web-restored")
     try:
+        after = restored.db_tool("state", str(conversation))
+        assert after == before
+        assert [r["text"] for r in after["rows"]] == seeded["texts"]
+        assert (
+            restored_var / workspace.relative_to(var_dir)
+        ).read_bytes() == workspace.read_bytes()
+        assert (restored_var / skill.relative_to(var_dir)).read_text() == skill.read_text()
+
+        # A web process on the restored copy shows the conversation to its owner, signed in with
+        # the session they had (sessions are rows too).
+        restored.spawn_web("web-restored")
         restored.wait_ready("web-restored")
         code, _, page = restored.get("web-restored", f"/c/{conversation}/", cookie=user["session"])
         assert code == 200
         for text in seeded["texts"]:
             assert text.split()[0] in page
     finally:
-        restored.stop_all()
+        restored.stop_all()  # its web process and its database tool
     # The restore never overwrites: a second one into the same database refuses.
     again = subprocess.run(
         [

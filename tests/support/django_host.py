@@ -45,44 +45,71 @@ class DjangoHost:
         self.timeout = timeout
         self._lock = threading.Lock()
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by close()
-        self._process = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.django_host"],
-            cwd=cwd,
-            env=self.env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            text=True,
-        )
+        self._process: subprocess.Popen[str] | None = None
 
     def run(self, script: str) -> str:
-        """Run `script` (Django is set up); what it printed. Raises DjangoHostError if it fails."""
+        """Run `script` (Django is set up); what it printed. Raises DjangoHostError if it fails.
+
+        A host that died is started again; one that did not answer in time (or whose answer
+        could not be read) is killed, so no late answer can be taken for the next script's.
+        """
         with self._lock:
-            process = self._process
+            process = self._started()
             assert process.stdin is not None and process.stdout is not None
             try:
                 process.stdin.write(json.dumps({"script": script}) + "\n")
                 process.stdin.flush()
-            except BrokenPipeError:
-                raise DjangoHostError(f"the host process is gone:\n{self._log()}") from None
-            answer = _read_line(process.stdout, self.timeout)
-            if not answer:
-                raise DjangoHostError(f"the host process is gone:\n{self._log()}")
-            result: dict[str, Any] = json.loads(answer)
+                answer = _read_line(process.stdout, self.timeout)
+                if not answer:
+                    raise DjangoHostError(f"the host process is gone:\n{self._log()}")
+                result: dict[str, Any] = json.loads(answer)
+            except BaseException as error:
+                self._stop(kill=True)
+                if isinstance(error, OSError | ValueError):
+                    raise DjangoHostError(f"the host failed ({error}):\n{self._log()}") from error
+                raise
         if not result["ok"]:
             raise DjangoHostError(f"{result['error']}\nprinted:\n{result['stdout'][-3000:]}")
         return str(result["stdout"])
 
     def close(self) -> None:
-        if self._process.poll() is None:
-            assert self._process.stdin is not None
-            self._process.stdin.close()
-            try:
-                self._process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(timeout=5)
+        with self._lock:
+            self._stop(kill=False)
         self._stderr.close()
+
+    def _started(self) -> subprocess.Popen[str]:
+        if self._process is not None and self._process.poll() is not None:
+            self._stop(kill=True)  # it died: its pipes go, a new one starts
+        if self._process is None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "tests.support.django_host"],
+                cwd=self.cwd,
+                env=self.env,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                text=True,
+            )
+        return self._process
+
+    def _stop(self, *, kill: bool) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        if kill:
+            process.kill()
+        elif process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()  # end of input: the host returns
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None and not pipe.closed:
+                with contextlib.suppress(OSError):
+                    pipe.close()
 
     def _log(self) -> str:
         self._stderr.seek(0)
@@ -96,7 +123,7 @@ def _read_line(stream: IO[str], timeout: float) -> str:
     reader.start()
     reader.join(timeout)
     if reader.is_alive():
-        raise DjangoHostError(f"the host did not answer within {timeout:g} s")
+        raise TimeoutError(f"the host did not answer within {timeout:g} s")
     return box[0]
 
 

@@ -25,3 +25,17 @@ def test_a_host_runs_scripts_in_fresh_globals_reports_failures_and_goes_on(tmp_p
         assert host.run("print('still serving')") == "still serving\n"
     finally:
         host.close()
+
+
+def test_a_host_that_hangs_or_dies_is_replaced_and_no_late_answer_is_taken(tmp_path):
+    host = DjangoHost({**os.environ, "SKILLSCOPE_VAR_DIR": str(tmp_path)}, ROOT, timeout=2)
+    try:
+        # The script under test hangs (it would answer after 30 s): the host is killed.
+        with pytest.raises(DjangoHostError, match="did not answer within 2 s"):
+            host.run("import time\ntime.sleep(30)\nprint('late')")
+        assert host.run("print('next')") == "next\n"
+        with pytest.raises(DjangoHostError, match="gone"):
+            host.run("import os\nos._exit(3)")
+        assert host.run("print('after')") == "after\n"
+    finally:
+        host.close()
