@@ -5,6 +5,7 @@ streams, the first screen, titles and times, editing an earlier message, jump to
 from __future__ import annotations
 
 import re
+from datetime import datetime
 
 import pytest
 from playwright.sync_api import expect
@@ -268,7 +269,10 @@ def test_a_quick_tab_away_and_back_keeps_the_new_slash_menu(tab, model):
     chat = open_chat(tab, "desktop")
     chat.new_conversation()
     page = chat.page
-    page.clock.install()  # the delayed close runs when the test says, not on a wall clock
+    # The page's clock stands still from before the blur, so the blur's delayed close is still
+    # pending when "/" opens the new menu, however slow the machine; then it is let run.
+    page.clock.install(time=datetime(2026, 1, 5, 9, 0, 0))
+    page.clock.pause_at(datetime(2026, 1, 5, 9, 0, 1))
     chat.message_box.focus()
     page.keyboard.press("Tab")
     chat.message_box.focus()
