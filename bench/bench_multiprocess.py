@@ -11,6 +11,7 @@ Needs PostgreSQL and redis-server installed (./scripts/test.sh installs them).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -31,6 +32,9 @@ def main() -> int:
         "--env", action="append", default=[], help="NAME=VALUE for every process (repeatable)"
     )
     opts = parser.parse_args()
+    settings = dict(pair.partition("=")[::2] for pair in opts.env)
+    if any("=" not in pair for pair in opts.env):
+        parser.error("--env takes NAME=VALUE")
     env = {
         **os.environ,
         "BENCH_CONVERSATIONS": str(opts.conversations),
@@ -39,7 +43,7 @@ def main() -> int:
         "BENCH_GRACE": str(opts.grace),
         "BENCH_WORKERS": str(opts.workers),
         "BENCH_RESULT": str(Path(opts.json).resolve()) if opts.json else "",
-        "BENCH_ENV": ",".join(opts.env),
+        "BENCH_ENV": json.dumps(settings),
     }
     command = [
         sys.executable,

@@ -71,7 +71,9 @@ def _cpu_by_role(
     before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]], roles: dict[int, str]
 ) -> dict[str, float]:
     """CPU seconds spent between the two snapshots, by role (a deployment's process, PostgreSQL,
-    Redis, the fake model, this client) and "other" for everything else on the machine."""
+    Redis, the fake model, this client) and "other" for everything else on the machine. Only
+    processes alive at the end count (one that exited meanwhile, a PostgreSQL backend of a
+    closed connection, say, is left out), and any PostgreSQL or Redis on the machine counts."""
     spent: Counter[str] = Counter()
     for pid, (name, seconds) in after.items():
         role = roles.get(pid) or {"postgres": "postgres", "redis-server": "redis"}.get(
@@ -191,9 +193,7 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
             LOG_LEVEL="INFO",
         )
         # A setting to compare (bench/bench_multiprocess.py --env NAME=VALUE).
-        for pair in filter(None, os.environ.get("BENCH_ENV", "").split(",")):
-            name, _, value = pair.partition("=")
-            deployment.env[name] = value
+        deployment.env.update(json.loads(os.environ.get("BENCH_ENV") or "{}"))
         setup = subprocess.run(
             [sys.executable, "-c", _SETUP.format(n=CONVERSATIONS)],
             cwd=ROOT,
