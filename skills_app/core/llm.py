@@ -15,8 +15,8 @@ import httpx2 as _http
 # The SDK itself is imported where a model is called (`load_sdk`), not with this module: its
 # types take 1.3 s of CPU to import, and every process that loads the models would pay for it
 # (`manage.py migrate`, `check`, a test's helper process), though only the processes that run
-# answers ever call a model. Those load it when they start (webapp/asgi.py, `runworker`), so
-# the first answer does not wait for it.
+# answers ever call a model. Those load it when they start (webapp/asgi.py, which `runworker`
+# imports too), so the first answer does not wait for it.
 if TYPE_CHECKING:
     import anthropic
 

@@ -3,11 +3,8 @@ heartbeat, sweep and queue (see `skills_app.runs.workers`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from channels.management.commands.runworker import Command as ChannelsRunworker
 
-from skills_app.core.llm import load_sdk
 from skills_app.runs.workers import RunWorker
 
 
@@ -22,7 +19,3 @@ class Command(ChannelsRunworker):
         "agent runs and executes them); it also marks runs of dead workers as interrupted."
     )
     worker_class = ServiceRunWorker
-
-    def handle(self, *args: Any, **options: Any) -> None:
-        load_sdk()  # before the first run is claimed, not during its first model call
-        super().handle(*args, **options)
