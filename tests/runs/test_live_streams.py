@@ -269,6 +269,24 @@ async def test_the_journal_commits_every_streaming_run_in_one_transaction(alice,
         recorder.streams.close()
 
 
+def test_a_commit_of_more_pieces_than_one_insert_holds_keeps_every_piece_in_order(alice):
+    runs = []
+    for i in range(3):
+        conversation = Conversation.objects.create(owner=alice, title=f"c{i}")
+        runs.append(Run.objects.create(conversation=conversation, status=Run.RUNNING).pk)
+    # 250 pieces: three statements (100, 100, 50 rows), in one transaction.
+    pieces = [
+        textlog.Piece(runs[n % 3], 1, 0, "text", (n // 3) * 4, f"{n:03d} ")
+        for n in range(3 * 83 + 1)
+    ]
+    assert len(pieces) > 2 * textlog.ROWS_PER_INSERT
+    textlog.append_pieces(pieces)
+    for i, run_id in enumerate(runs):
+        expected = "".join(f"{n:03d} " for n in range(i, len(pieces), 3))
+        assert textlog.saved_text(run_id, 1, 0, "text") == expected
+    assert StreamPiece.objects.count() == len(pieces)
+
+
 async def test_while_the_database_is_away_the_text_waits_and_nothing_is_lost(
     recorder, alice, monkeypatch, caplog
 ):
