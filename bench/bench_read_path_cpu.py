@@ -1,5 +1,6 @@
 """CPU per delta of the SDK's read path on paced streams: httpx's default network backend
-against `core/asyncio_http.py`, one process, no server.
+against `core/asyncio_http.py` under httpcore's HTTP/1.1 and under `core/http11.py`, one
+process, no server.
 
 Run: .venv/bin/python bench/bench_read_path_cpu.py [--conversations 100] [--rate 50]
      [--duration 10] [--rounds 2]
@@ -8,8 +9,9 @@ second for `duration` seconds: at that pace a delta is (nearly always) one TCP r
 what a server relaying live answers sees, unlike bench_adapter_cpu.py's as-fast-as-possible
 answer (many deltas per read). Each side consumes them `rounds` times and the lowest CPU time
 of this process is kept (`time.process_time`; the fake model runs in its own process). Sides:
-the raw `messages.create(stream=True)` on the SDK's default client and on `asyncio_http`'s,
-and Skillscope's `AnthropicModel.stream` (which uses the latter).
+the raw `messages.create(stream=True)` on the SDK's default client, on `asyncio_http`'s network
+streams under httpcore's HTTP/1.1 and under `http11`'s, and Skillscope's
+`AnthropicModel.stream` (which uses the last).
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ async def main_async(opts: argparse.Namespace) -> None:
                 api_key="sk-bench", base_url=fake.url, max_retries=0
             ),
             "asyncio": anthropic.AsyncAnthropic(
+                api_key="sk-bench",
+                base_url=fake.url,
+                max_retries=0,
+                http_client=http_client(lean=False),
+            ),
+            "http11": anthropic.AsyncAnthropic(
                 api_key="sk-bench", base_url=fake.url, max_retries=0, http_client=http_client()
             ),
         }
@@ -71,8 +79,9 @@ async def main_async(opts: argparse.Namespace) -> None:
 
         sides: dict[str, Callable[[list[dict]], Awaitable[int]]] = {
             "raw stream, httpx's default backend (anyio)": raw(clients["default"]),
-            "raw stream, asyncio_http backend": raw(clients["asyncio"]),
-            "Skillscope AnthropicModel.stream (asyncio_http)": ours,
+            "raw stream, asyncio_http streams, httpcore's HTTP/1.1": raw(clients["asyncio"]),
+            "raw stream, asyncio_http streams, http11": raw(clients["http11"]),
+            "Skillscope AnthropicModel.stream (http11)": ours,
         }
         for consume in sides.values():  # first-use costs; connections opened
             await asyncio.gather(*(consume(warm) for _ in range(opts.conversations)))

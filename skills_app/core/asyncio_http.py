@@ -204,6 +204,10 @@ class AsyncioStream(httpcore2.AsyncNetworkStream):
             raise httpcore2.WriteError(str(protocol.error) or type(protocol.error).__name__)
 
     async def aclose(self) -> None:
+        self.close_now()
+
+    def close_now(self) -> None:
+        """Close the connection (at once: nothing waits for it)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -356,13 +360,16 @@ class AsyncioTransport(httpx2.AsyncHTTPTransport):
         )
 
 
-def http_client(*, verify: ssl.SSLContext | bool = True) -> httpx2.AsyncClient:
-    """The SDK's default HTTP client, with direct connections on `AsyncioBackend`.
+def http_client(*, verify: ssl.SSLContext | bool = True, lean: bool = True) -> httpx2.AsyncClient:
+    """The SDK's default HTTP client, with direct connections on `AsyncioBackend`: through
+    `core.http11`'s HTTP/1.1 (`lean`, the default) or httpcore's (the benchmarks compare them).
 
     What the SDK's `DefaultAsyncHttpxClient` sets up is kept: its timeout, limits and
     redirects, TCP keep-alive, and the proxies of the environment (HTTPS_PROXY, NO_PROXY, ...),
     which go through httpx's own transport.
     """
+    from .http11 import Http11Transport
+
     options = _keepalive_options()
     proxies = {
         pattern: None
@@ -370,9 +377,14 @@ def http_client(*, verify: ssl.SSLContext | bool = True) -> httpx2.AsyncClient:
         else httpx2.AsyncHTTPTransport(proxy=url, socket_options=options)
         for pattern, url in get_environment_proxies().items()
     }
+    transport: httpx2.AsyncBaseTransport
+    if lean:
+        context = httpx2.create_ssl_context(verify=verify)
+        transport = Http11Transport(ssl_context=context, socket_options=options)
+    else:
+        transport = AsyncioTransport(verify=verify, socket_options=options)
     client: httpx2.AsyncClient = anthropic.DefaultAsyncHttpxClient(
-        transport=AsyncioTransport(verify=verify, socket_options=options),
-        mounts=proxies,
+        transport=transport, mounts=proxies
     )
     return client
 

@@ -95,23 +95,27 @@ async def test_the_model_client_connects_through_the_asyncio_backend(
     fake_anthropic: FakeAnthropic, caplog: pytest.LogCaptureFixture
 ) -> None:
     fake_anthropic.enqueue(Reply.text("Hello over asyncio", chunk=3))
-    with caplog.at_level(logging.DEBUG, logger="httpcore2.connection"):
+    with caplog.at_level(logging.DEBUG, logger="skills_app.core.http11"):
         assert await text_of(model(fake_anthropic.base_url)) == "Hello over asyncio"
-    connected = [r.getMessage() for r in caplog.records if "connect_tcp.complete" in r.getMessage()]
-    assert connected and all("asyncio_http.AsyncioStream" in m for m in connected), connected
+    connected = [r.getMessage() for r in caplog.records if r.name == "skills_app.core.http11"]
+    assert len(connected) == 1 and "over TCP (AsyncioStream)" in connected[0], connected
 
 
-async def test_the_bare_sdk_streams_through_http_client(fake_anthropic: FakeAnthropic) -> None:
+async def test_the_bare_sdk_streams_through_http_client(
+    fake_anthropic: FakeAnthropic, caplog: pytest.LogCaptureFixture
+) -> None:
     fake_anthropic.enqueue(Reply.text("one two three four", chunk=2), Reply.text("again"))
     client = anthropic.AsyncAnthropic(
         api_key="k", base_url=fake_anthropic.base_url, max_retries=0, http_client=http_client()
     )
-    for expected in ("one two three four", "again"):  # the second on the kept-alive connection
-        async with client.messages.stream(
-            model=TEST_MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
-        ) as stream:
-            assert await stream.get_final_text() == expected
+    with caplog.at_level(logging.DEBUG, logger="skills_app.core.http11"):
+        for expected in ("one two three four", "again"):  # the second on the kept-alive connection
+            async with client.messages.stream(
+                model=TEST_MODEL, max_tokens=64, messages=[{"role": "user", "content": "hi"}]
+            ) as stream:
+                assert await stream.get_final_text() == expected
     await client.close()
+    assert len([r for r in caplog.records if r.name == "skills_app.core.http11"]) == 1
 
 
 async def test_https_with_a_certificate_of_a_trusted_authority(
@@ -120,11 +124,11 @@ async def test_https_with_a_certificate_of_a_trusted_authority(
     with FakeAnthropic(tls=trusted.server_context("127.0.0.1")) as fake:
         fake.enqueue(Reply.text("Sealed and delivered", chunk=4))
         assert fake.base_url.startswith("https://")
-        with caplog.at_level(logging.DEBUG, logger="httpcore2.connection"):
+        with caplog.at_level(logging.DEBUG, logger="skills_app.core.http11"):
             assert await text_of(model(fake.base_url)) == "Sealed and delivered"
         assert len(fake.requests) == 1
-    tls = [r.getMessage() for r in caplog.records if "start_tls.complete" in r.getMessage()]
-    assert tls and "asyncio_http.AsyncioStream" in tls[0], tls
+    tls = [r.getMessage() for r in caplog.records if r.name == "skills_app.core.http11"]
+    assert len(tls) == 1 and "over TLS (AsyncioStream)" in tls[0], tls
 
 
 async def test_https_refuses_a_certificate_of_an_unknown_authority(

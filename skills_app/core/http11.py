@@ -1,0 +1,434 @@
+"""HTTP/1.1 for the model client, read with as little per-chunk work as a streamed answer needs.
+
+Why: when the model writes at its own pace, every SSE event of a streamed answer arrives as one
+HTTP chunk in its own TCP read, so what the client does per chunk is paid per delta. httpcore's
+HTTP/1.1 connection hands each chunk through h11's event machinery and four async generators:
+about a sixth of the CPU of a process relaying 100 live streams, more than all of Skillscope's
+own per-delta code (bench/PROFILE.md, 2026-12-02). Here a response body is decoded by one loop
+over the connection's buffer, and every complete chunk a read brought is handed up at once.
+
+What is kept: httpx's client above (timeouts, redirects, the SDK's headers and retries), the
+network streams of `asyncio_http` below (their read deadlines, TLS with the SSL context httpx
+builds, certificate checks), keep-alive connections per origin with httpx's limits (at most
+`max_connections` open, `max_keepalive_connections` idle for `keepalive_expiry` seconds), and
+httpx's exceptions: a timeout is `httpx.ConnectTimeout`/`ReadTimeout`/`WriteTimeout`/
+`PoolTimeout`, a failed connection `ConnectError`/`ReadError`/`WriteError`, and a response that
+breaks HTTP/1.1 (a malformed head, a bad chunk, a body cut short) `RemoteProtocolError`, as
+httpcore raised them, so the SDK retries and reports exactly as before.
+
+Strict where it matters: the head is at most 64 KB, header names are tokens, no value carries a
+line break, a request's own header with a CR or LF is refused before anything is sent, chunk
+sizes are hexadecimal, and only `chunked` is accepted as a transfer coding. A connection is
+reused only after a complete body of an HTTP/1.1 response that did not ask to close it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import re
+import ssl
+import time
+from collections.abc import AsyncIterator, Iterable, Iterator
+
+import anthropic
+import httpcore2
+import httpx2
+
+from .asyncio_http import AsyncioBackend, AsyncioStream, SocketOption
+
+logger = logging.getLogger(__name__)
+
+MAX_HEAD_BYTES = 64 * 1024
+MAX_CHUNK_LINE = 4096
+READ_SIZE = 64 * 1024
+
+_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
+_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+Origin = tuple[bytes, bytes, int]
+
+# httpcore's exceptions (raised by the network streams) as httpx's.
+_MAPPED: tuple[tuple[type[Exception], type[httpx2.TransportError]], ...] = (
+    (httpcore2.ConnectTimeout, httpx2.ConnectTimeout),
+    (httpcore2.ReadTimeout, httpx2.ReadTimeout),
+    (httpcore2.WriteTimeout, httpx2.WriteTimeout),
+    (httpcore2.PoolTimeout, httpx2.PoolTimeout),
+    (httpcore2.ConnectError, httpx2.ConnectError),
+    (httpcore2.ReadError, httpx2.ReadError),
+    (httpcore2.WriteError, httpx2.WriteError),
+    (httpcore2.RemoteProtocolError, httpx2.RemoteProtocolError),
+)
+
+
+@contextlib.contextmanager
+def _as_httpx(request: httpx2.Request) -> Iterator[None]:
+    try:
+        yield
+    except httpx2.TransportError:
+        raise
+    except Exception as exc:
+        for theirs, ours in _MAPPED:
+            if isinstance(exc, theirs):
+                raise ours(str(exc), request=request) from exc
+        raise
+
+
+def _broken(message: str) -> httpcore2.RemoteProtocolError:
+    return httpcore2.RemoteProtocolError(message)
+
+
+class _Connection:
+    """One open connection and what is left of its last read."""
+
+    __slots__ = ("stream", "buffer", "idle_since")
+
+    def __init__(self, stream: AsyncioStream) -> None:
+        self.stream = stream
+        self.buffer = b""
+        self.idle_since = 0.0
+
+    async def read(self, timeout: float | None) -> bytes:
+        data = await self.stream.read(READ_SIZE, timeout)
+        if not data:
+            raise _broken("the server closed the connection before the response ended")
+        return data
+
+    def reusable(self) -> bool:
+        # The stream reads all the time: an idle connection the server closed (or wrote to)
+        # says so here.
+        return not self.buffer and not self.stream.get_extra_info("is_readable")
+
+
+class Http11Transport(httpx2.AsyncBaseTransport):
+    """httpx's transport interface over `AsyncioBackend` connections (see the module's docstring)."""
+
+    def __init__(
+        self,
+        *,
+        ssl_context: ssl.SSLContext,
+        limits: httpx2.Limits = anthropic.DEFAULT_CONNECTION_LIMITS,
+        socket_options: Iterable[SocketOption] | None = None,
+    ) -> None:
+        self._ssl_context = ssl_context
+        self._socket_options = list(socket_options or ())
+        # httpx's None: no limit.
+        self._max_idle = limits.max_keepalive_connections or 1 << 30
+        self._expiry = math.inf if limits.keepalive_expiry is None else limits.keepalive_expiry
+        self._max_open = limits.max_connections or 1 << 30
+        self._open = 0
+        self._freed: asyncio.Event | None = None
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._backend = AsyncioBackend()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        timeouts = request.extensions.get("timeout", {})
+        url = request.url
+        if url.scheme not in ("http", "https"):
+            raise httpx2.UnsupportedProtocol(f"no HTTP/1.1 transport for {url.scheme!r} URLs")
+        origin = (url.raw_scheme, url.raw_host, url.port or (443 if url.scheme == "https" else 80))
+        head = _request_head(request)  # a bad header fails before a connection is taken
+        with _as_httpx(request):
+            connection = self._idle_connection(origin)
+            if connection is None:
+                connection = await self._connect(origin, timeouts)
+            try:
+                await connection.stream.write(head, timeouts.get("write"))
+                await _send_body(connection.stream, request, timeouts.get("write"))
+                status, reason, headers, keep_alive = await _read_head(
+                    connection, timeouts.get("read")
+                )
+                framing = _framing(request, headers, status)
+            except BaseException:
+                await self._discard(connection)
+                raise
+        body = _Body(self, connection, origin, request, framing, keep_alive)
+        return httpx2.Response(
+            status,
+            headers=headers,
+            stream=body,
+            extensions={"http_version": b"HTTP/1.1", "reason_phrase": reason},
+        )
+
+    async def aclose(self) -> None:
+        idle, self._idle = self._idle, {}
+        for connections in idle.values():
+            for connection in connections:
+                await self._discard(connection)
+
+    # -- the pool ---------------------------------------------------------------------------
+
+    def _idle_connection(self, origin: Origin) -> _Connection | None:
+        connections = self._idle.get(origin)
+        now = time.monotonic()
+        while connections:
+            connection = connections.pop()
+            if connection.reusable() and now - connection.idle_since < self._expiry:
+                return connection
+            self._drop_soon(connection)
+        return None
+
+    async def _connect(self, origin: Origin, timeouts: dict[str, float | None]) -> _Connection:
+        await self._take_slot(timeouts.get("pool"))
+        try:
+            scheme, host, port = origin
+            connect_timeout = timeouts.get("connect")
+            stream = await self._backend.connect_tcp(
+                host.decode("ascii"), port, connect_timeout, None, self._socket_options
+            )
+            if scheme == b"https":
+                tls = await stream.start_tls(
+                    self._ssl_context, host.decode("ascii"), connect_timeout
+                )
+                assert isinstance(tls, AsyncioStream)
+                stream = tls
+        except BaseException:
+            self._free_slot()
+            raise
+        assert isinstance(stream, AsyncioStream)
+        logger.debug(
+            "connected to %s:%s over %s (%s)",
+            host.decode("ascii"),
+            port,
+            "TLS" if scheme == b"https" else "TCP",
+            type(stream).__name__,
+        )
+        return _Connection(stream)
+
+    async def _take_slot(self, timeout: float | None) -> None:
+        if self._open < self._max_open:
+            self._open += 1
+            return
+        try:
+            async with asyncio.timeout(timeout):
+                while self._open >= self._max_open:
+                    if self._freed is None:
+                        self._freed = asyncio.Event()
+                    await self._freed.wait()
+        except TimeoutError:
+            raise httpcore2.PoolTimeout("no connection became free in time") from None
+        self._open += 1
+
+    def _free_slot(self) -> None:
+        self._open -= 1
+        freed, self._freed = self._freed, None
+        if freed is not None:
+            freed.set()
+
+    def release(self, origin: Origin, connection: _Connection) -> None:
+        """A response was read to its end on a connection that may serve the next."""
+        idle = self._idle.setdefault(origin, [])
+        if len(idle) >= self._max_idle or not connection.reusable():
+            self._drop_soon(connection)
+            return
+        connection.idle_since = time.monotonic()
+        idle.append(connection)
+
+    async def _discard(self, connection: _Connection) -> None:
+        self._free_slot()
+        await connection.stream.aclose()
+
+    def _drop_soon(self, connection: _Connection) -> None:
+        self._free_slot()
+        connection.stream.close_now()
+
+
+class _Body(httpx2.AsyncByteStream):
+    """A response's body as it arrives: the connection goes back to the pool once it ended."""
+
+    def __init__(
+        self,
+        pool: Http11Transport,
+        connection: _Connection,
+        origin: Origin,
+        request: httpx2.Request,
+        framing: tuple[str, int],
+        keep_alive: bool,
+    ) -> None:
+        self._pool, self._connection, self._origin = pool, connection, origin
+        self._request = request
+        self._timeout = request.extensions.get("timeout", {}).get("read")
+        self._framing, self._length = framing
+        self._keep_alive = keep_alive and self._framing != "close"
+        self._done = False
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _as_httpx(self._request):
+            if self._framing == "chunked":
+                parts = self._chunked()
+            elif self._framing == "length":
+                parts = self._sized(self._length)
+            else:
+                parts = self._until_close()
+            async for part in parts:
+                yield part
+        self._done = True
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._done and self._keep_alive:
+            self._pool.release(self._origin, self._connection)
+        else:
+            await self._pool._discard(self._connection)
+
+    async def _sized(self, length: int) -> AsyncIterator[bytes]:
+        connection = self._connection
+        left = length
+        while left:
+            data = connection.buffer or await connection.read(self._timeout)
+            connection.buffer = data[left:]
+            data = data[:left]
+            left -= len(data)
+            yield data
+
+    async def _until_close(self) -> AsyncIterator[bytes]:
+        connection = self._connection
+        if connection.buffer:
+            data, connection.buffer = connection.buffer, b""
+            yield data
+        while data := await connection.stream.read(READ_SIZE, self._timeout):
+            yield data
+
+    async def _chunked(self) -> AsyncIterator[bytes]:
+        """Chunked transfer coding: every complete chunk in the buffer goes up in one piece."""
+        connection = self._connection
+        buffer = connection.buffer
+        while True:
+            parts: list[bytes] = []
+            while True:
+                line_end = buffer.find(b"\r\n")
+                if line_end < 0:
+                    if len(buffer) > MAX_CHUNK_LINE:
+                        raise _broken("a chunk size line is too long")
+                    break
+                size = _chunk_size(buffer[:line_end])
+                start = line_end + 2
+                if size == 0:
+                    buffer = await self._trailers(buffer[start:])
+                    connection.buffer = buffer
+                    if parts:
+                        yield b"".join(parts)
+                    return
+                end = start + size
+                if len(buffer) < end + 2:
+                    break
+                if buffer[end : end + 2] != b"\r\n":
+                    raise _broken("a chunk does not end where its size says")
+                parts.append(buffer[start:end])
+                buffer = buffer[end + 2 :]
+            if parts:
+                yield parts[0] if len(parts) == 1 else b"".join(parts)
+            buffer += await connection.read(self._timeout)
+
+    async def _trailers(self, buffer: bytes) -> bytes:
+        """Skip the trailer fields after the last chunk; what follows them is kept."""
+        while True:
+            line_end = buffer.find(b"\r\n")
+            if line_end == 0:
+                return buffer[2:]
+            if line_end < 0:
+                if len(buffer) > MAX_HEAD_BYTES:
+                    raise _broken("the trailer fields are too long")
+                buffer += await self._connection.read(self._timeout)
+                continue
+            buffer = buffer[line_end + 2 :]
+
+
+def _chunk_size(line: bytes) -> int:
+    size = line.split(b";", 1)[0].strip(b" \t")
+    if not _HEX.fullmatch(size):
+        raise _broken(f"a chunk size is not hexadecimal: {line[:40]!r}")
+    return int(size, 16)
+
+
+def _request_head(request: httpx2.Request) -> bytes:
+    target = request.url.raw_path
+    lines = [request.method.encode("ascii") + b" " + target + b" HTTP/1.1"]
+    for name, value in request.headers.raw:
+        if not _TOKEN.fullmatch(name) or b"\r" in value or b"\n" in value:
+            raise httpx2.LocalProtocolError(
+                f"invalid request header {name[:40]!r}", request=request
+            )
+        lines.append(name + b": " + value)
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+async def _send_body(stream: AsyncioStream, request: httpx2.Request, timeout: float | None) -> None:
+    chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
+    body = request.stream
+    assert isinstance(body, httpx2.AsyncByteStream)
+    async for part in body:
+        if not part:
+            continue
+        await stream.write(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part, timeout)
+    if chunked:
+        await stream.write(b"0\r\n\r\n", timeout)
+
+
+async def _read_head(
+    connection: _Connection, timeout: float | None
+) -> tuple[int, bytes, list[tuple[bytes, bytes]], bool]:
+    """The final response's status, reason, headers and whether it allows keep-alive
+    (informational 1xx responses before it are skipped)."""
+    while True:
+        buffer = connection.buffer
+        while (end := buffer.find(b"\r\n\r\n")) < 0:
+            if len(buffer) > MAX_HEAD_BYTES:
+                raise _broken("the response head is larger than 64 KB")
+            buffer += await connection.read(timeout)
+        head, connection.buffer = buffer[:end], buffer[end + 4 :]
+        if len(head) > MAX_HEAD_BYTES:
+            raise _broken("the response head is larger than 64 KB")
+        status_line, *lines = head.split(b"\r\n")
+        match = _STATUS_LINE.fullmatch(status_line)
+        if match is None:
+            raise _broken(f"not an HTTP/1.x status line: {status_line[:60]!r}")
+        minor, status = match.group(1), int(match.group(2))
+        headers = [_header(line) for line in lines]
+        if 100 <= status < 200 and status != 101:
+            continue
+        tokens = b",".join(value for name, value in headers if name.lower() == b"connection")
+        keep_alive = minor == b"1" and b"close" not in tokens.lower()
+        return status, match.group(3) or b"", headers, keep_alive
+
+
+def _header(line: bytes) -> tuple[bytes, bytes]:
+    name, colon, value = line.partition(b":")
+    if not colon or not _TOKEN.fullmatch(name):
+        raise _broken(f"a malformed response header: {line[:60]!r}")
+    if b"\r" in value or b"\n" in value:
+        raise _broken("a response header value holds a line break")
+    return name, value.strip(b" \t")
+
+
+def _framing(
+    request: httpx2.Request, headers: list[tuple[bytes, bytes]], status: int
+) -> tuple[str, int]:
+    """How the body ends: ("length", n), ("chunked", 0) or ("close", 0)."""
+    if request.method == "HEAD" or status in (204, 304):
+        return "length", 0
+    codings = [v for n, v in headers if n.lower() == b"transfer-encoding"]
+    if codings:
+        last = b",".join(codings).split(b",")[-1].strip().lower()
+        if last != b"chunked":
+            raise _broken(f"an unsupported transfer coding: {last[:40]!r}")
+        return "chunked", 0
+    lengths = {v.strip() for n, v in headers if n.lower() == b"content-length"}
+    for value in list(lengths):
+        lengths.discard(value)
+        lengths.update(part.strip() for part in value.split(b","))
+    if len(lengths) > 1 or any(not value.isdigit() for value in lengths):
+        raise _broken("a missing or conflicting Content-Length")
+    if lengths:
+        return "length", int(lengths.pop())
+    return "close", 0
+
+
+__all__ = ["Http11Transport"]
