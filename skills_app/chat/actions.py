@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from channels.db import database_sync_to_async
-
 from skills_app.chat import conversations as conv
 from skills_app.chat import titles
 from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.core.events import TurnExcluded
+from skills_app.dbsync import database_sync_to_async
 from skills_app.models import Approval, Run
 from skills_app.permissions.approvals import ApprovalError, answer_approval
 from skills_app.runs import attached, eventlog, pending, store

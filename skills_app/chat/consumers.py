@@ -31,7 +31,6 @@ import json
 import logging
 from typing import Any
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from skills_app.accounts.lockout import account_barred
@@ -42,6 +41,7 @@ from skills_app.chat.event_views import live_frame
 from skills_app.chat.fragments import replay_html
 from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
+from skills_app.dbsync import database_sync_to_async
 from skills_app.models import Conversation, RunEvent
 from skills_app.runs import recovery, textlog
 from skills_app.runs.broadcast import group_name
