@@ -328,17 +328,19 @@ class _Body(httpx2.AsyncByteStream):
             buffer += await connection.read(self._timeout)
 
     async def _trailers(self, buffer: bytes) -> bytes:
-        """Skip the trailer fields after the last chunk; what follows them is kept."""
+        """Skip the trailer fields after the last chunk (at most a head's size in all); what
+        follows them is kept."""
+        start = 0  # where the next line starts: the buffer is not copied per line
         while True:
-            line_end = buffer.find(b"\r\n")
-            if line_end == 0:
-                return buffer[2:]
+            line_end = buffer.find(b"\r\n", start)
+            if line_end == start:
+                return buffer[start + 2 :]
+            if (len(buffer) if line_end < 0 else line_end) > MAX_HEAD_BYTES:
+                raise _broken("the trailer fields are too long")
             if line_end < 0:
-                if len(buffer) > MAX_HEAD_BYTES:
-                    raise _broken("the trailer fields are too long")
                 buffer += await self._connection.read(self._timeout)
                 continue
-            buffer = buffer[line_end + 2 :]
+            start = line_end + 2
 
 
 def _chunk_size(line: bytes) -> int:
@@ -395,7 +397,14 @@ async def _read_head(
         if 100 <= status < 200 and status != 101:
             continue
         tokens = b",".join(value for name, value in headers if name.lower() == b"connection")
-        keep_alive = minor == b"1" and b"close" not in tokens.lower()
+        names = {name.lower() for name, _ in headers}
+        # Both Transfer-Encoding and Content-Length: read as chunked (RFC 9112 6.3), but a
+        # framing two parties may read differently is not trusted with another request.
+        keep_alive = (
+            minor == b"1"
+            and b"close" not in tokens.lower()
+            and not {b"transfer-encoding", b"content-length"} <= names
+        )
         return status, match.group(3) or b"", headers, keep_alive
 
 
@@ -416,15 +425,18 @@ def _framing(
         return "length", 0
     codings = [v for n, v in headers if n.lower() == b"transfer-encoding"]
     if codings:
-        last = b",".join(codings).split(b",")[-1].strip().lower()
-        if last != b"chunked":
-            raise _broken(f"an unsupported transfer coding: {last[:40]!r}")
+        # Only chunked, once: a coding before it (gzip, ...) would go up undecoded, and
+        # chunked twice would need decoding twice.
+        coding = b",".join(codings)
+        if coding.strip(b" \t").lower() != b"chunked":
+            raise _broken(f"an unsupported transfer coding: {coding[:40]!r}")
         return "chunked", 0
     lengths = {v.strip() for n, v in headers if n.lower() == b"content-length"}
     for value in list(lengths):
         lengths.discard(value)
         lengths.update(part.strip() for part in value.split(b","))
-    if len(lengths) > 1 or any(not value.isdigit() for value in lengths):
+    # 20 digits as h11 allows: more than int() even converts is a broken head, not a ValueError.
+    if len(lengths) > 1 or any(not v.isdigit() or len(v) > 20 for v in lengths):
         raise _broken("a missing or conflicting Content-Length")
     if lengths:
         return "length", int(lengths.pop())

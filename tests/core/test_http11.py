@@ -268,3 +268,115 @@ async def test_a_refused_connection_is_httpx_connect_error_and_frees_its_slot() 
         for _ in range(3):  # a leaked slot would make the second a PoolTimeout
             with pytest.raises(httpx2.ConnectError):
                 await http.get(url, timeout=httpx2.Timeout(1.0, pool=0.2))
+
+
+# -- found in review: each test below failed before its fix -----------------------------------
+
+REVIEW_MALFORMED = [
+    # More digits than int() converts: a ValueError escaped instead of httpx's exception.
+    (b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n", "Content-Length"),
+    # A coding before chunked is not decoded here: the body would go up still gzipped.
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", "transfer coding"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n", "transfer coding"),
+    (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"0\r\n\r\n",
+        "transfer coding",
+    ),
+    # Trailer fields without an end: refused once past the head's limit, not read forever.
+    (
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n" + b"X: y\r\n" * 20_000,
+        "trailer",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"), REVIEW_MALFORMED, ids=[str(i) for i in range(len(REVIEW_MALFORMED))]
+)
+async def test_review_malformed_framing_is_a_remote_protocol_error(
+    answer: bytes, says: str
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(answer)
+        await writer.drain()
+        await reader.read()  # the connection stays open: the client must decide by itself
+
+    async for url in running(Server(handler)):
+        async with client() as http:
+            with pytest.raises(httpx2.RemoteProtocolError) as caught:
+                await http.get(url)
+    assert says in str(caught.value)
+
+
+async def test_a_response_with_both_transfer_encoding_and_content_length_is_not_reused() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await server.head(reader)
+            except asyncio.IncompleteReadError:
+                return
+            # A framing two parties may read differently (response splitting): the body is
+            # read as chunked, and the connection is not trusted with another request.
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+                b"2\r\nok\r\n0\r\n\r\n"
+            )
+
+    server = Server(answer)
+    async for url in running(server):
+        async with client() as http:
+            for _ in range(2):
+                assert (await http.get(url)).text == "ok"
+    assert server.connections == 2
+
+
+async def test_failed_cancelled_and_abandoned_requests_all_give_back_their_slot() -> None:
+    head_seen = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            head_seen.set()
+            path = head.split(b" ")[1]
+            if path == b"/silent":  # nothing until the client gives up
+                await reader.read()
+                return
+            if path == b"/bad":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n")
+            elif path == b"/partial":
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            await writer.drain()
+
+    async for url in running(Server(answer)):
+        async with client(max_connections=1) as http:
+            timeout = httpx2.Timeout(2.0, pool=0.5)
+            for _ in range(3):
+                # Cancelled while waiting for the head.
+                head_seen.clear()
+                task = asyncio.create_task(http.get(url + "/silent", timeout=timeout))
+                await head_seen.wait()
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                # A head read timeout, a malformed head, a body cut short.
+                with pytest.raises(httpx2.ReadTimeout):
+                    await http.get(url + "/silent", timeout=httpx2.Timeout(0.2, pool=0.5))
+                with pytest.raises(httpx2.RemoteProtocolError):
+                    await http.get(url + "/bad", timeout=timeout)
+                # Closed before the body was read, and cancelled while reading the body.
+                async with http.stream("GET", url + "/partial", timeout=timeout):
+                    pass
+                async with http.stream("GET", url + "/partial", timeout=timeout) as response:
+                    reading = asyncio.create_task(response.aread())
+                    await asyncio.sleep(0.05)
+                    reading.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await reading
+            assert (await http.get(url, timeout=timeout)).text == "ok"
