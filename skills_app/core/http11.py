@@ -297,35 +297,51 @@ class _Body(httpx2.AsyncByteStream):
             yield data
 
     async def _chunked(self) -> AsyncIterator[bytes]:
-        """Chunked transfer coding: every complete chunk in the buffer goes up in one piece."""
+        """Chunked transfer coding: every complete chunk in the buffer goes up in one piece.
+
+        A chunk that is not all in yet goes up as far as it came (a server's chunk of any
+        size is not held whole), and the buffer is read by an offset, not sliced per chunk:
+        a read of many tiny chunks costs its length, not its length times their number."""
         connection = self._connection
-        buffer = connection.buffer
+        buffer, at = connection.buffer, 0
+        left = -1  # bytes of the current chunk's data still to come; -1: a size line is next
         while True:
             parts: list[bytes] = []
             while True:
-                line_end = buffer.find(b"\r\n")
+                if left >= 0:
+                    if left:
+                        data = buffer[at : at + left]
+                        if data:
+                            parts.append(data)
+                            at += len(data)
+                            left -= len(data)
+                        if left:
+                            break
+                    if len(buffer) < at + 2:
+                        break
+                    if buffer[at : at + 2] != b"\r\n":
+                        raise _broken("a chunk does not end where its size says")
+                    at += 2
+                    left = -1
+                line_end = buffer.find(b"\r\n", at, at + MAX_CHUNK_LINE + 2)
                 if line_end < 0:
-                    if len(buffer) > MAX_CHUNK_LINE:
+                    if len(buffer) - at > MAX_CHUNK_LINE:
                         raise _broken("a chunk size line is too long")
                     break
-                size = _chunk_size(buffer[:line_end])
-                start = line_end + 2
+                size = _chunk_size(buffer[at:line_end])
+                at = line_end + 2
                 if size == 0:
-                    buffer = await self._trailers(buffer[start:])
+                    buffer = await self._trailers(buffer[at:])
                     connection.buffer = buffer
                     if parts:
                         yield b"".join(parts)
                     return
-                end = start + size
-                if len(buffer) < end + 2:
-                    break
-                if buffer[end : end + 2] != b"\r\n":
-                    raise _broken("a chunk does not end where its size says")
-                parts.append(buffer[start:end])
-                buffer = buffer[end + 2 :]
+                left = size
             if parts:
                 yield parts[0] if len(parts) == 1 else b"".join(parts)
-            buffer += await connection.read(self._timeout)
+            # What is kept is at most a size line or a chunk's CRLF: no copy of a large chunk.
+            buffer = buffer[at:] + await connection.read(self._timeout)
+            at = 0
 
     async def _trailers(self, buffer: bytes) -> bytes:
         """Skip the trailer fields after the last chunk (at most a head's size in all); what

@@ -332,6 +332,29 @@ async def test_a_response_with_both_transfer_encoding_and_content_length_is_not_
     assert server.connections == 2
 
 
+async def test_a_large_chunk_is_handed_up_as_it_arrives_not_held_whole() -> None:
+    got_some = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        # A chunk announced as 1 GB: a client holding chunks whole would buffer all of it.
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n40000000\r\n")
+        writer.write(b"x" * 100_000)
+        await writer.drain()
+        await got_some.wait()  # the rest only once the client has handed up a part
+        writer.close()
+
+    async for url in running(Server(answer)):
+        async with client() as http, http.stream("GET", url) as response:
+            parts = response.aiter_raw()
+            first = await asyncio.wait_for(anext(parts), 2.0)
+            assert first and set(first) == {ord("x")}
+            got_some.set()
+            with pytest.raises(httpx2.RemoteProtocolError):
+                async for _ in parts:
+                    pass
+
+
 async def test_failed_cancelled_and_abandoned_requests_all_give_back_their_slot() -> None:
     head_seen = asyncio.Event()
 
