@@ -119,8 +119,10 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         self._max_idle = limits.max_keepalive_connections or 1 << 30
         self._expiry = math.inf if limits.keepalive_expiry is None else limits.keepalive_expiry
         self._max_open = limits.max_connections or 1 << 30
-        self._open = 0
-        self._freed: asyncio.Event | None = None
+        self._open = 0  # connections open, idle ones included
+        # Set (and replaced) when a slot is freed or a connection goes back to the pool.
+        self._available: asyncio.Event | None = None
+        self._closed = False
         self._idle: dict[Origin, list[_Connection]] = {}
         self._backend = AsyncioBackend()
 
@@ -132,9 +134,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         origin = (url.raw_scheme, url.raw_host, url.port or (443 if url.scheme == "https" else 80))
         head = _request_head(request)  # a bad header fails before a connection is taken
         with _as_httpx(request):
-            connection = self._idle_connection(origin)
-            if connection is None:
-                connection = await self._connect(origin, timeouts)
+            connection = await self._acquire(origin, timeouts)
             try:
                 await connection.stream.write(head, timeouts.get("write"))
                 await _send_body(connection.stream, request, timeouts.get("write"))
@@ -154,6 +154,8 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
+        # A response still being read closes its connection when it ends (see `release`).
+        self._closed = True
         idle, self._idle = self._idle, {}
         for connections in idle.values():
             for connection in connections:
@@ -171,8 +173,28 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             self._drop_soon(connection)
         return None
 
+    async def _acquire(self, origin: Origin, timeouts: dict[str, float | None]) -> _Connection:
+        """A kept-alive connection to `origin`, else a new one once the pool has room (an idle
+        connection to another origin is closed to make it); PoolTimeout after `pool` seconds."""
+        try:
+            async with asyncio.timeout(timeouts.get("pool")):
+                while (connection := self._idle_connection(origin)) is None:
+                    if self._open >= self._max_open:
+                        self._drop_an_idle_connection()
+                    if self._open < self._max_open:
+                        break
+                    if self._available is None:
+                        self._available = asyncio.Event()
+                    await self._available.wait()
+        except TimeoutError:
+            raise httpcore2.PoolTimeout("no connection became free in time") from None
+        if connection is not None:
+            return connection
+        self._open += 1  # no await since the check above: the slot is this request's
+        return await self._connect(origin, timeouts)
+
     async def _connect(self, origin: Origin, timeouts: dict[str, float | None]) -> _Connection:
-        await self._take_slot(timeouts.get("pool"))
+        """A new connection in the slot taken for it (given back if it fails)."""
         try:
             scheme, host, port = origin
             connect_timeout = timeouts.get("connect")
@@ -198,34 +220,31 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         )
         return _Connection(stream)
 
-    async def _take_slot(self, timeout: float | None) -> None:
-        if self._open < self._max_open:
-            self._open += 1
-            return
-        try:
-            async with asyncio.timeout(timeout):
-                while self._open >= self._max_open:
-                    if self._freed is None:
-                        self._freed = asyncio.Event()
-                    await self._freed.wait()
-        except TimeoutError:
-            raise httpcore2.PoolTimeout("no connection became free in time") from None
-        self._open += 1
+    def _drop_an_idle_connection(self) -> None:
+        for origin, connections in list(self._idle.items()):
+            if connections:
+                self._drop_soon(connections.pop(0))  # the one idle longest
+                return
+            del self._idle[origin]
+
+    def _wake(self) -> None:
+        available, self._available = self._available, None
+        if available is not None:
+            available.set()
 
     def _free_slot(self) -> None:
         self._open -= 1
-        freed, self._freed = self._freed, None
-        if freed is not None:
-            freed.set()
+        self._wake()
 
     def release(self, origin: Origin, connection: _Connection) -> None:
         """A response was read to its end on a connection that may serve the next."""
         idle = self._idle.setdefault(origin, [])
-        if len(idle) >= self._max_idle or not connection.reusable():
+        if self._closed or len(idle) >= self._max_idle or not connection.reusable():
             self._drop_soon(connection)
             return
         connection.idle_since = time.monotonic()
         idle.append(connection)
+        self._wake()  # a request waiting for the pool may take it
 
     async def _discard(self, connection: _Connection) -> None:
         self._free_slot()

@@ -332,6 +332,58 @@ async def test_a_response_with_both_transfer_encoding_and_content_length_is_not_
     assert server.connections == 2
 
 
+async def test_a_request_waiting_for_the_pool_gets_the_connection_a_response_released() -> None:
+    first_sent = asyncio.Event()
+    release = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await server.head(reader)
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n")
+            await writer.drain()
+            first_sent.set()
+            await release.wait()
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+    server = Server(answer)
+    async for url in running(server):
+        async with client(max_connections=1) as http:
+            async with http.stream("GET", url) as first:
+                await first_sent.wait()
+                second = asyncio.create_task(http.get(url, timeout=httpx2.Timeout(2.0)))
+                await asyncio.sleep(0)  # the second request is waiting for the pool now
+                release.set()
+                assert b"".join([part async for part in first.aiter_raw()]) == b"hi"
+            # The kept-alive connection went back to the pool: the waiting request takes it
+            # (it used to wait for a slot that an idle connection kept, until PoolTimeout).
+            assert (await second).text == "hi"
+    assert server.connections == 1
+
+
+async def test_an_idle_connection_to_another_origin_gives_up_its_place_in_a_full_pool() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    one, other = Server(answer), Server(answer)
+    async for first_url in running(one):
+        async for second_url in running(other):
+            async with client(max_connections=1) as http:
+                timeout = httpx2.Timeout(2.0, pool=0.5)
+                assert (await http.get(first_url, timeout=timeout)).text == "ok"
+                assert (await http.get(second_url, timeout=timeout)).text == "ok"
+                assert (await http.get(first_url, timeout=timeout)).text == "ok"
+    assert (one.connections, other.connections) == (2, 1)
+
+
 async def test_a_large_chunk_is_handed_up_as_it_arrives_not_held_whole() -> None:
     got_some = asyncio.Event()
 
@@ -353,6 +405,31 @@ async def test_a_large_chunk_is_handed_up_as_it_arrives_not_held_whole() -> None
             with pytest.raises(httpx2.RemoteProtocolError):
                 async for _ in parts:
                     pass
+
+
+async def test_a_response_still_open_when_the_transport_closes_does_not_keep_its_connection() -> (
+    None
+):
+    closed = asyncio.Event()
+    release = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n")
+        await writer.drain()
+        await release.wait()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+        await reader.read()  # b"" once the client closed its end
+        closed.set()
+
+    async for url in running(Server(answer)):
+        http = client()
+        async with http.stream("GET", url) as response:
+            await http.aclose()  # e.g. the worker shuts down while a stream is being read
+            release.set()
+            assert b"".join([part async for part in response.aiter_raw()]) == b"hi"
+        await asyncio.wait_for(closed.wait(), 2.0)
 
 
 async def test_failed_cancelled_and_abandoned_requests_all_give_back_their_slot() -> None:
