@@ -387,7 +387,11 @@ def _chunk_size(line: bytes) -> int:
 
 def _request_head(request: httpx2.Request) -> bytes:
     target = request.url.raw_path
-    lines = [request.method.encode("ascii") + b" " + target + b" HTTP/1.1"]
+    # httpx takes any string as a method: one with a space or line break would split the request.
+    method = request.method.encode("utf-8")
+    if not _TOKEN.fullmatch(method):
+        raise httpx2.LocalProtocolError(f"invalid request method {method[:40]!r}", request=request)
+    lines = [method + b" " + target + b" HTTP/1.1"]
     for name, value in request.headers.raw:
         if not _TOKEN.fullmatch(name) or b"\r" in value or b"\n" in value:
             raise httpx2.LocalProtocolError(
@@ -398,15 +402,34 @@ def _request_head(request: httpx2.Request) -> bytes:
 
 
 async def _send_body(stream: AsyncioStream, request: httpx2.Request, timeout: float | None) -> None:
+    """The request's body as its head frames it: more or fewer bytes than its Content-Length
+    (or a body with neither header) would leave the server reading the rest as a next request
+    or waiting, so they are refused, the excess before it is sent."""
     chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
+    declared = request.headers.get("content-length", "0")
+    if not chunked and not (declared.isascii() and declared.isdigit() and len(declared) <= 20):
+        raise httpx2.LocalProtocolError(
+            f"invalid Content-Length {declared[:40]!r}", request=request
+        )
+    left = 0 if chunked else int(declared)
     body = request.stream
     assert isinstance(body, httpx2.AsyncByteStream)
     async for part in body:
         if not part:
             continue
+        if not chunked:
+            if len(part) > left:
+                raise httpx2.LocalProtocolError(
+                    "the request body is longer than its Content-Length", request=request
+                )
+            left -= len(part)
         await stream.write(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part, timeout)
     if chunked:
         await stream.write(b"0\r\n\r\n", timeout)
+    elif left:
+        raise httpx2.LocalProtocolError(
+            "the request body is shorter than its Content-Length", request=request
+        )
 
 
 async def _read_head(

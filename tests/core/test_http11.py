@@ -407,6 +407,55 @@ async def test_a_large_chunk_is_handed_up_as_it_arrives_not_held_whole() -> None
                     pass
 
 
+async def test_a_request_body_longer_than_its_content_length_is_refused() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await server.head(reader)
+            except asyncio.IncompleteReadError:
+                return
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+    async def body() -> AsyncIterator[bytes]:
+        # What goes past the declared length would be read by the server as a second request.
+        yield b"abc"
+        yield b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+
+    server = Server(answer)
+    async for url in running(server):
+        async with client() as http:
+            with pytest.raises(httpx2.LocalProtocolError):
+                await http.post(url, content=body(), headers={"content-length": "3"})
+    assert not any(b"/smuggled" in head for head in server.heads)
+
+
+async def test_a_request_body_shorter_than_its_content_length_is_refused() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()
+
+    async def body() -> AsyncIterator[bytes]:
+        yield b"abc"
+
+    async for url in running(Server(answer)):
+        async with client() as http:
+            with pytest.raises(httpx2.LocalProtocolError):
+                await http.post(url, content=body(), headers={"content-length": "10"})
+
+
+async def test_a_method_with_a_line_break_is_refused_before_anything_is_sent() -> None:
+    async def nothing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        return
+
+    server = Server(nothing)
+    async for url in running(server):
+        async with client() as http:
+            with pytest.raises(httpx2.LocalProtocolError):
+                await http.request("GET / HTTP/1.1\r\nHost: x\r\n\r\nGET", url)
+    assert server.connections == 0
+
+
 async def test_a_response_still_open_when_the_transport_closes_does_not_keep_its_connection() -> (
     None
 ):
