@@ -115,8 +115,9 @@ class Http11Transport(httpx2.AsyncBaseTransport):
     ) -> None:
         self._ssl_context = ssl_context
         self._socket_options = list(socket_options or ())
-        # httpx's None: no limit.
-        self._max_idle = limits.max_keepalive_connections or 1 << 30
+        # httpx's None: no limit (and a keep-alive limit of 0: none kept).
+        idle_limit = limits.max_keepalive_connections
+        self._max_idle = 1 << 30 if idle_limit is None else idle_limit
         self._expiry = math.inf if limits.keepalive_expiry is None else limits.keepalive_expiry
         self._max_open = limits.max_connections or 1 << 30
         self._open = 0  # connections open, idle ones included
@@ -142,6 +143,8 @@ class Http11Transport(httpx2.AsyncBaseTransport):
                     connection, timeouts.get("read")
                 )
                 framing = _framing(request, headers, status)
+                # The server closes after answering a request that asked it to.
+                keep_alive &= "close" not in request.headers.get("connection", "").lower()
             except BaseException:
                 await self._discard(connection)
                 raise

@@ -529,3 +529,46 @@ async def test_failed_cancelled_and_abandoned_requests_all_give_back_their_slot(
                     with pytest.raises(asyncio.CancelledError):
                         await reading
             assert (await http.get(url, timeout=timeout)).text == "ok"
+
+
+async def test_no_connection_is_kept_alive_when_the_limits_allow_none() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+
+    server = Server(answer)
+    async for url in running(server):
+        # httpx's meaning of max_keepalive_connections=0: none (it was read as "no limit").
+        limits = httpx2.Limits(max_keepalive_connections=0)
+        transport = Http11Transport(ssl_context=httpx2.create_ssl_context(), limits=limits)
+        async with httpx2.AsyncClient(transport=transport, timeout=2.0) as http:
+            for _ in range(2):
+                assert (await http.get(url)).text == "ok"
+    assert server.connections == 2
+
+
+async def test_a_request_that_asked_to_close_does_not_leave_its_connection_for_the_next() -> None:
+    second_connection = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await server.head(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await writer.drain()
+        if b"connection: close" in head.lower():
+            # Honoured as a server does, but the close reaches the client only after a while.
+            await second_connection.wait()
+        else:
+            second_connection.set()
+            await reader.read()
+
+    server = Server(answer)
+    async for url in running(server):
+        async with client() as http:
+            first = await http.get(url, headers={"connection": "close"})
+            assert first.text == "ok"
+            assert (await http.get(url)).text == "ok"
+    assert server.connections == 2
