@@ -137,11 +137,23 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         with _as_httpx(request):
             connection = await self._acquire(origin, timeouts)
             try:
-                await connection.stream.write(head, timeouts.get("write"))
-                await _send_body(connection.stream, request, timeouts.get("write"))
-                status, reason, headers, keep_alive = await _read_head(
-                    connection, timeouts.get("read")
-                )
+                unsent: httpcore2.WriteError | None = None
+                try:
+                    await connection.stream.write(head, timeouts.get("write"))
+                    await _send_body(connection.stream, request, timeouts.get("write"))
+                except httpcore2.WriteError as exc:
+                    # A server may answer (413, ...) and close before it read the whole body:
+                    # that answer is still read, as httpcore does; without one, the write failed.
+                    unsent = exc
+                try:
+                    status, reason, headers, keep_alive = await _read_head(
+                        connection, timeouts.get("read")
+                    )
+                except (httpcore2.ReadError, httpcore2.RemoteProtocolError):
+                    if unsent is None:
+                        raise
+                    raise unsent from None
+                keep_alive &= unsent is None
                 framing = _framing(request, headers, status)
                 # The server closes after answering a request that asked it to.
                 keep_alive &= "close" not in request.headers.get("connection", "").lower()

@@ -572,3 +572,30 @@ async def test_a_request_that_asked_to_close_does_not_leave_its_connection_for_t
             assert first.text == "ok"
             assert (await http.get(url)).text == "ok"
     assert server.connections == 2
+
+
+async def test_an_answer_the_server_sent_before_it_stopped_reading_the_body_is_returned() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        # Refused without reading the body, as a server does with a body too large: the
+        # client's write fails, yet the answer arrived (httpcore reads it too).
+        writer.write(
+            b"HTTP/1.1 413 Too Large\r\nContent-Length: 9\r\nConnection: close\r\n\r\ntoo large"
+        )
+        await writer.drain()
+
+    server = Server(answer)
+    async for url in running(server):
+        async with client() as http:
+            response = await http.post(url, content=b"x" * 20_000_000)
+    assert (response.status_code, response.text) == (413, "too large")
+
+
+async def test_a_body_the_server_stopped_reading_without_an_answer_is_a_write_error() -> None:
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+
+    async for url in running(Server(answer)):
+        async with client() as http:
+            with pytest.raises(httpx2.WriteError):
+                await http.post(url, content=b"x" * 20_000_000)
