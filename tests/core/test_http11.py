@@ -599,3 +599,63 @@ async def test_a_body_the_server_stopped_reading_without_an_answer_is_a_write_er
         async with client() as http:
             with pytest.raises(httpx2.WriteError):
                 await http.post(url, content=b"x" * 20_000_000)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nxx",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\nHTTP/1.1 200 OK\r\n",
+        b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 204 No Content\r\nContent-Length: 2\r\n\r\nok",
+    ],
+    ids=["past-length", "past-chunks", "http10", "body-of-204"],
+)
+async def test_a_connection_is_not_reused_after_more_than_the_response_or_an_http10_one(
+    answer: bytes,
+) -> None:
+    async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            writer.write(answer)
+            await writer.drain()
+
+    server = Server(handler)
+    async for url in running(server):
+        async with client() as http:
+            for _ in range(2):
+                response = await http.get(url)
+                assert response.status_code in (200, 204)
+    assert server.connections == 2
+
+
+async def test_a_request_cancelled_while_waiting_for_the_pool_takes_no_slot() -> None:
+    release = asyncio.Event()
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n")
+            await writer.drain()
+            await release.wait()
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+    async for url in running(Server(answer)):
+        async with client(max_connections=1) as http:
+            async with http.stream("GET", url) as first:
+                for _ in range(3):
+                    waiting = asyncio.create_task(http.get(url))
+                    await asyncio.sleep(0.01)
+                    waiting.cancel()
+                    with pytest.raises(asyncio.CancelledError):
+                        await waiting
+                release.set()
+                await first.aread()
+            assert (await http.get(url, timeout=httpx2.Timeout(2.0, pool=0.5))).text == "hi"
