@@ -16,10 +16,13 @@ httpx's exceptions: a timeout is `httpx.ConnectTimeout`/`ReadTimeout`/`WriteTime
 breaks HTTP/1.1 (a malformed head, a bad chunk, a body cut short) `RemoteProtocolError`, as
 httpcore raised them, so the SDK retries and reports exactly as before.
 
-Strict where it matters: the head is at most 64 KB, header names are tokens, no value carries a
-line break, a request's own header with a CR or LF is refused before anything is sent, chunk
-sizes are hexadecimal, and only `chunked` is accepted as a transfer coding. A connection is
-reused only after a complete body of an HTTP/1.1 response that did not ask to close it.
+Strict where it matters: the head and the trailer fields are at most 64 KB each, header names
+are tokens, no value carries a line break, a request's own method or header with a CR or LF is
+refused before anything is sent, and so is a request body longer or shorter than its
+Content-Length; chunk sizes are hexadecimal, a Content-Length at most 20 digits, and only
+`chunked`, once, is accepted as a transfer coding. A large chunk goes up as it arrives, never held
+whole. A connection is reused only after the complete body of an HTTP/1.1 response with nothing
+after it, framed by one header only, when neither the request nor the response asked to close.
 """
 
 from __future__ import annotations
