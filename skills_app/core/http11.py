@@ -16,10 +16,13 @@ httpx's exceptions: a timeout is `httpx.ConnectTimeout`/`ReadTimeout`/`WriteTime
 breaks HTTP/1.1 (a malformed head, a bad chunk, a body cut short) `RemoteProtocolError`, as
 httpcore raised them, so the SDK retries and reports exactly as before.
 
-Strict where it matters: the head is at most 64 KB, header names are tokens, no value carries a
-line break, a request's own header with a CR or LF is refused before anything is sent, chunk
-sizes are hexadecimal, and only `chunked` is accepted as a transfer coding. A connection is
-reused only after a complete body of an HTTP/1.1 response that did not ask to close it.
+Strict where it matters: the head and the trailer fields are at most 64 KB each, header names
+are tokens, no value carries a line break, a request's own method or header with a CR or LF is
+refused before anything is sent, and so is a request body longer or shorter than its
+Content-Length; chunk sizes are hexadecimal, a Content-Length at most 20 digits, and only
+`chunked`, once, is accepted as a transfer coding. A large chunk goes up as it arrives, never held
+whole. A connection is reused only after the complete body of an HTTP/1.1 response with nothing
+after it, framed by one header only, when neither the request nor the response asked to close.
 """
 
 from __future__ import annotations
@@ -115,12 +118,15 @@ class Http11Transport(httpx2.AsyncBaseTransport):
     ) -> None:
         self._ssl_context = ssl_context
         self._socket_options = list(socket_options or ())
-        # httpx's None: no limit.
-        self._max_idle = limits.max_keepalive_connections or 1 << 30
+        # httpx's None: no limit (and a keep-alive limit of 0: none kept).
+        idle_limit = limits.max_keepalive_connections
+        self._max_idle = 1 << 30 if idle_limit is None else idle_limit
         self._expiry = math.inf if limits.keepalive_expiry is None else limits.keepalive_expiry
         self._max_open = limits.max_connections or 1 << 30
-        self._open = 0
-        self._freed: asyncio.Event | None = None
+        self._open = 0  # connections open, idle ones included
+        # Set (and replaced) when a slot is freed or a connection goes back to the pool.
+        self._available: asyncio.Event | None = None
+        self._closed = False
         self._idle: dict[Origin, list[_Connection]] = {}
         self._backend = AsyncioBackend()
 
@@ -132,16 +138,28 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         origin = (url.raw_scheme, url.raw_host, url.port or (443 if url.scheme == "https" else 80))
         head = _request_head(request)  # a bad header fails before a connection is taken
         with _as_httpx(request):
-            connection = self._idle_connection(origin)
-            if connection is None:
-                connection = await self._connect(origin, timeouts)
+            connection = await self._acquire(origin, timeouts)
             try:
-                await connection.stream.write(head, timeouts.get("write"))
-                await _send_body(connection.stream, request, timeouts.get("write"))
-                status, reason, headers, keep_alive = await _read_head(
-                    connection, timeouts.get("read")
-                )
+                unsent: httpcore2.WriteError | None = None
+                try:
+                    await connection.stream.write(head, timeouts.get("write"))
+                    await _send_body(connection.stream, request, timeouts.get("write"))
+                except httpcore2.WriteError as exc:
+                    # A server may answer (413, ...) and close before it read the whole body:
+                    # that answer is still read, as httpcore does; without one, the write failed.
+                    unsent = exc
+                try:
+                    status, reason, headers, keep_alive = await _read_head(
+                        connection, timeouts.get("read")
+                    )
+                except (httpcore2.ReadError, httpcore2.RemoteProtocolError):
+                    if unsent is None:
+                        raise
+                    raise unsent from None
+                keep_alive &= unsent is None
                 framing = _framing(request, headers, status)
+                # The server closes after answering a request that asked it to.
+                keep_alive &= "close" not in request.headers.get("connection", "").lower()
             except BaseException:
                 await self._discard(connection)
                 raise
@@ -154,6 +172,8 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
+        # A response still being read closes its connection when it ends (see `release`).
+        self._closed = True
         idle, self._idle = self._idle, {}
         for connections in idle.values():
             for connection in connections:
@@ -171,8 +191,28 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             self._drop_soon(connection)
         return None
 
+    async def _acquire(self, origin: Origin, timeouts: dict[str, float | None]) -> _Connection:
+        """A kept-alive connection to `origin`, else a new one once the pool has room (an idle
+        connection to another origin is closed to make it); PoolTimeout after `pool` seconds."""
+        try:
+            async with asyncio.timeout(timeouts.get("pool")):
+                while (connection := self._idle_connection(origin)) is None:
+                    if self._open >= self._max_open:
+                        self._drop_an_idle_connection()
+                    if self._open < self._max_open:
+                        break
+                    if self._available is None:
+                        self._available = asyncio.Event()
+                    await self._available.wait()
+        except TimeoutError:
+            raise httpcore2.PoolTimeout("no connection became free in time") from None
+        if connection is not None:
+            return connection
+        self._open += 1  # no await since the check above: the slot is this request's
+        return await self._connect(origin, timeouts)
+
     async def _connect(self, origin: Origin, timeouts: dict[str, float | None]) -> _Connection:
-        await self._take_slot(timeouts.get("pool"))
+        """A new connection in the slot taken for it (given back if it fails)."""
         try:
             scheme, host, port = origin
             connect_timeout = timeouts.get("connect")
@@ -198,34 +238,31 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         )
         return _Connection(stream)
 
-    async def _take_slot(self, timeout: float | None) -> None:
-        if self._open < self._max_open:
-            self._open += 1
-            return
-        try:
-            async with asyncio.timeout(timeout):
-                while self._open >= self._max_open:
-                    if self._freed is None:
-                        self._freed = asyncio.Event()
-                    await self._freed.wait()
-        except TimeoutError:
-            raise httpcore2.PoolTimeout("no connection became free in time") from None
-        self._open += 1
+    def _drop_an_idle_connection(self) -> None:
+        for origin, connections in list(self._idle.items()):
+            if connections:
+                self._drop_soon(connections.pop(0))  # the one idle longest
+                return
+            del self._idle[origin]
+
+    def _wake(self) -> None:
+        available, self._available = self._available, None
+        if available is not None:
+            available.set()
 
     def _free_slot(self) -> None:
         self._open -= 1
-        freed, self._freed = self._freed, None
-        if freed is not None:
-            freed.set()
+        self._wake()
 
     def release(self, origin: Origin, connection: _Connection) -> None:
         """A response was read to its end on a connection that may serve the next."""
         idle = self._idle.setdefault(origin, [])
-        if len(idle) >= self._max_idle or not connection.reusable():
+        if self._closed or len(idle) >= self._max_idle or not connection.reusable():
             self._drop_soon(connection)
             return
         connection.idle_since = time.monotonic()
         idle.append(connection)
+        self._wake()  # a request waiting for the pool may take it
 
     async def _discard(self, connection: _Connection) -> None:
         self._free_slot()
@@ -297,48 +334,66 @@ class _Body(httpx2.AsyncByteStream):
             yield data
 
     async def _chunked(self) -> AsyncIterator[bytes]:
-        """Chunked transfer coding: every complete chunk in the buffer goes up in one piece."""
+        """Chunked transfer coding: every complete chunk in the buffer goes up in one piece.
+
+        A chunk that is not all in yet goes up as far as it came (a server's chunk of any
+        size is not held whole), and the buffer is read by an offset, not sliced per chunk:
+        a read of many tiny chunks costs its length, not its length times their number."""
         connection = self._connection
-        buffer = connection.buffer
+        buffer, at = connection.buffer, 0
+        left = -1  # bytes of the current chunk's data still to come; -1: a size line is next
         while True:
             parts: list[bytes] = []
             while True:
-                line_end = buffer.find(b"\r\n")
+                if left >= 0:
+                    if left:
+                        data = buffer[at : at + left]
+                        if data:
+                            parts.append(data)
+                            at += len(data)
+                            left -= len(data)
+                        if left:
+                            break
+                    if len(buffer) < at + 2:
+                        break
+                    if buffer[at : at + 2] != b"\r\n":
+                        raise _broken("a chunk does not end where its size says")
+                    at += 2
+                    left = -1
+                line_end = buffer.find(b"\r\n", at, at + MAX_CHUNK_LINE + 2)
                 if line_end < 0:
-                    if len(buffer) > MAX_CHUNK_LINE:
+                    if len(buffer) - at > MAX_CHUNK_LINE:
                         raise _broken("a chunk size line is too long")
                     break
-                size = _chunk_size(buffer[:line_end])
-                start = line_end + 2
+                size = _chunk_size(buffer[at:line_end])
+                at = line_end + 2
                 if size == 0:
-                    buffer = await self._trailers(buffer[start:])
+                    buffer = await self._trailers(buffer[at:])
                     connection.buffer = buffer
                     if parts:
                         yield b"".join(parts)
                     return
-                end = start + size
-                if len(buffer) < end + 2:
-                    break
-                if buffer[end : end + 2] != b"\r\n":
-                    raise _broken("a chunk does not end where its size says")
-                parts.append(buffer[start:end])
-                buffer = buffer[end + 2 :]
+                left = size
             if parts:
                 yield parts[0] if len(parts) == 1 else b"".join(parts)
-            buffer += await connection.read(self._timeout)
+            # What is kept is at most a size line or a chunk's CRLF: no copy of a large chunk.
+            buffer = buffer[at:] + await connection.read(self._timeout)
+            at = 0
 
     async def _trailers(self, buffer: bytes) -> bytes:
-        """Skip the trailer fields after the last chunk; what follows them is kept."""
+        """Skip the trailer fields after the last chunk (at most a head's size in all); what
+        follows them is kept."""
+        start = 0  # where the next line starts: the buffer is not copied per line
         while True:
-            line_end = buffer.find(b"\r\n")
-            if line_end == 0:
-                return buffer[2:]
+            line_end = buffer.find(b"\r\n", start)
+            if line_end == start:
+                return buffer[start + 2 :]
+            if (len(buffer) if line_end < 0 else line_end) > MAX_HEAD_BYTES:
+                raise _broken("the trailer fields are too long")
             if line_end < 0:
-                if len(buffer) > MAX_HEAD_BYTES:
-                    raise _broken("the trailer fields are too long")
                 buffer += await self._connection.read(self._timeout)
                 continue
-            buffer = buffer[line_end + 2 :]
+            start = line_end + 2
 
 
 def _chunk_size(line: bytes) -> int:
@@ -350,7 +405,11 @@ def _chunk_size(line: bytes) -> int:
 
 def _request_head(request: httpx2.Request) -> bytes:
     target = request.url.raw_path
-    lines = [request.method.encode("ascii") + b" " + target + b" HTTP/1.1"]
+    # httpx takes any string as a method: one with a space or line break would split the request.
+    method = request.method.encode("utf-8")
+    if not _TOKEN.fullmatch(method):
+        raise httpx2.LocalProtocolError(f"invalid request method {method[:40]!r}", request=request)
+    lines = [method + b" " + target + b" HTTP/1.1"]
     for name, value in request.headers.raw:
         if not _TOKEN.fullmatch(name) or b"\r" in value or b"\n" in value:
             raise httpx2.LocalProtocolError(
@@ -361,15 +420,34 @@ def _request_head(request: httpx2.Request) -> bytes:
 
 
 async def _send_body(stream: AsyncioStream, request: httpx2.Request, timeout: float | None) -> None:
+    """The request's body as its head frames it: more or fewer bytes than its Content-Length
+    (or a body with neither header) would leave the server reading the rest as a next request
+    or waiting, so they are refused, the excess before it is sent."""
     chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
+    declared = request.headers.get("content-length", "0")
+    if not chunked and not (declared.isascii() and declared.isdigit() and len(declared) <= 20):
+        raise httpx2.LocalProtocolError(
+            f"invalid Content-Length {declared[:40]!r}", request=request
+        )
+    left = 0 if chunked else int(declared)
     body = request.stream
     assert isinstance(body, httpx2.AsyncByteStream)
     async for part in body:
         if not part:
             continue
+        if not chunked:
+            if len(part) > left:
+                raise httpx2.LocalProtocolError(
+                    "the request body is longer than its Content-Length", request=request
+                )
+            left -= len(part)
         await stream.write(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part, timeout)
     if chunked:
         await stream.write(b"0\r\n\r\n", timeout)
+    elif left:
+        raise httpx2.LocalProtocolError(
+            "the request body is shorter than its Content-Length", request=request
+        )
 
 
 async def _read_head(
@@ -395,7 +473,14 @@ async def _read_head(
         if 100 <= status < 200 and status != 101:
             continue
         tokens = b",".join(value for name, value in headers if name.lower() == b"connection")
-        keep_alive = minor == b"1" and b"close" not in tokens.lower()
+        names = {name.lower() for name, _ in headers}
+        # Both Transfer-Encoding and Content-Length: read as chunked (RFC 9112 6.3), but a
+        # framing two parties may read differently is not trusted with another request.
+        keep_alive = (
+            minor == b"1"
+            and b"close" not in tokens.lower()
+            and not {b"transfer-encoding", b"content-length"} <= names
+        )
         return status, match.group(3) or b"", headers, keep_alive
 
 
@@ -416,15 +501,18 @@ def _framing(
         return "length", 0
     codings = [v for n, v in headers if n.lower() == b"transfer-encoding"]
     if codings:
-        last = b",".join(codings).split(b",")[-1].strip().lower()
-        if last != b"chunked":
-            raise _broken(f"an unsupported transfer coding: {last[:40]!r}")
+        # Only chunked, once: a coding before it (gzip, ...) would go up undecoded, and
+        # chunked twice would need decoding twice.
+        coding = b",".join(codings)
+        if coding.strip(b" \t").lower() != b"chunked":
+            raise _broken(f"an unsupported transfer coding: {coding[:40]!r}")
         return "chunked", 0
     lengths = {v.strip() for n, v in headers if n.lower() == b"content-length"}
     for value in list(lengths):
         lengths.discard(value)
         lengths.update(part.strip() for part in value.split(b","))
-    if len(lengths) > 1 or any(not value.isdigit() for value in lengths):
+    # 20 digits as h11 allows: more than int() even converts is a broken head, not a ValueError.
+    if len(lengths) > 1 or any(not v.isdigit() or len(v) > 20 for v in lengths):
         raise _broken("a missing or conflicting Content-Length")
     if lengths:
         return "length", int(lengths.pop())
