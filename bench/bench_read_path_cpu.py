@@ -33,7 +33,7 @@ MODEL = "claude-opus-4-8"
 async def main_async(opts: argparse.Namespace) -> None:
     import anthropic
 
-    from skills_app.core.asyncio_http import http_client
+    from skills_app.core.http11 import http_client
     from skills_app.core.llm import AnthropicModel, ModelRequest, TextDelta
 
     command = f"paced {opts.rate:g} {opts.duration:g}"

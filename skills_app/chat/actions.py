@@ -15,12 +15,12 @@ from skills_app.chat import conversations as conv
 from skills_app.chat import titles
 from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.core.events import TurnExcluded
-from skills_app.dbsync import database_sync_to_async
 from skills_app.models import Approval, Run
 from skills_app.permissions.approvals import ApprovalError, answer_approval
 from skills_app.runs import attached, eventlog, pending, store
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
+from skills_app.runs.dbsync import database_sync_to_async
 
 MAX_MESSAGE_CHARS = 32_000
 ACTIONS = ("send", "retry", "stop", "approve", "cancel", "edit", "regenerate")

@@ -41,10 +41,10 @@ from skills_app.chat.event_views import live_frame
 from skills_app.chat.fragments import replay_html
 from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
-from skills_app.dbsync import database_sync_to_async
 from skills_app.models import Conversation, RunEvent
 from skills_app.runs import recovery, textlog
 from skills_app.runs.broadcast import group_name
+from skills_app.runs.dbsync import database_sync_to_async
 from skills_app.runs.streams import LIVE_FRAME_CHARS
 from skills_app.visibility import INSPECT_PERMISSION
 

@@ -14,9 +14,9 @@ connect, TLS and write failures raise the httpcore exceptions the SDK maps to it
 (`APIConnectionError`, `APITimeoutError`). TLS is asyncio's (`loop.start_tls`) with the SSL
 context httpx builds, so certificates are verified exactly as before.
 
-`http_client` builds the SDK's default client (its limits, timeouts, keep-alive socket options
-and proxies from the environment) with this backend for direct connections; proxied ones keep
-httpx's own transport.
+`core.http11.http_client` builds the SDK's default client (its limits, timeouts, keep-alive
+socket options and proxies from the environment) on these streams for direct connections;
+proxied ones keep httpx's own transport.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from typing import Any
 import anthropic
 import httpcore2
 import httpx2
-from anthropic._utils._httpx import get_environment_proxies
 
 # Socket options as httpcore takes them: (level, option, value) or (level, option, None, length).
 SocketOption = (
@@ -326,7 +325,7 @@ def _apply(transport: asyncio.Transport, options: Iterable[SocketOption] | None)
         sock.setsockopt(*option)
 
 
-def _keepalive_options() -> list[SocketOption]:
+def keepalive_options() -> list[SocketOption]:
     """The socket options the SDK's own client sets (TCP keep-alive, probing after 60 s)."""
     options: list[SocketOption] = [(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)]
     for name, value in (("TCP_KEEPINTVL", 60), ("TCP_KEEPCNT", 5), ("TCP_KEEPIDLE", 60)):
@@ -360,33 +359,4 @@ class AsyncioTransport(httpx2.AsyncHTTPTransport):
         )
 
 
-def http_client(*, verify: ssl.SSLContext | bool = True, lean: bool = True) -> httpx2.AsyncClient:
-    """The SDK's default HTTP client, with direct connections on `AsyncioBackend`: through
-    `core.http11`'s HTTP/1.1 (`lean`, the default) or httpcore's (the benchmarks compare them).
-
-    What the SDK's `DefaultAsyncHttpxClient` sets up is kept: its timeout, limits and
-    redirects, TCP keep-alive, and the proxies of the environment (HTTPS_PROXY, NO_PROXY, ...),
-    which go through httpx's own transport.
-    """
-    from .http11 import Http11Transport
-
-    options = _keepalive_options()
-    proxies = {
-        pattern: None
-        if url is None
-        else httpx2.AsyncHTTPTransport(proxy=url, socket_options=options)
-        for pattern, url in get_environment_proxies().items()
-    }
-    transport: httpx2.AsyncBaseTransport
-    if lean:
-        context = httpx2.create_ssl_context(verify=verify)
-        transport = Http11Transport(ssl_context=context, socket_options=options)
-    else:
-        transport = AsyncioTransport(verify=verify, socket_options=options)
-    client: httpx2.AsyncClient = anthropic.DefaultAsyncHttpxClient(
-        transport=transport, mounts=proxies
-    )
-    return client
-
-
-__all__ = ["AsyncioBackend", "AsyncioStream", "AsyncioTransport", "http_client"]
+__all__ = ["AsyncioBackend", "AsyncioStream", "AsyncioTransport", "keepalive_options"]

@@ -39,8 +39,15 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 import anthropic
 import httpcore2
 import httpx2
+from anthropic._utils._httpx import get_environment_proxies
 
-from .asyncio_http import AsyncioBackend, AsyncioStream, SocketOption
+from .asyncio_http import (
+    AsyncioBackend,
+    AsyncioStream,
+    AsyncioTransport,
+    SocketOption,
+    keepalive_options,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -519,4 +526,31 @@ def _framing(
     return "close", 0
 
 
-__all__ = ["Http11Transport"]
+def http_client(*, verify: ssl.SSLContext | bool = True, lean: bool = True) -> httpx2.AsyncClient:
+    """The SDK's default HTTP client, with direct connections on `AsyncioBackend`: through
+    this module's HTTP/1.1 (`lean`, the default) or httpcore's (the benchmarks compare them).
+
+    What the SDK's `DefaultAsyncHttpxClient` sets up is kept: its timeout, limits and
+    redirects, TCP keep-alive, and the proxies of the environment (HTTPS_PROXY, NO_PROXY, ...),
+    which go through httpx's own transport.
+    """
+    options = keepalive_options()
+    proxies = {
+        pattern: None
+        if url is None
+        else httpx2.AsyncHTTPTransport(proxy=url, socket_options=options)
+        for pattern, url in get_environment_proxies().items()
+    }
+    transport: httpx2.AsyncBaseTransport
+    if lean:
+        context = httpx2.create_ssl_context(verify=verify)
+        transport = Http11Transport(ssl_context=context, socket_options=options)
+    else:
+        transport = AsyncioTransport(verify=verify, socket_options=options)
+    client: httpx2.AsyncClient = anthropic.DefaultAsyncHttpxClient(
+        transport=transport, mounts=proxies
+    )
+    return client
+
+
+__all__ = ["Http11Transport", "http_client"]

@@ -219,7 +219,7 @@ class AnthropicModel:
         # for each).
         import anthropic
 
-        from .asyncio_http import http_client
+        from .http11 import http_client
 
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:

@@ -25,7 +25,7 @@ import django
 django.setup()
 from django.db import DatabaseError, connection, transaction
 from django.db.backends.signals import connection_created
-from skills_app.dbsync import database_sync_to_async
+from skills_app.runs.dbsync import database_sync_to_async
 
 opened = []
 connection_created.connect(lambda sender, connection, **kw: opened.append(1), weak=False)

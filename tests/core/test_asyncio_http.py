@@ -21,7 +21,8 @@ import httpcore2
 import httpx2
 import pytest
 
-from skills_app.core.asyncio_http import AsyncioBackend, http_client
+from skills_app.core.asyncio_http import AsyncioBackend
+from skills_app.core.http11 import http_client
 from skills_app.core.llm import AnthropicModel, ModelError, ModelRequest, TextDelta
 from tests.support.fake_anthropic import TEST_MODEL, FakeAnthropic, Reply
 from tests.support.tls import Authority
