@@ -28,13 +28,11 @@ after it, framed by one header only, when neither the request nor the response a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
-import re
 import ssl
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable
 
 import anthropic
 import httpcore2
@@ -48,69 +46,22 @@ from .asyncio_http import (
     SocketOption,
     keepalive_options,
 )
-
-logger = logging.getLogger(__name__)
-
-MAX_HEAD_BYTES = 64 * 1024
-MAX_CHUNK_LINE = 4096
-READ_SIZE = 64 * 1024
-
-_STATUS_LINE = re.compile(rb"HTTP/1\.([01]) ([0-9]{3})(?: ([^\r\n]*))?")
-_TOKEN = re.compile(rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-_HEX = re.compile(rb"[0-9A-Fa-f]{1,16}")
-
-Origin = tuple[bytes, bytes, int]
-
-# httpcore's exceptions (raised by the network streams) as httpx's.
-_MAPPED: tuple[tuple[type[Exception], type[httpx2.TransportError]], ...] = (
-    (httpcore2.ConnectTimeout, httpx2.ConnectTimeout),
-    (httpcore2.ReadTimeout, httpx2.ReadTimeout),
-    (httpcore2.WriteTimeout, httpx2.WriteTimeout),
-    (httpcore2.PoolTimeout, httpx2.PoolTimeout),
-    (httpcore2.ConnectError, httpx2.ConnectError),
-    (httpcore2.ReadError, httpx2.ReadError),
-    (httpcore2.WriteError, httpx2.WriteError),
-    (httpcore2.RemoteProtocolError, httpx2.RemoteProtocolError),
+from .http11_wire import (
+    MAX_CHUNK_LINE,
+    MAX_HEAD_BYTES,
+    READ_SIZE,
+    Connection,
+    Origin,
+    as_httpx,
+    broken,
+    chunk_size,
+    framing,
+    read_head,
+    request_head,
+    send_body,
 )
 
-
-@contextlib.contextmanager
-def _as_httpx(request: httpx2.Request) -> Iterator[None]:
-    try:
-        yield
-    except httpx2.TransportError:
-        raise
-    except Exception as exc:
-        for theirs, ours in _MAPPED:
-            if isinstance(exc, theirs):
-                raise ours(str(exc), request=request) from exc
-        raise
-
-
-def _broken(message: str) -> httpcore2.RemoteProtocolError:
-    return httpcore2.RemoteProtocolError(message)
-
-
-class _Connection:
-    """One open connection and what is left of its last read."""
-
-    __slots__ = ("stream", "buffer", "idle_since")
-
-    def __init__(self, stream: AsyncioStream) -> None:
-        self.stream = stream
-        self.buffer = b""
-        self.idle_since = 0.0
-
-    async def read(self, timeout: float | None) -> bytes:
-        data = await self.stream.read(READ_SIZE, timeout)
-        if not data:
-            raise _broken("the server closed the connection before the response ended")
-        return data
-
-    def reusable(self) -> bool:
-        # The stream reads all the time: an idle connection the server closed (or wrote to)
-        # says so here.
-        return not self.buffer and not self.stream.get_extra_info("is_readable")
+logger = logging.getLogger(__name__)
 
 
 class Http11Transport(httpx2.AsyncBaseTransport):
@@ -134,7 +85,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         # Set (and replaced) when a slot is freed or a connection goes back to the pool.
         self._available: asyncio.Event | None = None
         self._closed = False
-        self._idle: dict[Origin, list[_Connection]] = {}
+        self._idle: dict[Origin, list[Connection]] = {}
         self._backend = AsyncioBackend()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -143,20 +94,20 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         if url.scheme not in ("http", "https"):
             raise httpx2.UnsupportedProtocol(f"no HTTP/1.1 transport for {url.scheme!r} URLs")
         origin = (url.raw_scheme, url.raw_host, url.port or (443 if url.scheme == "https" else 80))
-        head = _request_head(request)  # a bad header fails before a connection is taken
-        with _as_httpx(request):
+        head = request_head(request)  # a bad header fails before a connection is taken
+        with as_httpx(request):
             connection = await self._acquire(origin, timeouts)
             try:
                 unsent: httpcore2.WriteError | None = None
                 try:
                     await connection.stream.write(head, timeouts.get("write"))
-                    await _send_body(connection.stream, request, timeouts.get("write"))
+                    await send_body(connection.stream, request, timeouts.get("write"))
                 except httpcore2.WriteError as exc:
                     # A server may answer (413, ...) and close before it read the whole body:
                     # that answer is still read, as httpcore does; without one, the write failed.
                     unsent = exc
                 try:
-                    status, reason, headers, keep_alive = await _read_head(
+                    status, reason, headers, keep_alive = await read_head(
                         connection, timeouts.get("read")
                     )
                 except (httpcore2.ReadError, httpcore2.RemoteProtocolError):
@@ -164,13 +115,13 @@ class Http11Transport(httpx2.AsyncBaseTransport):
                         raise
                     raise unsent from None
                 keep_alive &= unsent is None
-                framing = _framing(request, headers, status)
+                ends = framing(request, headers, status)
                 # The server closes after answering a request that asked it to.
                 keep_alive &= "close" not in request.headers.get("connection", "").lower()
             except BaseException:
                 await self._discard(connection)
                 raise
-        body = _Body(self, connection, origin, request, framing, keep_alive)
+        body = _Body(self, connection, origin, request, ends, keep_alive)
         return httpx2.Response(
             status,
             headers=headers,
@@ -188,7 +139,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
 
     # -- the pool ---------------------------------------------------------------------------
 
-    def _idle_connection(self, origin: Origin) -> _Connection | None:
+    def _idle_connection(self, origin: Origin) -> Connection | None:
         connections = self._idle.get(origin)
         now = time.monotonic()
         while connections:
@@ -198,7 +149,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             self._drop_soon(connection)
         return None
 
-    async def _acquire(self, origin: Origin, timeouts: dict[str, float | None]) -> _Connection:
+    async def _acquire(self, origin: Origin, timeouts: dict[str, float | None]) -> Connection:
         """A kept-alive connection to `origin`, else a new one once the pool has room (an idle
         connection to another origin is closed to make it); PoolTimeout after `pool` seconds."""
         try:
@@ -218,7 +169,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         self._open += 1  # no await since the check above: the slot is this request's
         return await self._connect(origin, timeouts)
 
-    async def _connect(self, origin: Origin, timeouts: dict[str, float | None]) -> _Connection:
+    async def _connect(self, origin: Origin, timeouts: dict[str, float | None]) -> Connection:
         """A new connection in the slot taken for it (given back if it fails)."""
         try:
             scheme, host, port = origin
@@ -243,7 +194,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
             "TLS" if scheme == b"https" else "TCP",
             type(stream).__name__,
         )
-        return _Connection(stream)
+        return Connection(stream)
 
     def _drop_an_idle_connection(self) -> None:
         for origin, connections in list(self._idle.items()):
@@ -261,7 +212,7 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         self._open -= 1
         self._wake()
 
-    def release(self, origin: Origin, connection: _Connection) -> None:
+    def release(self, origin: Origin, connection: Connection) -> None:
         """A response was read to its end on a connection that may serve the next."""
         idle = self._idle.setdefault(origin, [])
         if self._closed or len(idle) >= self._max_idle or not connection.reusable():
@@ -271,11 +222,11 @@ class Http11Transport(httpx2.AsyncBaseTransport):
         idle.append(connection)
         self._wake()  # a request waiting for the pool may take it
 
-    async def _discard(self, connection: _Connection) -> None:
+    async def _discard(self, connection: Connection) -> None:
         self._free_slot()
         await connection.stream.aclose()
 
-    def _drop_soon(self, connection: _Connection) -> None:
+    def _drop_soon(self, connection: Connection) -> None:
         self._free_slot()
         connection.stream.close_now()
 
@@ -286,7 +237,7 @@ class _Body(httpx2.AsyncByteStream):
     def __init__(
         self,
         pool: Http11Transport,
-        connection: _Connection,
+        connection: Connection,
         origin: Origin,
         request: httpx2.Request,
         framing: tuple[str, int],
@@ -301,7 +252,7 @@ class _Body(httpx2.AsyncByteStream):
         self._closed = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _as_httpx(self._request):
+        with as_httpx(self._request):
             if self._framing == "chunked":
                 parts = self._chunked()
             elif self._framing == "length":
@@ -364,15 +315,15 @@ class _Body(httpx2.AsyncByteStream):
                     if len(buffer) < at + 2:
                         break
                     if buffer[at : at + 2] != b"\r\n":
-                        raise _broken("a chunk does not end where its size says")
+                        raise broken("a chunk does not end where its size says")
                     at += 2
                     left = -1
                 line_end = buffer.find(b"\r\n", at, at + MAX_CHUNK_LINE + 2)
                 if line_end < 0:
                     if len(buffer) - at > MAX_CHUNK_LINE:
-                        raise _broken("a chunk size line is too long")
+                        raise broken("a chunk size line is too long")
                     break
-                size = _chunk_size(buffer[at:line_end])
+                size = chunk_size(buffer[at:line_end])
                 at = line_end + 2
                 if size == 0:
                     buffer = await self._trailers(buffer[at:])
@@ -396,134 +347,11 @@ class _Body(httpx2.AsyncByteStream):
             if line_end == start:
                 return buffer[start + 2 :]
             if (len(buffer) if line_end < 0 else line_end) > MAX_HEAD_BYTES:
-                raise _broken("the trailer fields are too long")
+                raise broken("the trailer fields are too long")
             if line_end < 0:
                 buffer += await self._connection.read(self._timeout)
                 continue
             start = line_end + 2
-
-
-def _chunk_size(line: bytes) -> int:
-    size = line.split(b";", 1)[0].strip(b" \t")
-    if not _HEX.fullmatch(size):
-        raise _broken(f"a chunk size is not hexadecimal: {line[:40]!r}")
-    return int(size, 16)
-
-
-def _request_head(request: httpx2.Request) -> bytes:
-    target = request.url.raw_path
-    # httpx takes any string as a method: one with a space or line break would split the request.
-    method = request.method.encode("utf-8")
-    if not _TOKEN.fullmatch(method):
-        raise httpx2.LocalProtocolError(f"invalid request method {method[:40]!r}", request=request)
-    lines = [method + b" " + target + b" HTTP/1.1"]
-    for name, value in request.headers.raw:
-        if not _TOKEN.fullmatch(name) or b"\r" in value or b"\n" in value:
-            raise httpx2.LocalProtocolError(
-                f"invalid request header {name[:40]!r}", request=request
-            )
-        lines.append(name + b": " + value)
-    return b"\r\n".join(lines) + b"\r\n\r\n"
-
-
-async def _send_body(stream: AsyncioStream, request: httpx2.Request, timeout: float | None) -> None:
-    """The request's body as its head frames it: more or fewer bytes than its Content-Length
-    (or a body with neither header) would leave the server reading the rest as a next request
-    or waiting, so they are refused, the excess before it is sent."""
-    chunked = request.headers.get("transfer-encoding", "").lower() == "chunked"
-    declared = request.headers.get("content-length", "0")
-    if not chunked and not (declared.isascii() and declared.isdigit() and len(declared) <= 20):
-        raise httpx2.LocalProtocolError(
-            f"invalid Content-Length {declared[:40]!r}", request=request
-        )
-    left = 0 if chunked else int(declared)
-    body = request.stream
-    assert isinstance(body, httpx2.AsyncByteStream)
-    async for part in body:
-        if not part:
-            continue
-        if not chunked:
-            if len(part) > left:
-                raise httpx2.LocalProtocolError(
-                    "the request body is longer than its Content-Length", request=request
-                )
-            left -= len(part)
-        await stream.write(b"%x\r\n%s\r\n" % (len(part), part) if chunked else part, timeout)
-    if chunked:
-        await stream.write(b"0\r\n\r\n", timeout)
-    elif left:
-        raise httpx2.LocalProtocolError(
-            "the request body is shorter than its Content-Length", request=request
-        )
-
-
-async def _read_head(
-    connection: _Connection, timeout: float | None
-) -> tuple[int, bytes, list[tuple[bytes, bytes]], bool]:
-    """The final response's status, reason, headers and whether it allows keep-alive
-    (informational 1xx responses before it are skipped)."""
-    while True:
-        buffer = connection.buffer
-        while (end := buffer.find(b"\r\n\r\n")) < 0:
-            if len(buffer) > MAX_HEAD_BYTES:
-                raise _broken("the response head is larger than 64 KB")
-            buffer += await connection.read(timeout)
-        head, connection.buffer = buffer[:end], buffer[end + 4 :]
-        if len(head) > MAX_HEAD_BYTES:
-            raise _broken("the response head is larger than 64 KB")
-        status_line, *lines = head.split(b"\r\n")
-        match = _STATUS_LINE.fullmatch(status_line)
-        if match is None:
-            raise _broken(f"not an HTTP/1.x status line: {status_line[:60]!r}")
-        minor, status = match.group(1), int(match.group(2))
-        headers = [_header(line) for line in lines]
-        if 100 <= status < 200 and status != 101:
-            continue
-        tokens = b",".join(value for name, value in headers if name.lower() == b"connection")
-        names = {name.lower() for name, _ in headers}
-        # Both Transfer-Encoding and Content-Length: read as chunked (RFC 9112 6.3), but a
-        # framing two parties may read differently is not trusted with another request.
-        keep_alive = (
-            minor == b"1"
-            and b"close" not in tokens.lower()
-            and not {b"transfer-encoding", b"content-length"} <= names
-        )
-        return status, match.group(3) or b"", headers, keep_alive
-
-
-def _header(line: bytes) -> tuple[bytes, bytes]:
-    name, colon, value = line.partition(b":")
-    if not colon or not _TOKEN.fullmatch(name):
-        raise _broken(f"a malformed response header: {line[:60]!r}")
-    if b"\r" in value or b"\n" in value:
-        raise _broken("a response header value holds a line break")
-    return name, value.strip(b" \t")
-
-
-def _framing(
-    request: httpx2.Request, headers: list[tuple[bytes, bytes]], status: int
-) -> tuple[str, int]:
-    """How the body ends: ("length", n), ("chunked", 0) or ("close", 0)."""
-    if request.method == "HEAD" or status in (204, 304):
-        return "length", 0
-    codings = [v for n, v in headers if n.lower() == b"transfer-encoding"]
-    if codings:
-        # Only chunked, once: a coding before it (gzip, ...) would go up undecoded, and
-        # chunked twice would need decoding twice.
-        coding = b",".join(codings)
-        if coding.strip(b" \t").lower() != b"chunked":
-            raise _broken(f"an unsupported transfer coding: {coding[:40]!r}")
-        return "chunked", 0
-    lengths = {v.strip() for n, v in headers if n.lower() == b"content-length"}
-    for value in list(lengths):
-        lengths.discard(value)
-        lengths.update(part.strip() for part in value.split(b","))
-    # 20 digits as h11 allows: more than int() even converts is a broken head, not a ValueError.
-    if len(lengths) > 1 or any(not v.isdigit() or len(v) > 20 for v in lengths):
-        raise _broken("a missing or conflicting Content-Length")
-    if lengths:
-        return "length", int(lengths.pop())
-    return "close", 0
 
 
 def http_client(*, verify: ssl.SSLContext | bool = True, lean: bool = True) -> httpx2.AsyncClient:
