@@ -149,3 +149,76 @@ async def test_a_discarded_membership_is_not_added_again(redis_server):
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(layer.receive(tab), 0.5)
     await layer.flush()
+
+
+# -- receiving: the messages waiting for a process come out in one script ------------------------
+
+
+def _monitor(server: RedisServer, seconds: float) -> subprocess.Popen[bytes]:
+    """`redis-cli monitor` for `seconds`: the commands clients send (not those scripts run)."""
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        pytest.skip("redis-cli is not installed: ./scripts/test.sh installs it")
+    return subprocess.Popen(
+        ["timeout", str(seconds), cli, "-p", str(server.port), "monitor"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+
+
+def _client_commands(monitor: subprocess.Popen[bytes]) -> list[str]:
+    out = monitor.communicate(timeout=15)[0].decode()
+    return [line for line in out.splitlines() if "[0 lua]" not in line and '"' in line]
+
+
+async def test_waiting_messages_come_out_in_one_script_in_order_for_each_channel(redis_server):
+    worker, web = _layer(redis_server), _layer(redis_server)
+    tabs = [await web.new_channel(), await web.new_channel()]
+    for tab in tabs:
+        await web.group_add("conversation-3", tab)
+    for n in range(40):
+        await worker.group_send("conversation-3", {"type": "text.delta", "n": n})
+    monitor = _monitor(redis_server, 2)
+    await asyncio.sleep(0.5)  # attached
+    for tab in tabs:
+        got = [(await asyncio.wait_for(web.receive(tab), 5))["n"] for _ in range(40)]
+        assert got == list(range(40))
+    sent = _client_commands(monitor)
+    # channels-redis: an EVAL, a BZPOPMIN, a ZADD and a ZPOPMIN per message (160 commands).
+    assert not [line for line in sent if '"BZPOPMIN"' in line], sent[:5]
+    assert 1 <= len([line for line in sent if '"EVAL"' in line]) <= 2, sent
+    for layer in (worker, web):
+        await layer.flush()
+
+
+async def test_a_receive_cancelled_while_messages_come_out_loses_none(redis_server):
+    worker, web = _layer(redis_server), _layer(redis_server)
+    tab = await web.new_channel()
+    await web.group_add("conversation-4", tab)
+    for n in range(30):
+        await worker.group_send("conversation-4", {"type": "text.delta", "n": n})
+    for _ in range(5):  # cancelled at once: the script's reply is still on its way
+        receiving = asyncio.ensure_future(web.receive(tab))
+        await asyncio.sleep(0)
+        receiving.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await receiving
+    got = [(await asyncio.wait_for(web.receive(tab), 5))["n"] for _ in range(30)]
+    assert got == list(range(30))
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(web.receive(tab), 0.5)  # and nothing twice
+    for layer in (worker, web):
+        await layer.flush()
+
+
+async def test_with_nothing_waiting_a_receive_waits_for_the_next_message(redis_server):
+    worker, web = _layer(redis_server), _layer(redis_server)
+    tab = await web.new_channel()
+    await web.group_add("conversation-5", tab)
+    receiving = asyncio.ensure_future(web.receive(tab))
+    await asyncio.sleep(0.3)
+    assert not receiving.done()
+    await worker.group_send("conversation-5", {"type": "run.finished", "seq": 9})
+    assert (await asyncio.wait_for(receiving, 5))["seq"] == 9
+    for layer in (worker, web):
+        await layer.flush()
