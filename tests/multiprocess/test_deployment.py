@@ -274,9 +274,16 @@ async def test_a_message_sent_with_no_worker_running_is_answered_when_one_starts
         ("user", "text"),
         ("assistant", "text"),
     ]
-    # The worker logged the claim and the end, with the run's ids, as JSON lines.
+    # The worker logged the claim and the end, with the run's ids, as JSON lines. The end is
+    # logged when the run's task is done, after its last event went out: the tab may see
+    # run.finished before the line is written.
     run_id = state["runs"][0]["pk"]
-    entries = [e for e in deployment.log_entries("worker-1") if e.get("run_id") == run_id]
+    deadline = time.monotonic() + 10
+    while True:
+        entries = [e for e in deployment.log_entries("worker-1") if e.get("run_id") == run_id]
+        if any(" finished run " in e["message"] for e in entries) or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.1)
     claimed = [e for e in entries if " claimed run " in e["message"]]
     assert claimed and claimed[0]["conversation_id"] == conversation
     assert claimed[0]["queued_seconds"] >= QUEUE_WAIT
