@@ -2,9 +2,10 @@
 
 The real SDK against the fake Anthropic server over plain HTTP and over HTTPS with a
 certificate made here (verification on: an untrusted or mismatched certificate is refused),
-timeouts that still fire (a server that stops sending), and the backend's read contract on
+timeouts that still fire (a server that stops sending), the backend's read contract on
 raw loopback servers (at most max_bytes, everything in order, b"" at the end, one deadline per
-read whatever the reads before it waited).
+read whatever the reads before it waited), and proxies from the environment (HTTP_PROXY,
+NO_PROXY) honoured as the SDK's own client honours them.
 """
 
 from __future__ import annotations
@@ -298,3 +299,63 @@ async def test_a_unix_socket_connects_and_a_missing_one_is_a_connect_error(tmp_p
         await server.wait_closed()
     with pytest.raises(httpcore2.ConnectError):
         await AsyncioBackend().connect_unix_socket(str(tmp_path / "missing.sock"), timeout=5)
+
+
+# -- proxies from the environment keep httpx's own transport -------------------------------------
+
+
+async def _forwarding_proxy(seen: list[bytes]) -> Handler:
+    """An HTTP proxy for plain-http targets: the request line in absolute form is recorded,
+    rewritten to origin form and forwarded; the bytes then flow both ways until either side ends."""
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        line, rest = head.split(b"\r\n", 1)
+        seen.append(line)
+        method, target, version = line.split(b" ")
+        url = httpx2.URL(target.decode())
+        upstream_reader, upstream_writer = await asyncio.open_connection(url.host, url.port)
+        upstream_writer.write(b" ".join([method, url.raw_path, version]) + b"\r\n" + rest)
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
+
+    return handle
+
+
+async def test_a_proxy_from_the_environment_carries_the_model_call(
+    fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[bytes] = []
+    fake_anthropic.enqueue(Reply.text("Through the proxy", chunk=4))
+    async for port in serve(await _forwarding_proxy(seen)):
+        for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "HTTPS_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        with caplog.at_level(logging.DEBUG, logger="skills_app.core.http11"):
+            assert await text_of(model(fake_anthropic.base_url)) == "Through the proxy"
+    assert seen == [f"POST {fake_anthropic.base_url}/v1/messages HTTP/1.1".encode()]
+    # httpx's transport carried it, not the direct connections of core.http11.
+    assert not [r for r in caplog.records if r.name == "skills_app.core.http11"]
+    assert len(fake_anthropic.requests) == 1
+
+
+async def test_no_proxy_keeps_the_direct_connection(
+    fake_anthropic: FakeAnthropic, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[bytes] = []
+    fake_anthropic.enqueue(Reply.text("Straight there", chunk=4))
+    async for port in serve(await _forwarding_proxy(seen)):
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        with caplog.at_level(logging.DEBUG, logger="skills_app.core.http11"):
+            assert await text_of(model(fake_anthropic.base_url)) == "Straight there"
+    assert seen == []
+    connected = [r.getMessage() for r in caplog.records if r.name == "skills_app.core.http11"]
+    assert len(connected) == 1 and "over TCP (AsyncioStream)" in connected[0]
