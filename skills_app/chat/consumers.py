@@ -43,7 +43,7 @@ from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import Conversation, RunEvent
 from skills_app.runs import recovery, textlog
-from skills_app.runs.broadcast import group_name
+from skills_app.runs.broadcast import Announced, collecting, group_name
 from skills_app.runs.dbsync import database_sync_to_async
 from skills_app.runs.streams import LIVE_FRAME_CHARS
 from skills_app.visibility import INSPECT_PERMISSION
@@ -140,7 +140,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 f"Unknown action {action!r}: use one of resume, {', '.join(actions.ACTIONS)}."
             )
             return
-        if not await self._still_allowed():
+        allowed, barred = await self._still_allowed(barring=action != "resume")
+        if not allowed:
             await self._error(
                 "Your account can no longer use this conversation: sign in again.", retry=False
             )
@@ -150,15 +151,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             if action == "resume":
                 await self.resume(content.get("after", 0))
                 return
-            barred = await self._barred()
             if barred:
                 # A tab opened before a lockout or a deactivation starts nothing more.
                 await self._error(barred, retry=False)
                 await self.close(code=REFUSED)
                 return
-            info = await actions.perform(
-                action, content, conversation_id=self.conversation_id, user_id=self.user_id
-            )
+            with collecting() as announced:
+                info = await actions.perform(
+                    action, content, conversation_id=self.conversation_id, user_id=self.user_id
+                )
+            await self._relay_own(announced)
         except ActionError as exc:
             await self._error(str(exc), retry=exc.retry)
         except Exception:
@@ -227,6 +229,23 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # than the streams the tab follows, and forgetting them restarted a block from offset 0.
         if fresh and event_class.ends_streams and data.get("run_id") is not None:
             self._forget_streams(int(data["run_id"]))  # the rows hold what the run streamed
+
+    async def _relay_own(self, announced: list[Announced]) -> None:
+        """Send this tab the events its own action stored, now, while they follow what it has.
+
+        They also reach it through the group, later: a worker that took the new run meanwhile
+        may have announced its first events before them, and relayed in that order they would
+        look like a gap, filled from the database behind every other tab's database work (under
+        a burst of sends, seconds in which this tab's live text waited too).
+        """
+        own = [
+            message for conversation, message in announced if conversation == self.conversation_id
+        ]
+        for message in sorted(own, key=lambda m: int(m["seq"])):
+            event_class = EVENT_TYPES.get(message["type"])
+            if event_class is None or int(message["seq"]) != self.last_sent + 1:
+                return  # not next: the group's messages (or the database) fill in, in order
+            await self.relay(event_class, message)
 
     # -- the account (the user's group) ------------------------------------------------------
 
@@ -307,20 +326,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         return owns, owns and user.has_perm(INSPECT_PERMISSION)
 
     @database_sync_to_async
-    def _barred(self) -> str:
-        return account_barred(self.user_id)
-
-    @database_sync_to_async
-    def _still_allowed(self) -> bool:
-        """The account is active, the session still its own, the conversation still theirs;
-        the tab's visibility follows the permission as it is now."""
+    def _still_allowed(self, *, barring: bool) -> tuple[bool, str]:
+        """Whether the account is active, the session still its own and the conversation still
+        theirs (the tab's visibility follows the permission as it is now); with `barring`, also
+        why the account may not start anything now ("" when it may). One hop for both: under a
+        burst of sends, every hop of a consumer waits behind every other consumer's."""
         user = allowed_user(self.user_id, self.session_key)
         if user is None:
-            return False
+            return False, ""
         if not Conversation.objects.owned_by(user).filter(pk=self.conversation_id).exists():
-            return False
+            return False, ""
         self.can_inspect = user.has_perm(INSPECT_PERMISSION)
-        return True
+        return True, account_barred(self.user_id) if barring else ""
 
     @database_sync_to_async
     def _replay(

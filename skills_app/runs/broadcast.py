@@ -9,7 +9,10 @@ those who may inspect hidden content); live events carry only their data.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -54,7 +57,33 @@ async def publish(
     if fragments is not None:
         message["html"] = None if hidden else fragments.public
         message["inspector_html"] = fragments.inspector
+    collected = _COLLECTED.get()
+    if collected is not None:
+        collected.append((conversation_id, dict(message)))
     await layer.group_send(group_name(conversation_id), message)
+
+
+Announced = tuple[int, dict[str, Any]]
+# The stored events announced by the task that opened `collecting` (None: nobody collects).
+_COLLECTED: contextvars.ContextVar[list[Announced] | None] = contextvars.ContextVar(
+    "skillscope_announced", default=None
+)
+
+
+@contextlib.contextmanager
+def collecting() -> Iterator[list[Announced]]:
+    """The stored events this task announces meanwhile: (conversation id, group message).
+
+    A websocket consumer collects those of an action its tab performed, to show them to that tab
+    at once: through the channel layer they can arrive after the events of a worker that took the
+    new run meanwhile, which would look like a gap to fill from the database.
+    """
+    collected: list[Announced] = []
+    token = _COLLECTED.set(collected)
+    try:
+        yield collected
+    finally:
+        _COLLECTED.reset(token)
 
 
 async def send_live(conversation_id: int, event: CoreEvent) -> None:
@@ -65,15 +94,23 @@ async def send_live(conversation_id: int, event: CoreEvent) -> None:
     await layer.group_send(group_name(conversation_id), {"type": event.type, "event": event.data()})
 
 
+# A stored event made ready to announce: its row, its typed event and its HTML.
+Prepared = list[tuple[RunEvent, CoreEvent, Fragments | None]]
+
+
 async def broadcast_events(events: list[RunEvent]) -> None:
     """Announce events stored outside a run's recorder (the user's message, a stop, recovery)."""
-    for row, event, fragments in await sync_to_async(_typed_and_rendered)(events):
+    await announce(await sync_to_async(prepare)(events))
+
+
+async def announce(prepared: Prepared) -> None:
+    """Send events made ready by `prepare` (no database: the caller's hop rendered them)."""
+    for row, event, fragments in prepared:
         await publish(row.conversation_id, row.seq, event, hidden=row.hidden, fragments=fragments)
 
 
-def _typed_and_rendered(
-    events: list[RunEvent],
-) -> list[tuple[RunEvent, CoreEvent, Fragments | None]]:
+def prepare(events: list[RunEvent]) -> Prepared:
+    """Type and render stored events for `announce` (in the database thread: rendering reads)."""
     found = []
     for row in events:
         try:

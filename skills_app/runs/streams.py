@@ -4,7 +4,8 @@ A text delta does not wait for the database one by one, and no tab is ever sent 
 database lacks. The deltas of a run are coalesced (one frame per ~40 ms, each at most
 LIVE_FRAME_CHARS characters, naming its block and character offset) and handed to the process's
 `Journal`, which commits the frames of every streaming run in one transaction (`StreamPiece` rows)
-and only then sends them to each conversation's group. So a worker killed with `kill -9`, or a
+and only then sends them to each conversation's group (while one batch is being sent, the next
+is committed). So a worker killed with `kill -9`, or a
 run taken for dead, keeps at least all the text any tab showed (the partial answer is read from
 those rows), and a tab that connects mid-answer, or finds a hole where the channel layer dropped
 a frame, reads the text from there and never shows less than it did.
@@ -28,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from asyncio import FIRST_COMPLETED
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,6 +188,7 @@ class Journal:
         ]
         self._pending = []
         self._writer: asyncio.Task[None] | None = None
+        self._arrived: asyncio.Future[None] | None = None  # the writer waits for frames on it
         self._probe: asyncio.Task[None] | None = None
         self._database: liveness.DatabaseThread | None = None
         self._pruned = time.monotonic()
@@ -210,29 +213,58 @@ class Journal:
         """Commit these frames (with every other run's waiting now), then send them in order."""
         done: asyncio.Future[None] = self.loop.create_future()
         self._pending.append((streams, frames, done))
+        if self._arrived is not None and not self._arrived.done():
+            self._arrived.set_result(None)
         if self._writer is None or self._writer.done():
             self._writer = self.loop.create_task(self._write_while_pending())
         await asyncio.shield(done)  # a cancelled run still gets its last frames out
 
     async def _write_while_pending(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending, []
-            try:
-                await self._commit([frame for _, frames, _ in batch for frame in frames])
-                sends = [self._send(streams, frames) for streams, frames, _ in batch]
-                await asyncio.gather(*sends, return_exceptions=True)
-            except Exception as exc:
-                # Not an outage (those are retried): a bug. The runs' senders log it.
-                for _, _, done in batch:
-                    if not done.done():
-                        done.set_exception(exc)
-                continue
-            for _, _, done in batch:
-                if not done.done():
-                    done.set_result(None)
-            if time.monotonic() - self._pruned > PRUNE_SECONDS:
-                self._pruned = time.monotonic()
-                await self._prune()
+        # Two batches at a time: while one batch's frames go out to the channel layer, the next
+        # one (other runs': a run has one batch on its way at a time) is committed. Each batch
+        # is still sent only after its own commit.
+        sending: asyncio.Task[None] | None = None
+        try:
+            while self._pending or sending is not None:
+                if not self._pending:
+                    assert sending is not None
+                    # Until the batch is out or more frames arrive, whichever is first.
+                    self._arrived = self.loop.create_future()
+                    await asyncio.wait((sending, self._arrived), return_when=FIRST_COMPLETED)
+                    self._arrived = None
+                    if sending.done():
+                        sending = None
+                    continue
+                batch, self._pending = self._pending, []
+                try:
+                    await self._commit([frame for _, frames, _ in batch for frame in frames])
+                except Exception as exc:
+                    # Not an outage (those are retried): a bug. The runs' senders log it.
+                    for _, _, done in batch:
+                        if not done.done():
+                            done.set_exception(exc)
+                    continue
+                if sending is not None:
+                    await sending  # batches go out in the order they were committed
+                sending = self.loop.create_task(self._send_batch(batch))
+                if time.monotonic() - self._pruned > PRUNE_SECONDS:
+                    self._pruned = time.monotonic()
+                    await self._prune()
+        finally:
+            if sending is not None:
+                await asyncio.shield(sending)  # a cancelled writer still lets its frames out
+
+    async def _send_batch(
+        self,
+        batch: list[tuple[RunStreams, list[TextDelta | ThinkingDelta], asyncio.Future[None]]],
+    ) -> None:
+        # The frames are committed: a send that fails (the layer drops what it cannot send
+        # while Redis is away) leaves a hole the tabs fill from the database, not a failed run.
+        sends = [self._send(streams, frames) for streams, frames, _ in batch]
+        await asyncio.gather(*sends, return_exceptions=True)
+        for _, _, done in batch:
+            if not done.done():
+                done.set_result(None)
 
     async def _commit(self, frames: list[TextDelta | ThinkingDelta]) -> None:
         """Write the pieces, retrying with backoff while the database is away."""

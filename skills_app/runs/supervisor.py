@@ -31,8 +31,7 @@ from skills_app.core.profiles import slash_invokes
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
-from skills_app.runs import agent_setup, attached, eventlog, store, tasks, wiring
-from skills_app.runs.broadcast import broadcast_events
+from skills_app.runs import agent_setup, attached, broadcast, eventlog, store, tasks, wiring
 from skills_app.runs.client import model_client
 from skills_app.runs.ending import drain, give_up, shutdown, stop_run, wait_for_run
 from skills_app.runs.errors import RunError
@@ -190,7 +189,11 @@ async def start_run(
     """
     client = model_client()
     executor = get_executor()
-    run, events = await sync_to_async(_create_run)(
+    # One hop through the database thread creates the run and renders what it stored: the tabs
+    # hear of the user's message before a worker can start the run (a worker's first events
+    # announced before it would look like a gap to fill from the database), and under a burst
+    # of sends this tab's consumer does not queue again behind everyone else's hops.
+    run, prepared = await sync_to_async(_create_and_prepare)(
         conversation_id,
         text,
         client,
@@ -201,9 +204,14 @@ async def start_run(
         attachments=attachments,
         admit=admit,
     )
-    await broadcast_events(events)
+    await broadcast.announce(prepared)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
     return run
+
+
+def _create_and_prepare(*args: Any, **kwargs: Any) -> tuple[Run, broadcast.Prepared]:
+    run, events = _create_run(*args, **kwargs)
+    return run, broadcast.prepare(events)
 
 
 class Executor(Protocol):

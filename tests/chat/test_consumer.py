@@ -1,15 +1,21 @@
 from __future__ import annotations
 
+import contextvars
 import threading
 from typing import Any
 
 import pytest
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
+from django.db import transaction
+from django.db.models.signals import post_save
 from django.test import Client
 
+from skills_app.chat.consumers import ConversationConsumer
+from skills_app.core.events import RunStarted
 from skills_app.core.transcript import status_message_text
 from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
+from skills_app.runs import broadcast, eventlog
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import use_fake_model
@@ -415,3 +421,53 @@ async def test_it_refuses_oversized_frames(alice, conversation):
     assert "too large" in frame["text"]
     assert not await Run.objects.filter(conversation=conversation).aexists()
     await communicator.disconnect()
+
+
+async def test_a_tabs_own_events_go_first_when_a_worker_announces_before_them(
+    alice, conversation, settings, monkeypatch
+):
+    """A worker may take a new run the moment it is committed and announce its first event
+    before the web process has announced the user's message. The tab that sent it still gets
+    them in order, from its own action, without filling a "gap" from the database (under a
+    burst of sends that fill waited behind every other tab's database work, and the tab's live
+    text with it)."""
+    settings.RUN_EXECUTOR = "worker"  # no worker runs here: the receiver below plays the one
+    replays: list[int] = []
+    replay = ConversationConsumer.__dict__["_replay"]
+
+    async def counted(self, after, *, with_streams):
+        replays.append(after)
+        return await replay.__get__(self, type(self))(after, with_streams=with_streams)
+
+    monkeypatch.setattr(ConversationConsumer, "_replay", counted)
+
+    def worker_takes_it(sender, instance, created, **kwargs):
+        if not created:
+            return
+
+        def announce_started() -> None:
+            row = eventlog.append_event(
+                instance.conversation_id, RunStarted(run_id=instance.pk), run_id=instance.pk
+            )
+            # As another process would: outside the consumer's context, before its action ends.
+            contextvars.Context().run(async_to_sync(broadcast.announce), broadcast.prepare([row]))
+
+        transaction.on_commit(announce_started)
+
+    post_save.connect(worker_takes_it, sender=Run, weak=False)
+    try:
+        tab, _connected, _code = await _connect(alice, conversation.pk)
+        await tab.send_json_to({"action": "resume", "after": 0})
+        await _frames_until(tab, lambda f: f["type"] == "resumed")
+        await tab.send_json_to({"action": "send", "text": "hello"})
+        frames = await _frames_until(tab, lambda f: f["type"] == "run.started")
+    finally:
+        post_save.disconnect(worker_takes_it, sender=Run)
+    assert [f["type"] for f in stored(frames)] == ["message.stored", "run.queued", "run.started"]
+    assert "hello" in stored(frames)[0]["html"]
+    seqs = [f["seq"] for f in stored(frames)]
+    assert seqs == sorted(seqs) and len(set(seqs)) == 3
+    assert replays == [0], "only the resume read the database"
+    # The group's copies of the tab's own events come later and are not sent twice.
+    assert await tab.receive_nothing(timeout=0.5)
+    await tab.disconnect()

@@ -269,6 +269,53 @@ async def test_the_journal_commits_every_streaming_run_in_one_transaction(alice,
         recorder.streams.close()
 
 
+async def test_a_batch_is_committed_while_the_one_before_it_is_still_being_sent(alice, monkeypatch):
+    """The journal commits the next runs' frames while a slow send of the previous batch is out
+    (a slow channel layer does not hold every stream's commit back), and still sends each
+    batch only after its own commit, in the order they were committed."""
+    recorders = []
+    for i in range(2):
+        conversation = await Conversation.objects.acreate(owner=alice, title=f"c{i}")
+        run = await Run.objects.acreate(conversation=conversation, status=Run.RUNNING)
+        recorder = RunRecorder(conversation.pk, run.pk, alice.pk)
+        await recorder.event(ModelCalled(call=1, model="claude-test"))
+        recorders.append(recorder)
+    first, second = recorders
+    release = asyncio.Event()
+    sent: list[int] = []
+    real_send_live = broadcast.send_live
+
+    async def slow_for_the_first(conversation_id, event):
+        if event.run_id == first.run_id:
+            await release.wait()
+        sent.append(event.run_id)
+        await real_send_live(conversation_id, event)
+
+    monkeypatch.setattr(broadcast, "send_live", slow_for_the_first)
+    await first.event(TextDelta(0, "first"))
+    flushing = asyncio.ensure_future(first.flush())
+    for _ in range(200):  # the first run's batch is committed and its send is waiting
+        if await sync_to_async(textlog.streamed_text)(first.run_id):
+            break
+        await asyncio.sleep(0.01)
+    await second.event(TextDelta(0, "second"))
+    second_flush = asyncio.ensure_future(second.flush())
+    for _ in range(200):
+        if await sync_to_async(textlog.streamed_text)(second.run_id):
+            break
+        await asyncio.sleep(0.01)
+    # Committed while the first batch is still out; not sent before it.
+    assert await sync_to_async(textlog.streamed_text)(second.run_id) == [
+        {"index": 0, "text": "second"}
+    ]
+    assert sent == [] and not flushing.done()
+    release.set()
+    await asyncio.wait_for(asyncio.gather(flushing, second_flush), 10)
+    assert sent == [first.run_id, second.run_id]
+    for recorder in recorders:
+        recorder.streams.close()
+
+
 def test_a_commit_of_more_pieces_than_one_insert_holds_keeps_every_piece_in_order(alice):
     runs = []
     for i in range(3):
