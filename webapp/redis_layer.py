@@ -30,13 +30,20 @@ one script, up to RECEIVE_BATCH at a time, and are handed out in order from memo
 none are waiting does a receive wait the way channels-redis does. The script runs in a task of
 its own that a cancelled receive does not cancel, so nothing it took out is lost: the next
 receive gets it.
+
+Sending: the live text of a batch of runs goes out with `group_send_many`, two round trips per
+Redis for the whole batch (one pipeline reads the groups' members, one stored script adds every
+message) instead of four per message: a third of a worker's CPU while it streamed 100 answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
-from collections import deque
+import time
+from collections import defaultdict, deque
+from collections.abc import Sequence
 from typing import Any
 
 from channels_redis.core import RedisChannelLayer
@@ -62,6 +69,30 @@ end
 redis.call('DEL', KEYS[2])
 return redis.call('ZPOPMIN', KEYS[1], ARGV[1])
 """
+
+
+# KEYS: the channel keys a batch of group messages goes to, a key once per message it gets;
+# ARGV: the messages, then each key's capacity, then the time and the expiry. channels-redis's
+# group_send per message, with its cleaning of expired messages folded in; a message over a
+# channel's capacity is dropped, as there. Each message gets its own score (the time plus a
+# microsecond per message): a channel's messages of one batch come out in the order given.
+_SEND_MANY = """
+local n = #KEYS
+local now = tonumber(ARGV[2 * n + 1])
+local expiry = tonumber(ARGV[2 * n + 2])
+local dropped = 0
+for i = 1, n do
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], 0, math.floor(now) - expiry)
+    if redis.call('ZCOUNT', KEYS[i], '-inf', '+inf') < tonumber(ARGV[n + i]) then
+        redis.call('ZADD', KEYS[i], string.format('%.6f', now + (i - 1) / 1000000), ARGV[i])
+        redis.call('EXPIRE', KEYS[i], expiry)
+    else
+        dropped = dropped + 1
+    end
+end
+return dropped
+"""
+_SEND_MANY_SHA = hashlib.sha1(_SEND_MANY.encode()).hexdigest()
 
 
 class LayerUnavailable(ConnectionError):
@@ -106,6 +137,71 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
             await self._call(super().group_send, group, message)
         except LayerUnavailable:
             self.dropped += 1
+
+    async def group_send_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        """Send each (group, message), as `group_send` would, in two round trips per Redis.
+
+        For the live text of a batch of runs (`skills_app.runs.streams`): channels-redis takes
+        four round trips for every group message (drop the group's expired members, read them,
+        drop each channel's expired messages, add the message), most of a worker's CPU while it
+        streams 100 answers. Here the members of every group come in one pipeline, and every
+        message goes out in one script. Messages to one channel keep the order given.
+        """
+        if not items:
+            return
+        try:
+            await self._call(self._send_many, items)
+        except LayerUnavailable:
+            self.dropped += len(items)
+
+    async def _send_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
+        layer: Any = self  # channels-redis's helpers (the type stubs do not declare them)
+        now = time.time()
+        members: dict[str, list[str]] = {}
+        groups_by_index: dict[int, list[str]] = defaultdict(list)
+        for group in dict.fromkeys(group for group, _ in items):
+            assert layer.require_valid_group_name(group), "Group name not valid"
+            groups_by_index[layer.consistent_hash(group)].append(group)
+        for index, groups in groups_by_index.items():
+            pipe = self.connection(index).pipeline(transaction=False)
+            for group in groups:
+                key = layer._group_key(group)
+                pipe.zremrangebyscore(key, min=0, max=int(now) - self.group_expiry)
+                pipe.zrange(key, 0, -1)
+            replies = await pipe.execute()
+            for group, names in zip(groups, replies[1::2], strict=True):
+                members[group] = [name.decode("utf8") for name in names]
+        # Per Redis: the keys, each message as serialised for its key, and each key's capacity.
+        sends: dict[int, tuple[list[bytes], list[bytes], list[int]]] = defaultdict(
+            lambda: ([], [], [])
+        )
+        for group, message in items:
+            keys_by_index, messages, capacities = layer._map_channel_keys_to_connection(
+                members[group], message
+            )
+            for index, keys in keys_by_index.items():
+                send = sends[index]
+                for key in keys:
+                    send[0].append(key)
+                    send[1].append(messages[key])
+                    send[2].append(capacities[key])
+        for index, (keys, messages, capacities) in sends.items():
+            connection = self.connection(index)
+            args: list[bytes | int | str] = [
+                *keys,
+                *messages,
+                *capacities,
+                repr(now),
+                int(self.expiry),
+            ]
+            try:
+                dropped = await connection.evalsha(_SEND_MANY_SHA, len(keys), *args)
+            except Exception as exc:
+                if type(exc).__name__ != "NoScriptError":
+                    raise
+                dropped = await connection.eval(_SEND_MANY, len(keys), *args)  # Redis restarted
+            if dropped:
+                logger.info("%s messages over a channel's capacity were dropped", dropped)
 
     async def group_add(self, group: str, channel: str) -> None:
         if self._is_ours(channel):

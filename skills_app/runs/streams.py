@@ -258,10 +258,19 @@ class Journal:
         self,
         batch: list[tuple[RunStreams, list[TextDelta | ThinkingDelta], asyncio.Future[None]]],
     ) -> None:
-        # The frames are committed: a send that fails (the layer drops what it cannot send
-        # while Redis is away) leaves a hole the tabs fill from the database, not a failed run.
-        sends = [self._send(streams, frames) for streams, frames, _ in batch]
-        await asyncio.gather(*sends, return_exceptions=True)
+        # Every frame of the batch in one go (in order for each run). The frames are
+        # committed: a send that fails (the layer drops what it cannot send while Redis is
+        # away) leaves a hole the tabs fill from the database, not a failed run.
+        items = [
+            (streams.conversation_id, frame)
+            for streams, frames, _ in batch
+            if streams.run_id not in tasks.ABANDONED  # another process closed its history
+            for frame in frames
+        ]
+        try:
+            await broadcast.send_live_many(items)
+        except Exception:
+            logger.exception("sending live text failed; the tabs read it from the database")
         for _, _, done in batch:
             if not done.done():
                 done.set_result(None)
@@ -285,12 +294,6 @@ class Journal:
             self.commits += 1
             self.outage.recovered()
             return
-
-    async def _send(self, streams: RunStreams, frames: list[TextDelta | ThinkingDelta]) -> None:
-        if streams.run_id in tasks.ABANDONED:
-            return  # another process closed this run's history meanwhile
-        for frame in frames:
-            await broadcast.send_live(streams.conversation_id, frame)
 
     async def _prune(self) -> None:
         assert self._database is not None

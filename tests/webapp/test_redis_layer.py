@@ -222,3 +222,65 @@ async def test_with_nothing_waiting_a_receive_waits_for_the_next_message(redis_s
     assert (await asyncio.wait_for(receiving, 5))["seq"] == 9
     for layer in (worker, web):
         await layer.flush()
+
+
+async def test_a_batch_of_group_messages_goes_out_in_two_round_trips_in_order(redis_server):
+    """The live text of a batch of runs: every member of each group gets its messages, a
+    channel's in the order given (several to one channel in one batch included), with one
+    pipeline reading the groups and one script adding the messages, not channels-redis's four
+    round trips per message."""
+    worker, web_a, web_b = _layer(redis_server), _layer(redis_server), _layer(redis_server)
+    one, two, other = (
+        await web_a.new_channel(),
+        await web_a.new_channel(),
+        await web_b.new_channel(),
+    )
+    await web_a.group_add("conversation-6", one)
+    await web_b.group_add("conversation-6", other)  # another process's tab of the same one
+    await web_a.group_add("conversation-7", two)
+    await worker.group_send_many([])  # nothing to send: no call at all
+    monitor = _monitor(redis_server, 2)
+    await asyncio.sleep(0.5)  # attached
+    batch = [("conversation-6", {"type": "text.delta", "n": n}) for n in range(3)]
+    batch += [("conversation-7", {"type": "text.delta", "n": 10 + n}) for n in range(3)]
+    batch += [("conversation-8", {"type": "text.delta", "n": 99})]  # a group nobody is in
+    await worker.group_send_many(batch)
+    for tab, layer, expected in ((one, web_a, [0, 1, 2]), (other, web_b, [0, 1, 2])):
+        assert [(await asyncio.wait_for(layer.receive(tab), 5))["n"] for _ in expected] == expected
+    assert [(await asyncio.wait_for(web_a.receive(two), 5))["n"] for _ in range(3)] == [10, 11, 12]
+    sent = [line for line in _client_commands(monitor) if '"ZPOPMIN"' not in line]
+    sent = [line for line in sent if '"EVAL"' not in line and '"BZPOPMIN"' not in line]
+    # What the worker sent: the pipeline (expired members dropped, members read: per group)
+    # and one script call for the seven messages.
+    assert len([line for line in sent if '"EVALSHA"' in line]) == 1, sent
+    assert len([line for line in sent if '"ZRANGE"' in line]) == 3, sent
+    assert not [line for line in sent if '"ZADD"' in line], sent
+    for layer in (worker, web_a, web_b):
+        await layer.flush()
+
+
+async def test_a_batch_keeps_the_capacity_and_survives_a_redis_restart(redis_server):
+    worker = _layer(redis_server)
+    web = ResilientRedisChannelLayer(hosts=[{"address": redis_server.url}], capacity=2)
+    tab = await web.new_channel()
+    await web.group_add("conversation-9", tab)
+    await web.group_send_many([("conversation-9", {"type": "t.d", "n": n}) for n in range(4)])
+    assert [(await asyncio.wait_for(web.receive(tab), 5))["n"] for _ in range(2)] == [0, 1]
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(web.receive(tab), 0.5)  # the two over capacity were dropped
+    # A restarted Redis has neither the script nor the group: the member is added again when
+    # the web process notices, and the sender loads the script again on its own.
+    redis_server.stop()
+    redis_server.start()
+    await web.group_add("conversation-9", tab)
+    await worker.group_send_many([("conversation-9", {"type": "t.d", "n": 7})])
+    assert (await asyncio.wait_for(web.receive(tab), 5))["n"] == 7
+    assert worker.up and worker.dropped == 0
+    await web.flush()
+    # While Redis is away the batch is dropped, counted, and nothing raises.
+    redis_server.stop()
+    await worker.group_send_many([("conversation-9", {"type": "t.d", "n": 8})] * 3)
+    assert not worker.up and worker.dropped == 3
+    redis_server.start()
+    await asyncio.wait_for(worker.wait_until_up(), 20)
+    await worker.flush()
