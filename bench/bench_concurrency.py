@@ -61,6 +61,7 @@ async def one_conversation(
         tab.send({"action": "resume", "after": 0})
         await tab.until("resumed", timeout=60)
         tab.send({"action": "send", "text": command})
+        sent_at = time.time()
         seqs: list[int] = []
         text = StreamText()
         last_stamp = 0.0
@@ -75,6 +76,8 @@ async def one_conversation(
             kind = frame.get("type")
             if kind == "text.delta":
                 result["frames"] = int(result["frames"]) + 1
+                # Its first words under the burst: from its send to the first text in the tab.
+                result.setdefault("first_word_s", arrived - sent_at)
                 # Pieces arrive once each, in place (StreamText counts any other as an error).
                 for stamp in STAMP.findall(text.new(frame)):
                     sent = float(stamp)
@@ -162,6 +165,7 @@ async def through_skillscope(opts: argparse.Namespace, model: FakeModel, command
         "p50_ms": percentile(latencies, 50) * 1000,
         "p99_ms": percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
+        "first_words_s": sorted(float(r["first_word_s"]) for r in results if "first_word_s" in r),
         "wall_s": wall,
         "started_at": started_at,
         "daphne_cpu_s": cpu,
@@ -217,6 +221,13 @@ async def main_async(opts: argparse.Namespace) -> int:
         f"p99 limit max(100 ms, 3 x bare p99) = {limit_ms:.1f} ms: {'PASS' if latency_ok else 'MISS'}"
     )
     print("delivery, order, memory:", "PASS" if ok else "MISS")
+    firsts = ours["first_words_s"]
+    if firsts:
+        # All conversations send at once: how long the last of them waited for its first words.
+        print(
+            f"Skillscope first words under the burst (send to first text in the tab): "
+            f"p50 {percentile(firsts, 50):.2f} s, max {firsts[-1]:.2f} s"
+        )
     if SEEN:
         first = min(t for t, _ in SEEN)
         # For bench/hop_report.py (the database thread's hops by phase, bench/hopcpu).
