@@ -676,3 +676,30 @@ async def test_a_batch_committed_behind_a_send_still_goes_out_when_the_writer_is
     assert sent == [(first.run_id, "first"), (second.run_id, "second")]
     for recorder in (first, second):
         recorder.streams.close()
+
+
+async def test_a_runs_second_batch_never_overtakes_its_first_when_its_writer_was_cancelled(
+    alice, monkeypatch
+):
+    """Whoever handed a run's batch over is cancelled (it stops waiting; the run's lock is
+    free) and the run hands over more while that batch is still out: the second batch is
+    committed meanwhile but sent after the first."""
+    first, second = await _two_recorders(alice)
+    release, out, sent = _holding_the_send_of(monkeypatch, first.run_id)
+
+    def frame(text: str, offset: int) -> TextDelta:
+        return TextDelta(0, text, run_id=first.run_id, call=1, offset=offset)
+
+    writing = asyncio.ensure_future(journal().write(first.streams, [frame("one ", 0)]))
+    await asyncio.wait_for(out.wait(), 10)
+    writing.cancel()
+    await asyncio.gather(writing, return_exceptions=True)
+    again = asyncio.ensure_future(journal().write(first.streams, [frame("two", 4)]))
+    while await sync_to_async(textlog.saved_text)(first.run_id, 1, 0, "text") != "one two":
+        await asyncio.sleep(0.01)
+    assert sent == []
+    release.set()
+    await asyncio.wait_for(again, 10)
+    assert sent == [(first.run_id, "one "), (first.run_id, "two")]
+    for recorder in (first, second):
+        recorder.streams.close()
