@@ -106,7 +106,10 @@ async def send_live_many(items: Sequence[tuple[int, CoreEvent]]) -> None:
     send_many = getattr(layer, "group_send_many", None)
     if send_many is None:
         for conversation_id, event in items:
-            await send_live(conversation_id, event)
+            try:
+                await send_live(conversation_id, event)
+            except Exception:  # one tab's frame failing holds back no other
+                logger.exception("sending live text to conversation %s failed", conversation_id)
         return
     await send_many(
         [(group_name(c), {"type": event.type, "event": event.data()}) for c, event in items]

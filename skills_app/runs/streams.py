@@ -174,6 +174,10 @@ def _pieces(frames: list[TextDelta | ThinkingDelta]) -> list[textlog.Piece]:
     ]
 
 
+# Frames of one run handed to the journal, and the future its run waits on until they are sent.
+Pending = tuple[RunStreams, list[TextDelta | ThinkingDelta], asyncio.Future[None]]
+
+
 class Journal:
     """Commits the frames of every streaming run of this process, then sends them; sets the pace
     of live frames from how late the event loop wakes it."""
@@ -183,10 +187,7 @@ class Journal:
         self.interval = LIVE_INTERVAL
         self.lag = 0.0
         self._watched: dict[int, RunStreams] = {}
-        self._pending: list[
-            tuple[RunStreams, list[TextDelta | ThinkingDelta], asyncio.Future[None]]
-        ]
-        self._pending = []
+        self._pending: list[Pending] = []
         self._writer: asyncio.Task[None] | None = None
         self._arrived: asyncio.Future[None] | None = None  # the writer waits for frames on it
         self._probe: asyncio.Task[None] | None = None
@@ -224,6 +225,7 @@ class Journal:
         # one (other runs': a run has one batch on its way at a time) is committed. Each batch
         # is still sent only after its own commit.
         sending: asyncio.Task[None] | None = None
+        committed: list[Pending] | None = None  # committed, waiting for the batch before it
         try:
             while self._pending or sending is not None:
                 if not self._pending:
@@ -244,20 +246,27 @@ class Journal:
                         if not done.done():
                             done.set_exception(exc)
                     continue
+                committed = batch
                 if sending is not None:
-                    await sending  # batches go out in the order they were committed
-                sending = self.loop.create_task(self._send_batch(batch))
+                    # Batches go out in the order they were committed. Shielded: cancelling a
+                    # task cancels what it awaits, and that send's runs wait for it.
+                    await asyncio.shield(sending)
+                sending, committed = self.loop.create_task(self._send_batch(batch)), None
                 if time.monotonic() - self._pruned > PRUNE_SECONDS:
                     self._pruned = time.monotonic()
                     await self._prune()
         finally:
+            # A cancelled writer still lets out, in order, what it committed (their runs wait
+            # for it), and leaves the frames handed over meanwhile to a writer that is not
+            # leaving: `write` starts none while this one is not done.
             if sending is not None:
-                await asyncio.shield(sending)  # a cancelled writer still lets its frames out
+                await asyncio.shield(sending)
+            if committed is not None:
+                await asyncio.shield(self.loop.create_task(self._send_batch(committed)))
+            if self._pending and self._writer is asyncio.current_task():
+                self._writer = self.loop.create_task(self._write_while_pending())
 
-    async def _send_batch(
-        self,
-        batch: list[tuple[RunStreams, list[TextDelta | ThinkingDelta], asyncio.Future[None]]],
-    ) -> None:
+    async def _send_batch(self, batch: list[Pending]) -> None:
         # Every frame of the batch in one go (in order for each run). The frames are
         # committed: a send that fails (the layer drops what it cannot send while Redis is
         # away) leaves a hole the tabs fill from the database, not a failed run.

@@ -11,11 +11,12 @@ from django.db import transaction
 from django.db.models.signals import post_save
 from django.test import Client
 
+from skills_app.chat import actions
 from skills_app.chat.consumers import ConversationConsumer
 from skills_app.core.events import RunStarted
-from skills_app.core.transcript import status_message_text
+from skills_app.core.transcript import StoredMessage, status_message_text
 from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
-from skills_app.runs import broadcast, eventlog
+from skills_app.runs import broadcast, eventlog, store
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import use_fake_model
@@ -471,3 +472,142 @@ async def test_a_tabs_own_events_go_first_when_a_worker_announces_before_them(
     # The group's copies of the tab's own events come later and are not sent twice.
     assert await tab.receive_nothing(timeout=0.5)
     await tab.disconnect()
+
+
+# -- a tab's own action's events, relayed at once (attacks) ---------------------------------------
+
+OWN_VISIBLE = "OWN-VISIBLE-3f0d"
+OTHER_VISIBLE = "OTHER-VISIBLE-58be"
+
+
+def _store_a_turn_with_a_hidden_row(conversation_id: int, marker: str) -> list[RunEvent]:
+    """A visible user message and a hidden skill body, stored as an action would."""
+    run = Run.objects.create(conversation_id=conversation_id, status=Run.DONE)
+    visible = store.append_message(
+        conversation_id, StoredMessage.text("user", marker), run_id=run.pk
+    )
+    body = StoredMessage.text("user", HIDDEN_BODY, kind="skill_prompt", is_meta=True)
+    hidden = store.append_message(conversation_id, body, run_id=run.pk)
+    return [
+        eventlog.append_event(
+            conversation_id, "message", eventlog.message_event(visible), run_id=run.pk
+        ),
+        eventlog.append_event(
+            conversation_id,
+            "message",
+            eventlog.message_event(hidden),
+            run_id=run.pk,
+            hidden=True,
+        ),
+    ]
+
+
+def _acting_that_announces(monkeypatch, other_conversation_id: int, *, then=None) -> None:
+    """Every websocket action first stores and announces a turn in the tab's conversation and
+    in another one (in the action's own context, so the consumer collects them), then `then`."""
+    real = actions.perform
+
+    async def perform(action, fields, *, conversation_id, user_id):
+        other = await sync_to_async(_store_a_turn_with_a_hidden_row)(
+            other_conversation_id, OTHER_VISIBLE
+        )
+        own = await sync_to_async(_store_a_turn_with_a_hidden_row)(conversation_id, OWN_VISIBLE)
+        await broadcast.broadcast_events(other + own)
+        if then is not None:
+            await then()
+        return await real(action, fields, conversation_id=conversation_id, user_id=user_id)
+
+    monkeypatch.setattr(actions, "perform", perform)
+
+
+async def test_an_ordinary_user_gets_nothing_hidden_from_their_own_actions_events(
+    alice, conversation, monkeypatch
+):
+    other = await Conversation.objects.acreate(owner=alice, title="Other")
+    _acting_that_announces(monkeypatch, other.pk)
+    tab, _connected, _code = await _connect(alice, conversation.pk)
+    await tab.send_json_to({"action": "resume", "after": 0})
+    await _frames_until(tab, lambda f: f["type"] == "resumed")
+    await tab.send_json_to({"action": "stop"})
+    frames = await _frames_until(tab, lambda f: f["type"] == "info")
+    assert [f["seq"] for f in stored(frames)] == [1]
+    assert OWN_VISIBLE in stored(frames)[0]["html"]
+    assert "HIDDEN-BODY" not in repr(frames) and OTHER_VISIBLE not in repr(frames)
+    # The group's copies come later: neither sent twice nor the hidden one sent after all.
+    assert await tab.receive_nothing(timeout=0.5)
+    await tab.disconnect()
+
+
+async def test_an_auditor_gets_the_hidden_row_of_their_own_action_once(auditor, monkeypatch):
+    conversation = await Conversation.objects.acreate(owner=auditor, title="Audited")
+    other = await Conversation.objects.acreate(owner=auditor, title="Other")
+    _acting_that_announces(monkeypatch, other.pk)
+    tab, _connected, _code = await _connect(auditor, conversation.pk)
+    await tab.send_json_to({"action": "resume", "after": 0})
+    await _frames_until(tab, lambda f: f["type"] == "resumed")
+    await tab.send_json_to({"action": "stop"})
+    frames = await _frames_until(tab, lambda f: f["type"] == "info")
+    assert [f["seq"] for f in stored(frames)] == [1, 2]
+    assert "HIDDEN-BODY-91c2" in stored(frames)[1]["html"]
+    assert "Hidden from the user" in stored(frames)[1]["html"]
+    assert OTHER_VISIBLE not in repr(frames)
+    assert await tab.receive_nothing(timeout=0.5)
+    await tab.disconnect()
+
+
+async def test_an_action_that_fails_after_announcing_still_shows_its_events_once(
+    alice, conversation, monkeypatch
+):
+    """The events stored before the refusal reach the tab (through the group), in order, once."""
+    other = await Conversation.objects.acreate(owner=alice, title="Other")
+
+    async def refuse() -> None:
+        raise actions.ActionError("Refused halfway.", retry=False)
+
+    _acting_that_announces(monkeypatch, other.pk, then=refuse)
+    tab, _connected, _code = await _connect(alice, conversation.pk)
+    await tab.send_json_to({"action": "resume", "after": 0})
+    await _frames_until(tab, lambda f: f["type"] == "resumed")
+    await tab.send_json_to({"action": "stop"})
+    frames = await _frames_until(tab, lambda f: f.get("seq") == 1, timeout=5)
+    assert [f["type"] for f in frames if "seq" not in f] == ["error"]
+    assert "Refused halfway." in repr(frames)
+    assert [f["seq"] for f in stored(frames)] == [1]
+    assert "HIDDEN-BODY" not in repr(frames) and OTHER_VISIBLE not in repr(frames)
+    assert await tab.receive_nothing(timeout=0.5)
+    await tab.disconnect()
+
+
+async def test_a_tab_not_resumed_yet_gets_its_actions_events_from_the_resume_once(
+    alice, conversation, monkeypatch
+):
+    other = await Conversation.objects.acreate(owner=alice, title="Other")
+    _acting_that_announces(monkeypatch, other.pk)
+    tab, _connected, _code = await _connect(alice, conversation.pk)
+    await tab.send_json_to({"action": "stop"})  # before any resume
+    frames = await _frames_until(tab, lambda f: f["type"] == "info")
+    assert stored(frames) == []
+    await tab.send_json_to({"action": "resume", "after": 0})
+    frames = await _frames_until(tab, lambda f: f["type"] == "resumed")
+    assert [f["seq"] for f in stored(frames)] == [1]
+    assert frames[-1]["last_seq"] == 2
+    assert "HIDDEN-BODY" not in repr(frames) and OTHER_VISIBLE not in repr(frames)
+    assert await tab.receive_nothing(timeout=0.5)
+    await tab.disconnect()
+
+
+async def test_a_run_started_by_an_action_is_not_collected_as_the_actions_own(
+    alice, conversation, fake_model
+):
+    """Inline runs get a context of their own: what they announce later never lands in the
+    list of the action that started them (it would grow for the whole run, and be relayed
+    past the group's order)."""
+    fake_model.enqueue(Reply.text("An answer streamed by the run", chunk=4))
+    with broadcast.collecting() as announced:
+        await actions.perform(
+            "send", {"text": "hi"}, conversation_id=conversation.pk, user_id=alice.pk
+        )
+    assert [message["type"] for _, message in announced] == ["message.stored"]
+    await _wait_runs_done(conversation.pk)
+    assert await RunEvent.objects.filter(conversation=conversation, type="run.finished").aexists()
+    assert [message["type"] for _, message in announced] == ["message.stored"]

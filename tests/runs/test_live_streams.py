@@ -515,3 +515,191 @@ async def test_when_redis_is_back_a_tab_catches_up_on_what_the_group_lost(
     await recorder.flush()
     await _read_until(tab, frames, lambda reader: reader.text() == TEXT)
     await tab.disconnect()
+
+
+# -- the pipelined journal under attack ---------------------------------------------------------
+
+
+async def _two_recorders(alice: Any) -> list[RunRecorder]:
+    recorders = []
+    for i in range(2):
+        conversation = await Conversation.objects.acreate(owner=alice, title=f"p{i}")
+        run = await Run.objects.acreate(conversation=conversation, status=Run.RUNNING)
+        recorder = RunRecorder(conversation.pk, run.pk, alice.pk)
+        await recorder.event(ModelCalled(call=1, model="claude-test"))
+        recorders.append(recorder)
+    return recorders
+
+
+def _holding_the_send_of(monkeypatch, run_id: int) -> tuple[asyncio.Event, asyncio.Event, list]:
+    """send_live waits for `release` on the run's frames; `out` is set when one is waiting."""
+    release, out, sent = asyncio.Event(), asyncio.Event(), []
+    real_send_live = broadcast.send_live
+
+    async def held(conversation_id, event):
+        if event.run_id == run_id:
+            out.set()
+            await release.wait()
+        sent.append((event.run_id, event.text))
+        await real_send_live(conversation_id, event)
+
+    monkeypatch.setattr(broadcast, "send_live", held)
+    return release, out, sent
+
+
+async def test_the_journal_is_not_idle_while_a_committed_batch_is_still_being_sent(
+    alice, monkeypatch
+):
+    first, second = await _two_recorders(alice)
+    release, out, sent = _holding_the_send_of(monkeypatch, first.run_id)
+    await first.event(TextDelta(0, "first"))
+    flushing = asyncio.ensure_future(first.flush())
+    await asyncio.wait_for(out.wait(), 10)
+    first.streams.close()
+    second.streams.close()  # nothing watched: only the send is left
+    assert not journal().idle()
+    release.set()
+    await asyncio.wait_for(flushing, 10)
+    for _ in range(100):
+        if journal().idle():
+            break
+        await asyncio.sleep(0.01)
+    assert journal().idle() and sent == [(first.run_id, "first")]
+
+
+async def test_an_outage_while_a_batch_is_out_holds_neither_that_batch_nor_the_order(
+    alice, monkeypatch
+):
+    """The database goes away while the first run's frames are being sent: they still go out
+    (they were committed) and its flush returns; the second run's frames wait for their commit
+    and are sent after, never before."""
+    first, second = await _two_recorders(alice)
+    release, out, sent = _holding_the_send_of(monkeypatch, first.run_id)
+    await first.event(TextDelta(0, "first"))
+    flushing = asyncio.ensure_future(first.flush())
+    await asyncio.wait_for(out.wait(), 10)
+    away, real, attempts = [True], textlog.append_pieces, []
+
+    def flaky(pieces):
+        attempts.append(len(pieces))
+        if away[0]:
+            raise OperationalError("connection to server failed: Connection refused")
+        real(pieces)
+
+    monkeypatch.setattr(textlog, "append_pieces", flaky)
+    await second.event(TextDelta(0, "second"))
+    second_flush = asyncio.ensure_future(second.flush())
+    while len(attempts) < 2:
+        await asyncio.sleep(0.02)
+    release.set()
+    await asyncio.wait_for(flushing, 10)  # not held by the other batch's outage
+    assert sent == [(first.run_id, "first")] and not second_flush.done()
+    away[0] = False
+    await asyncio.wait_for(second_flush, 10)
+    assert sent == [(first.run_id, "first"), (second.run_id, "second")]
+    assert await sync_to_async(textlog.streamed_text)(second.run_id) == [
+        {"index": 0, "text": "second"}
+    ]
+    for recorder in (first, second):
+        recorder.streams.close()
+
+
+async def test_a_send_that_fails_holds_back_neither_its_run_nor_the_next_batch(alice, monkeypatch):
+    first, second = await _two_recorders(alice)
+    real_send_live, sent = broadcast.send_live, []
+
+    async def failing_for_the_first(conversation_id, event):
+        if event.run_id == first.run_id:
+            raise RuntimeError("the channel layer refused the frame")
+        sent.append(event.run_id)
+        await real_send_live(conversation_id, event)
+
+    monkeypatch.setattr(broadcast, "send_live", failing_for_the_first)
+    await first.event(TextDelta(0, "first"))
+    await second.event(TextDelta(0, "second"))
+    await asyncio.wait_for(asyncio.gather(first.flush(), second.flush()), 10)
+    await first.event(TextDelta(0, " again"))
+    await second.event(TextDelta(0, " again"))
+    await asyncio.wait_for(asyncio.gather(first.flush(), second.flush()), 10)
+    assert sent == [second.run_id, second.run_id]
+    # Committed all the same: a tab fills the hole from the database.
+    assert await sync_to_async(textlog.streamed_text)(first.run_id) == [
+        {"index": 0, "text": "first again"}
+    ]
+    for recorder in (first, second):
+        recorder.streams.close()
+
+
+async def test_frames_handed_over_while_a_cancelled_writer_lets_its_send_out_are_sent(
+    alice, monkeypatch
+):
+    """A writer cancelled while a batch is out still lets that batch out (shielded); frames
+    that arrive meanwhile must not wait for a writer that is leaving."""
+    first, second = await _two_recorders(alice)
+    release, out, sent = _holding_the_send_of(monkeypatch, first.run_id)
+    await first.event(TextDelta(0, "first"))
+    flushing = asyncio.ensure_future(first.flush())
+    await asyncio.wait_for(out.wait(), 10)
+    writer = journal()._writer
+    assert writer is not None
+    writer.cancel()  # it waits for its send now, shielded
+    await second.event(TextDelta(0, "second"))
+    second_flush = asyncio.ensure_future(second.flush())
+    while not journal()._pending:  # the second run's frames are handed over
+        await asyncio.sleep(0.01)
+    release.set()
+    await asyncio.wait_for(flushing, 10)
+    await asyncio.wait_for(second_flush, 10)
+    assert sent == [(first.run_id, "first"), (second.run_id, "second")]
+    for recorder in (first, second):
+        recorder.streams.close()
+
+
+async def test_a_batch_committed_behind_a_send_still_goes_out_when_the_writer_is_cancelled(
+    alice, monkeypatch
+):
+    first, second = await _two_recorders(alice)
+    release, out, sent = _holding_the_send_of(monkeypatch, first.run_id)
+    await first.event(TextDelta(0, "first"))
+    flushing = asyncio.ensure_future(first.flush())
+    await asyncio.wait_for(out.wait(), 10)
+    await second.event(TextDelta(0, "second"))
+    second_flush = asyncio.ensure_future(second.flush())
+    # Committed, and waiting for the first batch to be out.
+    while not await sync_to_async(textlog.streamed_text)(second.run_id):
+        await asyncio.sleep(0.01)
+    writer = journal()._writer
+    assert writer is not None
+    writer.cancel()
+    release.set()
+    await asyncio.wait_for(asyncio.gather(flushing, second_flush), 10)
+    assert sent == [(first.run_id, "first"), (second.run_id, "second")]
+    for recorder in (first, second):
+        recorder.streams.close()
+
+
+async def test_a_runs_second_batch_never_overtakes_its_first_when_its_writer_was_cancelled(
+    alice, monkeypatch
+):
+    """Whoever handed a run's batch over is cancelled (it stops waiting; the run's lock is
+    free) and the run hands over more while that batch is still out: the second batch is
+    committed meanwhile but sent after the first."""
+    first, second = await _two_recorders(alice)
+    release, out, sent = _holding_the_send_of(monkeypatch, first.run_id)
+
+    def frame(text: str, offset: int) -> TextDelta:
+        return TextDelta(0, text, run_id=first.run_id, call=1, offset=offset)
+
+    writing = asyncio.ensure_future(journal().write(first.streams, [frame("one ", 0)]))
+    await asyncio.wait_for(out.wait(), 10)
+    writing.cancel()
+    await asyncio.gather(writing, return_exceptions=True)
+    again = asyncio.ensure_future(journal().write(first.streams, [frame("two", 4)]))
+    while await sync_to_async(textlog.saved_text)(first.run_id, 1, 0, "text") != "one two":
+        await asyncio.sleep(0.01)
+    assert sent == []
+    release.set()
+    await asyncio.wait_for(again, 10)
+    assert sent == [(first.run_id, "one "), (first.run_id, "two")]
+    for recorder in (first, second):
+        recorder.streams.close()
