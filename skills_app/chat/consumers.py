@@ -160,7 +160,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 info = await actions.perform(
                     action, content, conversation_id=self.conversation_id, user_id=self.user_id
                 )
-            await self._relay_own(announced)
         except ActionError as exc:
             await self._error(str(exc), retry=exc.retry)
         except Exception:
@@ -169,6 +168,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             )
             await self._error("Something went wrong on the server. Try again.")
         else:
+            # Outside the error handling: the action succeeded whatever happens to this tab now.
+            await self._relay_own(announced)
             if info:
                 await self.send(text_data=frames.status(info))
 
