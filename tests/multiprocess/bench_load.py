@@ -43,6 +43,12 @@ RESULT = os.environ.get("BENCH_RESULT", "")
 TRACE = os.environ.get("BENCH_TRACE", "") == "1"
 
 
+def _p50_max(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    return {"p50": round(percentile(values, 50), 2), "max": round(max(values), 2)}
+
+
 def _peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM"):
@@ -133,6 +139,7 @@ async def _conversation(port: int, conversation: int, session: str, command: str
         while (await tab.receive_frame(timeout=60)).get("type") != "resumed":
             pass
         await tab.send_json({"action": "send", "text": command})
+        sent_at = time.time()
         text, last, seqs = StreamText(), 0.0, []
         trace: list[str] = []
         while True:
@@ -143,6 +150,8 @@ async def _conversation(port: int, conversation: int, session: str, command: str
             seqs.extend([frame["seq"]] if "seq" in frame else [])
             stamps: list[str] = []
             if frame.get("type") == "text.delta":
+                # Its first words under the burst: from its send to the first text in the tab.
+                result.setdefault("first_word_s", arrived - sent_at)
                 # Pieces arrive once each, in place (StreamText counts any other as an error).
                 stamps = STAMP.findall(text.new(frame))
             elif frame.get("type") == "message.stored" and "row-assistant" in frame["html"]:
@@ -242,6 +251,8 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
         "p99_ms": percentile(latencies, 99) * 1000,
         "max_ms": max(latencies, default=0.0) * 1000,
         "p99_ms_per_second": _p99_per_second([s for r in results for s in r["stamped"]]),
+        # All conversations send at once: send to first text in the tab, p50 and the last one.
+        "first_words_s": _p50_max([r["first_word_s"] for r in results if "first_word_s" in r]),
         "wall_s": wall,
         "cpu_s": cpu,
         "peak_rss_mb": memory,
