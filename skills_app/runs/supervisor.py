@@ -189,10 +189,10 @@ async def start_run(
     """
     client = model_client()
     executor = get_executor()
-    # One hop through the database thread creates the run and renders what it stored: the tabs
-    # hear of the user's message before a worker can start the run (a worker's first events
-    # announced before it would look like a gap to fill from the database), and under a burst
-    # of sends this tab's consumer does not queue again behind everyone else's hops.
+    # One hop through the database thread creates the run and renders what it stored, announced
+    # right after: under a burst of sends the caller does not queue a second time behind every
+    # other caller's hops. (A worker may still take the run and announce its first event
+    # sooner; the tab that sent it gets these at once anyway: `chat.consumers._relay_own`.)
     run, prepared = await sync_to_async(_create_and_prepare)(
         conversation_id,
         text,
