@@ -273,31 +273,11 @@ async def test_a_batch_is_committed_while_the_one_before_it_is_still_being_sent(
     """The journal commits the next runs' frames while a slow send of the previous batch is out
     (a slow channel layer does not hold every stream's commit back), and still sends each
     batch only after its own commit, in the order they were committed."""
-    recorders = []
-    for i in range(2):
-        conversation = await Conversation.objects.acreate(owner=alice, title=f"c{i}")
-        run = await Run.objects.acreate(conversation=conversation, status=Run.RUNNING)
-        recorder = RunRecorder(conversation.pk, run.pk, alice.pk)
-        await recorder.event(ModelCalled(call=1, model="claude-test"))
-        recorders.append(recorder)
-    first, second = recorders
-    release = asyncio.Event()
-    sent: list[int] = []
-    real_send_live = broadcast.send_live
-
-    async def slow_for_the_first(conversation_id, event):
-        if event.run_id == first.run_id:
-            await release.wait()
-        sent.append(event.run_id)
-        await real_send_live(conversation_id, event)
-
-    monkeypatch.setattr(broadcast, "send_live", slow_for_the_first)
+    first, second = await _two_recorders(alice)
+    release, out, sent = _holding_the_send_of(monkeypatch, first.run_id)
     await first.event(TextDelta(0, "first"))
     flushing = asyncio.ensure_future(first.flush())
-    for _ in range(200):  # the first run's batch is committed and its send is waiting
-        if await sync_to_async(textlog.streamed_text)(first.run_id):
-            break
-        await asyncio.sleep(0.01)
+    await asyncio.wait_for(out.wait(), 10)  # committed, and its send is waiting
     await second.event(TextDelta(0, "second"))
     second_flush = asyncio.ensure_future(second.flush())
     for _ in range(200):
@@ -311,8 +291,8 @@ async def test_a_batch_is_committed_while_the_one_before_it_is_still_being_sent(
     assert sent == [] and not flushing.done()
     release.set()
     await asyncio.wait_for(asyncio.gather(flushing, second_flush), 10)
-    assert sent == [first.run_id, second.run_id]
-    for recorder in recorders:
+    assert sent == [(first.run_id, "first"), (second.run_id, "second")]
+    for recorder in (first, second):
         recorder.streams.close()
 
 
