@@ -13,6 +13,7 @@ Everything a run stores goes through here, so a run that another process marked 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
@@ -39,7 +40,7 @@ from skills_app.core.transcript import StoredMessage
 from skills_app.models import Message, Run, SkillInvocation
 from skills_app.runs import eventlog, observers, store, tasks, wiring
 from skills_app.runs.broadcast import publish, send_live
-from skills_app.runs.streams import RunStreams
+from skills_app.runs.streams import RunStreams, journal
 from skills_app.runs.wiring import Fragments, Renderer
 
 # Tool results are cut in live events to what a card shows (`chat.tool_cards.SHOWN_CHARS` is this
@@ -159,9 +160,12 @@ class RunRecorder:
         await self.streams.flush_live()
         # The row holds what was streamed: the unsaved rest of the streams is not needed now.
         self.streams.close()
-        seq, event, fragments, hidden = await sync_to_async(self._store_message)(
-            message, invocation
-        )
+        # Nothing waits for a finished answer's row but its tab, which shows the text already.
+        can_wait = _ends_turn(message)
+        async with journal().yielding() if can_wait else contextlib.nullcontext():
+            seq, event, fragments, hidden = await sync_to_async(self._store_message)(
+                message, invocation
+            )
         await publish(self.conversation_id, seq, event, hidden=hidden, fragments=fragments)
 
     def _store_message(
@@ -223,6 +227,13 @@ TAKES: dict[type[RunEvent], Callable[[RunRecorder, Any], Awaitable[None]]] = {
     ModelCalled: RunRecorder._model_called,
     ToolFinished: RunRecorder._tool_finished,
 }
+
+
+def _ends_turn(message: StoredMessage) -> bool:
+    """An answer that calls no tool: the run goes on to nothing that needs its row."""
+    return message.role == "assistant" and not any(
+        isinstance(block, dict) and block.get("type") == "tool_use" for block in message.content
+    )
 
 
 def _write_invocation(conversation_id: int, run_id: int, record: InvocationRecord) -> int:

@@ -10,7 +10,9 @@ and no frame may carry text the database does not hold yet.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import threading
 import time
 from typing import Any
 
@@ -29,8 +31,8 @@ from skills_app.core.events import (
     ThinkingDelta,
 )
 from skills_app.core.transcript import StoredMessage
-from skills_app.models import Conversation, Run, RunEvent, StreamPiece
-from skills_app.runs import broadcast, eventlog, store, textlog
+from skills_app.models import Conversation, Message, Run, RunEvent, StreamPiece
+from skills_app.runs import broadcast, eventlog, store, streams, textlog
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, journal
 from tests.support.loop_helpers import watch_group
@@ -683,3 +685,89 @@ async def test_a_runs_second_batch_never_overtakes_its_first_when_its_writer_was
     assert sent == [(first.run_id, "one "), (first.run_id, "two")]
     for recorder in (first, second):
         recorder.streams.close()
+
+
+# -- a finished answer's row waits for the live text of other runs --------------------------------
+
+ANSWER = StoredMessage.text("assistant", "the whole answer, as the tab already shows it")
+TOOL_CALL = StoredMessage(
+    role="assistant",
+    content=(
+        {"type": "text", "text": "let me read it"},
+        {"type": "tool_use", "id": "toolu_01", "name": "Read", "input": {"file_path": "a.txt"}},
+    ),
+)
+
+
+class _Busy:
+    """Threads that keep the process busy (hashing releases the interpreter lock, so they use
+    more than a core between them even on a machine that runs other tests) until it ends."""
+
+    def __enter__(self) -> _Busy:
+        self._stop = threading.Event()
+        block = bytes(1 << 20)
+
+        def spin() -> None:
+            while not self._stop.is_set():
+                hashlib.sha256(block).digest()
+
+        self._threads = [threading.Thread(target=spin, daemon=True) for _ in range(3)]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(5)
+
+
+async def _answers(recorder: RunRecorder) -> int:
+    return await Message.objects.filter(
+        conversation_id=recorder.conversation_id, role=Message.ASSISTANT
+    ).acount()
+
+
+async def test_a_finished_answer_waits_while_other_runs_stream_in_a_busy_process(
+    alice, monkeypatch
+):
+    monkeypatch.setattr(streams, "FINISH_WAIT", 60.0)
+    first, second = await _two_recorders(alice)
+    await second.event(TextDelta(0, "still streaming"))
+    with _Busy():
+        storing = asyncio.ensure_future(first.message(ANSWER))
+        await asyncio.sleep(0.6)
+        assert not storing.done()
+        assert await _answers(first) == 0
+    # The process is quiet again: the row goes in long before FINISH_WAIT.
+    await asyncio.wait_for(storing, 10)
+    assert await _answers(first) == 1
+    second.streams.close()
+
+
+async def test_a_busy_process_waits_at_most_finish_wait(alice, monkeypatch):
+    monkeypatch.setattr(streams, "FINISH_WAIT", 0.4)
+    first, second = await _two_recorders(alice)
+    await second.event(TextDelta(0, "still streaming"))
+    with _Busy():
+        started = time.monotonic()
+        await asyncio.wait_for(first.message(ANSWER), 10)
+        assert time.monotonic() - started >= 0.35
+    assert await _answers(first) == 1
+    second.streams.close()
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["no-other-stream", "tool-call"])
+async def test_what_nothing_live_waits_for_and_a_tool_call_are_stored_at_once(
+    alice, monkeypatch, streaming
+):
+    """With no other run streaming there is no live text to yield to; an answer that calls a
+    tool holds its run up (the tool runs after its row), so it never waits."""
+    monkeypatch.setattr(streams, "FINISH_WAIT", 60.0)
+    first, second = await _two_recorders(alice)
+    if streaming:
+        await second.event(TextDelta(0, "still streaming"))
+    with _Busy():
+        await asyncio.wait_for(first.message(TOOL_CALL if streaming else ANSWER), 10)
+    assert await _answers(first) == 1
+    second.streams.close()
