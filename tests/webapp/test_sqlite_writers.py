@@ -37,7 +37,7 @@ def file_db(tmp_path: Path, django_db_blocker: Any) -> Iterator[str]:
                     "transaction_mode": "IMMEDIATE",
                     "init_command": "PRAGMA journal_mode=WAL;",
                 },
-            }
+            },
         }
     )[alias]
     with django_db_blocker.unblock():
@@ -129,9 +129,9 @@ def test_a_transaction_that_ends_without_a_commit_gives_its_turn_back(
                 connection.cursor().execute("INSERT INTO entry (who) VALUES ('lost')")
                 raise ValueError("the work failed")
         else:
-            transaction.set_autocommit(False, using=file_db)
-            connection.cursor().execute("INSERT INTO entry (who) VALUES ('lost')")
-            connection.close()  # a connection dropped mid-transaction
+            with transaction.atomic(using=file_db):
+                connection.cursor().execute("INSERT INTO entry (who) VALUES ('lost')")
+                connection.close()  # a connection dropped mid-transaction
 
     _join(_thread(failing))
     order: list[str] = []
