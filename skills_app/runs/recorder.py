@@ -161,7 +161,7 @@ class RunRecorder:
         # The row holds what was streamed: the unsaved rest of the streams is not needed now.
         self.streams.close()
         # Nothing waits for a finished answer's row but its tab, which shows the text already.
-        can_wait = _ends_turn(message)
+        can_wait = _ends_run(message)
         async with journal().yielding() if can_wait else contextlib.nullcontext():
             seq, event, fragments, hidden = await sync_to_async(self._store_message)(
                 message, invocation
@@ -229,9 +229,12 @@ TAKES: dict[type[RunEvent], Callable[[RunRecorder, Any], Awaitable[None]]] = {
 }
 
 
-def _ends_turn(message: StoredMessage) -> bool:
-    """An answer that calls no tool: the run goes on to nothing that needs its row."""
-    return message.role == "assistant" and not any(
+def _ends_run(message: StoredMessage) -> bool:
+    """An answer that calls no tool, of a run no other run waits for (a subagent's answer is
+    its parent's tool result): nothing goes on that needs its row."""
+    if message.role != "assistant" or "subagent_run" in message.meta:
+        return False
+    return not any(
         isinstance(block, dict) and block.get("type") == "tool_use" for block in message.content
     )
 

@@ -757,17 +757,27 @@ async def test_a_busy_process_waits_at_most_finish_wait(alice, monkeypatch):
     second.streams.close()
 
 
-@pytest.mark.parametrize("streaming", [False, True], ids=["no-other-stream", "tool-call"])
-async def test_what_nothing_live_waits_for_and_a_tool_call_are_stored_at_once(
-    alice, monkeypatch, streaming
+SUBAGENT_ANSWER = StoredMessage.text(
+    "assistant", "what the subagent found", to_model=False, meta={"subagent_run": 7}
+)
+
+
+@pytest.mark.parametrize(
+    "message,streaming",
+    [(ANSWER, False), (TOOL_CALL, True), (SUBAGENT_ANSWER, True)],
+    ids=["no-other-stream", "tool-call", "subagent-answer"],
+)
+async def test_what_nothing_live_waits_for_and_what_a_run_waits_for_are_stored_at_once(
+    alice, monkeypatch, message, streaming
 ):
-    """With no other run streaming there is no live text to yield to; an answer that calls a
-    tool holds its run up (the tool runs after its row), so it never waits."""
+    """With no other run streaming there is no live text to yield to. An answer that calls a
+    tool holds its run up (the tool runs after its row), a subagent's answer its parent run
+    (it is the parent's tool result): neither waits."""
     monkeypatch.setattr(streams, "FINISH_WAIT", 60.0)
     first, second = await _two_recorders(alice)
     if streaming:
         await second.event(TextDelta(0, "still streaming"))
     with _Busy():
-        await asyncio.wait_for(first.message(TOOL_CALL if streaming else ANSWER), 10)
+        await asyncio.wait_for(first.message(message), 10)
     assert await _answers(first) == 1
     second.streams.close()
