@@ -221,18 +221,34 @@ class Journal:
     async def yielding(self) -> AsyncIterator[None]:
         """For work that can wait for the live text (storing a finished answer): while runs of
         this process are streaming and the process is busy, such work goes one at a time, each
-        once the process is less busy or FINISH_WAIT seconds later at the latest."""
+        once the process is less busy or FINISH_WAIT seconds later at the latest.
+
+        A cancellation (the user's Stop) while it waits ends the wait, not the work: the work
+        goes at once and the cancellation is raised after it (a finished answer's row is what
+        its tab shows; without it the stop would keep less than was shown)."""
         if not self._watched:
             yield
             return
         deadline = self.loop.time() + FINISH_WAIT
-        async with self._yielding:
+        stopped: asyncio.CancelledError | None = None
+        turn = False
+        try:
+            await self._yielding.acquire()
+            turn = True
             while self._watched and self.loop.time() < deadline:
                 started, cpu = self.loop.time(), time.process_time()
                 await asyncio.sleep(BUSY_PROBE)
                 if (time.process_time() - cpu) / (self.loop.time() - started) < BUSY_SHARE:
                     break
+        except asyncio.CancelledError as exc:
+            stopped = exc
+        try:
             yield
+        finally:
+            if turn:
+                self._yielding.release()
+        if stopped is not None:
+            raise stopped
 
     def idle(self) -> bool:
         """True when no stream is watched and nothing is being written or sent."""

@@ -757,6 +757,27 @@ async def test_a_busy_process_waits_at_most_finish_wait(alice, monkeypatch):
     second.streams.close()
 
 
+async def test_a_stop_while_the_answer_waits_stores_it_at_once_then_stops(alice, monkeypatch):
+    """The answer streamed whole and waits for its row; the user presses Stop: the row goes in
+    now (the stop must not keep less than the tab showed) and the run still stops."""
+    monkeypatch.setattr(streams, "FINISH_WAIT", 60.0)
+    first, second = await _two_recorders(alice)
+    await second.event(TextDelta(0, "still streaming"))
+    with _Busy():
+        storing = asyncio.ensure_future(first.message(ANSWER))
+        await asyncio.sleep(0.3)
+        assert await _answers(first) == 0
+        storing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await asyncio.wait_for(storing, 10)
+    assert await _answers(first) == 1
+    # The wait's turn was given back: the next answer (the other run still streams, the process
+    # is quiet) is not held behind the stopped one.
+    await asyncio.wait_for(first.message(ANSWER), 10)
+    assert await _answers(first) == 2
+    second.streams.close()
+
+
 SUBAGENT_ANSWER = StoredMessage.text(
     "assistant", "what the subagent found", to_model=False, meta={"subagent_run": 7}
 )
