@@ -163,6 +163,8 @@ class RunRecorder:
         # Nothing waits for a finished answer's row but its tab, which shows the text already.
         can_wait = _ends_run(message)
         async with journal().yielding() if can_wait else contextlib.nullcontext():
+            if can_wait and self._drop():  # another process closed the history meanwhile
+                return
             seq, event, fragments, hidden = await sync_to_async(self._store_message)(
                 message, invocation
             )

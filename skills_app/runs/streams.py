@@ -235,11 +235,8 @@ class Journal:
         try:
             await self._yielding.acquire()
             turn = True
-            while self._watched and self.loop.time() < deadline:
-                started, cpu = self.loop.time(), time.process_time()
-                await asyncio.sleep(BUSY_PROBE)
-                if (time.process_time() - cpu) / (self.loop.time() - started) < BUSY_SHARE:
-                    break
+            while self._watched and self.loop.time() < deadline and await self.busy():
+                pass
         except asyncio.CancelledError as exc:
             stopped = exc
         try:
@@ -249,6 +246,13 @@ class Journal:
                 self._yielding.release()
         if stopped is not None:
             raise stopped
+
+    async def busy(self) -> bool:
+        """True when this process uses more than BUSY_SHARE of a core (every thread's CPU time,
+        measured over the next BUSY_PROBE seconds)."""
+        started, cpu = self.loop.time(), time.process_time()
+        await asyncio.sleep(BUSY_PROBE)
+        return (time.process_time() - cpu) / (self.loop.time() - started) > BUSY_SHARE
 
     def idle(self) -> bool:
         """True when no stream is watched and nothing is being written or sent."""

@@ -699,11 +699,11 @@ TOOL_CALL = StoredMessage(
 )
 
 
-class _Busy:
-    """Threads that keep the process busy (hashing releases the interpreter lock, so they use
-    more than a core between them even on a machine that runs other tests) until it ends."""
+class _Working:
+    """Threads that keep the process working (hashing releases the interpreter lock, so four
+    use more than a core between them even on a machine busy with other tests) until it ends."""
 
-    def __enter__(self) -> _Busy:
+    def __enter__(self) -> _Working:
         self._stop = threading.Event()
         block = bytes(1 << 20)
 
@@ -711,7 +711,7 @@ class _Busy:
             while not self._stop.is_set():
                 hashlib.sha256(block).digest()
 
-        self._threads = [threading.Thread(target=spin, daemon=True) for _ in range(3)]
+        self._threads = [threading.Thread(target=spin, daemon=True) for _ in range(4)]
         for thread in self._threads:
             thread.start()
         return self
@@ -722,6 +722,43 @@ class _Busy:
             thread.join(5)
 
 
+async def test_the_journal_finds_the_process_busy_while_it_works_and_not_when_idle(monkeypatch):
+    monkeypatch.setattr(streams, "BUSY_PROBE", 0.3)
+    with _Working():
+        # The threads take a moment to get their share of a machine busy with other tests; the
+        # waits probe again and again, and so does this.
+        readings = [await journal().busy() for _ in range(5)]
+    assert any(readings), readings
+    assert not await journal().busy()
+
+
+class _Load:
+    """How busy the process is, as `Journal.busy` reports it, while the test says so: the
+    measurement is tested above, with real work; here the answer's waits follow it exactly."""
+
+    def __init__(self) -> None:
+        self.high = False
+
+    def __enter__(self) -> _Load:
+        self.high = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.high = False
+
+
+@pytest.fixture
+def busy(monkeypatch) -> _Load:
+    load = _Load()
+
+    async def measured(journal: Any) -> bool:
+        await asyncio.sleep(streams.BUSY_PROBE)  # a probe takes its time, like the real one
+        return load.high
+
+    monkeypatch.setattr(streams.Journal, "busy", measured)
+    return load
+
+
 async def _answers(recorder: RunRecorder) -> int:
     return await Message.objects.filter(
         conversation_id=recorder.conversation_id, role=Message.ASSISTANT
@@ -729,12 +766,12 @@ async def _answers(recorder: RunRecorder) -> int:
 
 
 async def test_a_finished_answer_waits_while_other_runs_stream_in_a_busy_process(
-    alice, monkeypatch
+    alice, monkeypatch, busy
 ):
     monkeypatch.setattr(streams, "FINISH_WAIT", 60.0)
     first, second = await _two_recorders(alice)
     await second.event(TextDelta(0, "still streaming"))
-    with _Busy():
+    with busy:
         storing = asyncio.ensure_future(first.message(ANSWER))
         await asyncio.sleep(0.6)
         assert not storing.done()
@@ -745,11 +782,11 @@ async def test_a_finished_answer_waits_while_other_runs_stream_in_a_busy_process
     second.streams.close()
 
 
-async def test_a_busy_process_waits_at_most_finish_wait(alice, monkeypatch):
+async def test_a_busy_process_waits_at_most_finish_wait(alice, monkeypatch, busy):
     monkeypatch.setattr(streams, "FINISH_WAIT", 0.4)
     first, second = await _two_recorders(alice)
     await second.event(TextDelta(0, "still streaming"))
-    with _Busy():
+    with busy:
         started = time.monotonic()
         await asyncio.wait_for(first.message(ANSWER), 10)
         assert time.monotonic() - started >= 0.35
@@ -757,13 +794,13 @@ async def test_a_busy_process_waits_at_most_finish_wait(alice, monkeypatch):
     second.streams.close()
 
 
-async def test_a_stop_while_the_answer_waits_stores_it_at_once_then_stops(alice, monkeypatch):
+async def test_a_stop_while_the_answer_waits_stores_it_at_once_then_stops(alice, monkeypatch, busy):
     """The answer streamed whole and waits for its row; the user presses Stop: the row goes in
     now (the stop must not keep less than the tab showed) and the run still stops."""
     monkeypatch.setattr(streams, "FINISH_WAIT", 60.0)
     first, second = await _two_recorders(alice)
     await second.event(TextDelta(0, "still streaming"))
-    with _Busy():
+    with busy:
         storing = asyncio.ensure_future(first.message(ANSWER))
         await asyncio.sleep(0.3)
         assert await _answers(first) == 0
@@ -778,6 +815,28 @@ async def test_a_stop_while_the_answer_waits_stores_it_at_once_then_stops(alice,
     second.streams.close()
 
 
+async def test_a_run_closed_elsewhere_while_its_answer_waited_stores_nothing(
+    alice, monkeypatch, busy
+):
+    """Another process took the run for dead and kept its streamed text meanwhile: the waiting
+    answer must not add a second copy to the closed history."""
+    from skills_app.runs import tasks
+
+    monkeypatch.setattr(streams, "FINISH_WAIT", 60.0)
+    first, second = await _two_recorders(alice)
+    await second.event(TextDelta(0, "still streaming"))
+    try:
+        with busy:
+            storing = asyncio.ensure_future(first.message(ANSWER))
+            await asyncio.sleep(0.3)
+            tasks.ABANDONED.add(first.run_id)
+        await asyncio.wait_for(storing, 10)
+        assert await _answers(first) == 0
+    finally:
+        tasks.ABANDONED.discard(first.run_id)
+        second.streams.close()
+
+
 SUBAGENT_ANSWER = StoredMessage.text(
     "assistant", "what the subagent found", to_model=False, meta={"subagent_run": 7}
 )
@@ -789,7 +848,7 @@ SUBAGENT_ANSWER = StoredMessage.text(
     ids=["no-other-stream", "tool-call", "subagent-answer"],
 )
 async def test_what_nothing_live_waits_for_and_what_a_run_waits_for_are_stored_at_once(
-    alice, monkeypatch, message, streaming
+    alice, monkeypatch, busy, message, streaming
 ):
     """With no other run streaming there is no live text to yield to. An answer that calls a
     tool holds its run up (the tool runs after its row), a subagent's answer its parent run
@@ -798,7 +857,7 @@ async def test_what_nothing_live_waits_for_and_what_a_run_waits_for_are_stored_a
     first, second = await _two_recorders(alice)
     if streaming:
         await second.event(TextDelta(0, "still streaming"))
-    with _Busy():
+    with busy:
         await asyncio.wait_for(first.message(message), 10)
     assert await _answers(first) == 1
     second.streams.close()
