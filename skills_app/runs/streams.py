@@ -225,8 +225,11 @@ class Journal:
 
         A cancellation (the user's Stop) while it waits ends the wait, not the work: the work
         goes at once and the cancellation is raised after it (a finished answer's row is what
-        its tab shows; without it the stop would keep less than was shown)."""
-        if not self._watched:
+        its tab shows; without it the stop would keep less than was shown). Work done while its
+        task is being cancelled already (a Stop's partial answer and note, a shutdown) does not
+        wait at all."""
+        task = asyncio.current_task()
+        if not self._watched or (task is not None and task.cancelling()):
             yield
             return
         deadline = self.loop.time() + FINISH_WAIT

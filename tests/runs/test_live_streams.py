@@ -35,7 +35,7 @@ from skills_app.models import Conversation, Message, Run, RunEvent, StreamPiece
 from skills_app.runs import broadcast, eventlog, store, streams, textlog
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, journal
-from tests.support.loop_helpers import watch_group
+from tests.support.loop_helpers import wait_until, watch_group
 from tests.support.ws_helpers import Reader, receive, until
 from webapp.asgi import application
 
@@ -861,3 +861,33 @@ async def test_what_nothing_live_waits_for_and_what_a_run_waits_for_are_stored_a
         await asyncio.wait_for(first.message(message), 10)
     assert await _answers(first) == 1
     second.streams.close()
+
+
+async def test_what_a_stop_stores_does_not_wait_for_the_live_text(
+    demo_model, settings, alice, monkeypatch, busy
+):
+    """A Stop while the answer streams: the partial answer and the stop note are stored while
+    the run's task is being cancelled. They are what a stop keeps, not a finished answer: the
+    stop ends at once, however busy the process and however long FINISH_WAIT."""
+    from skills_app.runs import supervisor as runs
+
+    monkeypatch.setattr(streams, "FINISH_WAIT", 60.0)
+    settings.MODEL_CLIENT = "skills_app.runs.client.default_client"
+    settings.DEMO_MODEL_DELAY = 0.05  # a demo answer slow enough to be stopped midway
+    other, _ = await _two_recorders(alice)
+    await other.event(TextDelta(0, "still streaming"))
+    conversation = await Conversation.objects.acreate(owner=alice, title="stopped")
+    run = await runs.start_run(conversation.pk, "hello there", user_id=alice.pk)
+    try:
+        with busy:
+            pieces = StreamPiece.objects.filter(run_id=run.pk)
+            await wait_until(pieces.aexists, what="the run's streamed text")
+            assert await runs.stop_run(run.pk)
+            # stop_run waits for the run's end, STOP_WAIT_SECONDS at most.
+            assert (await Run.objects.aget(pk=run.pk)).status == Run.STOPPED
+        notes = Message.objects.filter(run_id=run.pk, role=Message.ASSISTANT)
+        kept = [meta async for meta in notes.order_by("seq").values_list("meta", flat=True)]
+        assert kept == [{"partial": True}, {"code": "stopped"}]
+    finally:
+        other.streams.close()
+        await runs.wait_for_run(run.pk, timeout=120)
