@@ -233,7 +233,8 @@ TAKES: dict[type[RunEvent], Callable[[RunRecorder, Any], Awaitable[None]]] = {
 
 def _ends_run(message: StoredMessage) -> bool:
     """An answer that calls no tool, of a run no other run waits for (a subagent's answer is
-    its parent's tool result): nothing goes on that needs its row."""
+    its parent's tool result): what follows it (the run's end, or, rarely, a Stop hook that
+    goes on) needs no tool result from it, only its place in the history."""
     if message.role != "assistant" or "subagent_run" in message.meta:
         return False
     return not any(

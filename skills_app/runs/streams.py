@@ -244,6 +244,10 @@ class Journal:
             stopped = exc
         try:
             yield
+        except Exception as exc:
+            if stopped is not None:
+                raise stopped from exc  # the work failed, but the run must still stop
+            raise
         finally:
             if turn:
                 self._yielding.release()

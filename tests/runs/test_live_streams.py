@@ -738,6 +738,7 @@ class _Load:
 
     def __init__(self) -> None:
         self.high = False
+        self.probed = asyncio.Event()  # a wait has asked: the work is waiting now
 
     def __enter__(self) -> _Load:
         self.high = True
@@ -752,6 +753,7 @@ def busy(monkeypatch) -> _Load:
     load = _Load()
 
     async def measured(journal: Any) -> bool:
+        load.probed.set()
         await asyncio.sleep(streams.BUSY_PROBE)  # a probe takes its time, like the real one
         return load.high
 
@@ -773,9 +775,11 @@ async def test_a_finished_answer_waits_while_other_runs_stream_in_a_busy_process
     await second.event(TextDelta(0, "still streaming"))
     with busy:
         storing = asyncio.ensure_future(first.message(ANSWER))
-        await asyncio.sleep(0.6)
-        assert not storing.done()
-        assert await _answers(first) == 0
+        for _ in range(3):  # it asks again and again, and waits on
+            await asyncio.wait_for(busy.probed.wait(), 10)
+            busy.probed.clear()
+            assert not storing.done()
+            assert await _answers(first) == 0
     # The process is quiet again: the row goes in long before FINISH_WAIT.
     await asyncio.wait_for(storing, 10)
     assert await _answers(first) == 1
@@ -802,7 +806,7 @@ async def test_a_stop_while_the_answer_waits_stores_it_at_once_then_stops(alice,
     await second.event(TextDelta(0, "still streaming"))
     with busy:
         storing = asyncio.ensure_future(first.message(ANSWER))
-        await asyncio.sleep(0.3)
+        await asyncio.wait_for(busy.probed.wait(), 10)
         assert await _answers(first) == 0
         storing.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -812,6 +816,29 @@ async def test_a_stop_while_the_answer_waits_stores_it_at_once_then_stops(alice,
     # is quiet) is not held behind the stopped one.
     await asyncio.wait_for(first.message(ANSWER), 10)
     assert await _answers(first) == 2
+    second.streams.close()
+
+
+async def test_a_stop_while_the_answer_waits_still_stops_when_the_store_fails(
+    alice, monkeypatch, busy
+):
+    """The row goes in at once after the Stop, and the database refuses it: the run must still
+    stop (the cancellation is raised, the failure is its cause), not end as a failure."""
+    monkeypatch.setattr(streams, "FINISH_WAIT", 60.0)
+    first, second = await _two_recorders(alice)
+    await second.event(TextDelta(0, "still streaming"))
+
+    def refused(*args: Any) -> Any:
+        raise OperationalError("disk I/O error")
+
+    monkeypatch.setattr(RunRecorder, "_store_message", lambda self, *args: refused())
+    with busy:
+        storing = asyncio.ensure_future(first.message(ANSWER))
+        await asyncio.wait_for(busy.probed.wait(), 10)
+        storing.cancel()
+        with pytest.raises(asyncio.CancelledError) as stopped:
+            await asyncio.wait_for(storing, 10)
+    assert isinstance(stopped.value.__cause__, OperationalError)
     second.streams.close()
 
 
@@ -828,7 +855,7 @@ async def test_a_run_closed_elsewhere_while_its_answer_waited_stores_nothing(
     try:
         with busy:
             storing = asyncio.ensure_future(first.message(ANSWER))
-            await asyncio.sleep(0.3)
+            await asyncio.wait_for(busy.probed.wait(), 10)
             tasks.ABANDONED.add(first.run_id)
         await asyncio.wait_for(storing, 10)
         assert await _answers(first) == 0
