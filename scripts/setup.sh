@@ -1,29 +1,58 @@
 #!/usr/bin/env bash
-# Shared by run.sh and test.sh: a virtual environment with the project installed, and migrations applied.
+# Shared by run.sh and test.sh: a virtual environment with exactly the locked dependencies, and
+# migrations applied.
 # Usage: scripts/setup.sh [extra]   (extra: "test" installs the test dependencies too)
+#
+# What is installed comes from requirements/app.txt or requirements/test.txt: every package pinned
+# with its hashes, so a fresh machine gets what CI tested. scripts/lock.sh refreshes them;
+# scripts/test-newest.sh tries the newest versions pyproject.toml allows in a venv of its own.
+# SKILLSCOPE_VENV names the virtual environment (default .venv); SKILLSCOPE_UNLOCKED=1 installs
+# the newest allowed versions instead of the lock (only test-newest.sh sets it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
-if [ ! -x .venv/bin/python ]; then
-  echo "==> Creating the virtual environment in .venv"
-  "$PYTHON" -m venv .venv
+VENV="${SKILLSCOPE_VENV:-.venv}"
+extra="${1:-app}"
+lock="requirements/${extra}.txt"
+if [ ! -f "$lock" ]; then
+  echo "scripts/setup.sh: no lock file $lock (the argument is 'test' or nothing)" >&2
+  exit 2
 fi
 
-stamp=".venv/.installed-${1:-app}"
-# Reinstall only when pyproject.toml changed since the last install.
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  echo "==> Installing Skillscope and its dependencies"
-  .venv/bin/python -m pip install --quiet --upgrade pip
-  if [ "${1:-}" = "test" ]; then
-    .venv/bin/python -m pip install --quiet -e '.[test]'
-  else
-    .venv/bin/python -m pip install --quiet -e .
-  fi
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "==> Creating the virtual environment in $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+
+stamp="$VENV/.installed-${extra}"
+if [ -n "${SKILLSCOPE_UNLOCKED:-}" ]; then
+  echo "==> Installing the newest versions pyproject.toml allows (not the lock)"
+  spec="."
+  [ "$extra" = "test" ] && spec=".[test]"
+  # Only the dependencies: the project itself is run from this folder, never installed.
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet --upgrade --upgrade-strategy eager \
+    -r <("$VENV/bin/python" - "$extra" <<'PY'
+import sys, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+deps = list(project["dependencies"])
+if sys.argv[1] == "test":
+    deps += project["optional-dependencies"]["test"]
+print("\n".join(deps))
+PY
+)
+  rm -f "$VENV"/.installed-*
+  echo "==> Packages whose installed version differs from $lock"
+  "$VENV/bin/python" scripts/lock_diff.py "$lock"
+elif [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
+  echo "==> Installing the locked dependencies ($lock)"
+  # --require-hashes: a package whose file differs from the one locked is refused, not installed.
+  "$VENV/bin/python" -m pip install --quiet --require-hashes --no-deps -r "$lock"
   touch "$stamp"
 fi
 
-if [ "${1:-}" = "test" ]; then
+if [ "$extra" = "test" ]; then
   # The sign-in tests start a real OpenID Connect provider (panva's oidc-provider) with Node.js,
   # installed exactly as locked in tests/oidc/package-lock.json.
   if command -v npm >/dev/null 2>&1; then
@@ -38,4 +67,4 @@ if [ "${1:-}" = "test" ]; then
 fi
 
 echo "==> Applying database migrations"
-.venv/bin/python manage.py migrate --noinput --verbosity 0
+"$VENV/bin/python" manage.py migrate --noinput --verbosity 0

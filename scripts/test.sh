@@ -7,6 +7,7 @@
 # late), and a third worker fills those waits (2026-12-01: 542 s of tests against 581 s with 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+VENV="${SKILLSCOPE_VENV:-.venv}"
 
 TIMEFORMAT="    (%R s wall, %U s user, %S s sys)"
 
@@ -16,16 +17,16 @@ time scripts/setup.sh test
 
 echo "==> Lint (ruff)"
 time {
-  .venv/bin/ruff format --check --quiet webapp skills_app tests bench typings manage.py
-  .venv/bin/ruff check --quiet webapp skills_app tests bench typings manage.py
+  "$VENV"/bin/ruff format --check --quiet webapp skills_app tests bench typings manage.py
+  "$VENV"/bin/ruff check --quiet webapp skills_app tests bench typings manage.py
 }
 
 echo "==> Types (mypy --strict on skills_app and webapp; config in pyproject.toml)"
-time .venv/bin/mypy
+time "$VENV"/bin/mypy
 
 echo "==> Tests"
 # loadgroup: the multi-process tests stay on one worker, the browser tests on one (tests/conftest.py);
 # every other test goes to whichever worker is free.
 status=0
-time .venv/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadgroup "$@" || status=$?
+time "$VENV"/bin/python -m pytest -n "${PYTEST_WORKERS:-3}" --dist loadgroup "$@" || status=$?
 exit "$status"

@@ -245,9 +245,13 @@ class AnthropicModel:
         kwargs = _sdk_kwargs(request.as_kwargs())
         snapshot: Any = None
         json_bufs: dict[int, bytes] = {}
+        # Whether the API answered: a connection lost after that cut the answer short (what
+        # happened decides, whatever exception class the SDK or its HTTP client uses for it).
+        answered = False
         try:
             client = self._client_for_running_loop()
             async with await client.messages.create(**kwargs, stream=True) as stream:
+                answered = True
                 async for event in stream:
                     # Text deltas are kept in `progress.texts` and put into the snapshot when
                     # their block stops: the SDK's accumulation sets a pydantic field per delta.
@@ -269,15 +273,14 @@ class AnthropicModel:
         except anthropic.APITimeoutError as error:
             raise self._timeout_error(progress) from error
         except anthropic.APIConnectionError as error:
-            raise ModelError(
-                "connection",
-                f"Could not reach the model API at {self.base_url}. Check the address "
-                "(ANTHROPIC_BASE_URL) and the network, then try again.",
-                partial_content=progress.partial_content(),
-            ) from error
+            if answered:
+                raise self._cut_error(progress) from error
+            raise self._unreachable_error(progress) from error
         except _http.TimeoutException as error:
             raise self._timeout_error(progress) from error
         except _http.TransportError as error:
+            if not answered:
+                raise self._unreachable_error(progress) from error
             raise self._cut_error(progress) from error
         except ValueError as error:
             # The SDK raises ValueError when streamed tool input JSON cannot be parsed.
@@ -371,6 +374,14 @@ class AnthropicModel:
             "timeout",
             f"The model API did not answer within {self.timeout:g} s. Try again, "
             "or ask for a shorter answer.",
+            partial_content=progress.partial_content(),
+        )
+
+    def _unreachable_error(self, progress: _Progress) -> ModelError:
+        return ModelError(
+            "connection",
+            f"Could not reach the model API at {self.base_url}. Check the address "
+            "(ANTHROPIC_BASE_URL) and the network, then try again.",
             partial_content=progress.partial_content(),
         )
 

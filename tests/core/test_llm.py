@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
+from types import SimpleNamespace
 from typing import Any
 
+import anthropic
+import httpx2
 import pytest
 
 from skills_app.core.demo import DemoModel
@@ -495,3 +498,64 @@ def test_the_default_client_is_the_demo_model_without_a_key(settings) -> None:
     assert isinstance(client, DemoModel)
     assert client.is_demo is True
     assert client.label == "Demo model (offline)"
+
+
+class _BrokenStream:
+    """An SDK stream that answered, then fails with `error` on its first read."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    async def __aenter__(self) -> _BrokenStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def __aiter__(self) -> _BrokenStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        raise self.error
+
+
+class _Messages:
+    def __init__(self, *, on_create: BaseException | None, on_read: BaseException) -> None:
+        self.on_create, self.on_read = on_create, on_read
+
+    async def create(self, **kwargs: Any) -> _BrokenStream:
+        if self.on_create is not None:
+            raise self.on_create
+        return _BrokenStream(self.on_read)
+
+
+def _with_sdk_raising(*, on_create: BaseException | None, on_read: BaseException) -> AnthropicModel:
+    client = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9", model="m", max_retries=0)
+    client._client = SimpleNamespace(messages=_Messages(on_create=on_create, on_read=on_read))  # type: ignore[assignment]
+    client._loop = asyncio.get_running_loop()
+    return client
+
+
+def _connection_error() -> anthropic.APIConnectionError:
+    return anthropic.APIConnectionError(request=httpx2.Request("POST", "http://127.0.0.1:9"))
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [
+        pytest.param(lambda: httpx2.RemoteProtocolError("peer closed"), id="httpx-let-through"),
+        pytest.param(_connection_error, id="sdk-wrapped"),
+    ],
+)
+async def test_a_connection_lost_after_the_api_answered_is_a_cut_whatever_the_sdk_raises(
+    raised: Any,
+) -> None:
+    error, _ = await failure(_with_sdk_raising(on_create=None, on_read=raised()))
+    assert error.kind == "stream_cut"
+    assert "cut before the reply finished" in error.message
+
+
+async def test_a_connection_lost_before_the_api_answered_is_a_connection_error() -> None:
+    client = _with_sdk_raising(on_create=_connection_error(), on_read=RuntimeError("unread"))
+    error, _ = await failure(client)
+    assert error.kind == "connection"

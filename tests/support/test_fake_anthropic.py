@@ -26,6 +26,20 @@ def client(fake: FakeAnthropic, *, max_retries: int = 0) -> anthropic.AsyncAnthr
     )
 
 
+def body_cut_short(error: BaseException) -> bool:
+    """Whether an error is, or was caused by, the HTTP body ending mid-stream.
+
+    Older SDKs let httpx's RemoteProtocolError through; newer ones wrap it in APIConnectionError.
+    Either way the protocol error is in the chain, and that is what a cut must produce.
+    """
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, httpx2.RemoteProtocolError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
 async def stream_events(fake: FakeAnthropic, **kwargs: Any) -> tuple[list[Any], Any]:
     kwargs.setdefault("model", TEST_MODEL)
     kwargs.setdefault("max_tokens", 100)
@@ -226,20 +240,22 @@ async def test_it_checks_the_api_key_when_given_one() -> None:
 async def test_a_cut_after_n_events_breaks_the_sdk_stream(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.enqueue(Reply.text("Hello world, this is long", chunk=4, cut_after_events=5))
     seen: list[str] = []
-    with pytest.raises(httpx2.RemoteProtocolError):
+    with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)) as raised:
         async with client(fake_anthropic).messages.stream(
             model=TEST_MODEL, max_tokens=10, messages=USER_HI
         ) as stream:
             async for event in stream:
                 seen.append(event.type)
+    assert body_cut_short(raised.value)
     # message_start, (ping is hidden by the SDK), block start, two deltas = 5 events sent
     assert seen.count("content_block_delta") == 2
 
 
 async def test_a_cut_inside_tool_json_breaks_the_sdk_stream(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.enqueue(Reply.tool_use("Bash", {"command": "ls"}, cut_after_events=4))
-    with pytest.raises(httpx2.RemoteProtocolError):
+    with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)) as raised:
         await stream_events(fake_anthropic, tools=[BASH_TOOL])
+    assert body_cut_short(raised.value)
 
 
 async def test_no_message_stop_ends_the_stream_quietly(fake_anthropic: FakeAnthropic) -> None:
