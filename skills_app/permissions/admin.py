@@ -70,6 +70,7 @@ class TesterResult:
     person: str = ""
     applies_to: str = ""
     for_others: int = 0
+    also_trusts: str = ""
 
     @property
     def input_json(self) -> str:
@@ -138,6 +139,7 @@ def try_call(
         applies_to=applies_to,
         # Rules that failed to parse are left out of both counts alike.
         for_others=max(0, everyone_and_more - len(rules)),
+        also_trusts=reading.also_trusts,
     )
 
 

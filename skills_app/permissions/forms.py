@@ -30,6 +30,15 @@ class DatalistInput(forms.TextInput):
         return html + format_html('<datalist id="{}">{}</datalist>', list_id, options)
 
 
+PROTECTED_WRITES_HELP = (
+    "As rule text: Skill(pdf), Bash(git diff *), Edit(./out/**). Files that steer programs "
+    "(.git/, dotfiles and dot-folders at the workspace root, node_modules/, *.pth, "
+    "sitecustomize.py, a .py named like a standard-library module) are written only under an "
+    "allow rule that names them, e.g. Edit(.git/**) or Edit(**/*.pth): Edit(**) does not cover "
+    "them, so the person is asked."
+)
+
+
 class PermissionRuleForm(forms.ModelForm[PermissionRule]):
     """The admin form of a rule: `rule_text` must parse, so a typo never silently matches nothing;
     the skill field offers the known skills (a name that is not one is saved with a warning)."""
@@ -53,6 +62,8 @@ class PermissionRuleForm(forms.ModelForm[PermissionRule]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if "rule_text" in self.fields:
+            self.fields["rule_text"].help_text = PROTECTED_WRITES_HELP
         # A viewer without the change permission gets the form without fields (the admin shows
         # them read-only), so each field is touched only when it is there.
         if "skill" in self.fields:

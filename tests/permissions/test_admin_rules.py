@@ -264,3 +264,29 @@ def test_it_applies_the_active_skills_allowed_tools_but_admin_denies_still_win(
     assert [r.text for r in within.skill_rules] == ["Bash(python *)"]
     assert "allowed-tools of skill" in within.decision.reason
     assert (denied.decision.behavior, denied.decision.rule.source) == ("deny", "admin")
+
+
+def test_it_says_what_an_allowed_program_also_trusts(admin_user):
+    _rule("allow", "Bash(git status)")
+    html = _test(_client(admin_user), "Bash(git status)").content.decode()
+    assert "<dt>Allowing it also trusts</dt>" in html
+    assert "git also obeys .git/config" in html
+    plain = _test(_client(admin_user), "Bash(echo hi)").context["result"]
+    assert plain.also_trusts == ""
+
+
+def test_it_says_a_broad_edit_rule_does_not_cover_a_file_that_steers_a_program(admin_user):
+    _rule("allow", "Edit(**)")
+    client = _client(admin_user)
+    plain = _test(client, "Edit(./work/notes.md)").context["result"].decision
+    steering = _test(client, "Edit(./.git/config)").context["result"].decision
+    assert plain.behavior == "allow"
+    assert steering.behavior == "ask"
+    assert "needs an allow rule that names it, such as Edit(.git/**)" in steering.reason
+    _rule("allow", "Edit(.git/**)")
+    assert _test(client, "Edit(./.git/config)").context["result"].decision.behavior == "allow"
+
+
+def test_the_rule_form_says_which_files_need_a_rule_of_their_own(admin_user):
+    html = _client(admin_user).get(ADD).content.decode()
+    assert "Edit(**) does not cover" in html and "*.pth" in html

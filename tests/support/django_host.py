@@ -32,6 +32,10 @@ from typing import IO, Any
 __all__ = ["DjangoHost", "DjangoHostError"]
 
 
+# How long a new host may take to start (Python and Django's set-up) on a loaded machine.
+STARTUP_SECONDS = 120.0
+
+
 class DjangoHostError(RuntimeError):
     """A script failed (its traceback is the message), or the host process is gone."""
 
@@ -90,6 +94,19 @@ class DjangoHost:
                 stderr=self._stderr,
                 text=True,
             )
+            # Start-up (Python, Django's set-up) is not the script's time: it is waited for
+            # on its own, so `timeout` measures the script alone, however busy the machine.
+            assert self._process.stdout is not None
+            try:
+                ready = _read_line(self._process.stdout, STARTUP_SECONDS)
+            except TimeoutError as error:
+                self._stop(kill=True)
+                raise DjangoHostError(
+                    f"the host did not start ({error}):\n{self._log()}"
+                ) from error
+            if not ready:
+                self._stop(kill=True)
+                raise DjangoHostError(f"the host process did not start:\n{self._log()}")
         return self._process
 
     def _stop(self, *, kill: bool) -> None:
@@ -137,6 +154,8 @@ def _serve() -> None:
 
     django.setup()
     from django.db import connections
+
+    answers.write(json.dumps({"ready": True}) + "\n")
 
     for line in sys.stdin:
         script = json.loads(line)["script"]

@@ -62,7 +62,8 @@ def _write_decisions(
 
     Inside the workspace a redirection needs no more than the command itself: any allowed
     command could write there anyway. So only a Write deny, a Write *rule* that asks, a target
-    outside the workspace, or one that cannot be known holds the command back.
+    outside the workspace, a file that steers programs (`steering`), or one that cannot be known
+    holds the command back.
     """
     pending: str | None = None
     for target in analysis.writes:
@@ -85,7 +86,8 @@ def _write_decisions(
             why = f"the command writes {shown} (a redirection or tee), and Write is denied"
             return Decision("deny", f"{why}: {decision.reason}", decision.rule), None
         inside = is_inside(path, workspace)
-        if decision.behavior == "ask" and (decision.rule is not None or not inside):
+        held = decision.rule is not None or not inside or decision.protected
+        if decision.behavior == "ask" and held:
             where = "" if inside else " outside the workspace"
             pending = pending or f"it writes {shown}{where}, which asks ({decision.reason})"
     return None, pending

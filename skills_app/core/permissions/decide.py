@@ -26,6 +26,8 @@ from .model import (
     str_field,
     target_path,
 )
+from .steering import describe as describe_steering
+from .steering import names_explicitly, steering
 
 
 def _covers(rule: Rule, tool: str) -> bool:
@@ -118,15 +120,25 @@ def decide(call: ToolCall, context: PermissionContext) -> Decision:
         for rule in rules:
             if rule.behavior == behavior and _specifier_matches(rule, call, workspace, subjects):
                 return Decision(behavior, describe(rule), rule)
+    found = steering(target_path(call, workspace), workspace) if call.tool in _EDIT_TOOLS else None
     allowed = next(
         (
             Decision("allow", describe(r), r)
             for r in rules
-            if r.behavior == "allow" and _specifier_matches(r, call, workspace, subjects)
+            if r.behavior == "allow"
+            and _specifier_matches(r, call, workspace, subjects)
+            and (
+                found is None or (r.specifier is not None and names_explicitly(r.specifier, found))
+            )
         ),
         None,
     )
-    return allowed or _default(call, context, workspace)
+    if allowed is not None:
+        return allowed
+    default = _default(call, context, workspace)
+    if found is not None and default.behavior != "deny":
+        return Decision("ask", describe_steering(found), None, protected=True)
+    return default
 
 
 def read_filter(context: PermissionContext) -> Callable[[str], bool]:

@@ -114,6 +114,8 @@ class Decision:
     rule: Rule | None
     # The approval that answered an "ask" (set by the services), else None.
     approval_id: int | None = None
+    # An "ask" because the write steers a program (`steering`): no broad rule covers it.
+    protected: bool = False
 
 
 def str_field(mapping: Mapping[str, Any], *keys: str) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .decide import decide
 from .model import Decision, PermissionContext, Rule, ToolCall
+from .steering import program_note
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +21,9 @@ class Reading:
     # Admin rules that apply with this skill active, and those scoped to other skills.
     rules_considered: int
     scoped_elsewhere: int
+    # For a command: what its program also reads and obeys besides the command line, and how
+    # commands are kept from obeying what the model wrote there ("" when nothing is known).
+    also_trusts: str = ""
 
 
 def read_call(
@@ -39,4 +43,6 @@ def read_call(
         readable_roots=(workspace / "skills",),
     )
     scoped = [r for r in admin_rules if r.scope_skill and r.scope_skill != skill]
-    return Reading(decide(call, context), len(admin_rules) - len(scoped), len(scoped))
+    command = call.input.get("command") if call.tool in ("Bash", "skill_run") else None
+    note = program_note(command) if isinstance(command, str) else ""
+    return Reading(decide(call, context), len(admin_rules) - len(scoped), len(scoped), note)

@@ -14,10 +14,15 @@ Containment, in layers:
   kills the tree). Limits: the signal fires when the forking *thread* exits, so the run's event
   loop must outlive its commands (it does: the call is awaited); a setuid bwrap would drop it.
 - stdin is /dev/null; stdout and stderr are merged and capped (head and tail kept).
-- The environment starts empty: a fixed PATH, HOME=<workspace root>, C.UTF-8 locale, TERM=dumb,
+- The environment starts empty: a fixed PATH, C.UTF-8 locale, TERM=dumb,
   TMPDIR=<root>/work/.tmp, WORK_DIR/OUTPUT_DIR/SKILLS_DIR and the context's extra env, whose
   names must pass `env.env_name_problem` (no BASH_ENV, LD_*, PYTHON*...). No variable of the
   server process (API keys, SECRET_KEY, DATABASE_URL...) is passed on.
+- $HOME is a fresh, empty folder outside the workspace for every command (in bubblewrap, in the
+  command's own /tmp; without a sandbox, a temporary folder removed afterwards), and
+  `env.program_switches` turns off what git, Python, less, node, npm and pip would otherwise
+  read from the workspace as code or configuration: an allowed program runs what it was allowed
+  to, not what the model wrote beside it.
 - Without a sandbox a root server's commands run with every capability dropped (`caps`), so
   staged skills, which belong to another uid, stay read-only for them. RLIMIT_NPROC is then left
   as it was: without capabilities it would count every root process of the host.
@@ -35,8 +40,10 @@ import asyncio
 import ctypes
 import os
 import resource
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -45,7 +52,7 @@ from typing import Any
 
 from skills_app.core.tools import caps, reaper
 from skills_app.core.tools.base import ToolContext, ToolError, ToolResult
-from skills_app.core.tools.env import check_extra_env
+from skills_app.core.tools.env import check_extra_env, program_switches
 from skills_app.core.tools.inputs import check_input
 from skills_app.core.tools.sandbox import (
     INSTALL_HINT,
@@ -84,11 +91,16 @@ class BashLimits:
     processes: int = 256
 
 
-def build_env(ws: Workspace, extra: Mapping[str, str]) -> dict[str, str]:
+# $HOME inside bubblewrap: a folder in the command's own /tmp (a fresh tmpfs, sized, gone
+# when the command ends), so nothing in the workspace is read as a start-up or config file.
+SANDBOX_HOME = "/tmp/home"
+
+
+def build_env(ws: Workspace, extra: Mapping[str, str], home: str = SANDBOX_HOME) -> dict[str, str]:
     """The complete environment of a Bash command: an allow-list, never the server's own env."""
     env = {
         "PATH": SAFE_PATH,
-        "HOME": str(ws.root),
+        **program_switches(home),
         "PWD": str(ws.root),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
@@ -313,8 +325,25 @@ class BashTool:
         ctx: ToolContext,
         allowance: Allowance | None,
     ) -> ToolResult:
+        # Without a sandbox, a fresh folder of the host's temporary space, removed afterwards.
+        home = SANDBOX_HOME if sandbox.sandboxed else tempfile.mkdtemp(prefix="skillscope-home-")
+        try:
+            return await self._run_in(command, timeout, sandbox, ctx, allowance, home)
+        finally:
+            if not sandbox.sandboxed:
+                shutil.rmtree(home, ignore_errors=True)
+
+    async def _run_in(
+        self,
+        command: str,
+        timeout: float,
+        sandbox: SandboxStatus,
+        ctx: ToolContext,
+        allowance: Allowance | None,
+        home: str,
+    ) -> ToolResult:
         ws = ctx.workspace
-        env = build_env(ws, ctx.env)
+        env = build_env(ws, ctx.env, home)
         limits = self.limits
         if allowance is not None:
             # No single file may grow past what the person has left (0: no file grows at all,
@@ -338,6 +367,7 @@ class BashTool:
                 command,
                 hidden_paths=tuple(ctx.sandbox_hidden_paths),
                 tmp_bytes=allowance.bytes if allowance is not None else None,
+                home=home,
             )
             death = signal.SIGKILL  # bwrap's --die-with-parent then empties the namespace
         else:

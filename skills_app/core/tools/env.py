@@ -53,6 +53,59 @@ _RESERVED = frozenset(
 _RESERVED_PREFIXES = ("LC_", "SKILLSCOPE_")
 
 
+# Git settings forced from the command line (GIT_CONFIG_COUNT), which wins over a repository's
+# own .git/config: each of these runs a command or a hook that the command line does not show.
+_GIT_FORCED = (
+    ("core.fsmonitor", "false"),
+    ("core.hooksPath", "/dev/null"),
+    ("core.pager", "cat"),
+    ("core.sshCommand", "ssh"),
+    ("core.editor", "false"),
+    ("core.askPass", ""),
+    ("sequence.editor", "false"),
+    ("credential.helper", ""),
+    ("gpg.program", "gpg"),
+    ("protocol.ext.allow", "never"),
+    ("safe.bareRepository", "explicit"),
+)
+
+
+def program_switches(home: str) -> dict[str, str]:
+    """Variables that stop the programs a command runs from obeying files in the workspace.
+
+    With `$HOME` a fresh empty folder outside the workspace (`home`), no start-up or
+    configuration file the model wrote is read from there (`.gitconfig`, `.profile`, `.curlrc`,
+    `.lesskey`, `~/.local` site-packages, `~/.node_modules`); these cover the rest: system and
+    global git configuration, a repository's command-running settings, Python's user site,
+    less's lesskey and input preprocessor, node's extra module folders, npm's and pip's
+    configuration files. `core.permissions.steering` guards the files they still read (`.git/`,
+    dotfiles at the root, `node_modules/`, `*.pth`, modules named like the standard library).
+    """
+    env = {
+        "HOME": home,
+        "XDG_CONFIG_HOME": f"{home}/.config",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": "/dev/null",
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_COUNT": str(len(_GIT_FORCED)),
+        "PYTHONNOUSERSITE": "1",
+        "LESSSECURE": "1",
+        "LESSKEYIN": "/dev/null",
+        "LESSKEY": "/dev/null",
+        "LESSHISTFILE": "-",
+        "NODE_PATH": "",
+        "NPM_CONFIG_USERCONFIG": "/dev/null",
+        "NPM_CONFIG_GLOBALCONFIG": "/dev/null",
+        "PIP_CONFIG_FILE": "/dev/null",
+        "WGETRC": "/dev/null",
+    }
+    for i, (key, value) in enumerate(_GIT_FORCED):
+        env[f"GIT_CONFIG_KEY_{i}"] = key
+        env[f"GIT_CONFIG_VALUE_{i}"] = value
+    return env
+
+
 def env_name_problem(name: str, *, server: bool = False) -> str | None:
     """Why `name` may not be passed to a command, or None; `server` allows the reserved names."""
     if not _PLAIN_NAME.fullmatch(name):

@@ -111,8 +111,12 @@ def bwrap_argv(
     *,
     hidden_paths: tuple[str, ...] = (),
     tmp_bytes: int | None = None,
+    home: str | None = None,
 ) -> list[str]:
-    """The bubblewrap command line that runs `bash -c command` sandboxed in a workspace."""
+    """The bubblewrap command line that runs `bash -c command` sandboxed in a workspace.
+
+    `home`, a folder under /tmp, is created empty in the command's own /tmp for its $HOME.
+    """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ToolError(
@@ -121,6 +125,10 @@ def bwrap_argv(
             f'"{PERMISSION_NAME}" permission).'
         )
     argv = base_argv(bwrap, tmp_bytes=tmp_bytes)
+    if home is not None:
+        if not home.startswith("/tmp/"):
+            raise ValueError(f"the sandbox's home must be under /tmp, not {home!r}")
+        argv += ["--dir", home]
     for path in hidden_paths:
         # A server folder inside a read-only bind (a project under /usr/local, say) is covered
         # with an empty tmpfs, so the sandbox sees an empty folder there.

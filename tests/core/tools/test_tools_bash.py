@@ -114,7 +114,8 @@ async def test_it_never_passes_the_server_environment_on(
     assert "leak" not in result.content
     assert "ANTHROPIC_API_KEY" not in result.content and "SECRET_KEY" not in result.content
     env = dict(line.split("=", 1) for line in result.content.splitlines() if "=" in line)
-    assert env["HOME"] == str(ws.root)
+    # $HOME is a fresh folder outside the workspace, so nothing written there is read as config.
+    assert not env["HOME"].startswith(str(ws.root)) and env["HOME"] != "/"
     assert env["WORK_DIR"] == str(ws.work_dir)
     assert env["OUTPUT_DIR"] == str(ws.out_dir)
     assert env["SKILLS_DIR"] == str(ws.skills_dir)
