@@ -11,6 +11,11 @@ the version's digest, and an approval must name the manifest digest the reviewer
 file changed in storage after the upload therefore cannot be approved or activated, and an
 approved manifest is never re-derived: consent comes from the stored one.
 
+Shown whole: the review page shows every file of a version, in pages (`core.review.pages`). A
+version it cannot show whole (too many pages, too long a manifest) is refused for review, at
+submission and at approval, with the reason (`unshown`); an approval records that its reviewer
+was shown the version whole (`SkillReview.shown_whole`).
+
 Personal skills are their owner's alone and are never reviewed.
 """
 
@@ -23,6 +28,7 @@ from django.conf import settings
 from django.db import transaction
 
 from skills_app.core.review import Manifest, PackageFile, build_manifest, read_package
+from skills_app.core.review.pages import unshowable
 from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
 from skills_app.core.tree import skill_digest
 from skills_app.models import SkillPackage, SkillReview, SkillVersion
@@ -58,6 +64,7 @@ def record(
     comment: str = "",
     manifest: Manifest | None = None,
     origin: str = "",
+    shown_whole: bool | None = None,
 ) -> SkillReview:
     """Append one step to the version's trail."""
     return SkillReview.objects.create(
@@ -72,6 +79,7 @@ def record(
         manifest_digest=manifest.digest if manifest is not None else "",
         comment=comment[:5000],
         origin=origin,
+        shown_whole=shown_whole,
     )
 
 
@@ -121,6 +129,15 @@ def manifest_of(version: SkillVersion) -> Manifest:
             _manifests.clear()
         _manifests[key] = manifest
     return manifest
+
+
+def unshown(version: SkillVersion) -> str:
+    """Why the review cannot show this version whole ("" when it can), and what to do."""
+    try:
+        problem = unshowable(version_files(version), len(manifest_of(version)))
+    except OSError as exc:
+        problem = f"its files cannot be read ({exc}); upload it again"
+    return f"{version.package.name} v{version.number}: {problem}." if problem else ""
 
 
 def approval_of(version: SkillVersion) -> SkillReview | None:
@@ -175,7 +192,7 @@ def _locked(version: SkillVersion) -> SkillVersion:
     return SkillVersion.objects.select_for_update().select_related("package").get(pk=version.pk)
 
 
-def submit(version: SkillVersion, user: Any, *, comment: str = "") -> SkillReview:
+def submit(version: SkillVersion, user: Any, *, comment: str = "", origin: str = "") -> SkillReview:
     """Send a draft (or a version sent back with comments) to the reviewers."""
     _org(version)
     if not user.has_perm(SUBMIT_PERMISSION):
@@ -188,17 +205,25 @@ def submit(version: SkillVersion, user: Any, *, comment: str = "") -> SkillRevie
                 "draft or a version with changes requested can be submitted."
             )
         check_digest(version)
+        problem = unshown(version)
+        if problem:
+            raise ReviewError(problem)
         passed, why = trigger_gate(version)
         if not passed:
             # The skill's trigger gate (a per-skill setting, off by default) holds it back.
             raise ReviewError(why)
         version.review_status = SkillVersion.SUBMITTED
         version.save(update_fields=["review_status"])
-        return record(version, SkillReview.SUBMITTED, user, comment=comment)
+        return record(version, SkillReview.SUBMITTED, user, comment=comment, origin=origin)
 
 
 def approve(
-    version: SkillVersion, reviewer: Any, *, manifest_digest: str, comment: str = ""
+    version: SkillVersion,
+    reviewer: Any,
+    *,
+    manifest_digest: str,
+    comment: str = "",
+    origin: str = "",
 ) -> SkillReview:
     """Approve a submitted version with the manifest the reviewer was shown (by its digest)."""
     _org(version)
@@ -208,6 +233,9 @@ def approve(
         if refusal:
             raise ReviewError(refusal)
         check_digest(version)
+        problem = unshown(version)
+        if problem:
+            raise ReviewError(problem)
         manifest = manifest_of(version)
         if manifest.digest != manifest_digest:
             raise ReviewError(
@@ -216,10 +244,20 @@ def approve(
             )
         version.review_status = SkillVersion.APPROVED
         version.save(update_fields=["review_status"])
-        return record(version, SkillReview.APPROVED, reviewer, comment=comment, manifest=manifest)
+        return record(
+            version,
+            SkillReview.APPROVED,
+            reviewer,
+            comment=comment,
+            manifest=manifest,
+            origin=origin,
+            shown_whole=True,
+        )
 
 
-def request_changes(version: SkillVersion, reviewer: Any, *, comment: str) -> SkillReview:
+def request_changes(
+    version: SkillVersion, reviewer: Any, *, comment: str, origin: str = ""
+) -> SkillReview:
     """Send a submitted version back to its author with comments (they upload a new version)."""
     _org(version)
     if not comment.strip():
@@ -232,10 +270,12 @@ def request_changes(version: SkillVersion, reviewer: Any, *, comment: str) -> Sk
             raise ReviewError(f"Version {version.number} is not waiting for a review.")
         version.review_status = SkillVersion.CHANGES_REQUESTED
         version.save(update_fields=["review_status"])
-        return record(version, SkillReview.CHANGES_REQUESTED, reviewer, comment=comment.strip())
+        return record(
+            version, SkillReview.CHANGES_REQUESTED, reviewer, comment=comment.strip(), origin=origin
+        )
 
 
-def activate(version: SkillVersion, user: Any) -> SkillReview:
+def activate(version: SkillVersion, user: Any, *, origin: str = "") -> SkillReview:
     """Make an approved version the one everyone gets (forward, or a rollback: immediate)."""
     _org(version)
     if not user.has_perm(ACTIVATE_PERMISSION):
@@ -258,7 +298,7 @@ def activate(version: SkillVersion, user: Any) -> SkillReview:
         back = current is not None and current.number > version.number
         action = SkillReview.ROLLED_BACK if back else SkillReview.ACTIVATED
         note = f"was v{current.number}" if current is not None else "first active version"
-        return record(version, action, user, comment=note)
+        return record(version, action, user, comment=note, origin=origin)
 
 
 def review_queue() -> list[SkillVersion]:
@@ -310,6 +350,7 @@ __all__ = [
     "review_queue",
     "submit",
     "trail",
+    "unshown",
     "version_files",
     "version_spec",
 ]
