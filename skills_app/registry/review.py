@@ -25,6 +25,7 @@ import threading
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from skills_app.core.review import Manifest, PackageFile, build_manifest, read_package
@@ -174,15 +175,39 @@ def approve_refusal(version: SkillVersion, user: Any) -> str:
         return f"Version {version.number} is already approved."
     if version.review_status != SkillVersion.SUBMITTED:
         return f"Version {version.number} has not been submitted for review yet."
-    if settings.SKILL_REVIEWER_MUST_DIFFER:
+    if reviewer_must_differ():
         authors = {version.uploaded_by_id, getattr(submitter_of(version), "pk", None)} - {None}
         if user.pk in authors:
+            why = (
+                "SKILL_REVIEWER_MUST_DIFFER"
+                if settings.SKILL_REVIEWER_MUST_DIFFER is not None
+                else "more than one person can review skills here, and SKILL_REVIEWER_MUST_DIFFER "
+                "is not set to false"
+            )
             return (
                 "This server requires the reviewer to be someone other than the person who "
-                "uploaded or submitted the version (SKILL_REVIEWER_MUST_DIFFER); ask another "
-                "skill manager to review it."
+                f"uploaded or submitted the version ({why}); ask another skill manager to "
+                "review it."
             )
     return ""
+
+
+def reviewer_must_differ() -> bool:
+    """Whether an approver must be someone other than the version's uploader and submitter:
+    SKILL_REVIEWER_MUST_DIFFER when it is set, else whenever a second active account may
+    review (four eyes as soon as there are two pairs)."""
+    configured = settings.SKILL_REVIEWER_MUST_DIFFER
+    if configured is not None:
+        return bool(configured)
+    # The permission as the database grants it (roles are groups), superusers included,
+    # whichever sign-in backends are configured.
+    reviewers = get_user_model().objects.with_perm(
+        REVIEW_PERMISSION,
+        is_active=True,
+        include_superusers=True,
+        backend="django.contrib.auth.backends.ModelBackend",
+    )
+    return len(reviewers.values_list("pk", flat=True)[:2]) > 1
 
 
 # -- the steps ---------------------------------------------------------------------------------
@@ -348,6 +373,7 @@ __all__ = [
     "record",
     "request_changes",
     "review_queue",
+    "reviewer_must_differ",
     "submit",
     "trail",
     "unshown",
