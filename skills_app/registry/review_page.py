@@ -57,7 +57,7 @@ def _page_link(page: Page, rels: list[str], count: int) -> dict[str, Any]:
         "last": own[-1].index + 1 if own else 0,
         "first_rel": rels[page.pieces[0].index] if page.pieces else "",
         "last_rel": rels[page.pieces[-1].index] if page.pieces else "",
-        "removed_only": not own,
+        "removed_only": bool(page.pieces) and not own,
     }
 
 
