@@ -36,6 +36,20 @@ def env_bool(name: str, default: bool) -> bool:
     )
 
 
+def env_bool_or_auto(name: str) -> bool | None:
+    """NAME as a boolean, or None when unset, empty or `auto` (the setting's own rule decides)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip().lower() in ("", "auto"):
+        return None
+    try:
+        return env_bool(name, False)
+    except ImproperlyConfigured:
+        raise ImproperlyConfigured(
+            f"{name}={raw!r} is not a boolean: use true/false, yes/no, on/off or 1/0, or leave "
+            "it empty (or write auto) for the default rule"
+        ) from None
+
+
 def env_int(name: str, default: int, *, minimum: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None or raw.strip() == "":

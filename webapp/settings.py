@@ -25,6 +25,7 @@ from skills_app.core.model_catalog import DEFAULT_MODEL, DEFAULT_OFFERED_MODELS
 from webapp.env import (
     check_heartbeat,
     env_bool,
+    env_bool_or_auto,
     env_choice,
     env_float,
     env_int,
@@ -430,7 +431,8 @@ _skill_storage_root = env_str("SKILL_STORAGE_ROOT")
 SKILL_STORAGE_ROOT: Path | None = Path(_skill_storage_root) if _skill_storage_root else None
 # Organisation skill versions are approved by a skill manager before they go live for others
 # (docs/review.md). True: the approver must be someone other than the uploader and the submitter.
-SKILL_REVIEWER_MUST_DIFFER = env_bool("SKILL_REVIEWER_MUST_DIFFER", False)
+# Unset (None): so whenever more than one active account may review; false: never.
+SKILL_REVIEWER_MUST_DIFFER = env_bool_or_auto("SKILL_REVIEWER_MUST_DIFFER")
 # A browser folder upload sends one form field per file; Django refuses more than this many.
 DATA_UPLOAD_MAX_NUMBER_FILES = UPLOAD_MAX_FILES
 

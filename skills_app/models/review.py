@@ -53,6 +53,13 @@ class SkillReview(models.Model):
         max_length=40,
         blank=True,
         help_text="Where an uploaded version came from (upload, cli, git).",
+    )  # on other steps: "cli" when taken with `manage.py skills`, else empty (the pages)
+    # Empty on approvals made when the review page showed only the first 500 files and texts up
+    # to 512 KB: their consent covers no command that names a file beyond those.
+    shown_whole = models.BooleanField(
+        null=True,
+        blank=True,
+        help_text="For an approval: its reviewer was shown every file of the version whole.",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
 

@@ -14,11 +14,12 @@ from typing import Any
 
 from skills_app.core.permissions import PermissionContext, Rule, ToolCall, decide
 from skills_app.core.redact import HiddenIndex
-from skills_app.core.review import Manifest, ManifestEntry, build_manifest, read_package
+from skills_app.core.review import Manifest, ManifestEntry, build_manifest, read_package, unseen
+from skills_app.core.review.manifest import entry_paths
 from skills_app.core.skillfile import SkillSpec
 from skills_app.models import SkillReview, SkillVersion
 from skills_app.registry import review
-from skills_app.registry.consents import INSTALL_WORDS
+from skills_app.registry.consents import INSTALL_WORDS, shown_for_review
 
 _NO_WORKSPACE = Path("/nonexistent-workspace")
 
@@ -147,9 +148,17 @@ def manifest_for(spec: SkillSpec, prov: Provenance) -> Manifest:
 
 def consented_words(entry: ManifestEntry, prov: Provenance) -> str:
     """Whether this entry runs without asking, said to the person who uses the skill."""
-    if entry.consent and prov.consents:
+    if entry.consent and prov.consents and not _unseen_by_reviewer(entry, prov):
         return "runs without asking you (reviewed)"
     return "asks you first, or follows the rules"
+
+
+def _unseen_by_reviewer(entry: ManifestEntry, prov: Provenance) -> bool:
+    """The entry names a file its approval's reviewer was not shown (so it is never covered)."""
+    if prov.approval is None or not entry_paths(entry):
+        return False
+    shown = shown_for_review(prov.approval, Manifest.from_data(prov.approval.manifest))
+    return shown is not None and bool(unseen(entry_paths(entry), shown))
 
 
 def words_for_user(spec: SkillSpec, manifest: Manifest, *, can_read: bool) -> list[dict[str, Any]]:

@@ -1,7 +1,8 @@
 """Whose consent each offered skill's commands run under (docs/review.md).
 
 - an organisation upload: the approval of its active version, when that approval stored a
-  manifest and names the very digest the run loads ("the review of x v3 by mona");
+  manifest and names the very digest the run loads ("the review of x v3 by mona"), covering
+  no entry that names a file of the skill its reviewer was not shown as text (`_shown`);
 - a bundled skill (written by this project) or a SKILLS_DIRS skill (put on the server by its
   operator): its install, with the manifest derived from its folder ("the install of x"),
   covering only the commands its body asks the model to run (`Consent.reviewed` is False);
@@ -18,9 +19,17 @@ from pathlib import Path
 
 from django.db.models import F
 
-from skills_app.core.review import Consent, Manifest, build_manifest, read_package
+from skills_app.core.review import (
+    Consent,
+    Manifest,
+    build_manifest,
+    read_package,
+    shown_to_reviewer,
+)
+from skills_app.core.review.manifest import entry_paths
 from skills_app.core.skillfile import SkillSpec
 from skills_app.models import SkillReview
+from skills_app.registry.versions import version_dir
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +39,9 @@ INSTALL_WORDS = {
 }
 _lock = threading.Lock()
 _installed: dict[tuple[str, str], Manifest] = {}
+# What each approval's reviewer was shown, by (review id, digest, shown whole): the files of a
+# digest never change.
+_shown: dict[tuple[int, str, bool], dict[str, bool]] = {}
 
 
 def _install_manifest(spec: SkillSpec) -> Manifest | None:
@@ -69,19 +81,47 @@ def _approvals(names: Iterable[str]) -> dict[str, SkillReview]:
     return found
 
 
+def shown_for_review(review: SkillReview, manifest: Manifest) -> dict[str, bool] | None:
+    """Each file of the approved version and whether its reviewer was shown it as text; None
+    when no consented entry names a file of the skill (nothing to check).
+
+    An approval made before the review page showed every file (`shown_whole` empty) was shown
+    only what that page showed: the first files by path, and texts up to 512 KB.
+    """
+    if not any(e.consent and entry_paths(e) for e in manifest.entries):
+        return None
+    whole = bool(review.shown_whole)
+    key = (review.pk, review.digest, whole)
+    with _lock:
+        if key in _shown:
+            return _shown[key]
+    try:
+        shown = shown_to_reviewer(read_package(version_dir(review.version)), whole=whole)
+    except OSError:
+        logger.warning("cannot read the files of %s", review, exc_info=True)
+        shown = {}  # nothing read, nothing shown: no entry that names a file is covered
+    with _lock:
+        if len(_shown) > 512:
+            _shown.clear()
+        _shown[key] = shown
+    return shown
+
+
 def consent_for_review(review: SkillReview, spec: SkillSpec) -> Consent | None:
     """The consent an approval gives the skill a run loaded, if it is that very content."""
     if review.digest != spec.digest or review.version.digest != spec.digest:
         return None  # changed under the approval: no consent, whatever the manifest says
     who = review.actor_name or "a reviewer"
+    manifest = Manifest.from_data(review.manifest)
     return Consent(
         skill=spec.name,
         digest=spec.digest,
         label=f"the review of {spec.name} v{review.version_number} by {who}",
-        entries=Manifest.from_data(review.manifest).entries,
+        entries=manifest.entries,
         arguments=tuple(spec.arguments),
         review_id=review.pk,
         reviewer_id=review.actor_id,
+        shown=shown_for_review(review, manifest),
     )
 
 
@@ -135,4 +175,4 @@ def still_live(consent: Consent, user_id: int | None) -> bool:
     ).exists()
 
 
-__all__ = ["INSTALL_WORDS", "consent_for_review", "consents_for", "still_live"]
+__all__ = ["INSTALL_WORDS", "consent_for_review", "consents_for", "shown_for_review", "still_live"]

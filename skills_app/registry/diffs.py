@@ -1,8 +1,9 @@
 """Two versions of a skill compared file by file: every file, scripts included.
 
-Text files get a unified diff; a binary file (or one too large to show) is compared by size
-and sha256. Files only in one version are listed as added or removed, with their content as
-the diff (all `+` or all `-` lines) when it is text.
+Text files get a unified diff; a binary file is compared by size and sha256, and so is a text
+longer than DIFF_MAX_CHARS on either side (the review page shows its whole text instead).
+Files only in one version are listed as added or removed, with their content as the diff (all
+`+` or all `-` lines) when it is text.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from skills_app.core.review import PackageFile
 
 # A diff longer than this many lines is cut (the whole file is still on the review page).
 MAX_DIFF_LINES = 2_000
+# Texts longer than this are not compared line by line: difflib's time grows faster than the
+# text, and the review page shows the whole text anyway.
+DIFF_MAX_CHARS = 100_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +36,7 @@ class FileDiff:
     old: PackageFile | None = None
     new: PackageFile | None = None
     cut: bool = False
+    too_long: bool = False  # a text too long to compare line by line (DIFF_MAX_CHARS)
 
     @property
     def is_script(self) -> bool:
@@ -57,12 +62,31 @@ def _classify(lines: Sequence[str]) -> tuple[tuple[DiffLine, ...], bool]:
     return tuple(out), False
 
 
-def _diff(old: PackageFile | None, new: PackageFile | None, rel: str) -> FileDiff:
+def status_of(old: PackageFile | None, new: PackageFile | None) -> str:
+    """added | removed | changed | same."""
     if old is not None and new is not None and old.sha256 == new.sha256:
+        return "same"
+    return "added" if old is None else "removed" if new is None else "changed"
+
+
+def diff_chars(old: PackageFile | None, new: PackageFile | None) -> int:
+    """About how many characters the diff of two sides shows (0: none is shown)."""
+    sides = [f for f in (old, new) if f is not None]
+    if status_of(old, new) == "same" or any(f.text is None for f in sides):
+        return 0
+    lengths = [len(f.text or "") for f in sides]
+    return 0 if max(lengths) > DIFF_MAX_CHARS else sum(lengths)
+
+
+def diff_file(old: PackageFile | None, new: PackageFile | None, rel: str) -> FileDiff:
+    """One file of two versions compared (either side None: only in the other)."""
+    status = status_of(old, new)
+    if status == "same":
         return FileDiff(rel, "same", old=old, new=new)
-    status = "added" if old is None else "removed" if new is None else "changed"
     if (old is not None and old.text is None) or (new is not None and new.text is None):
         return FileDiff(rel, status, binary=True, old=old, new=new)
+    if not diff_chars(old, new):
+        return FileDiff(rel, status, old=old, new=new, too_long=True)
     before = (old.text or "") if old is not None else ""
     after = (new.text or "") if new is not None else ""
     raw = difflib.unified_diff(
@@ -80,16 +104,27 @@ def compare(old: Sequence[PackageFile], new: Sequence[PackageFile]) -> list[File
     """Every file of either version, changed ones first (SKILL.md, then scripts, then the rest)."""
     before = {f.rel: f for f in old}
     after = {f.rel: f for f in new}
-    diffs = [_diff(before.get(rel), after.get(rel), rel) for rel in sorted(before | after)]
-
-    def order(d: FileDiff) -> tuple[int, int, str]:
-        return (
-            d.status == "same",
-            0 if d.rel.lower() == "skill.md" else 1 if d.is_script else 2,
-            d.rel,
-        )
-
-    return sorted(diffs, key=order)
+    diffs = [diff_file(before.get(rel), after.get(rel), rel) for rel in sorted(before | after)]
+    return sorted(diffs, key=reading_order)
 
 
-__all__ = ["MAX_DIFF_LINES", "DiffLine", "FileDiff", "compare"]
+def reading_order(d: FileDiff) -> tuple[int, int, str]:
+    """Changed files first: SKILL.md, then scripts, then the rest, each by path."""
+    return (
+        d.status == "same",
+        0 if d.rel.lower() == "skill.md" else 1 if d.is_script else 2,
+        d.rel,
+    )
+
+
+__all__ = [
+    "DIFF_MAX_CHARS",
+    "MAX_DIFF_LINES",
+    "DiffLine",
+    "FileDiff",
+    "compare",
+    "diff_chars",
+    "diff_file",
+    "reading_order",
+    "status_of",
+]

@@ -11,6 +11,11 @@ the version's digest, and an approval must name the manifest digest the reviewer
 file changed in storage after the upload therefore cannot be approved or activated, and an
 approved manifest is never re-derived: consent comes from the stored one.
 
+Shown whole: the review page shows every file of a version, in pages (`core.review.pages`). A
+version it cannot show whole (too many pages, too long a manifest) is refused for review, at
+submission and at approval, with the reason (`unshown`); an approval records that its reviewer
+was shown the version whole (`SkillReview.shown_whole`).
+
 Personal skills are their owner's alone and are never reviewed.
 """
 
@@ -20,9 +25,11 @@ import threading
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from skills_app.core.review import Manifest, PackageFile, build_manifest, read_package
+from skills_app.core.review.pages import unshowable
 from skills_app.core.skillfile import SkillFileError, SkillSpec, parse_skill_dir
 from skills_app.core.tree import skill_digest
 from skills_app.models import SkillPackage, SkillReview, SkillVersion
@@ -58,6 +65,7 @@ def record(
     comment: str = "",
     manifest: Manifest | None = None,
     origin: str = "",
+    shown_whole: bool | None = None,
 ) -> SkillReview:
     """Append one step to the version's trail."""
     return SkillReview.objects.create(
@@ -72,6 +80,7 @@ def record(
         manifest_digest=manifest.digest if manifest is not None else "",
         comment=comment[:5000],
         origin=origin,
+        shown_whole=shown_whole,
     )
 
 
@@ -123,6 +132,15 @@ def manifest_of(version: SkillVersion) -> Manifest:
     return manifest
 
 
+def unshown(version: SkillVersion) -> str:
+    """Why the review cannot show this version whole ("" when it can), and what to do."""
+    try:
+        problem = unshowable(version_files(version), len(manifest_of(version)))
+    except OSError as exc:
+        problem = f"its files cannot be read ({exc}); upload it again"
+    return f"{version.package.name} v{version.number}: {problem}." if problem else ""
+
+
 def approval_of(version: SkillVersion) -> SkillReview | None:
     """The step that approved this version (its latest), or None."""
     return (
@@ -157,15 +175,39 @@ def approve_refusal(version: SkillVersion, user: Any) -> str:
         return f"Version {version.number} is already approved."
     if version.review_status != SkillVersion.SUBMITTED:
         return f"Version {version.number} has not been submitted for review yet."
-    if settings.SKILL_REVIEWER_MUST_DIFFER:
+    if reviewer_must_differ():
         authors = {version.uploaded_by_id, getattr(submitter_of(version), "pk", None)} - {None}
         if user.pk in authors:
+            why = (
+                "SKILL_REVIEWER_MUST_DIFFER"
+                if settings.SKILL_REVIEWER_MUST_DIFFER is not None
+                else "more than one person can review skills here, and SKILL_REVIEWER_MUST_DIFFER "
+                "is not set to false"
+            )
             return (
                 "This server requires the reviewer to be someone other than the person who "
-                "uploaded or submitted the version (SKILL_REVIEWER_MUST_DIFFER); ask another "
-                "skill manager to review it."
+                f"uploaded or submitted the version ({why}); ask another skill manager to "
+                "review it."
             )
     return ""
+
+
+def reviewer_must_differ() -> bool:
+    """Whether an approver must be someone other than the version's uploader and submitter:
+    SKILL_REVIEWER_MUST_DIFFER when it is set, else whenever a second active account may
+    review (four eyes as soon as there are two pairs)."""
+    configured = settings.SKILL_REVIEWER_MUST_DIFFER
+    if configured is not None:
+        return bool(configured)
+    # The permission as the database grants it (roles are groups), superusers included,
+    # whichever sign-in backends are configured.
+    reviewers = get_user_model().objects.with_perm(
+        REVIEW_PERMISSION,
+        is_active=True,
+        include_superusers=True,
+        backend="django.contrib.auth.backends.ModelBackend",
+    )
+    return len(reviewers.values_list("pk", flat=True)[:2]) > 1
 
 
 # -- the steps ---------------------------------------------------------------------------------
@@ -175,7 +217,7 @@ def _locked(version: SkillVersion) -> SkillVersion:
     return SkillVersion.objects.select_for_update().select_related("package").get(pk=version.pk)
 
 
-def submit(version: SkillVersion, user: Any, *, comment: str = "") -> SkillReview:
+def submit(version: SkillVersion, user: Any, *, comment: str = "", origin: str = "") -> SkillReview:
     """Send a draft (or a version sent back with comments) to the reviewers."""
     _org(version)
     if not user.has_perm(SUBMIT_PERMISSION):
@@ -188,17 +230,25 @@ def submit(version: SkillVersion, user: Any, *, comment: str = "") -> SkillRevie
                 "draft or a version with changes requested can be submitted."
             )
         check_digest(version)
+        problem = unshown(version)
+        if problem:
+            raise ReviewError(problem)
         passed, why = trigger_gate(version)
         if not passed:
             # The skill's trigger gate (a per-skill setting, off by default) holds it back.
             raise ReviewError(why)
         version.review_status = SkillVersion.SUBMITTED
         version.save(update_fields=["review_status"])
-        return record(version, SkillReview.SUBMITTED, user, comment=comment)
+        return record(version, SkillReview.SUBMITTED, user, comment=comment, origin=origin)
 
 
 def approve(
-    version: SkillVersion, reviewer: Any, *, manifest_digest: str, comment: str = ""
+    version: SkillVersion,
+    reviewer: Any,
+    *,
+    manifest_digest: str,
+    comment: str = "",
+    origin: str = "",
 ) -> SkillReview:
     """Approve a submitted version with the manifest the reviewer was shown (by its digest)."""
     _org(version)
@@ -208,6 +258,9 @@ def approve(
         if refusal:
             raise ReviewError(refusal)
         check_digest(version)
+        problem = unshown(version)
+        if problem:
+            raise ReviewError(problem)
         manifest = manifest_of(version)
         if manifest.digest != manifest_digest:
             raise ReviewError(
@@ -216,10 +269,20 @@ def approve(
             )
         version.review_status = SkillVersion.APPROVED
         version.save(update_fields=["review_status"])
-        return record(version, SkillReview.APPROVED, reviewer, comment=comment, manifest=manifest)
+        return record(
+            version,
+            SkillReview.APPROVED,
+            reviewer,
+            comment=comment,
+            manifest=manifest,
+            origin=origin,
+            shown_whole=True,
+        )
 
 
-def request_changes(version: SkillVersion, reviewer: Any, *, comment: str) -> SkillReview:
+def request_changes(
+    version: SkillVersion, reviewer: Any, *, comment: str, origin: str = ""
+) -> SkillReview:
     """Send a submitted version back to its author with comments (they upload a new version)."""
     _org(version)
     if not comment.strip():
@@ -232,10 +295,12 @@ def request_changes(version: SkillVersion, reviewer: Any, *, comment: str) -> Sk
             raise ReviewError(f"Version {version.number} is not waiting for a review.")
         version.review_status = SkillVersion.CHANGES_REQUESTED
         version.save(update_fields=["review_status"])
-        return record(version, SkillReview.CHANGES_REQUESTED, reviewer, comment=comment.strip())
+        return record(
+            version, SkillReview.CHANGES_REQUESTED, reviewer, comment=comment.strip(), origin=origin
+        )
 
 
-def activate(version: SkillVersion, user: Any) -> SkillReview:
+def activate(version: SkillVersion, user: Any, *, origin: str = "") -> SkillReview:
     """Make an approved version the one everyone gets (forward, or a rollback: immediate)."""
     _org(version)
     if not user.has_perm(ACTIVATE_PERMISSION):
@@ -258,7 +323,7 @@ def activate(version: SkillVersion, user: Any) -> SkillReview:
         back = current is not None and current.number > version.number
         action = SkillReview.ROLLED_BACK if back else SkillReview.ACTIVATED
         note = f"was v{current.number}" if current is not None else "first active version"
-        return record(version, action, user, comment=note)
+        return record(version, action, user, comment=note, origin=origin)
 
 
 def review_queue() -> list[SkillVersion]:
@@ -308,8 +373,10 @@ __all__ = [
     "record",
     "request_changes",
     "review_queue",
+    "reviewer_must_differ",
     "submit",
     "trail",
+    "unshown",
     "version_files",
     "version_spec",
 ]

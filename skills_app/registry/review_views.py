@@ -3,8 +3,9 @@
 - `/skills/org/upload/`: skill managers upload an organisation skill (zip, `.skill` or a
   folder); the lint report shows at once, and the draft can be submitted from there;
 - `/skills/versions/<id>/review/`: the review page of one organisation version (skill managers
-  and the version's uploader); its form takes the steps: submit, approve, request changes,
-  make active (a rollback when the version is older than the active one);
+  and the version's uploader), its files in pages (`?page=N`); its form takes the steps:
+  submit, approve, request changes, make active (a rollback when the version is older than
+  the active one);
 - `/skills/s/<name>/`: the page of a skill for everyone who may use it: what it is for, who
   published and reviewed it, what it may run in words, and what the rules say for them.
 """
@@ -59,18 +60,24 @@ def _get_version_for_reviewer(request: AuthedHttpRequest, pk: int) -> SkillVersi
 def _review_page(
     request: AuthedHttpRequest, version: SkillVersion, *, status: int = 200, **extra: Any
 ) -> HttpResponse:
+    # The version's uploader who is not (or no longer) a skill manager reads their own upload,
+    # not the other versions a diff would show (later ones are others' work).
+    others = may_manage(request.user)
     context = {
-        **review_context(version, request.user),
+        **review_context(version, request.user, page=_page_number(request), others=others),
         # This version's trigger-test figures beside the active version's.
         "trigger": activation_comparison(version.package, version),
+        "author_only": not others,
         **extra,
     }
     context["refusals"] = shown_refusals(context["refusals"], request.user)
-    if not may_manage(request.user):
-        # The version's uploader who is not (or no longer) a skill manager reads their own
-        # upload, not the other versions the diff would show (later ones are others' work).
-        context.update(diffs=[], changed=[], against=None, author_only=True)
     return render(request, "skills_app/registry/review.html", context, status=status)
+
+
+def _page_number(request: AuthedHttpRequest) -> int:
+    """The page of files asked for (`?page=N`); the first for anything that is not a number."""
+    raw = request.GET.get("page", "1")
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) < 7 else 1
 
 
 def shown_refusals(rows: list[PermissionDecision], user: Any) -> list[dict[str, Any]]:

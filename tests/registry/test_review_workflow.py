@@ -248,3 +248,45 @@ def test_the_migration_marks_live_versions_approved_by_migration_without_consent
     )
     spec = skills_for_user(None).get("org-greet")
     assert spec is not None and consents_for([spec]) == {}  # live as before, no one's consent
+
+
+def test_the_review_pages_every_file_and_then_the_files_removed_since_the_compared_version(
+    skill_manager,
+):
+    from skills_app.registry.uploads import UploadFile
+
+    old_notes = "OLD-NOTES-77: the notes this version drops\n"
+    publish(
+        skill_manager, [*greet_files(), UploadFile("org-greet/notes/old.md", old_notes.encode())]
+    )
+    fillers = [UploadFile(f"org-greet/a/f{n:03d}.txt", b"filler\n") for n in range(198)]
+    v2 = upload_draft(skill_manager, [*greet_files(), *fillers])
+    url = reverse("skill-review", args=[v2.pk])
+    first = client_of(skill_manager).get(url).content.decode()
+    assert "Files 1–200 of 200 · page 1 of 2 · 1 removed since v1" in first
+    assert "OLD-NOTES-77" not in first and 'href="?page=2#files"' in first
+    assert "Page 2</a>: files removed since v1 (<code>notes/old.md</code>)" in first
+    second = client_of(skill_manager).get(url, {"page": "2"}).content.decode()
+    assert "Files removed since v1 (1) · page 2 of 2" in second
+    removed = second[second.index('data-path="notes/old.md" data-status="removed"') :]
+    assert "-OLD-NOTES-77" in removed[: removed.index("</details>")]
+    assert 'class="package-file"' not in second  # no file of v2 on this page
+    # Anything that is not a page number shows the first page; past the last, the last.
+    assert "page 1 of 2" in client_of(skill_manager).get(url, {"page": "x"}).content.decode()
+    assert "page 2 of 2" in client_of(skill_manager).get(url, {"page": "99"}).content.decode()
+
+
+def test_a_version_whose_files_are_gone_from_storage_says_so_and_cannot_be_approved(
+    skill_manager,
+):
+    import shutil
+
+    from skills_app.registry.uploads import version_dir
+
+    version = upload_draft(skill_manager)
+    review.submit(version, skill_manager)
+    shutil.rmtree(version_dir(version))
+    html = client_of(skill_manager).get(reverse("skill-review", args=[version.pk])).content.decode()
+    assert 'id="digest-problem"' in html and "no longer match" in html
+    assert "No file of this version can be read." in html and "removed since" not in html
+    assert ">Approve</button>" not in html

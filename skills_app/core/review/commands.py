@@ -194,12 +194,49 @@ def skill_dir_paths(command: str) -> list[str]:
     return out
 
 
+def _normal(rel: str) -> str:
+    """A relative path without `.` and doubled slashes; a `..` that leaves the folder is kept."""
+    parts: list[str] = []
+    for part in rel.split("/"):
+        if part in ("", "."):
+            continue
+        if part == ".." and parts and parts[-1] != "..":
+            parts.pop()
+        else:
+            parts.append(part)
+    return "/".join(parts)
+
+
+def named_skill_files(command: str) -> list[str]:
+    """The paths in the skill's folder a command names, relative to it: every path through the
+    skill folder variable, and after a `cd` into the folder, each word that is a relative path
+    (`./x`, `../x`) or a script path (`scripts/...`, a script suffix)."""
+    found = list(skill_dir_paths(command))
+    if runs_from_skill_dir(command):
+        for word in _words(command)[2:]:
+            explicit = word.startswith(("./", "../"))
+            path = word if explicit else _plain(word)
+            if explicit or (
+                path
+                and not path.startswith(("/", "$", "{", "~", "-"))
+                and (_SCRIPT_SUFFIX.search(path) or path.startswith("scripts/"))
+            ):
+                found.append(path)
+    out: list[str] = []
+    for path in found:
+        rel = _normal(path)
+        if rel and rel not in out:
+            out.append(rel)
+    return out
+
+
 __all__ = [
     "PROGRAMS",
     "SHELL_LANGUAGES",
     "SKILL_DIR_VARS",
     "FoundCommand",
     "find_commands",
+    "named_skill_files",
     "relative_skill_paths",
     "runs_from_skill_dir",
     "skill_dir_paths",

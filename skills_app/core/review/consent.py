@@ -13,6 +13,9 @@ with that very digest), a call is covered when:
   command with its argument slots filled by plain words (`template.matches`).
 
 Nothing else is covered: not a similar command, not a prefix, not another skill's command.
+And no entry that names a path in the skill's folder its reviewer was not shown as text
+(`Consent.shown`; `package.unseen`): such entries are not consented when a manifest is built,
+and an approval kept from before the review page showed every file covers none of them either.
 
 A skill nobody reviewed but its install (bundled with Skillscope, or put in SKILLS_DIRS by the
 server's operator: `reviewed=False`) consents less: only the commands its body asks the model
@@ -22,10 +25,12 @@ such), and its `!` commands and hooks still need an admin's allow rule, as they 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from ..permissions import Rule, RuleSyntaxError, ToolCall, parse_rule
-from .manifest import ManifestEntry
+from .manifest import ManifestEntry, entry_paths
+from .package import unseen
 from .template import compile_template, matches, resolve_skill_dir
 
 COMMAND_KINDS = ("command", "context-command", "hook")
@@ -44,11 +49,19 @@ class Consent:
     reviewer_id: int | None = None
     # A person reviewed and approved the manifest (not just the install of a folder skill).
     reviewed: bool = True
+    # Each file of the version, and whether its reviewer was shown it as text; None: no check
+    # beyond the manifest's own (an install, or a manifest that names no file of the skill).
+    shown: Mapping[str, bool] | None = field(default=None, compare=False)
 
     @property
     def command_kinds(self) -> tuple[str, ...]:
         """The kinds of command entry this consent covers."""
         return COMMAND_KINDS if self.reviewed else ("command",)
+
+    def covers(self, entry: ManifestEntry) -> bool:
+        """Whether this consent may cover calls by the entry: consented, and reading nothing
+        its reviewer was not shown."""
+        return entry.consent and (self.shown is None or not unseen(entry_paths(entry), self.shown))
 
 
 def consent_rules(consent: Consent, skill_dir: str) -> list[Rule]:
@@ -57,7 +70,7 @@ def consent_rules(consent: Consent, skill_dir: str) -> list[Rule]:
     if not consent.reviewed:
         return rules
     for entry in consent.entries:
-        if entry.kind != "allowed-tool" or not entry.consent:
+        if entry.kind != "allowed-tool" or not consent.covers(entry):
             continue
         try:
             rules.append(
@@ -83,7 +96,7 @@ def covering_entry(consent: Consent, call: ToolCall, skill_dir: str) -> Manifest
     if not command:
         return None
     for entry in consent.entries:
-        if entry.kind not in consent.command_kinds or not entry.consent:
+        if entry.kind not in consent.command_kinds or not consent.covers(entry):
             continue
         if not entry.arguments:
             if resolve_skill_dir(entry.text, skill_dir).strip() == command:

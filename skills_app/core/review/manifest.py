@@ -12,7 +12,9 @@ Entries, each shown exactly as written, where it was found, and in plain words:
 It is False, with the reason in `note`, for an entry that would consent to something other than
 what the reviewer saw: a rule that does not parse, a command that names one of the skill's
 files by a path relative to the workspace (it would run whatever is at that path there), a
-command the text says not to run, or one whose arguments could not be kept in their slots.
+command that names a path in the skill's folder the review could not show as text (a binary,
+or a file the version does not have), a command the text says not to run, or one whose
+arguments could not be kept in their slots.
 
 The manifest is data: `as_data()` is what a review stores, and `digest` binds an approval to
 exactly the entries the reviewer saw.
@@ -23,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import Any
@@ -32,8 +34,8 @@ from ..dynamic import find_placeholders
 from ..permissions import RuleSyntaxError, parse_rule
 from ..skillfile import SkillSpec
 from ..skillhooks import parse_skill_hooks
-from .commands import find_commands, relative_skill_paths
-from .package import DOC_SUFFIXES, PackageFile
+from .commands import find_commands, named_skill_files, relative_skill_paths
+from .package import DOC_SUFFIXES, PackageFile, shown_to_reviewer, unseen
 from .template import compile_template, placeholder_pattern
 from .words import breadth_warning, explain_command, explain_rule
 
@@ -112,7 +114,21 @@ def _line_of(text: str, offset: int, first_line: int = 1) -> int:
     return first_line + text.count("\n", 0, max(offset, 0))
 
 
-def _rule_entry(text: str, files: frozenset[str]) -> ManifestEntry:
+def entry_paths(entry: ManifestEntry) -> list[str]:
+    """The paths in the skill's folder an entry names (a Bash rule's pattern, or a command)."""
+    if entry.kind != "allowed-tool":
+        return named_skill_files(entry.text)
+    if entry.tool != "Bash":
+        return []
+    try:
+        rule = parse_rule(entry.text, "allow", source="skill")
+    except RuleSyntaxError:
+        return []
+    return named_skill_files(rule.specifier or "")
+
+
+def _rule_entry(text: str, shown: Mapping[str, bool]) -> ManifestEntry:
+    files = frozenset(shown)
     where = "SKILL.md (frontmatter)"
     try:
         rule = parse_rule(text, "allow", source="skill")
@@ -127,6 +143,8 @@ def _rule_entry(text: str, files: frozenset[str]) -> ManifestEntry:
         if relative:
             consent = False
             note = _relative_note(relative)
+        elif hidden := unseen(named_skill_files(rule.specifier or ""), shown):
+            consent, note = False, _unseen_note(hidden)
         elif breadth := breadth_warning(rule.specifier):
             note = f"Careful: {breadth}."
     return ManifestEntry("allowed-tool", rule.tool, text, where, explain_rule(text), consent, note)
@@ -141,12 +159,21 @@ def _relative_note(paths: Sequence[str]) -> str:
     )
 
 
+def _unseen_note(paths: Sequence[str]) -> str:
+    shown = ", ".join(f"`{p}`" for p in paths[:3])
+    return (
+        f"Not consented: it names {shown} in the skill's folder, which the review could not "
+        "show as text (a binary, listed by its size and digest only, or not a file of this "
+        "version), so nobody read what it would run."
+    )
+
+
 def _command_entry(
-    kind: str, text: str, where: str, files: frozenset[str], names: Sequence[str]
+    kind: str, text: str, where: str, shown: Mapping[str, bool], names: Sequence[str]
 ) -> ManifestEntry:
     takes_args = bool(placeholder_pattern(names).search(text))
     consent, note = True, ""
-    relative = relative_skill_paths(text, files)
+    relative = relative_skill_paths(text, frozenset(shown))
     blank = _DOC_PLACEHOLDER.search(text)
     words = explain_command(_DOC_PLACEHOLDER.sub("NAME", text))
     if blank:
@@ -157,6 +184,8 @@ def _command_entry(
         )
     elif relative:
         consent, note = False, _relative_note(relative)
+    elif hidden := unseen(named_skill_files(text), shown):
+        consent, note = False, _unseen_note(hidden)
     elif takes_args:
         template = compile_template(text, skill_dir=_PROBE_DIR, names=names)
         if isinstance(template, str):
@@ -179,7 +208,7 @@ def _documents(files: Iterable[PackageFile], body: str, skill_file: str) -> list
 
 def build_manifest(spec: SkillSpec, files: Sequence[PackageFile]) -> Manifest:
     """The manifest of a parsed skill whose files are `files` (see the module docstring)."""
-    names = frozenset(f.rel for f in files)
+    shown = shown_to_reviewer(files)
     skill_file = spec.skill_file.name
     source = next((f.text for f in files if f.rel == skill_file), None) or ""
     body_at = source.find(spec.body) if spec.body else -1
@@ -190,14 +219,14 @@ def build_manifest(spec: SkillSpec, files: Sequence[PackageFile]) -> Manifest:
         entries.setdefault((entry.kind, entry.text), entry)
 
     for text in spec.allowed_tools:
-        add(_rule_entry(text, names))
+        add(_rule_entry(text, shown))
     for p in find_placeholders(spec.body):
         where = f"{skill_file}:{_line_of(spec.body, p.start, first)}"
-        add(_command_entry("context-command", p.command, where, names, spec.arguments))
+        add(_command_entry("context-command", p.command, where, shown, spec.arguments))
     hooks, _notes = parse_skill_hooks(spec.name, spec.hooks)
     for hook in hooks:
         on = f"{hook.event}" + (f" of {hook.matcher}" if hook.matcher not in ("", "*") else "")
-        entry = _command_entry("hook", hook.command, "SKILL.md (frontmatter)", names, ())
+        entry = _command_entry("hook", hook.command, "SKILL.md (frontmatter)", shown, ())
         add(
             ManifestEntry(
                 entry.kind,
@@ -214,7 +243,7 @@ def build_manifest(spec: SkillSpec, files: Sequence[PackageFile]) -> Manifest:
     for rel, text, line in sources:
         for found in find_commands(text, first_line=line):
             entry = _command_entry(
-                "command", found.text, f"{rel}:{found.line}", names, spec.arguments
+                "command", found.text, f"{rel}:{found.line}", shown, spec.arguments
             )
             if found.negated:
                 entry = ManifestEntry(
@@ -231,4 +260,4 @@ def build_manifest(spec: SkillSpec, files: Sequence[PackageFile]) -> Manifest:
     return Manifest(tuple(entries.values()))
 
 
-__all__ = ["KINDS", "KIND_WORDS", "Manifest", "ManifestEntry", "build_manifest"]
+__all__ = ["KINDS", "KIND_WORDS", "Manifest", "ManifestEntry", "build_manifest", "entry_paths"]

@@ -1,5 +1,7 @@
-"""`manage.py skills list|validate|catalog|render|import`: inspect the skills Skillscope would load,
-and install uploaded skills from the command line."""
+"""`manage.py skills list|validate|catalog|render|import|submit|approve|reject|activate|rollback`:
+inspect the skills Skillscope would load, install uploaded skills from the command line, and
+take the steps of an organisation skill's review (docs/review.md) as a named person, through
+the same service functions, rules and audit rows as the review page."""
 
 from __future__ import annotations
 
@@ -12,15 +14,20 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.urls import reverse
 
 from skills_app.core.lint import STRICT_RULES
 from skills_app.core.registry import SkillRegistry, discover
 from skills_app.core.render import render_skill
 from skills_app.core.skillfile import Problem, SkillSpec, find_skill_file, lint_skill_dir
-from skills_app.registry import uploads
+from skills_app.models import SkillPackage, SkillReview, SkillVersion
+from skills_app.registry import review, uploads
 from skills_app.registry.skills import current_catalog, get_registry, registry_for_dirs
 
 CLI_SESSION_ID = "cli"
+# Review steps taken here are marked with this origin in the trail.
+CLI_ORIGIN = "cli"
+REVIEW_STEPS = ("submit", "approve", "reject", "activate", "rollback")
 
 
 def _problem_json(p: Problem) -> dict[str, Any]:
@@ -28,11 +35,13 @@ def _problem_json(p: Problem) -> dict[str, Any]:
 
 
 class Command(BaseCommand):
-    help = "List, validate, catalog and render skills."
+    help = "List, validate, catalog, render and import skills; take the steps of their review."
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(
-            dest="subcommand", required=True, metavar="{list,validate,catalog,render,import}"
+            dest="subcommand",
+            required=True,
+            metavar="{list,validate,catalog,render,import,submit,approve,reject,activate,rollback}",
         )
 
         def dirs_option(p: Any) -> None:
@@ -78,6 +87,7 @@ class Command(BaseCommand):
         p.add_argument(
             "--personal", action="store_true", help="install as the user's personal skill"
         )
+        self._add_review_steps(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         getattr(self, f"_{options['subcommand']}")(options)
@@ -266,3 +276,224 @@ class Command(BaseCommand):
             return [path]
         folders = sorted(p for p in path.iterdir() if p.is_dir() and find_skill_file(p))
         return folders or [path]
+
+    # --- the review: submit, approve, reject, activate, rollback ---------------------------
+
+    @staticmethod
+    def _add_review_steps(sub: Any) -> None:
+        helps = {
+            "submit": "send a draft (or a version sent back) of an organisation skill to review",
+            "approve": "approve a submitted version with the command manifest you read",
+            "reject": "send a submitted version back to its author with the reason",
+            "activate": "make an approved version the one everyone gets",
+            "rollback": "make an earlier approved version the active one again",
+        }
+        for step in REVIEW_STEPS:
+            p = sub.add_parser(step, help=helps[step])
+            p.add_argument("name", help="the organisation skill")
+            p.add_argument(
+                "--version",
+                type=int,
+                default=None,
+                metavar="V",
+                help="the version number (default: the newest; for rollback, the newest "
+                "approved one before the active version)",
+            )
+            p.add_argument(
+                "--as",
+                dest="as_user",
+                required=True,
+                metavar="USER",
+                help="who takes the step: their permissions and name go in the trail",
+            )
+            if step == "reject":
+                p.add_argument("--reason", required=True, help="what should change (to the author)")
+            elif step in ("submit", "approve"):
+                p.add_argument("--comment", default="", help="a note kept in the trail")
+            if step == "approve":
+                p.add_argument(
+                    "--manifest",
+                    default="",
+                    metavar="DIGEST",
+                    help="the digest of the command manifest you read (printed by submit, "
+                    "shown on the review page); without it the manifest is printed",
+                )
+
+    def _submit(self, options: dict[str, Any]) -> None:
+        version, user = self._step_target(options)
+        self._step(
+            lambda: review.submit(version, user, comment=options["comment"], origin=CLI_ORIGIN)
+        )
+        digest = review.manifest_of(version).digest
+        self.stdout.write(
+            f"{self._label(version)}: submitted for review. Its command manifest is {digest}: a "
+            f"reviewer approves it with `skills approve {version.package.name} --version "
+            f"{version.number} --manifest {digest} --as NAME` after reading the package "
+            f"({reverse('skill-review', args=[version.pk])})."
+        )
+
+    def _approve(self, options: dict[str, Any]) -> None:
+        version, user = self._step_target(options)
+        if not options["manifest"]:
+            refusal = review.approve_refusal(version, user) or review.unshown(version)
+            if refusal:
+                raise CommandError(refusal)
+            manifest = self._step(lambda: review.manifest_of(version))
+            self._print_manifest(version, manifest)
+            raise CommandError(
+                f"{self._label(version)}: approving needs --manifest DIGEST, the digest of the "
+                f"command manifest you read ({manifest.digest}, listed above), after reading the "
+                f"whole package ({reverse('skill-review', args=[version.pk])}); run again with "
+                f"--manifest {manifest.digest}"
+            )
+        step = self._step(
+            lambda: review.approve(
+                version,
+                user,
+                manifest_digest=options["manifest"],
+                comment=options["comment"],
+                origin=CLI_ORIGIN,
+            )
+        )
+        consented = sum(1 for e in step.manifest if e.get("consent"))
+        self.stdout.write(
+            f"{self._label(version)}: approved by {step.actor_name} with the command manifest "
+            f"{step.manifest_digest} ({len(step.manifest)} entries, {consented} consented). Make "
+            f"it live with `skills activate {version.package.name} --version {version.number} "
+            "--as NAME`."
+        )
+
+    def _reject(self, options: dict[str, Any]) -> None:
+        version, user = self._step_target(options)
+        self._step(
+            lambda: review.request_changes(
+                version, user, comment=options["reason"], origin=CLI_ORIGIN
+            )
+        )
+        self.stdout.write(f"{self._label(version)}: sent back to its author with your reason.")
+
+    def _activate(self, options: dict[str, Any]) -> None:
+        version, user = self._step_target(options)
+        active = version.package.active_version
+        if active is not None and active.number > version.number:
+            raise CommandError(
+                f"{self._label(version)} is older than the active v{active.number}: making it "
+                f"active is a rollback; run `skills rollback {version.package.name} --version "
+                f"{version.number} --as {user.get_username()}`"
+            )
+        self._activated(version, user)
+
+    def _rollback(self, options: dict[str, Any]) -> None:
+        version, user = self._step_target(options)
+        active = version.package.active_version
+        if active is None or active.number <= version.number:
+            now = f"the active version is v{active.number}" if active else "nothing is active"
+            raise CommandError(
+                f"{self._label(version)}: a rollback goes to a version older than the active "
+                f"one, and {now}; use `skills activate` to go forward"
+            )
+        self._activated(version, user)
+
+    def _activated(self, version: SkillVersion, user: Any) -> None:
+        step = self._step(lambda: review.activate(version, user, origin=CLI_ORIGIN))
+        rolled = step.action == SkillReview.ROLLED_BACK
+        self.stdout.write(
+            f"{self._label(version)} is now the active version for everyone "
+            f"({'rolled back: ' if rolled else ''}{step.comment}); the next turn of every "
+            "conversation gets it."
+        )
+
+    # The steps' shared parts.
+
+    @staticmethod
+    def _label(version: SkillVersion) -> str:
+        return f"{version.package.name} v{version.number}"
+
+    @staticmethod
+    def _step(take: Callable[[], Any]) -> Any:
+        """Take a step of the review; its refusal as the command's error (exit status 1)."""
+        try:
+            return take()
+        except review.ReviewError as exc:
+            raise CommandError(exc.message) from None
+
+    def _step_target(self, options: dict[str, Any]) -> tuple[SkillVersion, Any]:
+        """The version named by NAME and --version, and the active user named by --as."""
+        user = self._review_user(options["as_user"])
+        package = self._org_package(options["name"])
+        versions = package.versions.select_related("package", "uploaded_by").order_by("-number")
+        number = options["version"]
+        if number is not None:
+            version = versions.filter(number=number).first()
+            if version is None:
+                raise CommandError(
+                    f"{package.name} has no version {number}; its versions: "
+                    f"{self._versions_words(package)}"
+                )
+            return version, user
+        if options["subcommand"] == "rollback":
+            active = package.active_version
+            earlier = versions.filter(review_status=SkillVersion.APPROVED)
+            if active is not None:
+                earlier = earlier.filter(number__lt=active.number)
+            version = earlier.first()
+            if version is None or active is None:
+                raise CommandError(
+                    f"{package.name} has no approved version before the active one to roll back "
+                    f"to; its versions: {self._versions_words(package)}"
+                )
+            return version, user
+        newest = versions.first()
+        if newest is None:
+            raise CommandError(f"{package.name} has no versions; upload one with `skills import`")
+        return newest, user
+
+    @staticmethod
+    def _review_user(name: str) -> Any:
+        model = get_user_model()
+        try:
+            user = model.objects.get_by_natural_key(name)
+        except model.DoesNotExist:
+            raise CommandError(f"no user named {name!r}; --as names an existing account") from None
+        if not user.is_active:
+            raise CommandError(f"the account {name!r} is deactivated; it takes no review steps")
+        return user
+
+    @staticmethod
+    def _org_package(name: str) -> SkillPackage:
+        package = (
+            SkillPackage.objects.select_related("active_version")
+            .filter(name=name, owner__isnull=True)
+            .first()
+        )
+        if package is not None:
+            return package
+        names = list(
+            SkillPackage.objects.filter(owner__isnull=True)
+            .order_by("name")
+            .values_list("name", flat=True)[:21]
+        )
+        known = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") or "none yet"
+        personal = SkillPackage.objects.filter(name=name, owner__isnull=False).exists()
+        why = " (a personal skill of that name needs no review)" if personal else ""
+        raise CommandError(
+            f"no organisation skill named {name!r}{why}; organisation skills: {known}"
+        )
+
+    @staticmethod
+    def _versions_words(package: SkillPackage) -> str:
+        words = []
+        for v in package.versions.order_by("number"):
+            active = ", active" if package.active_version_id == v.pk else ""
+            words.append(f"v{v.number} ({v.get_review_status_display()}{active})")
+        return ", ".join(words) or "none"
+
+    def _print_manifest(self, version: SkillVersion, manifest: Any) -> None:
+        self.stdout.write(f"The command manifest of {self._label(version)} ({manifest.digest}):")
+        if not manifest.entries:
+            self.stdout.write("  (no commands and no pre-approved tools)")
+        for e in manifest.entries:
+            mark = "consented" if e.consent else "asks the user"
+            self.stdout.write(f"  [{mark}] {e.kind_words}: {e.text}  ({e.where})")
+            if e.note:
+                self.stdout.write(f"      {e.note}")
