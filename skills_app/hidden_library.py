@@ -26,12 +26,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from django.conf import settings
+
 from skills_app.core.shingles import HiddenText, Shingles
 from skills_app.core.skillfile import SkillSpec
 
 logger = logging.getLogger(__name__)
 
 FILE_MAX_BYTES = 2 * 1024 * 1024
+# At least every file an upload may hold (UPLOAD_MAX_FILES): a file past the cap would not be
+# filtered, so a Read of it would show hidden text to a person who may not see it.
 MAX_FILES_PER_SKILL = 2_000
 VERSION_CACHE_CHARS = 128 * 1024 * 1024
 LIBRARY_MAX_CHARS = 96 * 1024 * 1024
@@ -147,11 +151,15 @@ def skill_file_texts(folder: Path | None) -> Iterator[tuple[str, str]]:
     if folder is None:
         return
     count = 0
+    most = max(MAX_FILES_PER_SKILL, settings.UPLOAD_MAX_FILES)
     for dirpath, dirnames, filenames in os.walk(folder):
         dirnames.sort()
         for filename in sorted(filenames):
             count += 1
-            if count > MAX_FILES_PER_SKILL:
+            if count > most:
+                logger.warning(
+                    "skill folder %s: files past the %d-th are not indexed", folder, most
+                )
                 return
             path = Path(dirpath) / filename
             text = _read_text(path)
