@@ -17,8 +17,8 @@ from .commands import SKILL_DIR_VARS
 
 ARG_PLACEHOLDER = re.compile(r"\$ARGUMENTS\[\d+\]|\$ARGUMENTS\b|\$\d+\b")
 _INTERPRETERS = {
-    "python": "Python", "python3": "Python", "node": "Node.js", "bash": "a shell", "sh": "a shell",
-    "zsh": "a shell", "ruby": "Ruby", "perl": "Perl", "php": "PHP", "deno": "Deno", "bun": "Bun",
+    "python": "Python", "python3": "Python", "node": "Node.js", "bash": "shell", "sh": "shell",
+    "zsh": "shell", "ruby": "Ruby", "perl": "Perl", "php": "PHP", "deno": "Deno", "bun": "Bun",
 }  # fmt: skip
 _INSTALLERS = {
     "pip",
@@ -75,7 +75,7 @@ def _simple(words: tuple[str, ...]) -> str:
         script = next((w for w in rest if not w.startswith("-")), None)
         if script is not None:
             return _script(language, script)
-        return f"starts {language}"
+        return "starts a shell" if language == "shell" else f"starts {language}"
     if program == "git":
         sub = next((w for w in rest if not w.startswith("-")), "")
         return f"runs `git {_short(sub)}`" if sub else "runs `git`"

@@ -222,3 +222,11 @@ def test_a_manifest_longer_than_the_review_lists_cannot_be_shown():
     assert unshowable(files, MAX_MANIFEST_ENTRIES) == ""
     refusal = unshowable(files, MAX_MANIFEST_ENTRIES + 1)
     assert "command manifest" in refusal and "cannot be shown whole" in refusal
+
+
+def test_a_skills_own_shell_script_is_named_in_plain_words() -> None:
+    from skills_app.core.review.words import explain_command
+
+    assert explain_command("bash ${CLAUDE_SKILL_DIR}/scripts/x.sh") == (
+        "Runs the skill's own shell script `scripts/x.sh`."
+    )
