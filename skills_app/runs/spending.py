@@ -23,9 +23,9 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from skills_app.core.admission import CallRefused
-from skills_app.core.context_window import estimate_input_tokens
 from skills_app.core.llm import ModelRequest
 from skills_app.core.pricing import ceiling_usd, cost_usd
+from skills_app.core.token_bound import input_token_bound
 from skills_app.policy import budgets
 from skills_app.policy.access import Policy
 
@@ -78,7 +78,9 @@ class Spending:
     def ceiling(self, request: ModelRequest) -> Decimal:
         if self.is_demo:
             return Decimal(0)
-        return ceiling_usd(request.model, estimate_input_tokens(request), request.output_limit)
+        # The byte bound, not the context window's estimate: a prompt of emoji or another
+        # script counts several tokens a character, and the ceiling must hold whatever it is.
+        return ceiling_usd(request.model, input_token_bound(request), request.output_limit)
 
     def check(self, request: ModelRequest) -> Decimal:
         """The model check; the call's ceiling (0 for the demo model, which answers for free)."""
