@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .decide import decide
 from .model import Decision, PermissionContext, Rule, ToolCall
+from .rules import never_matches, undecided_reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +21,10 @@ class Reading:
     # Admin rules that apply with this skill active, and those scoped to other skills.
     rules_considered: int
     scoped_elsewhere: int
+    # The rules given (admin and the skill's own) that can never match any call, with why.
+    never_matching: tuple[tuple[Rule, str], ...] = ()
+    # When no call of this tool is ever decided under its name: why, and what decides it.
+    call_note: str = ""
 
 
 def read_call(
@@ -39,4 +44,13 @@ def read_call(
         readable_roots=(workspace / "skills",),
     )
     scoped = [r for r in admin_rules if r.scope_skill and r.scope_skill != skill]
-    return Reading(decide(call, context), len(admin_rules) - len(scoped), len(scoped))
+    never = tuple(
+        (rule, why)
+        for rule in (*admin_rules, *skill_rules)
+        if (why := never_matches(rule)) is not None
+    )
+    # The fix is named with the call's own argument (skill_run's command, for example).
+    argument = next((v for v in call.input.values() if isinstance(v, str) and v), None)
+    reason = undecided_reason(call.tool, argument)
+    note = f"No {call.tool} call is ever decided under that name: {reason}." if reason else ""
+    return Reading(decide(call, context), len(admin_rules) - len(scoped), len(scoped), never, note)
