@@ -14,6 +14,8 @@ from django.test import AsyncClient
 
 from skills_app.chat import summaries, titles
 from skills_app.chat.ratelimit import RateLimitError, check_send
+from skills_app.core.admission import CallRefused
+from skills_app.core.llm import ModelRequest
 from skills_app.models import (
     Comparison,
     Conversation,
@@ -27,6 +29,7 @@ from skills_app.models import (
 from skills_app.policy import budgets
 from skills_app.policy.access import policy_for
 from skills_app.runs import agent_setup as store
+from skills_app.runs.spending import Spending
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import (
     accepted,
@@ -320,3 +323,52 @@ async def test_a_trigger_run_that_reaches_the_limit_stops_and_keeps_its_answers(
     counter = await sync_to_async(day_counter)(SpendCounter.USER, skill_manager.pk)
     assert counter.reserved_usd == 0 and counter.spent_usd <= Decimal("0.10")
     assert counter.spent_usd == run.cost_usd
+
+
+async def test_calls_in_flight_at_once_keep_their_room_reserved(alice):
+    """Trigger runs send attempts in parallel from one Spending: taking room for the second
+    call must not give back the room of the first, still unanswered."""
+    await sync_to_async(user_limits)(alice, daily="0.08")
+    policy = await sync_to_async(policy_for)(alice.pk)
+    spending = Spending(policy, "trigger")
+    request = ModelRequest(
+        model=HAIKU,
+        system="",
+        tools=[],
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=10_000,
+    )
+    ceiling = spending.ceiling(request)
+    assert Decimal("0.05") < ceiling < Decimal("0.051")  # 10,000 output tokens at $5/MTok
+    first = await spending.admit(request)
+    with pytest.raises(CallRefused, match=r"has \$0.02 left today"):
+        await spending.admit(request)  # two such calls at once could cost $0.10
+    counter = await sync_to_async(day_counter)(SpendCounter.USER, alice.pk)
+    assert counter.reserved_usd == ceiling  # the first call's room is still held
+    answer = {"model": HAIKU, "usage": {"input_tokens": 10, "output_tokens": 10_000}}
+    await spending.settle(first, message=answer)
+    await spending.close()
+    counter = await sync_to_async(day_counter)(SpendCounter.USER, alice.pk)
+    assert counter.reserved_usd == 0 and counter.spent_usd == Decimal("0.05001")
+
+
+async def test_calls_in_flight_at_once_share_a_lease_that_holds_them(alice):
+    await sync_to_async(user_limits)(alice, daily="1")
+    policy = await sync_to_async(policy_for)(alice.pk)
+    spending = Spending(policy, "trigger")
+    request = ModelRequest(
+        model=HAIKU,
+        system="",
+        tools=[],
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=100,
+    )
+    tickets = [await spending.admit(request) for _ in range(6)]  # more than one lease holds
+    counter = await sync_to_async(day_counter)(SpendCounter.USER, alice.pk)
+    assert counter.reserved_usd >= spending.ceiling(request) * 6
+    answer = {"model": HAIKU, "usage": {"input_tokens": 10, "output_tokens": 100}}
+    for ticket in tickets:
+        await spending.settle(ticket, message=answer)
+    await spending.close()
+    counter = await sync_to_async(day_counter)(SpendCounter.USER, alice.pk)
+    assert counter.reserved_usd == 0 and counter.spent_usd == Decimal("0.00051") * 6
