@@ -71,6 +71,24 @@ class TesterResult:
     applies_to: str = ""
     for_others: int = 0
     also_trusts: str = ""
+    # Rules read that can never match any call (with why), and why the call's own tool is never
+    # decided under its name ("" when it is).
+    never_matching: tuple[tuple[Rule, str], ...] = ()
+    call_note: str = ""
+
+    @property
+    def never_links(self) -> list[tuple[Rule, str, str]]:
+        """(rule, why, its admin page or "") for the template."""
+        return [
+            (
+                rule,
+                why,
+                reverse("admin:skills_app_permissionrule_change", args=[rule.rule_id])
+                if rule.source == "admin" and rule.rule_id is not None
+                else "",
+            )
+            for rule, why in self.never_matching
+        ]
 
     @property
     def input_json(self) -> str:
@@ -81,7 +99,14 @@ class TesterResult:
         decision (made on the real input) kept."""
         decision = replace(self.decision, reason=out.text(self.decision.reason))
         call = ToolCall(tool=self.call.tool, input=out.value(dict(self.call.input)))
-        return replace(self, call=call, call_text=out.text(self.call_text), decision=decision)
+        # The call note names the call's own argument: filtered like the call.
+        return replace(
+            self,
+            call=call,
+            call_text=out.text(self.call_text),
+            decision=decision,
+            call_note=out.text(self.call_note),
+        )
 
 
 def tester_skill_rules(user_id: int | None, skill: str) -> tuple[Rule, ...]:
@@ -140,6 +165,8 @@ def try_call(
         # Rules that failed to parse are left out of both counts alike.
         for_others=max(0, everyone_and_more - len(rules)),
         also_trusts=reading.also_trusts,
+        never_matching=reading.never_matching,
+        call_note=reading.call_note,
     )
 
 
@@ -213,7 +240,7 @@ class PermissionRuleAdmin(HiddenFieldsAdmin[PermissionRule]):
         obj.author = signed_in_user(request)
         super().save_model(request, obj, form, change)
         # Saved, but a rule naming what does not exist matches nothing: say so where it was made.
-        for warning in checks.rule_warnings(obj.rule_text, obj.skill):
+        for warning in checks.rule_warnings(obj.rule_text, obj.skill, obj.behavior):
             self.message_user(request, f"Saved with a warning: {warning}", messages.WARNING)
 
     def change_view(
@@ -225,13 +252,13 @@ class PermissionRuleAdmin(HiddenFieldsAdmin[PermissionRule]):
     ) -> HttpResponse:
         rule = self.get_object(request, object_id)
         if request.method == "GET" and rule is not None:
-            for warning in checks.rule_warnings(rule.rule_text, rule.skill):
+            for warning in checks.rule_warnings(rule.rule_text, rule.skill, rule.behavior):
                 self.message_user(request, warning, messages.WARNING)
         return super().change_view(request, object_id, form_url, extra_context)
 
     @admin.display(description="check")
     def matches_something(self, rule: PermissionRule) -> str:
-        warnings = checks.rule_warnings(rule.rule_text, rule.skill)
+        warnings = checks.rule_warnings(rule.rule_text, rule.skill, rule.behavior)
         return "⚠ " + " ".join(warnings) if warnings else "ok"
 
     def get_urls(self) -> list[URLPattern]:

@@ -7,6 +7,7 @@ and a rule may outlive one), but it matches nothing today: the admin saves it an
 from __future__ import annotations
 
 from skills_app.core.permissions import RuleSyntaxError, parse_rule
+from skills_app.core.permissions.rules import never_matches
 from skills_app.core.profiles import PROFILES
 from skills_app.core.tools import default_tools
 from skills_app.models import SkillPackage
@@ -45,8 +46,11 @@ def _skill_named(specifier: str, skills: set[str]) -> str | None:
     return None if name in skills else name
 
 
-def rule_warnings(rule_text: str, skill: str) -> list[str]:
-    """Why a (syntactically valid) rule would match nothing today; [] when it can match."""
+def rule_warnings(rule_text: str, skill: str, behavior: str = "allow") -> list[str]:
+    """Why a (syntactically valid) rule would match nothing today; [] when it can match.
+
+    A rule the engine never consults is refused by the form; one saved before that check (or
+    written to the database directly) is flagged here with the same words."""
     warnings: list[str] = []
     skills = set(known_skills())
     if skill and skill not in skills:
@@ -55,11 +59,14 @@ def rule_warnings(rule_text: str, skill: str) -> list[str]:
             "until one is. Pick a skill from the list, or leave the field empty for a global rule."
         )
     try:
-        rule = parse_rule(rule_text, "allow", source="admin")
+        rule = parse_rule(rule_text, behavior, source="admin")
     except RuleSyntaxError:
         return warnings  # the form reports syntax errors itself
+    never = never_matches(rule)
     tools = available_tools()
-    if rule.tool not in tools:
+    if never:
+        warnings.append(never)
+    elif rule.tool not in tools:
         warnings.append(
             f"No tool named {rule.tool!r} runs in Skillscope, so this rule matches nothing. "
             f"Tools here: {', '.join(tools)}."

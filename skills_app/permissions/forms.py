@@ -10,6 +10,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from skills_app.core.permissions import RuleSyntaxError, ToolCall, parse_call, parse_rule
+from skills_app.core.permissions.rules import never_matches
 from skills_app.models import PermissionRule
 from skills_app.permissions import checks
 
@@ -40,8 +41,9 @@ PROTECTED_WRITES_HELP = (
 
 
 class PermissionRuleForm(forms.ModelForm[PermissionRule]):
-    """The admin form of a rule: `rule_text` must parse, so a typo never silently matches nothing;
-    the skill field offers the known skills (a name that is not one is saved with a warning)."""
+    """The admin form of a rule: `rule_text` must parse and be able to match some call, so a typo
+    or a rule the engine never consults is refused with what to write instead; the skill field
+    offers the known skills (a name that is not one is saved with a warning)."""
 
     class Meta:
         model = PermissionRule
@@ -84,6 +86,17 @@ class PermissionRuleForm(forms.ModelForm[PermissionRule]):
     def clean_skill(self) -> str:
         skill: str = self.cleaned_data["skill"]
         return skill.strip().lstrip("/")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        text, behavior = cleaned.get("rule_text"), cleaned.get("behavior")
+        if text and behavior:
+            # Whether a rule can match depends on its behaviour too (a Bash allow is matched
+            # command by command, a deny against the whole line as well).
+            problem = never_matches(parse_rule(text, behavior, source="admin"))
+            if problem:
+                self.add_error("rule_text", forms.ValidationError(problem, code="never_matches"))
+        return cleaned
 
 
 class RuleTesterForm(forms.Form):

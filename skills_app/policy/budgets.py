@@ -59,6 +59,12 @@ def usd(amount: Decimal | None) -> str:
     return f"${value}"
 
 
+def usd_left(amount: Decimal) -> str:
+    """What is left as $12.34, rounded down: room never looks larger than it is."""
+    value = max(Decimal(0), amount).quantize(CENT, rounding="ROUND_DOWN")
+    return f"${value}"
+
+
 def _resets(period: str, today: date) -> str:
     zone = settings.TIME_ZONE
     if period == SpendCounter.DAY:
@@ -70,7 +76,7 @@ def _resets(period: str, today: date) -> str:
 def refusal(
     limit: Limit, period: str, cap: Decimal, spent: Decimal, reserved: Decimal, amount: Decimal
 ) -> str:
-    """The plain message of a limit reached."""
+    """The plain message of a limit reached, or of a call that needs more than is left."""
     today = timezone.localdate()
     span = "today" if period == SpendCounter.DAY else "this month"
     whose = (
@@ -80,10 +86,22 @@ def refusal(
         f"your group {limit.name}"
     )
     pending = f" ({usd(reserved)} more in answers still running)" if reserved > 0 else ""
+    left = usd_left(cap - spent - reserved)
+    resets = (
+        f"It resets {_resets(period, today)}; an administrator can raise it (the page Your "
+        "usage shows what is left)."
+    )
+    if left == usd_left(Decimal(0)) or amount <= 0:
+        need = f", and the next model call could cost up to {usd(amount)}" if amount > 0 else ""
+        return (
+            f"{whose} of {usd(cap)} is reached: {usd(spent)} spent {span}{pending}{need}. {resets}"
+        )
+    held = f", {usd(reserved)} held for answers still running" if reserved > 0 else ""
     return (
-        f"{whose} of {usd(cap)} is reached: {usd(spent)} spent {span}{pending}, and the next "
-        f"model call could cost up to {usd(amount)}. It resets {_resets(period, today)}; an "
-        "administrator can raise it (the page Your usage shows what is left)."
+        f"{whose} of {usd(cap)} has {left} left {span} ({usd(spent)} spent{held}); the next "
+        f"model call could cost up to {usd(amount)} (its whole prompt and its full answer at the "
+        "most they can be billed), so it was not sent. A shorter message or a new conversation "
+        f"needs less. {resets}"
     )
 
 

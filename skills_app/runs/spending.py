@@ -10,7 +10,8 @@ Budgets are held in the database by a lease: the first call of a run reserves ro
 calls at once (`LEASE_CALLS` times its ceiling, or what is left if less), atomically against
 every other run (`policy.budgets.renew`); the calls after it are admitted from the lease in
 memory and the database is written again only when the lease runs out. So the check before a
-call costs microseconds, and no call is ever sent without room reserved for it in the database.
+call costs microseconds, and no call is ever sent without room reserved for it in the database,
+calls in flight at once included: their room is held until they are settled.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from skills_app.core.admission import CallRefused
-from skills_app.core.context_window import estimate_input_tokens
 from skills_app.core.llm import ModelRequest
 from skills_app.core.pricing import ceiling_usd, cost_usd
+from skills_app.core.token_bound import input_token_bound
 from skills_app.policy import budgets
 from skills_app.policy.access import Policy
 
@@ -71,14 +72,19 @@ class Spending:
     is_demo: bool = False
     # False for the title model: the operator's choice, paid from the budget but not picked.
     check_model: bool = True
-    _lease: budgets.Reservation | None = field(default=None, init=False)
-    _free: Decimal = field(default=Decimal(0), init=False)  # of the lease, not promised
+    # The reservations held in the database; more than one only while calls are in flight
+    # when room runs out (a trigger run's parallel attempts).
+    _leases: list[budgets.Reservation] = field(default_factory=list, init=False)
+    _free: Decimal = field(default=Decimal(0), init=False)  # of the leases, not promised
     _spent: Decimal = field(default=Decimal(0), init=False)  # settled calls, not yet written
+    _in_flight: Decimal = field(default=Decimal(0), init=False)  # promised, not yet settled
 
     def ceiling(self, request: ModelRequest) -> Decimal:
         if self.is_demo:
             return Decimal(0)
-        return ceiling_usd(request.model, estimate_input_tokens(request), request.output_limit)
+        # The byte bound, not the context window's estimate: a prompt of emoji or another
+        # script counts several tokens a character, and the ceiling must hold whatever it is.
+        return ceiling_usd(request.model, input_token_bound(request), request.output_limit)
 
     def check(self, request: ModelRequest) -> Decimal:
         """The model check; the call's ceiling (0 for the demo model, which answers for free)."""
@@ -96,23 +102,36 @@ class Spending:
         if amount > self._free:
             await self._renew(amount, request.model)
         self._free -= amount
+        self._in_flight += amount
         return Ticket(amount)
 
     async def _renew(self, amount: Decimal, model: str) -> None:
-        """Write what was spent so far and take a new lease with room for at least `amount`."""
-        spent, self._spent = self._spent, Decimal(0)
-        old, self._lease = self._lease, None
-        self._free = Decimal(0)
-        self._lease = await sync_to_async(budgets.renew)(
+        """Take a new lease with room for at least `amount`. With no call in flight, what was
+        spent is written and the old leases given back first; with calls in flight their room
+        stays held (giving it back would let others spend it) and the new lease adds to it."""
+        if self._in_flight == 0:
+            await self._write()
+        lease = await sync_to_async(budgets.renew)(
             self.policy,
-            old,
-            spent,
+            None,
+            Decimal(0),
             need=amount,
             want=amount * LEASE_CALLS,
             purpose=self.purpose,
             model=model,
         )
-        self._free = self._lease.amount
+        self._leases.append(lease)
+        self._free += lease.amount
+
+    async def _write(self) -> None:
+        """Settle every lease with what was spent on them (in order, the rest on the last)."""
+        leases, self._leases = self._leases, []
+        spent, self._spent = self._spent, Decimal(0)
+        self._free = Decimal(0)
+        for n, lease in enumerate(leases):
+            share = spent if n == len(leases) - 1 else min(spent, lease.amount)
+            spent -= share
+            await sync_to_async(budgets.settle)(lease, share)
 
     async def settle(
         self,
@@ -132,15 +151,14 @@ class Spending:
             actual = ticket.amount if unknown else Decimal(0)
         self._spent += actual
         self._free += ticket.amount - actual
+        self._in_flight -= ticket.amount
 
     async def close(self) -> None:
-        """Write what was spent and give the rest of the lease back (when it is all over)."""
-        lease, self._lease = self._lease, None
-        spent, self._spent = self._spent, Decimal(0)
-        self._free = Decimal(0)
-        if lease is not None:
-            await sync_to_async(budgets.settle)(lease, spent)
+        """Write what was spent and give the rest of the leases back (when it is all over)."""
+        self._in_flight = Decimal(0)
+        await self._write()
 
     @property
     def lease(self) -> budgets.Reservation | None:
-        return self._lease
+        """The newest lease, if any."""
+        return self._leases[-1] if self._leases else None

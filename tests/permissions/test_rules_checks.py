@@ -63,7 +63,6 @@ def test_the_skill_field_offers_the_known_skills(admin_user):
         ({"rule_text": "Skill(nonexistent-skill)"}, "No skill named 'nonexistent-skill'"),
         ({"rule_text": "Skill(nonexistent-skill *)"}, "No skill named 'nonexistent-skill'"),
         ({"rule_text": "Bash(ls *)", "skill": "ghost"}, "No skill named 'ghost'"),
-        ({"rule_text": "WebFetch(domain:example.com)"}, "No tool named 'WebFetch' runs"),
         ({"rule_text": "mcp__files__read"}, "No tool named 'mcp__files__read' runs"),
     ],
 )
@@ -81,6 +80,50 @@ def test_a_rule_naming_what_exists_saves_without_a_warning(admin_user, text):
     response = _client(admin_user).post(ADD, _form(rule_text=text), follow=True)
     assert not any("warning" in m.lower() for m in _messages(response))
     assert rule_warnings(text, "greeter") == []
+
+
+@pytest.mark.parametrize(
+    ("behavior", "text", "fix"),
+    [
+        (
+            "allow",
+            "Write(**)",
+            "writes are decided by Edit(...) rules, as in Claude Code; write Edit(**)",
+        ),
+        ("deny", "WebFetch(domain:example.com)", "a command that fetches is a Bash call"),
+        ("ask", "NotebookEdit", "write Edit(./**/*.ipynb) instead"),
+        ("allow", "skill_run(python3 scripts/x.py)", "write Bash(python3 scripts/x.py)"),
+        ("deny", "skill_select_docs(greeter)", "write Skill(greeter) instead"),
+        (
+            "allow",
+            "Bash(cd * && make)",
+            "Write one allow rule per command instead: Bash(cd *), Bash(make)",
+        ),
+    ],
+)
+def test_a_rule_that_can_never_match_is_refused_with_what_to_write_instead(
+    admin_user, behavior, text, fix
+):
+    response = _client(admin_user).post(ADD, _form(behavior=behavior, rule_text=text))
+    assert response.status_code == 200  # the form again, with the error
+    errors = " ".join(response.context["adminform"].form.errors["rule_text"])
+    assert fix in errors
+    assert not PermissionRule.objects.exists()
+
+
+def test_a_deny_rule_spanning_several_commands_is_saved(admin_user):
+    # Deny and ask rules are matched against the whole line too: this one can match.
+    form = _form(behavior="deny", rule_text="Bash(cd * && make)")
+    response = _client(admin_user).post(ADD, form, follow=True)
+    assert PermissionRule.objects.filter(rule_text="Bash(cd * && make)").exists()
+    assert not any("warning" in m.lower() for m in _messages(response))
+
+
+def test_a_stored_rule_that_can_never_match_is_flagged_in_the_list(admin_user):
+    PermissionRule.objects.create(behavior="allow", rule_text="Bash(cd * && make)")
+    PermissionRule.objects.create(behavior="deny", rule_text="Bash(cd * && make)")
+    page = _client(admin_user).get(CHANGELIST).content.decode()
+    assert page.count("never allows a call") == 1
 
 
 def test_the_list_and_the_rule_page_keep_showing_the_warning(admin_user):
@@ -184,3 +227,38 @@ def test_replaying_an_unknown_or_hidden_call(auditor, django_user_model, stored)
     )
     assert _client(reader).get(TESTER, {"event": stored["event"].pk}).status_code == 403
     assert client.get(TESTER, {"event": stored["event"].pk}).status_code == 200
+
+
+# -- the tester on rules that can never match ---------------------------------------------------
+
+
+def test_the_tester_names_the_enabled_rules_that_can_never_match(admin_user):
+    stuck = PermissionRule.objects.create(behavior="allow", rule_text="Bash(cd * && make)")
+    PermissionRule.objects.create(behavior="allow", rule_text="Bash(git diff *)")
+    response = _client(admin_user).get(TESTER, {"call": "Bash(cd src && make)"})
+    assert response.context["result"].decision.behavior == "ask"  # the rule did not allow it
+    never = response.context["result"].never_matching
+    assert [(rule.rule_id, "never allows a call" in why) for rule, why in never] == [
+        (stuck.pk, True)
+    ]
+    body = response.content.decode()
+    assert 'id="tester-never"' in body
+    assert "Write one allow rule per command instead: Bash(cd *), Bash(make)" in body
+    assert reverse("admin:skills_app_permissionrule_change", args=[stuck.pk]) in body
+
+
+def test_the_tester_says_when_no_call_of_that_tool_is_ever_decided_by_its_name(admin_user):
+    response = _client(admin_user).get(TESTER, {"call": "skill_run(python3 scripts/x.py)"})
+    note = response.context["result"].call_note
+    assert note.startswith("No skill_run call is ever decided under that name: ")
+    assert "write Bash(python3 scripts/x.py)" in note
+    assert 'id="tester-call-note"' in response.content.decode()
+
+
+def test_the_tester_shows_nothing_extra_when_every_rule_can_match(admin_user):
+    PermissionRule.objects.create(behavior="allow", rule_text="Bash(git diff *)")
+    response = _client(admin_user).get(TESTER, {"call": "Bash(git diff HEAD)"})
+    assert response.context["result"].never_matching == ()
+    assert response.context["result"].call_note == ""
+    body = response.content.decode()
+    assert 'id="tester-never"' not in body and 'id="tester-call-note"' not in body

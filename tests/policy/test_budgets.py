@@ -14,6 +14,8 @@ from django.test import AsyncClient
 
 from skills_app.chat import summaries, titles
 from skills_app.chat.ratelimit import RateLimitError, check_send
+from skills_app.core.admission import CallRefused
+from skills_app.core.llm import ModelRequest
 from skills_app.models import (
     Comparison,
     Conversation,
@@ -27,6 +29,7 @@ from skills_app.models import (
 from skills_app.policy import budgets
 from skills_app.policy.access import policy_for
 from skills_app.runs import agent_setup as store
+from skills_app.runs.spending import Spending
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import (
     accepted,
@@ -73,9 +76,10 @@ def day_counter(scope: str, scope_id: int) -> SpendCounter:
 
 
 async def test_a_run_that_reaches_the_limit_mid_way_ends_cleanly(setup, conversation, alice):
-    # $0.02: the first call fits (ceiling about $0.013), its answer costs $0.015 of output, so
-    # the second call's ceiling no longer fits.
-    await sync_to_async(user_limits)(alice, daily="0.02")
+    # $0.03: the first call fits (its ceiling, the prompt's UTF-8 bytes at the cache-write price
+    # and 2,000 output tokens, is about $0.021), its answer costs about $0.018, so the second
+    # call's ceiling no longer fits in the $0.012 left.
+    await sync_to_async(user_limits)(alice, daily="0.03")
     setup.enqueue(Reply.tool_use("Glob", {"pattern": "*"}, output_tokens=3000))
     run = await run_turn(conversation, "look around", alice)
     assert run.status == Run.FAILED and run.error_kind == "budget"
@@ -83,7 +87,8 @@ async def test_a_run_that_reaches_the_limit_mid_way_ends_cleanly(setup, conversa
     stored = await sync_to_async(rows)(conversation)
     assert [m.kind for m in stored] == ["text", "tool_use", "tool_result", "error"]
     notice = stored[-1].content[0]["text"]
-    assert "Your daily spending limit of $0.02 is reached" in notice
+    assert "Your daily spending limit of $0.03 has $0.01 left today" in notice
+    assert "the next model call could cost up to $0.03" in notice
     assert "resets at midnight" in notice and "administrator can raise it" in notice
     # Settled: what the call cost is spent, nothing stays reserved.
     counter = await sync_to_async(day_counter)(SpendCounter.USER, alice.pk)
@@ -106,7 +111,7 @@ async def test_a_reached_limit_refuses_a_new_message_before_it_is_stored(setup, 
 
 
 async def test_a_group_limit_counts_every_member_together(setup, alice, bob):
-    team = await sync_to_async(group)("team", daily="0.02")
+    team = await sync_to_async(group)("team", daily="0.03")
     await sync_to_async(alice.groups.add)(team)
     await sync_to_async(bob.groups.add)(team)
     mine = await Conversation.objects.acreate(owner=alice, model=HAIKU)
@@ -123,12 +128,15 @@ async def test_a_group_limit_counts_every_member_together(setup, alice, bob):
 async def test_a_forked_subagent_is_charged_and_stopped_by_the_same_budget(
     setup, conversation, alice
 ):
-    await sync_to_async(user_limits)(alice, daily="0.03")
+    # The parent's first call and the subagent's hold about $0.021 each and fit in $0.05; each
+    # costs about $0.017, so neither the subagent's second call nor the parent's next one (about
+    # $0.022 each) fits in what is left.
+    await sync_to_async(user_limits)(alice, daily="0.05")
 
     def respond(request):
         if "FORK-BODY" in str(request["messages"][0]):
             return Reply.tool_use("Glob", {"pattern": "*"}, output_tokens=3000)
-        return Reply.tool_use("Skill", {"skill": "forker"}, output_tokens=10)
+        return Reply.tool_use("Skill", {"skill": "forker"}, output_tokens=3000)
 
     setup.set_responder(respond)
     run = await run_turn(conversation, "fork", alice)
@@ -237,7 +245,7 @@ def test_what_is_left_is_told_per_limit(alice):
 async def test_a_stored_history_after_a_refusal_rebuilds_a_valid_request(
     setup, conversation, alice
 ):
-    await sync_to_async(user_limits)(alice, daily="0.02")
+    await sync_to_async(user_limits)(alice, daily="0.03")
     setup.enqueue(Reply.tool_use("Glob", {"pattern": "*"}, output_tokens=3000))
     await run_turn(conversation, "look", alice)
     request = await sync_to_async(store.build_request)(conversation)
@@ -315,3 +323,52 @@ async def test_a_trigger_run_that_reaches_the_limit_stops_and_keeps_its_answers(
     counter = await sync_to_async(day_counter)(SpendCounter.USER, skill_manager.pk)
     assert counter.reserved_usd == 0 and counter.spent_usd <= Decimal("0.10")
     assert counter.spent_usd == run.cost_usd
+
+
+async def test_calls_in_flight_at_once_keep_their_room_reserved(alice):
+    """Trigger runs send attempts in parallel from one Spending: taking room for the second
+    call must not give back the room of the first, still unanswered."""
+    await sync_to_async(user_limits)(alice, daily="0.08")
+    policy = await sync_to_async(policy_for)(alice.pk)
+    spending = Spending(policy, "trigger")
+    request = ModelRequest(
+        model=HAIKU,
+        system="",
+        tools=[],
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=10_000,
+    )
+    ceiling = spending.ceiling(request)
+    assert Decimal("0.05") < ceiling < Decimal("0.051")  # 10,000 output tokens at $5/MTok
+    first = await spending.admit(request)
+    with pytest.raises(CallRefused, match=r"has \$0.02 left today"):
+        await spending.admit(request)  # two such calls at once could cost $0.10
+    counter = await sync_to_async(day_counter)(SpendCounter.USER, alice.pk)
+    assert counter.reserved_usd == ceiling  # the first call's room is still held
+    answer = {"model": HAIKU, "usage": {"input_tokens": 10, "output_tokens": 10_000}}
+    await spending.settle(first, message=answer)
+    await spending.close()
+    counter = await sync_to_async(day_counter)(SpendCounter.USER, alice.pk)
+    assert counter.reserved_usd == 0 and counter.spent_usd == Decimal("0.05001")
+
+
+async def test_calls_in_flight_at_once_share_a_lease_that_holds_them(alice):
+    await sync_to_async(user_limits)(alice, daily="1")
+    policy = await sync_to_async(policy_for)(alice.pk)
+    spending = Spending(policy, "trigger")
+    request = ModelRequest(
+        model=HAIKU,
+        system="",
+        tools=[],
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=100,
+    )
+    tickets = [await spending.admit(request) for _ in range(6)]  # more than one lease holds
+    counter = await sync_to_async(day_counter)(SpendCounter.USER, alice.pk)
+    assert counter.reserved_usd >= spending.ceiling(request) * 6
+    answer = {"model": HAIKU, "usage": {"input_tokens": 10, "output_tokens": 100}}
+    for ticket in tickets:
+        await spending.settle(ticket, message=answer)
+    await spending.close()
+    counter = await sync_to_async(day_counter)(SpendCounter.USER, alice.pk)
+    assert counter.reserved_usd == 0 and counter.spent_usd == Decimal("0.00051") * 6

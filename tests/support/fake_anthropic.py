@@ -22,7 +22,12 @@ from typing import Any
 import pytest
 
 from skills_app.core.model_catalog import DEFAULT_MODEL
-from tests.support.fake_anthropic_cache import PromptCache, render_blocks
+from tests.support.fake_anthropic_cache import (
+    PromptCache,
+    Tokenizer,
+    chars_over_four,
+    render_blocks,
+)
 from tests.support.fake_anthropic_replies import (
     Reply,
     last_user_text,
@@ -185,7 +190,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "cache_read_input_tokens": 0,
             }
         else:
-            blocks = render_blocks(parsed, thinking=thinks)
+            blocks = render_blocks(parsed, thinking=thinks, tokenizer=fake.tokenizer)
             minimum = info.cache_min_tokens if fake.cache_minimum else 0
             usage = fake.cache.account(blocks, minimum=minimum).as_usage()
         request.status = 200
@@ -297,6 +302,8 @@ class FakeAnthropic:
         # Apply each model's minimum cacheable prefix (off: every breakpoint is written).
         self.cache_minimum = cache_minimum
         self.cache = PromptCache()
+        # How the usage it reports counts a prompt's tokens (see fake_anthropic_cache).
+        self.tokenizer: Tokenizer = chars_over_four
         self.thinking = ThinkingLedger()
         self._lock = threading.Lock()
         self._queue: list[Reply] = []

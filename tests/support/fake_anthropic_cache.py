@@ -7,7 +7,8 @@ model's minimum are never written. Entries live 5 minutes from their last use. C
 model, and turning thinking on or off invalidates the messages (not the tools or system).
 
 Tokens are characters / 4 of each block's canonical JSON (without its cache_control), so
-`input_tokens + cache_creation_input_tokens + cache_read_input_tokens` is the prompt's size.
+`input_tokens + cache_creation_input_tokens + cache_read_input_tokens` is the prompt's size. A test
+of a text the real tokenizer splits finer (emoji, other scripts) passes `worst_case_tokens`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,22 @@ class PromptBlock:
     breakpoint: bool
 
 
+def chars_over_four(text: str) -> int:
+    """The fake's usual token count: characters / 4, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+def worst_case_tokens(text: str) -> int:
+    """A tokenizer at its worst outside ASCII: characters / 4 for ASCII, then one token per UTF-8
+    byte of every other character (an emoji is 4). The real one counted about 3.25 per emoji."""
+    ascii_chars = sum(1 for ch in text if ch.isascii())
+    other = len(text.encode()) - ascii_chars
+    return math.ceil(ascii_chars / 4) + other
+
+
+Tokenizer = Callable[[str], int]
+
+
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
@@ -44,7 +61,9 @@ def _without_marker(block: Any) -> Any:
     return block
 
 
-def render_blocks(body: dict[str, Any], *, thinking: bool) -> list[PromptBlock]:
+def render_blocks(
+    body: dict[str, Any], *, thinking: bool, tokenizer: Tokenizer = chars_over_four
+) -> list[PromptBlock]:
     """The request's prompt as cumulative blocks: tools, system, then message content."""
     digest = hashlib.sha256(f"model:{body.get('model')}".encode())
     tokens = 0
@@ -54,7 +73,7 @@ def render_blocks(body: dict[str, Any], *, thinking: bool) -> list[PromptBlock]:
         nonlocal tokens
         text = _canonical(_without_marker(block))
         digest.update(f"\0{part}\0{text}".encode())
-        tokens += math.ceil(len(text) / 4)
+        tokens += tokenizer(text)
         marked = isinstance(block, dict) and "cache_control" in block
         out.append(PromptBlock(key=digest.hexdigest(), tokens=tokens, breakpoint=marked))
 

@@ -12,7 +12,7 @@ import anthropic
 import pytest
 
 from tests.support.fake_anthropic import REFUSE_DIRECTIVE, TEST_MODEL, FakeAnthropic, Reply
-from tests.support.fake_anthropic_cache import PromptCache
+from tests.support.fake_anthropic_cache import PromptCache, worst_case_tokens
 
 CC = {"type": "ephemeral"}
 TOOL = {
@@ -184,3 +184,19 @@ async def test_more_than_four_breakpoints_is_a_400(fake: FakeAnthropic) -> None:
     assert caught.value.api_message == (
         "A maximum of 4 blocks with cache_control may be provided. Found 5."
     )
+
+
+def test_the_worst_case_tokenizer_counts_a_token_per_byte_outside_ascii() -> None:
+    # Eight ASCII characters are 2 tokens; an emoji is 4 bytes, an "é" 2.
+    assert worst_case_tokens("abcdefgh\N{GRINNING FACE}\N{LATIN SMALL LETTER E WITH ACUTE}") == 8
+
+
+async def test_a_server_with_the_worst_case_tokenizer_bills_emoji_by_their_bytes(
+    fake: FakeAnthropic,
+) -> None:
+    fake.tokenizer = worst_case_tokens
+    emoji = "\N{GRINNING FACE}" * 100
+    block = json.dumps(text(emoji), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    expected = math.ceil((len(block) - 100) / 4) + 400
+    figures = await usage(fake, messages=[{"role": "user", "content": emoji}])
+    assert figures == {"input": expected, "written": 0, "read": 0}

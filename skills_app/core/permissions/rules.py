@@ -1,4 +1,5 @@
-"""Rule text: parse `Tool(specifier)` rules, grants for "allow for this conversation", call text.
+"""Rule text: parse `Tool(specifier)` rules, grants for "allow for this conversation", call text,
+and which rules can never match a call Skillscope makes (`never_matches`).
 
 In Bash and Skill specifiers `\\*` is a literal star, so a conversation grant can name one exact
 command.
@@ -11,7 +12,14 @@ import posixpath
 import re
 from typing import Any
 
-from ..rulematch import domain_of, escape_stars, glob_escape, glob_regex, norm_path
+from ..rulematch import (
+    domain_of,
+    escape_stars,
+    glob_escape,
+    glob_regex,
+    literal_text,
+    norm_path,
+)
 from .model import (
     _EDIT_TOOLS,
     _MCP_PART,
@@ -29,6 +37,7 @@ from .model import (
     str_field,
     target_path,
 )
+from .shell import analyze
 
 
 def _split_text(text: str) -> tuple[str, str | None]:
@@ -116,11 +125,7 @@ def _normalise_specifier(tool: str, spec: str) -> str | None:
     if tool.startswith("mcp__"):
         raise RuleSyntaxError(f"MCP rules take no specifier: write {tool} on its own.")
     if tool in _NO_PATH_SPECIFIER:
-        other = _NO_PATH_SPECIFIER[tool]
-        raise RuleSyntaxError(
-            f"{tool}(...) rules are never consulted: write {other}({spec}) for paths "
-            f"(it covers {tool}), or the bare tool name {tool}."
-        )
+        raise RuleSyntaxError(_decided_by_other(tool, spec))
     if tool in ("Read", "Edit"):
         if spec.startswith("~"):
             raise RuleSyntaxError(
@@ -137,6 +142,17 @@ def _normalise_specifier(tool: str, spec: str) -> str | None:
                 f"WebFetch rules take a domain: write WebFetch(domain:example.com), not {spec!r}."
             )
     return spec
+
+
+def _decided_by_other(tool: str, spec: str) -> str:
+    """Why a Write, Glob or Grep rule with a specifier is never consulted, and what to write."""
+    other = _NO_PATH_SPECIFIER[tool]
+    what = "writes" if other == "Edit" else "searches"
+    claude = ", as in Claude Code" if other == "Edit" else ""
+    return (
+        f"{tool}(...) rules are never consulted: {what} are decided by {other}(...) rules"
+        f"{claude}; write {other}({spec}) instead, or the bare tool name {tool}."
+    )
 
 
 def parse_rule(
@@ -251,3 +267,105 @@ def parse_call(text: str) -> ToolCall:
     else:
         data = {_PRIMARY_FIELD.get(tool, "input"): spec} if spec else {}
     return ToolCall(tool, data)
+
+
+# The tools whose calls the rules decide under their own name: the ordinary tools, Skill, and
+# the delivery profiles' skill loaders (tool-result's load_skill; system-prompt's skill_load
+# "as the source design", Skill(NAME) otherwise). Every other tool a profile offers is decided
+# as one of these (skill_run as Bash(command) and Skill(NAME)) or needs no decision.
+DECIDED_TOOLS = (
+    "Read",
+    "Write",
+    "Edit",
+    "Glob",
+    "Grep",
+    "Bash",
+    "Skill",
+    "load_skill",
+    "skill_load",
+)
+_FORK = (
+    "Skillscope has no {tool} tool: a skill with `context: fork` runs as a subagent when "
+    "Skill(NAME) allows it; write Skill(NAME) instead"
+)
+# Why a call of a known tool is never decided under its name; {spec} is the rule's specifier.
+_UNDECIDED = {
+    "Task": _FORK,
+    "Agent": _FORK,
+    "WebFetch": (
+        "Skillscope has no WebFetch tool: a command that fetches is a Bash call; write "
+        "Bash(curl https://example.com/*) instead"
+    ),
+    "WebSearch": "Skillscope has no WebSearch tool and nothing searches the web; remove the rule",
+    "NotebookEdit": (
+        "Skillscope has no NotebookEdit tool: a notebook is a file written with Edit or Write; "
+        "write Edit({path}) instead"
+    ),
+    "TodoWrite": "Skillscope has no TodoWrite tool; remove the rule",
+    "skill_select_docs": (
+        "choosing documents of a loaded skill needs no decision, and loading it is decided by "
+        "Skill(NAME) rules; write Skill({skill}) instead"
+    ),
+    "skill_run": (
+        "a skill_run command is decided by Bash(...) rules and its skill by Skill(NAME) rules; "
+        "write Bash({command}) or Skill(NAME) instead"
+    ),
+}
+# Stands for a `*` when a Bash pattern is read as a command: a plain word, so it parses as one.
+_STAR_WORD = "skillscope_star_word"
+
+
+def undecided_reason(tool: str, spec: str | None = None) -> str | None:
+    """Why no call of `tool` is ever decided by rules under that name (what to write instead),
+    or None when its calls are (or it is an MCP tool: servers are registered at run time)."""
+    reason = _UNDECIDED.get(tool)
+    if reason is None:
+        return None
+    return reason.format(
+        tool=tool,
+        path=spec or "./**/*.ipynb",
+        skill=spec or "NAME",
+        command=spec or "COMMAND",
+    )
+
+
+def _sample_command(spec: str) -> str:
+    """A Bash pattern as a command: each `*` a plain word, each `\\*` a literal star."""
+    return spec.replace("\\*", "\0").replace("*", _STAR_WORD).replace("\0", "\\*")
+
+
+def _bash_allow_problem(spec: str) -> str | None:
+    """Why an allow rule with this Bash pattern allows nothing, or None.
+
+    Allow rules are matched against each simple command of a line on its own, as written and
+    without its redirections (`bash.decide_bash`); only a pattern without `*` may also name a
+    whole line exactly. A pattern that, read as a command, is not one simple command spans more
+    than any single command can be.
+    """
+    if literal_text(spec) is not None:
+        return None
+    sample = _sample_command(spec)
+    commands = analyze(sample).commands
+    if not commands or any(c.text == sample for c in commands):
+        return None
+    parts = [c.text.replace(_STAR_WORD, "*") for c in commands]
+    rules = ", ".join(f"Bash({p})" for p in dict.fromkeys(parts))
+    return (
+        f"allow Bash({spec}) never allows a call: an allow rule is matched against each command "
+        "of a line on its own, as written without its redirections, and this pattern spans more "
+        f"than one. Write one allow rule per command instead: {rules}; the file a redirection "
+        "writes is decided by Edit(...) rules."
+    )
+
+
+def never_matches(rule: Rule) -> str | None:
+    """Why `rule` can never match a call Skillscope makes, and what to write instead; None when
+    it can."""
+    if rule.tool in _NO_PATH_SPECIFIER and rule.specifier is not None:
+        return _decided_by_other(rule.tool, rule.specifier)
+    reason = undecided_reason(rule.tool, rule.specifier)
+    if reason is not None:
+        return f"{rule.tool} rules are never consulted: {reason}."
+    if rule.tool == "Bash" and rule.behavior == "allow" and rule.specifier is not None:
+        return _bash_allow_problem(rule.specifier)
+    return None

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .decide import decide
 from .model import Decision, PermissionContext, Rule, ToolCall
+from .rules import never_matches, undecided_reason
 from .steering import program_note
 
 
@@ -21,6 +22,10 @@ class Reading:
     # Admin rules that apply with this skill active, and those scoped to other skills.
     rules_considered: int
     scoped_elsewhere: int
+    # The rules given (admin and the skill's own) that can never match any call, with why.
+    never_matching: tuple[tuple[Rule, str], ...] = ()
+    # When no call of this tool is ever decided under its name: why, and what decides it.
+    call_note: str = ""
     # For a command: what its program also reads and obeys besides the command line, and how
     # commands are kept from obeying what the model wrote there ("" when nothing is known).
     also_trusts: str = ""
@@ -43,6 +48,17 @@ def read_call(
         readable_roots=(workspace / "skills",),
     )
     scoped = [r for r in admin_rules if r.scope_skill and r.scope_skill != skill]
+    never = tuple(
+        (rule, why)
+        for rule in (*admin_rules, *skill_rules)
+        if (why := never_matches(rule)) is not None
+    )
+    # The fix is named with the call's own argument (skill_run's command, for example).
+    argument = next((v for v in call.input.values() if isinstance(v, str) and v), None)
+    reason = undecided_reason(call.tool, argument)
+    note = f"No {call.tool} call is ever decided under that name: {reason}." if reason else ""
     command = call.input.get("command") if call.tool in ("Bash", "skill_run") else None
-    note = program_note(command) if isinstance(command, str) else ""
-    return Reading(decide(call, context), len(admin_rules) - len(scoped), len(scoped), note)
+    trusts = program_note(command) if isinstance(command, str) else ""
+    return Reading(
+        decide(call, context), len(admin_rules) - len(scoped), len(scoped), never, note, trusts
+    )

@@ -1,12 +1,14 @@
 """`skill_run`, the command tool of the `system-prompt` profile, as the toolset design runs it.
 
-One call: check the command under the Bash rules (with its environment in plain sight), stage the
-skill in the workspace at `skills/<name>` (again only when its digest or the staged copy
-changed), copy the declared `inputs` in, make a fresh `runs/<id>/`, run the command with bash in
-the staged skill's folder (or `cwd`, relative to it) with WORKSPACE_DIR, SKILLS_DIR, WORK_DIR,
-OUTPUT_DIR, RUN_DIR and SKILL_NAME set, then collect the files matching `output_files` (globs,
-`$OUTPUT_DIR/*.txt` style) and, with `save_as_artifacts`, offer them as downloads. The result is
-the design's JSON: stdout, stderr, exit_code, timed_out, duration_ms and output_files.
+One call: check that the conversation may use the skill (`Skill(NAME)`, as a load is checked;
+no second question for one loaded this turn), then the command under the Bash rules (with its
+environment in plain sight); stage the skill in the workspace at `skills/<name>`, loaded or not
+(again only when its digest or the staged copy changed), copy the declared `inputs` in, make a
+fresh `runs/<id>/`, run the command with bash in the staged skill's folder (or `cwd`, relative
+to it) with WORKSPACE_DIR, SKILLS_DIR, WORK_DIR, OUTPUT_DIR, RUN_DIR and SKILL_NAME set, then
+collect the files matching `output_files` (globs, `$OUTPUT_DIR/*.txt` style) and, with
+`save_as_artifacts`, offer them as downloads. The result is the design's JSON: stdout, stderr,
+exit_code, timed_out, duration_ms and output_files.
 
 The command runs through the ordinary Bash tool, so the sandbox, the scrubbed environment, the
 limits and the read-only staged skill apply as they do to every command.
@@ -63,7 +65,7 @@ SKILL_RUN_TOOL: dict[str, Any] = {
     "input_schema": {
         "type": "object",
         "properties": {
-            "skill": {"type": "string", "description": "The name of a loaded skill."},
+            "skill": {"type": "string", "description": "The skill's name."},
             "command": {"type": "string", "description": "The shell command, run with bash."},
             "cwd": {
                 "type": "string",
@@ -178,7 +180,7 @@ async def _within_quota(ctx: ToolContext, copy: Callable[..., _T], *args: Any) -
 async def run_skill_command(
     session: SkillSession, tool_use_id: str, name: str, tool_input: dict[str, Any]
 ) -> ToolAnswer:
-    """Run one `skill_run` call of a loaded skill and answer it."""
+    """Run one `skill_run` call and answer it: the skill (loaded or not) is staged as needed."""
     command = str(tool_input.get("command") or "").strip()
     if not command:
         return error_answer(tool_use_id, "command is empty.", skill=name)
@@ -188,15 +190,8 @@ async def run_skill_command(
     except ToolError as exc:
         return error_answer(tool_use_id, str(exc), skill=name)
     design = session.config.design
-    # skill_run commands are governed by the Bash rules, with the environment in plain sight.
-    decision = await session.decide(
-        ToolCall(tool="Bash", input={"command": command_with_env(env, command)}),
-        allow_by_default=design,
-    )
-    if decision.behavior != "allow":
-        message = f"Permission denied: {decision.reason}"
-        return error_answer(tool_use_id, message, skill=name, denied=True)
-    # A skill's files enter the workspace only when the rules let this conversation use it.
+    # A skill's files enter the workspace only when the rules let this conversation use it:
+    # decided first, so no one is asked about a command of a skill they may not use.
     for used in dict.fromkeys([name, *skill_names(tool_input.get("inputs"))]):
         refused = await _refusal(session, used)
         if refused is not None:
@@ -207,6 +202,14 @@ async def run_skill_command(
                 else f'the skill "{name}" may not be used here ({refused.reason}).'
             )
             return error_answer(tool_use_id, message, skill=name, denied=True)
+    # skill_run commands are governed by the Bash rules, with the environment in plain sight.
+    decision = await session.decide(
+        ToolCall(tool="Bash", input={"command": command_with_env(env, command)}),
+        allow_by_default=design,
+    )
+    if decision.behavior != "allow":
+        message = f"Permission denied: {decision.reason}"
+        return error_answer(tool_use_id, message, skill=name, denied=True)
     ctx = session.tool_context()
     workspace = ctx.workspace
     try:

@@ -7,7 +7,7 @@ processor that writes the skills into the system prompt before every model call.
 - `skill_load(skill, args?)` loads a skill (rendered with its arguments, without Claude Code's
   base-directory line); `skill_select_docs` and `skill_select_tools` choose documents and tools;
   `skill_list`, `skill_list_docs` and `skill_list_tools` list what there is; `skill_run` runs a
-  command in the staged skill (see `skill_run.py`).
+  command in the staged skill, loaded or not, as the design does (see `skill_run.py`).
 - That state lasts for the turn that loaded it, as the design's temporary state does; the
   `skill_state` setting "conversation" keeps it longer (see `skill_state.py`).
 - A skill's `Tools:` list names tools of the agent that are that skill's own: they are left out
@@ -18,7 +18,7 @@ processor that writes the skills into the system prompt before every model call.
 text as printed (`DESIGN_OVERVIEW`), `skill_run`'s schema is `SkillRunInput`'s
 (`skill_run.SKILL_RUN_DESIGN_TOOL`), the system prompt is one string without cache markers or
 thinking, state lasts for the turn; `skill_load` and `skill_run` run without an approval unless
-a rule asks, `skill_run` needs no earlier `skill_load`, commands run with `bash -lc`, results
+a rule asks, commands run with `bash -lc`, results
 carry no `artifact_files` and each run folder keeps the run's record; a skill's model, effort,
 allowed-tools, hooks and fork are not applied, and `/name` reaches the model as typed.
 """
@@ -57,7 +57,7 @@ SKILL_LIST_TOOL = _tool("skill_list", "List the available skills with their desc
 SKILL_LOAD_TOOL = _tool(
     "skill_load",
     "Load a skill: its instructions are added to the system prompt from the next step on. "
-    "Load a skill before running any of its commands.",
+    "Load a skill to read how its commands are run.",
     {**_SKILL, "args": {"type": "string", "description": "Optional arguments for the skill."}},
     "skill",
 )
@@ -241,16 +241,16 @@ class SystemPromptProfile:
             return ToolAnswer(
                 tool_result_block(tool_use_id, _tools_listing(spec, state)), skill=skill
             )
-        # The design's skill_run stages and runs any skill of the repository, loaded or not.
-        design_run = tool == "skill_run" and session.config.design
-        if skill not in state.loaded and not design_run:
+        # skill_run stages and runs any offered skill, loaded or not, as seed 004's
+        # `_run_async_impl` does: its Skill(NAME) and Bash rules decide (`run_skill_command`).
+        if tool == "skill_run":
+            return await run_skill_command(session, tool_use_id, skill, tool_input)
+        if skill not in state.loaded:
             message = f'Load the skill "{skill}" with skill_load first.'
             return error_answer(tool_use_id, message, skill=skill)
         if tool == "skill_select_docs":
             return _select_docs(spec, tool_use_id, tool_input.get("docs"))
-        if tool == "skill_select_tools":
-            return _select_tools(spec, tool_use_id, tool_input.get("tools"))
-        return await run_skill_command(session, tool_use_id, skill, tool_input)
+        return _select_tools(spec, tool_use_id, tool_input.get("tools"))
 
     async def _load(
         self, session: SkillSession, tool_use_id: str, name: str, args: str

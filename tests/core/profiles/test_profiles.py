@@ -7,7 +7,9 @@ from asgiref.sync import sync_to_async
 
 from skills_app.core.tools.bash import SAFE_PATH
 from skills_app.models import Conversation, PermissionRule, SkillInvocation
+from skills_app.registry.uploads import install_archive
 from skills_app.runs import agent_setup
+from skills_app.workspaces import workspace_for
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import (
     accepted,
@@ -17,6 +19,7 @@ from tests.support.loop_helpers import (
     use_fake_model,
     write_skills,
 )
+from tests.support.upload_helpers import make_zip
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -130,13 +133,12 @@ async def test_system_prompt_profile_merges_loaded_bodies_and_docs_into_the_syst
     assert rebuilt.system == fourth.system_text
 
 
-async def test_skill_run_needs_a_loaded_skill_and_the_bash_rules(fake, alice):
+async def test_skill_run_stages_and_runs_a_skill_never_loaded_under_the_bash_rules(fake, alice):
+    """Seed 004's `_run_async_impl` has no load check: skill_run stages the skill as needed."""
     conversation = await sync_to_async(conversation_with)(alice, "system-prompt")
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Bash(echo *)")
     command = 'echo "$SKILL_NAME" > "$OUTPUT_DIR/name.txt"; echo ran'
     fake.enqueue(
-        Reply.tool_use("skill_run", {"skill": "guide", "command": "echo early"}),
-        Reply.tool_use("skill_load", {"skill": "guide"}),
         Reply.tool_use(
             "skill_run", {"skill": "guide", "command": command, "output_files": ["out/*.txt"]}
         ),
@@ -145,15 +147,70 @@ async def test_skill_run_needs_a_loaded_skill_and_the_bash_rules(fake, alice):
     )
     await run_turn(conversation, "run it", alice, answer="deny")
     sent = accepted(fake)
-    early = sent[1]["messages"][-1]["content"][0]
-    assert early["is_error"] and "skill_load" in early["content"]
-    ran = json.loads(sent[3]["messages"][-1]["content"][0]["content"])
+    ran = json.loads(sent[1]["messages"][-1]["content"][0]["content"])
     assert ran["exit_code"] == 0 and ran["stdout"].strip() == "ran" and ran["timed_out"] is False
     assert ran["output_files"] == [
         {"name": "out/name.txt", "mime_type": "text/plain", "size": 6, "content": "guide\n"}
     ]
-    denied = sent[4]["messages"][-1]["content"][0]
+    staged = (await sync_to_async(workspace_for)(conversation.pk)).skills_dir / "guide"
+    assert (staged / "SKILL.md").is_file()
+    # Run, not loaded: the body is not put in the system prompt.
+    assert "GUIDE-BODY-MARKER" not in sent[2].system_text
+    # The Bash rules still decide the command: this one asked, and the answer was no.
+    denied = sent[2]["messages"][-1]["content"][0]
     assert denied["is_error"] and "Permission denied" in denied["content"]
+
+
+async def test_skill_run_of_a_denied_skill_is_refused_before_anything_runs(fake, alice):
+    conversation = await sync_to_async(conversation_with)(alice, "system-prompt")
+    await PermissionRule.objects.acreate(behavior="deny", rule_text="Skill(guide)")
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Bash")
+    fake.enqueue(
+        Reply.tool_use("skill_run", {"skill": "guide", "command": "touch $WORK_DIR/ran"}),
+        Reply.text("ok"),
+    )
+    run = await run_turn(conversation, "run it", alice)
+    refused = accepted(fake)[1]["messages"][-1]["content"][0]
+    assert refused["is_error"] and "Skill(guide)" in refused["content"]
+    workspace = await sync_to_async(workspace_for)(conversation.pk)
+    assert not (workspace.work_dir / "ran").exists()
+    assert not (workspace.skills_dir / "guide").exists()  # never staged
+    assert not await run.approvals.aexists()
+
+
+async def test_skill_run_of_a_skill_never_loaded_asks_about_the_skill_first(fake, alice):
+    # Without a rule on Skill, using a skill asks, as loading it would; then its command asks.
+    await PermissionRule.objects.filter(rule_text="Skill").adelete()
+    conversation = await sync_to_async(conversation_with)(alice, "system-prompt")
+    fake.enqueue(
+        Reply.tool_use("skill_run", {"skill": "guide", "command": "touch $WORK_DIR/ran"}),
+        Reply.text("ok"),
+    )
+    run = await run_turn(conversation, "run it", alice, answer="deny")
+    refused = accepted(fake)[1]["messages"][-1]["content"][0]
+    assert refused["is_error"] and 'the skill "guide" may not be used here' in refused["content"]
+    asked = [a.tool async for a in run.approvals.order_by("pk")]
+    assert asked == ["Skill"]  # the command was never put to the person
+    workspace = await sync_to_async(workspace_for)(conversation.pk)
+    assert not (workspace.work_dir / "ran").exists()
+
+
+async def test_skill_run_of_a_skill_not_offered_here_is_refused(fake, alice, bob):
+    def upload() -> None:
+        body = "---\nname: bobs-notes\ndescription: Bob's.\n---\nBOB-BODY\n"
+        install_archive(make_zip({"SKILL.md": body}), "bobs-notes.zip", user=bob, personal=True)
+
+    await sync_to_async(upload)()
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Bash")
+    conversation = await sync_to_async(conversation_with)(alice, "system-prompt")
+    fake.enqueue(
+        Reply.tool_use("skill_run", {"skill": "bobs-notes", "command": "cat SKILL.md"}),
+        Reply.text("ok"),
+    )
+    await run_turn(conversation, "run it", alice)
+    refused = accepted(fake)[1]["messages"][-1]["content"][0]
+    assert refused["is_error"] and 'unknown skill "bobs-notes"' in refused["content"]
+    assert "BOB-BODY" not in json.dumps(accepted(fake)[1])
 
 
 async def test_a_slash_command_in_the_toolset_profile_loads_into_the_system_prompt(fake, alice):

@@ -207,8 +207,10 @@ async def test_loaded_state_lasts_for_the_turn_that_loaded_it(fake, conversation
         Reply.text("loaded"),
     )
     await run_turn(conversation, "load kit", alice)
-    fake.enqueue(run_call("true"), Reply.text("ok"))
-    await run_turn(conversation, "run it", alice)
+    # Choosing documents needs the skill loaded in this turn (skill_run does not: seed 004).
+    select = Reply.tool_use("skill_select_docs", {"skill": "kit", "docs": ["guide.md"]})
+    fake.enqueue(select, Reply.text("ok"))
+    await run_turn(conversation, "read the guide", alice)
     sent = accepted(fake)
     assert "KIT-BODY" in sent[2].system_text and "KIT-GUIDE" in sent[2].system_text
     assert "KIT-BODY" not in sent[3].system_text and "KIT-GUIDE" not in sent[3].system_text
