@@ -40,6 +40,7 @@ from .cc_thread import (
     SkippedLine,
     Thread,
     close_open_calls,
+    close_tool_turn,
     read_thread,
 )
 from .transcript import text_of
@@ -241,7 +242,7 @@ def parse_transcript(data: bytes | str) -> ParsedTranscript:
         # A subagent's own file: its first chain is the conversation, any other stays beside it.
         main = [Line(r.number, r.record, False) for r in chains.pop(0)]
     thread = read_thread(main, skipped)
-    close_open_calls(thread)
+    close_tool_turn(thread, close_open_calls(thread))
     subagents = tuple(_subagents(chains, thread, skipped))
     skipped.sort(key=lambda s: s.line)
     if not thread.messages and not any(s.messages for s in subagents):

@@ -70,7 +70,7 @@ def test_a_tool_input_nested_as_deep_as_allowed_imports(alice):
     data = "\n".join([user("go"), nested(MAX_LINE_DEPTH)]) + "\n"
     result = import_transcript(alice.pk, data)
     assert result.skipped == ()
-    call = result.conversation.messages.get(role="assistant").content[0]
+    call = result.conversation.messages.get(role="assistant", kind="tool_use").content[0]
     assert call["type"] == "tool_use" and call["id"] == "t1"
 
 
