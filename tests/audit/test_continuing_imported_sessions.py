@@ -9,6 +9,7 @@ another key and is never sent).
 from __future__ import annotations
 
 import json
+import subprocess
 import urllib.error
 import urllib.request
 from typing import Any
@@ -23,6 +24,7 @@ from skills_app.core.cc_thread import UNFINISHED_CALL
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message
 from skills_app.runs import agent_setup, store
+from tests.audit.test_claude_code_sessions import MIRROR, PUBLIC_SESSIONS
 from tests.support.fake_anthropic import FakeAnthropic, Reply
 from tests.support.loop_helpers import run_turn, use_fake_model
 from tests.support.paths import FIXTURES
@@ -81,6 +83,45 @@ def test_every_fixture_cut_after_any_line_takes_a_next_message_with_thinking_on(
     assert refused == []
     # The cuts do end inside tool turns wherever the file has any (not a vacuous pass).
     assert tool_ends > 0 or b'"tool_use"' not in b"".join(lines)
+
+
+@pytest.mark.skipif(
+    not PUBLIC_SESSIONS,
+    reason=f"no snapshots of the transcript viewers' repositories under {MIRROR}; set "
+    "SKILLSCOPE_MIRROR to a folder with <owner>+<name>/repo git directories to run these",
+)
+@pytest.mark.django_db
+@pytest.mark.parametrize(("repo", "path"), PUBLIC_SESSIONS or [("none", "none")])
+def test_every_public_session_cut_inside_a_tool_turn_takes_a_next_message_with_thinking_on(
+    alice, fake_anthropic, repo, path
+):
+    fake_anthropic.set_responder(lambda request: Reply.text("ok"))
+    data = subprocess.run(
+        ["git", f"--git-dir={MIRROR / repo / 'repo'}", "show", f"HEAD:{path}"],
+        capture_output=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    lines = data.splitlines(keepends=True)
+    # Real sessions are long: cut them where a tool turn is open (after a call or a result;
+    # at most about 30 such places, evenly spread), and at their end.
+    open_turns = [
+        n
+        for n, line in enumerate(lines, start=1)
+        if b'"tool_use"' in line or b'"tool_result"' in line
+    ]
+    cuts = [*open_turns[:: max(1, len(open_turns) // 30)], len(lines)]
+    refused = []
+    for model in ("claude-opus-4-8", "claude-fable-5"):
+        for cut in cuts:
+            try:
+                result = import_transcript(alice.pk, b"".join(lines[:cut]))
+            except TranscriptImportError:
+                continue
+            problem = verdict(fake_anthropic, next_request(result.conversation, model))
+            if problem:
+                refused.append(f"{model}, cut after line {cut}: {problem}")
+    assert refused == []
 
 
 def session_ending_in_a_call(*, answered: bool) -> bytes:
