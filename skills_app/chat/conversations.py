@@ -4,6 +4,8 @@ and deletion (which hides a conversation from its owner and keeps every row for 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -28,6 +30,9 @@ from skills_app.visibility import outbound
 SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
 # Searchable kinds whose text is shown through the outbound filter (not someone's own words).
 FILTERED_KINDS = frozenset({"error", "notice"})
+# Rows the chat page shows at first, and each "Load earlier messages" adds: a 20,000-row
+# conversation was one 15 MB page that took 15 s and slowed everyone's pages (issue 40).
+PAGE_ROWS = 200
 
 
 def _visible_text(row: Message) -> str:
@@ -73,41 +78,97 @@ def search_conversations(
 
 def visible_messages(conversation: Conversation, *, can_inspect: bool) -> list[Message]:
     """The rows a viewer may see, in order; hidden rows only for inspectors."""
-    rows = conversation.messages.select_related("run", "invocation").order_by("seq")
-    if not can_inspect:
-        rows = rows.filter(is_meta=False)
-    return list(rows)
+    return list(_visible(conversation, can_inspect=can_inspect).order_by("seq"))
+
+
+def _visible(conversation: Conversation, *, can_inspect: bool) -> QuerySet[Message]:
+    rows = conversation.messages.select_related("run", "invocation")
+    return rows if can_inspect else rows.filter(is_meta=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptPage:
+    """Consecutive rows a viewer may see, in order, and how many of those rows come before."""
+
+    rows: list[Message]
+    earlier: int
+    # The newest page (what the chat page opens with) or an earlier one.
+    newest: bool = True
+    # When the row just before the page was stored (None: no row comes before it).
+    after: datetime | None = None
+
+    @property
+    def before(self) -> int | None:
+        """The seq to ask the previous page for (`?before=`), when there is one."""
+        return self.rows[0].seq if self.rows and self.earlier else None
+
+    @property
+    def until(self) -> datetime | None:
+        """Things asked from this time on belong to a later page (None: the newest has them)."""
+        return None if self.newest or not self.rows else self.rows[-1].created_at
+
+
+def transcript_page(
+    conversation: Conversation, *, can_inspect: bool, before: int | None = None
+) -> TranscriptPage:
+    """The newest `PAGE_ROWS` rows a viewer may see, or the newest of those before seq `before`.
+
+    Pages count the rows this viewer is shown: hidden rows are neither in an ordinary user's
+    page nor counted for it.
+    """
+    rows = _visible(conversation, can_inspect=can_inspect)
+    if before is not None:
+        rows = rows.filter(seq__lt=before)
+    page = list(rows.order_by("-seq")[:PAGE_ROWS])
+    page.reverse()
+    previous = rows.filter(seq__lt=page[0].seq) if page else rows.none()
+    earlier = previous.count()
+    after = previous.order_by("-seq").values_list("created_at", flat=True).first()
+    return TranscriptPage(page, earlier, newest=before is None, after=after)
+
+
+# How far past the rows shown a tool call's result is looked for (a call on the last row of a
+# page has its result on the next one).
+RESULTS_AHEAD = 100
 
 
 def transcript_context(
     conversation: Conversation, rows: list[Message], *, can_inspect: bool
 ) -> dict[str, Any]:
-    """Facts the partials need beyond one row: tool results, invocation states, delivered skills."""
-    results: dict[str, dict[str, Any]] = {}
-    for row in rows:
-        if row.kind == "tool_result":
-            for block in row.content:
-                if block.get("type") == "tool_result":
-                    results[block.get("tool_use_id", "")] = {
-                        "content": result_text(block),
-                        "is_error": bool(block.get("is_error")),
-                    }
-    events = RunEvent.objects.filter(conversation=conversation, type="tool.result")
+    """Facts the partials need beyond one row: tool results, invocation states, delivered skills.
+
+    Read for the tool calls of `rows` only, so a page of a long conversation costs a page.
+    """
+    calls = {
+        str(block.get("id", ""))
+        for row in rows
+        if row.role == Message.ASSISTANT
+        for block in row.content
+        if block.get("type") == "tool_use"
+    }
+    results = _stored_results(rows)
+    delivered = _delivered(rows)
+    if rows and calls - results.keys() - delivered:
+        # Calls whose result (or skill status) row comes after the rows shown.
+        ahead = _visible(conversation, can_inspect=can_inspect).filter(
+            seq__gt=max(row.seq for row in rows), kind__in=("tool_result", "skill_status")
+        )
+        later = list(ahead.order_by("seq")[:RESULTS_AHEAD])
+        results = {**_stored_results(later), **results}
+        delivered |= _delivered(later)
+    events = RunEvent.objects.filter(
+        conversation=conversation, type="tool.result", data__tool_use_id__in=sorted(calls)
+    )
     if not can_inspect:
         events = events.filter(hidden=False)
-    for event in events.only("data"):
+    for event in events.only("data") if calls else []:
         tool_use_id = event.data.get("tool_use_id", "")
         # Artifacts and decisions live only in the event; the stored block has the full text.
         merged = {**event.data, **results.get(tool_use_id, {})}
         results[tool_use_id] = merged
     invocations = {
         inv.tool_use_id: inv
-        for inv in SkillInvocation.objects.filter(conversation=conversation).exclude(tool_use_id="")
-    }
-    delivered = {
-        row.invocation.tool_use_id
-        for row in rows
-        if row.kind == "skill_status" and row.invocation is not None and row.invocation.tool_use_id
+        for inv in SkillInvocation.objects.filter(conversation=conversation, tool_use_id__in=calls)
     }
     return {
         "results": results,
@@ -119,8 +180,49 @@ def transcript_context(
     }
 
 
+def _stored_results(rows: list[Message]) -> dict[str, dict[str, Any]]:
+    results: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if row.kind == "tool_result":
+            for block in row.content:
+                if block.get("type") == "tool_result":
+                    results[block.get("tool_use_id", "")] = {
+                        "content": result_text(block),
+                        "is_error": bool(block.get("is_error")),
+                    }
+    return results
+
+
+def _delivered(rows: list[Message]) -> set[str]:
+    return {
+        row.invocation.tool_use_id
+        for row in rows
+        if row.kind == "skill_status" and row.invocation is not None and row.invocation.tool_use_id
+    }
+
+
 def retry_message_id(conversation_id: int) -> int | None:
     """The notice row that offers Retry: only the latest failed turn's (`retry_notice`)."""
+    # Asked on every page view: the whole history is read only when a notice offering Retry
+    # has no message of the person's after it (`retry_notice` then decides).
+    latest = (
+        Message.objects.filter(conversation_id=conversation_id, to_model=False, meta__retry=True)
+        .order_by("-seq")
+        .values_list("seq", flat=True)
+        .first()
+    )
+    if latest is None:
+        return None
+    typed_since = Message.objects.filter(
+        conversation_id=conversation_id,
+        seq__gt=latest,
+        role=Message.USER,
+        is_meta=False,
+        kind__in=("text", "command"),
+    ).order_by("seq")
+    for meta in typed_since.values_list("meta", flat=True).iterator():
+        if not (meta or {}).get("subagent_result") and not (meta or {}).get("subagent_run"):
+            return None  # the person went on: no Retry any more (`typed_by_user`)
     ids, stored = store.rows_with_ids(conversation_id)
     index = retry_notice(stored)
     return ids[index] if index is not None else None

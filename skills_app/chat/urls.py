@@ -12,6 +12,7 @@ urlpatterns = [
     path("me/intro/dismiss/", preferences.dismiss_intro, name="preferences-dismiss-intro"),
     path("c/sidebar/", views.conversation_sidebar, name="conversation-sidebar"),
     path("c/<int:pk>/", views.conversation_detail, name="conversation"),
+    path("c/<int:pk>/earlier/", views.conversation_earlier, name="conversation-earlier"),
     path("c/<int:pk>/act/", views.conversation_action, name="conversation-action"),
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation-rename"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation-delete"),

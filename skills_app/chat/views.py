@@ -158,10 +158,10 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     # Read the event position first: anything stored after it is replayed by the socket, and
     # the client replaces elements by id, so a row rendered here and replayed is not duplicated.
     last_seq = Conversation.objects.values_list("last_event_seq", flat=True).get(pk=pk)
-    rows = conv.visible_messages(conversation, can_inspect=can_inspect)
-    ctx = conv.transcript_context(conversation, rows, can_inspect=can_inspect)
-    # Answered approvals stay where they were asked, as a compact line.
-    messages_html = approval_page.transcript_html(pk, rows, ctx, can_inspect=can_inspect)
+    # The newest rows only; earlier ones load on demand (`conversation_earlier`). The socket
+    # resumes from the event position, whatever rows the page holds.
+    page = conv.transcript_page(conversation, can_inspect=can_inspect)
+    messages_html = _page_html(conversation, page, can_inspect=can_inspect)
     run = conv.active_run(pk)
     pending_now = pending_approvals(pk)
     approvals_html = fragments.approvals_page_html(pk, pending_now, can_inspect=can_inspect)
@@ -185,6 +185,7 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
         {
             "conversation": conversation,
             "messages_html": [with_csrf(html, token) for html in messages_html],
+            "page": page,
             "approvals_html": [with_csrf(html, token) for html in approvals_html],
             # The answer waits for the person: the composer says so and links the question.
             "waiting_for": pending_now[0] if pending_now else None,
@@ -202,6 +203,51 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
             "show_intro": not messages_html and not preferences.intro_dismissed(request.user.pk),
         },
     )
+
+
+def _page_html(
+    conversation: Conversation, page: conv.TranscriptPage, *, can_inspect: bool
+) -> list[str]:
+    """A page's rows as the chat shows them, answered approvals in place."""
+    ctx = conv.transcript_context(conversation, page.rows, can_inspect=can_inspect)
+    # Answered approvals stay where they were asked, as a compact line.
+    return approval_page.transcript_html(
+        conversation.pk,
+        page.rows,
+        ctx,
+        can_inspect=can_inspect,
+        after=page.after,
+        until=page.until,
+    )
+
+
+@login_required
+@require_GET
+def conversation_earlier(request: AuthedHttpRequest, pk: int) -> HttpResponse:
+    """The page of rows before seq `?before=`: a fragment in place of "Load earlier messages"
+    (htmx), or a page of its own without JavaScript. Hidden rows only for inspectors."""
+    conversation = _get_conversation_for_user(request, pk)
+    raw = request.GET.get("before", "")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        return HttpResponseBadRequest(
+            "Say which messages to load: before=<the number of the oldest message shown>, "
+            "a whole number, as the page's Load earlier messages link gives it.",
+            content_type="text/plain; charset=utf-8",
+        )
+    can_inspect = request.user.has_perm(INSPECT_PERMISSION)
+    page = conv.transcript_page(conversation, can_inspect=can_inspect, before=int(raw))
+    token = get_token(request)
+    context = {
+        "conversation": conversation,
+        "page": page,
+        "messages_html": [
+            with_csrf(html, token)
+            for html in _page_html(conversation, page, can_inspect=can_inspect)
+        ],
+    }
+    if request.htmx:
+        return render(request, "skills_app/chat/_earlier_page.html", context)
+    return render(request, "skills_app/chat/earlier.html", context)
 
 
 @login_required

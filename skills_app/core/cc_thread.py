@@ -10,7 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .transcript import HIDDEN_PREFIX, THINKING_TYPES, parse_status_message, text_of
+from .transcript import (
+    FOREIGN_THINKING,
+    HIDDEN_PREFIX,
+    THINKING_TYPES,
+    StoredMessage,
+    parse_status_message,
+    text_of,
+    to_api_messages,
+)
 
 MESSAGE_TYPES = ("user", "assistant")
 BLOCK_TYPES = frozenset({"text", "tool_use", "tool_result", "image", "document", *THINKING_TYPES})
@@ -295,23 +303,28 @@ def _kind(
 
 
 # What an imported call without a result is answered with, so the next request is valid.
-UNFINISHED_CALL = "The session file ends before this tool call's result; none was recorded."
+UNFINISHED_CALL = (
+    "Not run in this import: the session file ends before this tool call's result, and the tool "
+    "calls of an imported session are never run again."
+)
+# The last words of a file that stops inside a tool turn: a visible note, sent as the model's.
+TOOL_TURN_NOTE = "The imported session file ends here, {what}. A new message continues from here."
 
 
-def close_open_calls(thread: Thread) -> None:
-    """Answer the last assistant message's calls that the file never answers.
+def close_open_calls(thread: Thread) -> int:
+    """Answer the last assistant message's calls that the file never answers; how many.
 
     The model may only be sent a history where every call has its result; a session cut off
     mid-turn (the file ends, or the result line was skipped) would make the next request fail.
     """
     if thread.current_index < 0:
-        return
+        return 0
     last = thread.messages[thread.current_index]
     missing = [
         b["id"] for b in last.content if b["type"] == "tool_use" and b["id"] not in thread.answered
     ]
     if not missing or not last.to_model:
-        return
+        return 0
     blocks = [
         {"type": "tool_result", "tool_use_id": tid, "content": UNFINISHED_CALL, "is_error": True}
         for tid in missing
@@ -321,3 +334,41 @@ def close_open_calls(thread: Thread) -> None:
     closing = ImportedMessage(at, "user", blocks, False, True, "tool_result", 0, ())
     thread.messages.append(closing)
     thread.answered |= set(missing)
+    return len(missing)
+
+
+def close_tool_turn(thread: Thread, closed_calls: int) -> None:
+    """End a thread that stops inside a tool turn with a note, sent as the assistant's message.
+
+    Without it a new message would share the user turn of those tool results and continue that
+    turn, and with thinking on the API refuses to continue a tool turn that did not start with a
+    thinking block: an imported turn never does (another key's thinking is not sent). After the
+    note the new message starts a turn of its own, whatever the model and its thinking.
+    """
+    history = [
+        StoredMessage(
+            role=m.role,
+            content=tuple(m.content),
+            kind=m.kind,
+            is_meta=m.is_meta,
+            to_model=m.to_model,
+            meta={FOREIGN_THINKING: True} if m.thinking_blocks else {},
+        )
+        for m in thread.messages
+    ]
+    sent = to_api_messages(history)
+    if not sent or sent[-1]["role"] != "user":
+        return
+    if not any(b.get("type") == "tool_result" for b in sent[-1]["content"]):
+        return
+    if closed_calls:
+        calls = (
+            "1 tool call: it was" if closed_calls == 1 else f"{closed_calls} tool calls: they were"
+        )
+        what = f"before the results of {calls} not run in this import"
+    else:
+        what = "before the model answered the tool results above"
+    text = TOOL_TURN_NOTE.format(what=what)
+    at = thread.messages[-1].line
+    note = ImportedMessage(at, "assistant", [{"type": "text", "text": text}], False, True, "notice")
+    thread.messages.append(note)

@@ -30,14 +30,17 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from .cc_thread import (
     MESSAGE_TYPES,
     ImportedMessage,
     Line,
+    LineError,
     SkippedLine,
     Thread,
     close_open_calls,
+    close_tool_turn,
     read_thread,
 )
 from .transcript import text_of
@@ -45,6 +48,7 @@ from .transcript import text_of
 __all__ = [
     "MAX_IMPORT_BYTES",
     "MAX_IMPORT_LINES",
+    "MAX_LINE_DEPTH",
     "ImportedMessage",
     "ParsedTranscript",
     "SkippedLine",
@@ -55,6 +59,12 @@ __all__ = [
 
 MAX_IMPORT_BYTES = 20 * 1024 * 1024
 MAX_IMPORT_LINES = 20_000
+# Nesting a line may have (its own object is level 1). Claude Code's lines reach about 10; a tool's
+# input adds its own. Deeper lines are refused before anything recurses over them (the JSON
+# parser, the database, the outbound filter, the templates).
+MAX_LINE_DEPTH = 100
+# Python refuses to convert longer integers (sys.get_int_max_str_digits()): refuse them first.
+MAX_INT_DIGITS = 4_300
 # How many skipped lines a refusal message quotes (the result page lists them all).
 QUOTED_SKIPS = 3
 
@@ -136,9 +146,9 @@ def _records(lines: list[str], skipped: list[SkippedLine], others: Counter[str])
         if not raw.strip():
             continue
         try:
-            record = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            skipped.append(SkippedLine(number, f"not valid JSON ({exc.msg})"))
+            record = _load_line(raw)
+        except LineError as exc:
+            skipped.append(SkippedLine(number, str(exc)))
             continue
         if not isinstance(record, dict):
             skipped.append(SkippedLine(number, "not a JSON object"))
@@ -152,6 +162,63 @@ def _records(lines: list[str], skipped: list[SkippedLine], others: Counter[str])
             continue
         out.append(Line(number, record, record.get("isSidechain") is True))
     return out
+
+
+TOO_DEEP = f"JSON nested more than {MAX_LINE_DEPTH} levels deep"
+
+
+def _load_line(raw: str) -> Any:
+    """One line's JSON value, or LineError saying why it cannot be stored and sent."""
+    try:
+        value = json.loads(raw, parse_constant=_no_constant, parse_int=_bounded_int)
+    except json.JSONDecodeError as exc:
+        raise LineError(f"not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        # Far deeper than the limit: the parser ran out of stack before the check below.
+        raise LineError(TOO_DEEP) from None
+    _check_value(value)
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise LineError(f"{name} is not a JSON value")
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise LineError(f"holds a number with more than {MAX_INT_DIGITS:,} digits")
+    return int(digits)
+
+
+def _check_value(value: Any) -> None:
+    """Refuse what the database or the model request cannot take: too deep, lone surrogates, NUL."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+            continue
+        if not isinstance(item, dict | list):
+            continue
+        if depth > MAX_LINE_DEPTH:
+            raise LineError(TOO_DEEP)
+        if isinstance(item, dict):
+            for key in item:
+                _check_text(key)
+            stack.extend((v, depth + 1) for v in item.values())
+        else:
+            stack.extend((v, depth + 1) for v in item)
+
+
+def _check_text(text: str) -> None:
+    if "\x00" in text:
+        # PostgreSQL's JSON columns refuse it.
+        raise LineError("holds a NUL character (\\u0000), which cannot be stored")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Stored, it would make every later request to the model fail to encode.
+        raise LineError("holds a lone surrogate (\\ud800-\\udfff), which is not text") from None
 
 
 # -- the whole file -----------------------------------------------------------------------------
@@ -175,7 +242,7 @@ def parse_transcript(data: bytes | str) -> ParsedTranscript:
         # A subagent's own file: its first chain is the conversation, any other stays beside it.
         main = [Line(r.number, r.record, False) for r in chains.pop(0)]
     thread = read_thread(main, skipped)
-    close_open_calls(thread)
+    close_tool_turn(thread, close_open_calls(thread))
     subagents = tuple(_subagents(chains, thread, skipped))
     skipped.sort(key=lambda s: s.line)
     if not thread.messages and not any(s.messages for s in subagents):
@@ -190,13 +257,20 @@ def parse_transcript(data: bytes | str) -> ParsedTranscript:
     )
 
 
+# What to do about a file with nothing usable in it.
+EXPECTED_FILE = (
+    "Import a Claude Code session file (.jsonl, one JSON object per line, as Claude Code writes "
+    "under ~/.claude/projects/) or a JSONL export of Skillscope."
+)
+
+
 def _nothing_usable(skipped: list[SkippedLine], others: Counter[str]) -> str:
     if not skipped:
         kinds = f" (only {', '.join(sorted(others))} lines)" if others else ""
-        return f'The file holds no "user" or "assistant" messages{kinds}.'
+        return f'The file holds no "user" or "assistant" messages{kinds}. {EXPECTED_FILE}'
     quoted = "; ".join(f"line {s.line}: {s.reason}" for s in skipped[:QUOTED_SKIPS])
     more = f"; and {len(skipped) - QUOTED_SKIPS} more" if len(skipped) > QUOTED_SKIPS else ""
-    return f"No line of the file could be used ({quoted}{more})."
+    return f"No line of the file could be used ({quoted}{more}). {EXPECTED_FILE}"
 
 
 def _chains(records: list[Line]) -> list[list[Line]]:

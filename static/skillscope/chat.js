@@ -212,6 +212,28 @@
   window.addEventListener("scroll", updateJump, { passive: true });
   chat.addEventListener("htmx:wsAfterMessage", updateJump);
 
+  // -- earlier messages: loaded above the rows being read, which stay where they are --------
+
+  document.body.addEventListener("htmx:beforeSwap", (event) => {
+    const target = event.detail.target;
+    if (!target || target.id !== "load-earlier") return;
+    // The distance to the end of the page does not change when rows come in above. The swap
+    // replaces the control (no event of it reaches the page): restored at the next frame.
+    const bottom = document.body.scrollHeight - window.scrollY;
+    const focused = target.contains(document.activeElement);
+    requestAnimationFrame(() => {
+      window.scrollTo(0, document.body.scrollHeight - bottom);
+      if (!focused) return;
+      // Focus stays on the control (the next page's), else goes to the earliest row loaded.
+      let next = document.querySelector("#load-earlier a");
+      if (!next) {
+        next = document.querySelector("#transcript-earlier .row:not([hidden])");
+        if (next) next.tabIndex = -1;
+      }
+      next?.focus({ preventScroll: true });
+    });
+  });
+
   // -- the composer and its "/" menu ---------------------------------------------------------------
 
   // A draft survives a reload (per conversation, in this browser). Sent text is kept until the
@@ -260,7 +282,8 @@
 
   // -- editing the latest message: a form built on demand, sent over the socket ---------------
 
-  document.getElementById("transcript").addEventListener("click", (event) => {
+  // On the chat section: rows loaded with "Load earlier messages" are outside #transcript.
+  chat.addEventListener("click", (event) => {
     const button = event.target.closest(".edit-button");
     if (!button) return;
     const row = button.closest(".row-user");

@@ -106,16 +106,19 @@
   }
 
   function start() {
-    const transcript = document.getElementById("transcript");
-    if (!transcript) return;
-    decorate(transcript);
-    new MutationObserver((mutations) => {
-      for (const mutation of mutations) {
-        for (const node of mutation.addedNodes) {
-          if (node.nodeType === Node.ELEMENT_NODE && !node.classList.contains("copy-button")) decorate(node);
+    // The transcript, and the rows "Load earlier messages" brings above it.
+    for (const id of ["transcript", "transcript-earlier"]) {
+      const transcript = document.getElementById(id);
+      if (!transcript) continue;
+      decorate(transcript);
+      new MutationObserver((mutations) => {
+        for (const mutation of mutations) {
+          for (const node of mutation.addedNodes) {
+            if (node.nodeType === Node.ELEMENT_NODE && !node.classList.contains("copy-button")) decorate(node);
+          }
         }
-      }
-    }).observe(transcript, { childList: true, subtree: true });
+      }).observe(transcript, { childList: true, subtree: true });
+    }
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);

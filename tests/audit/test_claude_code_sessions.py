@@ -346,16 +346,19 @@ def test_a_call_the_file_never_answers_is_closed_so_the_next_request_is_valid():
         },
     ]
     parsed = parse_transcript("".join(json.dumps(x) + "\n" for x in lines))
-    closing = parsed.messages[-1]
+    closing, note = parsed.messages[-2:]
     assert closing.role == "user" and closing.lines == ()
     assert closing.content == [
         {
             "type": "tool_result",
             "tool_use_id": "t1",
-            "content": "The session file ends before this tool call's result; none was recorded.",
+            "content": "Not run in this import: the session file ends before this tool call's "
+            "result, and the tool calls of an imported session are never run again.",
             "is_error": True,
         }
     ]
+    # The turn is closed too: a new message starts one of its own.
+    assert (note.role, note.kind, note.to_model, note.lines) == ("assistant", "notice", True, ())
 
 
 def test_a_subagent_file_with_two_chains_keeps_the_second_beside_the_first():

@@ -213,6 +213,9 @@ RULES: dict[str, Expect] = {
     "conversation-export": Expect(owner=OK, other=DENIED, staff=OK),
     "conversation-export-markdown": Expect(owner=OK, other=DENIED, staff=OK),
     "transcript-import": SIGNED_IN,
+    # Earlier rows of one's own conversation; without its ?before= the owner is told what to
+    # send (400), anyone else learns nothing (404).
+    "conversation-earlier": Expect(owner=frozenset({400})),
     # The whole text of one tool call: the world's Read of the skill's hidden prompt.
     "conversation-tool-text": Expect(extra={"tool_use_id": "toolu_world_read", "part": "result"}),
     "compare": STAFF_ONLY,

@@ -3,7 +3,9 @@
 Shape (roles, blocks, tool pairing), then the model (an unknown id is a 404 `not_found_error`),
 then the settings that model rejects (thinking, effort, sampling, max_tokens), cache breakpoints
 (at most 4, never on thinking blocks), and thinking replay (a thinking block must come back
-exactly as the server issued it, and a continued tool loop must start with it).
+exactly as the server issued it, and with thinking on a continued tool loop must start with
+thinking: the block the server issued before those calls, and some thinking block even when it
+issued none, as the API refuses a tool turn made without thinking).
 """
 
 from __future__ import annotations
@@ -329,7 +331,10 @@ class ThinkingLedger:
         return None
 
     def _check_tool_loop(self, messages: list[Any]) -> str | None:
-        # A continued tool loop: the last message answers the tool calls of the one before it.
+        # A continued tool loop: the last message answers the tool calls of the one before it
+        # (with or without more content after the results). With thinking on, the API wants
+        # that assistant message to start with thinking, whoever wrote it: a turn made without
+        # thinking (thinking off then, or another key's session) cannot be continued with it on.
         if len(messages) < 2 or messages[-1].get("role") != "user":
             return None
         results = [
@@ -340,6 +345,16 @@ class ThinkingLedger:
         assistant = _content_blocks(messages[-2].get("content"))
         if not results or messages[-2].get("role") != "assistant":
             return None
+        where = f"messages.{len(messages) - 2}.content.0.type"
+        first = assistant[0] if assistant else {}
+        if first.get("type") not in ("thinking", "redacted_thinking"):
+            return (
+                f"{where}: Expected `thinking` or `redacted_thinking`, but found "
+                f"`{first.get('type', 'nothing')}`. When `thinking` is enabled, a final "
+                "`assistant` message must start with a thinking block (preceding the lastmost "
+                "set of `tool_use` and `tool_result` blocks). We recommend you include thinking "
+                "blocks from previous turns. To avoid this requirement, disable `thinking`."
+            )
         issued = next(
             (
                 self._by_tool_use[b["id"]]
@@ -348,14 +363,10 @@ class ThinkingLedger:
             ),
             None,
         )
-        if issued is None:
-            return None  # the model did not think before these tool calls
-        first = assistant[0] if assistant else {}
-        if first != issued:
-            found = first.get("type", "nothing")
+        if issued is not None and first != issued:
             return (
-                f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
-                f"`redacted_thinking`, but found `{found}`. When thinking is enabled, the final "
+                f"{where}: Expected `thinking` or `redacted_thinking`, but found "
+                f"`{first.get('type', 'nothing')}`. When thinking is enabled, the final "
                 "assistant message must start with the thinking block that preceded its tool "
                 "calls, unchanged. Send the thinking blocks back as you received them."
             )

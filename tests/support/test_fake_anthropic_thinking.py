@@ -218,3 +218,66 @@ async def test_a_thinking_block_cannot_carry_cache_control(fake_anthropic: FakeA
     messages[1]["content"][0]["cache_control"] = {"type": "ephemeral"}
     with pytest.raises(anthropic.BadRequestError, match="Thinking blocks cannot be marked"):
         await stream(fake_anthropic, model="claude-sonnet-5", messages=messages)
+
+
+# A tool turn the server never answered (an imported session's), closed by the client.
+FOREIGN_TOOL_TURN = [
+    *ASK,
+    {
+        "role": "assistant",
+        "content": [{"type": "tool_use", "id": "toolu_cc1", "name": "Bash", "input": {}}],
+    },
+]
+CLOSED = {"type": "tool_result", "tool_use_id": "toolu_cc1", "content": "not run", "is_error": True}
+
+
+@pytest.mark.parametrize(
+    "last_user",
+    [[CLOSED], [CLOSED, {"type": "text", "text": "and now?"}]],
+    ids=["results-only", "results-then-a-new-message"],
+)
+@pytest.mark.parametrize(
+    ("model", "params"),
+    [
+        ("claude-opus-4-8", {"thinking": SUMMARIZED}),
+        ("claude-sonnet-5", {}),
+        ("claude-fable-5", {}),
+        ("claude-haiku-4-5", {"thinking": {"type": "enabled", "budget_tokens": 2000}}),
+    ],
+)
+async def test_with_thinking_on_a_tool_turn_that_never_thought_cannot_be_continued(
+    fake_anthropic: FakeAnthropic, model: str, params: dict[str, Any], last_user: list[Any]
+) -> None:
+    messages = [*FOREIGN_TOOL_TURN, {"role": "user", "content": last_user}]
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        await stream(fake_anthropic, model=model, messages=messages, **params)
+    assert "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found " in (
+        caught.value.api_message
+    )
+
+
+@pytest.mark.parametrize(
+    ("model", "params"),
+    [("claude-opus-4-8", {}), ("claude-sonnet-5", {"thinking": {"type": "disabled"}})],
+)
+async def test_without_thinking_a_tool_turn_that_never_thought_can_be_continued(
+    fake_anthropic: FakeAnthropic, model: str, params: dict[str, Any]
+) -> None:
+    messages = [*FOREIGN_TOOL_TURN, {"role": "user", "content": [CLOSED]}]
+    fake_anthropic.enqueue(Reply.text("ok"))
+    _, final = await stream(fake_anthropic, model=model, messages=messages, **params)
+    assert final.content[-1].text == "ok"
+
+
+async def test_with_thinking_on_a_closed_tool_turn_before_an_answer_is_no_longer_checked(
+    fake_anthropic: FakeAnthropic,
+) -> None:
+    messages = [
+        *FOREIGN_TOOL_TURN,
+        {"role": "user", "content": [CLOSED]},
+        {"role": "assistant", "content": [{"type": "text", "text": "It did not run."}]},
+        {"role": "user", "content": "try again later then"},
+    ]
+    fake_anthropic.enqueue(Reply.text("ok"))
+    _, final = await stream(fake_anthropic, model="claude-fable-5", messages=messages)
+    assert final.content[-1].text == "ok"
