@@ -14,12 +14,16 @@ def _norm(name: str) -> str:
 def main(lock_path: str) -> None:
     with open(lock_path, encoding="utf-8") as lock:
         pins = re.findall(r"^([A-Za-z0-9_.-]+)==([^ ;\\]+)", lock.read(), re.M)
-    locked = {_norm(name): version for name, version in pins}
+    # A universal lock may pin a package twice, under markers (numpy for Python < 3.12 and
+    # for 3.12+): an installed version differs when it is none of them.
+    locked: dict[str, set[str]] = {}
+    for name, version in pins:
+        locked.setdefault(_norm(name), set()).add(version)
     installed = {_norm(d.metadata["Name"]): d.version for d in distributions()}
     changed = [
-        f"    {name}: locked {locked[name]}, installed {version}"
+        f"    {name}: locked {' or '.join(sorted(locked[name]))}, installed {version}"
         for name, version in sorted(installed.items())
-        if name in locked and locked[name] != version
+        if name in locked and version not in locked[name]
     ]
     print("\n".join(changed) or "    none: the lock is at the newest allowed versions")
 
