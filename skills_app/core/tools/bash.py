@@ -37,6 +37,7 @@ Containment, in layers:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import os
 import resource
@@ -45,7 +46,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,20 @@ def build_env(ws: Workspace, extra: Mapping[str, str], home: str = SANDBOX_HOME)
     }
     env.update(check_extra_env(extra))
     return env
+
+
+@contextlib.contextmanager
+def _command_home(sandboxed: bool) -> Iterator[str]:
+    """A command's $HOME: in bubblewrap, SANDBOX_HOME in its own /tmp; without a sandbox, a
+    fresh folder of the host's temporary space, removed afterwards."""
+    if sandboxed:
+        yield SANDBOX_HOME
+        return
+    home = tempfile.mkdtemp(prefix="skillscope-home-")
+    try:
+        yield home
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def _child_setup(
@@ -308,32 +323,17 @@ class BashTool:
         build_env(ws, ctx.env)  # a bad extra variable is refused before anything is reserved
         ws.ensure_layout()  # a previous command may have replaced work/ or out/ with a link
         ws.ensure_tmp()
-        if ctx.storage is None:
-            return await self._run(command, timeout, sandbox, ctx, None)
-        allowance = await ctx.storage.reserve(ws)
-        try:
-            return await self._run(command, timeout, sandbox, ctx, allowance)
-        finally:
-            # Measured and given back even when the run is cancelled mid-command.
-            await asyncio.shield(ctx.storage.settle(ws, allowance))
+        with _command_home(sandbox.sandboxed) as home:
+            if ctx.storage is None:
+                return await self._run(command, timeout, sandbox, ctx, None, home)
+            allowance = await ctx.storage.reserve(ws)
+            try:
+                return await self._run(command, timeout, sandbox, ctx, allowance, home)
+            finally:
+                # Measured and given back even when the run is cancelled mid-command.
+                await asyncio.shield(ctx.storage.settle(ws, allowance))
 
     async def _run(
-        self,
-        command: str,
-        timeout: float,
-        sandbox: SandboxStatus,
-        ctx: ToolContext,
-        allowance: Allowance | None,
-    ) -> ToolResult:
-        # Without a sandbox, a fresh folder of the host's temporary space, removed afterwards.
-        home = SANDBOX_HOME if sandbox.sandboxed else tempfile.mkdtemp(prefix="skillscope-home-")
-        try:
-            return await self._run_in(command, timeout, sandbox, ctx, allowance, home)
-        finally:
-            if not sandbox.sandboxed:
-                shutil.rmtree(home, ignore_errors=True)
-
-    async def _run_in(
         self,
         command: str,
         timeout: float,
