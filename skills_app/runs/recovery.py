@@ -6,8 +6,9 @@ beating (WORKER_STALE_SECONDS, seconds) or its own heartbeat is stale (RUN_STALE
 backstop for inline runs and for a run task that died inside a live worker). A queued run is
 never orphaned: it waits for a worker however long.
 
-Who looks: every worker, and every web process once a browser has connected to it (daphne has no
-start-up hook; the first websocket starts the sweep, `ensure_sweeping`), each every quarter of a
+Who looks: every worker, and every web process once a browser or a probe has reached it (daphne
+has no start-up hook; the first websocket or `/readyz` starts the sweep, owned by the process and
+not by that request, `ensure_sweeping`), each every quarter of a
 worker heartbeat, in a database thread of its own. Web processes matter when the only worker
 dies: nobody else would notice. `manage.py bootstrap` and a new message or a Stop in the
 conversation check too.
@@ -16,6 +17,7 @@ conversation check too.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import math
 from datetime import timedelta
@@ -31,7 +33,7 @@ from skills_app.core.outages import Outage, RateLimited
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.models import Approval, Conversation, Run, RunEvent
 from skills_app.runs import eventlog, liveness, store, tasks, textlog
-from skills_app.runs.broadcast import broadcast_events
+from skills_app.runs.broadcast import broadcast_events, prepare, publish
 
 logger = logging.getLogger(__name__)
 
@@ -94,15 +96,21 @@ def interrupt_runs(run_ids: list[int]) -> list[RunEvent]:
 
 
 async def sweep_forever(database: liveness.DatabaseThread) -> None:
-    """Sweep now and then every quarter of a worker heartbeat, until cancelled."""
+    """Sweep now and then every quarter of a worker heartbeat, until cancelled.
+
+    Events whose announcement failed (the channel layer away, a render failing) stay pending
+    and are sent again next round, until they go out: a tab is told even when the first try was
+    not heard. Tabs drop a seq they already have, so a repeat is harmless.
+    """
     rounds = 0
     outage = Outage("the database", logger, who="the sweep for orphaned runs")
     failures = RateLimited(logger)
+    pending: list[RunEvent] = []
     while True:
         try:
-            events = await database.run(sweep, database.continuity.seconds())
-            if events:
-                await broadcast_events(events)
+            pending.extend(await database.run(sweep, database.continuity.seconds()))
+            if pending:
+                await _announce(database, pending)
             rounds += 1
             if rounds % PRUNE_EVERY == 0:
                 await database.run(liveness.forget_old_workers)
@@ -115,13 +123,34 @@ async def sweep_forever(database: liveness.DatabaseThread) -> None:
         await asyncio.sleep(liveness.sweep_interval())
 
 
+async def _announce(database: liveness.DatabaseThread, pending: list[RunEvent]) -> None:
+    """Announce the pending events in order, removing each once it went out."""
+    # Rendered in the sweep's own database thread: it needs no executor of anyone else's.
+    ready = await database.run(prepare, list(pending))
+    # An event `prepare` could not type was logged there and will never go out: not kept.
+    pending[:] = [row for row, _, _ in ready]
+    for row, event, fragments in ready:
+        await publish(row.conversation_id, row.seq, event, hidden=row.hidden, fragments=fragments)
+        pending.pop(0)
+
+
 # This process's sweep (web processes): its task, and the thread it queries the database from.
 _sweeper: asyncio.Task[None] | None = None
 _sweep_database: liveness.DatabaseThread | None = None
 
 
 def ensure_sweeping() -> None:
-    """Start this web process's sweep when runs go to workers (once; again if its loop ended)."""
+    """Start this web process's sweep when runs go to workers (once; again if its loop ended).
+
+    The sweep belongs to the process, not to the request that happens to start it (daphne has
+    no ASGI lifespan to start it from). It runs in a fresh, empty context: a task inherits its
+    creator's context, and a request's holds asgiref's executor for that request's sync thread,
+    which quits when the request ends; every later `sync_to_async` of the sweep then failed
+    ("CurrentThreadExecutor already quit"), so runs were marked interrupted and no tab was told.
+    In an empty context asgiref uses its process-wide thread, which lives as long as the process.
+    A thread and loop of its own would work too, but the sweep announces through this loop's
+    channel layer (its Redis connections belong to this loop), so it stays on this loop.
+    """
     global _sweeper, _sweep_database
     if settings.RUN_EXECUTOR != "worker":
         return
@@ -130,7 +159,7 @@ def ensure_sweeping() -> None:
     if _sweep_database is None:
         _sweep_database = liveness.DatabaseThread("skillscope-sweep")
     _sweeper = asyncio.get_running_loop().create_task(
-        sweep_forever(_sweep_database), name="skillscope-sweep"
+        sweep_forever(_sweep_database), name="skillscope-sweep", context=contextvars.Context()
     )
 
 

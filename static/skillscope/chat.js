@@ -13,12 +13,14 @@
   const live = document.getElementById("live");
   const form = document.getElementById("composer");
   const input = document.getElementById("message-input");
-  const statusLine = document.getElementById("connection");
   const menu = document.getElementById("slash-menu");
   const skills = JSON.parse(document.getElementById("skills-data").textContent || "[]");
 
   function status(text) {
-    statusLine.textContent = text;
+    // Looked up each time: the server's answer to a resume replaces the element (out of band).
+    const line = document.getElementById("connection");
+    // Set only when it changes: a screen reader announces "Reconnecting…" once, not per try.
+    if (line && line.textContent !== text) line.textContent = text;
   }
 
   function nearBottom() {
@@ -27,21 +29,65 @@
 
   // -- the socket: resume after the last applied seq -----------------------------------------
 
+  // Reconnecting: first try within a second, then a capped, jittered backoff (never more than
+  // RECONNECT_CAP_MS apart; htmx's default waits up to 64 s), and at once when the page is shown
+  // again or the network is back. The extension reconnects by itself after 1006, 1011, 1012 and
+  // 1013; after any other close that is not a refusal (1001 from a server going away) we do.
+  const RECONNECT_CAP_MS = 5000;
+  function reconnectDelay(retries) {
+    const ceiling = Math.min(RECONNECT_CAP_MS, 800 * 2 ** retries);
+    return ceiling / 2 + (Math.random() * ceiling) / 2;
+  }
+  htmx.config.wsReconnectDelay = reconnectDelay;
+  const EXTENSION_RETRIES = [1006, 1011, 1012, 1013];
+  const REFUSED = [4401, 4403];
+  let socketWrapper = null;
+  let openSocket = null;
+  let connected = false;
+  let ownRetries = 0;
+  let ownTimer = null;
+
+  function reconnectNow() {
+    if (connected || !socketWrapper) return;
+    if (ownTimer) clearTimeout(ownTimer);
+    ownTimer = null;
+    // The extension's own timer, if one is pending, opens one more socket later: that one
+    // replaces this one (a close with 1005, ignored below) and resumes after the same seq.
+    socketWrapper.reconnect();
+  }
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") reconnectNow();
+  });
+  window.addEventListener("online", reconnectNow);
+
   chat.addEventListener("htmx:wsOpen", (event) => {
+    socketWrapper = event.detail.socketWrapper;
+    openSocket = event.detail.event.target;
+    connected = true;
+    ownRetries = 0;
     const seq = parseInt(document.getElementById("chat-seq").dataset.seq || "0", 10) || 0;
     event.detail.socketWrapper.send(JSON.stringify({ action: "resume", after: seq }));
   });
 
   chat.addEventListener("htmx:wsClose", (event) => {
-    if (event.detail.event.code === 4401) {
+    const closed = event.detail.event;
+    socketWrapper = event.detail.socketWrapper;
+    // A socket the extension discarded for a newer one (client-side close, 1005) is no news.
+    if (closed.code === 1005 || (openSocket && closed.target !== openSocket && connected)) return;
+    connected = false;
+    if (closed.code === 4401) {
       // The account changed (a role taken, signed out elsewhere): the whole page is shown
       // again as the account now allows, or the login page is.
       status("Your access changed — reloading…");
       window.location.reload();
-    } else if (event.detail.event.code === 4403) {
+    } else if (closed.code === 4403) {
       status("This conversation cannot be opened here. Log in again or go back to the list.");
     } else {
       status("Connection lost — reconnecting…");
+      if (!EXTENSION_RETRIES.includes(closed.code) && !REFUSED.includes(closed.code)) {
+        if (ownTimer) clearTimeout(ownTimer);
+        ownTimer = setTimeout(reconnectNow, reconnectDelay(ownRetries++));
+      }
     }
   });
 

@@ -265,9 +265,9 @@ class Deployment:
             self.host.close()
             self.host = None
 
-    def spawn_web(self, name: str) -> None:
-        """Start a daphne process on a free port, as the web unit does (then `wait_ready`)."""
-        port = free_port()
+    def spawn_web(self, name: str, *, port: int | None = None) -> None:
+        """Start a daphne process on `port` or a free one, as the web unit does (then `wait_ready`)."""
+        port = port or free_port()
         command = [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port)]
         unit_flags = ["--proxy-headers", "--no-server-name", "--access-log", "/dev/null"]
         self._spawn(name, [*command, *unit_flags, "webapp.asgi:application"])

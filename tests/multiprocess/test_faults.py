@@ -24,134 +24,27 @@ ready, and the logs stay quiet.
 from __future__ import annotations
 
 import asyncio
-import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench.live import STAMP, FakeModel
-from tests.multiprocess.conftest import (
-    PUBLIC_HOST,
-    START_TIMEOUT,
-    Deployment,
-    Postgres,
-    documented_environment,
-    free_port,
-    wait_for_port,
-)
+from bench.live import STAMP
+from tests.multiprocess.cluster import WEBS, WORKERS, Cluster, running_cluster
+from tests.multiprocess.conftest import PUBLIC_HOST
 from tests.multiprocess.wsclient import ConnectionClosed, WebSocket
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 
-WEBS = ("web-a", "web-b")
-WORKERS = ("worker-1", "worker-2")
 Key = tuple[int, int, int, str]
-
-
-# -- the cluster ---------------------------------------------------------------------------------
-
-
-class Redis:
-    """A redis-server that can be stopped and started again on the same port."""
-
-    def __init__(self, logs: Path) -> None:
-        binary = shutil.which("redis-server")
-        assert binary is not None
-        self.binary, self.port, self.logs = binary, free_port(), logs
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", ""],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_for_port(self.port, START_TIMEOUT, process=self.process)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(10)
-            self.process = None
-
-
-class Cluster:
-    """The module's deployment, with its Redis, PostgreSQL and the fake model."""
-
-    def __init__(self, deployment: Deployment, redis: Redis, postgres: Postgres) -> None:
-        self.deployment, self.redis, self.postgres = deployment, redis, postgres
-        self.pids: dict[str, int] = {}
-
-    def start(self, *names: str) -> None:
-        for name in names:
-            if name.startswith("web"):
-                self.deployment.spawn_web(name)
-            else:
-                self.deployment.spawn_worker(name)
-        self.deployment.wait_ready(*names)
-        for name in names:
-            self.pids[name] = self.deployment.processes[name].pid
-
-    def all_running(self) -> dict[str, bool]:
-        """Whether each process of the cluster is the same one, still running."""
-        return {
-            name: name in self.deployment.processes
-            and self.deployment.processes[name].poll() is None
-            and self.deployment.processes[name].pid == pid
-            for name, pid in self.pids.items()
-        }
-
-    def port(self, web: str) -> int:
-        return self.deployment.ports[web]
-
-    def user(self, name: str) -> tuple[int, str]:
-        data = self.deployment.db_tool("setup", name)
-        return data["conversation"], data["session"]
-
-    def state(self, conversation: int) -> dict[str, Any]:
-        return self.deployment.db_tool("state", str(conversation))
 
 
 @pytest.fixture(scope="module")
 def cluster(migrated, collected_static, tmp_path_factory) -> Iterator[Cluster]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed: ./scripts/test.sh installs it")
-    base = tmp_path_factory.mktemp("faults")
-    logs = base / "logs"
-    logs.mkdir()
-    redis = Redis(logs)
-    redis.start()
-    with FakeModel() as model:
-        env = documented_environment(
-            base,
-            DATABASE_URL=migrated.url,
-            REDIS_URL=redis.url,
-            STATIC_ROOT=str(collected_static),
-            ANTHROPIC_BASE_URL=model.url,
-            ANTHROPIC_MAX_RETRIES="0",
-            ANTHROPIC_THINKING="false",
-            CHAT_TITLE_MODEL="none",
-        )
-        # INFO: the fixtures know a worker is ready by the line it logs when it starts.
-        env["LOG_LEVEL"] = "INFO"
-        deployment = Deployment(env=env, logs=logs, redis_url=redis.url)
-        cluster = Cluster(deployment, redis, migrated)
-        try:
-            cluster.start(*WEBS, *WORKERS)
-            yield cluster
-        finally:
-            deployment.stop_all()
-            redis.stop()
+    with running_cluster(migrated, collected_static, tmp_path_factory.mktemp("faults")) as started:
+        yield started
 
 
 # -- a tab, as chat.js applies frames --------------------------------------------------------------

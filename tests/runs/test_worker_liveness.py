@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
+from channels.testing import HttpCommunicator, WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
@@ -27,6 +27,7 @@ from tests.support.worker_helpers import (
     wait_event,
 )
 from tests.support.ws_helpers import receive
+from tests.support.ws_helpers import until as ws_until
 from webapp.asgi import application
 
 # Only the tests that run code in other threads (async ones) need real transactions.
@@ -44,9 +45,12 @@ def _ghost(name: str = "ghost-host pid 9 #dead01", *, silent_for: float) -> Work
     )
 
 
-def _run_of(worker: str, owner, *, text: str = "half an answer") -> Run:
+def _run_of(
+    worker: str, owner, *, text: str = "half an answer", conversation: Conversation | None = None
+) -> Run:
     """A run the worker executes, its own heartbeat fresh, with some text already streamed."""
-    conversation = Conversation.objects.create(owner=owner)
+    if conversation is None:
+        conversation = Conversation.objects.create(owner=owner)
     run = Run.objects.create(
         conversation=conversation,
         status=Run.RUNNING,
@@ -165,6 +169,101 @@ async def test_a_web_process_notices_a_dead_worker_when_no_worker_is_left(
         await tab.disconnect()
         if recovery._sweeper is not None:
             recovery._sweeper.cancel()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_sweep_a_probe_started_still_tells_the_tab_after_the_probe_ended(
+    worker_fake, layer, alice
+):
+    """`/readyz` reached the process first and ended: its sweep must not die with its context."""
+    if recovery._sweeper is not None:
+        recovery._sweeper.cancel()
+    probe = HttpCommunicator(application, "GET", "/readyz")
+    assert (await probe.get_response(timeout=10))["status"] in (200, 503)
+    conversation = await Conversation.objects.acreate(owner=alice)
+    cookie = await sync_to_async(_session_cookie)(alice)
+    tab = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation.pk}/",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    assert (await tab.connect(timeout=10))[0]
+    try:
+        await tab.send_json_to({"action": "resume", "after": 0})
+        while (await receive(tab))["type"] != "resumed":
+            pass
+        # The worker died after the tab resumed: only the live announcement can tell it.
+        ghost = await sync_to_async(_ghost)(silent_for=60)
+        run = await sync_to_async(_run_of)(ghost.name, alice, conversation=conversation)
+        deadline = asyncio.get_running_loop().time() + 5
+        while True:
+            frame = await receive(tab, timeout=deadline - asyncio.get_running_loop().time())
+            if frame.get("type") == "run.finished":
+                break
+        assert frame["status"] == Run.INTERRUPTED
+        assert await sync_to_async(status)(run.pk) == Run.INTERRUPTED
+    finally:
+        await tab.disconnect()
+        if recovery._sweeper is not None:
+            recovery._sweeper.cancel()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_announcement_that_failed_is_sent_again_and_a_resume_shows_it_anyway(
+    worker_fake, layer, alice, monkeypatch
+):
+    failed: list[int] = []
+    publish = recovery.publish
+
+    async def flaky(conversation_id, seq, *args, **kwargs):
+        if not failed:
+            failed.append(seq)
+            raise ConnectionError("the channel layer is away")
+        await publish(conversation_id, seq, *args, **kwargs)
+
+    monkeypatch.setattr(recovery, "publish", flaky)
+    conversation = await Conversation.objects.acreate(owner=alice)
+    tab = await _resumed_tab(alice, conversation.pk)
+    await until_frame(tab, "resumed", timeout=5)
+    try:
+        ghost = await sync_to_async(_ghost)(silent_for=60)
+        run = await sync_to_async(_run_of)(ghost.name, alice, conversation=conversation)
+        recovery.ensure_sweeping()
+        frames = await until_frame(tab, "run.finished", timeout=5)
+        assert failed and frames[-1]["status"] == Run.INTERRUPTED
+        seqs = [f["seq"] for f in frames if "seq" in f]
+        assert seqs == sorted(set(seqs)) and failed[0] in seqs
+    finally:
+        await tab.disconnect()
+        if recovery._sweeper is not None:
+            recovery._sweeper.cancel()
+    # A tab opened later is told by the stored rows, whatever happened to the announcement.
+    late = await _resumed_tab(alice, conversation.pk)
+    try:
+        frames = await until_frame(late, "resumed", timeout=5)
+        finished = [f for f in frames if f["type"] == "run.finished"]
+        assert [f["status"] for f in finished] == [Run.INTERRUPTED]
+        assert await sync_to_async(status)(run.pk) == Run.INTERRUPTED
+    finally:
+        await late.disconnect()
+
+
+async def _resumed_tab(user, conversation_id: int) -> WebsocketCommunicator:
+    """A tab connected to the conversation that sent `resume` (its frames left to read)."""
+    cookie = await sync_to_async(_session_cookie)(user)
+    tab = WebsocketCommunicator(
+        application,
+        f"/ws/conversations/{conversation_id}/",
+        headers=[(b"origin", b"http://127.0.0.1"), (b"cookie", f"sessionid={cookie}".encode())],
+    )
+    assert (await tab.connect(timeout=10))[0]
+    await tab.send_json_to({"action": "resume", "after": 0})
+    return tab
+
+
+async def until_frame(tab, frame_type: str, *, timeout: float) -> list[dict]:
+    """The frames read until one of `frame_type` (inclusive), within `timeout` seconds."""
+    return await ws_until(tab, lambda f: f.get("type") == frame_type, timeout=timeout)
 
 
 def _session_cookie(user) -> str:
