@@ -222,6 +222,14 @@ def grant_rule_for(call: ToolCall) -> Rule:
     return Rule("allow", tool, spec, text, "conversation")
 
 
+_TRAILING_SPACE = re.compile(r"\s+$")
+_TRAILING_CLASSES = re.compile(r"(?:\[\s\])+$")
+
+
+def _as_classes(match: re.Match[str]) -> str:
+    return "".join(f"[{c}]" for c in match.group())
+
+
 def call_as_rule_text(call: ToolCall) -> str:
     """Show a call in rule syntax, e.g. `Bash(git push origin main)` or `Edit(./out/report.md)`."""
     tool, data = call.tool, call.input
@@ -232,7 +240,9 @@ def call_as_rule_text(call: ToolCall) -> str:
         spec = " ".join(skill_subjects(call)[-1].split())
     elif tool in ("Read", "Edit", "Write"):
         path = str_field(data, "file_path", "path")
-        spec = _rule_path(path) if path else ""
+        # Rule text is stripped when parsed: whitespace that ends the path is shown as the
+        # character classes a grant uses (`./notes[ ]`), which parse_call reads back.
+        spec = _TRAILING_SPACE.sub(_as_classes, _rule_path(path)) if path else ""
     elif tool == "Glob":
         pattern, path = str_field(data, "pattern"), str_field(data, "path")
         spec = posixpath.join(path, pattern) if path else pattern
@@ -259,6 +269,7 @@ def parse_call(text: str) -> ToolCall:
         if args.strip():
             data["args"] = args.strip()
     elif tool in ("Read", "Edit", "Write"):
+        spec = _TRAILING_CLASSES.sub(lambda m: "".join(m.group()[1::3]), spec)
         data = {"file_path": spec[1:] if spec.startswith("//") else spec}
     elif tool in ("Glob", "Grep"):
         data = {"pattern": spec}
