@@ -41,6 +41,7 @@
   htmx.config.wsReconnectDelay = reconnectDelay;
   const EXTENSION_RETRIES = [1006, 1011, 1012, 1013];
   const REFUSED = [4401, 4403];
+  const DATABASE_AWAY = 4503;
   let socketWrapper = null;
   let openSocket = null;
   let connected = false;
@@ -143,7 +144,8 @@
     } else if (closed.code === 4403) {
       status("This conversation cannot be opened here. Log in again or go back to the list.");
     } else {
-      status("Connection lost — reconnecting…");
+      // 4503: the server is up but cannot reach its database (chat/database_away.py).
+      status(closed.code === DATABASE_AWAY ? "The server cannot reach its database; retrying…" : "Connection lost — reconnecting…");
       if (!EXTENSION_RETRIES.includes(closed.code) && !REFUSED.includes(closed.code)) {
         if (ownTimer) clearTimeout(ownTimer);
         ownTimer = setTimeout(reconnectNow, reconnectDelay(ownRetries++));
