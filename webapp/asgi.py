@@ -22,6 +22,7 @@ with exit_on_config_error():
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402
 
+from skills_app.chat.database_away import DatabaseAway  # noqa: E402
 from skills_app.core.llm import load_sdk  # noqa: E402
 from skills_app.routing import channel_routes, websocket_urlpatterns  # noqa: E402
 from webapp.wsorigin import SameOriginValidator  # noqa: E402
@@ -29,8 +30,11 @@ from webapp.wsorigin import SameOriginValidator  # noqa: E402
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        # Exact scheme, host and port, as Django's CSRF check decides (webapp/wsorigin.py).
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        # Exact scheme, host and port, as Django's CSRF check decides (webapp/wsorigin.py); a
+        # database that is away closes the socket with a code the page understands.
+        "websocket": SameOriginValidator(
+            DatabaseAway(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+        ),
         "channel": ChannelNameRouter(channel_routes),
     }
 )

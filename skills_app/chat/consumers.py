@@ -2,7 +2,9 @@
 
 The browser sends JSON: `{"action": "resume", "after": SEQ}` on every (re)connect, and the forms
 of the page (htmx `ws-send`) send the actions of `chat.actions` (send, retry, stop, approve,
-cancel, edit, regenerate) with their fields. The
+cancel, edit, regenerate) with their fields, each with an `action_id` the tab made: the
+server takes an action once (`chat.receipts`) and acknowledges it after, however many times
+the tab sent it (it sends again after a reconnect what was not acknowledged). The
 server sends what `chat.frames` describes: stored events as htmx out-of-band fragments headed by
 their seq, streamed text as JSON.
 
@@ -29,13 +31,14 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from skills_app.accounts.lockout import account_barred
 from skills_app.accounts.sessions import allowed_user, user_group
-from skills_app.chat import actions, frames
+from skills_app.chat import actions, frames, receipts
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
 from skills_app.chat.event_views import live_frame
 from skills_app.chat.fragments import replay_html
@@ -140,6 +143,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 f"Unknown action {action!r}: use one of resume, {', '.join(actions.ACTIONS)}."
             )
             return
+        try:
+            action_id = receipts.action_id(content.get("action_id"))
+        except receipts.ReceiptError as exc:
+            await self._error(str(exc))
+            return
         allowed, barred = await self._still_allowed(barring=action != "resume")
         if not allowed:
             await self._error(
@@ -155,6 +163,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 # A tab opened before a lockout or a deactivation starts nothing more.
                 await self._error(barred, retry=False)
                 await self.close(code=REFUSED)
+                return
+            if action_id is not None and not await self._first_time(action_id, action):
+                # Sent again after a reconnect: it was taken when it first came.
+                await self.send(text_data=frames.acknowledged(str(action_id)))
                 return
             with collecting() as announced:
                 info = await actions.perform(
@@ -172,6 +184,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._relay_own(announced)
             if info:
                 await self.send(text_data=frames.status(info))
+        if action_id is not None:
+            await self.send(text_data=frames.acknowledged(str(action_id)))
 
     async def resume(self, after: Any) -> None:
         """Send what was stored after `after` and the text of open streams, then go live."""
@@ -339,6 +353,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return False, ""
         self.can_inspect = user.has_perm(INSPECT_PERMISSION)
         return True, account_barred(self.user_id) if barring else ""
+
+    @database_sync_to_async
+    def _first_time(self, action_id: uuid.UUID, action: str) -> bool:
+        return receipts.record(self.user_id, action_id, action, self.conversation_id)
 
     @database_sync_to_async
     def _replay(

@@ -6,6 +6,8 @@ fragments it swaps into the page. A stored event's frame starts with the sequenc
 own: the client resumes from its `data-seq` after a reconnect. Streamed text is JSON (the client
 appends it itself, as text, never as HTML): `{"type": "text.delta" | "thinking.delta", "run",
 "call", "index", "offset", "text"}`; offset 0 starts (or restarts, after a reconnect) the block.
+An action the tab sent with an `action_id` is acknowledged with the JSON
+`{"type": "action.ack", "action_id"}` once it was taken or refused (`chat.receipts`).
 
 `parse` reads a frame back into a dict (type, seq, html, text, and the JSON fields): for the
 tests and the benchmarks, which watch the wire like a browser does.
@@ -57,6 +59,11 @@ def calling(run_id: int, call: int, index: int, tool_name: str) -> str:
         f'<div class="bubble assistant"><div class="live-text">Calling {escape(tool_name)}…</div>'
         "</div></div></div>"
     )
+
+
+def acknowledged(action_id: str) -> str:
+    """The action the tab sent with this id was taken (or refused): it stops showing it pending."""
+    return json.dumps({"type": "action.ack", "action_id": action_id})
 
 
 def resumed(seq: int) -> str:

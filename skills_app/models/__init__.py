@@ -19,6 +19,7 @@ from skills_app.models.organisation import (
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
 from skills_app.models.preferences import UserPreference
 from skills_app.models.queued import QueuedMessage
+from skills_app.models.receipts import ActionReceipt
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.review import SkillReview
 from skills_app.models.runs import Run, StreamPiece, Worker
@@ -27,6 +28,7 @@ from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
 
 __all__ = [
+    "ActionReceipt",
     "GroupPolicy",
     "SkillAccess",
     "SpendCounter",

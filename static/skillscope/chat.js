@@ -33,7 +33,9 @@
   // RECONNECT_CAP_MS apart; htmx's default waits up to 64 s), and at once when the page is shown
   // again or the network is back. The extension reconnects by itself after 1006, 1011, 1012 and
   // 1013; after any other close that is not a refusal (1001 from a server going away) we do.
-  const RECONNECT_CAP_MS = 5000;
+  // The cap is under the 5 s a tab has to stream again once its server serves (issue 44): a tab
+  // waiting 5 s between tries could not, whatever the server did.
+  const RECONNECT_CAP_MS = 3000;
   function reconnectDelay(retries) {
     const ceiling = Math.min(RECONNECT_CAP_MS, 800 * 2 ** retries);
     return ceiling / 2 + (Math.random() * ceiling) / 2;
@@ -41,6 +43,7 @@
   htmx.config.wsReconnectDelay = reconnectDelay;
   const EXTENSION_RETRIES = [1006, 1011, 1012, 1013];
   const REFUSED = [4401, 4403];
+  const DATABASE_AWAY = 4503;
   let socketWrapper = null;
   let openSocket = null;
   let connected = false;
@@ -67,7 +70,67 @@
     ownRetries = 0;
     const seq = parseInt(document.getElementById("chat-seq").dataset.seq || "0", 10) || 0;
     event.detail.socketWrapper.send(JSON.stringify({ action: "resume", after: seq }));
+    resendUnacknowledged(event.detail.socketWrapper);
   });
+
+  // -- actions: each one has an id, shows pending until the server acknowledges it ------------
+
+  // A frame written to a socket that was closing (its web process stopped) may never have been
+  // read: an action without an acknowledgement is sent again, with the same id, on the next
+  // connection. The server takes an action once per id (chat/receipts.py).
+  const unacknowledged = new Map(); // action id -> {body, button, label, sent}
+
+  chat.addEventListener("htmx:wsConfigSend", (event) => {
+    const detail = event.detail;
+    const id = newId();
+    const fields = Object.assign({}, detail.parameters, { action_id: id });
+    if (detail.headers) fields.HEADERS = detail.headers;
+    detail.messageBody = JSON.stringify(fields);
+    const submitter = detail.triggeringEvent && detail.triggeringEvent.submitter;
+    const button = submitter || event.target.querySelector("button[type=submit], button:not([type])");
+    unacknowledged.set(id, { body: detail.messageBody, button, label: null, sent: false });
+    if (button) {
+      unacknowledged.get(id).label = button.textContent;
+      button.disabled = true;
+      button.setAttribute("aria-busy", "true");
+      // Icon buttons (Regenerate) keep their look: their name says it.
+      if (button.textContent.trim()) button.textContent = "Sending…";
+    }
+  });
+
+  // Sent on a socket now (the extension keeps what is sent while closed, and sends it on open).
+  chat.addEventListener("htmx:wsAfterSend", (event) => {
+    for (const pending of unacknowledged.values()) {
+      if (pending.body === event.detail.message) pending.sent = true;
+    }
+  });
+
+  // crypto.randomUUID needs a secure context; a site on plain HTTP still gets a v4 uuid.
+  function newId() {
+    const bytes = crypto.getRandomValues(new Uint8Array(16));
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+    return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+  }
+
+  function resendUnacknowledged(wrapper) {
+    for (const pending of unacknowledged.values()) {
+      // Those never sent go out from the extension's queue right after this.
+      if (pending.sent) wrapper.sendImmediately(pending.body);
+    }
+  }
+
+  function acknowledged(id) {
+    const pending = unacknowledged.get(id);
+    if (!pending) return;
+    unacknowledged.delete(id);
+    const button = pending.button;
+    if (!button) return;
+    button.disabled = false;
+    button.removeAttribute("aria-busy");
+    if (pending.label !== null && button.textContent === "Sending…") button.textContent = pending.label;
+  }
 
   chat.addEventListener("htmx:wsClose", (event) => {
     const closed = event.detail.event;
@@ -83,7 +146,8 @@
     } else if (closed.code === 4403) {
       status("This conversation cannot be opened here. Log in again or go back to the list.");
     } else {
-      status("Connection lost — reconnecting…");
+      // 4503: the server is up but cannot reach its database (chat/database_away.py).
+      status(closed.code === DATABASE_AWAY ? "The server cannot reach its database; retrying…" : "Connection lost — reconnecting…");
       if (!EXTENSION_RETRIES.includes(closed.code) && !REFUSED.includes(closed.code)) {
         if (ownTimer) clearTimeout(ownTimer);
         ownTimer = setTimeout(reconnectNow, reconnectDelay(ownRetries++));
@@ -103,7 +167,9 @@
     } catch (_err) {
       return;
     }
-    if (frame.type === "text.delta" || frame.type === "thinking.delta") {
+    if (frame.type === "action.ack") {
+      acknowledged(frame.action_id);
+    } else if (frame.type === "text.delta" || frame.type === "thinking.delta") {
       appendText(frame);
       if (stick) window.scrollTo(0, document.body.scrollHeight);
     }

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 
 from bench.live import STAMP
+from skills_app.chat.database_away import DATABASE_AWAY
 from tests.multiprocess.cluster import WEBS, WORKERS, Cluster, running_cluster
 from tests.multiprocess.conftest import PUBLIC_HOST
 from tests.multiprocess.wsclient import ConnectionClosed, WebSocket
@@ -218,6 +219,27 @@ async def serves_again(cluster: Cluster, name: str, web: str = "web-b") -> None:
     assert all(cluster.all_running().values()), cluster.all_running()
 
 
+async def refused_code(cluster: Cluster, web: str, conversation: int, session: str) -> int:
+    """The close code of a new websocket to `web` that the server closes at once."""
+    ws = await WebSocket.connect(
+        "127.0.0.1",
+        cluster.port(web),
+        f"/ws/conversations/{conversation}/",
+        headers={
+            "Host": PUBLIC_HOST,
+            "Origin": f"https://{PUBLIC_HOST}",
+            "Cookie": f"sessionid={session}",
+        },
+    )
+    try:
+        frame = await ws.receive_frame(timeout=15)
+    except ConnectionClosed as closed:
+        return int(str(closed).rsplit(" ", 1)[-1], 16)
+    finally:
+        await ws.close()
+    raise AssertionError(f"not closed: {frame}")
+
+
 def log_sizes(cluster: Cluster) -> dict[str, int]:
     return {name: len(cluster.deployment.log(name)) for name in (*WEBS, *WORKERS)}
 
@@ -305,6 +327,9 @@ async def test_postgresql_stopped_for_10_seconds_mid_answer(cluster):
         await tab.read_for(10)  # the outage itself (the model goes on streaming meanwhile)
         code, _, body = cluster.deployment.get("web-b", "/readyz")
         assert code == 503 and '"database": "unreachable"' in body, body
+        # A tab that connects meanwhile is told why (4503), each time it tries.
+        for _ in range(3):
+            assert await refused_code(cluster, "web-b", conversation, session) == DATABASE_AWAY
         await asyncio.to_thread(cluster.postgres.start)
         await tab.until(finished(), timeout=90)
         # Not taken for dead: the answer finished, nobody was interrupted or buried.
@@ -315,6 +340,13 @@ async def test_postgresql_stopped_for_10_seconds_mid_answer(cluster):
             assert not any("taken for dead" in m for m in messages), name
             assert "back" in outage_lines(cluster, name, "the database"), name
         await serves_again(cluster, "faults-pg-after")
+        # The web process logged the outage once and its end once, not a traceback per try.
+        entries = cluster.deployment.log_entries("web-b")
+        refused = [
+            e["state"] for e in entries if e["message"].startswith("websocket connections: ")
+        ]
+        assert refused == ["lost", "back"], refused
+        assert "Exception inside application" not in cluster.deployment.log("web-b")
     except BaseException:
         fail_with_logs(cluster)
         raise
