@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Refresh the lock files from pyproject.toml's ranges: requirements/test.txt (the app and its
-# tests) and requirements/app.txt (the app alone, held to the same versions). Every package is
+# tests), requirements/app.txt (the app alone, held to the same versions) and requirements/uv.txt
+# (the uv that scripts/setup.sh installs them with). Every package is
 # pinned with the hashes of its files. Run it after changing a range in pyproject.toml, or to move
-# the lock to newer releases once scripts/test-newest.sh has passed with them; commit both files.
+# the lock to newer releases once scripts/test-newest.sh has passed with them; commit the three files.
 # Extra arguments go to `uv pip compile`, e.g. --upgrade-package anthropic.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,4 +21,7 @@ compile=("$tools/bin/uv" pip compile pyproject.toml --quiet --generate-hashes --
 "${compile[@]}" --extra test -o requirements/test.txt "$@"
 # The app's lock takes the test lock's versions, so both install the same release of a package.
 "${compile[@]}" --constraint requirements/test.txt -o requirements/app.txt "$@"
-echo "==> requirements/test.txt and requirements/app.txt refreshed; commit both"
+# uv itself, which scripts/setup.sh installs the locks with, pinned with its hashes.
+"$tools/bin/uv" pip compile --quiet --generate-hashes --universal --python-version 3.11 \
+  --custom-compile-command scripts/lock.sh -o requirements/uv.txt - <<<"uv==$UV_VERSION"
+echo "==> requirements/test.txt, app.txt and uv.txt refreshed; commit all three"

@@ -48,7 +48,15 @@ PY
 elif [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
   echo "==> Installing the locked dependencies ($lock)"
   # --require-hashes: a package whose file differs from the one locked is refused, not installed.
-  "$VENV/bin/python" -m pip install --quiet --require-hashes --no-deps -r "$lock"
+  # uv installs the lock (itself pinned with its hashes in requirements/uv.txt): on a fresh
+  # machine it takes 6 s where pip takes 70 (2 cores, 2026-12-06). uv reads no pip.conf, so a
+  # machine that reaches packages only through pip's own configuration falls back to pip.
+  "$VENV/bin/python" -m pip install --quiet --require-hashes --no-deps -r requirements/uv.txt
+  if ! "$VENV/bin/uv" pip install --quiet --require-hashes --no-deps --python "$VENV/bin/python" \
+    -r "$lock"; then
+    echo "==> uv could not install $lock; installing it with pip instead" >&2
+    "$VENV/bin/python" -m pip install --quiet --require-hashes --no-deps -r "$lock"
+  fi
   touch "$stamp"
 fi
 
