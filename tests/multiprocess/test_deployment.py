@@ -3,7 +3,7 @@
 A conversation is driven through web process A and watched from web process B while a worker
 executes the run; the worker is killed mid-run, the tab sees "interrupted" within seconds, and
 the stored history must still be a valid API request. A message sent while no worker runs waits
-a minute in the queue (through a web process restart and an emptied Redis) and is answered when
+15 s in the queue (through a web process restart and an emptied Redis) and is answered when
 a worker starts. Every process runs with the documented env file (see conftest).
 """
 
@@ -29,9 +29,9 @@ pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(300)]
 
 ANSWER = "Streaming across processes works. " * 12
 # How long a message waits with no worker running before one starts. The point is that the run
-# waits (longer than any Redis message lives, 60 s), so the default is a full minute;
-# SKILLSCOPE_TEST_QUEUE_WAIT shortens it only for a quick local iteration.
-QUEUE_WAIT = float(os.environ.get("SKILLSCOPE_TEST_QUEUE_WAIT", "60"))
+# lives in PostgreSQL, not in Redis: the test empties Redis meanwhile (FLUSHALL), which forgets
+# more than the 60 s a Redis channel message lives would, so the wait need not outlast those.
+QUEUE_WAIT = float(os.environ.get("SKILLSCOPE_TEST_QUEUE_WAIT", "15"))
 # A killed worker's run must show as interrupted in a connected tab within this many seconds.
 INTERRUPTED_WITHIN = 5.0
 
@@ -209,7 +209,7 @@ def test_event_and_message_numbers_stay_gap_free_under_concurrent_writers(deploy
     assert result["message_seqs"] == list(range(1, 4 * 8 + 1))
 
 
-async def test_a_message_sent_with_no_worker_running_is_answered_when_one_starts_a_minute_later(
+async def test_a_message_sent_with_no_worker_running_is_answered_when_one_starts_later(
     deployment, fake_anthropic
 ):
     deployment.spawn_web("web-a")
