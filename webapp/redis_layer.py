@@ -75,16 +75,22 @@ return redis.call('ZPOPMIN', KEYS[1], ARGV[1])
 # ARGV: the messages, then each key's capacity, then the time and the expiry. channels-redis's
 # group_send per message, with its cleaning of expired messages folded in; a message over a
 # channel's capacity is dropped, as there. Each message gets its own score (the time plus a
-# microsecond per message): a channel's messages of one batch come out in the order given.
+# microsecond per message): a channel's messages of one batch come out in the order given. The
+# score is counted in whole microseconds and written out digit by digit: `%.6f` of the time plus
+# a fraction could round two neighbours to the same score, and Redis orders equal scores by the
+# message's bytes.
 _SEND_MANY = """
 local n = #KEYS
 local now = tonumber(ARGV[2 * n + 1])
 local expiry = tonumber(ARGV[2 * n + 2])
+local micros = math.floor(now * 1000000)
 local dropped = 0
 for i = 1, n do
     redis.call('ZREMRANGEBYSCORE', KEYS[i], 0, math.floor(now) - expiry)
     if redis.call('ZCOUNT', KEYS[i], '-inf', '+inf') < tonumber(ARGV[n + i]) then
-        redis.call('ZADD', KEYS[i], string.format('%.6f', now + (i - 1) / 1000000), ARGV[i])
+        local at = micros + i - 1
+        local score = string.format('%d.%06d', math.floor(at / 1000000), at % 1000000)
+        redis.call('ZADD', KEYS[i], score, ARGV[i])
         redis.call('EXPIRE', KEYS[i], expiry)
     else
         dropped = dropped + 1

@@ -259,6 +259,23 @@ async def test_a_batch_of_group_messages_goes_out_in_two_round_trips_in_order(re
         await layer.flush()
 
 
+async def test_a_long_batch_comes_out_in_the_order_given(redis_server):
+    """Scores a microsecond apart never round to the same one (found 2026-12-06: `%.6f` of the
+    time plus a fraction gave neighbours one score in about one batch pair in twenty, and Redis
+    then ordered them by their bytes)."""
+    layer = ResilientRedisChannelLayer(hosts=[{"address": redis_server.url}], capacity=1000)
+    tab = await layer.new_channel()
+    await layer.group_add("conversation-8", tab)
+    # Each message's bytes sort before the one sent ahead of it ("back" counts down, and comes
+    # first): equal scores would show as a message out of order.
+    batch = [("conversation-8", {"back": 1000 - n, "type": "t.d", "n": n}) for n in range(200)]
+    for _ in range(5):
+        await layer.group_send_many(batch)
+        got = [(await asyncio.wait_for(layer.receive(tab), 5))["n"] for _ in range(200)]
+        assert got == list(range(200))
+    await layer.flush()
+
+
 async def test_a_batch_keeps_the_capacity_and_survives_a_redis_restart(redis_server):
     worker = _layer(redis_server)
     web = ResilientRedisChannelLayer(hosts=[{"address": redis_server.url}], capacity=2)
