@@ -82,16 +82,24 @@
 
   chat.addEventListener("htmx:wsConfigSend", (event) => {
     const detail = event.detail;
+    const submitter = detail.triggeringEvent && detail.triggeringEvent.submitter;
+    const button = submitter || event.target.querySelector("button[type=submit], button:not([type])");
+    if (button && button.getAttribute("aria-busy") === "true") {
+      // Pressed again while the first press is on its way: nothing is sent, and the form is
+      // not posted the no-JavaScript way either (the extension leaves that to its caller here).
+      detail.triggeringEvent?.preventDefault();
+      event.preventDefault();
+      return;
+    }
     const id = newId();
     const fields = Object.assign({}, detail.parameters, { action_id: id });
     if (detail.headers) fields.HEADERS = detail.headers;
     detail.messageBody = JSON.stringify(fields);
-    const submitter = detail.triggeringEvent && detail.triggeringEvent.submitter;
-    const button = submitter || event.target.querySelector("button[type=submit], button:not([type])");
     unacknowledged.set(id, { body: detail.messageBody, button, label: null, sent: false });
     if (button) {
       unacknowledged.get(id).label = button.textContent;
-      button.disabled = true;
+      // aria-disabled, not disabled: a disabled button drops the keyboard's focus to the page.
+      button.setAttribute("aria-disabled", "true");
       button.setAttribute("aria-busy", "true");
       // Icon buttons (Regenerate) keep their look: their name says it.
       if (button.textContent.trim()) button.textContent = "Sending…";
@@ -127,7 +135,7 @@
     unacknowledged.delete(id);
     const button = pending.button;
     if (!button) return;
-    button.disabled = false;
+    button.removeAttribute("aria-disabled");
     button.removeAttribute("aria-busy");
     if (pending.label !== null && button.textContent === "Sending…") button.textContent = pending.label;
   }
