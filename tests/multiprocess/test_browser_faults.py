@@ -26,6 +26,7 @@ import pytest
 from playwright.async_api import Browser, Page, async_playwright
 
 from bench.live import STAMP
+from tests.browser.pages import REPO
 from tests.multiprocess.cluster import WEBS, WORKERS, Cluster, running_cluster
 from tests.multiprocess.conftest import PUBLIC_HOST
 
@@ -37,6 +38,16 @@ RECONNECTING = "reconnecting"
 INTERRUPTED = "The server process running this answer stopped"
 # How soon a person must be told (issue 44).
 WITHIN = 5.0
+
+
+def _figure(line: str) -> None:
+    """A measured figure, printed and kept in test-artifacts/browser-faults.txt (docs/deploy.md
+    quotes them)."""
+    print(line)
+    artifacts = REPO / "test-artifacts"
+    artifacts.mkdir(exist_ok=True)
+    with (artifacts / "browser-faults.txt").open("a") as out:
+        out.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +207,7 @@ async def test_people_see_a_dead_worker_and_a_restarted_web_process_within_secon
             return INTERRUPTED in text and await retry.count() > 0
 
         await until(victims, interrupted, "interrupted and Retry shown", timeout=WITHIN)
-        print(f"interrupted shown {time.monotonic() - killed_at:.1f} s after the kill")
+        _figure(f"interrupted shown {time.monotonic() - killed_at:.1f} s after the kill")
         # Whoever noticed first told the tabs: no web process's sweep failed to announce.
         for web in WEBS:
             assert "the sweep for orphaned runs failed" not in cluster.deployment.log(web)
@@ -237,7 +248,7 @@ async def test_people_see_a_dead_worker_and_a_restarted_web_process_within_secon
         took = await until(
             restarted, streams_again, "streaming again", timeout=WITHIN, since=serving
         )
-        print(f"streaming again {took:.1f} s after it served")
+        _figure(f"streaming again {took:.1f} s after it served")
         await until(tabs, answered, "the answers finish", timeout=60)
         for tab in tabs:
             await tab.look()
