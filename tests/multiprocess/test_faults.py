@@ -388,7 +388,7 @@ async def test_redis_stopped_for_25_seconds_mid_answer(cluster):
     tab = Tab(cluster, conversation, session)
     await tab.connect("web-a")
     try:
-        await tab.send("paced 10 45")
+        await tab.send("paced 10 33")
         await shows_stamps(tab, 20)
         before = log_sizes(cluster)
         cluster.redis.stop()
@@ -426,7 +426,7 @@ async def test_redis_stopped_for_25_seconds_mid_answer(cluster):
         check_whole(other, cluster.state(other_conversation), expected=100)
         await tab.until(finished(), timeout=90)
         assert tab.statuses[-1] == "done"
-        check_whole(tab, cluster.state(conversation), expected=450)
+        check_whole(tab, cluster.state(conversation), expected=330)
         await other.close()
 
         # Quiet logs: a few lines per process for the time away, one when Redis was lost and
