@@ -281,6 +281,10 @@ async def retry_through_a_hung_web_process(cluster: Cluster, tab: Tab) -> None:
     await tab.page.get_by_role("button", name="Retry").last.click()
     pending = tab.page.locator("button[aria-busy=true]")
     assert await pending.count() == 1, "the pressed Retry does not show it is pending"
+    assert await pending.inner_text() == "Sending…"
+    shots = REPO / "test-artifacts" / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    await tab.page.screenshot(path=str(shots / "44-retry-pending.png"))
     await asyncio.sleep(0.5)  # the frame waits, unread, in the hung process's socket
     cluster.deployment.kill(tab.web, signal.SIGKILL)
     await asyncio.to_thread(cluster.start, tab.web, same_port=True)
