@@ -3,8 +3,9 @@
 # System packages the tests drive for real (Chromium, bubblewrap, redis-server, PostgreSQL) come from Debian.
 # Each phase prints its wall and CPU time. PYTEST_WORKERS sets pytest-xdist's worker count (0 runs
 # the tests in this process). The default, 3 on a 2-core machine, is measured: the multi-process
-# tests spend most of their time waiting (a Redis outage of 60 s, a worker that starts a minute
-# late), and a third worker fills those waits (2026-12-01: 542 s of tests against 581 s with 2).
+# tests spend much of their time waiting (a Redis outage, a run queued with no worker), and a third
+# worker fills those waits (2026-12-01: 542 s of tests against 581 s with 2; 2026-12-06: four
+# workers took 594 s against 601 s with three, the cores being the limit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${SKILLSCOPE_VENV:-.venv}"

@@ -16,8 +16,8 @@ hypothesis.settings.load_profile("skillscope")
 # start their own servers stay together on one worker, in their usual order: the multi-process
 # suite shares one PostgreSQL and one Redis, the browser tests one live server and one Chromium
 # (and some browser tests see what earlier ones left on it, as in a serial run). Both suites are
-# handed out first: the multi-process tests wait most of their six minutes (Redis stopped for
-# 60 s, a worker started a minute late), and the other workers fill the cores meanwhile.
+# handed out first: the multi-process tests wait much of their six minutes (Redis stopped, a run
+# queued with no worker, processes restarted), and the other workers fill the cores meanwhile.
 # Measured, 2026-12-02: two lanes per suite on five workers (each lane its own servers) took
 # longer (702 s against 617 s): the run is bound by the two cores, not by the lanes, and the
 # extra servers only add to the load.
