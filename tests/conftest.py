@@ -1,5 +1,10 @@
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
 import hypothesis
 import pytest
 from django.contrib.auth.models import Permission
@@ -40,6 +45,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if item.get_closest_marker(name) is not None:
                 item.add_marker(pytest.mark.xdist_group(name))
                 break
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Each test's start (seconds since the epoch), its worker and its time, one line per test in
+    test-artifacts/timeline.tsv: which worker ran what, and what came last, when the command's
+    time is looked into."""
+    started = time.time()
+    yield
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    _TIMELINE.parent.mkdir(exist_ok=True)
+    with _TIMELINE.open("a") as out:
+        out.write(f"{started:.2f}\t{worker}\t{time.time() - started:.2f}\t{item.nodeid}\n")
+
+
+_TIMELINE = Path(__file__).resolve().parents[1] / "test-artifacts" / "timeline.tsv"
 
 
 @pytest.hookimpl(trylast=True)
