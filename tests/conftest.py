@@ -63,6 +63,12 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
 _TIMELINE = Path(__file__).resolve().parents[1] / "test-artifacts" / "timeline.tsv"
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Each run starts its own timeline (the workers only append to it)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        _TIMELINE.unlink(missing_ok=True)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Under --dist loadgroup, each grouped test's id carries its group (pytest-xdist's way of
