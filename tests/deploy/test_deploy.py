@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.multiprocess import nginx
 from tests.support.paths import REPO
 from webapp import envfile
 from webapp.configerror import EX_CONFIG
@@ -276,31 +277,14 @@ def test_systemd_analyze_verifies_the_units(tmp_path):
 )
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed")
 def test_nginx_accepts_the_site(tmp_path):
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
-        + ["-nodes", "-days", "1", "-subj", "/CN=skills.example.com"]
-        + ["-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    cert, key = nginx.self_signed(tmp_path)
     site = NGINX_SITE.read_text()
     live = "/etc/letsencrypt/live/skills.example.com"
     assert f"{live}/fullchain.pem" in site and f"{live}/privkey.pem" in site
     site = site.replace(f"{live}/fullchain.pem", str(cert)).replace(f"{live}/privkey.pem", str(key))
-    (tmp_path / "site.conf").write_text(site)
-    temp = " ".join(
-        f"{kind}_temp_path {tmp_path / kind};"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (tmp_path / "nginx.conf").write_text(
-        f"pid {tmp_path / 'nginx.pid'};\nerror_log {tmp_path / 'error.log'};\nevents {{}}\n"
-        f"http {{\n  access_log {tmp_path / 'access.log'};\n  {temp}\n"
-        f"  include {tmp_path / 'site.conf'};\n}}\n"
-    )
+    configuration = nginx.configure(tmp_path, site)
     result = subprocess.run(
-        ["nginx", "-t", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")]
+        ["nginx", "-t", "-p", str(tmp_path), "-c", str(configuration)]
         + ["-e", str(tmp_path / "error.log")],
         capture_output=True,
         text=True,
@@ -443,15 +427,8 @@ def test_systemd_analyze_verifies_the_backup_service_and_timer(tmp_path):
 )
 def test_through_nginx_the_probes_are_404_however_spelled_and_the_site_is_served(tmp_path):
     """The site as installed, running: a stranger gets 404 for the probes, pages pass through."""
-    import socket
     import ssl
-    import time
     import urllib.request
-
-    def free() -> int:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            return int(sock.getsockname()[1])
 
     seen: list[str] = []
 
@@ -469,72 +446,27 @@ def test_through_nginx_the_probes_are_404_however_spelled_and_the_site_is_served
 
     upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
     threading.Thread(target=upstream.serve_forever, daemon=True).start()
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"]
-        + ["-nodes", "-days", "1", "-subj", "/CN=skills.example.com"]
-        + ["-keyout", str(key), "-out", str(cert)],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    http_port, https_port = free(), free()
-    live = "/etc/letsencrypt/live/skills.example.com"
-    site = (
-        NGINX_SITE.read_text()
-        .replace(f"{live}/fullchain.pem", str(cert))
-        .replace(f"{live}/privkey.pem", str(key))
-        .replace("listen [::]:80;", "")
-        .replace("listen [::]:443 ssl;", "")
-        .replace("listen 80;", f"listen 127.0.0.1:{http_port};")
-        .replace("listen 443 ssl;", f"listen 127.0.0.1:{https_port} ssl;")
-        .replace("server 127.0.0.1:8001 ", f"server 127.0.0.1:{upstream.server_port} ")
-        .replace("server 127.0.0.1:8002 ", f"server 127.0.0.1:{upstream.server_port} ")
-    )
-    (tmp_path / "site.conf").write_text(site)
-    temp = " ".join(
-        f"{kind}_temp_path {tmp_path / kind};"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (tmp_path / "nginx.conf").write_text(
-        f"pid {tmp_path / 'nginx.pid'};\nerror_log {tmp_path / 'error.log'};\ndaemon off;\n"
-        f"events {{}}\nhttp {{\n  access_log {tmp_path / 'access.log'};\n  {temp}\n"
-        f"  include {tmp_path / 'site.conf'};\n}}\n"
-    )
-    nginx = subprocess.Popen(
-        ["nginx", "-p", str(tmp_path), "-c", str(tmp_path / "nginx.conf")]
-        + ["-e", str(tmp_path / "error.log")],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     context = ssl.create_default_context()
     context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
-
-    def status(path: str) -> int:
-        request = urllib.request.Request(
-            f"https://127.0.0.1:{https_port}{path}", headers={"Host": "skills.example.com"}
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=5, context=context) as response:
-                return int(response.status)
-        except urllib.error.HTTPError as exc:
-            return int(exc.code)
-
+    ports = [upstream.server_port, upstream.server_port]
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", https_port), timeout=0.5).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and nginx.poll() is None, "nginx did not start"
-                time.sleep(0.1)
-        assert status("/c/1/") == 200 and seen == ["/c/1/"]  # pages reach the processes
-        for spelled in ("/healthz", "/readyz", "/readyz?full=1", "/ready%7a", "//healthz"):
-            assert status(spelled) == 404, spelled
-        assert seen == ["/c/1/"], "a probe reached the upstream"
+        with nginx.running_nginx(tmp_path / "nginx", ports, tmp_path / "static") as front:
+
+            def status(path: str) -> int:
+                request = urllib.request.Request(
+                    f"https://127.0.0.1:{front.https_port}{path}",
+                    headers={"Host": "skills.example.com"},
+                )
+                try:
+                    with urllib.request.urlopen(request, timeout=5, context=context) as response:
+                        return int(response.status)
+                except urllib.error.HTTPError as exc:
+                    return int(exc.code)
+
+            assert status("/c/1/") == 200 and seen == ["/c/1/"]  # pages reach the processes
+            for spelled in ("/healthz", "/readyz", "/readyz?full=1", "/ready%7a", "//healthz"):
+                assert status(spelled) == 404, spelled
+            assert seen == ["/c/1/"], "a probe reached the upstream"
     finally:
-        nginx.terminate()
-        nginx.wait(10)
         upstream.shutdown()
         upstream.server_close()

@@ -100,9 +100,10 @@ class Cluster:
 
 @contextlib.contextmanager
 def running_cluster(
-    postgres: Postgres, static_root: Path, base: Path, **settings: str
+    postgres: Postgres, static_root: Path, base: Path, *, access_logs: bool = False, **settings: str
 ) -> Iterator[Cluster]:
-    """A started cluster on a migrated PostgreSQL; `settings` replace documented values."""
+    """A started cluster on a migrated PostgreSQL; `settings` replace documented values
+    (`access_logs`: see `Deployment.access_logs`)."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed: ./scripts/test.sh installs it")
     logs = base / "logs"
@@ -124,7 +125,9 @@ def running_cluster(
             )
             # INFO: the fixtures know a worker is ready by the line it logs when it starts.
             env["LOG_LEVEL"] = "INFO"
-            deployment = Deployment(env=env, logs=logs, redis_url=redis.url)
+            deployment = Deployment(
+                env=env, logs=logs, redis_url=redis.url, access_logs=access_logs
+            )
             cluster = Cluster(deployment, redis, postgres)
             try:
                 cluster.start(*WEBS, *WORKERS)

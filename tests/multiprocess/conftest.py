@@ -243,6 +243,9 @@ class Deployment:
     processes: dict[str, subprocess.Popen[Any]] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     host: DjangoHost | None = None
+    # Web processes write daphne's access log to logs/<name>-access.log (the unit sends it to
+    # /dev/null): which process holds which websocket, when nginx chose it.
+    access_logs: bool = False
 
     def db_tool(self, *args: str) -> Any:
         """Run a tests/multiprocess/db_tool.py command against the deployment's database; its
@@ -269,7 +272,11 @@ class Deployment:
         """Start a daphne process on `port` or a free one, as the web unit does (then `wait_ready`)."""
         port = port or free_port()
         command = [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port)]
-        unit_flags = ["--proxy-headers", "--no-server-name", "--access-log", "/dev/null"]
+        access = "/dev/null"
+        if self.access_logs:
+            access = str(self.logs / f"{name}-access.log")
+            Path(access).write_text("")  # a new process, a new log
+        unit_flags = ["--proxy-headers", "--no-server-name", "--access-log", access]
         self._spawn(name, [*command, *unit_flags, "webapp.asgi:application"])
         self.ports[name] = port
 
