@@ -164,10 +164,18 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                 await self._error(barred, retry=False)
                 await self.close(code=REFUSED)
                 return
-            if action_id is not None and not await self._first_time(action_id, action):
-                # Sent again after a reconnect: it was taken when it first came.
-                await self.send(text_data=frames.acknowledged(str(action_id)))
-                return
+            if action_id is not None:
+                try:
+                    first_time = await self._first_time(action_id, action)
+                except receipts.ReceiptError as exc:
+                    # Over the per-minute cap: refused in words, acknowledged, not taken.
+                    await self._error(str(exc))
+                    await self.send(text_data=frames.acknowledged(str(action_id)))
+                    return
+                if not first_time:
+                    # Sent again after a reconnect: it was taken when it first came.
+                    await self.send(text_data=frames.acknowledged(str(action_id)))
+                    return
             with collecting() as announced:
                 info = await actions.perform(
                     action, content, conversation_id=self.conversation_id, user_id=self.user_id

@@ -25,6 +25,8 @@ class ActionReceipt(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["user", "action_id"], name="action_receipt_once")
         ]
+        # The per-minute cap counts a user's newest receipts.
+        indexes = [models.Index(fields=["user", "created_at"], name="action_receipt_recent")]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.action_id} by user {self.user_id}"

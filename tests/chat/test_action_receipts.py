@@ -93,3 +93,27 @@ def test_receipts_older_than_a_day_are_pruned(alice, conversation):
     assert not receipts.record(alice.pk, new, "retry", conversation.pk)
     assert receipts.prune() == 1
     assert list(ActionReceipt.objects.values_list("action_id", flat=True)) == [new]
+
+
+async def test_a_flood_of_fresh_action_ids_is_refused_past_the_cap_and_stores_nothing_more(
+    alice, conversation, monkeypatch
+):
+    """A script sending actions with ever new ids grows the receipts by at most the cap a
+    minute; past it each is refused in words, acknowledged, and not taken."""
+    monkeypatch.setattr(receipts, "PER_MINUTE", 5)
+    tab, _connected, _code = await _connect(alice, conversation.pk)
+    refused = []
+    for _ in range(8):
+        action_id = str(uuid.uuid4())
+        await tab.send_json_to({"action": "cancel", "action_id": action_id})
+        frames = await until(tab, acked(action_id))
+        refused.append([f["text"] for f in frames if f["type"] == "error"])
+    assert await ActionReceipt.objects.filter(user=alice).acount() == 5
+    assert all("Too many actions" not in " ".join(m) for m in refused[:5])
+    assert all(len(m) == 1 and "Too many actions in a minute" in m[0] for m in refused[5:])
+    # An action sent again under a stored id is still only acknowledged, cap or not.
+    first = (await ActionReceipt.objects.filter(user=alice).afirst()).action_id
+    await tab.send_json_to({"action": "cancel", "action_id": str(first)})
+    frames = await until(tab, acked(str(first)))
+    assert [f["type"] for f in frames] == ["action.ack"]
+    await tab.disconnect()
