@@ -324,8 +324,10 @@ def _urls(ids: list[int]) -> list[str]:
     return sorted(urls)
 
 
-def test_no_view_of_the_site_removes_an_audit_row(alice, bob, auditor, admin_user, audited):
-    """Every route, every persona, GET and a POST shaped like a confirmed delete."""
+def test_no_view_of_the_site_removes_an_audit_row(alice, auditor, admin_user, audited):
+    """Every route, GET and a POST shaped like a confirmed delete, as the owner, the auditor and
+    a superuser: between them every power over these rows (another ordinary user has less
+    power over alice's rows than alice)."""
     run = audited.runs.get()
     ids = sorted(
         {
@@ -337,7 +339,7 @@ def test_no_view_of_the_site_removes_an_audit_row(alice, bob, auditor, admin_use
         }
     )
     before = _counts()
-    for user in (alice, bob, auditor, admin_user):
+    for user in (alice, auditor, admin_user):
         client = _client(user)
         for url in _urls(ids):
             if client.session.get("_auth_user_id") != str(user.pk):
