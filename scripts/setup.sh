@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Shared by run.sh and test.sh: a virtual environment with exactly the locked dependencies, and
-# migrations applied.
+# (for run.sh) the app's database migrated.
 # Usage: scripts/setup.sh [extra]   (extra: "test" installs the test dependencies too)
 #
 # What is installed comes from requirements/app.txt or requirements/test.txt: every package pinned
@@ -75,5 +75,9 @@ if [ "$extra" = "test" ]; then
   fi
 fi
 
-echo "==> Applying database migrations"
-"$VENV/bin/python" manage.py migrate --noinput --verbosity 0
+# The app's own database, for run.sh; the tests make their own databases (pytest-django, and
+# each server a test starts migrates its own).
+if [ "$extra" != "test" ]; then
+  echo "==> Applying database migrations"
+  "$VENV/bin/python" manage.py migrate --noinput --verbosity 0
+fi

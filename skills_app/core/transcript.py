@@ -28,7 +28,6 @@ shown compactly, never sent to the model again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -263,10 +262,6 @@ def tool_result_block(tool_use_id: str, content: str, *, is_error: bool = False)
     if is_error:
         block["is_error"] = True
     return block
-
-
-def request_size(messages: Sequence[dict[str, Any]]) -> int:
-    return len(json.dumps(messages, ensure_ascii=False))
 
 
 def turn_start(rows: Sequence[StoredMessage]) -> int | None:

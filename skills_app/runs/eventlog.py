@@ -7,7 +7,6 @@ many at once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
@@ -60,39 +59,3 @@ def append_event(
             data=payload,
             hidden=hidden,
         )
-
-
-def append_events(items: Sequence[tuple[int, int | None, CoreEvent]]) -> list[int]:
-    """Append (conversation id, run id, event) items in one transaction; their seqs, in order.
-
-    The stream saver writes the text of every streaming run at once this way: one transaction
-    per tick for the whole process, one seq update per conversation.
-    """
-    by_conversation: dict[int, list[int]] = {}
-    for position, (conversation_id, _run_id, _event) in enumerate(items):
-        by_conversation.setdefault(conversation_id, []).append(position)
-    seqs = [0] * len(items)
-    rows: list[RunEvent] = []
-    with transaction.atomic():
-        for conversation_id, positions in sorted(by_conversation.items()):
-            Conversation.objects.filter(pk=conversation_id).update(
-                last_event_seq=F("last_event_seq") + len(positions)
-            )
-            last = Conversation.objects.values_list("last_event_seq", flat=True).get(
-                pk=conversation_id
-            )
-            for offset, position in enumerate(positions):
-                seq = last - len(positions) + 1 + offset
-                seqs[position] = seq
-                _cid, run_id, event = items[position]
-                rows.append(
-                    RunEvent(
-                        conversation_id=conversation_id,
-                        run_id=run_id,
-                        seq=seq,
-                        type=event.type,
-                        data=event.data(),
-                    )
-                )
-        RunEvent.objects.bulk_create(rows)
-    return seqs

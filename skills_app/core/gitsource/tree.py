@@ -7,12 +7,13 @@ commit of another repository), 0o040000 a folder; 0o100755 an executable file.
 
 from __future__ import annotations
 
+import os
 import stat
 import unicodedata
 import zlib
 from dataclasses import dataclass
 
-from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.objects import Blob, Commit, ObjectID, Tree, hex_to_filename, valid_hexsha
 from dulwich.repo import Repo
 
 from .errors import GitSourceError
@@ -208,7 +209,11 @@ def _header(repo: Repo, sha: bytes) -> tuple[int, int]:
                 size, _ = _varint(start, at)
                 return Blob.type_num, size
             return type_num, size
-    path = repo.object_store._get_shafile_path(ObjectID(sha))
+    # A loose object's file, where git's on-disk format puts it (objects/ab/cdef…); the id is
+    # checked first so that no id can name a file outside the objects folder.
+    if not valid_hexsha(sha):
+        raise GitSourceError(f"{sha!r} is not an object id")
+    path = hex_to_filename(os.fspath(repo.object_store.path), ObjectID(sha))
     with open(path, "rb") as f:
         inflater = zlib.decompressobj()
         start = inflater.decompress(f.read(4096), 64)
