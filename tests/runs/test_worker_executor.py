@@ -31,13 +31,17 @@ from tests.support.worker_helpers import (
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+# The rows a test needs are made before its worker starts (`alice` and `conversation` come
+# first): fixtures write from the main thread, the worker reads from its own, and the in-memory
+# test database (SQLite's shared cache) refuses a write to a table another connection is reading
+# at that moment ("database table is locked", without waiting), as a full run showed once.
 @pytest.fixture
 def conversation(alice):
     return Conversation.objects.create(owner=alice, title="Worker chat")
 
 
 async def test_it_queues_the_run_and_a_worker_executes_it(
-    worker_fake, layer, worker, conversation, alice
+    alice, conversation, worker_fake, layer, worker
 ):
     worker_fake.enqueue(Reply.text("Hello from the worker."))
     watcher = await layer.new_channel()
@@ -63,7 +67,7 @@ async def test_it_queues_the_run_and_a_worker_executes_it(
     assert seen[:3] == ["message.stored", "run.queued", "run.started"] and "text.delta" in seen
 
 
-async def test_one_worker_executes_several_runs_at_once(worker_fake, worker, alice):
+async def test_one_worker_executes_several_runs_at_once(alice, worker_fake, worker):
     first = await Conversation.objects.acreate(owner=alice, title="one")
     second = await Conversation.objects.acreate(owner=alice, title="two")
     (reply_a, gate_a, reached_a), (reply_b, gate_b, reached_b) = (
@@ -110,7 +114,7 @@ def _streamed(run_id: int) -> str:
 
 
 async def test_stop_reaches_the_run_through_its_workers_channel(
-    worker_fake, worker, conversation, alice
+    alice, conversation, worker_fake, worker
 ):
     reply, gate, reached = paused("The first part is here. " * 4)
     worker_fake.enqueue(reply)
@@ -133,7 +137,7 @@ async def test_stop_reaches_the_run_through_its_workers_channel(
 
 
 async def test_stop_reaches_the_run_through_the_flag_when_its_channel_is_unknown(
-    worker_fake, worker, conversation, alice
+    alice, conversation, worker_fake, worker
 ):
     reply, gate, reached = paused("Some words to stream. " * 4)
     worker_fake.enqueue(reply)
@@ -148,7 +152,7 @@ async def test_stop_reaches_the_run_through_the_flag_when_its_channel_is_unknown
 
 
 async def test_the_worker_ignores_malformed_messages_and_keeps_working(
-    worker_fake, layer, worker, conversation, alice
+    alice, conversation, worker_fake, layer, worker
 ):
     await layer.send(queue.RUN_CHANNEL, {"type": "run.execute", "run_id": "nope"})
     await layer.send(queue.RUN_CHANNEL, {"type": "no.such.handler"})
