@@ -63,9 +63,13 @@ async def test_a_command_cannot_store_past_the_quota_outside_work_and_out(
     conversation = await Conversation.objects.acreate(owner=alice)
     ctx = await sync_to_async(_context)(conversation)
     # The command's working directory is the workspace root; runs/ is skill_run's record folder.
+    # A pause in each round: 144 MB of zeros are written faster than the watcher's 50 ms ticks
+    # come round on a loaded machine (a full run once saw the loop end before it was stopped);
+    # with it, the quota is passed in the second round and the loop cannot end for 2.4 s.
     command = (
         "mkdir -p runs/x junk; for i in $(seq 1 12); do head -c 4000000 /dev/zero > junk/f$i; "
-        "head -c 4000000 /dev/zero > runs/x/g$i; head -c 4000000 /dev/zero > top$i; done; echo end"
+        "head -c 4000000 /dev/zero > runs/x/g$i; head -c 4000000 /dev/zero > top$i; sleep 0.2; "
+        "done; echo end"
     )
     result = await BashTool().run({"command": command, "timeout": 60}, ctx)
     held = _disk_bytes(ctx.workspace.root)
