@@ -64,6 +64,14 @@ class Site:
 
     cluster: Cluster
     https_port: int | None
+    front: nginx.Nginx | None = None
+
+    def all_logs(self) -> str:
+        """Every process's log, and nginx's error log (which upstream it tried, and why not)."""
+        logs = self.cluster.deployment.all_logs()
+        if self.front is not None:
+            logs += f"\n----- nginx error.log\n{self.front.log()[-4000:]}"
+        return logs
 
     def url(self, web: str, conversation: int) -> str:
         if self.https_port is not None:
@@ -88,8 +96,8 @@ def site(migrated, collected_static, tmp_path_factory) -> Iterator[Site]:
             upstreams = [started.port(web) for web in WEBS]
             with nginx.running_nginx(
                 base / "nginx", upstreams, collected_static, https_port=https_port
-            ):
-                yield Site(started, https_port)
+            ) as front:
+                yield Site(started, https_port, front)
         return
     plain_http = {
         "SKILLSCOPE_PUBLIC_URL": f"http://{PUBLIC_HOST}",
@@ -367,7 +375,7 @@ async def test_people_see_a_dead_worker_and_a_restarted_web_process_within_secon
             await tab.look()
             assert_nothing_lost(cluster, tab)
     except BaseException:
-        print(cluster.deployment.all_logs())
+        print(site.all_logs())
         raise
     finally:
         for tab in tabs:
