@@ -7,7 +7,11 @@ interrupting every answer and, within a 45-second outage, using up the service's
 This subclass keeps channels-redis's semantics and adds:
 
 - A dead pooled connection is not an outage: a call that fails with a connection error drops the
-  pool's idle connections and is tried once more at once (a new connection).
+  pool's idle connections and is tried once more at once (a new connection). Redis may have
+  restarted meanwhile, quickly enough that the new connection works: a restarted Redis has no
+  groups, so before the retry this process's memberships are added again, and its channels in a
+  group are told (`layer.resumed`) to catch up on what they missed from the database. Without
+  that, a tab whose web process met the restart this way heard nothing more of its answer.
 - An outage (the second attempt fails too) is logged once (`skills_app.core.outages`), and from
   then on nothing waits on Redis: `group_send` drops the message (stored events are in the
   database, and every tab fills a gap in the seqs or in a stream's offsets from there, as it
@@ -132,6 +136,9 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
         # the task taking them out, per process channel.
         self._taken: dict[str, deque[tuple[str, dict[str, Any]]]] = {}
         self._taking: dict[str, asyncio.Task[None]] = {}
+        # The restoring after a dead connection, per event loop: the calls that meet the same
+        # restart at once share one.
+        self._restoring: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
 
     # -- the calls --------------------------------------------------------------------------
 
@@ -241,7 +248,13 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                     raise
                 if not retried and self.up:
                     retried = True
-                    await self._drop_idle_connections()
+                    try:
+                        await self._reconnect()
+                    except Exception as again:
+                        if not is_connection_error(again):
+                            raise
+                        self._lost(again)
+                        retried = False
                     continue
                 self._lost(exc)
                 retried = False
@@ -312,14 +325,40 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
             if not is_connection_error(exc):
                 raise
         # A connection Redis closed (it restarted): drop the idle ones and try once more.
-        await self._drop_idle_connections()
         try:
+            await self._reconnect()
             return await operation(*args)
         except Exception as exc:
             if not is_connection_error(exc):
                 raise
             self._lost(exc)
             raise LayerUnavailable("the channel layer (Redis) is away") from exc
+
+    async def _reconnect(self) -> None:
+        """After a dead connection: new connections, and what a restarted Redis forgot."""
+        await self._drop_idle_connections()
+        loop = asyncio.get_running_loop()
+        task = self._restoring.get(loop)
+        if task is None or task.done():
+            task = loop.create_task(self._restore())
+            task.add_done_callback(_retrieved)
+            self._restoring[loop] = task
+        await asyncio.shield(task)
+
+    async def _restore(self) -> None:
+        await self._add_memberships_again()
+        self._tell_channels_to_catch_up()
+
+    async def _add_memberships_again(self) -> None:
+        # A restarted Redis has no groups.
+        for group, channels in list(self._members.items()):
+            for channel in list(channels):
+                await super().group_add(group, channel)
+
+    def _tell_channels_to_catch_up(self) -> None:
+        # Consumers catch up from the database on what the group sent while Redis forgot them.
+        for channel in {c for channels in self._members.values() for c in channels}:
+            self.receive_buffer[channel].put_nowait({"type": RESUMED})
 
     async def _drop_idle_connections(self) -> None:
         loop_layer = self._layers.get(asyncio.get_running_loop())
@@ -359,10 +398,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
                 await self._drop_idle_connections()
                 for index in range(self.ring_size):
                     await self.connection(index).ping()
-                # A restarted Redis has no groups: add this process's memberships again.
-                for group, channels in list(self._members.items()):
-                    for channel in list(channels):
-                        await super().group_add(group, channel)
+                await self._add_memberships_again()
             except Exception as exc:
                 if not is_connection_error(exc):
                     logger.exception("the channel layer's probe failed; trying again")
@@ -375,9 +411,7 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
         if self._back is not None:
             self._back.set()
             self._back = None
-        # Consumers catch up from the database on what the group sent while Redis was away.
-        for channel in {c for channels in self._members.values() for c in channels}:
-            self.receive_buffer[channel].put_nowait({"type": RESUMED})
+        self._tell_channels_to_catch_up()
 
 
 def _retrieved(task: asyncio.Task[None]) -> None:

@@ -214,7 +214,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=frames.resumed(self.last_sent))
 
     async def layer_resumed(self, message: dict[str, Any]) -> None:
-        """Redis is back after an outage: send what the group sent meanwhile, from the database."""
+        """Redis is back (an outage or a restart): send what the group sent meanwhile, from the database."""
         if not self.ready:
             return  # the resume that is under way reads the database anyway
         replayed, streams = await self._replay(self.last_sent, with_streams=True)
