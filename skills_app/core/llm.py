@@ -29,10 +29,8 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
 def load_sdk() -> None:
-    """Import the SDK and the HTTP client it streams with (once per process; then free)."""
+    """Import the SDK (once per process; then free)."""
     import anthropic  # noqa: F401
-
-    from . import asyncio_http  # noqa: F401
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,16 +212,12 @@ class AnthropicModel:
     def _client_for_running_loop(self) -> anthropic.AsyncAnthropic:
         # An async HTTP pool belongs to the event loop that opened it; a process-wide client
         # used from another loop (tests, worker restarts) would fail, so make one per loop.
-        # Its HTTP client reads on asyncio's transports (`asyncio_http`: a paced stream costs
-        # a read per delta, and httpx's default backend pays a pause, a resume and a timer
-        # for each).
+        # The SDK's own HTTP client, as it comes (its pool, timeouts and proxy settings).
         import anthropic
-
-        from .http11 import http_client
 
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            self._client = anthropic.AsyncAnthropic(**self._options, http_client=http_client())
+            self._client = anthropic.AsyncAnthropic(**self._options)
             self._loop = loop
         return self._client
 
