@@ -212,12 +212,16 @@ class AnthropicModel:
     def _client_for_running_loop(self) -> anthropic.AsyncAnthropic:
         # An async HTTP pool belongs to the event loop that opened it; a process-wide client
         # used from another loop (tests, worker restarts) would fail, so make one per loop.
-        # The SDK's own HTTP client, as it comes (its pool, timeouts and proxy settings).
+        # The SDK's aiohttp client (its `aiohttp` extra; the SDK's pool limits, timeouts and
+        # the environment's proxies): a paced stream costs half the CPU per delta of the
+        # default httpx client, as much as a client of our own did (bench/RESULTS.md).
         import anthropic
 
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            self._client = anthropic.AsyncAnthropic(**self._options)
+            self._client = anthropic.AsyncAnthropic(
+                **self._options, http_client=anthropic.DefaultAioHttpClient()
+            )
             self._loop = loop
         return self._client
 
