@@ -1,6 +1,6 @@
 """CPU per delta of the SDK's read path on paced streams: the SDK's default HTTP client against
-its aiohttp client (`anthropic[aiohttp]`'s DefaultAioHttpClient, when aiohttp is installed), and
-Skillscope's `AnthropicModel.stream` on the default client; one process, no server.
+its aiohttp client (`anthropic[aiohttp]`'s DefaultAioHttpClient), and Skillscope's
+`AnthropicModel.stream`, which streams on the latter; one process, no server.
 
 Run: .venv/bin/python bench/bench_read_path_cpu.py [--conversations 100] [--rate 50]
      [--duration 10] [--rounds 2]
@@ -42,18 +42,13 @@ async def main_async(opts: argparse.Namespace) -> None:
             "default": anthropic.AsyncAnthropic(
                 api_key="sk-bench", base_url=fake.url, max_retries=0
             ),
-        }
-        try:
-            import aiohttp  # noqa: F401
-        except ImportError:
-            print("aiohttp is not installed: the aiohttp client is left out")
-        else:
-            clients["aiohttp"] = anthropic.AsyncAnthropic(
+            "aiohttp": anthropic.AsyncAnthropic(
                 api_key="sk-bench",
                 base_url=fake.url,
                 max_retries=0,
                 http_client=anthropic.DefaultAioHttpClient(),
-            )
+            ),
+        }
 
         def raw(client: anthropic.AsyncAnthropic) -> Callable[[list[dict]], Awaitable[int]]:
             async def one(body: list[dict]) -> int:
@@ -79,10 +74,9 @@ async def main_async(opts: argparse.Namespace) -> None:
 
         sides: dict[str, Callable[[list[dict]], Awaitable[int]]] = {
             "raw stream, the SDK's default client": raw(clients["default"]),
+            "raw stream, DefaultAioHttpClient (aiohttp)": raw(clients["aiohttp"]),
+            "Skillscope AnthropicModel.stream (DefaultAioHttpClient)": ours,
         }
-        if "aiohttp" in clients:
-            sides["raw stream, DefaultAioHttpClient (aiohttp)"] = raw(clients["aiohttp"])
-        sides["Skillscope AnthropicModel.stream (the SDK's default client)"] = ours
         for consume in sides.values():  # first-use costs; connections opened
             await asyncio.gather(*(consume(warm) for _ in range(opts.conversations)))
         print(machine())
