@@ -1,6 +1,6 @@
-"""CPU per delta of the SDK's read path on paced streams: httpx's default network backend
-against `core/asyncio_http.py` under httpcore's HTTP/1.1 and under `core/http11.py`, one
-process, no server.
+"""CPU per delta of the SDK's read path on paced streams: the SDK's default HTTP client against
+its aiohttp client (`anthropic[aiohttp]`'s DefaultAioHttpClient), and Skillscope's
+`AnthropicModel.stream`, which streams on the latter; one process, no server.
 
 Run: .venv/bin/python bench/bench_read_path_cpu.py [--conversations 100] [--rate 50]
      [--duration 10] [--rounds 2]
@@ -8,10 +8,9 @@ The fake model (bench/live.py) streams `conversations` answers at once, each `ra
 second for `duration` seconds: at that pace a delta is (nearly always) one TCP read, which is
 what a server relaying live answers sees, unlike bench_adapter_cpu.py's as-fast-as-possible
 answer (many deltas per read). Each side consumes them `rounds` times and the lowest CPU time
-of this process is kept (`time.process_time`; the fake model runs in its own process). Sides:
-the raw `messages.create(stream=True)` on the SDK's default client, on `asyncio_http`'s network
-streams under httpcore's HTTP/1.1 and under `http11`'s, and Skillscope's
-`AnthropicModel.stream` (which uses the last).
+of this process is kept (`time.process_time`; the fake model runs in its own process). Until
+2026-12-06 Skillscope streamed on an HTTP/1.1 client of its own (`core/http11.py`); its figures
+against these are in bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ MODEL = "claude-opus-4-8"
 async def main_async(opts: argparse.Namespace) -> None:
     import anthropic
 
-    from skills_app.core.http11 import http_client
     from skills_app.core.llm import AnthropicModel, ModelRequest, TextDelta
 
     command = f"paced {opts.rate:g} {opts.duration:g}"
@@ -44,14 +42,11 @@ async def main_async(opts: argparse.Namespace) -> None:
             "default": anthropic.AsyncAnthropic(
                 api_key="sk-bench", base_url=fake.url, max_retries=0
             ),
-            "asyncio": anthropic.AsyncAnthropic(
+            "aiohttp": anthropic.AsyncAnthropic(
                 api_key="sk-bench",
                 base_url=fake.url,
                 max_retries=0,
-                http_client=http_client(lean=False),
-            ),
-            "http11": anthropic.AsyncAnthropic(
-                api_key="sk-bench", base_url=fake.url, max_retries=0, http_client=http_client()
+                http_client=anthropic.DefaultAioHttpClient(),
             ),
         }
 
@@ -78,10 +73,9 @@ async def main_async(opts: argparse.Namespace) -> None:
             )
 
         sides: dict[str, Callable[[list[dict]], Awaitable[int]]] = {
-            "raw stream, httpx's default backend (anyio)": raw(clients["default"]),
-            "raw stream, asyncio_http streams, httpcore's HTTP/1.1": raw(clients["asyncio"]),
-            "raw stream, asyncio_http streams, http11": raw(clients["http11"]),
-            "Skillscope AnthropicModel.stream (http11)": ours,
+            "raw stream, the SDK's default client": raw(clients["default"]),
+            "raw stream, DefaultAioHttpClient (aiohttp)": raw(clients["aiohttp"]),
+            "Skillscope AnthropicModel.stream (DefaultAioHttpClient)": ours,
         }
         for consume in sides.values():  # first-use costs; connections opened
             await asyncio.gather(*(consume(warm) for _ in range(opts.conversations)))

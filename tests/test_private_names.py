@@ -57,7 +57,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "every delta; the SDK exports it nowhere else. The lock pins the SDK and "
         "tests/core/test_llm.py fails if it moves"
     ),
-    ("skills_app/core/http11.py", "anthropic._utils._httpx.get_environment_proxies"): _FORK,
     ("webapp/layers.py", "channels.layers.InMemoryChannelLayer._clean_expired"): _FORK,
     ("webapp/redis_layer.py", "_backup_channel_name"): _FORK,
     ("webapp/redis_layer.py", "_connections"): _FORK,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import gc
+import logging
 import os
 import sys
 
@@ -42,11 +43,15 @@ application = ProtocolTypeRouter(
 
 GIVE_UP_SECONDS = 20
 
+logger = logging.getLogger(__name__)
+
 
 def _give_up_runs_on_shutdown() -> None:
     """Under daphne, before its reactor stops (SIGTERM from systemd, Ctrl+C in a terminal): the
     runs this process executes are marked interrupted with their kept text and awaited, so
-    nothing is left looking alive until the next start's sweep. Daphne installs its reactor
+    nothing is left looking alive until the next start's sweep; then the model client's
+    connections are closed on the loop that opened them (`core.loop_owned`: the reactor stops
+    its loop without the shutdown of async generators that would). Daphne installs its reactor
     before it imports this module; under another server there is none, and nothing to do. The
     development server of `scripts/run.sh` runs the reactor in a thread its autoreloader ends
     without a shutdown: there the next start's sweep marks such runs interrupted, as before."""
@@ -55,16 +60,21 @@ def _give_up_runs_on_shutdown() -> None:
         return
     from twisted.internet import defer
 
+    from skills_app.core import loop_owned
     from skills_app.runs import supervisor
+
+    async def stop() -> None:
+        try:
+            # Bounded: a database that does not answer must not hold the stop past systemd's.
+            await asyncio.wait_for(supervisor.give_up(), timeout=GIVE_UP_SECONDS)
+        finally:
+            closed = await loop_owned.close_for_running_loop()
+            logger.info("process stopping: %d model client(s) closed", closed)
 
     def give_up() -> defer.Deferred[None]:
         # A context of its own: the reactor may fire this from a callback that ran inside a
         # sync_to_async call, whose marker would make asgiref refuse the database call.
-        # Bounded: a database that does not answer must not hold the stop past systemd's.
-        task = asyncio.get_event_loop().create_task(
-            asyncio.wait_for(supervisor.give_up(), timeout=GIVE_UP_SECONDS),
-            context=contextvars.Context(),
-        )
+        task = asyncio.get_event_loop().create_task(stop(), context=contextvars.Context())
         return defer.Deferred.fromFuture(task)
 
     reactor.addSystemEventTrigger("before", "shutdown", give_up)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 # The SDK's HTTP layer (anthropic 2.x requires httpx2); mid-stream transport failures surface
-# as its exceptions, unwrapped.
+# as its exceptions, unwrapped (the SDK's aiohttp transport raises aiohttp's as httpx's).
 import httpx2 as _http
 
 # The SDK itself is imported where a model is called (`load_sdk`), not with this module: its
@@ -20,6 +19,7 @@ import httpx2 as _http
 if TYPE_CHECKING:
     import anthropic
 
+from . import loop_owned
 from .caching import with_cache_breakpoints
 from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
 from .model_catalog import EFFORT_LEVELS, get_model
@@ -29,10 +29,8 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 
 
 def load_sdk() -> None:
-    """Import the SDK and the HTTP client it streams with (once per process; then free)."""
+    """Import the SDK (once per process; then free)."""
     import anthropic  # noqa: F401
-
-    from . import asyncio_http  # noqa: F401
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,24 +206,21 @@ class AnthropicModel:
             "max_retries": max_retries,
             "timeout": timeout,
         }
-        self._client: anthropic.AsyncAnthropic | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _client_for_running_loop(self) -> anthropic.AsyncAnthropic:
-        # An async HTTP pool belongs to the event loop that opened it; a process-wide client
-        # used from another loop (tests, worker restarts) would fail, so make one per loop.
-        # Its HTTP client reads on asyncio's transports (`asyncio_http`: a paced stream costs
-        # a read per delta, and httpx's default backend pays a pause, a resume and a timer
-        # for each).
+    async def _client_for_running_loop(self) -> anthropic.AsyncAnthropic:
+        # An async HTTP pool belongs to the event loop that opened it and must be closed on it:
+        # one client per loop, closed as that loop ends (`loop_owned`).
+        return await loop_owned.get(self, self._new_client)
+
+    def _new_client(self) -> anthropic.AsyncAnthropic:
+        # The SDK's aiohttp client (its `aiohttp` extra; the SDK's pool limits and timeouts, the
+        # environment's proxies): a paced stream costs half the CPU per delta of the default
+        # httpx client, as much as a client of our own did (bench/RESULTS.md).
         import anthropic
 
-        from .http11 import http_client
-
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
-            self._client = anthropic.AsyncAnthropic(**self._options, http_client=http_client())
-            self._loop = loop
-        return self._client
+        return anthropic.AsyncAnthropic(
+            **self._options, http_client=anthropic.DefaultAioHttpClient()
+        )
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Stream one model reply as our events; raise ModelError (with partial content) on failure.
@@ -249,7 +244,7 @@ class AnthropicModel:
         # happened decides, whatever exception class the SDK or its HTTP client uses for it).
         answered = False
         try:
-            client = self._client_for_running_loop()
+            client = await self._client_for_running_loop()
             async with await client.messages.create(**kwargs, stream=True) as stream:
                 answered = True
                 async for event in stream:

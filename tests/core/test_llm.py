@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import logging
 import socket
 import threading
+import warnings
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -382,6 +386,51 @@ def test_one_model_can_serve_several_event_loops(fake_anthropic: FakeAnthropic) 
     assert second[-1].message["content"] == [{"type": "text", "text": "two"}]
 
 
+def _unclosed(caplog: pytest.LogCaptureFixture, run: Callable[[], object]) -> list[str]:
+    """What aiohttp reports unclosed (an asyncio error, a ResourceWarning) once `run` is over
+    and what it made is collected."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        with caplog.at_level(logging.ERROR, logger="asyncio"):
+            run()
+            gc.collect()
+    reports = [r.getMessage() for r in caplog.records] + [str(w.message) for w in caught]
+    return [report for report in reports if "Unclosed" in report]
+
+
+def test_the_check_sees_an_sdk_client_left_open(fake_anthropic: FakeAnthropic, caplog) -> None:
+    fake_anthropic.enqueue(Reply.text("left open"))
+
+    async def call_and_leave_open() -> None:
+        sdk = anthropic.AsyncAnthropic(
+            api_key="k",
+            base_url=fake_anthropic.base_url,
+            http_client=anthropic.DefaultAioHttpClient(),
+        )
+        await sdk.messages.create(
+            model=TEST_MODEL, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+        )
+
+    assert any(
+        "Unclosed client session" in report
+        for report in _unclosed(caplog, lambda: asyncio.run(call_and_leave_open()))
+    )
+
+
+def test_each_loops_client_is_closed_on_it_before_the_loop_ends(
+    fake_anthropic: FakeAnthropic, caplog
+) -> None:
+    fake_anthropic.enqueue(Reply.text("one"), Reply.text("two"))
+
+    def two_loops() -> None:
+        client = model(fake_anthropic)
+        for _ in range(2):
+            assert isinstance(asyncio.run(collect(client))[-1], MessageDone)
+
+    assert _unclosed(caplog, two_loops) == []
+    assert len(fake_anthropic.requests) == 2
+
+
 # -- models, thinking, refusals, usage ---------------------------------------------------------
 
 
@@ -531,8 +580,12 @@ class _Messages:
 
 def _with_sdk_raising(*, on_create: BaseException | None, on_read: BaseException) -> AnthropicModel:
     client = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9", model="m", max_retries=0)
-    client._client = SimpleNamespace(messages=_Messages(on_create=on_create, on_read=on_read))  # type: ignore[assignment]
-    client._loop = asyncio.get_running_loop()
+    sdk = SimpleNamespace(messages=_Messages(on_create=on_create, on_read=on_read))
+
+    async def the_sdk() -> Any:
+        return sdk
+
+    client._client_for_running_loop = the_sdk  # type: ignore[method-assign]
     return client
 
 

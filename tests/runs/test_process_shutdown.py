@@ -76,6 +76,10 @@ def test_stopping_the_server_interrupts_its_runs_and_keeps_their_text():
         log = Path(server.log.name).read_text()
     assert [status for status, _kind in runs] == ["interrupted"], (runs, log[-3000:])
     assert "process stopping: 1 run(s) interrupted" in log
+    # The model client's connections were closed on daphne's loop before its reactor stopped
+    # (Twisted's reactor stops its loop without asyncio's shutdown of async generators).
+    assert "process stopping: 1 model client(s) closed" in log, log[-3000:]
+    assert "Unclosed" not in log, log[-3000:]
     # The ten deltas the tab was shown (each a "<send time>" stamp) are in the kept answer.
     kept = "".join(str(content) for (content,) in answers)
     assert kept.count("<") >= 10, kept[:500]
