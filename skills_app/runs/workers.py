@@ -44,6 +44,7 @@ from channels.worker import Worker
 from django.conf import settings
 from django.db import DatabaseError
 
+from skills_app.core.llm import load_sdk
 from skills_app.core.logcontext import log_context
 from skills_app.core.outages import Outage, RateLimited
 from skills_app.runs import heartbeat, liveness, queue, recovery, tasks, wiring
@@ -345,6 +346,10 @@ class RunWorker(Worker):
         return inbox
 
     async def handle(self) -> None:
+        # The SDK is imported before the first run is claimed, off the loop: imported by the
+        # first model call instead, it held the loop for 1.3 s (5 s on a loaded machine), long
+        # enough for the heartbeat's bound to find this worker dead (as daphne's asgi.py does).
+        await asyncio.to_thread(load_sdk)
         if queue.RUN_CHANNEL in self.channels:
             # Start the loop now, not with the first wake-up: queued runs may be waiting already.
             scope = {"type": "channel", "channel": queue.RUN_CHANNEL, "skillscope.worker": self}

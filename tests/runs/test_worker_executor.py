@@ -8,6 +8,7 @@ take against a real `runworker` (tests/multiprocess covers that with Redis and P
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -214,3 +215,21 @@ async def test_a_worker_takes_its_share_of_the_work(worker_fake, alice):
     assert len(taken) == 3
     assert await sync_to_async(queue.fair_share)(3) == 0
     assert await sync_to_async(queue.fair_share)(0) == 2
+
+
+async def test_the_worker_imports_the_sdk_off_its_loop_before_it_registers(monkeypatch, layer):
+    # Imported by the first model call instead, the SDK held the worker's loop for 1.3 s (5 s
+    # on a loaded machine): long enough for the heartbeat's bound to find the worker dead.
+    from skills_app.runs import workers
+
+    loaded: list[tuple[bool, bool]] = []  # (on the loop's thread, registered already)
+    loop_thread = threading.get_ident()
+
+    def load_sdk() -> None:
+        registered = Worker.objects.exists()
+        loaded.append((threading.get_ident() == loop_thread, registered))
+
+    monkeypatch.setattr(workers, "load_sdk", load_sdk)
+    async with running_worker():
+        pass
+    assert loaded == [(False, False)]
