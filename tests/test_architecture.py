@@ -28,8 +28,9 @@ CORE = APP / "core"
 # Top-level names under skills_app (packages or modules), lowest layer first.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
-    # The data: rows (models), a conversation's files (workspaces), request types for views.
-    ("models", ("models", "migrations", "workspaces", "http")),
+    # The data: rows (models), the audit trail's writer (trail), a conversation's files
+    # (workspaces), request types for views.
+    ("models", ("models", "migrations", "workspaces", "http", "trail")),
     ("registry/permissions", ("registry", "permissions", "policy")),
     ("visibility/hidden", ("visibility", "hidden", "hidden_library")),
     ("runs", ("runs",)),
@@ -278,8 +279,8 @@ def test_the_graph_sees_a_known_edge():
         ),
         (
             "from skills_app.chat import urls\n",
-            "skills_app.audit.trail",
-            "skills_app.audit.trail -> skills_app.chat.urls (features imports entry points)",
+            "skills_app.audit.planted",
+            "skills_app.audit.planted -> skills_app.chat.urls (features imports entry points)",
         ),
     ],
 )

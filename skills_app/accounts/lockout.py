@@ -106,7 +106,7 @@ def unlock(username: str, *, actor: Any) -> int:
     """Lift every lockout of `username` (and forget its failures); recorded in the audit."""
     from axes.utils import reset
 
-    from skills_app.audit import trail
+    from skills_app import trail
 
     removed = int(reset(username=username) or 0)
     trail.record(
@@ -118,7 +118,7 @@ def unlock(username: str, *, actor: Any) -> int:
 def _locked_out(
     sender: Any, request: HttpRequest | None, username: str, ip_address: str, **_: Any
 ) -> None:
-    from skills_app.audit import trail
+    from skills_app import trail
 
     # axes signals again at every attempt while locked: one row per lockout is enough.
     target = f"user {username}"

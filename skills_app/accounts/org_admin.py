@@ -12,8 +12,8 @@ from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from skills_app import trail
 from skills_app.accounts import lockout
-from skills_app.audit import trail
 from skills_app.models import AuditEvent, GroupPolicy, SkillAccess, UserPolicy
 
 

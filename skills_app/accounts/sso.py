@@ -23,8 +23,8 @@ from django.contrib.auth.models import AbstractUser
 from django.http import HttpRequest
 from django.shortcuts import render
 
+from skills_app import trail
 from skills_app.accounts import directory, lockout
-from skills_app.audit import trail
 from skills_app.models import AuditEvent
 
 logger = logging.getLogger(__name__)
