@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from skills_app import trail
 from skills_app.accounts import lockout
 from skills_app.models import AuditEvent, GroupPolicy, SkillAccess, UserPolicy
+from skills_app.policy import barred
 
 
 class GroupPolicyForm(forms.ModelForm[GroupPolicy]):
@@ -114,4 +115,4 @@ def lift_lockout(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any])
 
 
 def locked_column(user: Any) -> str:
-    return "locked" if lockout.username_locked(user.get_username()) else ""
+    return "locked" if barred.username_locked(user.get_username()) else ""
