@@ -3,14 +3,16 @@
 Imports are read from the source with `ast` (module level and inside functions, also under
 `TYPE_CHECKING`), so an upward edge or a cycle hidden in a late import counts too.
 
-The layers, lowest first (DESIGN "Shape of the code", docs/architecture.md):
+The layers, lowest first (DESIGN "Shape of the code"; docs/architecture.md "Layers" lists the
+same names as LAYERS below):
 
-    core <- models <- registry/permissions <- visibility/hidden <- runs
-         <- chat/audit/triggers/compare/accounts/ops <- entry points
+    core <- models, trail <- registry/permissions/policy <- visibility/hidden <- runs
+         <- chat/audit/triggers/compare/accounts/ops <- entry points (adminkit, checks, ...)
 
-A module may import its own layer and the layers below it. Where a package needs something from
-a layer above (runs rendering fragments, runs telling chat a run ended), the layer above hands
-it down as a port or a subscriber, wired by an entry point.
+A module may import its own layer and the layers below it, and the packages import each other in
+one direction, features included; no module imports another module's private names. Where a
+package needs something from a layer above (runs rendering fragments, runs telling chat a run
+ended), the layer above hands it down as a port or a subscriber, wired by an entry point.
 """
 
 from __future__ import annotations
