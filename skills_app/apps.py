@@ -10,10 +10,13 @@ class SkillsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import checks  # noqa: F401  (registers the system checks)
+        from . import (
+            checks,  # noqa: F401  (registers the system checks)
+            trail,
+        )
         from .accounts import lockout, sessions, sso
         from .accounts.roles import ensure_roles
-        from .audit import guard, trail
+        from .audit import guard
         from .wiring import wire
 
         guard.install()  # the audit is append-only

@@ -1,4 +1,4 @@
-"""The app's URLs, one include per feature package."""
+"""The app's URLs: the includes of each feature package, under their prefixes."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("skills/triggers/", include("skills_app.triggers.urls")),
     path("skills/", include("skills_app.registry.urls")),
     path("audit/", include("skills_app.audit.urls")),
+    path("audit/", include("skills_app.triggers.audit_urls")),
     path("compare/", include("skills_app.compare.urls")),
     path("ops/", include("skills_app.ops.page_urls")),
 ]

@@ -3,14 +3,16 @@
 Imports are read from the source with `ast` (module level and inside functions, also under
 `TYPE_CHECKING`), so an upward edge or a cycle hidden in a late import counts too.
 
-The layers, lowest first (DESIGN "Shape of the code", docs/architecture.md):
+The layers, lowest first (DESIGN "Shape of the code"; docs/architecture.md "Layers" lists the
+same names as LAYERS below):
 
-    core <- models <- registry/permissions <- visibility/hidden <- runs
-         <- chat/audit/triggers/compare/accounts/ops <- entry points
+    core <- models, trail <- registry/permissions/policy <- visibility/hidden <- runs
+         <- chat/audit/triggers/compare/accounts/ops <- entry points (adminkit, checks, ...)
 
-A module may import its own layer and the layers below it. Where a package needs something from
-a layer above (runs rendering fragments, runs telling chat a run ended), the layer above hands
-it down as a port or a subscriber, wired by an entry point.
+A module may import its own layer and the layers below it, and the packages import each other in
+one direction, features included; no module imports another module's private names. Where a
+package needs something from a layer above (runs rendering fragments, runs telling chat a run
+ended), the layer above hands it down as a port or a subscriber, wired by an entry point.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ CORE = APP / "core"
 # Top-level names under skills_app (packages or modules), lowest layer first.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
-    # The data: rows (models), a conversation's files (workspaces), request types for views.
-    ("models", ("models", "migrations", "workspaces", "http")),
+    # The data: rows (models), the audit trail's writer (trail), a conversation's files
+    # (workspaces), request types for views.
+    ("models", ("models", "migrations", "workspaces", "http", "trail")),
     ("registry/permissions", ("registry", "permissions", "policy")),
     ("visibility/hidden", ("visibility", "hidden", "hidden_library")),
     ("runs", ("runs",)),
@@ -153,21 +156,48 @@ def upward_edges() -> list[str]:
 
 
 def package_cycles() -> list[list[str]]:
-    """Cycles among the packages below the features (imports within a layer included).
+    """Cycles among the packages and modules directly under skills_app, features included.
 
-    Features may use each other (the audit shows a chat, a chat records into the audit trail);
-    everything a feature stands on is one-way.
+    A package's modules that sit in a higher layer than the package (its pages, its admin and
+    URLs) are a node of their own, named with that layer: the registry's Skills page may show
+    what the rules block while the rules read the registry. Everything else is one-way, feature
+    packages too: one of two features imports the other, never both.
     """
     graph: dict[str, set[str]] = {}
-    below = range(FEATURES)
     for name, path in _app_modules().items():
-        if layer_of(name) not in below:
-            continue
-        source = _package(name)
+        source = _unit(name)
         for target in _imports(path):
-            if layer_of(target) in below and _package(target) != source:
-                graph.setdefault(source, set()).add(_package(target))
+            if layer_of(target) is not None and _unit(target) != source:
+                graph.setdefault(source, set()).add(_unit(target))
     return _cycles(graph)
+
+
+def _unit(module: str) -> str:
+    """The node of a module in the package graph: its package, with the layer when that differs."""
+    package = _package(module)
+    here, home = layer_of(module), layer_of(package)
+    return package if here == home or here is None else f"{package} ({LAYERS[here][0]})"
+
+
+def private_imports() -> list[str]:
+    """Imports of a private name (`_x`) from another module of ours, sibling or not."""
+    found = []
+    for name, path in sorted(_app_modules().items()):
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            if layer_of(target) is None or target == name:
+                continue
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{name} imports {target}.{alias.name}")
+    return found
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -223,6 +253,11 @@ def test_packages_import_each_other_without_cycles():
     assert cycles == [], "package cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
+def test_no_module_imports_a_private_name_of_another():
+    found = private_imports()
+    assert found == [], "private names imported from another module:\n" + "\n".join(found)
+
+
 def test_the_graph_sees_a_known_edge():
     """Positive control: the reader finds imports that exist, at module level and in functions."""
     graph = _core_graph()
@@ -246,8 +281,8 @@ def test_the_graph_sees_a_known_edge():
         ),
         (
             "from skills_app.chat import urls\n",
-            "skills_app.audit.trail",
-            "skills_app.audit.trail -> skills_app.chat.urls (features imports entry points)",
+            "skills_app.audit.planted",
+            "skills_app.audit.planted -> skills_app.chat.urls (features imports entry points)",
         ),
     ],
 )
@@ -267,3 +302,51 @@ def test_an_upward_import_is_named(tmp_path, monkeypatch, source, module, edge):
 
 def test_a_package_cycle_is_named():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [["a", "b", "c", "a"]]
+
+
+def _planted(tmp_path, monkeypatch, sources: dict[str, str]) -> None:
+    """Read `sources` (module name -> text) as if they were modules of the app."""
+    planted = {}
+    for module, source in sources.items():
+        path = tmp_path / f"{module}.py"
+        path.write_text(source)
+        planted[module] = path
+    modules = {**_app_modules(), **planted}
+    names = {path: module for module, path in planted.items()}
+    real_name = _module_name
+    monkeypatch.setattr(f"{__name__}._app_modules", lambda: modules)
+    monkeypatch.setattr(f"{__name__}._module_name", lambda p: names.get(p) or real_name(p))
+
+
+def test_a_cycle_between_features_is_named(tmp_path, monkeypatch):
+    """Negative control: two features importing each other (one late, in a function) fail."""
+    _planted(
+        tmp_path,
+        monkeypatch,
+        {
+            "skills_app.compare.planted": "from skills_app.ops import health\n",
+            "skills_app.ops.planted": "def late():\n    from skills_app.compare import views\n",
+        },
+    )
+    assert ["skills_app.compare", "skills_app.ops", "skills_app.compare"] in package_cycles()
+
+
+def test_a_page_of_a_lower_package_is_its_own_node(tmp_path, monkeypatch):
+    """A lower package's page may use a feature that uses the package's logic: no cycle."""
+    _planted(
+        tmp_path,
+        monkeypatch,
+        {"skills_app.registry.planted_views": "from skills_app.chat import usage\n"},
+    )
+    assert not [c for c in package_cycles() if "skills_app.registry (features)" in c]
+    assert _unit("skills_app.registry.planted_views") == "skills_app.registry (features)"
+
+
+def test_a_private_import_from_a_sibling_is_named(tmp_path, monkeypatch):
+    _planted(
+        tmp_path,
+        monkeypatch,
+        {"skills_app.chat.planted": "from .usage import _hidden\nfrom . import titles\n"},
+    )
+    found = [f for f in private_imports() if f.startswith("skills_app.chat.planted ")]
+    assert found == ["skills_app.chat.planted imports skills_app.chat.usage._hidden"]

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Group, User
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from skills_app import trail
 from skills_app.accounts import roles
 from skills_app.accounts.org_admin import (
     GroupPolicyInline,
@@ -18,7 +19,6 @@ from skills_app.accounts.org_admin import (
     locked_column,
     record_limit_change,
 )
-from skills_app.audit import trail
 
 
 class RoleFilter(admin.SimpleListFilter):

@@ -16,8 +16,8 @@ from django.contrib.auth.models import Group
 from django.db import transaction
 from django.utils import timezone
 
+from skills_app import trail
 from skills_app.accounts import roles
-from skills_app.audit import trail
 from skills_app.models import AuditEvent, GroupPolicy, UserPolicy
 
 # A claim longer than this is cut: no directory sends thousands of groups for one person, and the

@@ -1,5 +1,5 @@
-"""Sign-in lockout (django-axes): its page, the address it counts, the audit, and the checks that
-make a lock hold for every way in (the identity provider, an open chat tab)."""
+"""Sign-in lockout (django-axes): its page, the address it counts, lifting it, and the audit; the
+check that makes a lock hold for every way in is `policy/barred.py`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import logging
 from typing import Any
 
 from axes.handlers.proxy import AxesProxyHandler
-from axes.models import AccessAttempt
 from axes.signals import user_locked_out
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
@@ -15,6 +14,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from skills_app.models import AuditEvent
+from skills_app.policy.barred import lockout_text
 
 logger = logging.getLogger(__name__)
 
@@ -23,20 +23,6 @@ def client_ip(request: HttpRequest) -> str:
     """REMOTE_ADDR only: daphne --proxy-headers set it from the trusted proxy's X-Forwarded-For;
     a header the client sent itself is never believed (it would dodge an address lock)."""
     return str(request.META.get("REMOTE_ADDR") or "")
-
-
-def lockout_text() -> str:
-    minutes = settings.LOGIN_LOCKOUT_MINUTES
-    span = (
-        f"for {minutes} minute{'s' if minutes != 1 else ''}"
-        if minutes
-        else "until an administrator lifts the lock"
-    )
-    return (
-        f"Too many failed sign-ins ({settings.LOGIN_FAILURE_LIMIT}): signing in to this account is "
-        f"locked {span}. An administrator can lift it sooner (Users, then the action "
-        '"Lift the sign-in lockout").'
-    )
 
 
 def lockout_response(
@@ -72,41 +58,11 @@ def is_locked(request: HttpRequest | None, username: str) -> bool:
     return bool(AxesProxyHandler.is_locked(request, {"username": username}))
 
 
-def username_locked(username: str) -> bool:
-    """Is the account locked whatever the address (a lock by username alone)?"""
-    if not settings.AXES_ENABLED or "username" not in settings.AXES_LOCKOUT_PARAMETERS:
-        return False
-    attempts = AccessAttempt.objects.filter(
-        username=username, failures_since_start__gte=settings.AXES_FAILURE_LIMIT
-    )
-    if settings.AXES_COOLOFF_TIME is not None:
-        attempts = attempts.filter(attempt_time__gte=timezone.now() - settings.AXES_COOLOFF_TIME)
-    return attempts.exists()
-
-
-def account_barred(user_id: int) -> str:
-    """Why this person may start nothing more right now ("" when they may): deactivated, or
-    their account locked out after failed sign-ins. Checked by open chat tabs per action."""
-    from django.contrib.auth import get_user_model
-
-    row = (
-        get_user_model()
-        .objects.filter(pk=user_id)
-        .values_list("is_active", get_user_model().USERNAME_FIELD)
-        .first()
-    )
-    if row is None or not row[0]:
-        return "Your account is deactivated: this tab can start nothing more. Ask an administrator."
-    if username_locked(row[1]):
-        return lockout_text()
-    return ""
-
-
 def unlock(username: str, *, actor: Any) -> int:
     """Lift every lockout of `username` (and forget its failures); recorded in the audit."""
     from axes.utils import reset
 
-    from skills_app.audit import trail
+    from skills_app import trail
 
     removed = int(reset(username=username) or 0)
     trail.record(
@@ -118,7 +74,7 @@ def unlock(username: str, *, actor: Any) -> int:
 def _locked_out(
     sender: Any, request: HttpRequest | None, username: str, ip_address: str, **_: Any
 ) -> None:
-    from skills_app.audit import trail
+    from skills_app import trail
 
     # axes signals again at every attempt while locked: one row per lockout is enough.
     target = f"user {username}"

@@ -12,9 +12,10 @@ from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from skills_app import trail
 from skills_app.accounts import lockout
-from skills_app.audit import trail
 from skills_app.models import AuditEvent, GroupPolicy, SkillAccess, UserPolicy
+from skills_app.policy import barred
 
 
 class GroupPolicyForm(forms.ModelForm[GroupPolicy]):
@@ -114,4 +115,4 @@ def lift_lockout(modeladmin: Any, request: HttpRequest, queryset: QuerySet[Any])
 
 
 def locked_column(user: Any) -> str:
-    return "locked" if lockout.username_locked(user.get_username()) else ""
+    return "locked" if barred.username_locked(user.get_username()) else ""

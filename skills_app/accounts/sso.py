@@ -23,9 +23,10 @@ from django.contrib.auth.models import AbstractUser
 from django.http import HttpRequest
 from django.shortcuts import render
 
+from skills_app import trail
 from skills_app.accounts import directory, lockout
-from skills_app.audit import trail
 from skills_app.models import AuditEvent
+from skills_app.policy import barred
 
 logger = logging.getLogger(__name__)
 
@@ -102,8 +103,8 @@ class DirectoryAccounts(DefaultSocialAccountAdapter):
                 code="not_in_allowed_groups",
             )
         username = _username(sociallogin)
-        if username and (lockout.username_locked(username) or lockout.is_locked(request, username)):
-            refuse(request, sociallogin, lockout.lockout_text(), code="locked_out")
+        if username and (barred.username_locked(username) or lockout.is_locked(request, username)):
+            refuse(request, sociallogin, barred.lockout_text(), code="locked_out")
         if sociallogin.is_existing and not sociallogin.user.is_active:
             refuse(
                 request,

@@ -26,7 +26,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from skills_app.audit import trail
+from skills_app import trail
 from skills_app.audit.access import require_audit_viewer
 from skills_app.audit.chart import build_chart
 from skills_app.audit.invocations import decided_by, filter_invocation

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from skills_app.audit import trail
+from skills_app import trail
 from skills_app.audit.guard import purge_allowed
 from skills_app.models import (
     Approval,

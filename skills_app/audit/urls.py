@@ -3,7 +3,6 @@ from __future__ import annotations
 from django.urls import path
 
 from skills_app.audit import costs, decisions, home, invocations, spend, views
-from skills_app.triggers import audit as trigger_audit
 
 urlpatterns = [
     path("", home.audit_home, name="audit-home"),
@@ -33,5 +32,4 @@ urlpatterns = [
     path("import/<int:pk>/", views.transcript_import_result, name="transcript-import-result"),
     path("costs/", costs.cost_report, name="audit-costs"),
     path("spend/", spend.spend_report, name="audit-spend"),
-    path("trigger-runs/", trigger_audit.trigger_run_list, name="audit-trigger-runs"),
 ]

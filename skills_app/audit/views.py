@@ -16,8 +16,8 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from skills_app import trail
 from skills_app.audit import requests as audit
-from skills_app.audit import trail
 from skills_app.audit.access import can_view_audit
 from skills_app.audit.invocations import PAGE_SIZE, decided_by
 from skills_app.audit.markdown_export import export_markdown_text

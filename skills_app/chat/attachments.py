@@ -22,7 +22,7 @@ from django.http.response import HttpResponseBase
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from skills_app.audit import trail
+from skills_app import trail
 from skills_app.chat.downloads import checked_response, filtered_bytes
 from skills_app.core import attachments as core
 from skills_app.core.attachments import AttachmentError, Limits

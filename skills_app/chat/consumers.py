@@ -36,7 +36,6 @@ from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from skills_app.accounts.lockout import account_barred
 from skills_app.accounts.sessions import allowed_user, user_group
 from skills_app.chat import actions, frames, receipts
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
@@ -45,6 +44,7 @@ from skills_app.chat.fragments import replay_html
 from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import Conversation, RunEvent
+from skills_app.policy.barred import account_barred
 from skills_app.runs import recovery, textlog
 from skills_app.runs.broadcast import Announced, collecting, group_name
 from skills_app.runs.dbsync import database_sync_to_async

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from skills_app.audit import trail
+from skills_app import trail
 from skills_app.core.transcript import parse_status_message, result_text, retry_notice, text_of
 from skills_app.models import (
     Approval,

@@ -14,10 +14,10 @@ from datetime import timedelta
 from django.conf import settings
 from django.utils import timezone
 
-from skills_app.accounts.lockout import account_barred
 from skills_app.models import Run
 from skills_app.policy import budgets
 from skills_app.policy.access import policy_for
+from skills_app.policy.barred import account_barred
 from skills_app.runs.errors import RunError
 
 WINDOW = timedelta(minutes=1)

@@ -45,6 +45,11 @@ _lock = threading.Lock()
 _manifests: dict[tuple[int, str], Manifest] = {}
 
 
+def may_manage(user: Any) -> bool:
+    """Skill managers: upload for everyone, review, activate."""
+    return bool(user.has_perm(SUBMIT_PERMISSION) or user.has_perm(REVIEW_PERMISSION))
+
+
 class ReviewError(Exception):
     """A review step that cannot be taken; the message says why and what to do."""
 

@@ -26,6 +26,8 @@ from skills_app.permissions.approvals import admin_rules
 from skills_app.registry import catalog, review, uploads
 from skills_app.registry.review_page import review_context
 from skills_app.registry.skills import skills_for_user
+from skills_app.registry.upload_files import folder_files, read_upload
+from skills_app.registry.views import render_page
 from skills_app.triggers.report import activation_comparison
 from skills_app.visibility import Outbound, can_inspect, outbound
 
@@ -38,11 +40,6 @@ DONE_WORDS = {
 }
 
 
-def may_manage(user: Any) -> bool:
-    """Skill managers: upload for everyone, review, activate."""
-    return bool(user.has_perm(review.SUBMIT_PERMISSION) or user.has_perm(review.REVIEW_PERMISSION))
-
-
 def _get_version_for_reviewer(request: AuthedHttpRequest, pk: int) -> SkillVersion:
     """An organisation version for a skill manager or its uploader; 404 for anyone else."""
     version = (
@@ -51,7 +48,7 @@ def _get_version_for_reviewer(request: AuthedHttpRequest, pk: int) -> SkillVersi
         .first()
     )
     if version is None or not (
-        may_manage(request.user) or version.uploaded_by_id == request.user.pk
+        review.may_manage(request.user) or version.uploaded_by_id == request.user.pk
     ):
         raise Http404("No such skill version.")
     return version
@@ -62,7 +59,7 @@ def _review_page(
 ) -> HttpResponse:
     # The version's uploader who is not (or no longer) a skill manager reads their own upload,
     # not the other versions a diff would show (later ones are others' work).
-    others = may_manage(request.user)
+    others = review.may_manage(request.user)
     context = {
         **review_context(version, request.user, page=_page_number(request), others=others),
         # This version's trigger-test figures beside the active version's.
@@ -137,8 +134,6 @@ def review_version(request: AuthedHttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def org_upload(request: AuthedHttpRequest) -> HttpResponse:
     """Upload an organisation skill as a draft (skill managers); optionally submit it at once."""
-    from skills_app.registry.views import _folder_files, _page, _read
-
     if not request.user.has_perm(uploads.ORG_PERMISSION):
         raise Http404("No such page.")
     archive = request.FILES.get("archive")
@@ -146,10 +141,10 @@ def org_upload(request: AuthedHttpRequest) -> HttpResponse:
     try:
         if archive is not None and not folder:
             results = uploads.install_archive(
-                _read(archive), archive.name or "upload.zip", user=request.user
+                read_upload(archive), archive.name or "upload.zip", user=request.user
             )
         elif folder and archive is None:
-            files = _folder_files(folder, request.POST.get("paths", ""))
+            files = folder_files(folder, request.POST.get("paths", ""))
             results = uploads.install_files(files, user=request.user)
         else:
             raise uploads.UploadError(
@@ -165,12 +160,12 @@ def org_upload(request: AuthedHttpRequest) -> HttpResponse:
                     review.submit(result.version, request.user)
                     submitted.append(result.version.pk)
     except uploads.UploadError as exc:
-        return _page(request, status=400, org_error=exc.message, org_problems=exc.problems)
+        return render_page(request, status=400, org_error=exc.message, org_problems=exc.problems)
     except review.ReviewError as exc:
-        return _page(request, status=400, org_error=exc.message)
+        return render_page(request, status=400, org_error=exc.message)
     for result in results:
         result.version.refresh_from_db()
-    return _page(
+    return render_page(
         request,
         org_results=[
             {
@@ -193,7 +188,7 @@ def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
     prov = catalog.provenance(spec, request.user.pk)
     manifest = catalog.manifest_for(spec, prov)
     version = prov.version
-    reviewer_view = version is not None and may_manage(request.user)
+    reviewer_view = version is not None and review.may_manage(request.user)
     can_read = can_inspect(request.user) or reviewer_view or spec.source == "personal"
     entries = catalog.words_for_user(spec, manifest, can_read=can_read)
     for item in entries:
@@ -218,4 +213,4 @@ def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
     )
 
 
-__all__ = ["may_manage", "org_upload", "review_version", "skill_detail"]
+__all__ = ["org_upload", "review_version", "skill_detail"]

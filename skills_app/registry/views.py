@@ -4,14 +4,12 @@ upload for everyone (`review_views`)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core.files.uploadedfile import UploadedFile
 from django.db.models import F, Q
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
@@ -23,8 +21,9 @@ from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, SkillVersion
 from skills_app.permissions.approvals import admin_rules
 from skills_app.permissions.blocked import blocked_skills
-from skills_app.registry import uploads, versions
+from skills_app.registry import catalog, review, uploads, versions
 from skills_app.registry.skills import UserSkills, skills_for_user
+from skills_app.registry.upload_files import folder_files, read_upload
 
 SOURCE_LABELS = {
     "uploaded": "uploaded",
@@ -127,17 +126,15 @@ def _row(spec: SkillSpec, winner: SkillSpec | None, versions: dict[str, SkillVer
     )
 
 
-def _page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) -> HttpResponse:
-    from skills_app.registry import catalog, review
-    from skills_app.registry.review_views import may_manage
-
+def render_page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) -> HttpResponse:
+    """The Skills page for this person, with what an action adds (an upload's results, errors)."""
     provider = skills_for_user(request.user.pk)
     personal = (
         SkillPackage.objects.filter(owner=request.user)
         .select_related("active_version")
         .order_by("name")
     )
-    manager = may_manage(request.user)
+    manager = review.may_manage(request.user)
     context = {
         "catalog": catalog.catalog_rows(
             provider.skills(), request.user.pk, catalog.rules_context(admin_rules(request.user.pk))
@@ -160,7 +157,7 @@ def _page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) -> Htt
 @require_GET
 def skills_page(request: AuthedHttpRequest) -> HttpResponse:
     """Every skill the user can see, with source, version, digest, invocability and lint."""
-    return _page(request)
+    return render_page(request)
 
 
 @login_required
@@ -168,7 +165,7 @@ def skills_page(request: AuthedHttpRequest) -> HttpResponse:
 def skills_upload(request: AuthedHttpRequest) -> HttpResponse:
     """Install a personal skill from a .zip/.skill file or a folder; shows the lint report."""
     if not settings.ALLOW_PERSONAL_SKILLS:
-        return _page(
+        return render_page(
             request,
             status=403,
             upload_error="Personal skills are turned off on this server; ask an administrator.",
@@ -178,11 +175,11 @@ def skills_upload(request: AuthedHttpRequest) -> HttpResponse:
     try:
         if archive is not None and not folder:
             results = uploads.install_archive(
-                _read(archive), archive.name or "upload.zip", user=request.user, personal=True
+                read_upload(archive), archive.name or "upload.zip", user=request.user, personal=True
             )
         elif folder and archive is None:
             results = uploads.install_files(
-                _folder_files(folder, request.POST.get("paths", "")),
+                folder_files(folder, request.POST.get("paths", "")),
                 user=request.user,
                 personal=True,
             )
@@ -191,44 +188,8 @@ def skills_upload(request: AuthedHttpRequest) -> HttpResponse:
                 "choose either a .zip/.skill file or a folder, then press Upload"
             )
     except uploads.UploadError as exc:
-        return _page(request, status=400, upload_error=exc.message, problems=exc.problems)
-    return _page(request, results=results)
-
-
-def _read(upload: UploadedFile) -> bytes:
-    limit = settings.UPLOAD_MAX_TOTAL_BYTES
-    if upload.size is not None and upload.size > limit:
-        raise uploads.UploadError(
-            f"{upload.name} is {upload.size / 1048576:.1f} MB; an upload may be at most "
-            f"{limit / 1048576:.1f} MB"
-        )
-    data: bytes = upload.read(limit + 1)  # Django's File.read is untyped
-    return data
-
-
-def _folder_files(files: list[UploadedFile], paths_json: str) -> list[uploads.UploadFile]:
-    """Pair each file with its relative path (sent by the page's script: Django drops folders)."""
-    try:
-        paths = json.loads(paths_json) if paths_json else None
-    except ValueError:
-        paths = None
-    if not isinstance(paths, list) or len(paths) != len(files):
-        raise uploads.UploadError(
-            "the folder's file paths did not arrive (the page needs JavaScript for folder "
-            "uploads); zip the folder and upload the zip instead"
-        )
-    total = 0
-    out: list[uploads.UploadFile] = []
-    for path, upload in zip(paths, files, strict=True):
-        data = _read(upload)
-        total += len(data)
-        if total > settings.UPLOAD_MAX_TOTAL_BYTES:
-            raise uploads.UploadError(
-                f"the folder is larger than {settings.UPLOAD_MAX_TOTAL_BYTES / 1048576:.1f} MB; "
-                "make the skill smaller"
-            )
-        out.append(uploads.UploadFile(str(path), data))
-    return out
+        return render_page(request, status=400, upload_error=exc.message, problems=exc.problems)
+    return render_page(request, results=results)
 
 
 @login_required
@@ -246,4 +207,4 @@ def package_delete(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """Delete one of the user's personal packages (disabled instead if a conversation used it)."""
     package = _get_package_for_user(request, pk)
     message = versions.delete_package(package)
-    return _page(request, notice=message)
+    return render_page(request, notice=message)

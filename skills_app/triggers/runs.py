@@ -16,7 +16,6 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from skills_app.accounts.lockout import account_barred
 from skills_app.core.llm import ModelClient
 from skills_app.core.profiles import PROFILES
 from skills_app.core.triggers.cases import TriggerCase
@@ -24,6 +23,7 @@ from skills_app.core.triggers.probe import estimate_cost, estimate_input
 from skills_app.models import SkillPackage, SkillVersion, TriggerResult, TriggerRun
 from skills_app.policy import budgets
 from skills_app.policy.access import policy_for
+from skills_app.policy.barred import account_barred
 from skills_app.registry.trigger_sets import cases_of
 from skills_app.triggers.setup import ProbeSetup, TriggerRunError, catalog_text, probe_setup
 

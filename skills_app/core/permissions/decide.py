@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable
 from ..rulematch import command_regex, domain_matches, is_inside, norm_path, path_matches
 from .bash import decide_bash
 from .model import (
-    _EDIT_TOOLS,
-    _PRIMARY_FIELD,
-    _READ_TOOLS,
-    _SKILL_LOADERS,
+    EDIT_TOOLS,
+    PRIMARY_FIELD,
+    READ_TOOLS,
+    SKILL_LOADERS,
     Decision,
     PermissionContext,
     Rule,
@@ -38,11 +38,11 @@ def _covers(rule: Rule, tool: str) -> bool:
         server, _, name = rule.tool[5:].partition("__")
         return name in ("", "*") and tool.startswith(f"mcp__{server}__")
     if rule.tool == "Skill":
-        return tool in _SKILL_LOADERS
+        return tool in SKILL_LOADERS
     if rule.tool == "Read":
         # A deny on a Read path also protects that path from Edit and Write.
         edit_deny = rule.behavior == "deny" and rule.specifier is not None
-        return tool in ("Glob", "Grep") or (edit_deny and tool in _EDIT_TOOLS)
+        return tool in ("Glob", "Grep") or (edit_deny and tool in EDIT_TOOLS)
     return rule.tool == "Edit" and tool == "Write"
 
 
@@ -64,7 +64,7 @@ def _specifier_matches(rule: Rule, call: ToolCall, workspace: str, subjects: lis
     key, sep, value = spec.partition(":")
     if sep and key.isidentifier() and key in call.input:
         return command_regex(value).fullmatch(str(call.input[key])) is not None
-    primary = _PRIMARY_FIELD.get(call.tool)
+    primary = PRIMARY_FIELD.get(call.tool)
     values = [call.input.get(primary)] if primary else list(call.input.values())
     regex = command_regex(spec)
     return any(isinstance(v, str) and regex.fullmatch(v) for v in values)
@@ -72,15 +72,15 @@ def _specifier_matches(rule: Rule, call: ToolCall, workspace: str, subjects: lis
 
 def _default(call: ToolCall, context: PermissionContext, workspace: str) -> Decision:
     defaults, tool = context.defaults, call.tool
-    fallback = defaults.get("Skill") if tool in _SKILL_LOADERS else None
+    fallback = defaults.get("Skill") if tool in SKILL_LOADERS else None
     behavior = defaults.get(tool) or fallback or defaults.get("*", "ask")
-    if behavior != "deny" and tool in _READ_TOOLS + _EDIT_TOOLS:
+    if behavior != "deny" and tool in READ_TOOLS + EDIT_TOOLS:
         target = target_path(call, workspace)
         roots = [workspace]
-        if tool in _READ_TOOLS:
+        if tool in READ_TOOLS:
             roots += [norm_path(posixpath.join(workspace, str(r))) for r in context.readable_roots]
         if not any(is_inside(target, root) for root in roots):
-            where = "the workspace and readable roots" if tool in _READ_TOOLS else "the workspace"
+            where = "the workspace and readable roots" if tool in READ_TOOLS else "the workspace"
             return Decision("deny", f"default for {tool}: {target} is outside {where}", None)
     return Decision(behavior, f"default for {tool}: {behavior}", None)
 
@@ -108,11 +108,11 @@ def decide(call: ToolCall, context: PermissionContext) -> Decision:
     if call.tool == "Bash":
         decided = decide_bash(call, context, rules, workspace, decide)
         return decided or _default(call, context, workspace)
-    if call.tool == "Skill" or call.tool in _SKILL_LOADERS:
+    if call.tool == "Skill" or call.tool in SKILL_LOADERS:
         subjects = skill_subjects(call)
     else:
         subjects = []
-    if call.tool in _READ_TOOLS + _EDIT_TOOLS:
+    if call.tool in READ_TOOLS + EDIT_TOOLS:
         denied = _denied_skill_files(target_path(call, workspace), context, workspace)
         if denied is not None:
             return denied
@@ -120,7 +120,7 @@ def decide(call: ToolCall, context: PermissionContext) -> Decision:
         for rule in rules:
             if rule.behavior == behavior and _specifier_matches(rule, call, workspace, subjects):
                 return Decision(behavior, describe(rule), rule)
-    found = steering(target_path(call, workspace), workspace) if call.tool in _EDIT_TOOLS else None
+    found = steering(target_path(call, workspace), workspace) if call.tool in EDIT_TOOLS else None
     allowed = next(
         (
             Decision("allow", describe(r), r)

@@ -54,12 +54,12 @@ DEFAULTS: Mapping[str, str] = MappingProxyType(
     | {"Skill": "ask", "load_skill": "allow", "skill_load": "allow", "*": "ask"}
 )
 
-_READ_TOOLS = ("Read", "Glob", "Grep")
-_EDIT_TOOLS = ("Edit", "Write")
-_SKILL_LOADERS = ("load_skill", "skill_load")  # other delivery profiles; checked as Skill(NAME)
-_NO_PATH_SPECIFIER = {"Write": "Edit", "Glob": "Read", "Grep": "Read"}
+READ_TOOLS = ("Read", "Glob", "Grep")
+EDIT_TOOLS = ("Edit", "Write")
+SKILL_LOADERS = ("load_skill", "skill_load")  # other delivery profiles; checked as Skill(NAME)
+NO_PATH_SPECIFIER = {"Write": "Edit", "Glob": "Read", "Grep": "Read"}
 # Which input field a plain specifier is matched against for tools without their own syntax.
-_PRIMARY_FIELD = {
+PRIMARY_FIELD = {
     "Task": "subagent_type",
     "Agent": "subagent_type",
     "WebSearch": "query",
@@ -67,7 +67,7 @@ _PRIMARY_FIELD = {
     "skill_select_docs": "skill",
     "skill_run": "command",
 }
-_MCP_PART = re.compile(r"[A-Za-z0-9_-]+")
+MCP_PART = re.compile(r"[A-Za-z0-9_-]+")
 
 
 class RuleSyntaxError(ValueError):

@@ -21,14 +21,14 @@ from ..rulematch import (
     norm_path,
 )
 from .model import (
-    _EDIT_TOOLS,
-    _MCP_PART,
-    _NO_PATH_SPECIFIER,
-    _PRIMARY_FIELD,
-    _READ_TOOLS,
-    _SKILL_LOADERS,
     BEHAVIORS,
+    EDIT_TOOLS,
     KNOWN_TOOLS,
+    MCP_PART,
+    NO_PATH_SPECIFIER,
+    PRIMARY_FIELD,
+    READ_TOOLS,
+    SKILL_LOADERS,
     SOURCES,
     Rule,
     RuleSyntaxError,
@@ -96,7 +96,7 @@ def _check_tool(tool: str) -> None:
         return
     if tool.startswith("mcp__"):
         server, sep, name = tool[5:].partition("__")
-        if _MCP_PART.fullmatch(server) and (not sep or name == "*" or _MCP_PART.fullmatch(name)):
+        if MCP_PART.fullmatch(server) and (not sep or name == "*" or MCP_PART.fullmatch(name)):
             return
         raise RuleSyntaxError(
             f"Malformed MCP tool name {tool!r}: use mcp__server, mcp__server__* or mcp__server__tool."
@@ -124,7 +124,7 @@ def _normalise_specifier(tool: str, spec: str) -> str | None:
         )
     if tool.startswith("mcp__"):
         raise RuleSyntaxError(f"MCP rules take no specifier: write {tool} on its own.")
-    if tool in _NO_PATH_SPECIFIER:
+    if tool in NO_PATH_SPECIFIER:
         raise RuleSyntaxError(_decided_by_other(tool, spec))
     if tool in ("Read", "Edit"):
         if spec.startswith("~"):
@@ -146,7 +146,7 @@ def _normalise_specifier(tool: str, spec: str) -> str | None:
 
 def _decided_by_other(tool: str, spec: str) -> str:
     """Why a Write, Glob or Grep rule with a specifier is never consulted, and what to write."""
-    other = _NO_PATH_SPECIFIER[tool]
+    other = NO_PATH_SPECIFIER[tool]
     what = "writes" if other == "Edit" else "searches"
     claude = ", as in Claude Code" if other == "Edit" else ""
     return (
@@ -205,14 +205,14 @@ def grant_rule_for(call: ToolCall) -> Rule:
         if not command:
             raise RuleSyntaxError("Cannot grant an empty Bash command; ask again with the command.")
         spec = escape_stars(command)
-    elif tool == "Skill" or tool in _SKILL_LOADERS:
+    elif tool == "Skill" or tool in SKILL_LOADERS:
         name = skill_subjects(call)[0]
         if not name:
             raise RuleSyntaxError("Cannot grant a Skill call without a skill name.")
         tool, spec = "Skill", escape_stars(name)
-    elif tool in _READ_TOOLS + _EDIT_TOOLS:
+    elif tool in READ_TOOLS + EDIT_TOOLS:
         spec = _rule_path(target_path(call, "."), escape=True)
-        tool = "Read" if tool in _READ_TOOLS else "Edit"
+        tool = "Read" if tool in READ_TOOLS else "Edit"
     elif tool == "WebFetch":
         host = domain_of(str_field(call.input, "url"))
         if not host:
@@ -235,7 +235,7 @@ def call_as_rule_text(call: ToolCall) -> str:
     tool, data = call.tool, call.input
     if tool == "Bash":
         spec = str_field(data, "command")
-    elif tool == "Skill" or tool in _SKILL_LOADERS:
+    elif tool == "Skill" or tool in SKILL_LOADERS:
         # Skill names hold no whitespace, so any run of it reads back as one separator.
         spec = " ".join(skill_subjects(call)[-1].split())
     elif tool in ("Read", "Edit", "Write"):
@@ -251,7 +251,7 @@ def call_as_rule_text(call: ToolCall) -> str:
     elif tool == "WebFetch":
         spec = str_field(data, "url")
     else:
-        spec = str_field(data, _PRIMARY_FIELD.get(tool, "input"))
+        spec = str_field(data, PRIMARY_FIELD.get(tool, "input"))
     return f"{tool}({spec})" if spec else tool
 
 
@@ -263,7 +263,7 @@ def parse_call(text: str) -> ToolCall:
     data: dict[str, Any]
     if tool == "Bash":
         data = {"command": spec}
-    elif tool == "Skill" or tool in _SKILL_LOADERS:
+    elif tool == "Skill" or tool in SKILL_LOADERS:
         name, _, args = spec.partition(" ")
         data = {"skill" if tool == "Skill" else "name": name}
         if args.strip():
@@ -276,7 +276,7 @@ def parse_call(text: str) -> ToolCall:
     elif tool == "WebFetch":
         data = {"url": spec}
     else:
-        data = {_PRIMARY_FIELD.get(tool, "input"): spec} if spec else {}
+        data = {PRIMARY_FIELD.get(tool, "input"): spec} if spec else {}
     return ToolCall(tool, data)
 
 
@@ -372,7 +372,7 @@ def _bash_allow_problem(spec: str) -> str | None:
 def never_matches(rule: Rule) -> str | None:
     """Why `rule` can never match a call Skillscope makes, and what to write instead; None when
     it can."""
-    if rule.tool in _NO_PATH_SPECIFIER and rule.specifier is not None:
+    if rule.tool in NO_PATH_SPECIFIER and rule.specifier is not None:
         return _decided_by_other(rule.tool, rule.specifier)
     reason = undecided_reason(rule.tool, rule.specifier)
     if reason is not None:

@@ -8,7 +8,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from skills_app.audit import retention, trail
+from skills_app import trail
+from skills_app.audit import retention
 
 
 def _date(text: str) -> date:

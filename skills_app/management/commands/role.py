@@ -7,8 +7,8 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from skills_app import trail
 from skills_app.accounts import roles
-from skills_app.audit import trail
 
 
 class Command(BaseCommand):

@@ -1,4 +1,6 @@
-"""The audit's own trail: AuditEvent rows for deletions, purges, exports and role changes.
+"""The audit trail's writer: AuditEvent rows for deletions, purges, exports, role changes and
+lockouts. It sits with the rows, below every feature, so each feature records into it and only
+the audit's pages read it back.
 
 Role changes are recorded from the `m2m_changed` signal of `User.groups`, so a role granted in the
 admin's user page, by `manage.py role` or by code is recorded the same way. Who acted comes from
