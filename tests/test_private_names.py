@@ -64,13 +64,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("webapp/redis_layer.py", "_layers"): _FORK,
     ("webapp/redis_layer.py", "_map_channel_keys_to_connection"): _FORK,
     ("webapp/redis_layer.py", "channels_redis.core.RedisChannelLayer._clean_receive_backup"): _FORK,
-    ("webapp/sqlite/base.py", "django.db.backends.sqlite3.base.DatabaseWrapper._close"): _FORK,
-    ("webapp/sqlite/base.py", "django.db.backends.sqlite3.base.DatabaseWrapper._commit"): _FORK,
-    ("webapp/sqlite/base.py", "django.db.backends.sqlite3.base.DatabaseWrapper._rollback"): _FORK,
-    (
-        "webapp/sqlite/base.py",
-        "django.db.backends.sqlite3.base.DatabaseWrapper._start_transaction_under_autocommit",
-    ): _FORK,
 }
 
 

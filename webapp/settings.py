@@ -186,13 +186,8 @@ else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
         "default": {
-            # Django's SQLite backend with this process's writers queued for the write lock,
-            # the live text's journal first (webapp/sqlite/base.py).
-            "ENGINE": "webapp.sqlite",
+            "ENGINE": "django.db.backends.sqlite3",
             "NAME": str(Path(env_str("SQLITE_PATH", str(VAR_DIR / "db.sqlite3")))),
-            # Django's default for SQLite, said outright: pytest-django recognises an in-memory
-            # test database by the engine's name, and this engine has another.
-            "TEST": {"NAME": ":memory:"},
             # Waiting for the write lock beats failing when a run and a view write at once. WAL:
             # readers never block the writer, and a commit is a write, not two flushes (20 ms on
             # a VM disk); the live text's journal commits several times a second (runs/streams).

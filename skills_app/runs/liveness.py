@@ -74,15 +74,10 @@ class DatabaseThread:
     On an in-memory SQLite database (the tests') it is the process's shared database thread
     instead: a second connection to it would only meet its table locks. A SQLite file gets a
     connection of its own like PostgreSQL (WAL: its readers do not block this writer).
-
-    urgent: on a SQLite file, this thread's transactions go before the other writers of the
-    process waiting for the write lock (webapp/sqlite/base.py); no effect on PostgreSQL.
     """
 
-    def __init__(self, name: str, *, urgent: bool = False) -> None:
-        self._pool = ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix=name, initializer=_mark_urgent if urgent else None
-        )
+    def __init__(self, name: str) -> None:
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._shared = connection.vendor == "sqlite" and _in_memory(connection)
         # How long this thread's queries have gone through without a break.
         self.continuity = Continuity()
@@ -137,11 +132,6 @@ def heal_connection(*, check: bool = False) -> None:
             connection.errors_occurred = False
         else:
             connection.close()
-
-
-def _mark_urgent() -> None:
-    # The thread's own connection (Django keeps one per thread, across reconnections).
-    setattr(connection, "urgent_writes", True)  # noqa: B010 (an attribute of one backend)
 
 
 def with_connection(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

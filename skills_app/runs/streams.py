@@ -344,7 +344,7 @@ class Journal:
     async def _commit(self, frames: list[TextDelta | ThinkingDelta]) -> None:
         """Write the pieces, retrying with backoff while the database is away."""
         if self._database is None:
-            self._database = liveness.DatabaseThread("skillscope-journal", urgent=True)
+            self._database = liveness.DatabaseThread("skillscope-journal")
         backoff = Backoff(first=0.1, cap=2.0)
         pieces = _pieces(frames)
         while True:
