@@ -349,7 +349,17 @@ class Deployment:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
             pass
-        process.wait(timeout=15)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            # Not left running: a worker that outlived its test claimed the next tests' runs
+            # (a full run once failed three more tests that way). Its stacks go to its log first.
+            if name.startswith("worker"):
+                os.kill(process.pid, signal.SIGUSR1)
+                time.sleep(1)
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=15)
+            raise
 
     def log(self, name: str) -> str:
         path = self.logs / f"{name}.log"
