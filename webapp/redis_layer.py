@@ -342,6 +342,12 @@ class ResilientRedisChannelLayer(RedisChannelLayer):
         if task is None or task.done():
             task = loop.create_task(self._restore())
             task.add_done_callback(_retrieved)
+            # Forgotten once done: the layer outlives loops (asgiref's sync-to-async calls).
+            task.add_done_callback(
+                lambda done: (
+                    self._restoring.pop(loop, None) if self._restoring.get(loop) is done else None
+                )
+            )
             self._restoring[loop] = task
         await asyncio.shield(task)
 
