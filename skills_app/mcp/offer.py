@@ -87,7 +87,7 @@ async def _listed(server: McpServer, place: Place) -> str:
     held = _listings.get(server.pk)
     now = time.monotonic()
     if held is not None and held.identity == server.identity:
-        ttl = settings.MCP_LIST_CACHE_SECONDS
+        ttl: float = settings.MCP_LIST_CACHE_SECONDS
         if held.problem:
             ttl = min(ttl, _RETRY_DOWN_SECONDS)
         if now - held.at < ttl:

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import Any, TextIO, TypeVar, cast
 
 import anyio
 import httpx2
@@ -145,7 +145,9 @@ async def _with_session(
     limit: float,
     what: str,
 ) -> T:
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as opened:
+        # TemporaryFile's text mode is a TextIOWrapper, typed as the wider IO[str].
+        errlog = cast(TextIO, opened)
         try:
             with anyio.fail_after(limit):
                 async with _session(spec, place, errlog) as session:
@@ -165,7 +167,7 @@ async def _with_session(
 
 
 @contextlib.asynccontextmanager
-async def _session(spec: ServerSpec, place: Place, errlog: IO[str]) -> AsyncIterator[ClientSession]:
+async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncIterator[ClientSession]:
     async with contextlib.AsyncExitStack() as stack:
         if spec.kind == "stdio":
             params = stdio_parameters(spec, place)
@@ -214,7 +216,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-def _tail(errlog: IO[str]) -> str:
+def _tail(errlog: TextIO) -> str:
     errlog.flush()
     errlog.seek(0)
     return errlog.read()[-_STDERR_TAIL:].strip()
