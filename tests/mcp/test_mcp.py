@@ -16,8 +16,15 @@ from skills_app.core.mcp.connect import Place
 from skills_app.core.permissions import ToolCall, decide, parse_rule
 from skills_app.core.permissions.model import PermissionContext
 from skills_app.core.tools import ToolContext, Workspace
+from skills_app.management.commands.mcp import Command
 from skills_app.mcp import definitions, offer, servers
-from skills_app.models import AuditEvent, Conversation, McpToolDefinition, PermissionRule
+from skills_app.models import (
+    AuditEvent,
+    Conversation,
+    McpServer,
+    McpToolDefinition,
+    PermissionRule,
+)
 from skills_app.workspaces import workspace_for
 from tests.mcp.conftest import READ_ONLY, stdio_argv
 from tests.support.fake_anthropic import Reply
@@ -77,6 +84,26 @@ def test_the_command_registers_tests_and_reviews_a_stdio_server(alice, bob, caps
     registered = AuditEvent.objects.get(action="mcp.registered")
     assert registered.detail["env_keys"] == ["TOKEN"]
     assert "s3cret-value" not in json.dumps(registered.detail)
+
+
+@pytest.mark.django_db
+def test_the_command_takes_a_stdio_argv_after_a_double_dash(alice, capsys):
+    argv = [
+        "manage.py",
+        "mcp",
+        "add",
+        "toy",
+        "--as",
+        "alice",
+        "--",
+        "/opt/x/bin/server",
+        "--port",
+        "1",
+    ]
+    Command().run_from_argv(argv)
+    server = McpServer.objects.get(name="toy")
+    assert server.argv == ["/opt/x/bin/server", "--port", "1"]
+    assert 'Registered "toy" (stdio)' in capsys.readouterr().out
 
 
 @pytest.mark.django_db

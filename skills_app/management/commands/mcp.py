@@ -30,7 +30,7 @@ class Command(BaseCommand):
         )
         p = sub.add_parser(
             "add",
-            help="register a server: stdio with --argv, http with --url",
+            help="register a server: stdio with --argv or `-- PROGRAM ARGS`, http with --url",
         )
         p.add_argument("name", help="the server's part of its tools' names (mcp__NAME__tool)")
         p.add_argument("--as", dest="as_user", required=True, help="the admin registering it")
@@ -55,6 +55,13 @@ class Command(BaseCommand):
         verdict.add_argument("--approve", action="store_true")
         verdict.add_argument("--reject", action="store_true")
         p.add_argument("--as", dest="as_user", default="", help="the reviewer")
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """`mcp add NAME ... -- PROGRAM ARGS`: what follows `--` is the stdio server's argv."""
+        if len(argv) > 2 and argv[2] == "add" and "--" in argv:
+            at = argv.index("--")
+            argv = [*argv[:at], "--argv", shlex.join(argv[at + 1 :])]
+        super().run_from_argv(argv)
 
     def handle(self, *args: Any, **options: Any) -> None:
         getattr(self, f"_{options['subcommand']}")(options)
