@@ -129,7 +129,9 @@ def _check_stdio(
     if url or headers:
         raise McpSetupError("A stdio server takes an argv, not --url or --header.")
     if not argv or not argv[0]:
-        raise McpSetupError("A stdio server needs its command: -- /path/to/program ARGS, or --argv '...'.")
+        raise McpSetupError(
+            "A stdio server needs its command: -- /path/to/program ARGS, or --argv '...'."
+        )
     if not os.path.isabs(argv[0]):
         raise McpSetupError(
             f"The program {argv[0]!r} must be an absolute path: the server runs exactly this "

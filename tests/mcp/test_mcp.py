@@ -19,6 +19,7 @@ from skills_app.core.tools import ToolContext, Workspace
 from skills_app.management.commands.mcp import Command
 from skills_app.mcp import definitions, offer, servers
 from skills_app.models import (
+    Approval,
     AuditEvent,
     Conversation,
     McpServer,
@@ -256,14 +257,15 @@ async def test_a_denied_tool_is_never_called_in_a_run(alice, bob, settings, fake
     server = await sync_to_async(stdio_server)(bob, everyone=True)
     ws = workspace_for(conversation.pk)
     await listed_and_approved(server, place_in(ws.root), alice)
-    await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__toy")
+    # Deny wins over an allow of the same tool; echo, which no rule names, asks.
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__toy__touch_marker")
     await PermissionRule.objects.acreate(behavior="deny", rule_text="mcp__toy__touch_*")
     fake_anthropic.enqueue(
         Reply.tool_use("mcp__toy__touch_marker", {"label": "denied"}),
         Reply.tool_use("mcp__toy__echo", {"text": "hi"}),
         Reply.text("done"),
     )
-    await run_turn(conversation, "use the tools", alice)
+    await run_turn(conversation, "use the tools", alice, answer="allow_once")
     offered = [t["name"] for t in accepted(fake_anthropic)[0]["tools"]]
     assert "mcp__toy__echo" in offered and "mcp__toy__touch_marker" not in offered
     assert not (ws.root / "marker-denied").exists()  # the server never ran it
@@ -274,13 +276,13 @@ async def test_a_denied_tool_is_never_called_in_a_run(alice, bob, settings, fake
         for block in row.content
     ]
     assert results[0]["is_error"] is True
-    assert (
-        results[1]["content"][0]["text"] == "echo: hi"
-        if isinstance(results[1]["content"], list)
-        else results[1]["content"] == "echo: hi"
-    )
+    assert not results[1].get("is_error") and "echo: hi" in json.dumps(results[1]["content"])
     called = [e.detail async for e in AuditEvent.objects.filter(action="mcp.called")]
     assert [(c["tool"], c["decision"]) for c in called] == [("echo", "allow")]
+    asked = [a async for a in Approval.objects.filter(conversation=conversation)]
+    assert [(a.tool, a.input, a.status) for a in asked] == [
+        ("mcp__toy__echo", {"text": "hi"}, "allow_once")
+    ]
 
 
 @pytest.mark.parametrize(
