@@ -17,10 +17,11 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html
 
+from skills_app import trail
 from skills_app.adminkit import ReadOnlyAdmin, sentence, short_digest, signed_in_user
 from skills_app.mcp import definitions
 from skills_app.mcp.servers import McpSetupError
-from skills_app.models import McpServer, McpToolDefinition
+from skills_app.models import AuditEvent, McpServer, McpToolDefinition
 
 
 def _pretty(value: Any) -> str:
@@ -81,6 +82,19 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # `manage.py mcp remove` records it
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        server = form.instance
+        trail.record(
+            AuditEvent.MCP_CHANGED,
+            target=f"mcp server {server.name}",
+            actor=signed_in_user(request),
+            groups=sorted(g.name for g in server.groups.all()),
+            everyone=server.everyone,
+            enabled=server.enabled,
+            display_name=server.display_name,
+        )
 
     @admin.display(description="argv or URL")
     def where(self, server: McpServer) -> str:

@@ -90,6 +90,7 @@ class AuditEvent(models.Model):
         LIMIT_CHANGED = "limit.changed", "spending or storage limit changed"
         MCP_REGISTERED = "mcp.registered", "MCP server registered"
         MCP_REMOVED = "mcp.removed", "MCP server removed"
+        MCP_CHANGED = "mcp.changed", "MCP server's audience or state changed"
         MCP_TOOL_NEW = "mcp.tool_new", "MCP tool listed for the first time"
         MCP_TOOL_CHANGED = "mcp.tool_changed", "MCP tool definition changed (drift)"
         MCP_REVIEWED = "mcp.reviewed", "MCP tool definition approved or rejected"
@@ -108,6 +109,7 @@ class AuditEvent(models.Model):
     LIMIT_CHANGED = Action.LIMIT_CHANGED
     MCP_REGISTERED = Action.MCP_REGISTERED
     MCP_REMOVED = Action.MCP_REMOVED
+    MCP_CHANGED = Action.MCP_CHANGED
     MCP_TOOL_NEW = Action.MCP_TOOL_NEW
     MCP_TOOL_CHANGED = Action.MCP_TOOL_CHANGED
     MCP_REVIEWED = Action.MCP_REVIEWED

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Group
 from django.urls import reverse
 
 from skills_app.core.mcp import ToolDefinition
 from skills_app.mcp import definitions, servers
-from skills_app.models import McpToolDefinition
+from skills_app.models import AuditEvent, McpToolDefinition
 
 pytestmark = pytest.mark.django_db
 
@@ -80,3 +81,23 @@ def test_the_registrant_cannot_approve_and_another_admin_can(
     assert "Approved: get_ticket." in page.content.decode()
     row.refresh_from_db()
     assert (row.status, row.reviewed_by_name) == ("approved", "lee")
+
+
+def test_changing_who_sees_a_server_is_recorded(client, second_admin, server):
+    support = Group.objects.create(name="support")
+    client.force_login(second_admin)
+    url = reverse("admin:skills_app_mcpserver_change", args=[server.pk])
+    inline = client.get(url).context["inline_admin_formsets"][0].formset
+    form = {"display_name": "Tickets", "groups": [support.pk], "enabled": "on"}
+    form |= {f"{inline.prefix}-{k}": v for k, v in inline.management_form.initial.items()}
+    form |= {f"{row.prefix}-id": row.instance.pk for row in inline.forms}
+    form |= {f"{row.prefix}-server": server.pk for row in inline.forms}
+    assert client.post(url, form).status_code == 302
+    server.refresh_from_db()
+    assert (list(server.groups.all()), server.everyone) == ([support], False)
+    event = AuditEvent.objects.get(action="mcp.changed")
+    assert (event.actor_name, event.detail["groups"], event.detail["everyone"]) == (
+        "lee",
+        ["support"],
+        False,
+    )
