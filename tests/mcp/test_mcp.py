@@ -250,6 +250,25 @@ async def test_a_server_that_is_down_is_left_out_with_one_notice(alice, tmp_path
 
 
 @pytest.mark.django_db(transaction=True)
+async def test_a_run_goes_on_without_a_server_that_is_down_and_says_so_once(
+    alice, settings, fake_anthropic
+):
+    use_fake_model(settings, fake_anthropic)
+    conversation = await Conversation.objects.acreate(owner=alice, title="mcp")
+    await sync_to_async(servers.register)(
+        name="gone", kind="http", registered_by=alice, url="http://127.0.0.1:9/mcp", everyone=True
+    )
+    fake_anthropic.enqueue(Reply.text("answered anyway"))
+    run = await run_turn(conversation, "hi", alice)
+    assert run.status == "done"
+    stored = await sync_to_async(rows)(conversation)
+    notices = [m for m in stored if m.kind == "notice"]
+    assert len(notices) == 1 and 'MCP server "gone"' in notices[0].content[0]["text"]
+    assert not notices[0].to_model
+    assert stored[-1].content == [{"type": "text", "text": "answered anyway"}]
+
+
+@pytest.mark.django_db(transaction=True)
 async def test_a_denied_tool_is_never_called_in_a_run(alice, bob, settings, fake_anthropic):
     use_fake_model(settings, fake_anthropic)
     settings.SANDBOX = "bwrap"
