@@ -40,7 +40,9 @@ def store_listing(server: McpServer, listed: Sequence[ToolDefinition]) -> Listin
         known = {(d.tool, d.content_hash): d for d in server.definitions.select_for_update()}
         seen_tools = {tool for tool, _hash in known}
         server.definitions.update(current=False)
-        for definition in listed:
+        # A tool name listed twice counts once (its first definition), as a model sees one name.
+        by_name = {d.name: d for d in reversed(listed)}
+        for definition in (d for d in listed if by_name[d.name] is d):
             digest = definition.content_hash()
             row = known.get((definition.name, digest))
             if row is not None:

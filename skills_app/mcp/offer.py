@@ -8,6 +8,7 @@ of the run with one notice for the person, and the run goes on without it.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from skills_app.core.mcp.definitions import model_tool_name
 from skills_app.mcp.definitions import serving, store_listing
 from skills_app.mcp.servers import spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer
+
+logger = logging.getLogger(__name__)
 
 # A failed listing is tried again after this many seconds at most (a server may come back).
 _RETRY_DOWN_SECONDS = 30.0
@@ -98,7 +101,13 @@ async def _listed(server: McpServer, place: Place) -> str:
     except McpConnectError as exc:
         _listings[server.pk] = _Listed(now, server.identity, str(exc))
         return str(exc)
-    await sync_to_async(store_listing)(server, listed)
+    try:
+        await sync_to_async(store_listing)(server, listed)
+    except Exception:  # a listing that cannot be stored leaves the server out, not the turn
+        logger.exception("Storing the tool listing of the MCP server %s failed", server.name)
+        problem = "its tool list could not be stored (see the server log)."
+        _listings[server.pk] = _Listed(now, server.identity, problem)
+        return problem
     _listings[server.pk] = _Listed(now, server.identity, "")
     return ""
 

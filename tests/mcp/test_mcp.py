@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 
-from skills_app.core.mcp import McpTool, call_tool, list_tools
+from skills_app.core.mcp import McpTool, ToolDefinition, call_tool, list_tools
 from skills_app.core.mcp.connect import Place
 from skills_app.core.permissions import ToolCall, decide, parse_rule
 from skills_app.core.permissions.model import PermissionContext
@@ -322,3 +322,14 @@ def test_mcp_rules_cover_a_server_a_prefix_or_one_tool(rule, tool, covers, tmp_p
     assert (decision.behavior == "deny") is covers
     if not covers:
         assert decision.behavior == "ask"  # an mcp__ call no rule names asks
+
+
+@pytest.mark.django_db
+def test_a_listing_that_names_a_tool_twice_stores_its_first_definition(alice):
+    server = servers.register(
+        name="twice", kind="http", registered_by=alice, url="http://127.0.0.1:9/mcp"
+    )
+    first, second = ToolDefinition("echo", "First."), ToolDefinition("echo", "Second.")
+    report = definitions.store_listing(server, [first, second])
+    assert report.new == ("echo",)
+    assert list(server.definitions.values_list("description", flat=True)) == ["First."]
