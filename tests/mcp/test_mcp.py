@@ -161,9 +161,11 @@ async def test_a_stdio_server_gets_no_app_secret_and_writes_only_its_workspace(
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_result_is_capped_with_a_note_and_a_failure_is_an_error_result(
-    alice, bob, tmp_path
+    alice, http_server, tmp_path
 ):
-    server = await sync_to_async(stdio_server)(alice, everyone=True)
+    server = await sync_to_async(servers.register)(
+        name="web", kind="http", registered_by=alice, url=http_server, everyone=True
+    )
     ws = Workspace(tmp_path / "ws")
     spec = servers.spec_for(server)
     calls = []
