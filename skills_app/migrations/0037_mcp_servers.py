@@ -6,64 +6,151 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('auth', '0012_alter_user_first_name_max_length'),
-        ('skills_app', '0036_action_receipts_recent'),
+        ("auth", "0012_alter_user_first_name_max_length"),
+        ("skills_app", "0036_action_receipts_recent"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='auditevent',
-            name='action',
-            field=models.CharField(choices=[('conversation.deleted', 'conversation deleted by its owner'), ('audit.purge', 'audit purged'), ('audit.export', 'audit exported'), ('role.granted', 'role granted'), ('role.revoked', 'role revoked'), ('attachment.added', 'file attached to a conversation'), ('login.locked_out', 'sign-in locked after failed attempts'), ('login.unlocked', 'sign-in lockout lifted'), ('signin.refused', 'sign-in through the identity provider refused'), ('directory.synced', 'groups set from the identity provider'), ('limit.changed', 'spending or storage limit changed'), ('mcp.registered', 'MCP server registered'), ('mcp.removed', 'MCP server removed'), ('mcp.changed', "MCP server's audience or state changed"), ('mcp.tool_new', 'MCP tool listed for the first time'), ('mcp.tool_changed', 'MCP tool definition changed (drift)'), ('mcp.reviewed', 'MCP tool definition approved or rejected'), ('mcp.called', 'MCP tool called')], max_length=40),
+            model_name="auditevent",
+            name="action",
+            field=models.CharField(
+                choices=[
+                    ("conversation.deleted", "conversation deleted by its owner"),
+                    ("audit.purge", "audit purged"),
+                    ("audit.export", "audit exported"),
+                    ("role.granted", "role granted"),
+                    ("role.revoked", "role revoked"),
+                    ("attachment.added", "file attached to a conversation"),
+                    ("login.locked_out", "sign-in locked after failed attempts"),
+                    ("login.unlocked", "sign-in lockout lifted"),
+                    ("signin.refused", "sign-in through the identity provider refused"),
+                    ("directory.synced", "groups set from the identity provider"),
+                    ("limit.changed", "spending or storage limit changed"),
+                    ("mcp.registered", "MCP server registered"),
+                    ("mcp.removed", "MCP server removed"),
+                    ("mcp.changed", "MCP server's audience or state changed"),
+                    ("mcp.tool_new", "MCP tool listed for the first time"),
+                    ("mcp.tool_changed", "MCP tool definition changed (drift)"),
+                    ("mcp.reviewed", "MCP tool definition approved or rejected"),
+                    ("mcp.called", "MCP tool called"),
+                ],
+                max_length=40,
+            ),
         ),
         migrations.CreateModel(
-            name='McpServer',
+            name="McpServer",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.SlugField(help_text="The server's part of its tools' names: mcp__NAME__tool.", max_length=40, unique=True)),
-                ('display_name', models.CharField(blank=True, max_length=200)),
-                ('kind', models.CharField(choices=[('stdio', 'stdio (a command run in the sandbox)'), ('http', 'Streamable HTTP (a URL)')], max_length=10)),
-                ('identity', models.TextField(unique=True)),
-                ('argv', models.JSONField(blank=True, default=list)),
-                ('env', models.JSONField(blank=True, default=dict)),
-                ('read_only_paths', models.JSONField(blank=True, default=list)),
-                ('url', models.URLField(blank=True, max_length=2000)),
-                ('headers', models.JSONField(blank=True, default=dict)),
-                ('registered_by_name', models.CharField(max_length=200)),
-                ('everyone', models.BooleanField(default=False)),
-                ('enabled', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('groups', models.ManyToManyField(blank=True, related_name='+', to='auth.group')),
-                ('registered_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "name",
+                    models.SlugField(
+                        help_text="The server's part of its tools' names: mcp__NAME__tool.",
+                        max_length=40,
+                        unique=True,
+                    ),
+                ),
+                ("display_name", models.CharField(blank=True, max_length=200)),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("stdio", "stdio (a command run in the sandbox)"),
+                            ("http", "Streamable HTTP (a URL)"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("identity", models.TextField(unique=True)),
+                ("argv", models.JSONField(blank=True, default=list)),
+                ("env", models.JSONField(blank=True, default=dict)),
+                ("read_only_paths", models.JSONField(blank=True, default=list)),
+                ("url", models.URLField(blank=True, max_length=2000)),
+                ("headers", models.JSONField(blank=True, default=dict)),
+                ("registered_by_name", models.CharField(max_length=200)),
+                ("everyone", models.BooleanField(default=False)),
+                ("enabled", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("groups", models.ManyToManyField(blank=True, related_name="+", to="auth.group")),
+                (
+                    "registered_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='McpToolDefinition',
+            name="McpToolDefinition",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('tool', models.CharField(max_length=200)),
-                ('description', models.TextField(blank=True)),
-                ('input_schema', models.JSONField(blank=True, default=dict)),
-                ('annotations', models.JSONField(blank=True, default=dict)),
-                ('meta', models.JSONField(blank=True, default=dict)),
-                ('content_hash', models.CharField(max_length=64)),
-                ('status', models.CharField(choices=[('pending', 'waiting for review'), ('approved', 'approved'), ('rejected', 'rejected')], default='pending', max_length=10)),
-                ('current', models.BooleanField(default=True)),
-                ('reviewed_by_name', models.CharField(blank=True, max_length=200)),
-                ('reviewed_at', models.DateTimeField(blank=True, null=True)),
-                ('first_seen_at', models.DateTimeField(auto_now_add=True)),
-                ('reviewed_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('server', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='definitions', to='skills_app.mcpserver')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("tool", models.CharField(max_length=200)),
+                ("description", models.TextField(blank=True)),
+                ("input_schema", models.JSONField(blank=True, default=dict)),
+                ("annotations", models.JSONField(blank=True, default=dict)),
+                ("meta", models.JSONField(blank=True, default=dict)),
+                ("content_hash", models.CharField(max_length=64)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "waiting for review"),
+                            ("approved", "approved"),
+                            ("rejected", "rejected"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("current", models.BooleanField(default=True)),
+                ("reviewed_by_name", models.CharField(blank=True, max_length=200)),
+                ("reviewed_at", models.DateTimeField(blank=True, null=True)),
+                ("first_seen_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "reviewed_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "server",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="definitions",
+                        to="skills_app.mcpserver",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['server', 'tool', '-first_seen_at'],
-                'constraints': [models.UniqueConstraint(fields=('server', 'tool', 'content_hash'), name='mcp_definition_once')],
+                "ordering": ["server", "tool", "-first_seen_at"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("server", "tool", "content_hash"), name="mcp_definition_once"
+                    )
+                ],
             },
         ),
     ]

@@ -3,15 +3,24 @@ over stdio in the bubblewrap sandbox, and over Streamable HTTP on loopback."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 
-from skills_app.core.mcp import McpTool, ToolDefinition, call_tool, list_tools
+from skills_app.core.mcp import (
+    McpConnectError,
+    McpTool,
+    ServerSpec,
+    ToolDefinition,
+    call_tool,
+    list_tools,
+)
 from skills_app.core.mcp.connect import Place
 from skills_app.core.permissions import ToolCall, decide, parse_rule
 from skills_app.core.permissions.model import PermissionContext
@@ -64,7 +73,7 @@ def test_the_command_registers_tests_and_reviews_a_stdio_server(alice, bob, caps
     )  # fmt: skip
     call_command("mcp", "test", "toy")
     out = capsys.readouterr().out
-    assert '"toy" lists 5 tools.' in out and "new, waiting for review: echo" in out
+    assert '"toy" lists 6 tools.' in out and "new, waiting for review: echo" in out
     with pytest.raises(CommandError, match='alice registered "toy", so another person'):
         call_command("mcp", "review", "toy", "--approve", "--as", "alice")
     assert not McpToolDefinition.objects.filter(status="approved").exists()
@@ -80,7 +89,7 @@ def test_the_command_registers_tests_and_reviews_a_stdio_server(alice, bob, caps
     assert McpToolDefinition.objects.get(tool="echo").status == "approved"
     actions = list(AuditEvent.objects.values_list("action", flat=True))
     assert actions.count("mcp.registered") == 1
-    assert actions.count("mcp.tool_new") == 5
+    assert actions.count("mcp.tool_new") == 6
     assert actions.count("mcp.reviewed") == 1
     registered = AuditEvent.objects.get(action="mcp.registered")
     assert registered.detail["env_keys"] == ["TOKEN"]
@@ -335,3 +344,33 @@ def test_a_listing_that_names_a_tool_twice_stores_its_first_definition(alice):
     report = definitions.store_listing(server, [first, second])
     assert report.new == ("echo",)
     assert list(server.definitions.values_list("description", flat=True)) == ["First."]
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_call_that_hangs_ends_with_an_error_within_its_limit(alice, http_server, tmp_path):
+    server = await sync_to_async(servers.register)(
+        name="web", kind="http", registered_by=alice, url=http_server
+    )
+    spec = dataclasses.replace(servers.spec_for(server), connect_timeout=2.0, call_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(McpConnectError, match="did not answer the call of hang within 3 seconds"):
+        await call_tool(spec, place_in(tmp_path / "ws"), "hang", {"seconds": 30})
+    assert time.monotonic() - started < 6
+
+
+@pytest.mark.django_db
+async def test_a_stdio_server_that_never_greets_ends_with_an_error_within_its_limit(tmp_path):
+    spec = ServerSpec("mute", "stdio", argv=("/usr/bin/sleep", "60"), connect_timeout=2.0)
+    started = time.monotonic()
+    with pytest.raises(McpConnectError, match='"mute" did not list its tools within 2 seconds'):
+        await list_tools(spec, place_in(tmp_path / "ws"))
+    # The SDK then closes its input, waits, and stops it: a few seconds more at most.
+    assert time.monotonic() - started < 9
+
+
+@pytest.mark.django_db
+async def test_a_stdio_program_missing_in_the_sandbox_is_a_clear_error(tmp_path):
+    spec = ServerSpec("absent", "stdio", argv=("/opt/nowhere/server",), connect_timeout=5.0)
+    with pytest.raises(McpConnectError, match='"absent" could not list its tools') as caught:
+        await list_tools(spec, place_in(tmp_path / "ws"))
+    assert "/opt/nowhere/server" in caught.value.stderr_tail  # bubblewrap says what is missing

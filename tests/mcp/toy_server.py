@@ -16,6 +16,7 @@ import json
 import os
 from pathlib import Path
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
@@ -44,6 +45,11 @@ def build(description: str) -> MCPServer:
     @server.tool(name="big", description="Answer with N letters x.")
     def big(n: int) -> str:
         return "x" * n
+
+    @server.tool(name="hang", description="Wait SECONDS before answering.")
+    async def hang(seconds: float) -> str:
+        await anyio.sleep(seconds)
+        return "woke up"
 
     @server.tool(name="broken", description="Always fails.")
     def broken() -> str:

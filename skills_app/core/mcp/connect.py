@@ -173,7 +173,10 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
             params = stdio_parameters(spec, place)
             read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
         elif spec.kind == "http":
-            timeout = httpx2.Timeout(spec.connect_timeout, read=spec.call_timeout)
+            # The read limit lies past the operation's own deadline, which then fires first and
+            # says which limit was passed (a bare read timeout reads as a broken stream).
+            read = spec.connect_timeout + spec.call_timeout + 5.0
+            timeout = httpx2.Timeout(spec.connect_timeout, read=read)
             client = httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout)
             await stack.enter_async_context(client)
             read, write = await stack.enter_async_context(
