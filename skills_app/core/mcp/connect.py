@@ -175,8 +175,8 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
         elif spec.kind == "http":
             # The read limit lies past the operation's own deadline, which then fires first and
             # says which limit was passed (a bare read timeout reads as a broken stream).
-            read = spec.connect_timeout + spec.call_timeout + 5.0
-            timeout = httpx2.Timeout(spec.connect_timeout, read=read)
+            read_limit = spec.connect_timeout + spec.call_timeout + 5.0
+            timeout = httpx2.Timeout(spec.connect_timeout, read=read_limit)
             client = httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout)
             await stack.enter_async_context(client)
             read, write = await stack.enter_async_context(
