@@ -7,6 +7,7 @@ from django.contrib import admin
 
 from skills_app.accounts import admin as accounts_admin
 from skills_app.audit import admin as audit_admin
+from skills_app.mcp import admin as mcp_admin
 from skills_app.permissions import admin as permissions_admin
 from skills_app.registry import admin as registry_admin
 from skills_app.registry import admin_git, admin_sources
@@ -16,6 +17,7 @@ admin.site.site_title = "Skillscope admin"
 # The admin home says whether commands run sandboxed (the same words as the start-up warning).
 admin.site.index_template = "admin/skillscope_index.html"
 accounts_admin.register(admin.site)
+mcp_admin.register(admin.site)
 # allauth's own models that Skillscope does not use: the provider is configured in settings,
 # tokens are not stored, e-mail addresses are not managed here. Linked identities
 # (SocialAccount) stay visible.
@@ -29,6 +31,7 @@ __all__ = [
     "admin_git",
     "admin_sources",
     "audit_admin",
+    "mcp_admin",
     "permissions_admin",
     "registry_admin",
 ]

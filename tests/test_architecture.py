@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The data: rows (models), the audit trail's writer (trail), a conversation's files
     # (workspaces), request types for views.
     ("models", ("models", "migrations", "workspaces", "http", "trail")),
-    ("registry/permissions", ("registry", "permissions", "policy")),
+    ("registry/permissions", ("registry", "permissions", "policy", "mcp")),
     ("visibility/hidden", ("visibility", "hidden", "hidden_library")),
     ("runs", ("runs",)),
     (

@@ -353,6 +353,12 @@ BASH_OUTPUT_LIMIT = env_int("BASH_OUTPUT_LIMIT", 30_000, minimum=1_000)
 # auto: bubblewrap when it works, else none; without a sandbox only holders of the "run unsandboxed
 # commands" permission may run commands (docs/security.md).
 SANDBOX = env_choice("SANDBOX", "auto", ("auto", "bwrap", "none"))
+# MCP servers (docs/mcp.md): seconds to start and greet a server, seconds one call may take,
+# characters of a result the model gets (head and tail), seconds a server's tool list is reused.
+MCP_CONNECT_TIMEOUT = env_float("MCP_CONNECT_TIMEOUT", 10.0)
+MCP_CALL_TIMEOUT = env_float("MCP_CALL_TIMEOUT", 60.0)
+MCP_RESULT_LIMIT = env_int("MCP_RESULT_LIMIT", 100_000, minimum=1_000)
+MCP_LIST_CACHE_SECONDS = env_int("MCP_LIST_CACHE_SECONDS", 300, minimum=0)
 
 # --- Runs -----------------------------------------------------------------------------------
 

@@ -95,6 +95,9 @@ class Agent:
     skill_hooks: tuple[SkillHook, ...] = ()
     # The conversation's last model call, for estimating the next request's size exactly.
     previous_call: PreviousCall | None = None
+    # Notices for the person when the run starts (an MCP server left out, say); never sent to
+    # the model.
+    notices: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -183,6 +183,8 @@ class Runner:
         """
         self.history[:] = history
         try:
+            for text in self.agent.notices:
+                await self.ends.notice("notice", text, code="mcp_server_left_out")
             if user_text is not None:
                 blocked = await self.agent.hooks.first_block(
                     "UserPromptSubmit",

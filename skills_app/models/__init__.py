@@ -7,6 +7,7 @@ from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.decisions import PermissionDecision
+from skills_app.models.mcp import McpServer, McpToolDefinition
 from skills_app.models.organisation import (
     GroupPolicy,
     SkillAccess,
@@ -42,6 +43,8 @@ __all__ = [
     "Comparison",
     "Conversation",
     "ConversationGrant",
+    "McpServer",
+    "McpToolDefinition",
     "Message",
     "ModelCall",
     "PermissionDecision",

@@ -88,6 +88,13 @@ class AuditEvent(models.Model):
         SIGN_IN_REFUSED = "signin.refused", "sign-in through the identity provider refused"
         DIRECTORY_SYNCED = "directory.synced", "groups set from the identity provider"
         LIMIT_CHANGED = "limit.changed", "spending or storage limit changed"
+        MCP_REGISTERED = "mcp.registered", "MCP server registered"
+        MCP_REMOVED = "mcp.removed", "MCP server removed"
+        MCP_CHANGED = "mcp.changed", "MCP server's audience or state changed"
+        MCP_TOOL_NEW = "mcp.tool_new", "MCP tool listed for the first time"
+        MCP_TOOL_CHANGED = "mcp.tool_changed", "MCP tool definition changed (drift)"
+        MCP_REVIEWED = "mcp.reviewed", "MCP tool definition approved or rejected"
+        MCP_CALLED = "mcp.called", "MCP tool called"
 
     CONVERSATION_DELETED = Action.CONVERSATION_DELETED
     PURGE = Action.PURGE
@@ -100,6 +107,13 @@ class AuditEvent(models.Model):
     SIGN_IN_REFUSED = Action.SIGN_IN_REFUSED
     DIRECTORY_SYNCED = Action.DIRECTORY_SYNCED
     LIMIT_CHANGED = Action.LIMIT_CHANGED
+    MCP_REGISTERED = Action.MCP_REGISTERED
+    MCP_REMOVED = Action.MCP_REMOVED
+    MCP_CHANGED = Action.MCP_CHANGED
+    MCP_TOOL_NEW = Action.MCP_TOOL_NEW
+    MCP_TOOL_CHANGED = Action.MCP_TOOL_CHANGED
+    MCP_REVIEWED = Action.MCP_REVIEWED
+    MCP_CALLED = Action.MCP_CALLED
 
     action = models.CharField(max_length=40, choices=Action.choices)
     # Who did it; the name is kept as text too, so the row reads the same if the account changes.

@@ -19,15 +19,17 @@ from skills_app.core.agent import Agent, AgentConfig, SkillProvider
 from skills_app.core.context_window import PreviousCall
 from skills_app.core.hooks import Hooks
 from skills_app.core.llm import ModelClient
+from skills_app.core.mcp.connect import Place
 from skills_app.core.model_catalog import resolve_model_id
 from skills_app.core.permissions import ToolCall
 from skills_app.core.review import Consent
 from skills_app.core.runner import Runner
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
-from skills_app.core.tools import ToolContext, default_tools
+from skills_app.core.tools import ToolContext, ToolRegistry, default_tools
 from skills_app.core.tools.storage import StorageGate
 from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
+from skills_app.mcp.offer import call_recorder, offered_tools
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.policy.access import Policy, policy_for
@@ -173,6 +175,20 @@ async def build_runner(
         live=functools.partial(still_live, user_id=setup.policy.user_id if setup.policy else None),
     )
     tools = default_tools()
+    mcp_offer = await offered_tools(
+        group_ids=setup.policy.group_ids if setup.policy is not None else frozenset(),
+        place=Place(
+            root=setup.workspace.root,
+            skills_dir=setup.workspace.skills_dir,
+            sandbox=settings.SANDBOX,
+            unsandboxed_allowed=setup.unsandboxed_allowed,
+            hidden_paths=tool_context(setup.workspace).sandbox_hidden_paths,
+        ),
+        record=call_recorder(user_id=user_id, conversation_id=setup.conversation_id, run_id=run_id),
+    )
+    # The approved tools of the MCP servers the person may see (mcp__server__tool); the rules
+    # decide each call like any other tool's (an mcp__ call no rule names asks).
+    tools = ToolRegistry([*tools, *mcp_offer.tools])
     config, skills, skill_hooks = setup.config, setup.skills, setup.skill_hooks
     previous_call = setup.previous_call
     if subagent is not None:
@@ -209,6 +225,7 @@ async def build_runner(
         removed_tools=removed,
         skill_hooks=skill_hooks,
         previous_call=previous_call,
+        notices=mcp_offer.notices if subagent is None else (),
     )
     if subagent is not None:
         ports: ServicePorts = SubagentPorts(

@@ -35,8 +35,12 @@ def _covers(rule: Rule, tool: str) -> bool:
     if rule.tool == tool:
         return True
     if rule.tool.startswith("mcp__") and tool.startswith("mcp__"):
+        # mcp__server and mcp__server__* cover every tool of the server, mcp__server__pre* the
+        # tools whose name starts with "pre"; mcp__server__tool only that tool (equal, above).
         server, _, name = rule.tool[5:].partition("__")
-        return name in ("", "*") and tool.startswith(f"mcp__{server}__")
+        return tool.startswith(f"mcp__{server}__{name.removesuffix('*')}") and (
+            name == "" or name.endswith("*")
+        )
     if rule.tool == "Skill":
         return tool in SKILL_LOADERS
     if rule.tool == "Read":

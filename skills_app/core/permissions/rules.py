@@ -96,10 +96,12 @@ def _check_tool(tool: str) -> None:
         return
     if tool.startswith("mcp__"):
         server, sep, name = tool[5:].partition("__")
-        if MCP_PART.fullmatch(server) and (not sep or name == "*" or MCP_PART.fullmatch(name)):
+        prefix = name[:-1] if name.endswith("*") else name
+        if MCP_PART.fullmatch(server) and (not sep or name == "*" or MCP_PART.fullmatch(prefix)):
             return
         raise RuleSyntaxError(
-            f"Malformed MCP tool name {tool!r}: use mcp__server, mcp__server__* or mcp__server__tool."
+            f"Malformed MCP tool name {tool!r}: use mcp__server, mcp__server__*, "
+            "mcp__server__prefix* or mcp__server__tool."
         )
     hint = [t for t in KNOWN_TOOLS if t.lower() == tool.lower()] or difflib.get_close_matches(
         tool, KNOWN_TOOLS, n=1

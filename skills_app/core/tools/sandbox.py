@@ -117,6 +117,26 @@ def bwrap_argv(
 
     `home`, a folder under /tmp, is created empty in the command's own /tmp for its $HOME.
     """
+    prefix = workspace_prefix(
+        root, skills_dir, hidden_paths=hidden_paths, tmp_bytes=tmp_bytes, home=home
+    )
+    return [*prefix, "bash", "-c", command]
+
+
+def workspace_prefix(
+    root: Path,
+    skills_dir: Path,
+    *,
+    hidden_paths: tuple[str, ...] = (),
+    tmp_bytes: int | None = None,
+    home: str | None = None,
+    read_only: tuple[str, ...] = (),
+) -> list[str]:
+    """bubblewrap's command line up to the program: the sandbox of a workspace, in its root.
+
+    `read_only` host folders are bound read-only at their own path, before the workspace (an MCP
+    server's installation, for instance); the program to run follows the returned list.
+    """
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise ToolError(
@@ -135,9 +155,11 @@ def bwrap_argv(
         real = os.path.realpath(path)
         if _visible_under_binds(real) and os.path.isdir(real):
             argv += ["--tmpfs", real]
+    for path in read_only:
+        argv += ["--ro-bind", path, path]
     # Same absolute path inside and out, so paths in tool results and ${CLAUDE_SKILL_DIR} agree.
     argv += ["--bind", str(root), str(root), "--ro-bind", str(skills_dir), str(skills_dir)]
-    return [*argv, "--chdir", str(root), "bash", "-c", command]
+    return [*argv, "--chdir", str(root)]
 
 
 @functools.lru_cache(maxsize=8)

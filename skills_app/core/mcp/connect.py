@@ -1,0 +1,225 @@
+"""Talking to one MCP server through the official SDK: list its tools, call one.
+
+A stdio server is the exact argv an admin registered, started by the SDK's `stdio_client` inside
+the bubblewrap sandbox Bash uses (`tools.sandbox.workspace_prefix`): the conversation's
+workspace writable, its skills read-only, no network, the host's system read-only, and the
+folders the admin declared for the server read-only. Its environment is the SDK's minimal
+inherited one (`get_default_environment`: HOME, LOGNAME, PATH, SHELL, TERM, USER) with HOME
+moved into the sandbox, plus the keys the admin declared: never the app's own environment, so no
+SECRET_KEY, model key or database address. A Streamable HTTP server is reached with the SDK's
+`streamable_http_client` on an httpx2 client carrying the registered static headers.
+
+Each operation opens its own session and closes it (the process ends with it): nothing of one
+conversation's sandbox outlives its call. Every wait is bounded: starting and greeting a server
+by `connect_timeout`, a call by `call_timeout` on top; past them the operation fails with an
+`McpConnectError` naming the server and the limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO, TypeVar, cast
+
+import anyio
+import httpx2
+from mcp import ClientSession
+from mcp import types as mcp_types
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from skills_app.core.mcp.definitions import ToolDefinition, definition_from_sdk
+from skills_app.core.tools.sandbox import describe_sandbox, refusal, workspace_prefix
+
+KINDS = ("stdio", "http")
+# The sandbox's /tmp is private and empty; a server that writes to $HOME writes there.
+SANDBOX_HOME = "/tmp"
+_STDERR_TAIL = 600
+
+T = TypeVar("T")
+
+
+class McpConnectError(Exception):
+    """A server that could not be reached, started, greeted or called in time; says which."""
+
+    def __init__(self, message: str, *, stderr_tail: str = "") -> None:
+        super().__init__(message)
+        # What a stdio server wrote on stderr: for the admin's `mcp test`, never for the model
+        # (a server may print its own configuration there).
+        self.stderr_tail = stderr_tail
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSpec:
+    """One registered server as the client needs it (env values included: they never leave)."""
+
+    name: str
+    kind: str
+    argv: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    read_only: tuple[str, ...] = ()
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    connect_timeout: float = 10.0
+    call_timeout: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where a stdio server runs: a workspace and the sandbox settings of the call."""
+
+    root: Path
+    skills_dir: Path
+    sandbox: str = "auto"
+    unsandboxed_allowed: bool = False
+    hidden_paths: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CallOutcome:
+    """A tool's answer as text for the model, and whether the server called it an error."""
+
+    text: str
+    is_error: bool
+
+
+async def list_tools(spec: ServerSpec, place: Place) -> list[ToolDefinition]:
+    """Every tool the server lists (all pages), as definitions."""
+
+    async def work(session: ClientSession) -> list[ToolDefinition]:
+        found: list[ToolDefinition] = []
+        cursor: str | None = None
+        while True:
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_tools(params=params)
+            found += [definition_from_sdk(tool) for tool in page.tools]
+            cursor = page.next_cursor
+            if not cursor:
+                return found
+
+    return await _with_session(spec, place, work, spec.connect_timeout, "list its tools")
+
+
+async def call_tool(
+    spec: ServerSpec, place: Place, tool: str, arguments: dict[str, Any]
+) -> CallOutcome:
+    """Call one tool; the server's own errors come back as an error outcome, not an exception."""
+
+    async def work(session: ClientSession) -> CallOutcome:
+        result = await session.call_tool(tool, arguments)
+        return CallOutcome(result_text(result), bool(result.is_error))
+
+    limit = spec.connect_timeout + spec.call_timeout
+    return await _with_session(spec, place, work, limit, f"answer the call of {tool}")
+
+
+def result_text(result: mcp_types.CallToolResult) -> str:
+    """The text of a call's content blocks; other kinds are named, not inlined."""
+    parts: list[str] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.TextContent):
+            parts.append(block.text)
+        elif isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
+            kind = "image" if isinstance(block, mcp_types.ImageContent) else "audio"
+            parts.append(
+                f"[{kind} {block.mime_type}, {len(block.data)} base64 characters, not shown]"
+            )
+        elif isinstance(block, mcp_types.ResourceLink):
+            parts.append(f"[resource link: {block.uri}]")
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            text = getattr(block.resource, "text", None)
+            parts.append(text if isinstance(text, str) else f"[resource: {block.resource.uri}]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+async def _with_session(
+    spec: ServerSpec,
+    place: Place,
+    work: Callable[[ClientSession], Awaitable[T]],
+    limit: float,
+    what: str,
+) -> T:
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as opened:
+        # TemporaryFile's text mode is a TextIOWrapper, typed as the wider IO[str].
+        errlog = cast(TextIO, opened)
+        try:
+            with anyio.fail_after(limit):
+                async with _session(spec, place, errlog) as session:
+                    return await work(session)
+        except McpConnectError:
+            raise
+        except TimeoutError:
+            raise McpConnectError(
+                f'The MCP server "{spec.name}" did not {what} within {limit:g} seconds.',
+                stderr_tail=_tail(errlog),
+            ) from None
+        except Exception as exc:  # the SDK's and the transport's failures, all alike to us
+            raise McpConnectError(
+                f'The MCP server "{spec.name}" could not {what}: {_describe(exc)}.',
+                stderr_tail=_tail(errlog),
+            ) from None
+
+
+@contextlib.asynccontextmanager
+async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncIterator[ClientSession]:
+    async with contextlib.AsyncExitStack() as stack:
+        if spec.kind == "stdio":
+            params = stdio_parameters(spec, place)
+            read, write = await stack.enter_async_context(stdio_client(params, errlog=errlog))
+        elif spec.kind == "http":
+            # The read limit lies past the operation's own deadline, which then fires first and
+            # says which limit was passed (a bare read timeout reads as a broken stream).
+            read_limit = spec.connect_timeout + spec.call_timeout + 5.0
+            timeout = httpx2.Timeout(spec.connect_timeout, read=read_limit)
+            client = httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout)
+            await stack.enter_async_context(client)
+            read, write = await stack.enter_async_context(
+                streamable_http_client(spec.url, http_client=client)
+            )
+        else:
+            raise McpConnectError(f"Unknown MCP server kind {spec.kind!r}: use stdio or http.")
+        session = await stack.enter_async_context(ClientSession(read, write))
+        with anyio.fail_after(spec.connect_timeout):
+            await session.initialize()
+        yield session
+
+
+def stdio_parameters(spec: ServerSpec, place: Place) -> StdioServerParameters:
+    """The SDK's parameters for a stdio server: bubblewrap around the argv, the declared env."""
+    if not spec.argv:
+        raise McpConnectError(f'The MCP server "{spec.name}" has no command to run.')
+    status = describe_sandbox(place.sandbox)
+    env = {**spec.env, "HOME": SANDBOX_HOME} if status.sandboxed else dict(spec.env)
+    if status.sandboxed:
+        prefix = workspace_prefix(
+            place.root,
+            place.skills_dir,
+            hidden_paths=place.hidden_paths,
+            read_only=spec.read_only,
+        )
+        argv = [*prefix, *spec.argv]
+    elif place.unsandboxed_allowed:
+        argv = list(spec.argv)
+    else:
+        raise McpConnectError(refusal(status, f'The MCP server "{spec.name}"'))
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=place.root)
+
+
+def _describe(exc: BaseException) -> str:
+    """The innermost message of an error (the SDK's task groups wrap them in groups)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _tail(errlog: TextIO) -> str:
+    errlog.flush()
+    errlog.seek(0)
+    return errlog.read()[-_STDERR_TAIL:].strip()

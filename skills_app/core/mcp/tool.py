@@ -1,0 +1,108 @@
+"""An approved MCP tool as one of the agent's tools: `mcp__<server>__<tool>`.
+
+The runner treats it like every other tool: the permission rules decide each call first (an
+`mcp__` call no rule names asks), and only an allowed call reaches `run`. The model sees the
+reviewed definition this object was built from, never what the server lists today. A call's
+result is cut to the configured size with a note; a server's error, a failure to reach it and a
+timeout all come back as error results, so the run goes on. Each call is handed to `record`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from skills_app.core.mcp.connect import McpConnectError, Place, ServerSpec, call_tool
+from skills_app.core.mcp.definitions import ToolDefinition, model_tool_name
+from skills_app.core.tools.base import ToolContext, ToolError, ToolResult
+from skills_app.core.tools.inputs import check_input
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """What the audit keeps of one call that ran."""
+
+    server: str
+    tool: str
+    definition_hash: str
+    is_error: bool
+    duration_ms: int
+    result_chars: int
+    truncated: bool
+    error: str = ""
+
+
+Recorder = Callable[[CallRecord], Awaitable[None]]
+
+
+class McpTool:
+    """One reviewed tool of one server, called through the SDK in the call's sandbox."""
+
+    def __init__(
+        self,
+        spec: ServerSpec,
+        definition: ToolDefinition,
+        *,
+        result_limit: int,
+        record: Recorder | None = None,
+    ) -> None:
+        name = model_tool_name(spec.name, definition.name)
+        if name is None:
+            raise ValueError(f"{spec.name}/{definition.name} cannot be named as an mcp__ tool")
+        self.name = name
+        self.spec = spec
+        self.definition = definition
+        self.definition_hash = definition.content_hash()
+        self.description = definition.description or (
+            f'The tool "{definition.name}" of the MCP server "{spec.name}".'
+        )
+        self.input_schema: dict[str, Any] = definition.input_schema or {"type": "object"}
+        self.result_limit = result_limit
+        self.record = record
+
+    async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
+        """Call the tool on its server; every failure is an error result the model can read."""
+        try:
+            check_input(self.name, self.input_schema, input)
+        except ToolError as exc:
+            return ToolResult(str(exc), is_error=True)
+        place = Place(
+            root=ctx.workspace.root,
+            skills_dir=ctx.workspace.skills_dir,
+            sandbox=ctx.sandbox,
+            unsandboxed_allowed=ctx.unsandboxed_allowed,
+            hidden_paths=tuple(ctx.sandbox_hidden_paths),
+        )
+        started = time.monotonic()
+        error = ""
+        try:
+            outcome = await call_tool(self.spec, place, self.definition.name, dict(input))
+            text, is_error = outcome.text, outcome.is_error
+        except McpConnectError as exc:
+            text, is_error, error = str(exc), True, str(exc)
+        kept, truncated = cap_result(text, self.result_limit)
+        if self.record is not None:
+            await self.record(
+                CallRecord(
+                    server=self.spec.name,
+                    tool=self.definition.name,
+                    definition_hash=self.definition_hash,
+                    is_error=is_error,
+                    duration_ms=round((time.monotonic() - started) * 1000),
+                    result_chars=len(text),
+                    truncated=truncated,
+                    error=error,
+                )
+            )
+        return ToolResult(kept, is_error=is_error)
+
+
+def cap_result(text: str, limit: int) -> tuple[str, bool]:
+    """The first `limit` characters of a result and a note saying how much was cut."""
+    if len(text) <= limit:
+        return text, False
+    cut = len(text) - limit
+    note = f"\n\n[Result cut: {cut} of {len(text)} characters were left out (limit {limit}).]"
+    return text[:limit] + note, True

@@ -1,0 +1,195 @@
+"""`manage.py mcp add|list|test|remove|review`: register MCP servers and review their tools."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from skills_app import trail
+from skills_app.core.mcp import McpConnectError, list_tools
+from skills_app.core.mcp.connect import Place
+from skills_app.mcp import definitions, servers
+from skills_app.mcp.servers import McpSetupError
+from skills_app.models import McpServer, McpToolDefinition
+
+
+class Command(BaseCommand):
+    help = "Register MCP servers, list their tools, review the definitions (docs/mcp.md)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        sub = parser.add_subparsers(
+            dest="subcommand", required=True, metavar="{add,list,test,remove,review}"
+        )
+        p = sub.add_parser(
+            "add",
+            help="register a server: stdio with --argv or `-- PROGRAM ARGS`, http with --url",
+        )
+        p.add_argument("name", help="the server's part of its tools' names (mcp__NAME__tool)")
+        p.add_argument("--as", dest="as_user", required=True, help="the admin registering it")
+        p.add_argument("--argv", default="", help="a stdio server's command line (shell words)")
+        p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+        p.add_argument("--read-only", action="append", default=[], metavar="FOLDER")
+        p.add_argument("--url", default="", help="a Streamable HTTP server's address")
+        p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'")
+        p.add_argument("--group", action="append", default=[], help="a group that sees it")
+        p.add_argument("--everyone", action="store_true", help="every signed-in person sees it")
+        p.add_argument("--display-name", default="")
+        sub.add_parser("list", help="every server, its env keys (never values) and tools")
+        p = sub.add_parser("test", help="connect, list the tools and store their definitions")
+        p.add_argument("name")
+        p = sub.add_parser("remove", help="delete a server and its definitions")
+        p.add_argument("name")
+        p.add_argument("--as", dest="as_user", required=True)
+        p = sub.add_parser("review", help="show, approve or reject pending tool definitions")
+        p.add_argument("name")
+        p.add_argument("--tool", default="", help="only this tool")
+        verdict = p.add_mutually_exclusive_group()
+        verdict.add_argument("--approve", action="store_true")
+        verdict.add_argument("--reject", action="store_true")
+        p.add_argument("--as", dest="as_user", default="", help="the reviewer")
+
+    def run_from_argv(self, argv: list[str]) -> None:
+        """`mcp add NAME ... -- PROGRAM ARGS`: what follows `--` is the stdio server's argv."""
+        if len(argv) > 2 and argv[2] == "add" and "--" in argv:
+            at = argv.index("--")
+            argv = [*argv[:at], "--argv", shlex.join(argv[at + 1 :])]
+        super().run_from_argv(argv)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        getattr(self, f"_{options['subcommand']}")(options)
+
+    def _user(self, username: str) -> Any:
+        model = get_user_model()
+        try:
+            return model.objects.get_by_natural_key(username)
+        except model.DoesNotExist:
+            raise CommandError(f"There is no user {username!r}.") from None
+
+    def _server(self, name: str) -> McpServer:
+        server = McpServer.objects.filter(name=name).first()
+        if server is None:
+            known = ", ".join(McpServer.objects.values_list("name", flat=True)) or "none"
+            raise CommandError(f"No MCP server named {name!r}. Registered: {known}.")
+        return server
+
+    def _add(self, options: dict[str, Any]) -> None:
+        user = self._user(options["as_user"])
+        argv = shlex.split(options["argv"])
+        try:
+            server = servers.register(
+                name=options["name"],
+                kind="http" if options["url"] else "stdio",
+                registered_by=user,
+                argv=argv,
+                env=_pairs(options["env"], "=", "--env KEY=VALUE"),
+                read_only_paths=options["read_only"],
+                url=options["url"],
+                headers=_pairs(options["header"], ":", "--header 'Name: value'"),
+                display_name=options["display_name"],
+                groups=options["group"],
+                everyone=options["everyone"],
+            )
+        except McpSetupError as exc:
+            raise CommandError(str(exc)) from None
+        self.stdout.write(
+            f'Registered "{server.name}" ({server.kind}). Next: `manage.py mcp test '
+            f"{server.name}`, then another admin reviews its tools with `manage.py mcp review`."
+        )
+
+    def _list(self, options: dict[str, Any]) -> None:
+        for server in McpServer.objects.prefetch_related("groups", "definitions"):
+            where = " ".join(shlex.quote(a) for a in server.argv) if server.argv else server.url
+            seen = ", ".join(sorted(g.name for g in server.groups.all()))
+            audience = "everyone" if server.everyone else (seen or "nobody yet")
+            self.stdout.write(f"{server.name} ({server.kind}{'' if server.enabled else ', off'})")
+            self.stdout.write(f"  {where}")
+            if server.env:
+                self.stdout.write(f"  env keys: {', '.join(sorted(server.env))}")
+            if server.headers:
+                self.stdout.write(f"  headers: {', '.join(sorted(server.headers))}")
+            self.stdout.write(f"  seen by: {audience}; registered by {server.registered_by_name}")
+            for row in server.definitions.all():
+                if row.current:
+                    self.stdout.write(f"  - {row.tool} {row.content_hash[:12]} {row.status}")
+
+    def _test(self, options: dict[str, Any]) -> None:
+        server = self._server(options["name"])
+        with tempfile.TemporaryDirectory(prefix="mcp-test-") as folder:
+            root = Path(folder)
+            (root / "skills").mkdir()
+            place = Place(
+                root=root,
+                skills_dir=root / "skills",
+                sandbox=settings.SANDBOX,
+                hidden_paths=(str(settings.BASE_DIR), str(settings.VAR_DIR)),
+            )
+            try:
+                listed = asyncio.run(list_tools(servers.spec_for(server), place))
+            except McpConnectError as exc:
+                tail = f"\nIts stderr ended with:\n{exc.stderr_tail}" if exc.stderr_tail else ""
+                raise CommandError(f"{exc}{tail}") from None
+        with trail.acting(name=trail.command_actor()):
+            report = definitions.store_listing(server, listed)
+        self.stdout.write(f'"{server.name}" lists {len(listed)} tools.')
+        for label, names in (
+            ("new, waiting for review", report.new),
+            ("changed, waiting for review (the approved one serves meanwhile)", report.changed),
+            ("unchanged", report.unchanged),
+        ):
+            if names:
+                self.stdout.write(f"  {label}: {', '.join(names)}")
+
+    def _remove(self, options: dict[str, Any]) -> None:
+        server = self._server(options["name"])
+        servers.remove(server, actor=self._user(options["as_user"]))
+        self.stdout.write(f'Removed "{options["name"]}".')
+
+    def _review(self, options: dict[str, Any]) -> None:
+        server = self._server(options["name"])
+        if not (options["approve"] or options["reject"]):
+            self._show_pending(server, options["tool"])
+            return
+        if not options["as_user"]:
+            raise CommandError("Say who reviews: --as USERNAME.")
+        reviewer = self._user(options["as_user"])
+        try:
+            done = definitions.review(
+                server, approve=options["approve"], reviewer=reviewer, tool=options["tool"]
+            )
+        except McpSetupError as exc:
+            raise CommandError(str(exc)) from None
+        verb = "Approved" if options["approve"] else "Rejected"
+        self.stdout.write(f"{verb}: {', '.join(done) or 'nothing was waiting'}.")
+
+    def _show_pending(self, server: McpServer, tool: str) -> None:
+        rows = server.definitions.filter(status=McpToolDefinition.Status.PENDING, current=True)
+        if tool:
+            rows = rows.filter(tool=tool)
+        if not rows:
+            self.stdout.write("Nothing waits for review.")
+        for row in rows:
+            self.stdout.write(f"{row.tool} ({row.content_hash[:12]})")
+            self.stdout.write(f"  description: {row.description}")
+            self.stdout.write(f"  input schema: {json.dumps(row.input_schema, sort_keys=True)}")
+            if row.annotations:
+                self.stdout.write(f"  annotations: {json.dumps(row.annotations, sort_keys=True)}")
+            if row.meta:
+                self.stdout.write(f"  _meta: {json.dumps(row.meta, sort_keys=True)}")
+
+
+def _pairs(items: list[str], sep: str, form: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for item in items:
+        key, ok, value = item.partition(sep)
+        if not ok or not key.strip():
+            raise CommandError(f"{item!r} is not of the form {form}.")
+        found[key.strip()] = value.strip() if sep == ":" else value
+    return found

@@ -1,0 +1,140 @@
+"""A server's tool definitions: stored from each listing, reviewed, and the ones that serve.
+
+A listing stores every definition it has not seen before as pending (a new tool, or a changed
+description, schema, annotation or `_meta`: a new content hash) and records it in the audit; a
+definition seen before keeps its status, so an approved tool listed again unchanged stays
+approved. A tool is offered with its most recently approved definition, as long as the server
+still lists the tool: a changed definition waits for review while the approved one serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from skills_app import trail
+from skills_app.core.mcp import ToolDefinition
+from skills_app.mcp.servers import McpSetupError
+from skills_app.models import AuditEvent, McpServer, McpToolDefinition
+
+
+@dataclass(frozen=True, slots=True)
+class ListingReport:
+    """What one listing changed: tools new to review, tools whose definition changed."""
+
+    new: tuple[str, ...]
+    changed: tuple[str, ...]
+    unchanged: tuple[str, ...]
+
+
+def store_listing(server: McpServer, listed: Sequence[ToolDefinition]) -> ListingReport:
+    """Store what the server listed; new and changed definitions wait for review."""
+    new: list[str] = []
+    changed: list[str] = []
+    unchanged: list[str] = []
+    with transaction.atomic():
+        known = {(d.tool, d.content_hash): d for d in server.definitions.select_for_update()}
+        seen_tools = {tool for tool, _hash in known}
+        server.definitions.update(current=False)
+        # A tool name listed twice counts once (its first definition), as a model sees one name.
+        by_name = {d.name: d for d in reversed(listed)}
+        for definition in (d for d in listed if by_name[d.name] is d):
+            digest = definition.content_hash()
+            row = known.get((definition.name, digest))
+            if row is not None:
+                row.current = True
+                row.save(update_fields=["current"])
+                unchanged.append(definition.name)
+                continue
+            McpToolDefinition.objects.create(
+                server=server,
+                tool=definition.name,
+                description=definition.description,
+                input_schema=definition.input_schema,
+                annotations=definition.annotations,
+                meta=definition.meta,
+                content_hash=digest,
+            )
+            drift = definition.name in seen_tools
+            (changed if drift else new).append(definition.name)
+            trail.record(
+                AuditEvent.MCP_TOOL_CHANGED if drift else AuditEvent.MCP_TOOL_NEW,
+                target=f"mcp tool {server.name}/{definition.name}",
+                server=server.name,
+                tool=definition.name,
+                content_hash=digest,
+                previous_hashes=sorted(h for t, h in known if t == definition.name),
+            )
+    return ListingReport(tuple(new), tuple(changed), tuple(unchanged))
+
+
+def review(server: McpServer, *, approve: bool, reviewer: Any, tool: str = "") -> list[str]:
+    """Approve or reject the pending definitions (of one tool, or all); returns the tools.
+
+    The reviewer must not be the admin who registered the server: a second person reads
+    what the server says about its tools before the model may use them.
+    """
+    if server.registered_by_id is not None and server.registered_by_id == reviewer.pk:
+        raise McpSetupError(
+            f'{reviewer.get_username()} registered "{server.name}", so another person must '
+            "review its tools."
+        )
+    pending = server.definitions.filter(status=McpToolDefinition.Status.PENDING, current=True)
+    if tool:
+        pending = pending.filter(tool=tool)
+        if not pending.exists():
+            listed = sorted(set(server.definitions.values_list("tool", flat=True)))
+            raise McpSetupError(
+                f'Nothing of "{tool}" waits for review on "{server.name}". Its tools: '
+                f"{', '.join(listed) or 'none listed yet (run mcp test first)'}."
+            )
+    status = McpToolDefinition.Status.APPROVED if approve else McpToolDefinition.Status.REJECTED
+    done: list[str] = []
+    with transaction.atomic():
+        for row in pending.select_for_update():
+            row.status = status
+            row.reviewed_by = reviewer
+            row.reviewed_by_name = reviewer.get_username()
+            row.reviewed_at = timezone.now()
+            row.save(update_fields=["status", "reviewed_by", "reviewed_by_name", "reviewed_at"])
+            done.append(row.tool)
+            trail.record(
+                AuditEvent.MCP_REVIEWED,
+                target=f"mcp tool {server.name}/{row.tool}",
+                actor=reviewer,
+                decision=status,
+                server=server.name,
+                tool=row.tool,
+                content_hash=row.content_hash,
+                registered_by=server.registered_by_name,
+            )
+    return done
+
+
+def serving(server: McpServer) -> list[ToolDefinition]:
+    """The definitions the model is offered: per listed tool, the last approved one."""
+    rows = server.definitions.all()
+    listed = {r.tool for r in rows if r.current}
+    best: dict[str, McpToolDefinition] = {}
+    for row in rows:
+        if row.status != McpToolDefinition.Status.APPROVED or row.tool not in listed:
+            continue
+        held = best.get(row.tool)
+        if held is None or (row.reviewed_at or row.first_seen_at) > (
+            held.reviewed_at or held.first_seen_at
+        ):
+            best[row.tool] = row
+    return [
+        ToolDefinition(
+            name=row.tool,
+            description=row.description,
+            input_schema=row.input_schema,
+            annotations=row.annotations,
+            meta=row.meta,
+        )
+        for _tool, row in sorted(best.items())
+    ]

@@ -1,0 +1,145 @@
+"""The MCP tools one run offers: the approved definitions of the servers its person may see.
+
+A server's tools are listed once and the listing is reused for `MCP_LIST_CACHE_SECONDS` in this
+process (so a turn after the first makes no tools/list round trip); each listing is stored
+(`definitions.store_listing`: drift waits for review). A server that cannot be listed is left out
+of the run with one notice for the person, and the run goes on without it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.contrib.auth import get_user_model
+
+from skills_app import trail
+from skills_app.core.mcp import CallRecord, McpConnectError, McpTool, list_tools
+from skills_app.core.mcp.connect import Place
+from skills_app.core.mcp.definitions import model_tool_name
+from skills_app.mcp.definitions import serving, store_listing
+from skills_app.mcp.servers import spec_for, visible_servers
+from skills_app.models import AuditEvent, McpServer
+
+logger = logging.getLogger(__name__)
+
+# A failed listing is tried again after this many seconds at most (a server may come back).
+_RETRY_DOWN_SECONDS = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Listed:
+    at: float
+    identity: str
+    problem: str  # "" when the listing worked
+
+
+# server pk -> its last listing in this process
+_listings: dict[int, _Listed] = {}
+listing_count = 0  # tools/list round trips made by this process (read by tests and bench)
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """The MCP tools of a run and the notices of servers left out."""
+
+    tools: tuple[McpTool, ...]
+    notices: tuple[str, ...]
+
+
+def forget_listings() -> None:
+    """Drop every cached listing (tests; after a server changed on purpose)."""
+    _listings.clear()
+
+
+async def offered_tools(
+    *,
+    group_ids: frozenset[int],
+    place: Place,
+    record: Callable[[CallRecord], Awaitable[None]] | None,
+) -> Offer:
+    """The approved tools of every server visible to these groups, listed at most once a while."""
+    servers = await sync_to_async(visible_servers)(group_ids)
+    tools: list[McpTool] = []
+    notices: list[str] = []
+    for server in servers:
+        problem = await _listed(server, place)
+        if problem:
+            notices.append(
+                f'The tools of the MCP server "{server.display_name or server.name}" are left '
+                f"out of this turn: {problem}"
+            )
+            continue
+        spec = spec_for(server)
+        for definition in await sync_to_async(serving)(server):
+            if model_tool_name(server.name, definition.name) is None:
+                continue  # a tool name the API cannot carry is never offered
+            tools.append(
+                McpTool(spec, definition, result_limit=settings.MCP_RESULT_LIMIT, record=record)
+            )
+    return Offer(tuple(tools), tuple(notices))
+
+
+async def _listed(server: McpServer, place: Place) -> str:
+    """ "" when the server's listing is fresh (listing it now if needed), else why not."""
+    global listing_count
+    held = _listings.get(server.pk)
+    now = time.monotonic()
+    if held is not None and held.identity == server.identity:
+        ttl: float = settings.MCP_LIST_CACHE_SECONDS
+        if held.problem:
+            ttl = min(ttl, _RETRY_DOWN_SECONDS)
+        if now - held.at < ttl:
+            return held.problem
+    listing_count += 1
+    try:
+        listed = await list_tools(spec_for(server), place)
+    except McpConnectError as exc:
+        _listings[server.pk] = _Listed(now, server.identity, str(exc))
+        return str(exc)
+    try:
+        await sync_to_async(store_listing)(server, listed)
+    except Exception:  # a listing that cannot be stored leaves the server out, not the turn
+        logger.exception("Storing the tool listing of the MCP server %s failed", server.name)
+        problem = "its tool list could not be stored (see the server log)."
+        _listings[server.pk] = _Listed(now, server.identity, problem)
+        return problem
+    _listings[server.pk] = _Listed(now, server.identity, "")
+    return ""
+
+
+def call_recorder(
+    *, user_id: int, conversation_id: int, run_id: int | None
+) -> Callable[[CallRecord], Awaitable[None]]:
+    """What each call that ran leaves in the audit trail."""
+
+    def write(call: CallRecord) -> None:
+        trail.record(
+            AuditEvent.MCP_CALLED,
+            target=f"mcp tool {call.server}/{call.tool}",
+            actor=_user(user_id),
+            server=call.server,
+            tool=call.tool,
+            definition_hash=call.definition_hash,
+            decision="allow",
+            conversation=conversation_id,
+            run=run_id,
+            duration_ms=call.duration_ms,
+            result_chars=call.result_chars,
+            truncated=call.truncated,
+            is_error=call.is_error,
+            error=call.error,
+        )
+
+    async def record(call: CallRecord) -> None:
+        await sync_to_async(write)(call)
+
+    return record
+
+
+def _user(user_id: int) -> object:
+    return get_user_model().objects.filter(pk=user_id).first()

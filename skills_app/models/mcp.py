@@ -1,0 +1,94 @@
+"""MCP servers an admin registered and the tool definitions they listed, each reviewed."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.models import Group
+from django.db import models
+
+
+class McpServer(models.Model):
+    """A server whose tools may be offered: identified by its argv (stdio) or URL (http).
+
+    `env` holds the declared variables' values; they go to the server's process and nowhere
+    else (lists and the admin show the keys only).
+    """
+
+    class Kind(models.TextChoices):
+        STDIO = "stdio", "stdio (a command run in the sandbox)"
+        HTTP = "http", "Streamable HTTP (a URL)"
+
+    name = models.SlugField(
+        max_length=40,
+        unique=True,
+        help_text="The server's part of its tools' names: mcp__NAME__tool.",
+    )
+    display_name = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    # The identity: "stdio:" + the argv as JSON, or "http:" + the URL. Never the name.
+    identity = models.TextField(unique=True)
+    argv = models.JSONField(default=list, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    read_only_paths = models.JSONField(default=list, blank=True)
+    url = models.URLField(max_length=2000, blank=True)
+    headers = models.JSONField(default=dict, blank=True)
+    registered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    registered_by_name = models.CharField(max_length=200)
+    # Who sees the server's tools: members of these groups, or everyone when `everyone`.
+    groups = models.ManyToManyField(Group, blank=True, related_name="+")
+    everyone = models.BooleanField(default=False)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class McpToolDefinition(models.Model):
+    """One definition of one tool as the server listed it; a change is a new row to review."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "waiting for review"
+        APPROVED = "approved", "approved"
+        REJECTED = "rejected", "rejected"
+
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="definitions")
+    tool = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    input_schema = models.JSONField(default=dict, blank=True)
+    annotations = models.JSONField(default=dict, blank=True)
+    meta = models.JSONField(default=dict, blank=True)
+    content_hash = models.CharField(max_length=64)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    # Listed by the server the last time it was asked (a tool it no longer lists is not offered).
+    current = models.BooleanField(default=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    reviewed_by_name = models.CharField(max_length=200, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["server", "tool", "-first_seen_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["server", "tool", "content_hash"], name="mcp_definition_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server.name}/{self.tool} {self.content_hash[:12]} ({self.status})"

@@ -1,0 +1,78 @@
+"""A small MCP server for the tests, written with the SDK's server class (MCPServer).
+
+    python toy_server.py stdio [--description-file F]
+    python toy_server.py http --port N [--description-file F]
+
+Its tools leave traces the tests read on the server's side: `touch_marker` writes a file in its
+working directory (a stdio server's is the conversation's workspace), `report_env` answers with
+its whole environment. The description of `echo` is read from `--description-file` when the
+server starts, so rewriting that file and starting again is "the server changed its tool".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+
+
+def build(description: str) -> MCPServer:
+    server = MCPServer("toy", log_level="WARNING")
+
+    @server.tool(name="echo", description=description)
+    def echo(text: str) -> str:
+        return f"echo: {text}"
+
+    @server.tool(
+        name="touch_marker",
+        description="Write a file named marker-LABEL in the working directory.",
+        annotations=ToolAnnotations(destructive_hint=False),
+    )
+    def touch_marker(label: str) -> str:
+        path = Path.cwd() / f"marker-{label}"
+        path.write_text("called\n")
+        return f"wrote {path}"
+
+    @server.tool(name="report_env", description="Answer with the server's environment as JSON.")
+    def report_env() -> str:
+        return json.dumps(dict(os.environ), sort_keys=True)
+
+    @server.tool(name="big", description="Answer with N letters x.")
+    def big(n: int) -> str:
+        return "x" * n
+
+    @server.tool(name="hang", description="Wait SECONDS before answering.")
+    async def hang(seconds: float) -> str:
+        await anyio.sleep(seconds)
+        return "woke up"
+
+    @server.tool(name="broken", description="Always fails.")
+    def broken() -> str:
+        raise RuntimeError("the broken tool broke, as it always does")
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("transport", choices=("stdio", "http"))
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--description-file", default="")
+    args = parser.parse_args()
+    description = "Repeat the text back."
+    if args.description_file:
+        description = Path(args.description_file).read_text(encoding="utf-8").strip()
+    server = build(description)
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host="127.0.0.1", port=args.port)
+
+
+if __name__ == "__main__":
+    main()
