@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.axe import violations
 from tests.browser.live_server import LiveServer
 from tests.browser.pages import screenshot
 from tests.browser.server_data import publish, run_in_server, upload_draft
@@ -120,6 +121,7 @@ def test_upload_review_approve_run_refuse_and_audit(tab, model, chat_server, tmp
     background = report.evaluate("(el) => getComputedStyle(el).backgroundColor")
     assert background in ("rgb(233, 247, 236)", "rgb(28, 51, 34)"), background
     screenshot(manager, f"50-review-upload-{label}")
+    assert violations(manager) == []
     manager.reload()
     expect(manager.get_by_role("heading", name=f"Review {name} v2")).to_be_visible()
     expect(report).to_have_count(0)
