@@ -28,6 +28,7 @@ from tests.security.helpers import client_of
 from tests.support.review_helpers import (
     GREET_MARKER,
     GREET_SCRIPT,
+    GREET_SKILL_MD,
     approve,
     greet_files,
     publish,
@@ -76,6 +77,30 @@ def test_a_skill_manager_uploads_for_everyone_from_the_skills_page_and_submits(s
         and "<code>${CLAUDE_SKILL_DIR}/scripts/greet.py</code>" in html
     )
     assert skills_for_user(skill_manager.pk).get("org-greet") is None  # not live yet
+
+
+def test_an_upload_of_several_skills_redirects_to_the_review_queue_with_a_notice_each(
+    skill_manager,
+):
+    hello_md = GREET_SKILL_MD.replace("name: org-greet", "name: org-hello")
+    files = [
+        *greet_files(),
+        *[type(f)(f.path.replace("org-greet/", "org-hello/"), f.data) for f in greet_files()],
+    ]
+    # Several skills come as a plugin: <plugin>/skills/<name>/SKILL.md.
+    files = [type(f)(f"team/skills/{f.path}", f.data) for f in files]
+    files[2] = type(files[2])(files[2].path, hello_md.encode())
+    client = client_of(skill_manager)
+    response = client.post(reverse("skills-org-upload"), {"archive": _zip(files)})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("skills-page") + "#review-queue"
+    html = client.get(response["Location"]).content.decode()
+    notice = html[
+        html.index('<div class="notice notice-success" role="status" id="org-upload-report">') :
+    ]
+    notice = notice[: notice.index("</div>")]
+    assert "Installed team:org-greet version 1" in notice
+    assert "Installed team:org-hello version 1" in notice
 
 
 def test_an_ordinary_user_cannot_upload_for_everyone(alice):
