@@ -522,6 +522,21 @@ AUTHENTICATION_BACKENDS = ["skills_app.accounts.backends.PasswordBackend"]
 # form and URL says so. Set up the identity provider (and a directory group for administrators)
 # before turning it off.
 LOCAL_PASSWORDS = env_bool("LOCAL_PASSWORDS", True)
+# "Forgot your password?" (while LOCAL_PASSWORDS is on) mails a reset link, valid for
+# PASSWORD_RESET_TIMEOUT seconds, to the account's e-mail address. EMAIL_HOST set: through that
+# SMTP server; unset: the mail is written to the server's log (a machine without mail).
+EMAIL_HOST = env_str("EMAIL_HOST")
+EMAIL_PORT = env_int("EMAIL_PORT", 587, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER")
+EMAIL_HOST_PASSWORD = env_secret("EMAIL_HOST_PASSWORD")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", True)
+EMAIL_BACKEND = (
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend"
+)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Skillscope <skillscope@localhost>")
+PASSWORD_RESET_TIMEOUT = env_int("PASSWORD_RESET_TIMEOUT", 3600, minimum=60)
 # OpenID Connect: the issuer (its /.well-known/openid-configuration is read), the client
 # registered there for Skillscope (redirect URI: <public URL>/accounts/oidc/sso/login/callback/).
 SSO_OIDC_ISSUER = env_str("SSO_OIDC_ISSUER").rstrip("/")

@@ -57,7 +57,11 @@ class SkillscopeUserAdmin(UserAdmin[User]):
             "Roles",
             {
                 "fields": ("groups", "is_active", "is_staff"),
-                "description": "What this person may do: tick the roles they hold.",
+                "description": (
+                    "What this person may do: tick the roles they hold. No role ticked means "
+                    "chat only: they chat with the agent and use the skills offered to them, "
+                    "as a Chatter does."
+                ),
             },
         ),
         ("Personal info", {"fields": ("first_name", "last_name", "email")}),

@@ -12,6 +12,8 @@ import logging
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import transaction
 from django.db.models import QuerySet
 
 from skills_app.chat.summaries import recorded_call
@@ -23,6 +25,7 @@ from skills_app.core.titles import (
     DEFAULT_TITLE,
     clean_title,
     command_title,
+    distinct_title,
     title_from_message,
     title_request,
 )
@@ -34,6 +37,7 @@ from skills_app.runs.client import model_client
 from skills_app.visibility import outbound
 
 logger = logging.getLogger(__name__)
+User = get_user_model()
 
 
 def _first_exchange(conversation_id: int) -> tuple[str, str, str] | None:
@@ -76,10 +80,28 @@ def _store_title(conversation_id: int, title: str, fallback: str) -> list[RunEve
     if outbound(conversation_id, can_inspect=False).text(title) != title:
         # The model's title quotes hidden text: the person's own words name it instead.
         title = fallback
-    # update(): a title is not activity (the list order stays); only while still the default.
-    changed = Conversation.objects.filter(pk=conversation_id, title=DEFAULT_TITLE).update(
-        title=title, title_auto=True
-    )
+    # Distinct within the owner's list: three "Hello! What can you do?" read as one otherwise.
+    # In a transaction with the owner's row locked, so two titles made at once differ too.
+    with transaction.atomic():
+        owner_id = (
+            Conversation.objects.filter(pk=conversation_id)
+            .values_list("owner_id", flat=True)
+            .first()
+        )
+        if owner_id is None:
+            return []
+        User.objects.select_for_update().filter(pk=owner_id).first()
+        taken = set(
+            Conversation.objects.owned_by(owner_id)
+            .filter(title__startswith=title)
+            .exclude(pk=conversation_id)
+            .values_list("title", flat=True)
+        )
+        title = distinct_title(title, taken)
+        # update(): a title is not activity (the list order stays); only while still the default.
+        changed = Conversation.objects.filter(pk=conversation_id, title=DEFAULT_TITLE).update(
+            title=title, title_auto=True
+        )
     if not changed:
         return []
     return [eventlog.append_event(conversation_id, ConversationTitled(title=title))]

@@ -41,6 +41,7 @@ from .request import compose_request
 from .skillcalls import SkillCalls
 from .skillhooks import SkillHook, SkillHookRunner
 from .skilltool import SKILL_TOOL, parse_slash_command
+from .slash_files import missing_files, missing_files_note
 from .stop_reasons import StopNotice, stop_notice
 from .tool_calls import ToolCalls
 from .tools.base import ToolContext, ToolError
@@ -223,6 +224,9 @@ class Runner:
         if command is None or not slash_invokes(self.agent.config):
             # Without server-side slash commands the text went to the model as typed.
             return True
+        missing = missing_files(command.args, self.agent.tool_context.workspace)
+        if missing:
+            await self.ends.notice("notice", missing_files_note(missing), code="missing_files")
         delivered = 0
         permission, rendering = self.profile.invocation_form(self.agent.config)
         for name in command.names:

@@ -8,7 +8,7 @@ is one line of at most TITLE_MAX_CHARS characters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from .llm import ModelRequest
 
@@ -95,3 +95,14 @@ def clean_title(text: str) -> str:
         if cleaned:
             return shorten(cleaned)
     return ""
+
+
+def distinct_title(title: str, taken: Collection[str]) -> str:
+    """`title`, or "title (2)", "title (3)", ... : the first not in `taken` (the person's other
+    titles), so no two conversations in one list read the same."""
+    if title not in taken:
+        return title
+    number = 2
+    while f"{title} ({number})" in taken:
+        number += 1
+    return f"{title} ({number})"

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.text import capfirst
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from skills_app.http import AuthedHttpRequest
@@ -126,8 +128,9 @@ def review_version(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     except review.ReviewError as exc:
         version.refresh_from_db()
         return _review_page(request, version, status=400, error=exc.message, comment=comment)
-    version.refresh_from_db()
-    return _review_page(request, version, notice=DONE_WORDS[step])
+    # Redirect after the step, so a reload does not take it again.
+    messages.success(request, DONE_WORDS[step])
+    return redirect("skill-review", pk=version.pk)
 
 
 @login_required
@@ -163,19 +166,28 @@ def org_upload(request: AuthedHttpRequest) -> HttpResponse:
         return render_page(request, status=400, org_error=exc.message, org_problems=exc.problems)
     except review.ReviewError as exc:
         return render_page(request, status=400, org_error=exc.message)
+    # Redirect after the upload (the version's page; the review queue for several skills), so
+    # a reload does not send the files again and the address can be bookmarked.
     for result in results:
-        result.version.refresh_from_db()
-    return render_page(
-        request,
-        org_results=[
-            {
-                "result": r,
-                "review_url": reverse("skill-review", args=[r.version.pk]),
-                "submitted": r.version.pk in submitted,
-            }
-            for r in results
-        ],
-    )
+        messages.success(request, upload_words(result, submitted=result.version.pk in submitted))
+    # With a fragment of its own: the form's (#org-upload) would otherwise carry over.
+    if len(results) == 1:
+        return redirect(reverse("skill-review", args=[results[0].version.pk]) + "#review")
+    return redirect(reverse("skills-page") + "#review-queue")
+
+
+def upload_words(result: uploads.InstallResult, *, submitted: bool) -> str:
+    """What an organisation upload did, in one notice for the page it leads to."""
+    words = [capfirst(result.message) + "." if result.created else f"No change: {result.message}."]
+    if submitted:
+        words.append("Submitted for review.")
+    count = len(result.warnings)
+    if count:
+        things = "thing" if count == 1 else "things"
+        words.append(f"Lint found {count} {things} to look at (listed under Lint).")
+    else:
+        words.append("Lint found nothing to fix.")
+    return " ".join(words)
 
 
 @login_required
@@ -213,4 +225,4 @@ def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
     )
 
 
-__all__ = ["org_upload", "review_version", "skill_detail"]
+__all__ = ["org_upload", "review_version", "skill_detail", "upload_words"]

@@ -414,6 +414,14 @@
     edit.querySelector("textarea").focus();
   });
 
+  // A new message or a regenerated answer replaces what an open edit would have: the edit
+  // closes, rather than stay open beside an answer to the old text.
+  chat.addEventListener("htmx:wsConfigSend", (event) => {
+    const sent = event.target;
+    if (sent !== form && !sent.closest?.(".regenerate-form")) return;
+    chat.querySelectorAll(".edit-form").forEach((edit) => edit.remove());
+  });
+
   // The form goes, and focus returns to the Edit button that opened it.
   function closeEdit(edit) {
     const button = edit.closest(".row-user")?.querySelector(".edit-button");
@@ -447,15 +455,26 @@
     cancel.type = "button";
     cancel.textContent = "Cancel";
     cancel.addEventListener("click", () => closeEdit(edit));
+    // As in the composer (and claude.ai's edit box): Enter sends, Shift+Enter adds a line.
+    area.addEventListener("keydown", (event) => {
+      if (event.isComposing || event.key !== "Enter" || event.shiftKey) return;
+      event.preventDefault();
+      if (area.value.trim()) edit.requestSubmit(send);
+    });
     edit.addEventListener("keydown", (event) => {
       if (event.key === "Escape") {
         event.preventDefault();
         closeEdit(edit);
       }
     });
+    const hint = document.createElement("p");
+    hint.className = "edit-hint muted";
+    hint.id = `edit-hint-${messageId}`;
+    hint.textContent = "Enter sends, Shift+Enter adds a line, Escape cancels.";
+    area.setAttribute("aria-describedby", hint.id);
     const actions = document.createElement("div");
     actions.className = "actions";
-    actions.append(cancel, send);
+    actions.append(hint, cancel, send);
     edit.append(hidden("action", "edit"), hidden("message_id", messageId), area, actions);
     // The edited message arrives as a new row; the form goes once it is sent.
     edit.addEventListener("htmx:wsAfterSend", () => edit.remove());

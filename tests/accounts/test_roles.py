@@ -143,6 +143,20 @@ def test_the_user_page_shows_roles_first_and_raw_permissions_last(admin_user, al
     assert "Skill manager: Uploads skills" in page.content.decode()
 
 
+def test_the_roles_box_of_a_new_user_says_that_no_role_means_chat_only(admin_user):
+    client = _client(admin_user)
+    added = client.post(
+        reverse("admin:auth_user_add"),
+        {"username": "newcomer", "password1": "a-long-pass-2026", "password2": "a-long-pass-2026"},
+    )
+    assert added.status_code == 302
+    page = client.get(added["Location"]).content.decode()
+    roles_box = page[page.index("<h2") : page.index("Personal info")]
+    assert 'name="groups"' in roles_box
+    assert not re.search(r'name="groups"[^>]*checked', roles_box)  # starts with no role
+    assert "No role ticked means chat only" in roles_box
+
+
 def test_handing_out_a_role_in_the_admin_gives_staff_status_and_is_recorded(admin_user, alice):
     client = _client(admin_user)
     url = reverse("admin:auth_user_change", args=[alice.pk])

@@ -191,7 +191,10 @@ def test_edit_and_regenerate_replace_turns_that_stay_visible_as_replaced(tab, mo
         "An answer to the fixed question."
     )
     expect(chat.transcript.locator(".row.replaced")).to_have_count(2)
-    expect(chat.page.locator("#conversation-title")).to_have_text("What is a skill?")
+    # Distinct within alice's list (issue 42): the accessibility tests title theirs the same.
+    expect(chat.page.locator("#conversation-title")).to_have_text(
+        re.compile(r"^What is a skill\?( \(\d+\))?$")
+    )
     expect(chat.transcript.locator(".row-user.replaced .replaced-note")).to_contain_text(
         "replaced by an edit"
     )

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.axe import violations
 from tests.browser.live_server import LiveServer
 from tests.browser.pages import screenshot
 from tests.browser.server_data import publish, run_in_server, upload_draft
@@ -109,13 +110,22 @@ def test_upload_review_approve_run_refuse_and_audit(tab, model, chat_server, tmp
     form = manager.locator("#org-upload-form")
     form.get_by_label("Folder").set_input_files(folder)
     form.get_by_role("button", name="Upload draft").click()
-    report = manager.locator("#org-upload-report")
+    # The upload redirects to the version's page (issue 42): a reload reads it, sends nothing.
+    expect(manager).to_have_url(re.compile(r"/skills/versions/\d+/review/#review$"))
+    expect(manager.get_by_role("heading", name=f"Review {name} v2")).to_be_visible()
+    report = manager.locator("#review-notice")
     expect(report).to_contain_text(f"Installed {name} version 2 (organisation-wide")
     expect(report).to_contain_text("Submitted for review.")
     expect(report).to_contain_text("Lint found nothing to fix.")
+    # A success is green, not the demo warning's yellow.
+    background = report.evaluate("(el) => getComputedStyle(el).backgroundColor")
+    assert background in ("rgb(233, 247, 236)", "rgb(28, 51, 34)"), background
     screenshot(manager, f"50-review-upload-{label}")
+    assert violations(manager) == []
+    manager.reload()
+    expect(manager.get_by_role("heading", name=f"Review {name} v2")).to_be_visible()
+    expect(report).to_have_count(0)
     # She cannot approve her own upload here.
-    report.get_by_role("link", name=f"Open the review of {name} v2").click()
     expect(manager.locator("#approve-refusal")).to_contain_text("someone other than")
 
     # -- Rita reviews: the script's diff, the manifest, then approves -------------------------

@@ -13,7 +13,12 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 
 from skills_app.chat import titles
-from skills_app.core.titles import clean_title, command_title, title_from_message
+from skills_app.core.titles import (
+    clean_title,
+    command_title,
+    distinct_title,
+    title_from_message,
+)
 from skills_app.models import Conversation, ModelCall, PermissionRule
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
@@ -99,6 +104,25 @@ def test_a_command_title_names_the_skill_and_the_gist_of_its_arguments():
     )
     long = command_title(["summarise"], "word " * 40)
     assert len(long) <= 60 and long.endswith("…")
+
+
+def test_a_title_taken_in_the_list_gets_the_next_number():
+    assert distinct_title("Plan", set()) == "Plan"
+    assert distinct_title("Plan", {"Plan", "Plan (2)", "Other"}) == "Plan (3)"
+    assert distinct_title("Plan (2)", {"Plan", "Plan (2)"}) == "Plan (2) (2)"
+
+
+async def test_titles_are_distinct_within_one_persons_list(fake, alice, bob):
+    question = "Hello! What can you do? Please list your skills."
+    fake.set_responder(lambda request: Reply.text("Quite a lot."))
+    made = []
+    for owner in (alice, alice, bob, alice):
+        conversation = await Conversation.objects.acreate(owner=owner)
+        await turn(conversation, owner, question)
+        await titled(conversation)
+        made.append(await title_of(conversation))
+    base = title_from_message(question)
+    assert made == [base, f"{base} (2)", base, f"{base} (3)"]
 
 
 async def test_a_renamed_conversation_keeps_its_name(fake, conversation, alice):

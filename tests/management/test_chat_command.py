@@ -37,7 +37,7 @@ def test_it_runs_a_skill_and_never_prints_the_hidden_text(admin_user):
     assert '[skill] The "text-stats" skill is loading' in output
     assert "[tool] Bash: python3" in output
     # The script counted the skill's arguments ("on some words here"), not the user's text.
-    assert "[result] 1 lines, 4 words, 18 characters" in output
+    assert "[result] 1 line, 4 words, 18 characters" in output
     hidden = Message.objects.get(kind="skill_prompt").content[0]["text"]
     assert "Base directory for this skill" not in output
     assert hidden.splitlines()[-1] not in output

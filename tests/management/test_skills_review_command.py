@@ -83,7 +83,7 @@ def _same_as_the_page(page: Callable[[], Any], command: Callable[[], Any], packa
 def _post(user, version: SkillVersion, **data: str) -> Callable[[], Any]:
     def take() -> None:
         response = client_of(user).post(reverse("skill-review", args=[version.pk]), data)
-        assert response.status_code == 200, response.content.decode()[:2000]
+        assert response.status_code == 302, response.content.decode()[:2000]
 
     return take
 

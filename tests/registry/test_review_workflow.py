@@ -28,6 +28,7 @@ from tests.security.helpers import client_of
 from tests.support.review_helpers import (
     GREET_MARKER,
     GREET_SCRIPT,
+    GREET_SKILL_MD,
     approve,
     greet_files,
     publish,
@@ -53,21 +54,53 @@ def test_a_skill_manager_uploads_for_everyone_from_the_skills_page_and_submits(s
             b'${CLAUDE_SKILL_DIR}/scripts/greet.py "$ARGUMENTS"', b"scripts/greet.py"
         ),
     )
-    response = client_of(skill_manager).post(
-        reverse("skills-org-upload"), {"archive": _zip(bad), "submit": "1"}
-    )
-    html = response.content.decode()
-    assert response.status_code == 200
+    client = client_of(skill_manager)
+    response = client.post(reverse("skills-org-upload"), {"archive": _zip(bad), "submit": "1"})
     version = SkillVersion.objects.get(package__name="org-greet")
+    # Redirected to the version's page: a reload reads it again, nothing is uploaded twice.
+    assert response.status_code == 302
+    assert response["Location"] == reverse("skill-review", args=[version.pk]) + "#review"
+    html = client.get(response["Location"]).content.decode()
     assert version.review_status == SkillVersion.SUBMITTED
     assert [s.action for s in version.reviews.order_by("pk")] == ["uploaded", "submitted"]
-    assert "Submitted for review." in html and reverse("skill-review", args=[version.pk]) in html
+    notice = html[
+        html.index('<div class="notice notice-success" role="status" id="review-notice">') :
+    ]
+    notice = notice[: notice.index("</div>")]
+    assert "Installed org-greet version 1 (organisation-wide" in notice
+    assert "Submitted for review." in notice and "Lint found 1 thing to look at" in notice
+    # Said once: the notice is gone on the next visit.
+    assert "Submitted for review." not in client.get(response["Location"]).content.decode()
     # Lint shows at once: the script is run by a path the workspace does not have.
     assert (
         'data-rule="script-path"' in html
         and "<code>${CLAUDE_SKILL_DIR}/scripts/greet.py</code>" in html
     )
     assert skills_for_user(skill_manager.pk).get("org-greet") is None  # not live yet
+
+
+def test_an_upload_of_several_skills_redirects_to_the_review_queue_with_a_notice_each(
+    skill_manager,
+):
+    hello_md = GREET_SKILL_MD.replace("name: org-greet", "name: org-hello")
+    files = [
+        *greet_files(),
+        *[type(f)(f.path.replace("org-greet/", "org-hello/"), f.data) for f in greet_files()],
+    ]
+    # Several skills come as a plugin: <plugin>/skills/<name>/SKILL.md.
+    files = [type(f)(f"team/skills/{f.path}", f.data) for f in files]
+    files[2] = type(files[2])(files[2].path, hello_md.encode())
+    client = client_of(skill_manager)
+    response = client.post(reverse("skills-org-upload"), {"archive": _zip(files)})
+    assert response.status_code == 302
+    assert response["Location"] == reverse("skills-page") + "#review-queue"
+    html = client.get(response["Location"]).content.decode()
+    notice = html[
+        html.index('<div class="notice notice-success" role="status" id="org-upload-report">') :
+    ]
+    notice = notice[: notice.index("</div>")]
+    assert "Installed team:org-greet version 1" in notice
+    assert "Installed team:org-hello version 1" in notice
 
 
 def test_an_ordinary_user_cannot_upload_for_everyone(alice):
@@ -118,11 +151,12 @@ def test_approve_request_changes_resubmit_and_roll_back_through_the_page(skill_m
     client.post(url, {"action": "submit"})
     digest = review.manifest_of(v2).digest
     done = client.post(url, {"action": "approve", "manifest": digest, "activate": "1"})
-    assert "It is now the active version for everyone." in done.content.decode()
+    assert done.status_code == 302 and done["Location"] == url  # a reload takes no step again
+    assert "It is now the active version for everyone." in client.get(url).content.decode()
     assert skills_for_user(alice.pk).get("org-greet").digest == v2.digest
     # A rollback to the earlier approved version is immediate.
     back = client.post(reverse("skill-review", args=[v1.pk]), {"action": "activate"})
-    assert back.status_code == 200
+    assert back.status_code == 302
     assert skills_for_user(alice.pk).get("org-greet").digest == v1.digest
     steps = list(SkillReview.objects.filter(version__package=v1.package).order_by("pk"))
     assert [(s.version_number, s.action) for s in steps][-7:] == [
