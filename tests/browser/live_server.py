@@ -163,8 +163,10 @@ class LiveServer:
         if done.returncode != 0:
             raise LiveServerError(f"Setting up the live server failed:\n{done.stderr[-4000:]}")
 
-    def start(self, timeout: float = 30.0) -> None:
-        """Start daphne and wait until the login page answers."""
+    def start(self, timeout: float = 90.0) -> None:
+        """Start daphne and wait until the login page answers. A daphne that exits is reported
+        at once; the wait is long because a loaded machine took over 30 s to start one (two
+        fresh-clone runs beside other work, 2026-12-06), which failed every browser test."""
         self.config.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.config.log_path.open("wb")
         self._process = subprocess.Popen(

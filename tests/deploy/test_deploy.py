@@ -254,10 +254,12 @@ def test_the_worker_unit_listens_on_the_run_channel():
     reason="systemd-analyze is not installed; the key list above checked the units instead",
 )
 def test_systemd_analyze_verifies_the_units(tmp_path):
-    # Executables must exist for `verify`: point the units at this checkout instead of /srv.
+    # Executables must exist for `verify`: point the units at this checkout instead of /srv, and
+    # at the virtual environment running the tests (scripts/test-newest.sh uses .venv-newest).
     instances = []
     for path, instance in zip(UNITS, ("8001", "1"), strict=True):
-        (tmp_path / path.name).write_text(path.read_text().replace(INSTALL_ROOT, str(ROOT)))
+        text = path.read_text().replace(f"{INSTALL_ROOT}/.venv/", f"{sys.prefix}/")
+        (tmp_path / path.name).write_text(text.replace(INSTALL_ROOT, str(ROOT)))
         instances.append(str(tmp_path / path.name.replace("@.", f"@{instance}.")))
     result = subprocess.run(
         ["systemd-analyze", "verify", "--man=no", "--generators=no", *instances],
