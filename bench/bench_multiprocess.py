@@ -1,7 +1,7 @@
 """The multi-process load: RUN_EXECUTOR=worker, PostgreSQL, Redis, 2 web processes, N workers.
 
 Run: .venv/bin/python bench/bench_multiprocess.py [--conversations 100] [--rate 50]
-         [--duration 20] [--workers 2] [--json figures.json]
+         [--duration 20] [--workers 2] [--json figures.json] [--layer ours|core|pubsub]
 Runs tests/multiprocess/bench_load.py with pytest, so the deployment is started exactly as the
 multi-process tests start it (tests/multiprocess/conftest.py: a throw-away PostgreSQL cluster and
 redis-server, daphne and `runworker` processes, all on loopback and all stopped at the end).
@@ -31,8 +31,16 @@ def main() -> int:
     parser.add_argument(
         "--env", action="append", default=[], help="NAME=VALUE for every process (repeatable)"
     )
+    parser.add_argument(
+        "--layer",
+        choices=["ours", "core", "pubsub"],
+        default="",
+        help="the channel layer (bench/layer_settings.py); the settings' own when not given",
+    )
     opts = parser.parse_args()
     settings = dict(pair.partition("=")[::2] for pair in opts.env)
+    if opts.layer:
+        settings.update(DJANGO_SETTINGS_MODULE="bench.layer_settings", BENCH_LAYER=opts.layer)
     if any("=" not in pair for pair in opts.env):
         parser.error("--env takes NAME=VALUE")
     env = {

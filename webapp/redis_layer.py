@@ -1,5 +1,13 @@
 """The Redis channel layer, made to ride out Redis restarts and outages however long.
 
+Why this is not a stock layer (measured against both in one session, bench/RESULTS.md, "today's
+Redis layer against the stock channels-redis layers"): stock `RedisChannelLayer` closes every
+open tab when Redis restarts or goes away, and stock `RedisPubSubChannelLayer` refuses every new
+tab (HTTP 500) while Redis is away and logs a traceback per frame sent; both failed the fault
+suite's Redis cases (tests/multiprocess/test_faults.py), which this layer passes. CPU is not the
+reason: pub/sub used no more than this layer (its p99 was 1.2-4.4 times this layer's, on a busy
+machine). A pub/sub subclass that adds only the outage handling is the way back to a stock layer.
+
 channels-redis passes every Redis error to its caller. A Redis restart then left each process
 with pooled connections the server had closed: the first websocket opened after it failed with
 HTTP 500 (its `group_add` met a dead connection), and every worker exited (its `receive` raised),

@@ -8,6 +8,8 @@ Shared by the fault suite (a websocket client as chat.js behaves) and the browse
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -125,6 +127,9 @@ def running_cluster(
             )
             # INFO: the fixtures know a worker is ready by the line it logs when it starts.
             env["LOG_LEVEL"] = "INFO"
+            # MULTIPROCESS_ENV='{"NAME": "VALUE"}' runs the cluster with other settings, e.g.
+            # another channel layer (bench/layer_settings.py).
+            env.update(json.loads(os.environ.get("MULTIPROCESS_ENV") or "{}"))
             deployment = Deployment(
                 env=env, logs=logs, redis_url=redis.url, access_logs=access_logs
             )
