@@ -8,8 +8,7 @@ An `mcp__` call goes to another system, so its arguments are checked after the r
   sits above this layer; for every owner, an inspector included: what a person may read is not
   what may leave for a server);
 - a stored secret of any registered server: a stdio server's env values, an HTTP server's header
-  values (and each word of one, so the token of "Bearer <token>" counts). Values shorter than
-  `SECRET_MIN_CHARS` are not looked for (they would match ordinary words).
+  values (and each word of one, so the token of "Bearer <token>" counts; `core.mcp.secrets`).
 
 The refusal gives the reason and the call as the audit may keep it: secrets masked.
 """
@@ -20,11 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 from skills_app.core.mcp.definitions import split_model_tool_name
+from skills_app.core.mcp.secrets import mask, secret_words
 from skills_app.core.permissions import ToolCall
 from skills_app.models import McpServer
 
-SECRET_MIN_CHARS = 8
-MASK = "[stored secret]"
 QUOTES_HIDDEN = (
     "this MCP call quotes hidden skill text, which never leaves for an MCP server; "
     "call the tool again without it"
@@ -35,17 +33,12 @@ CARRIES_SECRET = (
 )
 
 
-def stored_secrets() -> list[str]:
+def stored_secrets() -> tuple[str, ...]:
     """Every stored env and header value of the registered servers (and the words of each)."""
-    found: set[str] = set()
+    values: list[object] = []
     for env, headers in McpServer.objects.values_list("env", "headers"):
-        for value in [*(env or {}).values(), *(headers or {}).values()]:
-            if not isinstance(value, str):
-                continue
-            for piece in (value.strip(), *value.split()):
-                if len(piece) >= SECRET_MIN_CHARS:
-                    found.add(piece)
-    return sorted(found, key=len, reverse=True)  # the longest first, so masking is whole
+        values += [*(env or {}).values(), *(headers or {}).values()]
+    return secret_words(values)
 
 
 def refusal(
@@ -57,21 +50,9 @@ def refusal(
     if split_model_tool_name(call.tool) is None:
         return None
     secrets = stored_secrets()
-    masked = _mask(dict(call.input), secrets) if secrets else dict(call.input)
+    masked = mask(dict(call.input), secrets)
     if masked != dict(call.input):
         return CARRIES_SECRET, ToolCall(call.tool, masked)
     if quotes_hidden(dict(call.input)):
         return QUOTES_HIDDEN, call
     return None
-
-
-def _mask(value: Any, secrets: list[str]) -> Any:
-    if isinstance(value, str):
-        for secret in secrets:
-            value = value.replace(secret, MASK)
-        return value
-    if isinstance(value, dict):
-        return {k: _mask(v, secrets) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_mask(v, secrets) for v in value]
-    return value

@@ -201,3 +201,25 @@ async def test_arguments_carrying_a_stored_env_or_header_value_are_refused(
     # The audit keeps the refused call without the secret it carried.
     kept = json.dumps([(d.call_text, d.input, d.reason) for d in refused])
     assert env_value not in kept and header_value not in kept
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_stored_secret_in_a_result_is_masked_before_the_model_or_a_browser(
+    alice, bob, settings, fake_anthropic, tmp_path
+):
+    use_fake_model(settings, fake_anthropic, retries=0)
+    settings.SANDBOX = "bwrap"
+    env_value = "tk-90c4e1b7a356"
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__toy")
+    conversation = await Conversation.objects.acreate(owner=alice, title="mcp env")
+    server = await sync_to_async(stdio_server)(bob, everyone=True, env={"TICKETS_TOKEN": env_value})
+    await listed_and_approved(server, place_in(workspace_for(conversation.pk).root), alice)
+    fake_anthropic.enqueue(Reply.tool_use("mcp__toy__report_env", {}), Reply.text("done"))
+    run = await run_turn(conversation, "what is your environment?", alice)
+    assert run.status == "done"
+    result = json.dumps((await sync_to_async(_results)(conversation))[-1]["content"])
+    # The server did answer with the variable (its key is there), its value masked.
+    assert '\\"TICKETS_TOKEN\\": \\"[stored secret]\\"' in result
+    assert env_value not in result
+    assert env_value not in json.dumps(fake_anthropic.requests[-1]["messages"])
+    assert env_value.encode() not in await sync_to_async(_page)(alice, conversation.pk)
