@@ -22,6 +22,7 @@ from skills_app.core.mcp import CallRecord, McpConnectError, McpTool, list_tools
 from skills_app.core.mcp.connect import Place
 from skills_app.core.mcp.definitions import model_tool_name
 from skills_app.mcp.definitions import serving, store_listing
+from skills_app.mcp.filter import stored_secrets
 from skills_app.mcp.servers import spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer
 
@@ -66,6 +67,7 @@ async def offered_tools(
     servers = await sync_to_async(visible_servers)(group_ids)
     tools: list[McpTool] = []
     notices: list[str] = []
+    secrets = await sync_to_async(stored_secrets)() if servers else ()
     for server in servers:
         problem = await _listed(server, place)
         if problem:
@@ -79,7 +81,13 @@ async def offered_tools(
             if model_tool_name(server.name, definition.name) is None:
                 continue  # a tool name the API cannot carry is never offered
             tools.append(
-                McpTool(spec, definition, result_limit=settings.MCP_RESULT_LIMIT, record=record)
+                McpTool(
+                    spec,
+                    definition,
+                    result_limit=settings.MCP_RESULT_LIMIT,
+                    record=record,
+                    secrets=secrets,
+                )
             )
     return Offer(tuple(tools), tuple(notices))
 

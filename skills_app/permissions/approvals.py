@@ -108,7 +108,9 @@ class PermissionGate:
     for the skill's own, and a call that is exactly one of their reviewed commands is allowed
     without asking (docs/review.md). Deny rules and an admin's ask rules come first. A call
     still left to ask that quotes hidden skill text (`quotes_hidden`) is refused instead: its
-    user could not read what they would approve. Every decision is recorded with its reason.
+    user could not read what they would approve. A call `leaves` stops (an `mcp__` call whose
+    arguments carry hidden text or a stored secret: `skills_app.mcp.filter`) is refused whatever
+    the rules allowed, short of a deny. Every decision is recorded with its reason.
     """
 
     conversation_id: int
@@ -120,6 +122,9 @@ class PermissionGate:
     timeout: float = field(default_factory=lambda: float(settings.APPROVAL_TIMEOUT))
     consents: Mapping[str, Consent] = field(default_factory=dict)
     quotes_hidden: Callable[[ToolCall], bool] | None = None
+    # Why a call may not leave for another system, and the call as the audit keeps it (None:
+    # it may). Sync: it may query.
+    leaves: Callable[[ToolCall], tuple[str, ToolCall] | None] | None = None
     # The staged folders of the skills the conversation may use (None: every staged copy).
     offered_folders: frozenset[str] | None = None
     # Whether a consent still holds now (`registry.consents.still_live`): the consents are read
@@ -202,6 +207,14 @@ class PermissionGate:
     def _first(self, call: ToolCall, state: TurnState) -> tuple[Decision, bool]:
         """The rules' decision, or a refusal (True) when asking would show hidden text."""
         decision = self.rules(call, state)
+        stopped = None
+        if decision.behavior != "deny" and self.leaves is not None:
+            stopped = self.leaves(call)
+        if stopped is not None:
+            reason, kept = stopped
+            refusal = Decision("deny", reason, None)
+            self._record(kept, refusal, state, refused=True)
+            return refusal, True
         if decision.behavior != "ask":
             self._record(call, decision, state)
             return decision, False

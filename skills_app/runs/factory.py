@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -29,6 +30,7 @@ from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
 from skills_app.core.tools import ToolContext, ToolRegistry, default_tools
 from skills_app.core.tools.storage import StorageGate
 from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
+from skills_app.mcp.filter import refusal as mcp_refusal
 from skills_app.mcp.offer import call_recorder, offered_tools
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
@@ -170,6 +172,8 @@ async def build_runner(
         auto_answer=auto_answer,
         consents=setup.consents,
         quotes_hidden=_hidden_check(setup),
+        # An mcp__ call carrying hidden text or a stored secret never leaves (docs/mcp.md).
+        leaves=_mcp_check(setup),
         # The conversation's skills (a subagent's too: its parent's provider), by staged folder.
         offered_folders=offered_folders(setup.skills),
         live=functools.partial(still_live, user_id=setup.policy.user_id if setup.policy else None),
@@ -275,6 +279,18 @@ def _hidden_check(setup: RunSetup) -> Callable[[ToolCall], bool]:
         return quotes_hidden(
             setup.conversation_id, dict(call.input), can_inspect=setup.owner_can_inspect
         )
+
+    return check
+
+
+def _mcp_check(setup: RunSetup) -> Callable[[ToolCall], tuple[str, ToolCall] | None]:
+    """Why an mcp__ call may not leave (hidden text, even for an inspector; a stored secret)."""
+
+    def hidden(arguments: dict[str, Any]) -> bool:
+        return quotes_hidden(setup.conversation_id, arguments, can_inspect=False)
+
+    def check(call: ToolCall) -> tuple[str, ToolCall] | None:
+        return mcp_refusal(call, quotes_hidden=hidden)
 
     return check
 

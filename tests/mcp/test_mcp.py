@@ -22,6 +22,7 @@ from skills_app.core.mcp import (
     list_tools,
 )
 from skills_app.core.mcp.connect import Place
+from skills_app.core.mcp.tool import untrusted_note
 from skills_app.core.permissions import ToolCall, decide, parse_rule
 from skills_app.core.permissions.model import PermissionContext
 from skills_app.core.tools import ToolContext, Workspace
@@ -73,7 +74,7 @@ def test_the_command_registers_tests_and_reviews_a_stdio_server(alice, bob, caps
     )  # fmt: skip
     call_command("mcp", "test", "toy")
     out = capsys.readouterr().out
-    assert '"toy" lists 6 tools.' in out and "new, waiting for review: echo" in out
+    assert '"toy" lists 7 tools.' in out and "new, waiting for review: echo" in out
     with pytest.raises(CommandError, match='alice registered "toy", so another person'):
         call_command("mcp", "review", "toy", "--approve", "--as", "alice")
     assert not McpToolDefinition.objects.filter(status="approved").exists()
@@ -89,7 +90,7 @@ def test_the_command_registers_tests_and_reviews_a_stdio_server(alice, bob, caps
     assert McpToolDefinition.objects.get(tool="echo").status == "approved"
     actions = list(AuditEvent.objects.values_list("action", flat=True))
     assert actions.count("mcp.registered") == 1
-    assert actions.count("mcp.tool_new") == 6
+    assert actions.count("mcp.tool_new") == 7
     assert actions.count("mcp.reviewed") == 1
     registered = AuditEvent.objects.get(action="mcp.registered")
     assert registered.detail["env_keys"] == ["TOKEN"]
@@ -185,13 +186,14 @@ async def test_a_result_is_capped_with_a_note_and_a_failure_is_an_error_result(
     defs = {d.name: d for d in await list_tools(spec, place_in(ws.root))}
     ctx = ToolContext(workspace=ws, sandbox="bwrap")
     big = await McpTool(spec, defs["big"], result_limit=1000, record=record).run({"n": 5000}, ctx)
-    assert not big.is_error and big.content.startswith("x" * 1000)
+    note = untrusted_note("web", "big")
+    assert not big.is_error and big.content.startswith(note + "x" * 1000)
     assert "[Result cut: 4000 of 5000 characters were left out (limit 1000).]" in big.content
     broken = await McpTool(spec, defs["broken"], result_limit=1000, record=record).run({}, ctx)
-    assert broken.is_error
+    assert broken.is_error and broken.content.startswith(untrusted_note("web", "broken"))
     assert [(c.tool, c.truncated, c.result_chars, c.is_error) for c in calls] == [
         ("big", True, 5000, False),
-        ("broken", False, len(broken.content), True),
+        ("broken", False, len(broken.content) - len(untrusted_note("web", "broken")), True),
     ]
 
 

@@ -4,8 +4,8 @@
     python toy_server.py http --port N [--description-file F]
 
 Its tools leave traces the tests read on the server's side: `touch_marker` writes a file in its
-working directory (a stdio server's is the conversation's workspace), `report_env` answers with
-its whole environment. The description of `echo` is read from `--description-file` when the
+working directory (a stdio server's is the conversation's workspace; `note` goes into it),
+`read_text` answers with a file of that folder, `report_env` answers with its whole environment. The description of `echo` is read from `--description-file` when the
 server starts, so rewriting that file and starting again is "the server changed its tool".
 """
 
@@ -33,10 +33,14 @@ def build(description: str) -> MCPServer:
         description="Write a file named marker-LABEL in the working directory.",
         annotations=ToolAnnotations(destructive_hint=False),
     )
-    def touch_marker(label: str) -> str:
+    def touch_marker(label: str, note: str = "") -> str:
         path = Path.cwd() / f"marker-{label}"
-        path.write_text("called\n")
+        path.write_text(f"called\n{note}")
         return f"wrote {path}"
+
+    @server.tool(name="read_text", description="Answer with the text of a file (relative path).")
+    def read_text(path: str) -> str:
+        return (Path.cwd() / path).read_text(encoding="utf-8")
 
     @server.tool(name="report_env", description="Answer with the server's environment as JSON.")
     def report_env() -> str:

@@ -1,0 +1,58 @@
+"""What an MCP call may not carry out of Skillscope: the outbound half of the hidden-content filter.
+
+An `mcp__` call goes to another system, so its arguments are checked after the rules allowed it
+(or before anyone is asked) and refused, never sent, when they carry:
+
+- hidden skill text of the conversation (`visibility.quotes_hidden`, the same check that refuses
+  an approval quoting a skill's instructions, handed in by the run's factory since visibility
+  sits above this layer; for every owner, an inspector included: what a person may read is not
+  what may leave for a server);
+- a stored secret of any registered server: a stdio server's env values, an HTTP server's header
+  values (and each word of one, so the token of "Bearer <token>" counts; `core.mcp.secrets`).
+
+The refusal gives the reason and the call as the audit may keep it: secrets masked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from skills_app.core.mcp.definitions import split_model_tool_name
+from skills_app.core.mcp.secrets import mask, secret_words
+from skills_app.core.permissions import ToolCall
+from skills_app.models import McpServer
+
+QUOTES_HIDDEN = (
+    "this MCP call quotes hidden skill text, which never leaves for an MCP server; "
+    "call the tool again without it"
+)
+CARRIES_SECRET = (
+    "this MCP call carries a stored secret of an MCP server (an env or header value), "
+    "which is never sent in a call's arguments"
+)
+
+
+def stored_secrets() -> tuple[str, ...]:
+    """Every stored env and header value of the registered servers (and the words of each)."""
+    values: list[object] = []
+    for env, headers in McpServer.objects.values_list("env", "headers"):
+        values += [*(env or {}).values(), *(headers or {}).values()]
+    return secret_words(values)
+
+
+def refusal(
+    call: ToolCall, *, quotes_hidden: Callable[[dict[str, Any]], bool]
+) -> tuple[str, ToolCall] | None:
+    """Why this MCP call may not leave and the call as the audit keeps it; None: it may.
+
+    `quotes_hidden(arguments)`: whether they hold hidden text of the call's conversation."""
+    if split_model_tool_name(call.tool) is None:
+        return None
+    secrets = stored_secrets()
+    masked = mask(dict(call.input), secrets)
+    if masked != dict(call.input):
+        return CARRIES_SECRET, ToolCall(call.tool, masked)
+    if quotes_hidden(dict(call.input)):
+        return QUOTES_HIDDEN, call
+    return None
