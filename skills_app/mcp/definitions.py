@@ -138,3 +138,16 @@ def serving(server: McpServer) -> list[ToolDefinition]:
         )
         for _tool, row in sorted(best.items())
     ]
+
+
+def listed_tools() -> dict[str, frozenset[str]]:
+    """Each registered server's name and the tools it listed last (approved or not): what an
+    `mcp__` rule may name today (`core.permissions.rules.mcp_rule_problem`)."""
+    found: dict[str, set[str]] = {
+        name: set() for name in McpServer.objects.values_list("name", flat=True)
+    }
+    for server, tool in McpToolDefinition.objects.filter(current=True).values_list(
+        "server__name", "tool"
+    ):
+        found.setdefault(server, set()).add(tool)
+    return {name: frozenset(tools) for name, tools in found.items()}

@@ -21,10 +21,13 @@ from skills_app.core.invocation import skill_rules
 from skills_app.core.permissions import (
     Decision,
     Rule,
+    RuleSyntaxError,
     ToolCall,
     call_as_rule_text,
+    parse_rule,
 )
 from skills_app.core.permissions.tester import read_call
+from skills_app.mcp.definitions import listed_tools
 from skills_app.models import (
     PermissionRule,
 )
@@ -118,6 +121,23 @@ def tester_skill_rules(user_id: int | None, skill: str) -> tuple[Rule, ...]:
     return (*skill_rules(spec, "allow", skill_dir), *skill_rules(spec, "deny", skill_dir))
 
 
+def unreadable_skill_rules(user_id: int | None, skill: str) -> tuple[tuple[Rule, str], ...]:
+    """The active skill's allowed-tools and disallowed-tools entries that do not parse (a run
+    ignores them), each as a rule of its own text with why: they can never match."""
+    spec = skills_for_user(user_id).get(skill) if skill else None
+    if spec is None:
+        return ()
+    found: list[tuple[Rule, str]] = []
+    for behavior, texts in (("allow", spec.allowed_tools), ("deny", spec.disallowed_tools)):
+        for text in texts:
+            try:
+                parse_rule(text, behavior, source="skill")
+            except RuleSyntaxError as exc:
+                rule = Rule(behavior, text, None, text, "skill", scope_skill=spec.name)
+                found.append((rule, f"it cannot be read as a rule, so a run ignores it: {exc}"))
+    return tuple(found)
+
+
 def applies_to_text(rule_id: int) -> str:
     """ "everyone", or the groups and people a rule is limited to, in words."""
     rule = PermissionRule.objects.filter(pk=rule_id).first()
@@ -136,7 +156,8 @@ def try_call(
 ) -> TesterResult:
     """Decide a call as a run would: the enabled admin rules of this moment (those that apply to
     `person`, or to everyone without one), the active skill."""
-    active_rules = tester_skill_rules(person.pk if person is not None else user_id, skill)
+    owner = person.pk if person is not None else user_id
+    active_rules = tester_skill_rules(owner, skill)
     rules = approvals.admin_rules(person.pk if person is not None else None)
     everyone_and_more = PermissionRule.objects.filter(enabled=True).count()
     reading = read_call(
@@ -145,6 +166,7 @@ def try_call(
         skill=skill,
         skill_rules=active_rules,
         workspace=TESTER_WORKSPACE,
+        mcp_servers=listed_tools(),
     )
     rule = reading.decision.rule
     rule_url = applies_to = ""
@@ -165,7 +187,7 @@ def try_call(
         # Rules that failed to parse are left out of both counts alike.
         for_others=max(0, everyone_and_more - len(rules)),
         also_trusts=reading.also_trusts,
-        never_matching=reading.never_matching,
+        never_matching=(*reading.never_matching, *unreadable_skill_rules(owner, skill)),
         call_note=reading.call_note,
     )
 

@@ -7,9 +7,10 @@ and a rule may outlive one), but it matches nothing today: the admin saves it an
 from __future__ import annotations
 
 from skills_app.core.permissions import RuleSyntaxError, parse_rule
-from skills_app.core.permissions.rules import never_matches
+from skills_app.core.permissions.rules import mcp_parts, mcp_rule_problem, never_matches
 from skills_app.core.profiles import PROFILES
 from skills_app.core.tools import default_tools
+from skills_app.mcp.definitions import listed_tools
 from skills_app.models import SkillPackage
 from skills_app.registry.skills import get_registry
 
@@ -66,6 +67,10 @@ def rule_warnings(rule_text: str, skill: str, behavior: str = "allow") -> list[s
     tools = available_tools()
     if never:
         warnings.append(never)
+    elif mcp_parts(rule.tool) is not None:
+        problem = mcp_rule_problem(rule, listed_tools())
+        if problem:
+            warnings.append(problem)
     elif rule.tool not in tools:
         warnings.append(
             f"No tool named {rule.tool!r} runs in Skillscope, so this rule matches nothing. "

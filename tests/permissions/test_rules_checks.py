@@ -10,6 +10,8 @@ from django.urls import reverse
 from skills_app.models import (
     Approval,
     Conversation,
+    McpServer,
+    McpToolDefinition,
     PermissionRule,
     Run,
     RunEvent,
@@ -63,7 +65,7 @@ def test_the_skill_field_offers_the_known_skills(admin_user):
         ({"rule_text": "Skill(nonexistent-skill)"}, "No skill named 'nonexistent-skill'"),
         ({"rule_text": "Skill(nonexistent-skill *)"}, "No skill named 'nonexistent-skill'"),
         ({"rule_text": "Bash(ls *)", "skill": "ghost"}, "No skill named 'ghost'"),
-        ({"rule_text": "mcp__files__read"}, "No tool named 'mcp__files__read' runs"),
+        ({"rule_text": "mcp__files__read"}, "No MCP server named 'files' is registered"),
     ],
 )
 def test_a_rule_naming_what_does_not_exist_is_saved_with_a_warning(admin_user, fields, warning):
@@ -262,3 +264,103 @@ def test_the_tester_shows_nothing_extra_when_every_rule_can_match(admin_user):
     assert response.context["result"].call_note == ""
     body = response.content.decode()
     assert 'id="tester-never"' not in body and 'id="tester-call-note"' not in body
+
+
+# -- MCP rules --------------------------------------------------------------------------------
+
+
+def _tickets_server() -> McpServer:
+    server = McpServer.objects.create(
+        name="tickets", kind="stdio", identity='stdio:["/opt/t"]', argv=["/opt/t"]
+    )
+    for tool in ("get_ticket", "close_ticket"):
+        McpToolDefinition.objects.create(server=server, tool=tool, content_hash=tool * 2)
+    return server
+
+
+@pytest.mark.parametrize(
+    ("text", "warning"),
+    [
+        ("mcp__tracker__get_ticket", "No MCP server named 'tracker' is registered"),
+        ("mcp__tickets__delete_ticket", "lists no tool named 'delete_ticket'"),
+        ("mcp__tickets__put_*", "No tool of the MCP server 'tickets' starts with 'put_'"),
+    ],
+)
+def test_an_mcp_rule_naming_no_registered_server_or_tool_is_saved_with_a_warning(
+    admin_user, text, warning
+):
+    _tickets_server()
+    response = _client(admin_user).post(ADD, _form(behavior="deny", rule_text=text), follow=True)
+    assert PermissionRule.objects.filter(rule_text=text).exists()
+    shown = " ".join(_messages(response))
+    assert "Saved with a warning" in shown and warning in shown
+
+
+@pytest.mark.parametrize(
+    "text", ["mcp__tickets", "mcp__tickets__*", "mcp__tickets__get_*", "mcp__tickets__close_ticket"]
+)
+def test_an_mcp_rule_naming_a_listed_tool_saves_without_a_warning(admin_user, text):
+    _tickets_server()
+    assert rule_warnings(text, "") == []
+
+
+def test_a_star_inside_an_mcp_rule_is_refused_by_the_form(admin_user):
+    response = _client(admin_user).post(ADD, _form(rule_text="mcp__tickets__a*b"))
+    errors = " ".join(response.context["adminform"].form.errors["rule_text"])
+    assert "a * may only end the name" in errors
+    assert not PermissionRule.objects.exists()
+
+
+def test_the_tester_explains_an_mcp_call_no_rule_names(admin_user):
+    _tickets_server()
+    PermissionRule.objects.create(behavior="allow", rule_text="mcp__tickets__get_*")
+    response = _client(admin_user).get(TESTER, {"call": "mcp__tickets__close_ticket"})
+    result = response.context["result"]
+    assert result.decision.behavior == "ask"
+    assert result.call_note.startswith("No rule names mcp__tickets__close_ticket")
+    body = response.content.decode()
+    assert 'id="tester-call-note"' in body and "an MCP call no rule names always asks" in body
+
+
+def test_the_tester_shows_that_deny_wins_for_an_mcp_call(admin_user):
+    _tickets_server()
+    allow = PermissionRule.objects.create(behavior="allow", rule_text="mcp__tickets", position=0)
+    deny = PermissionRule.objects.create(
+        behavior="deny", rule_text="mcp__tickets__close_ticket", position=1
+    )
+    PermissionRule.objects.create(behavior="deny", rule_text="mcp__tracker", position=2)
+    response = _client(admin_user).get(TESTER, {"call": "mcp__tickets__close_ticket"})
+    result = response.context["result"]
+    assert (result.decision.behavior, result.decision.rule.rule_id) == ("deny", deny.pk)
+    assert f'allow rule "mcp__tickets" (admin #{allow.pk})' in result.call_note
+    assert "Deny wins over ask and allow" in result.call_note
+    assert [rule.text for rule, _why in result.never_matching] == ["mcp__tracker"]
+    assert "No MCP server named &#x27;tracker&#x27; is registered" in response.content.decode()
+
+
+def test_the_tester_names_a_skill_rule_that_cannot_be_read(admin_user, settings, tmp_path):
+    settings.SKILLS_DIRS = [
+        write_skills(
+            tmp_path / "more",
+            {
+                "triage": """\
+                    ---
+                    name: triage
+                    description: Sorts tickets.
+                    allowed-tools: mcp__tickets__get_* mcp__tickets__a*b
+                    ---
+                    Sort the tickets.
+                    """
+            },
+        )
+    ]
+    _tickets_server()
+    response = _client(admin_user).get(
+        TESTER, {"call": "mcp__tickets__get_ticket", "skill": "triage"}
+    )
+    result = response.context["result"]
+    assert result.decision.behavior == "allow"
+    assert 'allowed-tools of skill "triage": mcp__tickets__get_*' in result.call_note
+    never = [(rule.text, why) for rule, why in result.never_matching]
+    assert len(never) == 1 and never[0][0] == "mcp__tickets__a*b"
+    assert "a run ignores it" in never[0][1] and "a * may only end the name" in never[0][1]

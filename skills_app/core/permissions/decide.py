@@ -50,6 +50,11 @@ def _covers(rule: Rule, tool: str) -> bool:
     return rule.tool == "Edit" and tool == "Write"
 
 
+def covers(rule: Rule, tool: str) -> bool:
+    """Whether `rule` is consulted for a call of `tool` (an `mcp__` rule: whether it names it)."""
+    return _covers(rule, tool)
+
+
 def _specifier_matches(rule: Rule, call: ToolCall, workspace: str, subjects: list[str]) -> bool:
     spec = rule.specifier
     if spec is None:
@@ -86,6 +91,10 @@ def _default(call: ToolCall, context: PermissionContext, workspace: str) -> Deci
         if not any(is_inside(target, root) for root in roots):
             where = "the workspace and readable roots" if tool in READ_TOOLS else "the workspace"
             return Decision("deny", f"default for {tool}: {target} is outside {where}", None)
+    if tool.startswith("mcp__") and not defaults.get(tool):
+        # Said in full: the person asked, and the audit, learn that no rule named the tool.
+        why = f"default for {tool}: {behavior}, as for every MCP tool no rule names"
+        return Decision(behavior, why, None)
     return Decision(behavior, f"default for {tool}: {behavior}", None)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import posixpath
 import re
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..rulematch import (
@@ -99,8 +100,9 @@ def _check_tool(tool: str) -> None:
         prefix = name[:-1] if name.endswith("*") else name
         if MCP_PART.fullmatch(server) and (not sep or name == "*" or MCP_PART.fullmatch(prefix)):
             return
+        star = " (a * may only end the name)" if "*" in prefix or "*" in server else ""
         raise RuleSyntaxError(
-            f"Malformed MCP tool name {tool!r}: use mcp__server, mcp__server__*, "
+            f"Malformed MCP tool name {tool!r}{star}: use mcp__server, mcp__server__*, "
             "mcp__server__prefix* or mcp__server__tool."
         )
     hint = [t for t in KNOWN_TOOLS if t.lower() == tool.lower()] or difflib.get_close_matches(
@@ -382,3 +384,54 @@ def never_matches(rule: Rule) -> str | None:
     if rule.tool == "Bash" and rule.behavior == "allow" and rule.specifier is not None:
         return _bash_allow_problem(rule.specifier)
     return None
+
+
+def mcp_parts(tool: str) -> tuple[str, str] | None:
+    """(server, rest) of an `mcp__` tool or rule name ("" for the whole server), else None."""
+    if not tool.startswith("mcp__"):
+        return None
+    server, _, name = tool[5:].partition("__")
+    return server, name
+
+
+def _listing(tools: Collection[str]) -> str:
+    names = sorted(tools)
+    shown = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+    return shown or "none listed yet"
+
+
+def mcp_rule_problem(rule: Rule, servers: Mapping[str, Collection[str]]) -> str | None:
+    """Why an `mcp__` rule matches no tool of the registered servers today, or None.
+
+    `servers`: each registered server's name and the names of the tools it lists. A rule naming
+    a server that is not registered, or a tool (or prefix) its server does not list, is valid
+    and may match later (a server registered, a tool added), but matches nothing now.
+    """
+    parts = mcp_parts(rule.tool)
+    if parts is None:
+        return None
+    server, name = parts
+    if server not in servers:
+        return (
+            f"No MCP server named {server!r} is registered, so {rule.text} matches nothing. "
+            f"Registered servers: {', '.join(sorted(servers)) or 'none'}."
+        )
+    tools = servers[server]
+    if name in ("", "*"):
+        return None
+    if name.endswith("*"):
+        prefix = name[:-1]
+        if any(t.startswith(prefix) for t in tools):
+            return None
+        return (
+            f"No tool of the MCP server {server!r} starts with {prefix!r}, so {rule.text} "
+            f"matches nothing today. Its tools: {_listing(tools)}."
+        )
+    if name in tools:
+        return None
+    hint = difflib.get_close_matches(name, list(tools), n=1)
+    suggestion = f" Did you mean mcp__{server}__{hint[0]}?" if hint else ""
+    return (
+        f"The MCP server {server!r} lists no tool named {name!r}, so {rule.text} matches "
+        f"nothing today.{suggestion} Its tools: {_listing(tools)}."
+    )

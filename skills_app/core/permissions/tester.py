@@ -6,13 +6,13 @@ and the active skill's own rules (assembled by `core.invocation.skill_rules`, as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .decide import decide
-from .model import Decision, PermissionContext, Rule, ToolCall
-from .rules import never_matches, undecided_reason
+from .decide import covers, decide
+from .model import Decision, PermissionContext, Rule, ToolCall, describe
+from .rules import mcp_parts, mcp_rule_problem, never_matches, undecided_reason
 from .steering import program_note
 
 
@@ -38,8 +38,13 @@ def read_call(
     skill: str,
     skill_rules: Sequence[Rule],
     workspace: Path,
+    mcp_servers: Mapping[str, Collection[str]] | None = None,
 ) -> Reading:
-    """Decide `call` as a run with `skill` active would, in a workspace at `workspace`."""
+    """Decide `call` as a run with `skill` active would, in a workspace at `workspace`.
+
+    `mcp_servers` (each registered MCP server and the tools it lists) lets the reading say which
+    `mcp__` rules match nothing today and whether the call's own tool exists; None: not known.
+    """
     context = PermissionContext(
         workspace=workspace,
         admin_rules=tuple(admin_rules),
@@ -51,14 +56,63 @@ def read_call(
     never = tuple(
         (rule, why)
         for rule in (*admin_rules, *skill_rules)
-        if (why := never_matches(rule)) is not None
+        if (why := _never(rule, mcp_servers)) is not None
     )
     # The fix is named with the call's own argument (skill_run's command, for example).
     argument = next((v for v in call.input.values() if isinstance(v, str) and v), None)
     reason = undecided_reason(call.tool, argument)
     note = f"No {call.tool} call is ever decided under that name: {reason}." if reason else ""
+    active = [r for r in admin_rules if not r.scope_skill or r.scope_skill == skill]
+    if mcp_parts(call.tool) is not None:
+        note = mcp_note(call.tool, [*active, *skill_rules], mcp_servers)
     command = call.input.get("command") if call.tool in ("Bash", "skill_run") else None
     trusts = program_note(command) if isinstance(command, str) else ""
     return Reading(
         decide(call, context), len(admin_rules) - len(scoped), len(scoped), never, note, trusts
     )
+
+
+def _never(rule: Rule, mcp_servers: Mapping[str, Collection[str]] | None) -> str | None:
+    why = never_matches(rule)
+    if why is None and mcp_servers is not None:
+        why = mcp_rule_problem(rule, mcp_servers)
+    return why
+
+
+def mcp_note(
+    tool: str, rules: Sequence[Rule], mcp_servers: Mapping[str, Collection[str]] | None
+) -> str:
+    """How the rules decide a call of the MCP tool `tool`, in words: the rules that name it (deny
+    wins), or that none does and so it asks; and whether its server and tool exist."""
+    parts = mcp_parts(tool)
+    if parts is None:
+        return ""
+    server, name = parts
+    naming = [r for r in rules if covers(r, tool)]
+    words: list[str] = []
+    if not naming:
+        words.append(
+            f"No rule names {tool} (mcp__{server}, mcp__{server}__*, a prefix such as "
+            f"mcp__{server}__{name[:3]}* or the tool itself would), so the call asks the person: "
+            "an MCP call no rule names always asks."
+        )
+    else:
+        listed = "; ".join(f"{r.behavior}: {describe(r)}" for r in naming)
+        words.append(f"Rules naming {tool}: {listed}.")
+        behaviors = {r.behavior for r in naming}
+        if "deny" in behaviors and len(behaviors) > 1:
+            words.append("Deny wins over ask and allow, whatever their order.")
+        elif "ask" in behaviors and "allow" in behaviors:
+            words.append("Ask wins over allow, whatever their order.")
+    if mcp_servers is not None:
+        if server not in mcp_servers:
+            words.append(
+                f"No MCP server named {server!r} is registered, so the model is never offered "
+                "this tool."
+            )
+        elif name not in mcp_servers[server]:
+            words.append(
+                f"The MCP server {server!r} lists no tool named {name!r}, so the model is not "
+                "offered it."
+            )
+    return " ".join(words)

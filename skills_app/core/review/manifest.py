@@ -6,7 +6,11 @@ Entries, each shown exactly as written, where it was found, and in plain words:
 - `command`: each command the body (or a document it points at) asks the model to run
   (`commands.find_commands`: fenced shell blocks, inline code that reads as a command);
 - `context-command`: each `!` dynamic-context command (run before the body is delivered);
-- `hook`: each command of the skill's `hooks`.
+- `hook`: each command of the skill's `hooks`;
+- `mcp-tool`: each MCP tool (`mcp__server__tool`) the body or a document it points at names
+  that no `allowed-tools` entry covers. Never consented: the model picks its arguments, so
+  each call is decided by the rules and the person; an MCP tool the skill lists in
+  `allowed-tools` is an `allowed-tool` entry, which the review covers like any other.
 
 `consent` says whether approving the manifest lets matching calls run without asking the user.
 It is False, with the reason in `note`, for an entry that would consent to something other than
@@ -31,17 +35,20 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from ..dynamic import find_placeholders
-from ..permissions import RuleSyntaxError, parse_rule
+from ..permissions import Rule, RuleSyntaxError, parse_rule
+from ..permissions.decide import covers
+from ..permissions.rules import mcp_parts
 from ..skillfile import SkillSpec
 from ..skillhooks import parse_skill_hooks
 from .commands import find_commands, named_skill_files, relative_skill_paths
 from .package import DOC_SUFFIXES, PackageFile, shown_to_reviewer, unseen
 from .template import compile_template, placeholder_pattern
-from .words import breadth_warning, explain_command, explain_rule
+from .words import breadth_warning, explain_command, explain_mcp, explain_rule, mcp_breadth
 
-KINDS = ("allowed-tool", "command", "context-command", "hook")
+KINDS = ("allowed-tool", "command", "context-command", "hook", "mcp-tool")
 KIND_WORDS = {
     "allowed-tool": "allowed-tools rule",
+    "mcp-tool": "MCP tool the text names",
     "command": "command the skill asks the model to run",
     "context-command": "`!` command run while the skill loads",
     "hook": "hook command",
@@ -50,6 +57,8 @@ KIND_WORDS = {
 _DOC_PLACEHOLDER = re.compile(r"<[A-Za-z][\w .:/-]*>")
 # Checks the consent of a command-like entry against; any real folder name works.
 _PROBE_DIR = "/skill-dir"
+# An MCP tool's name in a text: mcp__server__tool (the rules' name parts).
+_MCP_NAME = re.compile(r"(?<![A-Za-z0-9_-])mcp__[A-Za-z0-9-]+(?:_[A-Za-z0-9-]+)*__[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +156,8 @@ def _rule_entry(text: str, shown: Mapping[str, bool]) -> ManifestEntry:
             consent, note = False, _unseen_note(hidden)
         elif breadth := breadth_warning(rule.specifier):
             note = f"Careful: {breadth}."
+    elif (parts := mcp_parts(rule.tool)) is not None and (breadth := mcp_breadth(parts[1])):
+        note = f"Careful: {breadth}."
     return ManifestEntry("allowed-tool", rule.tool, text, where, explain_rule(text), consent, note)
 
 
@@ -192,6 +203,26 @@ def _command_entry(
             consent = False
             note = f"Not consented: {template}, so the arguments could change what it runs."
     return ManifestEntry(kind, "Bash", text, where, words, consent, note, takes_args)
+
+
+def _mcp_entries(text: str, rel: str, first: int, rules: Sequence[Rule]) -> list[ManifestEntry]:
+    """The MCP tools `text` names that no allowed-tools rule covers, each once, not consented."""
+    found: list[ManifestEntry] = []
+    for match in _MCP_NAME.finditer(text):
+        name = match.group()
+        parts = mcp_parts(name)
+        if parts is None or any(covers(r, name) for r in rules):
+            continue
+        where = f"{rel}:{_line_of(text, match.start(), first)}"
+        note = (
+            "Not consented: the skill names it in its text but not in allowed-tools, so each "
+            "call is decided by the rules and the person. List it in allowed-tools for a review "
+            "to cover it."
+        )
+        found.append(
+            ManifestEntry("mcp-tool", name, name, where, explain_mcp(*parts) + ".", False, note)
+        )
+    return found
 
 
 def _documents(files: Iterable[PackageFile], body: str, skill_file: str) -> list[PackageFile]:
@@ -240,7 +271,15 @@ def build_manifest(spec: SkillSpec, files: Sequence[PackageFile]) -> Manifest:
         )
     sources = [(skill_file, spec.body, first)]
     sources += [(d.rel, d.text or "", 1) for d in _documents(files, spec.body, skill_file)]
+    granted: list[Rule] = []
+    for text in spec.allowed_tools:
+        try:
+            granted.append(parse_rule(text, "allow", source="skill"))
+        except RuleSyntaxError:
+            continue
     for rel, text, line in sources:
+        for mcp_entry in _mcp_entries(text, rel, line, granted):
+            add(mcp_entry)
         for found in find_commands(text, first_line=line):
             entry = _command_entry(
                 "command", found.text, f"{rel}:{found.line}", shown, spec.arguments

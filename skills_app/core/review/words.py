@@ -12,6 +12,7 @@ import re
 from urllib.parse import urlsplit
 
 from ..permissions import RuleSyntaxError, parse_rule
+from ..permissions.rules import mcp_parts
 from ..permissions.shell import analyze
 from .commands import SKILL_DIR_VARS
 
@@ -160,7 +161,30 @@ def explain_rule(text: str) -> str:
         )
     if rule.tool == "Skill":
         return f"Loads the skill `{_short(spec)}`." if spec else "Loads any skill."
+    if (parts := mcp_parts(rule.tool)) is not None:
+        return explain_mcp(*parts) + " without asking."
     return f"Uses the {rule.tool} tool" + (f" for `{_short(spec)}`." if spec else ".")
+
+
+def explain_mcp(server: str, name: str) -> str:
+    """What calling `mcp__server__name` does (name "" or "*": any tool, "pre*": a prefix)."""
+    if name in ("", "*"):
+        return f"Calls any tool of the MCP server `{server}`, with any arguments,"
+    if name.endswith("*"):
+        return (
+            f"Calls the tools of the MCP server `{server}` whose names start with "
+            f"`{name[:-1]}`, with any arguments,"
+        )
+    return f"Calls the tool `{name}` of the MCP server `{server}`, with any arguments,"
+
+
+def mcp_breadth(name: str) -> str:
+    """Why an MCP grant covers more than the tools it names today, or "" when it does not."""
+    if name in ("", "*"):
+        return "it covers every tool the server lists, and the tools it adds later"
+    if name.endswith("*"):
+        return "it covers the tools the server adds later under that prefix too"
+    return ""
 
 
 _BROAD_PROGRAMS = {
@@ -188,4 +212,11 @@ def breadth_warning(spec: str | None) -> str:
     return ""
 
 
-__all__ = ["ARG_PLACEHOLDER", "breadth_warning", "explain_command", "explain_rule"]
+__all__ = [
+    "ARG_PLACEHOLDER",
+    "breadth_warning",
+    "explain_command",
+    "explain_mcp",
+    "explain_rule",
+    "mcp_breadth",
+]

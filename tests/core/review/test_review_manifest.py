@@ -277,3 +277,69 @@ def test_a_consent_covers_its_exact_commands_and_filled_templates_only(tmp_path)
     assert covered(f'python3 {folder}/scripts/run.py "two words"')
     assert not covered('python3 /elsewhere/scripts/run.py "two words"')
     assert covering_entry(consent, ToolCall("Read", {"file_path": "x"}), folder) is None
+
+
+# -- MCP tools ---------------------------------------------------------------------------------------
+
+
+def test_the_manifest_lists_the_mcp_tools_a_skill_asks_for(tmp_path):
+    manifest = _skill(
+        tmp_path,
+        """\
+        Look the ticket up with mcp__tickets__get_ticket, then add a comment with
+        mcp__tickets__add_comment. Search the wiki with mcp__wiki__search if needed.
+        """,
+        front="allowed-tools: mcp__tickets__get_ticket mcp__wiki mcp__tickets__list_*\n",
+    )
+    entries = [(e.kind, e.tool, e.text, e.consent) for e in manifest.entries]
+    assert entries == [
+        ("allowed-tool", "mcp__tickets__get_ticket", "mcp__tickets__get_ticket", True),
+        ("allowed-tool", "mcp__wiki", "mcp__wiki", True),
+        ("allowed-tool", "mcp__tickets__list_*", "mcp__tickets__list_*", True),
+        # Named in the text, not granted: listed so the reviewer sees it, never consented.
+        ("mcp-tool", "mcp__tickets__add_comment", "mcp__tickets__add_comment", False),
+    ]
+    get, wiki, listing, comment = manifest.entries
+    assert get.words == (
+        "Calls the tool `get_ticket` of the MCP server `tickets`, with any arguments, "
+        "without asking."
+    )
+    assert get.note == ""
+    assert wiki.words.startswith("Calls any tool of the MCP server `wiki`")
+    assert (
+        wiki.note == "Careful: it covers every tool the server lists, and the tools it adds later."
+    )
+    assert "whose names start with `list_`" in listing.words
+    assert "under that prefix too" in listing.note
+    assert comment.where == "SKILL.md:7" and comment.kind_words == "MCP tool the text names"
+    assert "List it in allowed-tools for a review to cover it." in comment.note
+
+
+def test_a_malformed_mcp_rule_is_listed_and_consents_to_nothing(tmp_path):
+    manifest = _skill(tmp_path, "Body.\n", front="allowed-tools: mcp__tickets__a*b\n")
+    (entry,) = manifest.entries
+    assert (entry.kind, entry.consent) == ("allowed-tool", False)
+    assert "a * may only end the name" in entry.note
+
+
+def test_a_consent_covers_the_mcp_tools_its_manifest_granted_and_no_other(tmp_path):
+    from skills_app.core.permissions import PermissionContext, decide
+    from skills_app.core.review import consent_rules
+
+    manifest = _skill(
+        tmp_path,
+        "Use mcp__tickets__close_ticket when done.\n",
+        front="allowed-tools: mcp__tickets__get_*\n",
+    )
+    consent = Consent("demo", "d" * 64, "the review of demo v1 by rita", manifest.entries)
+    context = PermissionContext(
+        workspace=Path("/ws"),
+        active_skills=("demo",),
+        skill_rules=tuple(consent_rules(consent, "/ws/skills/demo")),
+    )
+    allowed = decide(ToolCall("mcp__tickets__get_ticket", {"id": 7}), context)
+    assert allowed.behavior == "allow"
+    assert allowed.reason == "allowed by the review of demo v1 by rita: mcp__tickets__get_*"
+    # Named in the text only, another server's tool, a tool outside the prefix: asked.
+    for tool in ("mcp__tickets__close_ticket", "mcp__wiki__get_page", "mcp__tickets__getx"):
+        assert decide(ToolCall(tool, {}), context).behavior == "ask", tool
