@@ -98,7 +98,7 @@ def _reason(decision: Decision, groups: Mapping[int, str]) -> str:
         return "the rules cannot vouch for all of it, so it asks"
     if rule.source == "admin":
         words = f"the rule {rule.text} (#{rule.rule_id})"
-        if rule.rule_id in groups:
+        if rule.rule_id is not None and rule.rule_id in groups:
             words += f", set for your group {groups[rule.rule_id]}"
         return words
     if rule.source == "skill":
