@@ -161,7 +161,8 @@ def _render_message(
     elif row.kind == "attachments":
         context["attachments"] = attachment_chips(row)
     elif row.kind in {"error", "notice"}:
-        context["text"] = denials.plain(out.text(message_text(row)))
+        roots = approval_words.workspace_roots(row.conversation_id)
+        context["text"] = approval_words.relative(denials.plain(out.text(message_text(row))), roots)
         context["code"] = row.meta.get("code", "")
         # One Retry, on the latest failed turn (the page says which); a live push is the latest.
         retry_id = ctx.get("retry_id", row.pk if row.meta.get("retry") else None)
@@ -217,12 +218,16 @@ def _assistant_parts(
         kind = block.get("type")
         if kind == "thinking" and block.get("thinking"):
             # The model's own (summarized) reasoning: visible to the user, collapsed.
-            parts.append({"kind": "thinking", "html": _markdown(block["thinking"], ctx)})
+            thinking = approval_words.relative(block["thinking"], roots)
+            parts.append({"kind": "thinking", "html": _markdown(thinking, ctx)})
         elif kind == "redacted_thinking":
             parts.append({"kind": "thinking", "redacted": True})
         elif kind == "text" and block.get("text"):
-            # The model's own prose: never rewritten (an answer quoting hidden text is marked).
-            parts.append({"kind": "text", "html": _markdown(block["text"], ctx)})
+            # The model's own prose: never rewritten (an answer quoting hidden text is marked),
+            # but for the server's folder: the person reads workspace paths ("out/a.json") as
+            # on the tool cards; the stored row and what the model is sent keep it whole.
+            text = approval_words.relative(block["text"], roots)
+            parts.append({"kind": "text", "html": _markdown(text, ctx)})
         elif kind == "tool_use":
             tool_input = block.get("input") or {}
             if block.get("name") == "Skill":

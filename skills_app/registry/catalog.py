@@ -44,6 +44,15 @@ class Access:
     rule: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Outlook:
+    """What happens to a skill's commands for this person (`permissions.outlook` decides)."""
+
+    behavior: str  # allow | ask | deny | mixed | none
+    words: str  # "runs its reviewed commands without asking"
+    reasons: tuple[str, ...] = ()  # each deciding rule, consent or allowed-tools, in words
+
+
 def version_of(spec: SkillSpec, user_id: int | None) -> SkillVersion | None:
     """The uploaded version a spec was loaded from (by its digest), or None for a folder skill."""
     if spec.source not in ("uploaded", "personal"):
@@ -114,6 +123,7 @@ class CatalogRow:
     spec: SkillSpec
     prov: Provenance
     access: Access
+    outlook: Outlook | None = None
 
     @property
     def source_words(self) -> str:
@@ -180,6 +190,7 @@ def _texts(spec: SkillSpec) -> list[tuple[str, str]]:
 
 __all__ = [
     "Access",
+    "Outlook",
     "CatalogRow",
     "catalog_rows",
     "rules_context",

@@ -25,6 +25,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import PermissionDecision, SkillVersion
 from skills_app.permissions.approvals import admin_rules
+from skills_app.permissions.outlook import outlooks
 from skills_app.registry import catalog, review, uploads
 from skills_app.registry.review_page import review_context
 from skills_app.registry.skills import skills_for_user
@@ -205,17 +206,19 @@ def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
     entries = catalog.words_for_user(spec, manifest, can_read=can_read)
     for item in entries:
         item["runs"] = catalog.consented_words(item["entry"], prov)
+    access = catalog.access(
+        name,
+        catalog.rules_context(admin_rules(request.user.pk)),
+        model_invocable=spec.model_invocable,
+    )
     return render(
         request,
         "skills_app/registry/skill.html",
         {
             "spec": spec,
             "prov": prov,
-            "access": catalog.access(
-                name,
-                catalog.rules_context(admin_rules(request.user.pk)),
-                model_invocable=spec.model_invocable,
-            ),
+            "access": access,
+            "outlook": outlooks([spec], request.user.pk, {name: access})[name],
             "entries": entries,
             "show_exact": can_read,
             "review_url": reverse("skill-review", args=[version.pk])

@@ -21,6 +21,7 @@ from skills_app.http import AuthedHttpRequest
 from skills_app.models import SkillPackage, SkillVersion
 from skills_app.permissions.approvals import admin_rules
 from skills_app.permissions.blocked import blocked_skills
+from skills_app.permissions.outlook import outlooks
 from skills_app.registry import catalog, review, uploads, versions
 from skills_app.registry.skills import UserSkills, skills_for_user
 from skills_app.registry.upload_files import folder_files, read_upload
@@ -135,10 +136,12 @@ def render_page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) 
         .order_by("name")
     )
     manager = review.may_manage(request.user)
+    rows = catalog.catalog_rows(
+        provider.skills(), request.user.pk, catalog.rules_context(admin_rules(request.user.pk))
+    )
+    found = outlooks([r.spec for r in rows], request.user.pk, {r.spec.name: r.access for r in rows})
     context = {
-        "catalog": catalog.catalog_rows(
-            provider.skills(), request.user.pk, catalog.rules_context(admin_rules(request.user.pk))
-        ),
+        "catalog": [replace(r, outlook=found.get(r.spec.name)) for r in rows],
         "manager": manager,
         # Developer columns (digests, sources, shadowing, lint) are for skill managers.
         "rows": skill_rows(provider, request.user.pk) if manager else [],

@@ -75,10 +75,10 @@ def test_the_skills_page_says_blocked_by_a_rule(alice):
     row = html[html.index('data-skill="pdf"') :]
     row = row[: row.index("</tr>")]
     # The catalog says it in words for the person (the rule's syntax is for the audit).
-    assert 'data-access="deny"' in row and ">blocked</span>" in row
+    assert 'data-access="deny"' in row and ">denied for you</span>" in row
     other = html[html.index('data-skill="docx"') :]
     other = other[: other.index("</tr>")]
-    assert 'data-access="deny"' not in other and ">blocked</span>" not in other
+    assert 'data-access="deny"' not in other and ">denied for you</span>" not in other
 
 
 async def test_the_models_catalog_leaves_it_out_and_naming_it_says_the_rule(
