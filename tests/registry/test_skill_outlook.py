@@ -65,6 +65,15 @@ def test_a_groups_ask_rule_makes_it_ask_for_that_groups_members_only(alice, bob)
     assert 'data-outlook="allow"' in outsider and "set for your group" not in outsider
 
 
+def test_whether_loading_the_skill_asks_is_said_beside_what_its_commands_do(alice):
+    # No rule names commit-message: loading it asks (the default); an allow rule lets text-stats load.
+    PermissionRule.objects.create(behavior="allow", rule_text="Skill(text-stats)")
+    page = _page(alice)
+    asks = _said(_row(page, "commit-message"))
+    assert "asks before it loads; runs its reviewed commands without asking" in asks
+    assert "asks before it loads" not in _said(_row(page, "text-stats"))
+
+
 def test_a_deny_rule_on_its_commands_says_they_are_denied(alice):
     rule = PermissionRule.objects.create(behavior="deny", rule_text="Bash(python3 *)")
     row = _said(_row(_page(alice), "table-kit"))
