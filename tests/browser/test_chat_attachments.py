@@ -189,9 +189,9 @@ def test_a_skill_blocked_by_a_rule_is_not_in_the_slash_menu(tab, model, chat_ser
         expect(chat.page.locator("#slash-menu li[data-name=browser-probe]")).to_have_count(0)
         chat.page.goto(f"{chat_server.url}/skills/")
         row = chat.page.locator('tr[data-skill="browser-probe"]').first
-        # The catalog says it in words for the person ("blocked"), not in rule syntax.
+        # The catalog says it in words for the person ("denied for you"), not in rule syntax.
         expect(row).to_have_attribute("data-access", "deny")
-        expect(row.locator(".access-deny")).to_have_text("blocked")
+        expect(row.locator(".access-deny")).to_have_text("denied for you")
     finally:
         run_in_server(
             chat_server,
