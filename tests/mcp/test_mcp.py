@@ -26,6 +26,7 @@ from skills_app.core.mcp.tool import untrusted_note
 from skills_app.core.permissions import ToolCall, decide, parse_rule
 from skills_app.core.permissions.model import PermissionContext
 from skills_app.core.tools import ToolContext, Workspace
+from skills_app.core.tools.env import program_switches
 from skills_app.management.commands.mcp import Command
 from skills_app.mcp import definitions, offer, servers
 from skills_app.models import (
@@ -163,7 +164,8 @@ async def test_a_stdio_server_gets_no_app_secret_and_writes_only_its_workspace(
         "TOKEN",
         "PWD",
         "LC_CTYPE",
-    }
+    } | set(program_switches("/tmp"))  # Bash's switches against workspace files: no secrets
+    assert env["PYTHONNOUSERSITE"] == "1" and env["GIT_CONFIG_GLOBAL"] == "/dev/null"
     assert env["HOME"] == "/tmp"
     written = await call_tool(spec, place, "touch_marker", {"label": "here"})
     assert not written.is_error and (place.root / "marker-here").is_file()

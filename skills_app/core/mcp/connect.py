@@ -33,6 +33,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from skills_app.core.mcp.definitions import ToolDefinition, definition_from_sdk
+from skills_app.core.tools.env import program_switches
 from skills_app.core.tools.sandbox import describe_sandbox, refusal, workspace_prefix
 
 KINDS = ("stdio", "http")
@@ -195,7 +196,13 @@ def stdio_parameters(spec: ServerSpec, place: Place) -> StdioServerParameters:
     if not spec.argv:
         raise McpConnectError(f'The MCP server "{spec.name}" has no command to run.')
     status = describe_sandbox(place.sandbox)
-    env = {**spec.env, "HOME": SANDBOX_HOME} if status.sandboxed else dict(spec.env)
+    # In the sandbox the server gets Bash's switches too (`tools.env.program_switches`): the
+    # workspace is its working folder, and the model writes there.
+    env = (
+        {**program_switches(SANDBOX_HOME), **spec.env, "HOME": SANDBOX_HOME}
+        if status.sandboxed
+        else dict(spec.env)
+    )
     if status.sandboxed:
         prefix = workspace_prefix(
             place.root,
