@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 from collections.abc import Callable
@@ -14,6 +15,12 @@ from skills_app.chat.frames import parse
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"
+# The pictures in docs/ are PNG files, rewritten only when asked
+# (`SKILLSCOPE_DOC_SCREENSHOTS=1 ./scripts/test.sh tests/browser`): Chromium spends about a second
+# of CPU encoding a full-page PNG and next to nothing on a JPEG (test_chat_everyday.py, 2026-12-06:
+# 88 s of CPU with PNGs, 62 s with JPEGs, 65 s with none), and a test run leaves the tree clean.
+DOC_SCREENSHOTS_ASKED = os.environ.get("SKILLSCOPE_DOC_SCREENSHOTS", "") not in ("", "0")
 
 
 def login(page: Page, base_url: str, username: str, password: str) -> None:
@@ -26,11 +33,24 @@ def login(page: Page, base_url: str, username: str, password: str) -> None:
     expect(page.get_by_role("textbox", name="Message")).to_be_visible()
 
 
-def screenshot(page: Page, name: str) -> Path:
-    """Save a full-page PNG under test-artifacts/screenshots/ and return its path."""
+def screenshot(page: Page, name: str, *, full_page: bool = True) -> Path:
+    """Save a JPEG of the page under test-artifacts/screenshots/ and return its path."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    path = SCREENSHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    path = SCREENSHOTS / f"{name}.jpg"
+    page.screenshot(path=str(path), full_page=full_page, type="jpeg", quality=85)
+    return path
+
+
+def doc_screenshot(
+    page: Page, name: str, *, doc: Path | None = None, full_page: bool = True
+) -> Path:
+    """A screenshot under test-artifacts/, and when asked a PNG of it in docs/ (`doc`, by default
+    docs/screenshots/NAME.png). Returns the artifact's path."""
+    path = screenshot(page, name, full_page=full_page)
+    if DOC_SCREENSHOTS_ASKED:
+        doc = doc or DOCS_SCREENSHOTS / f"{name}.png"
+        doc.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(doc), full_page=full_page)
     return path
 
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pytest
 from playwright.sync_api import Browser, expect
 
 from tests.browser.live_server import LiveServer
-from tests.browser.pages import REPO, ChatPage, login, screenshot
+from tests.browser.pages import ChatPage, doc_screenshot, login
 from tests.browser.server_data import ADMIN, create_admin, run_in_server
 
 pytestmark = pytest.mark.browser
@@ -33,17 +32,12 @@ conversation = Conversation.objects.create(owner=user, title="Ruth's notes")
 rule = PermissionRule.objects.order_by("pk").first()
 print(json.dumps({{"user": user.pk, "conversation": conversation.pk, "rule": rule.pk}}))
 """
-SCREENSHOTS = REPO / "docs" / "screenshots"
 
 
 @pytest.fixture
 def ruth(chat_server: LiveServer) -> dict[str, int]:
     out = run_in_server(chat_server, SET_UP_RUTH.format(name=RUTH[0], password=RUTH[1]))
     return json.loads(out.strip().splitlines()[-1])
-
-
-def _keep(path_name: str, shot: str) -> None:
-    shutil.copyfile(shot, SCREENSHOTS / path_name)
 
 
 @pytest.mark.parametrize(("width", "height", "name"), [(1440, 900, "desktop"), (390, 844, "phone")])
@@ -60,7 +54,7 @@ def test_an_auditor_reads_a_rule_without_a_500(
         assert response is not None and response.status == 200
         expect(page.locator(".readonly").first).to_be_visible()
         assert page.locator('input[name="rule_text"]').count() == 0  # shown, not editable
-        _keep(f"rule-read-only-{name}.png", str(screenshot(page, f"rule-read-only-{name}")))
+        doc_screenshot(page, f"rule-read-only-{name}")
     finally:
         context.close()
 
@@ -90,7 +84,7 @@ def test_a_revoked_role_closes_the_open_tab_which_reconnects_as_a_chatter(
         # The server closed her socket; the page reloaded itself as a chatter's and resumed.
         chat.wait_until(lambda: chat.resumed_count() > resumed, "the tab to reconnect", 15)
         expect(page.locator("nav.topnav")).not_to_contain_text("Audit")
-        _keep(f"account-changed-{name}.png", str(screenshot(page, f"account-changed-{name}")))
+        doc_screenshot(page, f"account-changed-{name}")
         assert chat.errors == []
     finally:
         mine.close()

@@ -12,7 +12,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.conftest import PROBE_MARKER
 from tests.browser.live_server import LiveServer
-from tests.browser.pages import REPO, screenshot
+from tests.browser.pages import REPO, doc_screenshot, screenshot
 from tests.browser.server_data import ADMIN, create_admin, seed_history
 from tests.support.fake_anthropic import Reply
 
@@ -111,8 +111,7 @@ def test_the_audit_home_filters_charts_and_exports_for_the_auditor(tab, chat_ser
     expect(page.locator('[data-count="users"]')).to_have_text("1")
     total = int(page.locator('[data-count="total"]').inner_text())
     assert total > 20
-    DOCS.mkdir(exist_ok=True)
-    page.screenshot(path=str(DOCS / "audit-home.png"))
+    doc_screenshot(page, "40-audit-home", doc=DOCS / "audit-home.png", full_page=False)
 
     page.get_by_role("combobox", name="Skill", exact=True).fill("pdf")
     page.get_by_label("Decision").select_option("allowed")
@@ -157,7 +156,6 @@ def test_the_roles_page_shows_roles_before_raw_permissions(browser: Browser, cha
         expect(page.locator("fieldset").filter(has_text="Roles").first).to_contain_text(
             "Skill manager: Uploads skills"
         )
-        DOCS.mkdir(exist_ok=True)
-        page.screenshot(path=str(DOCS / "roles-page.png"))
+        doc_screenshot(page, "roles-page", doc=DOCS / "roles-page.png", full_page=False)
     finally:
         context.close()

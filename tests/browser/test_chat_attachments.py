@@ -3,25 +3,18 @@ refusals in words; approvals that say the action and stay after reload; blocked 
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.pages import REPO, screenshot
+from tests.browser.pages import DOCS_SCREENSHOTS, doc_screenshot
 from tests.browser.server_data import run_in_server
 from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\ntrailer << >>\n%%EOF\n"
-DOCS = REPO / "docs" / "screenshots"
-
-
-def _keep(path: Path, name: str) -> None:
-    DOCS.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(path, DOCS / f"{name}.png")
 
 
 def _pending(chat):
@@ -74,14 +67,16 @@ def test_a_file_attached_by_button_reaches_the_model_and_stays_on_the_message(ta
     with chat.page.expect_download() as download:
         chat.transcript.locator(".row-attachments a").click()
     assert Path(download.value.path()).read_bytes() == PDF
-    _keep(screenshot(chat.page, "attachments-desktop"), "attachment-desktop")
+    doc_screenshot(
+        chat.page, "attachments-desktop", doc=DOCS_SCREENSHOTS / "attachment-desktop.png"
+    )
 
     phone = tab("alice", width=390, height=844)
     phone.page.set_viewport_size({"width": 390, "height": 844})  # the context is alice's
     phone.open(chat.conversation_id)
     expect(phone.transcript.locator(".row-attachments .attachment-chip")).to_be_visible()
     width = phone.page.evaluate("document.documentElement.scrollWidth")
-    _keep(screenshot(phone.page, "attachments-phone"), "attachment-phone")
+    doc_screenshot(phone.page, "attachments-phone", doc=DOCS_SCREENSHOTS / "attachment-phone.png")
     assert width <= 390, f"the chat scrolls sideways at 390 px ({width} px)"
 
 
@@ -93,7 +88,9 @@ def test_a_dropped_or_pasted_file_becomes_a_chip_that_can_be_removed(tab, model,
     expect(_pending(chat)).to_have_count(1)
     expect(_pending(chat)).to_contain_text(f"{how}ped.txt")
     if how == "drop":
-        _keep(screenshot(chat.page, "attachment-composer"), "attachment-composer")
+        doc_screenshot(
+            chat.page, "attachment-composer", doc=DOCS_SCREENSHOTS / "attachment-composer.png"
+        )
     _pending(chat).get_by_role("button", name=f"Remove {how}ped.txt").click()
     expect(_pending(chat)).to_have_count(0)
 
@@ -152,14 +149,14 @@ def test_an_approval_says_the_action_and_stays_after_reload(tab, model):
     expect(why.locator("p")).not_to_be_visible()
     why.locator("summary").first.click()
     expect(why).to_contain_text("Nothing allows Write calls like this")
-    _keep(screenshot(chat.page, "approval-desktop"), "approval-desktop")
+    doc_screenshot(chat.page, "approval-desktop", doc=DOCS_SCREENSHOTS / "approval-desktop.png")
 
     phone = tab("alice", width=390, height=844)
     phone.page.set_viewport_size({"width": 390, "height": 844})  # the context is alice's
     phone.open(chat.conversation_id)
     expect(phone.approval()).to_be_visible()
     width = phone.page.evaluate("document.documentElement.scrollWidth")
-    _keep(screenshot(phone.page, "approval-phone"), "approval-phone")
+    doc_screenshot(phone.page, "approval-phone", doc=DOCS_SCREENSHOTS / "approval-phone.png")
     phone.page.close()
     assert width <= 390, f"the approval scrolls sideways at 390 px ({width} px)"
 

@@ -5,27 +5,19 @@ export, and phone width on every page for each role."""
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.conftest import SLASH_MARKER
-from tests.browser.pages import REPO, ChatPage, screenshot
+from tests.browser.pages import ChatPage, doc_screenshot
 from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
 
-DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"
 PHONE = {"width": 390, "height": 844}
 # Events the fake sends before the first text delta: message_start, ping, content_block_start.
 EVENTS_BEFORE_TEXT = 3
-
-
-def doc_screenshot(page: Page, name: str) -> None:
-    """A screenshot for docs/ (the test artifact is copied there)."""
-    DOCS_SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    shutil.copy(screenshot(page, name), DOCS_SCREENSHOTS / f"{name}.png")
 
 
 def sidebar(chat: ChatPage):

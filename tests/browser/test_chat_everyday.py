@@ -11,8 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import PROBE_MARKER
-from tests.browser.pages import ChatPage, screenshot
-from tests.browser.test_chat_daily import doc_screenshot
+from tests.browser.pages import ChatPage, doc_screenshot, screenshot
 from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser

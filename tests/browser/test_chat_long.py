@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import expect
 
 from skills_app.chat.conversations import PAGE_ROWS
-from tests.browser.pages import SCREENSHOTS
+from tests.browser.pages import screenshot
 from tests.browser.server_data import run_in_server
 from tests.support.fake_anthropic import Reply
 
@@ -35,8 +35,7 @@ print(json.dumps({{"conversation": conversation.pk}}))
 
 def view(page, name: str) -> None:
     """A screenshot of what is on the screen (the whole page is tens of thousands of pixels)."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
+    screenshot(page, name, full_page=False)
 
 
 def text_rows(page):

@@ -10,8 +10,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from tests.browser.pages import screenshot
-from tests.browser.test_chat_daily import doc_screenshot
+from tests.browser.pages import doc_screenshot, screenshot
 from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser

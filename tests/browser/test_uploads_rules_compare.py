@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.live_server import LiveServer
-from tests.browser.pages import SCREENSHOTS, screenshot
+from tests.browser.pages import screenshot
 from tests.browser.server_data import publish, run_in_server, seed_history
 from tests.support.fake_anthropic import Reply
 
@@ -233,4 +233,4 @@ def test_a_comparison_as_the_source_design_explains_each_profiles_sources(tab, m
     screenshot(phone, "46-compare-as-the-source-design-phone")
     # The notes as a phone shows them: one screen from the meta-message sources table on.
     phone.locator("#meta-message-sources").scroll_into_view_if_needed()
-    phone.screenshot(path=str(SCREENSHOTS / "47-compare-notes-phone.png"))
+    screenshot(phone, "47-compare-notes-phone", full_page=False)

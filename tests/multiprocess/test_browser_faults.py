@@ -405,7 +405,7 @@ async def retry_through_a_hung_web_process(cluster: Cluster, tab: Tab) -> None:
     assert await pending.inner_text() == "Sending…"
     shots = REPO / "test-artifacts" / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
-    await tab.page.screenshot(path=str(shots / "44-retry-pending.png"))
+    await tab.page.screenshot(path=str(shots / "44-retry-pending.jpg"), type="jpeg")
     await asyncio.sleep(0.5)  # the frame waits, unread, in the hung process's socket
     cluster.deployment.kill(tab.web, signal.SIGKILL)
     await asyncio.to_thread(cluster.start, tab.web, same_port=True)
