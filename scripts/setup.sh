@@ -62,16 +62,20 @@ elif [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
 fi
 
 if [ "$extra" = "test" ]; then
-  # The sign-in tests start a real OpenID Connect provider (panva's oidc-provider) with Node.js,
-  # installed exactly as locked in tests/oidc/package-lock.json.
+  # Node.js programs the tests start, each installed exactly as its package-lock.json locks it:
+  # tests/oidc, a real OpenID Connect provider (panva's oidc-provider) for the sign-in tests;
+  # tests/mcp_everything, the MCP project's reference server (@modelcontextprotocol/server-everything)
+  # for the MCP tests.
   if command -v npm >/dev/null 2>&1; then
-    if [ ! -d tests/oidc/node_modules ] || [ tests/oidc/package-lock.json -nt tests/oidc/node_modules ]; then
-      echo "==> Installing the test OpenID Connect provider (npm ci in tests/oidc)"
-      npm ci --prefix tests/oidc --no-audit --no-fund --loglevel=error
-      touch tests/oidc/node_modules
-    fi
+    for folder in tests/oidc tests/mcp_everything; do
+      if [ ! -d "$folder/node_modules" ] || [ "$folder/package-lock.json" -nt "$folder/node_modules" ]; then
+        echo "==> Installing the locked Node.js packages of $folder (npm ci)"
+        npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error
+        touch "$folder/node_modules"
+      fi
+    done
   else
-    echo "==> Node.js (npm) is missing: the sign-in tests against a real OIDC provider will be skipped" >&2
+    echo "==> Node.js (npm) is missing: the sign-in tests against a real OIDC provider and the MCP tests against server-everything will be skipped" >&2
   fi
 fi
 

@@ -10,7 +10,8 @@ command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
-# Node.js runs the test OpenID Connect provider (tests/oidc).
+# Node.js runs the test OpenID Connect provider (tests/oidc) and the MCP reference server
+# (tests/mcp_everything).
 command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 
 if [ ${#need[@]} -eq 0 ]; then
