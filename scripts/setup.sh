@@ -20,6 +20,26 @@ if [ ! -f "$lock" ]; then
   exit 2
 fi
 
+# Node.js programs the tests start, each installed exactly as its package-lock.json locks it:
+# tests/oidc, a real OpenID Connect provider (panva's oidc-provider) for the sign-in tests;
+# tests/mcp_everything, the MCP project's reference server (@modelcontextprotocol/server-everything)
+# for the MCP tests. They install in the background while Python's packages do (both mostly wait
+# on the network), and the script waits for them before it ends.
+node_jobs=()
+if [ "$extra" = "test" ]; then
+  if command -v npm >/dev/null 2>&1; then
+    for folder in tests/oidc tests/mcp_everything; do
+      if [ ! -d "$folder/node_modules" ] || [ "$folder/package-lock.json" -nt "$folder/node_modules" ]; then
+        echo "==> Installing the locked Node.js packages of $folder (npm ci)"
+        ( npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error && touch "$folder/node_modules" ) &
+        node_jobs+=("$!")
+      fi
+    done
+  else
+    echo "==> Node.js (npm) is missing: the sign-in tests against a real OIDC provider and the MCP tests against server-everything will be skipped" >&2
+  fi
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   echo "==> Creating the virtual environment in $VENV"
   "$PYTHON" -m venv "$VENV"
@@ -61,23 +81,12 @@ elif [ ! -f "$stamp" ] || [ "$lock" -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
-if [ "$extra" = "test" ]; then
-  # Node.js programs the tests start, each installed exactly as its package-lock.json locks it:
-  # tests/oidc, a real OpenID Connect provider (panva's oidc-provider) for the sign-in tests;
-  # tests/mcp_everything, the MCP project's reference server (@modelcontextprotocol/server-everything)
-  # for the MCP tests.
-  if command -v npm >/dev/null 2>&1; then
-    for folder in tests/oidc tests/mcp_everything; do
-      if [ ! -d "$folder/node_modules" ] || [ "$folder/package-lock.json" -nt "$folder/node_modules" ]; then
-        echo "==> Installing the locked Node.js packages of $folder (npm ci)"
-        npm ci --prefix "$folder" --no-audit --no-fund --loglevel=error
-        touch "$folder/node_modules"
-      fi
-    done
-  else
-    echo "==> Node.js (npm) is missing: the sign-in tests against a real OIDC provider and the MCP tests against server-everything will be skipped" >&2
+for job in "${node_jobs[@]}"; do
+  if ! wait "$job"; then
+    echo "scripts/setup.sh: npm ci failed (above); the Node.js programs the tests start are missing" >&2
+    exit 1
   fi
-fi
+done
 
 # The app's own database, for run.sh; the tests make their own databases (pytest-django, and
 # each server a test starts migrates its own).
