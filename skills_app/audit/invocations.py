@@ -18,6 +18,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from skills_app.audit.access import can_replay, require_audit_viewer
+from skills_app.audit.feedback import feedback_counts
 from skills_app.core.permissions import ToolCall, call_as_rule_text
 from skills_app.models import Approval, RunEvent, SkillInvocation
 from skills_app.visibility import INSPECT_PERMISSION, Outbound, outbound
@@ -153,6 +154,8 @@ def invocation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "can_inspect": can_inspect,
             "injected_text": inv.injected_text if can_inspect else HIDDEN_PLACEHOLDER,
             "tool_calls": tool_calls_for(inv, out=out),
+            # How the answers written with this version were rated (notes on their own page).
+            "feedback": feedback_counts(inv.skill, inv.digest),
             "can_replay": can_replay(request.user),
             "version_url": _admin_url("skills_app_skillversion_change", inv.version_id),
             "shell_commands": inv.shell_commands if can_inspect else [],

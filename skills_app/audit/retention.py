@@ -22,6 +22,7 @@ from django.utils import timezone
 from skills_app import trail
 from skills_app.audit.guard import purge_allowed
 from skills_app.models import (
+    AnswerFeedback,
     Approval,
     AuditEvent,
     Conversation,
@@ -104,6 +105,11 @@ def purge(cutoff: datetime, *, actor_name: str, dry_run: bool = True) -> PurgeRe
             (
                 "permission_decisions",
                 PermissionDecision.objects.filter(conversation_id__in=ids),
+            ),
+            # Before messages: feedback names the answer it rates (PROTECT).
+            (
+                "answer_feedback",
+                AnswerFeedback.objects.filter(message__conversation_id__in=ids),
             ),
             ("messages", Message.objects.filter(conversation_id__in=ids)),
             ("skill_invocations", SkillInvocation.objects.filter(conversation_id__in=ids)),

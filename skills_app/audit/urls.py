@@ -2,13 +2,18 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.audit import costs, decisions, home, invocations, spend, views
+from skills_app.audit import costs, decisions, feedback, home, invocations, spend, views
 
 urlpatterns = [
     path("", home.audit_home, name="audit-home"),
     path("export.csv", home.audit_export_csv, name="audit-export-csv"),
     path("invocations/", invocations.invocation_list, name="audit-invocations"),
     path("invocations/<int:pk>/", invocations.invocation_detail, name="audit-invocation"),
+    path(
+        "skills/<str:skill>/<str:digest>/feedback/",
+        feedback.version_feedback,
+        name="audit-version-feedback",
+    ),
     path("decisions/", decisions.decision_list, name="audit-decisions"),
     path("reviews/", decisions.review_list, name="audit-reviews"),
     path("conversations/", views.conversation_list, name="audit-conversations"),

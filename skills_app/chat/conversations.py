@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from skills_app import trail
+from skills_app.chat.feedback import feedback_by_answer
 from skills_app.core.transcript import parse_status_message, result_text, retry_notice, text_of
 from skills_app.models import (
     Approval,
@@ -175,6 +176,8 @@ def transcript_context(
         "invocations": invocations,
         "delivered": delivered,
         "retry_id": retry_message_id(conversation.pk),
+        # The owner's thumbs on the answers shown (only the owner rates a conversation's answers).
+        "feedback": feedback_by_answer(conversation.owner_id, rows),
         # One outbound filter for the whole batch: its index is looked up once.
         "outbound": outbound(conversation.pk, can_inspect=can_inspect),
     }
@@ -290,6 +293,14 @@ def rename_conversation(conversation: Conversation, title: str) -> Conversation:
     Conversation.objects.filter(pk=conversation.pk).update(
         title=conversation.title, title_auto=False
     )
+    return conversation
+
+
+def pin_conversation(conversation: Conversation, pinned: bool) -> Conversation:
+    """Pin a conversation to the top of its owner's list, or unpin it."""
+    conversation.pinned_at = (conversation.pinned_at or timezone.now()) if pinned else None
+    # Like a rename, pinning is not activity: the day groups stay as they were.
+    Conversation.objects.filter(pk=conversation.pk).update(pinned_at=conversation.pinned_at)
     return conversation
 
 

@@ -27,6 +27,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from skills_app.chat import approval_words, denials
+from skills_app.chat.feedback import rateable
 from skills_app.chat.markdown import markdown_html
 from skills_app.chat.presenters import HiddenContentError, tool_summary
 from skills_app.chat.tool_cards import (
@@ -49,6 +50,7 @@ from skills_app.core.transcript import (
     text_of,
 )
 from skills_app.models import Approval, Message
+from skills_app.models.feedback import NOTE_MAX_CHARS
 from skills_app.visibility import Outbound, outbound
 
 # Re-exported: callers reach an answer's Markdown and the tool cards through this module.
@@ -158,6 +160,11 @@ def _render_message(
     elif row.role == "assistant" and row.kind in ASSISTANT_CONTENT_KINDS:
         context["parts"] = _assistant_parts(row, ctx, out, shown)
         context["usage"] = answer_usage(row)
+        if rateable(row):
+            # The owner's rating, when the page looked it up (a new answer has none yet).
+            context.update(
+                rateable=True, given=ctx.get("feedback", {}).get(row.pk), note_max=NOTE_MAX_CHARS
+            )
     elif row.kind == "attachments":
         context["attachments"] = attachment_chips(row)
     elif row.kind in {"error", "notice"}:

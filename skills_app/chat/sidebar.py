@@ -1,4 +1,4 @@
-"""The chat page's sidebar: the person's conversations grouped by day, with search."""
+"""The chat page's sidebar: the person's pinned conversations, then the rest grouped by day."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from django.utils import timezone
 from skills_app.chat.conversations import search_conversations
 from skills_app.models import Conversation
 
+PINNED = "Pinned"
 GROUPS = ("Today", "Yesterday", "Previous 7 days", "Older")
 # The sidebar is for finding recent work; the list page (with search) has everything.
 SIDEBAR_LIMIT = 100
@@ -51,9 +52,14 @@ def sidebar_context(
     # A conversation nothing was sent in yet is listed only while it is open (like a draft).
     started = Q(last_event_seq__gt=0) | Q(pk=current or 0)
     found = search_conversations(user_id, query, can_inspect=can_inspect).filter(started)
-    found = found[:SIDEBAR_LIMIT]
+    # Pinned ones first, the latest pinned on top, whatever their last activity.
+    pinned = list(found.filter(pinned_at__isnull=False).order_by("-pinned_at", "-pk"))
+    found = found.filter(pinned_at__isnull=True)[:SIDEBAR_LIMIT]
+    groups = grouped(found, timezone.localdate())
+    if pinned:
+        groups.insert(0, Group(PINNED, pinned))
     return {
-        "groups": grouped(found, timezone.localdate()),
+        "groups": groups,
         "q": query,
         "current_id": current,
         "truncated": len(found) >= SIDEBAR_LIMIT,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.chat import attachments, model_views, preferences, views
+from skills_app.chat import attachments, feedback, model_views, preferences, views
 
 urlpatterns = [
     path("", views.home, name="skills-home"),
@@ -15,6 +15,12 @@ urlpatterns = [
     path("c/<int:pk>/earlier/", views.conversation_earlier, name="conversation-earlier"),
     path("c/<int:pk>/act/", views.conversation_action, name="conversation-action"),
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation-rename"),
+    path("c/<int:pk>/pin/", views.conversation_pin, name="conversation-pin"),
+    path(
+        "c/<int:pk>/answers/<int:message_id>/feedback/",
+        feedback.answer_feedback,
+        name="answer-feedback",
+    ),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation-delete"),
     path("c/<int:pk>/settings/", model_views.conversation_settings, name="conversation-settings"),
     path(

@@ -129,6 +129,24 @@ def conversation_rename(request: AuthedHttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
+@require_POST
+def conversation_pin(request: AuthedHttpRequest, pk: int) -> HttpResponse:
+    """Pin (pinned=1) or unpin (pinned=0) a conversation; back to the chat or the list."""
+    conversation = _get_conversation_for_user(request, pk)
+    pinned = request.POST.get("pinned", "")
+    if pinned not in ("0", "1"):
+        return HttpResponse(
+            "Say pinned=1 to pin the conversation or pinned=0 to unpin it.",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    conv.pin_conversation(conversation, pinned == "1")
+    if request.POST.get("next") == "list":
+        return redirect("skills-home")
+    return redirect("conversation", pk=conversation.pk)
+
+
+@login_required
 @require_http_methods(["GET", "POST"])
 async def conversation_delete(request: AuthedHttpRequest, pk: int) -> HttpResponse:
     """GET asks for confirmation; POST hides the conversation from its owner, for good.

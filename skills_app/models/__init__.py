@@ -7,6 +7,7 @@ from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.decisions import PermissionDecision
+from skills_app.models.feedback import AnswerFeedback
 from skills_app.models.mcp import McpServer, McpToolDefinition
 from skills_app.models.organisation import (
     GroupPolicy,
@@ -29,6 +30,7 @@ from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
 
 __all__ = [
+    "AnswerFeedback",
     "ActionReceipt",
     "GroupPolicy",
     "SkillAccess",

@@ -95,6 +95,7 @@ class AuditEvent(models.Model):
         MCP_TOOL_CHANGED = "mcp.tool_changed", "MCP tool definition changed (drift)"
         MCP_REVIEWED = "mcp.reviewed", "MCP tool definition approved or rejected"
         MCP_CALLED = "mcp.called", "MCP tool called"
+        FEEDBACK_GIVEN = "feedback.given", "feedback given on an answer"
 
     CONVERSATION_DELETED = Action.CONVERSATION_DELETED
     PURGE = Action.PURGE
@@ -114,6 +115,7 @@ class AuditEvent(models.Model):
     MCP_TOOL_CHANGED = Action.MCP_TOOL_CHANGED
     MCP_REVIEWED = Action.MCP_REVIEWED
     MCP_CALLED = Action.MCP_CALLED
+    FEEDBACK_GIVEN = Action.FEEDBACK_GIVEN
 
     action = models.CharField(max_length=40, choices=Action.choices)
     # Who did it; the name is kept as text too, so the row reads the same if the account changes.

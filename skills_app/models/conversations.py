@@ -68,6 +68,8 @@ class Conversation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # The last RunEvent.seq handed out; incremented under a row lock so seq is gap-free per conversation.
     last_event_seq = models.BigIntegerField(default=0)
+    # Pinned by its owner: listed first in the sidebar, the latest pinned on top.
+    pinned_at = models.DateTimeField(null=True, blank=True)
     # Deleting hides a conversation from its owner; every row stays for the audit.
     deleted_at = models.DateTimeField(null=True, blank=True)
     deleted_by = models.ForeignKey(

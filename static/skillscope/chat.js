@@ -260,6 +260,14 @@
     return details;
   }
 
+  // Feedback refused (a note too long) comes back as the controls with the reason: shown in place.
+  document.body.addEventListener("htmx:beforeSwap", (event) => {
+    if (event.detail.xhr.status === 422 && event.detail.target?.classList?.contains("feedback")) {
+      event.detail.shouldSwap = true;
+      event.detail.isError = false;
+    }
+  });
+
   // -- fragments: an element the page already has is replaced, never added twice -----------------
 
   document.body.addEventListener("htmx:oobBeforeSwap", (event) => {

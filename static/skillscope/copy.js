@@ -91,12 +91,14 @@
         if (kind === "answer") {
           const row = target.closest(".row");
           if (!target.querySelector(":scope > .md") || row.querySelector(".copy-answer")) continue;
-          // One line of actions under the answer: Copy, then Regenerate when it is offered.
+          // One line of actions under the answer: Copy, Regenerate when it is offered, the thumbs.
           const actions = document.createElement("div");
           actions.className = "answer-actions";
           actions.append(button(target, kind, label));
           const regenerate = row.querySelector(":scope > .regenerate-form");
           if (regenerate) actions.append(regenerate);
+          const feedback = row.querySelector(":scope > .feedback");
+          if (feedback) actions.append(feedback);
           row.insertBefore(actions, target.nextSibling);
         } else if (!target.previousElementSibling?.classList.contains("copy-button")) {
           target.before(button(target, kind, label));
