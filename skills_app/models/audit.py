@@ -95,6 +95,9 @@ class AuditEvent(models.Model):
         MCP_TOOL_CHANGED = "mcp.tool_changed", "MCP tool definition changed (drift)"
         MCP_REVIEWED = "mcp.reviewed", "MCP tool definition approved or rejected"
         MCP_CALLED = "mcp.called", "MCP tool called"
+        SHARE_CREATED = "share.created", "read-only link to a conversation made"
+        SHARE_VIEWED = "share.viewed", "read-only link to a conversation opened"
+        SHARE_REVOKED = "share.revoked", "read-only link to a conversation revoked"
 
     CONVERSATION_DELETED = Action.CONVERSATION_DELETED
     PURGE = Action.PURGE
@@ -114,6 +117,9 @@ class AuditEvent(models.Model):
     MCP_TOOL_CHANGED = Action.MCP_TOOL_CHANGED
     MCP_REVIEWED = Action.MCP_REVIEWED
     MCP_CALLED = Action.MCP_CALLED
+    SHARE_CREATED = Action.SHARE_CREATED
+    SHARE_VIEWED = Action.SHARE_VIEWED
+    SHARE_REVOKED = Action.SHARE_REVOKED
 
     action = models.CharField(max_length=40, choices=Action.choices)
     # Who did it; the name is kept as text too, so the row reads the same if the account changes.
