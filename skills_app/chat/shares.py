@@ -212,7 +212,9 @@ def shared_conversation(request: AuthedHttpRequest, token: str) -> HttpResponse:
     )
     if share is None:
         # Revoked, expired, unknown or of a deleted conversation: one answer for all.
-        raise Http404("No such shared conversation.")
+        response = render(request, "skills_app/chat/shared_missing.html", status=404)
+        _private(response)
+        return response
     conversation = share.conversation
     view = shared_messages(conversation, request.user)
     if request.method == "GET":
