@@ -283,3 +283,26 @@ def test_a_link_needs_a_signed_in_viewer_and_a_token_not_made_from_ids(alice, sh
     refused = owner.post(reverse("conversation-shares", args=[shared.pk]), {"days": "3650"})
     assert refused.status_code == 400
     assert ConversationShare.objects.count() == 2
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_link_opens_no_websocket_to_the_conversation(alice, bob):
+    """Frames: holding a live link, bob still cannot join the conversation's socket."""
+    from asgiref.sync import sync_to_async
+
+    from tests.security.helpers import open_tab
+
+    conversation = await Conversation.objects.acreate(owner=alice, title="Quarter close")
+    await sync_to_async(ConversationShare.create_for)(conversation, alice)
+
+    tab, connected = await open_tab(bob, conversation.pk)
+    try:
+        assert not connected
+    finally:
+        await tab.disconnect()
+    # Positive control: the owner's tab connects.
+    tab, connected = await open_tab(alice, conversation.pk)
+    try:
+        assert connected
+    finally:
+        await tab.disconnect()
