@@ -42,6 +42,8 @@ from skills_app.visibility import can_inspect as may_inspect
 
 # What a Skill call names when the viewer may not see that skill.
 WITHHELD_SKILL = "withheld skill"
+# Blocks of someone's own words and the model's prose, and the key of their text.
+PROSE_KEYS = {"text": "text", "thinking": "thinking"}
 # A placeholder of the outbound filter (`core.redact.placeholder`): its label names the skill file.
 PLACEHOLDER = re.compile(r"\[hidden [^\[\]\n]{0,300}? withheld: ([0-9,]+) characters\]")
 
@@ -152,8 +154,14 @@ def shared_messages(conversation: Conversation, viewer: Any) -> SharedView:
     ctx["retry_id"] = None
     ctx["read_only"] = True
     visible = _skill_shown(viewer.pk, inspect)
+    # The chat leaves its owner's words and the model's prose as written (the audit marks an
+    # answer that quotes hidden text); someone else without the inspect permission gets them
+    # through the filter too: a link never carries hidden text to them.
+    prose = ctx["outbound"] if not inspect and viewer.pk != conversation.owner_id else None
     html: list[str] = []
     for row in page.rows:
+        if prose is not None:
+            row.content = _filtered_prose(row.content, prose)
         if row.kind == "skill_status":
             status = parse_status_message(text_of(row.content)) or {}
             if not visible(str(status.get("name") or row.meta.get("skill", ""))):
@@ -171,6 +179,20 @@ def _viewer_filter(conversation: Conversation, viewer: Any, inspect: bool) -> Ou
     if viewer.pk == conversation.owner_id:
         return outbound(conversation.pk, can_inspect=inspect)
     return SharedOutbound(conversation.pk, can_inspect=inspect, viewer_id=viewer.pk)
+
+
+def _filtered_prose(content: Any, out: Outbound) -> Any:
+    """Content whose text and thinking blocks passed the viewer's filter."""
+    if not isinstance(content, list):
+        return content
+    shown = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") in PROSE_KEYS:
+            key = PROSE_KEYS[block["type"]]
+            if isinstance(block.get(key), str):
+                block = {**block, key: out.text(block[key])}
+        shown.append(block)
+    return shown
 
 
 def _skill_shown(viewer_id: int, inspect: bool) -> Any:

@@ -117,6 +117,10 @@ def shared(alice, tmp_path) -> Conversation:
         # A second call of the skill, refused: its chip names the skill unless withheld.
         ("assistant", "tool_use", False, [{**skill_call, "input": {"skill": SKILL, "args": "Q4"}}]),
         ("assistant", "text", False, [{"type": "text", "text": "The quarter is closed."}]),
+        # The model's prose quoting the hidden text, and the owner's words quoting it (alice
+        # could have read it as an inspector): the chat shows both to her as written.
+        ("assistant", "text", False, [{"type": "text", "text": f"As told: {BODY}"}]),
+        ("user", "text", False, [{"type": "text", "text": f"Note: {BODY.splitlines()[1]}"}]),
     ]
     for seq, (role, kind, is_meta, content) in enumerate(rows, start=1):
         Message.objects.create(
