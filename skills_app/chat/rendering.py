@@ -141,6 +141,8 @@ def _render_message(
         "is_demo": bool(row.run and row.run.is_demo) if row.run_id else False,
         # Only inspectors learn that an answer quoted hidden text (the audit's mark).
         "quoted_hidden": can_inspect and bool(row.meta.get("quoted_hidden")),
+        # A shared link (`chat.shares`): no edit, regenerate or download controls.
+        "read_only": bool(ctx.get("read_only")),
     }
     if row.kind == "skill_status":
         status = parse_status_message(message_text(row)) or {

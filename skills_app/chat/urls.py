@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.chat import attachments, feedback, model_views, preferences, views
+from skills_app.chat import attachments, feedback, model_views, preferences, shares, views
 
 urlpatterns = [
     path("", views.home, name="skills-home"),
@@ -28,6 +28,14 @@ urlpatterns = [
         model_views.conversation_summarise,
         name="conversation-summarise",
     ),
+    path("c/<int:pk>/shares/", shares.conversation_shares, name="conversation-shares"),
+    path(
+        "c/<int:pk>/shares/<int:share_id>/revoke/",
+        shares.conversation_share_revoke,
+        name="conversation-share-revoke",
+    ),
+    # A read-only link (signed-in users of this instance only): `chat.shares`.
+    path("s/<str:token>/", shares.shared_conversation, name="shared-conversation"),
     path("c/<int:pk>/attach/", attachments.upload, name="conversation-attach"),
     path(
         "c/<int:pk>/attachments/<int:attachment_id>/",

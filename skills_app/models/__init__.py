@@ -25,6 +25,7 @@ from skills_app.models.receipts import ActionReceipt
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.review import SkillReview
 from skills_app.models.runs import Run, StreamPiece, Worker
+from skills_app.models.shares import ConversationShare
 from skills_app.models.sources import SkillSource, SkillSourceSync
 from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
 from skills_app.models.usage import ModelCall, RequestPart
@@ -45,6 +46,7 @@ __all__ = [
     "Comparison",
     "Conversation",
     "ConversationGrant",
+    "ConversationShare",
     "McpServer",
     "McpToolDefinition",
     "Message",

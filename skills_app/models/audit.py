@@ -96,6 +96,9 @@ class AuditEvent(models.Model):
         MCP_REVIEWED = "mcp.reviewed", "MCP tool definition approved or rejected"
         MCP_CALLED = "mcp.called", "MCP tool called"
         FEEDBACK_GIVEN = "feedback.given", "feedback given on an answer"
+        SHARE_CREATED = "share.created", "read-only link to a conversation made"
+        SHARE_VIEWED = "share.viewed", "read-only link to a conversation opened"
+        SHARE_REVOKED = "share.revoked", "read-only link to a conversation revoked"
 
     CONVERSATION_DELETED = Action.CONVERSATION_DELETED
     PURGE = Action.PURGE
@@ -116,6 +119,9 @@ class AuditEvent(models.Model):
     MCP_REVIEWED = Action.MCP_REVIEWED
     MCP_CALLED = Action.MCP_CALLED
     FEEDBACK_GIVEN = Action.FEEDBACK_GIVEN
+    SHARE_CREATED = Action.SHARE_CREATED
+    SHARE_VIEWED = Action.SHARE_VIEWED
+    SHARE_REVOKED = Action.SHARE_REVOKED
 
     action = models.CharField(max_length=40, choices=Action.choices)
     # Who did it; the name is kept as text too, so the row reads the same if the account changes.

@@ -260,6 +260,14 @@ RULES: dict[str, Expect] = {
     ),  # fmt: skip
     "audit-decisions": STAFF_ONLY,
     "audit-reviews": STAFF_ONLY,
+    # Feedback on one skill version's answers: auditors only; the made-up name and digest are 404.
+    "audit-version-feedback": Expect(
+        owner=frozenset({403}), other=frozenset({403}), staff=frozenset({404})
+    ),
+    # Read-only links (tests/chat/test_shares.py): made and revoked by the owner only.
+    "conversation-share-revoke": Expect(post_only=True),
+    # A made-up token answers 404 to everyone signed in; nobody anonymous gets past sign-in.
+    "shared-conversation": Expect(owner=DENIED, other=DENIED, staff=DENIED),
 }
 
 # Object kinds chosen by a word in the route name when RULES says nothing.
