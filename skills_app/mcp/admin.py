@@ -85,6 +85,7 @@ class McpServerAddForm(forms.ModelForm[McpServer]):
     url = forms.CharField(
         label="URL",
         required=False,
+        widget=forms.TextInput(attrs={"class": "vURLField"}),
         help_text="For an HTTP server: its full http(s):// address, e.g. "
         "https://wiki-mcp.example.com/mcp.",
     )
@@ -98,6 +99,7 @@ class McpServerAddForm(forms.ModelForm[McpServer]):
     argv = forms.CharField(
         label="Command",
         required=False,
+        widget=forms.TextInput(attrs={"class": "vURLField"}),
         help_text="For a stdio server: the exact command line in shell words, the program by "
         "its absolute path, e.g. /opt/tickets-mcp/bin/tickets-mcp --stdio.",
     )
