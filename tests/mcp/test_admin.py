@@ -191,3 +191,27 @@ def test_a_definition_that_cannot_be_shown_whole_is_not_approved(client, second_
     assert "Not approved, as it cannot be shown whole" in page.content.decode()
     row.refresh_from_db()
     assert row.status == "pending"
+
+
+def test_an_admin_adds_a_stdio_server_with_its_env_and_read_only_folders(client, admin_user):
+    client.force_login(admin_user)
+    form = _add_form(
+        name="tickets",
+        kind="stdio",
+        argv="/opt/tickets/bin/serve --mode 'read only'",
+        env="TICKETS_TOKEN=env-secret-4b9e1a\nREGION=eu",
+        read_only_paths="/usr\n",
+        everyone="on",
+    )
+    page = client.post(reverse("admin:skills_app_mcpserver_add"), form, follow=True)
+    server = McpServer.objects.get(name="tickets")
+    assert server.argv == ["/opt/tickets/bin/serve", "--mode", "read only"]
+    assert server.env == {"TICKETS_TOKEN": "env-secret-4b9e1a", "REGION": "eu"}
+    assert (server.read_only_paths, server.everyone) == (["/usr"], True)
+    html = page.content.decode()
+    assert "REGION, TICKETS_TOKEN" in html and "env-secret-4b9e1a" not in html
+    event = AuditEvent.objects.get(action="mcp.registered")
+    assert (event.detail["env_keys"], event.detail["read_only_paths"]) == (
+        ["REGION", "TICKETS_TOKEN"],
+        ["/usr"],
+    )
