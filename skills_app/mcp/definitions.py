@@ -103,6 +103,7 @@ def list_now(server: McpServer) -> tuple[int, ListingReport]:
 
 def shown_text(row: McpToolDefinition) -> dict[str, str]:
     """The parts of a definition a reviewer reads, as the review page prints them."""
+
     def text(value: Any) -> str:
         # Not escaped to \uXXXX: the reviewer reads the characters the model will get.
         return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
