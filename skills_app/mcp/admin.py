@@ -1,9 +1,11 @@
-"""The admin of MCP servers and their tool definitions: who sees a server, and the review.
+"""The admin of MCP servers and their tool definitions: adding a server, who sees it, the review.
 
-A server is registered with `manage.py mcp add` (its argv or URL is its identity and is not
-edited here); this page shows the exact argv or URL, the env keys and header names (never their
-values) and every tool with its schema. Pending definitions are approved or rejected here by
-another person than the admin who registered the server.
+"Add MCP server" registers one through the checks and audit rows of `manage.py mcp add`
+(`servers.register`); its argv or URL is then its identity and is not edited. Header and env
+values are write-only: no page shows them back. A server's page shows the exact argv or URL, the
+env keys and header names and every tool; "Connect and list its tools" is `mcp test`. The review
+page shows each pending definition whole (description, input schema, annotations, `_meta`) and
+approves or rejects exactly what it showed, by another person than the registrant.
 """
 
 from __future__ import annotations
@@ -12,16 +14,25 @@ import json
 import shlex
 from typing import Any
 
+from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
 from skills_app import trail
 from skills_app.adminkit import ReadOnlyAdmin, sentence, short_digest, signed_in_user
-from skills_app.mcp import definitions
+from skills_app.core.mcp import McpConnectError
+from skills_app.mcp import definitions, servers
 from skills_app.mcp.servers import McpSetupError
 from skills_app.models import AuditEvent, McpServer, McpToolDefinition
+
+REVIEW_PERMISSION = "skills_app.change_mcptooldefinition"
 
 
 def _pretty(value: Any) -> str:
@@ -48,6 +59,130 @@ class DefinitionInline(admin.TabularInline[McpToolDefinition, McpServer]):
         return _pretty(row.input_schema)
 
 
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders its value: a secret typed once is not sent back."""
+
+    def format_value(self, value: Any) -> str | None:
+        return None
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if line.strip()]
+
+
+class McpServerAddForm(forms.ModelForm[McpServer]):
+    """A new server, checked by `servers.check_registration` (the rules of `mcp add`)."""
+
+    kind = forms.ChoiceField(
+        label="Kind",
+        choices=[
+            ("http", "Streamable HTTP: a remote server at a URL"),
+            ("stdio", "stdio: a program run in the conversation's sandbox"),
+        ],
+        widget=forms.RadioSelect,
+        initial="http",
+    )
+    url = forms.CharField(
+        label="URL",
+        required=False,
+        widget=forms.TextInput(attrs={"class": "vURLField"}),
+        help_text="For an HTTP server: its full http(s):// address, e.g. "
+        "https://wiki-mcp.example.com/mcp.",
+    )
+    headers = forms.CharField(
+        label="Headers",
+        required=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"}),
+        help_text="For an HTTP server: one per line, Name: value. Sent with every request; the "
+        "values are never shown again (type them again after an error).",
+    )
+    argv = forms.CharField(
+        label="Command",
+        required=False,
+        widget=forms.TextInput(attrs={"class": "vURLField"}),
+        help_text="For a stdio server: the exact command line in shell words, the program by "
+        "its absolute path, e.g. /opt/tickets-mcp/bin/tickets-mcp --stdio.",
+    )
+    env = forms.CharField(
+        label="Environment",
+        required=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 3, "autocomplete": "off"}),
+        help_text="For a stdio server: one per line, KEY=VALUE. The values go to the server's "
+        "process only and are never shown again (type them again after an error).",
+    )
+    read_only_paths = forms.CharField(
+        label="Read-only folders",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="For a stdio server: one absolute folder per line that it needs (its "
+        "installation, its Python), bound read-only in the sandbox.",
+    )
+    groups = forms.ModelMultipleChoiceField(
+        queryset=Group.objects.order_by("name"),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Members of these groups see the server's tools.",
+    )
+    everyone = forms.BooleanField(
+        required=False, label="Everyone", help_text="Every signed-in person sees its tools."
+    )
+
+    class Meta:
+        model = McpServer
+        fields = ("name", "display_name")
+
+    def validate_unique(self) -> None:
+        pass  # `check_registration` says it in its own words (name and identity)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if self.errors:
+            return data
+        try:
+            data["env_pairs"] = servers.parse_pairs(_lines(data["env"]), "=", "KEY=VALUE")
+            data["header_pairs"] = servers.parse_pairs(_lines(data["headers"]), ":", "Name: value")
+            data["argv_words"] = shlex.split(data["argv"])
+        except McpSetupError as exc:
+            raise forms.ValidationError(sentence(str(exc))) from None
+        except ValueError as exc:  # shlex: an open quote
+            raise forms.ValidationError(
+                f"The command cannot be read as shell words ({exc}); close its quotes."
+            ) from None
+        try:
+            servers.check_registration(**self.registration(data))
+        except McpSetupError as exc:
+            raise forms.ValidationError(sentence(str(exc))) from None
+        return data
+
+    @staticmethod
+    def registration(data: dict[str, Any]) -> dict[str, Any]:
+        """The arguments of `servers.register` (less who registers) from the cleaned data."""
+        return {
+            "name": data["name"],
+            "kind": data["kind"],
+            "argv": data["argv_words"],
+            "env": data["env_pairs"],
+            "read_only_paths": [p.strip() for p in _lines(data["read_only_paths"])],
+            "url": data["url"].strip(),
+            "headers": data["header_pairs"],
+            "groups": [g.name for g in data["groups"]],
+        }
+
+
+ADD_FIELDS = (
+    "name",
+    "display_name",
+    "kind",
+    "url",
+    "headers",
+    "argv",
+    "env",
+    "read_only_paths",
+    "groups",
+    "everyone",
+)
+
+
 class McpServerAdmin(admin.ModelAdmin[McpServer]):
     list_display = ("name", "kind", "where", "env_keys", "audience", "enabled")
     list_filter = ("kind", "enabled")
@@ -64,6 +199,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
         "groups",
         "everyone",
         "enabled",
+        "tools",
     )
     readonly_fields = (
         "name",
@@ -73,17 +209,57 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
         "header_names",
         "read_only_paths",
         "registered_by_name",
+        "tools",
     )
     filter_horizontal = ("groups",)
     inlines = [DefinitionInline]
 
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # `manage.py mcp add` checks and records a registration
-
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # `manage.py mcp remove` records it
 
+    # -- adding: the form of `mcp add` ------------------------------------------------------
+
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return ADD_FIELDS if obj is None else super().get_fields(request, obj)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        return () if obj is None else super().get_readonly_fields(request, obj)
+
+    def get_inlines(self, request: HttpRequest, obj: Any) -> Any:
+        return [] if obj is None else super().get_inlines(request, obj)
+
+    def get_form(
+        self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        if obj is None:
+            kwargs["form"] = McpServerAddForm
+        return super().get_form(request, obj, change, **kwargs)
+
+    def save_form(self, request: HttpRequest, form: Any, change: bool) -> Any:
+        if change:
+            return super().save_form(request, form, change)
+        # The one entrance of a registration: the same checks again and the mcp.registered row.
+        return servers.register(
+            registered_by=signed_in_user(request),
+            display_name=form.cleaned_data["display_name"],
+            everyone=form.cleaned_data["everyone"],
+            **McpServerAddForm.registration(form.cleaned_data),
+        )
+
+    def save_model(self, request: HttpRequest, obj: McpServer, form: Any, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+
+    def response_add(
+        self, request: HttpRequest, obj: McpServer, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        self.message_user(request, f'Registered "{obj.name}" ({obj.kind}).', messages.SUCCESS)
+        self._list_tools(request, obj)
+        return HttpResponseRedirect(reverse("admin:skills_app_mcpserver_change", args=[obj.pk]))
+
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        if not change:
+            return  # `servers.register` stored the groups and recorded the registration
         super().save_related(request, form, formsets, change)
         server = form.instance
         trail.record(
@@ -95,6 +271,113 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
             enabled=server.enabled,
             display_name=server.display_name,
         )
+
+    # -- listing and reviewing its tools ---------------------------------------------------
+
+    def get_urls(self) -> list[URLPattern]:
+        wrap = self.admin_site.admin_view
+        return [
+            path("<int:pk>/list/", wrap(self.list_view), name="skills_app_mcpserver_list"),
+            path("<int:pk>/review/", wrap(self.review_view), name="skills_app_mcpserver_review"),
+            *super().get_urls(),
+        ]
+
+    @admin.display(description="tools")
+    def tools(self, server: McpServer) -> str:
+        pending = server.definitions.filter(
+            status=McpToolDefinition.Status.PENDING, current=True
+        ).count()
+        review = reverse("admin:skills_app_mcpserver_review", args=[server.pk])
+        # It submits the change form (with its CSRF token) to the list view, which reads
+        # nothing else from it.
+        return format_html(
+            '<button type="submit" formaction="{}" formmethod="post" id="list-tools">'
+            "Connect and list its tools</button> "
+            '<a href="{}" id="review-link">{} waiting for review</a>',
+            reverse("admin:skills_app_mcpserver_list", args=[server.pk]),
+            review,
+            f"{pending} definition{'' if pending == 1 else 's'}",
+        )
+
+    def _list_tools(self, request: HttpRequest, server: McpServer) -> None:
+        try:
+            with trail.acting(signed_in_user(request)):
+                count, report = definitions.list_now(server)
+        except McpConnectError as exc:
+            self.message_user(
+                request,
+                f"{exc} Check its address or command, then press “Connect and list its tools” "
+                "again.",
+                messages.WARNING,
+            )
+            return
+        waiting = [*report.new, *report.changed]
+        text = f'"{server.name}" lists {count} tools.'
+        if waiting:
+            text += (
+                f" Waiting for review by another admin than {server.registered_by_name}: "
+                f"{', '.join(waiting)}."
+            )
+        self.message_user(request, text, messages.SUCCESS)
+
+    def list_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Connect and list the tools (POST only): `manage.py mcp test`."""
+        server = get_object_or_404(McpServer, pk=pk)
+        back = HttpResponseRedirect(reverse("admin:skills_app_mcpserver_change", args=[pk]))
+        if request.method != "POST":
+            return back
+        if not self.has_change_permission(request, server):
+            raise PermissionDenied("You may not change MCP servers.")
+        self._list_tools(request, server)
+        return back
+
+    def review_view(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Every pending definition of a server shown whole; approve or reject what was shown."""
+        server = get_object_or_404(McpServer, pk=pk)
+        if not request.user.has_perm(REVIEW_PERMISSION):
+            raise PermissionDenied("You may not review MCP tool definitions.")
+        here = reverse("admin:skills_app_mcpserver_review", args=[pk])
+        if request.method == "POST":
+            shown = request.POST.getlist("definition")
+            approve = "approve" in request.POST
+            if not shown:
+                self.message_user(request, "Tick the definitions to review.", messages.WARNING)
+                return HttpResponseRedirect(here)
+            try:
+                done = definitions.review(
+                    server, approve=approve, reviewer=signed_in_user(request), content_hashes=shown
+                )
+            except McpSetupError as exc:
+                self.message_user(request, sentence(str(exc)), messages.ERROR)
+                return HttpResponseRedirect(here)
+            verb = "Approved" if approve else "Rejected"
+            text = f"{verb}: {', '.join(done)}." if done else "Nothing of that waits any more."
+            self.message_user(request, text, messages.SUCCESS)
+            return HttpResponseRedirect(here)
+        rows = server.definitions.filter(
+            status=McpToolDefinition.Status.PENDING, current=True
+        ).order_by("tool")
+        pending = [
+            {
+                "row": row,
+                "parts": definitions.shown_text(row),
+                "problem": definitions.unshowable(row),
+                "approved_before": server.definitions.filter(
+                    tool=row.tool, status=McpToolDefinition.Status.APPROVED
+                ).exists(),
+            }
+            for row in rows
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "server": server,
+            "pending": pending,
+            "own_server": server.registered_by_id == request.user.pk,
+            "change_url": reverse("admin:skills_app_mcpserver_change", args=[pk]),
+            "title": f"Review the tools of {server.name}",
+        }
+        return TemplateResponse(request, "admin/skills_app/mcpserver/review.html", context)
 
     @admin.display(description="argv or URL")
     def where(self, server: McpServer) -> str:

@@ -9,16 +9,23 @@ still lists the tool: a changed definition waits for review while the approved o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+import tempfile
+import unicodedata
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from skills_app import trail
-from skills_app.core.mcp import ToolDefinition
-from skills_app.mcp.servers import McpSetupError
+from skills_app.core.mcp import ToolDefinition, list_tools
+from skills_app.core.mcp.connect import Place
+from skills_app.mcp.servers import McpSetupError, spec_for
 from skills_app.models import AuditEvent, McpServer, McpToolDefinition
 
 
@@ -72,11 +79,77 @@ def store_listing(server: McpServer, listed: Sequence[ToolDefinition]) -> Listin
     return ListingReport(tuple(new), tuple(changed), tuple(unchanged))
 
 
-def review(server: McpServer, *, approve: bool, reviewer: Any, tool: str = "") -> list[str]:
+# What a review page shows of one definition whole; a longer one cannot be read there.
+SHOWABLE_CHARS = 20_000
+# Characters that render as nothing or reorder the text around them (zero-width, bidi
+# controls, control and private-use characters): a reviewer cannot read what they say.
+_UNREADABLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn"})
+
+
+def list_now(server: McpServer) -> tuple[int, ListingReport]:
+    """Connect, list the server's tools and store them (`mcp test`); raises McpConnectError."""
+    with tempfile.TemporaryDirectory(prefix="mcp-test-") as folder:
+        root = Path(folder)
+        (root / "skills").mkdir()
+        place = Place(
+            root=root,
+            skills_dir=root / "skills",
+            sandbox=settings.SANDBOX,
+            hidden_paths=(str(settings.BASE_DIR), str(settings.VAR_DIR)),
+        )
+        listed = async_to_sync(list_tools)(spec_for(server), place)
+    return len(listed), store_listing(server, listed)
+
+
+def shown_text(row: McpToolDefinition) -> dict[str, str]:
+    """The parts of a definition a reviewer reads, as the review page prints them."""
+
+    def text(value: Any) -> str:
+        # Not escaped to \uXXXX: the reviewer reads the characters the model will get.
+        return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+
+    return {
+        "description": row.description,
+        "input schema": text(row.input_schema),
+        "annotations": text(row.annotations),
+        "_meta": text(row.meta),
+    }
+
+
+def unshowable(row: McpToolDefinition) -> str:
+    """Why this definition cannot be shown whole to a reviewer ("" when it can)."""
+    parts = shown_text(row)
+    size = sum(len(text) for text in parts.values())
+    if size > SHOWABLE_CHARS:
+        return (
+            f"its definition is {size:,} characters long, more than the {SHOWABLE_CHARS:,} a "
+            "review shows whole; ask the server's owner for a shorter one."
+        )
+    for part, text in parts.items():
+        for char in text:
+            if char in "\n\t" or unicodedata.category(char) not in _UNREADABLE_CATEGORIES:
+                continue
+            return (
+                f"its {part} holds the invisible character U+{ord(char):04X}, which hides or "
+                "reorders text on the screen; ask the server's owner to remove it."
+            )
+    return ""
+
+
+def review(
+    server: McpServer,
+    *,
+    approve: bool,
+    reviewer: Any,
+    tool: str = "",
+    content_hashes: Collection[str] | None = None,
+) -> list[str]:
     """Approve or reject the pending definitions (of one tool, or all); returns the tools.
 
     The reviewer must not be the admin who registered the server: a second person reads
-    what the server says about its tools before the model may use them.
+    what the server says about its tools before the model may use them. A definition that
+    cannot be shown whole is never approved (`unshowable`). With `content_hashes`, only the
+    definitions with those hashes (the ones the reviewer was shown) are reviewed.
     """
     if server.registered_by_id is not None and server.registered_by_id == reviewer.pk:
         raise McpSetupError(
@@ -91,6 +164,14 @@ def review(server: McpServer, *, approve: bool, reviewer: Any, tool: str = "") -
             raise McpSetupError(
                 f'Nothing of "{tool}" waits for review on "{server.name}". Its tools: '
                 f"{', '.join(listed) or 'none listed yet (run mcp test first)'}."
+            )
+    if content_hashes is not None:
+        pending = pending.filter(content_hash__in=list(content_hashes))
+    if approve:
+        unreadable = [f"{row.tool}: {why}" for row in pending if (why := unshowable(row))]
+        if unreadable:
+            raise McpSetupError(
+                "Not approved, as it cannot be shown whole: " + " ".join(unreadable)
             )
     status = McpToolDefinition.Status.APPROVED if approve else McpToolDefinition.Status.REJECTED
     done: list[str] = []

@@ -38,22 +38,19 @@ def identity_of(kind: str, *, argv: Sequence[str] = (), url: str = "") -> str:
     return f"stdio:{json.dumps(list(argv))}" if kind == "stdio" else f"http:{url}"
 
 
-def register(
+def check_registration(
     *,
     name: str,
     kind: str,
-    registered_by: Any,
     argv: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     read_only_paths: Sequence[str] = (),
     url: str = "",
     headers: Mapping[str, str] | None = None,
-    display_name: str = "",
     groups: Iterable[str] = (),
-    everyone: bool = False,
-) -> McpServer:
-    """Check and store a new server; raises McpSetupError naming what is wrong."""
-    env, headers = dict(env or {}), dict(headers or {})
+) -> list[Group]:
+    """The checks a new server must pass (the groups it names, found); raises McpSetupError."""
+    env, headers, groups = dict(env or {}), dict(headers or {}), list(groups)
     if not NAME.fullmatch(name):
         raise McpSetupError(
             f"Server name {name!r}: use 1 to 40 lowercase letters, digits and dashes, starting "
@@ -72,10 +69,40 @@ def register(
     if same is not None:
         what = "argv" if kind == "stdio" else "URL"
         raise McpSetupError(f'This {what} is registered already, as "{same.name}".')
-    found = list(Group.objects.filter(name__in=list(groups)))
+    found = list(Group.objects.filter(name__in=groups))
     missing = sorted(set(groups) - {g.name for g in found})
     if missing:
         raise McpSetupError(f"No group named {', '.join(missing)}.")
+    return found
+
+
+def register(
+    *,
+    name: str,
+    kind: str,
+    registered_by: Any,
+    argv: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    read_only_paths: Sequence[str] = (),
+    url: str = "",
+    headers: Mapping[str, str] | None = None,
+    display_name: str = "",
+    groups: Iterable[str] = (),
+    everyone: bool = False,
+) -> McpServer:
+    """Check and store a new server; raises McpSetupError naming what is wrong."""
+    env, headers = dict(env or {}), dict(headers or {})
+    found = check_registration(
+        name=name,
+        kind=kind,
+        argv=argv,
+        env=env,
+        read_only_paths=read_only_paths,
+        url=url,
+        headers=headers,
+        groups=groups,
+    )
+    identity = identity_of(kind, argv=argv, url=url)
     with transaction.atomic():
         server = McpServer.objects.create(
             name=name,
@@ -107,6 +134,19 @@ def register(
     return server
 
 
+def parse_pairs(lines: Iterable[str], sep: str, form: str) -> dict[str, str]:
+    """`KEY=VALUE` (sep "=") or `Name: value` (sep ":") items as a dict; blank items skipped."""
+    found: dict[str, str] = {}
+    for item in lines:
+        if not item.strip():
+            continue
+        key, ok, value = item.partition(sep)
+        if not ok or not key.strip():
+            raise McpSetupError(f"{item.strip()!r} is not of the form {form}.")
+        found[key.strip()] = value.strip() if sep == ":" else value
+    return found
+
+
 def remove(server: McpServer, *, actor: Any) -> None:
     """Delete a server and its definitions; the audit keeps that it existed."""
     with transaction.atomic():
@@ -127,10 +167,13 @@ def _check_stdio(
     headers: Mapping[str, str],
 ) -> None:
     if url or headers:
-        raise McpSetupError("A stdio server takes an argv, not --url or --header.")
+        raise McpSetupError(
+            "A stdio server takes an argv (and env, read-only folders), not a URL or headers."
+        )
     if not argv or not argv[0]:
         raise McpSetupError(
-            "A stdio server needs its command: -- /path/to/program ARGS, or --argv '...'."
+            "A stdio server needs its command: the program's absolute path and its arguments "
+            "(manage.py mcp add: -- /path/to/program ARGS, or --argv '...')."
         )
     if not os.path.isabs(argv[0]):
         raise McpSetupError(
@@ -167,7 +210,9 @@ def _check_http(
     read_only_paths: Sequence[str],
 ) -> None:
     if argv or env or read_only_paths:
-        raise McpSetupError("An http server takes --url and --header, not an argv, env or paths.")
+        raise McpSetupError(
+            "An http server takes a URL and headers, not an argv, env or read-only folders."
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise McpSetupError(f"URL {url!r}: give the server's full http(s):// address.")

@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shlex
-import tempfile
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from skills_app import trail
-from skills_app.core.mcp import McpConnectError, list_tools
-from skills_app.core.mcp.connect import Place
+from skills_app.core.mcp import McpConnectError
 from skills_app.mcp import definitions, servers
 from skills_app.mcp.servers import McpSetupError
 from skills_app.models import McpServer, McpToolDefinition
@@ -89,10 +84,10 @@ class Command(BaseCommand):
                 kind="http" if options["url"] else "stdio",
                 registered_by=user,
                 argv=argv,
-                env=_pairs(options["env"], "=", "--env KEY=VALUE"),
+                env=servers.parse_pairs(options["env"], "=", "--env KEY=VALUE"),
                 read_only_paths=options["read_only"],
                 url=options["url"],
-                headers=_pairs(options["header"], ":", "--header 'Name: value'"),
+                headers=servers.parse_pairs(options["header"], ":", "--header 'Name: value'"),
                 display_name=options["display_name"],
                 groups=options["group"],
                 everyone=options["everyone"],
@@ -122,23 +117,13 @@ class Command(BaseCommand):
 
     def _test(self, options: dict[str, Any]) -> None:
         server = self._server(options["name"])
-        with tempfile.TemporaryDirectory(prefix="mcp-test-") as folder:
-            root = Path(folder)
-            (root / "skills").mkdir()
-            place = Place(
-                root=root,
-                skills_dir=root / "skills",
-                sandbox=settings.SANDBOX,
-                hidden_paths=(str(settings.BASE_DIR), str(settings.VAR_DIR)),
-            )
-            try:
-                listed = asyncio.run(list_tools(servers.spec_for(server), place))
-            except McpConnectError as exc:
-                tail = f"\nIts stderr ended with:\n{exc.stderr_tail}" if exc.stderr_tail else ""
-                raise CommandError(f"{exc}{tail}") from None
-        with trail.acting(name=trail.command_actor()):
-            report = definitions.store_listing(server, listed)
-        self.stdout.write(f'"{server.name}" lists {len(listed)} tools.')
+        try:
+            with trail.acting(name=trail.command_actor()):
+                count, report = definitions.list_now(server)
+        except McpConnectError as exc:
+            tail = f"\nIts stderr ended with:\n{exc.stderr_tail}" if exc.stderr_tail else ""
+            raise CommandError(f"{exc}{tail}") from None
+        self.stdout.write(f'"{server.name}" lists {count} tools.')
         for label, names in (
             ("new, waiting for review", report.new),
             ("changed, waiting for review (the approved one serves meanwhile)", report.changed),
@@ -183,13 +168,3 @@ class Command(BaseCommand):
                 self.stdout.write(f"  annotations: {json.dumps(row.annotations, sort_keys=True)}")
             if row.meta:
                 self.stdout.write(f"  _meta: {json.dumps(row.meta, sort_keys=True)}")
-
-
-def _pairs(items: list[str], sep: str, form: str) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for item in items:
-        key, ok, value = item.partition(sep)
-        if not ok or not key.strip():
-            raise CommandError(f"{item!r} is not of the form {form}.")
-        found[key.strip()] = value.strip() if sep == ":" else value
-    return found
