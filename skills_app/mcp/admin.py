@@ -416,7 +416,9 @@ class McpToolDefinitionAdmin(ReadOnlyAdmin[McpToolDefinition]):
         "first_seen_at",
     )
     readonly_fields = fields
-    actions = ["approve", "reject"]
+    # Approving happens on a server's review page, which shows each definition whole; from this
+    # list it would name tools the reviewer was not shown. Rejecting lets nothing unread run.
+    actions = ["reject"]
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         # Viewing and the review actions; the fields themselves are read-only.
@@ -437,10 +439,6 @@ class McpToolDefinitionAdmin(ReadOnlyAdmin[McpToolDefinition]):
     @admin.display(description="_meta")
     def meta_shown(self, row: McpToolDefinition) -> str:
         return _pretty(row.meta)
-
-    @admin.action(description="Approve the selected pending definitions", permissions=["change"])
-    def approve(self, request: HttpRequest, queryset: QuerySet[McpToolDefinition]) -> None:
-        self._review(request, queryset, approve=True)
 
     @admin.action(description="Reject the selected pending definitions", permissions=["change"])
     def reject(self, request: HttpRequest, queryset: QuerySet[McpToolDefinition]) -> None:

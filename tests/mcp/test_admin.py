@@ -65,22 +65,29 @@ def test_the_definition_page_shows_schema_annotations_and_meta(client, admin_use
     assert "readOnlyHint" in html and "acme" in html
 
 
-def test_the_registrant_cannot_approve_and_another_admin_can(
+def test_approval_happens_only_on_the_review_page_and_never_by_the_registrant(
     client, admin_user, second_admin, server
 ):
+    """The list of definitions offers no approval: one from there would name tools the reviewer
+    was not shown. On the review page, the registrant's own approval is refused."""
     row = McpToolDefinition.objects.get()
-    url = reverse("admin:skills_app_mcptooldefinition_changelist")
-    action = {"action": "approve", "_selected_action": [row.pk]}
+    listing = reverse("admin:skills_app_mcptooldefinition_changelist")
+    client.force_login(second_admin)
+    client.post(listing, {"action": "approve", "_selected_action": [row.pk]}, follow=True)
+    row.refresh_from_db()
+    assert row.status == "pending"
+    review = reverse("admin:skills_app_mcpserver_review", args=[server.pk])
     client.force_login(admin_user)
-    page = client.post(url, action, follow=True)
+    page = client.post(review, {"definition": [row.content_hash], "approve": "1"}, follow=True)
     assert "another person must review its tools" in page.content.decode()
     row.refresh_from_db()
     assert row.status == "pending"
+    # Rejecting from the list stays: it lets nothing unread run.
     client.force_login(second_admin)
-    page = client.post(url, action, follow=True)
-    assert "Approved: get_ticket." in page.content.decode()
+    page = client.post(listing, {"action": "reject", "_selected_action": [row.pk]}, follow=True)
+    assert "Rejected: get_ticket." in page.content.decode()
     row.refresh_from_db()
-    assert (row.status, row.reviewed_by_name) == ("approved", "lee")
+    assert (row.status, row.reviewed_by_name) == ("rejected", "lee")
 
 
 def test_changing_who_sees_a_server_is_recorded(client, second_admin, server):
