@@ -94,6 +94,24 @@
       if (opener?.isConnected) opener.focus();
       opener = null;
     });
+    // The page behind a modal dialog is inert, but Tab past its last control would leave for the
+    // browser's bar: round and round inside instead.
+    sheet.addEventListener("keydown", (event) => {
+      if (event.key !== "Tab") return;
+      const stops = [...sheet.querySelectorAll("a[href], button, input, select, textarea")].filter(
+        (el) => !el.disabled && el.offsetParent !== null,
+      );
+      if (!stops.length) return;
+      const first = stops[0];
+      const last = stops[stops.length - 1];
+      if (event.shiftKey && (document.activeElement === first || document.activeElement === sheet)) {
+        event.preventDefault();
+        last.focus();
+      } else if (!event.shiftKey && document.activeElement === last) {
+        event.preventDefault();
+        first.focus();
+      }
+    });
     // A click on the backdrop (outside the sheet's box) closes it too.
     sheet.addEventListener("click", (event) => {
       if (event.target === sheet) sheet.close();
