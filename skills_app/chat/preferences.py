@@ -25,7 +25,6 @@ from django.views.decorators.http import require_POST
 from skills_app.models import Theme, UserPreference
 
 SESSION_KEY = "time_zone"
-THEME_SESSION_KEY = "theme"
 MAX_ZONE_CHARS = 64
 
 
@@ -98,17 +97,17 @@ def set_time_zone(request: HttpRequest) -> HttpResponse:
 
 
 def theme_of(request: HttpRequest) -> str:
-    """The signed-in person's theme (kept in the session after the first look-up); else system."""
+    """The signed-in person's theme, else system. Read from the database (one row by key, once per
+    request) rather than kept in the session, so a choice made on one device reaches the others."""
     user = getattr(request, "user", None)
-    if user is None or not user.is_authenticated or not hasattr(request, "session"):
+    if user is None or not user.is_authenticated:
         return Theme.SYSTEM.value
-    if THEME_SESSION_KEY not in request.session:
-        stored = (
-            UserPreference.objects.filter(user_id=user.pk).values_list("theme", flat=True).first()
-        )
-        request.session[THEME_SESSION_KEY] = stored or Theme.SYSTEM.value
-    theme = request.session[THEME_SESSION_KEY]
-    return theme if theme in Theme.values else Theme.SYSTEM.value
+    cached = getattr(request, "skillscope_theme", None)
+    if cached is None:
+        stored = UserPreference.objects.filter(user_id=user.pk).values_list("theme", flat=True)
+        cached = stored.first() or Theme.SYSTEM.value
+        request.skillscope_theme = cached  # type: ignore[attr-defined]
+    return cached if cached in Theme.values else Theme.SYSTEM.value
 
 
 def _back(request: HttpRequest) -> str:
@@ -131,7 +130,6 @@ def set_theme(request: HttpRequest) -> HttpResponse:
             content_type="text/plain; charset=utf-8",
         )
     UserPreference.objects.update_or_create(user=request.user, defaults={"theme": theme})
-    request.session[THEME_SESSION_KEY] = theme
     if request.headers.get("HX-Request"):
         return HttpResponse(status=204)
     return redirect(_back(request))

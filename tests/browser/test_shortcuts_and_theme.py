@@ -41,7 +41,8 @@ def choose_theme(page: Page, label: str) -> None:
 
 
 def test_shortcuts_and_the_theme_at_1280_and_390(browser, chat_server, model):
-    # A session of its own: the theme it caches never reaches the other tests' shared sign-in.
+    # A sign-in of its own (with the clipboard allowed); the theme is put back in `finally`, as
+    # the other tests' tabs are alice too.
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     context.grant_permissions(["clipboard-read", "clipboard-write"])
     try:

@@ -44,7 +44,7 @@ def test_the_form_stores_the_theme_and_comes_back_to_the_page(alice):
     assert '<meta name="color-scheme" content="dark">' in page
     assert 'id="code-dark" media="all"' in page
     assert re.search(r'value="dark" checked', page)
-    # Stored, not only remembered by this session: a new sign-in draws the page dark too.
+    # Stored for the person: their other sign-ins (another device) draw the page dark too.
     assert 'data-theme="dark"' in html_tag(client_for(alice).get("/skills/").content.decode())
     # htmx sends it as the choice is made: nothing to swap.
     light = client.post("/me/theme/", {"theme": "light"}, headers={"HX-Request": "true"})
