@@ -48,7 +48,13 @@
 
   function search() {
     const field = document.querySelector("#sidebar input[type=search]") || document.querySelector("main input[type=search]");
-    if (!field) return false;
+    if (!field) {
+      // A page without the list (Skills, Usage...): to the conversation list, its search focused.
+      const url = document.body.dataset.searchUrl;
+      if (!url) return false;
+      window.location.assign(`${url}#search`);
+      return true;
+    }
     // On a phone the list is a closed drawer: its button opens it and puts the cursor in the field.
     const toggle = document.querySelector("button.sidebar-toggle[data-sidebar-toggle]");
     if (!visible(field) && field.closest("#sidebar") && visible(toggle)) toggle.click();
@@ -120,6 +126,14 @@
     for (const button of document.querySelectorAll("[data-shortcuts-open]")) {
       button.hidden = false;
       button.addEventListener("click", openSheet);
+    }
+
+    if (window.location.hash === "#search") {
+      // After the page's own scripts (the phone drawer's button) are set up.
+      document.addEventListener("DOMContentLoaded", () => {
+        search();
+        history.replaceState(null, "", window.location.pathname + window.location.search);
+      });
     }
 
     document.addEventListener("keydown", (event) => {

@@ -84,8 +84,13 @@ def test_shortcuts_and_the_theme_at_1280_and_390(browser, chat_server, model):
         assert finished[-1]["status"] == "stopped"
         expect(stop).to_be_hidden()
 
+        # Ctrl+K from a page without the list goes to the list with its search focused.
+        page.goto(f"{chat_server.url}/skills/")
         page.keyboard.press("ControlOrMeta+K")
         search = page.get_by_role("searchbox", name="Search conversations")
+        expect(search).to_be_focused()
+        chat.open(first)
+        page.keyboard.press("ControlOrMeta+K")
         expect(search).to_be_focused()
         # In a field "?" is a character, not the sheet.
         page.keyboard.type("?")
@@ -108,6 +113,8 @@ def test_shortcuts_and_the_theme_at_1280_and_390(browser, chat_server, model):
         # Escape closing the sheet stopped nothing and started nothing.
         assert chat.conversation_id == first
 
+        # A new chat from any page (here the Skills page, which has no New button of its own).
+        page.goto(f"{chat_server.url}/skills/")
         page.keyboard.press("ControlOrMeta+Shift+O")
         page.wait_for_url(lambda url: re.search(r"/c/(\d+)/$", url) and f"/c/{first}/" not in url)
 
