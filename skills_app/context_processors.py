@@ -8,16 +8,20 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from skills_app.audit.access import can_view_audit
+from skills_app.chat.preferences import theme_of
 from skills_app.core.tools.sandbox import describe_sandbox
+from skills_app.models import Theme
 
 
 def skillscope(request: HttpRequest) -> dict[str, Any]:
-    """Facts pages show: whether answers come from the offline demo model, the menu, and
+    """Facts pages show: whether answers come from the offline demo model, the menu, the theme, and
     (evaluated only where a template asks, e.g. the admin home) whether commands run sandboxed."""
     return {
         "demo_model": not settings.ANTHROPIC_API_KEY,
         "nav_links": nav_links(request),
         "sandbox_status": lambda: describe_sandbox(settings.SANDBOX),
+        "theme": theme_of(request),
+        "theme_choices": Theme.choices,
     }
 
 

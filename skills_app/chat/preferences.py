@@ -1,8 +1,12 @@
-"""A person's own settings: the time zone times are shown in, and the first screen's introduction.
+"""A person's own settings: the time zone times are shown in, the colour theme, and the first
+screen's introduction.
 
 The time zone is detected by the browser (`static/skillscope/timezone.js`) and stored per person,
 so pages rendered on the server and fragments the script localises use the same zone. Only names
 the server's zoneinfo knows are taken: anything else is refused with a message and changes nothing.
+
+The theme is rendered by the server on `<html data-theme>`, so a page is drawn in its colours from
+the first paint; the menu's form posts it (204 for htmx, else a redirect back to the page).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from skills_app.models import UserPreference
+from skills_app.models import Theme, UserPreference
 
 SESSION_KEY = "time_zone"
 MAX_ZONE_CHARS = 64
@@ -92,6 +96,45 @@ def set_time_zone(request: HttpRequest) -> HttpResponse:
     return HttpResponse(status=204)
 
 
+def theme_of(request: HttpRequest) -> str:
+    """The signed-in person's theme, else system. Read from the database (one row by key, once per
+    request) rather than kept in the session, so a choice made on one device reaches the others."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return Theme.SYSTEM.value
+    cached = getattr(request, "skillscope_theme", None)
+    if cached is None:
+        stored = UserPreference.objects.filter(user_id=user.pk).values_list("theme", flat=True)
+        cached = stored.first() or Theme.SYSTEM.value
+        request.skillscope_theme = cached  # type: ignore[attr-defined]
+    return cached if cached in Theme.values else Theme.SYSTEM.value
+
+
+def _back(request: HttpRequest) -> str:
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+        return "/"
+    return target
+
+
+@login_required
+@require_POST
+def set_theme(request: HttpRequest) -> HttpResponse:
+    """Store this person's theme: 204 for htmx (the script already switched), else back to the page."""
+    theme = request.POST.get("theme", "")
+    if theme not in Theme.values:
+        shown = repr(theme[:40]) if theme else "nothing"
+        return HttpResponse(
+            f"{shown} is not a theme. Choose one of: " + ", ".join(Theme.values) + ".",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+    UserPreference.objects.update_or_create(user=request.user, defaults={"theme": theme})
+    if request.headers.get("HX-Request"):
+        return HttpResponse(status=204)
+    return redirect(_back(request))
+
+
 @login_required
 @require_POST
 def dismiss_intro(request: HttpRequest) -> HttpResponse:
@@ -99,9 +142,6 @@ def dismiss_intro(request: HttpRequest) -> HttpResponse:
     UserPreference.objects.update_or_create(
         user=request.user, defaults={"intro_dismissed_at": timezone.now()}
     )
-    target = request.POST.get("next", "")
-    if not url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
-        target = "/"
     if request.headers.get("HX-Request"):
         return HttpResponse(status=204)
-    return redirect(target)
+    return redirect(_back(request))

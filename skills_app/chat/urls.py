@@ -9,6 +9,7 @@ urlpatterns = [
     path("c/new/", views.conversation_new, name="conversation-new"),
     path("c/start/", views.conversation_start, name="conversation-start"),
     path("me/time-zone/", preferences.set_time_zone, name="preferences-time-zone"),
+    path("me/theme/", preferences.set_theme, name="preferences-theme"),
     path("me/intro/dismiss/", preferences.dismiss_intro, name="preferences-dismiss-intro"),
     path("c/sidebar/", views.conversation_sidebar, name="conversation-sidebar"),
     path("c/<int:pk>/", views.conversation_detail, name="conversation"),

@@ -19,7 +19,7 @@ from skills_app.models.organisation import (
     WorkspaceUsage,
 )
 from skills_app.models.permissions import Approval, ConversationGrant, PermissionRule
-from skills_app.models.preferences import UserPreference
+from skills_app.models.preferences import Theme, UserPreference
 from skills_app.models.queued import QueuedMessage
 from skills_app.models.receipts import ActionReceipt
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
@@ -67,6 +67,7 @@ __all__ = [
     "TriggerQuery",
     "TriggerResult",
     "TriggerRun",
+    "Theme",
     "UserPreference",
     "VisibleSkillSource",
     "Worker",
