@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,15 +34,26 @@ def _fresh_listings():
     forget_listings()
 
 
-@pytest.fixture
-def http_server(tmp_path):
-    """The toy server on Streamable HTTP on a free loopback port; yields its URL."""
+@dataclass(frozen=True)
+class ToyHttp:
+    """The toy server on Streamable HTTP: its URL, and its working directory (where its
+    `touch_marker` writes and its `read_text` reads relative paths)."""
+
+    url: str
+    folder: Path
+
+
+@pytest.fixture(scope="session")
+def _toy_http_process(tmp_path_factory):
+    """One toy HTTP server for every test that needs one (starting one costs a Python
+    interpreter importing the SDK and uvicorn: about a second and a half of CPU)."""
+    folder = tmp_path_factory.mktemp("toy-http")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
         [sys.executable, str(SERVER), "http", "--port", str(port)],
-        cwd=tmp_path,
+        cwd=folder,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -52,10 +64,21 @@ def http_server(tmp_path):
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
+                if process.poll() is not None:
+                    raise AssertionError("the toy HTTP server exited at start") from None
                 time.sleep(0.05)
         else:
             raise AssertionError("the toy HTTP server did not start")
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield ToyHttp(f"http://127.0.0.1:{port}/mcp", folder)
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.fixture
+def http_server(_toy_http_process):
+    """The shared toy HTTP server, its working directory emptied for this test (so a file an
+    earlier test had it write is never taken for this test's)."""
+    for entry in _toy_http_process.folder.iterdir():
+        entry.unlink()  # the toy server writes files only
+    return _toy_http_process
