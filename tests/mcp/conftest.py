@@ -27,6 +27,16 @@ def stdio_argv(*extra: str) -> list[str]:
     return [PYTHON, str(SERVER), "stdio", *extra]
 
 
+# tryfirst, as in tests/conftest.py: pytest-xdist reads the xdist_group marks in its own hook.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist the tests of the shared toy HTTP server stay on one worker, so it is
+    started once in a run rather than once per worker."""
+    for item in items:
+        if "http_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("mcp-http"))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_listings():
     forget_listings()
