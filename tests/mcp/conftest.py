@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,16 @@ def stdio_argv(*extra: str) -> list[str]:
     return [PYTHON, str(SERVER), "stdio", *extra]
 
 
+# tryfirst, as in tests/conftest.py: pytest-xdist reads the xdist_group marks in its own hook.
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist the tests of the shared toy HTTP server stay on one worker, so it is
+    started once in a run rather than once per worker."""
+    for item in items:
+        if "http_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("mcp-http"))
+
+
 @pytest.fixture(autouse=True)
 def _fresh_listings():
     forget_listings()
@@ -31,8 +42,28 @@ def _fresh_listings():
     forget_listings()
 
 
+@dataclass(frozen=True)
+class ToyHttp:
+    """The toy server on Streamable HTTP: its URL, and its working directory (where its
+    `touch_marker` writes and its `read_text` reads relative paths)."""
+
+    url: str
+    folder: Path
+
+
+@pytest.fixture(scope="session")
+def _toy_http_process(tmp_path_factory):
+    """One toy HTTP server for every test that needs one (starting one costs a Python
+    interpreter importing the SDK and uvicorn: about a second and a half of CPU)."""
+    folder = tmp_path_factory.mktemp("toy-http")
+    with toy_http_server(folder) as url:
+        yield ToyHttp(url, folder)
+
+
 @pytest.fixture
-def http_server(tmp_path):
-    """The toy server on Streamable HTTP on a free loopback port; yields its URL."""
-    with toy_http_server(tmp_path) as url:
-        yield url
+def http_server(_toy_http_process):
+    """The shared toy HTTP server, its working directory emptied for this test (so a file an
+    earlier test had it write is never taken for this test's)."""
+    for entry in _toy_http_process.folder.iterdir():
+        entry.unlink()  # the toy server writes files only
+    return _toy_http_process

@@ -1,5 +1,10 @@
 """MCP calls both ways through the hidden-content filter, against the toy server run for real.
 
+The filter does not care how a server is reached, so these tests use the shared toy HTTP server
+(conftest's `http_server`, started once), and the stdio toy server only where its environment is
+the point (a stdio server's env values are stored secrets); each stdio listing or call starts a
+Python interpreter in bubblewrap, about a second of CPU.
+
 Outbound: arguments that quote a hidden skill's text, or carry a stored secret of a registered
 server (a stdio server's env value, an HTTP server's header value), are refused before the call
 leaves: the server's side records nothing (the marker file `touch_marker` would write is absent),
@@ -19,10 +24,9 @@ from django.test import Client
 from django.urls import reverse
 
 from skills_app.core.tools.workspace import skill_folder_name
-from skills_app.mcp import servers
 from skills_app.models import AuditEvent, Conversation, PermissionDecision, PermissionRule
 from skills_app.workspaces import workspace_for
-from tests.mcp.test_mcp import listed_and_approved, place_in, stdio_server
+from tests.mcp.test_mcp import http_server_named, listed_and_approved, place_in, stdio_server
 from tests.security.test_security_hidden import _connect, _until
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import rows, run_turn, use_fake_model, write_skills
@@ -66,7 +70,7 @@ def _page(user, conversation_id: int, name: str = "conversation") -> bytes:
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_result_carrying_hidden_skill_text_reaches_no_ordinary_browser(
-    alice, bob, auditor, settings, fake_anthropic, tmp_path
+    alice, bob, auditor, settings, fake_anthropic, http_server, tmp_path
 ):
     use_fake_model(settings, fake_anthropic, retries=0)
     settings.SANDBOX = "bwrap"
@@ -75,9 +79,11 @@ async def test_a_result_carrying_hidden_skill_text_reaches_no_ordinary_browser(
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
     await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__toy__read_text")
     conversation = await Conversation.objects.acreate(owner=alice, title="mcp in")
-    server = await sync_to_async(stdio_server)(bob, everyone=True)
-    await listed_and_approved(server, place_in(workspace_for(conversation.pk).root), alice)
-    path = f"skills/{skill_folder_name('secret-notes')}/reference.md"
+    ws = workspace_for(conversation.pk)
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(ws.root), alice)
+    # The skill's staged copy in the workspace, read by the server from outside it.
+    path = str(ws.root / "skills" / skill_folder_name("secret-notes") / "reference.md")
     fake_anthropic.enqueue(
         Reply.tool_use("Skill", {"skill": "secret-notes", "args": "q3"}, text="Loading."),
         Reply.tool_use("mcp__toy__read_text", {"path": path}, text="Reading the thresholds."),
@@ -112,7 +118,7 @@ async def test_a_result_carrying_hidden_skill_text_reaches_no_ordinary_browser(
 
 @pytest.mark.django_db(transaction=True)
 async def test_arguments_quoting_hidden_skill_text_never_leave(
-    alice, bob, settings, fake_anthropic, tmp_path
+    alice, bob, settings, fake_anthropic, http_server, tmp_path
 ):
     use_fake_model(settings, fake_anthropic, retries=0)
     settings.SANDBOX = "bwrap"
@@ -121,9 +127,8 @@ async def test_arguments_quoting_hidden_skill_text_never_leave(
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
     await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__toy")
     conversation = await Conversation.objects.acreate(owner=alice, title="mcp out")
-    ws = workspace_for(conversation.pk)
-    server = await sync_to_async(stdio_server)(bob, everyone=True)
-    await listed_and_approved(server, place_in(ws.root), alice)
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(workspace_for(conversation.pk).root), alice)
     fake_anthropic.enqueue(
         Reply.tool_use("Skill", {"skill": "secret-notes", "args": "q3"}),
         Reply.tool_use("mcp__toy__touch_marker", {"label": "quoted", "note": f"{QUOTED}."}),
@@ -132,8 +137,8 @@ async def test_arguments_quoting_hidden_skill_text_never_leave(
     )
     run = await run_turn(conversation, "use the notes skill", alice)
     assert run.status == "done"
-    assert not (ws.root / "marker-quoted").exists()  # the server never got the call
-    assert (ws.root / "marker-plain").read_text() == "called\na short note"  # control
+    assert not (http_server.folder / "marker-quoted").exists()  # the server never got the call
+    assert (http_server.folder / "marker-plain").read_text() == "called\na short note"  # control
     results = await sync_to_async(_results)(conversation)
     refused = json.dumps(results[-2]["content"])
     assert results[-2]["is_error"] is True and "hidden" in refused
@@ -151,8 +156,8 @@ async def test_arguments_quoting_hidden_skill_text_never_leave(
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_arguments_carrying_a_stored_env_or_header_value_are_refused(
-    alice, bob, settings, fake_anthropic, http_server, tmp_path
+async def test_a_stored_env_or_header_value_never_leaves_in_arguments_and_is_masked_in_a_result(
+    alice, bob, settings, fake_anthropic, http_server
 ):
     use_fake_model(settings, fake_anthropic, retries=0)
     settings.SANDBOX = "bwrap"
@@ -163,17 +168,27 @@ async def test_arguments_carrying_a_stored_env_or_header_value_are_refused(
     conversation = await Conversation.objects.acreate(owner=alice, title="mcp secrets")
     ws = workspace_for(conversation.pk)
     toy = await sync_to_async(stdio_server)(bob, everyone=True, env={"TICKETS_TOKEN": env_value})
-    web = await sync_to_async(servers.register)(
+    web = await sync_to_async(http_server_named)(
+        bob,
+        http_server,
         name="web",
-        kind="http",
-        registered_by=bob,
-        url=http_server,
         headers={"Authorization": f"Bearer {header_value}"},
         everyone=True,
     )
     for server in (toy, web):
         await listed_and_approved(server, place_in(ws.root), alice)
-    http_cwd = tmp_path  # the HTTP toy server's working directory
+    # First turn: the stdio server answers with its environment, the env value in it. The
+    # value is masked in the result, before the model or a browser sees it.
+    fake_anthropic.enqueue(Reply.tool_use("mcp__toy__report_env", {}), Reply.text("done"))
+    run = await run_turn(conversation, "what is your environment?", alice)
+    assert run.status == "done"
+    reported = json.dumps((await sync_to_async(_results)(conversation))[-1]["content"])
+    # The server did answer with the variable (its key is there), its value masked.
+    assert '\\"TICKETS_TOKEN\\": \\"[stored secret]\\"' in reported
+    assert env_value not in reported
+    assert env_value not in json.dumps(fake_anthropic.requests[-1]["messages"])
+    assert env_value.encode() not in await sync_to_async(_page)(alice, conversation.pk)
+    # Second turn (the listings are reused): the values in a call's arguments never leave.
     fake_anthropic.enqueue(
         # A stdio server's env value, sent to that very server and to another one.
         Reply.tool_use("mcp__toy__touch_marker", {"label": "env", "note": f"token {env_value}"}),
@@ -186,9 +201,9 @@ async def test_arguments_carrying_a_stored_env_or_header_value_are_refused(
     run = await run_turn(conversation, "use the tools", alice)
     assert run.status == "done"
     assert not (ws.root / "marker-env").exists() and not (ws.root / "marker-header").exists()
-    assert not (http_cwd / "marker-env").exists()
-    assert (http_cwd / "marker-plain").read_text() == "called\nnothing secret"  # control
-    results = await sync_to_async(_results)(conversation)
+    assert not (http_server.folder / "marker-env").exists()
+    assert (http_server.folder / "marker-plain").read_text() == "called\nnothing secret"  # control
+    results = (await sync_to_async(_results)(conversation))[1:]
     assert [r.get("is_error", False) for r in results] == [True, True, True, False]
     assert all("stored secret" in json.dumps(r["content"]) for r in results[:3])
     refused = [
@@ -201,25 +216,3 @@ async def test_arguments_carrying_a_stored_env_or_header_value_are_refused(
     # The audit keeps the refused call without the secret it carried.
     kept = json.dumps([(d.call_text, d.input, d.reason) for d in refused])
     assert env_value not in kept and header_value not in kept
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_a_stored_secret_in_a_result_is_masked_before_the_model_or_a_browser(
-    alice, bob, settings, fake_anthropic, tmp_path
-):
-    use_fake_model(settings, fake_anthropic, retries=0)
-    settings.SANDBOX = "bwrap"
-    env_value = "tk-90c4e1b7a356"
-    await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__toy")
-    conversation = await Conversation.objects.acreate(owner=alice, title="mcp env")
-    server = await sync_to_async(stdio_server)(bob, everyone=True, env={"TICKETS_TOKEN": env_value})
-    await listed_and_approved(server, place_in(workspace_for(conversation.pk).root), alice)
-    fake_anthropic.enqueue(Reply.tool_use("mcp__toy__report_env", {}), Reply.text("done"))
-    run = await run_turn(conversation, "what is your environment?", alice)
-    assert run.status == "done"
-    result = json.dumps((await sync_to_async(_results)(conversation))[-1]["content"])
-    # The server did answer with the variable (its key is there), its value masked.
-    assert '\\"TICKETS_TOKEN\\": \\"[stored secret]\\"' in result
-    assert env_value not in result
-    assert env_value not in json.dumps(fake_anthropic.requests[-1]["messages"])
-    assert env_value.encode() not in await sync_to_async(_page)(alice, conversation.pk)

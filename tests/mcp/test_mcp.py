@@ -59,9 +59,19 @@ def stdio_server(registrant, *extra, name="toy", read_only=(), **kwargs):
     )
 
 
-async def listed_and_approved(server, place, reviewer):
-    listed = await list_tools(servers.spec_for(server), place)
-    await sync_to_async(definitions.store_listing)(server, listed)
+def http_server_named(registrant, toy_http, *, name="toy", **kwargs):
+    """The shared toy HTTP server (conftest's `http_server`) registered under NAME."""
+    return servers.register(
+        name=name, kind="http", registered_by=registrant, url=toy_http.url, **kwargs
+    )
+
+
+async def listed_and_approved(server, place, reviewer, *, group_ids=frozenset()):
+    """List the tools as a run does, then approve every one. A run within
+    MCP_LIST_CACHE_SECONDS reuses this listing (a stdio listing starts the server: a second
+    of CPU)."""
+    found = await offer.offered_tools(group_ids=group_ids, place=place, record=None)
+    assert found.notices == ()
     await sync_to_async(definitions.review)(server, approve=True, reviewer=reviewer)
 
 
@@ -149,7 +159,7 @@ async def test_a_stdio_server_gets_no_app_secret_and_writes_only_its_workspace(
     server = await sync_to_async(stdio_server)(alice, env={"TOKEN": "declared-value"})
     place = place_in(tmp_path / "ws")
     spec = servers.spec_for(server)
-    outcome = await call_tool(spec, place, "report_env", {})
+    outcome = await call_tool(spec, place, "report_env", {"save_as": "env.json"})
     env = json.loads(outcome.text)
     assert env["TOKEN"] == "declared-value"  # positive control: the declared key arrives
     for secret in ("app-secret-key-value", "sk-ant-app-value", "postgres://app:pw@db/app"):
@@ -167,17 +177,15 @@ async def test_a_stdio_server_gets_no_app_secret_and_writes_only_its_workspace(
     } | set(program_switches("/tmp"))  # Bash's switches against workspace files: no secrets
     assert env["PYTHONNOUSERSITE"] == "1" and env["GIT_CONFIG_GLOBAL"] == "/dev/null"
     assert env["HOME"] == "/tmp"
-    written = await call_tool(spec, place, "touch_marker", {"label": "here"})
-    assert not written.is_error and (place.root / "marker-here").is_file()
+    # Its working folder is the workspace, and it may write there.
+    assert (place.root / "env.json").read_text() == outcome.text
 
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_result_is_capped_with_a_note_and_a_failure_is_an_error_result(
     alice, http_server, tmp_path
 ):
-    server = await sync_to_async(servers.register)(
-        name="web", kind="http", registered_by=alice, url=http_server, everyone=True
-    )
+    server = await sync_to_async(http_server_named)(alice, http_server, name="web")
     ws = Workspace(tmp_path / "ws")
     spec = servers.spec_for(server)
     calls = []
@@ -234,20 +242,20 @@ async def test_a_changed_description_is_not_offered_until_it_is_reviewed_again(
 async def test_a_group_without_the_server_never_sees_its_tools(alice, bob, http_server, tmp_path):
     sales = await Group.objects.acreate(name="sales")
     ops = await Group.objects.acreate(name="ops")
-    server = await sync_to_async(servers.register)(
-        name="web", kind="http", registered_by=alice, url=http_server, groups=["sales"]
-    )
+    server = await sync_to_async(http_server_named)(alice, http_server, groups=["sales"])
     place = place_in(tmp_path / "ws")
-    await listed_and_approved(server, place, bob)
     before = offer.listing_count
     outsider = await offer.offered_tools(group_ids=frozenset({ops.pk}), place=place, record=None)
     assert outsider.tools == () and outsider.notices == ()
     assert offer.listing_count == before  # the server was not even asked
+    # A member's first turn lists the server; nothing is offered before a review.
     member = await offer.offered_tools(group_ids=frozenset({sales.pk}), place=place, record=None)
-    assert "mcp__web__echo" in [t.name for t in member.tools]
+    assert member.tools == () and member.notices == ()
+    assert offer.listing_count == before + 1
+    await sync_to_async(definitions.review)(server, approve=True, reviewer=bob)
     # The listing is reused: a second turn makes no tools/list round trip.
     again = await offer.offered_tools(group_ids=frozenset({sales.pk}), place=place, record=None)
-    assert [t.name for t in again.tools] == [t.name for t in member.tools]
+    assert "mcp__toy__echo" in [t.name for t in again.tools]
     assert offer.listing_count == before + 1
 
 
@@ -284,13 +292,13 @@ async def test_a_run_goes_on_without_a_server_that_is_down_and_says_so_once(
 
 
 @pytest.mark.django_db(transaction=True)
-async def test_a_denied_tool_is_never_called_in_a_run(alice, bob, settings, fake_anthropic):
+async def test_a_denied_tool_is_never_called_in_a_run(
+    alice, bob, settings, fake_anthropic, http_server
+):
     use_fake_model(settings, fake_anthropic)
-    settings.SANDBOX = "bwrap"
     conversation = await Conversation.objects.acreate(owner=alice, title="mcp")
-    server = await sync_to_async(stdio_server)(bob, everyone=True)
-    ws = workspace_for(conversation.pk)
-    await listed_and_approved(server, place_in(ws.root), alice)
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(workspace_for(conversation.pk).root), alice)
     # Deny wins over an allow of the same tool; echo, which no rule names, asks.
     await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__toy__touch_marker")
     await PermissionRule.objects.acreate(behavior="deny", rule_text="mcp__toy__touch_*")
@@ -302,7 +310,7 @@ async def test_a_denied_tool_is_never_called_in_a_run(alice, bob, settings, fake
     await run_turn(conversation, "use the tools", alice, answer="allow_once")
     offered = [t["name"] for t in accepted(fake_anthropic)[0]["tools"]]
     assert "mcp__toy__echo" in offered and "mcp__toy__touch_marker" not in offered
-    assert not (ws.root / "marker-denied").exists()  # the server never ran it
+    assert not (http_server.folder / "marker-denied").exists()  # the server never ran it
     results = [
         block
         for row in await sync_to_async(rows)(conversation)
@@ -352,14 +360,12 @@ def test_a_listing_that_names_a_tool_twice_stores_its_first_definition(alice):
 
 @pytest.mark.django_db(transaction=True)
 async def test_a_call_that_hangs_ends_with_an_error_within_its_limit(alice, http_server, tmp_path):
-    server = await sync_to_async(servers.register)(
-        name="web", kind="http", registered_by=alice, url=http_server
-    )
-    spec = dataclasses.replace(servers.spec_for(server), connect_timeout=2.0, call_timeout=1.0)
+    server = await sync_to_async(http_server_named)(alice, http_server)
+    spec = dataclasses.replace(servers.spec_for(server), connect_timeout=2.0, call_timeout=0.5)
     started = time.monotonic()
-    with pytest.raises(McpConnectError, match="did not answer the call of hang within 3 seconds"):
-        await call_tool(spec, place_in(tmp_path / "ws"), "hang", {"seconds": 30})
-    assert time.monotonic() - started < 6
+    with pytest.raises(McpConnectError, match="did not answer the call of hang within 2.5 seconds"):
+        await call_tool(spec, place_in(tmp_path / "ws"), "hang", {"seconds": 10})
+    assert time.monotonic() - started < 5.5
 
 
 @pytest.mark.django_db

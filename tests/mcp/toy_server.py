@@ -5,8 +5,10 @@
 
 Its tools leave traces the tests read on the server's side: `touch_marker` writes a file in its
 working directory (a stdio server's is the conversation's workspace; `note` goes into it),
-`read_text` answers with a file of that folder, `report_env` answers with its whole environment. The description of `echo` is read from `--description-file` when the
-server starts, so rewriting that file and starting again is "the server changed its tool".
+`read_text` answers with a file of that folder (or at an absolute path), `report_env` answers
+with its whole environment (and can save it there too). The description of `echo` is read from
+`--description-file` when the server starts, so rewriting that file and starting again is "the
+server changed its tool".
 """
 
 from __future__ import annotations
@@ -42,9 +44,16 @@ def build(description: str) -> MCPServer:
     def read_text(path: str) -> str:
         return (Path.cwd() / path).read_text(encoding="utf-8")
 
-    @server.tool(name="report_env", description="Answer with the server's environment as JSON.")
-    def report_env() -> str:
-        return json.dumps(dict(os.environ), sort_keys=True)
+    @server.tool(
+        name="report_env",
+        description="Answer with the server's environment as JSON (also written to SAVE_AS in "
+        "the working directory when given).",
+    )
+    def report_env(save_as: str = "") -> str:
+        text = json.dumps(dict(os.environ), sort_keys=True)
+        if save_as:
+            (Path.cwd() / save_as).write_text(text)
+        return text
 
     @server.tool(name="big", description="Answer with N letters x.")
     def big(n: int) -> str:
