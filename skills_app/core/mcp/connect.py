@@ -155,16 +155,26 @@ async def _with_session(
                     return await work(session)
         except McpConnectError:
             raise
-        except TimeoutError:
+        except Exception as exc:
+            if not _timed_out(exc):
+                raise McpConnectError(
+                    f'The MCP server "{spec.name}" could not {what}: {_describe(exc)}.',
+                    stderr_tail=_tail(errlog),
+                ) from None
             raise McpConnectError(
                 f'The MCP server "{spec.name}" did not {what} within {limit:g} seconds.',
                 stderr_tail=_tail(errlog),
             ) from None
-        except Exception as exc:  # the SDK's and the transport's failures, all alike to us
-            raise McpConnectError(
-                f'The MCP server "{spec.name}" could not {what}: {_describe(exc)}.',
-                stderr_tail=_tail(errlog),
-            ) from None
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A deadline passed: the operation's own, or the greeting's inside the SDK's task groups,
+    which arrives wrapped in an exception group (and on a late-waking loop may fire first)."""
+    if isinstance(exc, TimeoutError):
+        return True
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(TimeoutError) is not None
+    return False
 
 
 @contextlib.asynccontextmanager
