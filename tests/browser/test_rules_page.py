@@ -1,5 +1,5 @@
-"""The Rules page in Chromium: a skill manager adds a rule, tries a call against it inline and
-deletes it, at 1280 px and then at 390 px, with axe and no sideways scrolling."""
+"""The Rules page in Chromium: a skill manager adds a rule and tries a call against it inline at
+1280 px, then at 390 px edits and deletes it, with axe and no sideways scrolling."""
 
 from __future__ import annotations
 
@@ -58,8 +58,17 @@ def test_a_rule_is_added_tested_and_deleted_on_the_rules_page(tab):
     assert violations(page) == []
     screenshot(page, "rules-page-example-390")
 
-    page.get_by_role("button", name="Delete deny Bash(curl *)").click()
-    expect(page.locator("#rules-notice")).to_contain_text("Deleted: deny Bash(curl *).")
+    page.get_by_role("link", name="Edit deny Bash(curl *)").click()
+    expect(page.get_by_role("heading", name="Edit a rule")).to_be_visible()
+    assert _fits(page)
+    assert violations(page) == []
+    screenshot(page, "rules-page-edit-390")
+    page.get_by_label("Behavior").select_option("ask")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#rules-notice")).to_contain_text("Saved: ask Bash(curl *).")
+
+    page.get_by_role("button", name="Delete ask Bash(curl *)").click()
+    expect(page.locator("#rules-notice")).to_contain_text("Deleted: ask Bash(curl *).")
     expect(page.locator(".rule-row", has_text="Bash(curl *)")).to_have_count(0)
     assert _fits(page)
     screenshot(page, "rules-page-deleted-390")
