@@ -30,7 +30,10 @@ def nav_links(request: HttpRequest) -> list[dict[str, str]]:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return []
-    links = [("Skills", reverse("skills-page")), ("Usage", reverse("my-usage"))]
+    links = [("Skills", reverse("skills-page"))]
+    if user.has_perm("skills_app.view_permissionrule"):
+        links.append(("Rules", reverse("rules-page")))
+    links.append(("Usage", reverse("my-usage")))
     if can_view_audit(user):
         links.append(("Audit", reverse("audit-home")))
     if user.is_staff:

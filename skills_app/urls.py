@@ -11,6 +11,7 @@ urlpatterns = [
     path("", include("skills_app.chat.urls")),
     path("skills/triggers/", include("skills_app.triggers.urls")),
     path("skills/", include("skills_app.registry.urls")),
+    path("rules/", include("skills_app.permissions.urls")),
     path("audit/", include("skills_app.audit.urls")),
     path("audit/", include("skills_app.triggers.audit_urls")),
     path("compare/", include("skills_app.compare.urls")),

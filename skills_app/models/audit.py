@@ -99,6 +99,9 @@ class AuditEvent(models.Model):
         SHARE_CREATED = "share.created", "read-only link to a conversation made"
         SHARE_VIEWED = "share.viewed", "read-only link to a conversation opened"
         SHARE_REVOKED = "share.revoked", "read-only link to a conversation revoked"
+        RULE_ADDED = "rule.added", "permission rule added"
+        RULE_CHANGED = "rule.changed", "permission rule changed"
+        RULE_DELETED = "rule.deleted", "permission rule deleted"
 
     CONVERSATION_DELETED = Action.CONVERSATION_DELETED
     PURGE = Action.PURGE
@@ -122,6 +125,9 @@ class AuditEvent(models.Model):
     SHARE_CREATED = Action.SHARE_CREATED
     SHARE_VIEWED = Action.SHARE_VIEWED
     SHARE_REVOKED = Action.SHARE_REVOKED
+    RULE_ADDED = Action.RULE_ADDED
+    RULE_CHANGED = Action.RULE_CHANGED
+    RULE_DELETED = Action.RULE_DELETED
 
     action = models.CharField(max_length=40, choices=Action.choices)
     # Who did it; the name is kept as text too, so the row reads the same if the account changes.

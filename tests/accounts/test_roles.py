@@ -245,9 +245,9 @@ def some_audit(alice):
     [
         ("alice", ["Skills", "Usage"]),
         ("staff_only", ["Skills", "Usage", "Compare", "Operations"]),
-        ("skill_manager", ["Skills", "Usage", "Compare", "Operations", "Admin"]),
-        ("auditor", ["Skills", "Usage", "Audit", "Compare", "Operations", "Admin"]),
-        ("administrator", ["Skills", "Usage", "Audit", "Compare", "Operations", "Admin"]),
+        ("skill_manager", ["Skills", "Rules", "Usage", "Compare", "Operations", "Admin"]),
+        ("auditor", ["Skills", "Rules", "Usage", "Audit", "Compare", "Operations", "Admin"]),
+        ("administrator", ["Skills", "Rules", "Usage", "Audit", "Compare", "Operations", "Admin"]),
     ],
 )
 def test_the_menu_shows_each_role_only_what_it_can_use(request, persona, expected):

@@ -72,8 +72,8 @@ def test_a_chatter_deletes_a_conversation_and_the_auditor_still_reads_it(tab, mo
     ("user", "expected"),
     [
         ("alice", ["Skills", "Usage"]),
-        ("mona", ["Skills", "Usage", "Compare", "Operations", "Admin"]),
-        ("audrey", ["Skills", "Usage", "Audit", "Compare", "Operations", "Admin"]),
+        ("mona", ["Skills", "Rules", "Usage", "Compare", "Operations", "Admin"]),
+        ("audrey", ["Skills", "Rules", "Usage", "Audit", "Compare", "Operations", "Admin"]),
     ],
 )
 def test_each_role_is_shown_only_links_it_can_use(tab, chat_server, user, expected):

@@ -197,6 +197,16 @@ RULES: dict[str, Expect] = {
     "conversation-rename": Expect(post_only=True),
     # The audit is for the Auditor role (the staff persona), never for chatters.
     "audit-home": STAFF_ONLY,
+    # The Rules page needs the permission to view rules (the Auditor has it); changing them needs
+    # the Skill manager's add, change or delete permission, which no persona here has.
+    "rules-page": STAFF_ONLY,
+    "rule-add": Expect(
+        owner=frozenset({403}), other=frozenset({403}), staff=frozenset({403}), post_only=True
+    ),
+    "rule-edit": Expect(owner=frozenset({403}), other=frozenset({403}), staff=frozenset({403})),
+    "rule-delete": Expect(
+        owner=frozenset({403}), other=frozenset({403}), staff=frozenset({403}), post_only=True
+    ),
     "audit-export-csv": STAFF_ONLY,
     "audit-spend": STAFF_ONLY,
     "my-usage": SIGNED_IN,
@@ -221,7 +231,7 @@ RULES: dict[str, Expect] = {
     "compare": STAFF_ONLY,
     "compare-start": Expect(
         owner=frozenset({403}), other=frozenset({403}), staff=OK, post_only=True
-    ),  # fmt: skip
+    ),
     # A comparison belongs to the staff member who made it.
     "compare-detail": Expect(
         owner=frozenset({403}), other=frozenset({403}), staff=OK, obj="comparison"
@@ -257,7 +267,7 @@ RULES: dict[str, Expect] = {
     "skill-review": Expect(obj="version", owner=DENIED, other=DENIED, staff=DENIED),
     "skills-org-upload": Expect(
         owner=frozenset({404}), other=frozenset({404}), staff=frozenset({404}), post_only=True
-    ),  # fmt: skip
+    ),
     "audit-decisions": STAFF_ONLY,
     "audit-reviews": STAFF_ONLY,
     # Feedback on one skill version's answers: auditors only; the made-up name and digest are 404.
