@@ -8,6 +8,7 @@ import json
 import shlex
 import time
 
+import httpcore2
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
@@ -19,6 +20,7 @@ from skills_app.core.mcp import (
     ServerSpec,
     ToolDefinition,
     call_tool,
+    connect,
     list_tools,
 )
 from skills_app.core.mcp.connect import Place
@@ -205,6 +207,26 @@ async def test_a_result_is_capped_with_a_note_and_a_failure_is_an_error_result(
         ("big", True, 5000, False),
         ("broken", False, len(broken.content) - len(untrusted_note("web", "broken")), True),
     ]
+
+
+async def test_http_calls_load_the_tls_settings_once_a_process(http_server, tmp_path, monkeypatch):
+    loads = []
+    real = httpcore2.default_ssl_context
+
+    def counted(*args, **kwargs):
+        loads.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
+    connect.tls_context.cache_clear()  # as in a fresh process
+    spec = ServerSpec(name="web", kind="http", url=http_server)
+    place = place_in(tmp_path / "ws")
+    assert "echo" in {d.name for d in await list_tools(spec, place)}
+    for text in ("one", "two"):
+        assert (await call_tool(spec, place, "echo", {"text": text})).text == f"echo: {text}"
+    # Three sessions, each with its own client; the CA bundle was loaded for the first only,
+    # with the client's own defaults (the environment's SSL_CERT_FILE and SSL_CERT_DIR read).
+    assert loads == [{"_trust_env": True}]
 
 
 @pytest.mark.django_db(transaction=True)

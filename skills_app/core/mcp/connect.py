@@ -7,7 +7,8 @@ folders the admin declared for the server read-only. Its environment is the SDK'
 inherited one (`get_default_environment`: HOME, LOGNAME, PATH, SHELL, TERM, USER) with HOME
 moved into the sandbox, plus the keys the admin declared: never the app's own environment, so no
 SECRET_KEY, model key or database address. A Streamable HTTP server is reached with the SDK's
-`streamable_http_client` on an httpx2 client carrying the registered static headers.
+`streamable_http_client` on an httpx2 client carrying the registered static headers, with the
+process's one TLS context (`tls_context`).
 
 Each operation opens its own session and closes it (the process ends with it): nothing of one
 conversation's sandbox outlives its call. Every wait is bounded: starting and greeting a server
@@ -18,7 +19,9 @@ by `connect_timeout`, a call by `call_timeout` on top; past them the operation f
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import ssl
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -188,7 +191,9 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
             # says which limit was passed (a bare read timeout reads as a broken stream).
             read_limit = spec.connect_timeout + spec.call_timeout + 5.0
             timeout = httpx2.Timeout(spec.connect_timeout, read=read_limit)
-            client = httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout)
+            client = httpx2.AsyncClient(
+                headers=dict(spec.headers), timeout=timeout, verify=tls_context()
+            )
             await stack.enter_async_context(client)
             read, write = await stack.enter_async_context(
                 streamable_http_client(spec.url, http_client=client)
@@ -199,6 +204,18 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
         with anyio.fail_after(spec.connect_timeout):
             await session.initialize()
         yield session
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The TLS settings of every HTTP server's client, built once a process.
+
+    The client's own default (`verify=True`, the CA bundle, SSL_CERT_FILE and SSL_CERT_DIR read
+    from the environment), which httpx2 would otherwise build again for each client: loading
+    the CA bundle took 25 ms at p50 of a 50 ms call on loopback (bench/bench_mcp.py), paid on
+    every call since each call opens its own client. SSL_CERT_FILE or SSL_CERT_DIR changed later
+    in the process is not seen until the process restarts."""
+    return httpx2.create_ssl_context()
 
 
 def stdio_parameters(spec: ServerSpec, place: Place) -> StdioServerParameters:
