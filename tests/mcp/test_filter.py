@@ -24,6 +24,7 @@ from django.test import Client
 from django.urls import reverse
 
 from skills_app.core.tools.workspace import skill_folder_name
+from skills_app.mcp import servers
 from skills_app.models import (
     AuditEvent,
     Conversation,
@@ -31,6 +32,7 @@ from skills_app.models import (
     PermissionDecision,
     PermissionRule,
 )
+from skills_app.visibility import outbound
 from skills_app.workspaces import workspace_for
 from tests.mcp.test_mcp import http_server_named, listed_and_approved, place_in, stdio_server
 from tests.security.test_security_hidden import _connect, _until
@@ -306,3 +308,24 @@ async def test_a_stored_secret_in_a_calls_arguments_is_masked_on_every_page_and_
     # request as it was sent.
     audit = await sync_to_async(_body)(auditor, "audit-conversation", pk)
     assert "the token is [stored secret]" in audit
+
+
+@pytest.mark.django_db
+def test_the_stored_secrets_are_read_once_per_filter_and_only_for_mcp_calls(
+    bob, django_assert_num_queries
+):
+    token = "hk-0a1b2c3d4e5f"
+    servers.register(
+        name="web",
+        kind="http",
+        registered_by=bob,
+        url="https://web.example.com/mcp",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    out = outbound(None, can_inspect=True)
+    with django_assert_num_queries(0):  # another tool's input is shown as it is, unread
+        assert out.call_input("Bash", {"command": f"echo {token}"}) == {"command": f"echo {token}"}
+    with django_assert_num_queries(1):
+        first = out.call_input("mcp__web__post", {"note": token})
+        second = out.call_input("mcp__web__get", {"notes": [f"a {token}"]})
+    assert (first, second) == ({"note": "[stored secret]"}, {"notes": ["a [stored secret]"]})
