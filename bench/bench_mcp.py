@@ -7,7 +7,7 @@ Starts the tests' toy MCP server (tests/mcp/toy_server.py, the SDK's MCPServer) 
 loopback port behind a small ASGI counter that tallies every HTTP request it gets by verb and
 JSON-RPC method (read back from GET /bench-counts, which the counter answers itself). Then, in a
 throw-away SKILLSCOPE_VAR_DIR, registers it the way an admin does (`manage.py mcp add`, `mcp
-test`, `mcp review --approve` by a second person, an allow rule `mcp__toy__echo`), and measures:
+test`, `mcp review --approve --hash` by a second person, an allow rule `mcp__toy__echo`), and measures:
 
 1. Round trips to list tools per turn: `skills_app.mcp.offer.offered_tools` (what a run calls
    to build its tool list) for --turns turns with MCP_LIST_CACHE_SECONDS=--ttl, the server's
@@ -200,7 +200,7 @@ def register(url: str, call_command):
     from django.contrib.auth import get_user_model
 
     from skills_app.core.tools import ToolContext
-    from skills_app.models import Conversation, PermissionRule, Run
+    from skills_app.models import Conversation, McpToolDefinition, PermissionRule, Run
     from skills_app.workspaces import workspace_for
 
     people = get_user_model().objects
@@ -210,7 +210,8 @@ def register(url: str, call_command):
     quiet = open(os.devnull, "w")  # noqa: SIM115 (kept for the process's life)
     call_command("mcp", "add", "toy", "--as", "alice", "--everyone", "--url", url, stdout=quiet)
     call_command("mcp", "test", "toy", stdout=quiet)
-    call_command("mcp", "review", "toy", "--approve", "--tool", "echo", "--as", "bob",
+    echo = McpToolDefinition.objects.get(server__name="toy", tool="echo", current=True)
+    call_command("mcp", "review", "toy", "--approve", "--hash", echo.content_hash, "--as", "bob",
                  stdout=quiet)  # fmt: skip
     PermissionRule.objects.create(behavior="allow", rule_text="mcp__toy__echo")
     conversation = Conversation.objects.create(owner=alice, title="bench")

@@ -23,6 +23,10 @@ The owner's own words (their messages, `/name` arguments, attachment names) are 
 from them, even where a skill's text repeats them (`hidden.conversation_own_texts`): the
 owner's index carves them out of what it withholds, and the newest of those rows is part of the
 key.
+
+An `mcp__` call's input also has every stored MCP secret (a registered server's env or header
+value) masked, for every viewer (`Outbound.call_input`): such a call was refused before it left,
+and no page shows those values again.
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ from typing import Any
 from django.db.models import CharField, F, Func, OuterRef, Subquery, Value
 from django.db.models.functions import Cast, Concat
 
+from skills_app.core.mcp.secrets import mask
 from skills_app.core.redact import MIN_SPAN, HiddenIndex
+from skills_app.mcp.filter import stored_secrets
 
 # Holders see injected skill text, hidden messages and dynamic-context output; nobody else does.
 INSPECT_PERMISSION = "skills_app.inspect_injected_content"
@@ -228,6 +234,19 @@ class Outbound:
         if self.can_inspect:
             return value
         return _filter_value(value, self.text)
+
+    @cached_property
+    def mcp_secrets(self) -> tuple[str, ...]:
+        """The registered MCP servers' stored secrets, read once per filter (a page, a batch)."""
+        return stored_secrets()
+
+    def call_input(self, tool: str, value: Any) -> Any:
+        """A tool call's input as this viewer may see it: filtered, and for an `mcp__` call
+        with every stored MCP secret masked, for every viewer, an inspector included (no page
+        shows an env or header value again; the call carrying one was refused, never sent)."""
+        if tool.startswith("mcp__"):
+            value = mask(value, self.mcp_secrets)
+        return self.value(value)
 
 
 def outbound(

@@ -217,7 +217,11 @@ def tool_calls_for(inv: SkillInvocation, *, out: Outbound | None = None) -> list
                 "event_id": event.pk,
                 "tool": data.get("tool"),
                 "call": out.text(call_text),
-                "input": json.dumps(out.value(tool_input), indent=2, ensure_ascii=False),
+                "input": json.dumps(
+                    out.call_input(str(data.get("tool") or ""), tool_input),
+                    indent=2,
+                    ensure_ascii=False,
+                ),
                 "decision": data.get("decision") or "none",
                 "reason": out.text(str(data.get("reason") or "")),
                 "is_error": bool(data.get("is_error")),

@@ -71,7 +71,7 @@ def _assistant(row: Message, out: Outbound) -> list[str]:
         elif kind == "thinking" and block.get("thinking"):
             parts.append("*Thinking:*\n\n" + quote(str(block["thinking"])))
         elif kind == "tool_use":
-            shown = out.value(block.get("input") or {})
+            shown = out.call_input(str(block.get("name", "")), block.get("input") or {})
             body = json.dumps(shown, indent=2, ensure_ascii=False)
             parts.append(f"**Tool call** `{block.get('name', '?')}`\n\n" + fence(body, "json"))
     return parts

@@ -42,7 +42,9 @@ class StoredCall:
         """This record as `out`'s viewer may see it (the call's input filtered)."""
         return replace(
             self,
-            call=ToolCall(tool=self.call.tool, input=out.value(dict(self.call.input))),
+            call=ToolCall(
+                tool=self.call.tool, input=out.call_input(self.call.tool, dict(self.call.input))
+            ),
             reason_then=out.text(self.reason_then),
         )
 

@@ -130,12 +130,18 @@ def _thread_of(row: Message) -> str:
 
 
 def _shown_content(row: Message, out: Outbound) -> list[dict[str, Any]]:
-    if out.can_inspect:
-        return list(row.content)
+    """The row's blocks as the reader may see them; an `mcp__` call's input always without the
+    stored MCP secrets (an import sends the masked call back to the model, never the secret)."""
     shown = []
     for block in row.content:
-        own = block.get("type") == "text" and row.kind in OWN_WORDS_KINDS
-        shown.append(block if own else out.value(block))
+        if block.get("type") == "tool_use":  # its input filtered and masked
+            tool_input = out.call_input(str(block.get("name", "")), block.get("input") or {})
+            block = {**block, "input": tool_input}
+        elif not out.can_inspect and not (
+            block.get("type") == "text" and row.kind in OWN_WORDS_KINDS
+        ):
+            block = out.value(block)
+        shown.append(block)
     return shown
 
 

@@ -343,7 +343,9 @@ def tool_texts(
     """The whole stored input, result and file list of one tool call, or {} when there is none.
 
     Hidden rows only for inspectors (the tool-result profile delivers a body as a tool result).
+    An `mcp__` call's input has the stored MCP secrets masked (the caller filters hidden text).
     """
+    secrets = outbound(conversation.pk, can_inspect=True)  # masks secrets, withholds nothing
     rows = conversation.messages.filter(content__icontains=tool_use_id).order_by("seq")
     if not can_inspect:
         rows = rows.filter(is_meta=False)
@@ -351,7 +353,8 @@ def tool_texts(
     for row in rows:
         for block in row.content:
             if block.get("type") == "tool_use" and block.get("id") == tool_use_id:
-                found["input"] = json.dumps(block.get("input") or {}, indent=2, ensure_ascii=False)
+                shown = secrets.call_input(str(block.get("name", "")), block.get("input") or {})
+                found["input"] = json.dumps(shown, indent=2, ensure_ascii=False)
             elif block.get("type") == "tool_result" and block.get("tool_use_id") == tool_use_id:
                 found["result"] = result_text(block)
     if "input" not in found:

@@ -258,7 +258,7 @@ def _assistant_parts(
                 )
                 continue
             name = block.get("name", "?")
-            shown_input = out.value(tool_input)
+            shown_input = out.call_input(name, tool_input)
             summary = tool_summary(name, shown_input if isinstance(shown_input, dict) else {})
             # Paths as the person finds them: relative to the conversation's workspace.
             summary = approval_words.relative(summary, roots)
@@ -303,7 +303,7 @@ def render_approval(approval: Approval, *, can_inspect: bool) -> str:
     roots = approval_words.workspace_roots(approval.conversation_id)
     # Every part of the prompt is built from the filtered input: a model can paste injected
     # text into any field (a Grep's path lands in the action line, not in the call shown).
-    shown_input = out.value(approval.input)
+    shown_input = out.call_input(approval.tool, approval.input)
     action = approval_words.describe_action(approval.tool, shown_input, roots)
     arguments, cut = cut_text(approval_words.arguments_text(shown_input, roots), SHOWN_CHARS)
     reason = approval_words.relative(out.text(approval.reason), roots)

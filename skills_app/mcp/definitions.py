@@ -136,6 +136,64 @@ def unshowable(row: McpToolDefinition) -> str:
     return ""
 
 
+# The fewest hex characters of a content hash a reviewer may name a definition by.
+HASH_PREFIX_MIN = 12
+_HEX = frozenset("0123456789abcdef")
+
+
+class StaleReview(McpSetupError):
+    """A reviewer named a definition (by hash) that no longer waits for review as it was shown."""
+
+
+def full_hashes(server: McpServer, given: Sequence[str]) -> list[str]:
+    """The content hashes a reviewer names, each whole or by a prefix of at least
+    HASH_PREFIX_MIN hex characters, made whole.
+
+    A prefix is matched against every definition the server ever listed, not only the pending
+    ones: a later definition whose hash shares the prefix of the one read (a server can make
+    one) makes it ambiguous, and it is refused rather than taken for the one the reviewer read.
+    """
+    known = list(server.definitions.values_list("content_hash", flat=True).distinct())
+    found: list[str] = []
+    for raw in given:
+        prefix = raw.strip().lower()
+        if len(prefix) < HASH_PREFIX_MIN or not set(prefix) <= _HEX:
+            raise McpSetupError(
+                f"{raw!r} is not a definition's hash: give the whole hash, or at least its "
+                f"first {HASH_PREFIX_MIN} hex characters."
+            )
+        matches = {h for h in known if h.startswith(prefix)}
+        if len(matches) > 1:
+            raise McpSetupError(
+                f"{raw!r} starts the hashes of {len(matches)} definitions of "
+                f'"{server.name}": give more of it, or the whole hash.'
+            )
+        if not matches:
+            raise StaleReview(f'No definition of "{server.name}" has the hash {raw!r}.')
+        found.append(matches.pop())
+    return found
+
+
+def _why_not_pending(server: McpServer, content_hash: str, tool: str) -> str:
+    row = (
+        server.definitions.filter(content_hash=content_hash)
+        .order_by("-current", "-first_seen_at")
+        .first()
+    )
+    short = content_hash[:HASH_PREFIX_MIN]
+    if row is None:
+        return f'No definition of "{server.name}" has the hash {short}.'
+    if tool and row.tool != tool:
+        return f'{short} is a definition of "{row.tool}", not of "{tool}".'
+    if not row.current:
+        return (
+            f'The server no longer describes "{row.tool}" as in {short}: its description '
+            "changed since it was shown."
+        )
+    who = f" by {row.reviewed_by_name}" if row.reviewed_by_name else ""
+    return f'"{row.tool}" as in {short} was {row.status}{who} already.'
+
+
 def review(
     server: McpServer,
     *,
@@ -143,13 +201,16 @@ def review(
     reviewer: Any,
     tool: str = "",
     content_hashes: Collection[str] | None = None,
+    exactly: bool = False,
 ) -> list[str]:
     """Approve or reject the pending definitions (of one tool, or all); returns the tools.
 
     The reviewer must not be the admin who registered the server: a second person reads
     what the server says about its tools before the model may use them. A definition that
     cannot be shown whole is never approved (`unshowable`). With `content_hashes`, only the
-    definitions with those hashes (the ones the reviewer was shown) are reviewed.
+    definitions with those hashes (the ones the reviewer was shown) are reviewed; with
+    `exactly` too, nothing is when one of them no longer waits for review as it was shown
+    (StaleReview: the server changed it, or it was reviewed meanwhile).
     """
     if server.registered_by_id is not None and server.registered_by_id == reviewer.pk:
         raise McpSetupError(
@@ -176,7 +237,12 @@ def review(
     status = McpToolDefinition.Status.APPROVED if approve else McpToolDefinition.Status.REJECTED
     done: list[str] = []
     with transaction.atomic():
-        for row in pending.select_for_update():
+        rows = list(pending.select_for_update())
+        if exactly and content_hashes is not None:
+            missing = sorted(set(content_hashes) - {row.content_hash for row in rows})
+            if missing:
+                raise StaleReview(" ".join(_why_not_pending(server, h, tool) for h in missing))
+        for row in rows:
             row.status = status
             row.reviewed_by = reviewer
             row.reviewed_by_name = reviewer.get_username()

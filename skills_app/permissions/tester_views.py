@@ -77,7 +77,9 @@ class TesterResult:
         """The result as `out`'s viewer may see it: the call and the reason filtered, the
         decision (made on the real input) kept."""
         decision = replace(self.decision, reason=out.text(self.decision.reason))
-        call = ToolCall(tool=self.call.tool, input=out.value(dict(self.call.input)))
+        call = ToolCall(
+            tool=self.call.tool, input=out.call_input(self.call.tool, dict(self.call.input))
+        )
         # The call note names the call's own argument: filtered like the call.
         return replace(
             self,

@@ -17,7 +17,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.management import call_command
 
-from skills_app.models import AuditEvent, Conversation, PermissionRule
+from skills_app.models import AuditEvent, Conversation, McpToolDefinition, PermissionRule
 from tests.support.fake_anthropic import Reply, tool_use_block
 from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model
 from tests.support.paths import TESTS
@@ -58,7 +58,10 @@ def result_text(block: dict) -> str:
 def review(name: str, *tools: str) -> None:
     call_command("mcp", "test", name)
     for tool in tools:
-        call_command("mcp", "review", name, "--approve", "--tool", tool, "--as", "bob")
+        shown = McpToolDefinition.objects.get(server__name=name, tool=tool, current=True)
+        call_command(
+            "mcp", "review", name, "--approve", "--hash", shown.content_hash, "--as", "bob"
+        )
 
 
 @pytest.fixture

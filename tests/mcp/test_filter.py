@@ -24,7 +24,15 @@ from django.test import Client
 from django.urls import reverse
 
 from skills_app.core.tools.workspace import skill_folder_name
-from skills_app.models import AuditEvent, Conversation, PermissionDecision, PermissionRule
+from skills_app.mcp import servers
+from skills_app.models import (
+    AuditEvent,
+    Conversation,
+    ConversationShare,
+    PermissionDecision,
+    PermissionRule,
+)
+from skills_app.visibility import outbound
 from skills_app.workspaces import workspace_for
 from tests.mcp.test_mcp import http_server_named, listed_and_approved, place_in, stdio_server
 from tests.security.test_security_hidden import _connect, _until
@@ -216,3 +224,108 @@ async def test_a_stored_env_or_header_value_never_leaves_in_arguments_and_is_mas
     # The audit keeps the refused call without the secret it carried.
     kept = json.dumps([(d.call_text, d.input, d.reason) for d in refused])
     assert env_value not in kept and header_value not in kept
+
+
+def _body(user, name: str, *args: Any) -> str:
+    client = Client()
+    client.force_login(user)
+    response = client.get(reverse(name, args=args))
+    assert response.status_code == 200, (name, response.status_code)
+    if getattr(response, "streaming", False):
+        return b"".join(response.streaming_content).decode()
+    return response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_stored_secret_in_a_calls_arguments_is_masked_on_every_page_and_frame(
+    alice, bob, auditor, settings, fake_anthropic, http_server
+):
+    """The call is refused before it leaves; its card, wherever a browser gets it, shows the
+    arguments with the secret masked, while the stored row (what the model is sent back) keeps
+    what the model wrote."""
+    use_fake_model(settings, fake_anthropic, retries=0)
+    settings.SANDBOX = "bwrap"
+    secret = "hk-3b7d95e0c1f2a8"
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__web")
+    conversation = await Conversation.objects.acreate(owner=alice, title="mcp cards")
+    web = await sync_to_async(http_server_named)(
+        bob, http_server, name="web", headers={"Authorization": f"Bearer {secret}"}, everyone=True
+    )
+    await listed_and_approved(web, place_in(workspace_for(conversation.pk).root), alice)
+    fake_anthropic.enqueue(
+        Reply.tool_use(
+            "mcp__web__touch_marker",
+            {"label": "leak", "note": f"the token is {secret}"},
+            text="Sending the note.",
+        ),
+        Reply.text("done"),
+    )
+    tab = await _connect(alice, conversation.pk)
+    await tab.send_json_to({"action": "resume", "after": 0})
+    await _until(tab, lambda f: f["type"] == "resumed")
+    await tab.send_json_to({"action": "send", "text": "send the note"})
+    frames = await _until(tab, lambda f: f["type"] == "run.finished", timeout=60)
+    await tab.disconnect()
+    assert frames[-1]["status"] == "done"
+    assert not (http_server.folder / "marker-leak").exists()  # refused, never sent
+    # The live frames carried the card, its arguments masked.
+    live = repr(frames)
+    assert "mcp__web__touch_marker" in live and "the token is [stored secret]" in live
+    assert secret not in live
+    # Stored as the model wrote it, and sent back to it so (the model's own words).
+    sent = json.dumps(fake_anthropic.requests[-1]["messages"])
+    assert f"the token is {secret}" in sent
+    tool_use_id = next(
+        block["id"]
+        for row in await sync_to_async(rows)(conversation)
+        for block in row.content
+        if block.get("type") == "tool_use"
+    )
+    # A reload's replayed frames, the chat page, the whole input, the exports, a share link,
+    # and the auditor's pages: masked for the owner and for an inspector alike.
+    tab = await _connect(alice, conversation.pk)
+    await tab.send_json_to({"action": "resume", "after": 0})
+    replayed = repr(await _until(tab, lambda f: f["type"] == "resumed"))
+    await tab.disconnect()
+    assert "the token is [stored secret]" in replayed and secret not in replayed
+    _share, token = await sync_to_async(ConversationShare.create_for)(conversation, alice)
+    pk = conversation.pk
+    shown = {
+        "page": ("conversation", pk),
+        "input": ("conversation-tool-text", pk, tool_use_id, "input"),
+        "jsonl": ("conversation-export", pk),
+        "markdown": ("conversation-export-markdown", pk),
+        "share": ("shared-conversation", token),
+    }
+    # An auditor (who may inspect hidden content) reads it through the share and the exports.
+    inspected = ("jsonl", "markdown", "share")
+    for viewer, what in [*((alice, w) for w in shown), *((auditor, w) for w in inspected)]:
+        name, *args = shown[what]
+        body = await sync_to_async(_body)(viewer, name, *args)
+        assert "the token is [stored secret]" in body, (viewer.username, what)
+        assert secret not in body, (viewer.username, what)
+    # The audit's transcript shows the card masked too; its "what the model saw" keeps the
+    # request as it was sent.
+    audit = await sync_to_async(_body)(auditor, "audit-conversation", pk)
+    assert "the token is [stored secret]" in audit
+
+
+@pytest.mark.django_db
+def test_the_stored_secrets_are_read_once_per_filter_and_only_for_mcp_calls(
+    bob, django_assert_num_queries
+):
+    token = "hk-0a1b2c3d4e5f"
+    servers.register(
+        name="web",
+        kind="http",
+        registered_by=bob,
+        url="https://web.example.com/mcp",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    out = outbound(None, can_inspect=True)
+    with django_assert_num_queries(0):  # another tool's input is shown as it is, unread
+        assert out.call_input("Bash", {"command": f"echo {token}"}) == {"command": f"echo {token}"}
+    with django_assert_num_queries(1):
+        first = out.call_input("mcp__web__post", {"note": token})
+        second = out.call_input("mcp__web__get", {"notes": [f"a {token}"]})
+    assert (first, second) == ({"note": "[stored secret]"}, {"notes": ["a [stored secret]"]})

@@ -88,10 +88,14 @@ def test_the_command_registers_tests_and_reviews_a_stdio_server(alice, bob, caps
     call_command("mcp", "test", "toy")
     out = capsys.readouterr().out
     assert '"toy" lists 7 tools.' in out and "new, waiting for review: echo" in out
+    # The reviewer approves what `mcp review` showed them, by its hash.
+    echo = McpToolDefinition.objects.get(tool="echo").content_hash
+    call_command("mcp", "review", "toy", "--tool", "echo")
+    assert f"hash: {echo}" in capsys.readouterr().out
     with pytest.raises(CommandError, match='alice registered "toy", so another person'):
-        call_command("mcp", "review", "toy", "--approve", "--as", "alice")
+        call_command("mcp", "review", "toy", "--approve", "--hash", echo, "--as", "alice")
     assert not McpToolDefinition.objects.filter(status="approved").exists()
-    call_command("mcp", "review", "toy", "--approve", "--tool", "echo", "--as", "bob")
+    call_command("mcp", "review", "toy", "--approve", "--hash", echo, "--as", "bob")
     call_command("mcp", "list")
     out = capsys.readouterr().out
     assert "Approved: echo." in out

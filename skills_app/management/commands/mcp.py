@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import shlex
+import textwrap
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -14,6 +14,9 @@ from skills_app.core.mcp import McpConnectError
 from skills_app.mcp import definitions, servers
 from skills_app.mcp.servers import McpSetupError
 from skills_app.models import McpServer, McpToolDefinition
+
+# The model field behind a shown part that is left out when empty.
+PARTS = {"annotations": "annotations", "_meta": "meta"}
 
 
 class Command(BaseCommand):
@@ -46,6 +49,15 @@ class Command(BaseCommand):
         p = sub.add_parser("review", help="show, approve or reject pending tool definitions")
         p.add_argument("name")
         p.add_argument("--tool", default="", help="only this tool")
+        p.add_argument(
+            "--hash",
+            dest="hashes",
+            action="append",
+            default=[],
+            metavar="HASH",
+            help=f"a definition as `mcp review NAME` showed it: its hash, or at least its first "
+            f"{definitions.HASH_PREFIX_MIN} characters (required with --approve; repeatable)",
+        )
         verdict = p.add_mutually_exclusive_group()
         verdict.add_argument("--approve", action="store_true")
         verdict.add_argument("--reject", action="store_true")
@@ -138,33 +150,80 @@ class Command(BaseCommand):
         self.stdout.write(f'Removed "{options["name"]}".')
 
     def _review(self, options: dict[str, Any]) -> None:
+        """Show what waits; approve exactly the definitions read (by hash); reject by tool too.
+
+        Nobody approves what they cannot read: an approval names the hashes `mcp review NAME`
+        showed, so a definition the server changed after the reviewer read it is not approved.
+        """
         server = self._server(options["name"])
+        again = f"read `manage.py mcp review {server.name}` again"
         if not (options["approve"] or options["reject"]):
+            if options["hashes"]:
+                raise CommandError("--hash goes with --approve or --reject.")
             self._show_pending(server, options["tool"])
             return
+        if options["approve"] and not options["hashes"]:
+            raise CommandError(
+                "Say what you read: pass the hash of each definition to approve with --hash, "
+                f"as shown by `manage.py mcp review {server.name}`."
+            )
         if not options["as_user"]:
             raise CommandError("Say who reviews: --as USERNAME.")
         reviewer = self._user(options["as_user"])
         try:
+            hashes = definitions.full_hashes(server, options["hashes"])
             done = definitions.review(
-                server, approve=options["approve"], reviewer=reviewer, tool=options["tool"]
+                server,
+                approve=options["approve"],
+                reviewer=reviewer,
+                tool=options["tool"],
+                content_hashes=hashes or None,
+                exactly=True,
             )
+        except definitions.StaleReview as exc:
+            raise CommandError(
+                f"Nothing was reviewed. {exc} The server's description of its tools may have "
+                f"changed since you read it: {again} and pass the hashes it shows now."
+            ) from None
         except McpSetupError as exc:
             raise CommandError(str(exc)) from None
         verb = "Approved" if options["approve"] else "Rejected"
         self.stdout.write(f"{verb}: {', '.join(done) or 'nothing was waiting'}.")
 
     def _show_pending(self, server: McpServer, tool: str) -> None:
-        rows = server.definitions.filter(status=McpToolDefinition.Status.PENDING, current=True)
+        """Each pending definition whole (as the admin's review page shows it) with its hash."""
+        rows = server.definitions.filter(
+            status=McpToolDefinition.Status.PENDING, current=True
+        ).order_by("tool")
         if tool:
             rows = rows.filter(tool=tool)
         if not rows:
             self.stdout.write("Nothing waits for review.")
+            return
+        approved = set(
+            server.definitions.filter(status=McpToolDefinition.Status.APPROVED).values_list(
+                "tool", flat=True
+            )
+        )
         for row in rows:
-            self.stdout.write(f"{row.tool} ({row.content_hash[:12]})")
-            self.stdout.write(f"  description: {row.description}")
-            self.stdout.write(f"  input schema: {json.dumps(row.input_schema, sort_keys=True)}")
-            if row.annotations:
-                self.stdout.write(f"  annotations: {json.dumps(row.annotations, sort_keys=True)}")
-            if row.meta:
-                self.stdout.write(f"  _meta: {json.dumps(row.meta, sort_keys=True)}")
+            state = (
+                "changed: an approved definition serves meanwhile"
+                if row.tool in approved
+                else "new"
+            )
+            self.stdout.write(f"{row.tool} ({state})")
+            self.stdout.write(f"  hash: {row.content_hash}")
+            problem = definitions.unshowable(row)
+            if problem:
+                # Not printed: its characters could hide or reorder text on a terminal too.
+                self.stdout.write(f"  Cannot be approved: {problem} It can be rejected.")
+                continue
+            for part, text in definitions.shown_text(row).items():
+                if part in PARTS and not getattr(row, PARTS[part]):
+                    continue
+                self.stdout.write(f"  {part}:")
+                self.stdout.write(textwrap.indent(text or "(empty)", "    ", lambda _line: True))
+        self.stdout.write(
+            f"Approve what you read: manage.py mcp review {server.name} --approve "
+            "--hash HASH [--hash HASH ...] --as YOU"
+        )
