@@ -49,15 +49,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    """Each test's start (seconds since the epoch), its worker and its time, one line per test in
-    test-artifacts/timeline.tsv: which worker ran what, and what came last, when the command's
-    time is looked into."""
+    """Each test's start (seconds since the epoch), its worker, its time, its id and how it ended,
+    one line per test in test-artifacts/timeline.tsv: which worker ran what, what came last, and
+    which test failed even when a run is cut short before pytest's summary."""
     started = time.time()
     yield
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    outcome = _OUTCOMES.pop(item.nodeid, "passed")
     _TIMELINE.parent.mkdir(exist_ok=True)
     with _TIMELINE.open("a") as out:
-        out.write(f"{started:.2f}\t{worker}\t{time.time() - started:.2f}\t{item.nodeid}\n")
+        out.write(
+            f"{started:.2f}\t{worker}\t{time.time() - started:.2f}\t{item.nodeid}\t{outcome}\n"
+        )
+
+
+# How each test of this process ended so far: "failed" (its call), "error" (its setup or
+# teardown) or "skipped"; a test not named here passed.
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.failed:
+        _OUTCOMES[report.nodeid] = "failed" if report.when == "call" else "error"
+    elif report.skipped:
+        _OUTCOMES.setdefault(report.nodeid, "skipped")
 
 
 _TIMELINE = Path(__file__).resolve().parents[1] / "test-artifacts" / "timeline.tsv"
