@@ -173,10 +173,12 @@ def test_a_non_inspector_viewer_never_receives_hidden_text_skill_or_file(alice, 
     assert "Q4" not in body
     assert "The quarter is closed." in body
     assert "Close the quarter, please." in body
-    # Read-only: no socket, no composer, no form that posts anywhere but sign-out.
+    # Read-only: no socket, no composer, no form that posts anywhere but the viewer's own theme
+    # (the settings menu of every page) and sign-out.
     assert "ws-connect" not in body
     assert "<textarea" not in body
-    assert re.findall(r'<form[^>]*action="([^"]*)"', body) == [reverse("logout")]
+    forms = re.findall(r'<form[^>]*action="([^"]*)"', body)
+    assert sorted(forms) == sorted([reverse("preferences-theme"), reverse("logout")])
     # Nothing for a link preview or a crawler; the token never leaves as a Referer.
     head = body.split("</head>")[0]
     assert '<meta name="robots" content="noindex, nofollow">' in head
@@ -240,9 +242,13 @@ def test_revoked_expired_unknown_and_deleted_links_answer_the_same_nothing(alice
     answers["deleted"] = viewer.get(reverse("shared-conversation", args=[tokens["deleted"]]))
 
     assert {name: a.status_code for name, a in answers.items()} == dict.fromkeys(answers, 404)
-    # The same page for all four (the CSRF token aside, which differs per answer).
+    # The same page for all four (the CSRF token aside, which differs per answer, and the link's
+    # own address, which the settings menu's form carries back as where to return).
     token = re.compile(rb'("X-CSRFToken": "|name="csrfmiddlewaretoken" value=")[^"]*"')
-    pages = {token.sub(b"", a.content) for a in answers.values()}
+    pages = {
+        token.sub(b"", a.content).replace(tokens[name].encode(), b"TOKEN")
+        for name, a in answers.items()
+    }
     assert len(pages) == 1
     assert b"This link shows nothing" in answers["revoked"].content
     for answer in answers.values():

@@ -223,7 +223,7 @@ async def test_http_calls_load_the_tls_settings_once_a_process(http_server, tmp_
 
     monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
     connect.tls_context.cache_clear()  # as in a fresh process
-    spec = ServerSpec(name="web", kind="http", url=http_server)
+    spec = ServerSpec(name="web", kind="http", url=http_server.url)
     place = place_in(tmp_path / "ws")
     assert "echo" in {d.name for d in await list_tools(spec, place)}
     for text in ("one", "two"):
