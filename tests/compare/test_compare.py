@@ -180,7 +180,7 @@ async def test_each_side_has_one_total_equal_to_its_parts_and_stops_saying_runni
         assert totals[0] == sum(parts) > 0
         assert "Running…" not in column and 'data-status="done"' in column
         assert 'class="cache-share"' in column  # the measured share (its own test checks it)
-    assert "hx-trigger" not in page  # nothing left to poll
+    assert 'hx-trigger="every' not in page  # nothing left to poll
 
 
 def test_a_finished_tool_call_shows_its_result_not_running(auditor, alice):

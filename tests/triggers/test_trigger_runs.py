@@ -251,7 +251,7 @@ async def test_a_run_can_be_stopped_while_under_way_and_keeps_what_it_had(
     page = (
         await client.get(f"/skills/triggers/runs/{run.pk}/", HTTP_HX_REQUEST="true")
     ).content.decode()
-    assert "hx-trigger" not in page and "Stopped" in page
+    assert 'hx-trigger="every' not in page and "Stopped" in page
 
 
 async def test_with_the_worker_executor_a_run_waits_for_a_worker_to_claim_it(
