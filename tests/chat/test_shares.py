@@ -115,7 +115,12 @@ def shared(alice, tmp_path) -> Conversation:
             [{"type": "tool_result", "tool_use_id": "toolu_share_bash", "content": BODY}],
         ),
         # A second call of the skill, refused: its chip names the skill unless withheld.
-        ("assistant", "tool_use", False, [{**skill_call, "input": {"skill": SKILL, "args": "Q4"}}]),
+        (
+            "assistant",
+            "tool_use",
+            False,
+            [{**skill_call, "input": {"skill": SKILL, "args": "Q4-ledger-args"}}],
+        ),
         ("assistant", "text", False, [{"type": "text", "text": "The quarter is closed."}]),
         # The model's prose quoting the hidden text, and the owner's words quoting it (alice
         # could have read it as an inspector): the chat shows both to her as written.
@@ -170,7 +175,7 @@ def test_a_non_inspector_viewer_never_receives_hidden_text_skill_or_file(alice, 
     # The status chips are there, the skill's name and the refused call's arguments are not.
     assert "A skill you cannot see was used here (withheld)" in body
     assert SKILL not in body
-    assert "Q4" not in body
+    assert "Q4-ledger-args" not in body  # (a plain "Q4" turns up in random CSRF tokens)
     assert "The quarter is closed." in body
     assert "Close the quarter, please." in body
     # Read-only: no socket, no composer, no form that posts anywhere but the viewer's own theme
