@@ -197,6 +197,10 @@ def download(request: HttpRequest, pk: int, attachment_id: int) -> HttpResponseB
         with open_workspace_file(workspace_for(pk), attachment.path) as handle:
             data = core.attached_bytes(handle, attachment.size, attachment.sha256)
     except WorkspaceFileError as exc:
+        # Said in the log: the 404 page names no reason, and a file gone is worth knowing.
+        logger.warning(
+            "attachment %s of conversation %s cannot be served: %s", attachment.pk, pk, exc
+        )
         raise Http404("That file is no longer in the workspace.") from exc
     if data is None:
         return HttpResponse(

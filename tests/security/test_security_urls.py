@@ -494,7 +494,9 @@ def check(response: Any, expected: Any) -> str | None:
             return None
         return f"expected a redirect to {settings.LOGIN_URL}, got {response.status_code} {location}"
     if response.status_code not in expected:
-        return f"expected {sorted(expected)}, got {response.status_code}"
+        # What the page said, so a failure seen once in a full run tells its cause.
+        said = getattr(response, "content", b"")[:300].decode("utf-8", "replace")
+        return f"expected {sorted(expected)}, got {response.status_code}: {said!r}"
     return None
 
 
