@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import ProtectedError
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
@@ -130,7 +130,12 @@ def _audited_conversation(owner, title: str = "Vendor contract review") -> Conve
 
 
 def _counts() -> dict[str, int]:
-    return {model.__name__: model.objects.count() for model in AUDIT_MODELS}
+    """Rows per audit table, in one query (it runs after each of ~1,800 requests below)."""
+    tables = [model._meta.db_table for model in AUDIT_MODELS]
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT " + ", ".join(f"(SELECT COUNT(*) FROM {table})" for table in tables))
+        row = cursor.fetchone()
+    return {model.__name__: n for model, n in zip(AUDIT_MODELS, row, strict=True)}
 
 
 @pytest.fixture
