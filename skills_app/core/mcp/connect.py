@@ -26,18 +26,23 @@ import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
 import anyio
 import httpx2
-from mcp import ClientSession
-from mcp import types as mcp_types
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from skills_app.core.mcp.definitions import ToolDefinition, definition_from_sdk
 from skills_app.core.tools.env import program_switches
 from skills_app.core.tools.sandbox import describe_sandbox, refusal, workspace_prefix
+
+# The SDK is imported where a server is talked to, not with this module: it takes 0.8 s of CPU
+# to import, and Django's start-up reaches this module (the admin, the transcript filter), so
+# every process paid it (`manage.py`, each web process, each test's helper process) though
+# only the processes that run answers or test a server ever talk to one.
+if TYPE_CHECKING:
+    from mcp import ClientSession
+    from mcp import types as mcp_types
+    from mcp.client.stdio import StdioServerParameters
 
 KINDS = ("stdio", "http")
 # The sandbox's /tmp is private and empty; a server that writes to $HOME writes there.
@@ -94,6 +99,8 @@ class CallOutcome:
 async def list_tools(spec: ServerSpec, place: Place) -> list[ToolDefinition]:
     """Every tool the server lists (all pages), as definitions."""
 
+    from mcp import types as mcp_types
+
     async def work(session: ClientSession) -> list[ToolDefinition]:
         found: list[ToolDefinition] = []
         cursor: str | None = None
@@ -123,6 +130,8 @@ async def call_tool(
 
 def result_text(result: mcp_types.CallToolResult) -> str:
     """The text of a call's content blocks; other kinds are named, not inlined."""
+    from mcp import types as mcp_types
+
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
@@ -182,6 +191,10 @@ def _timed_out(exc: BaseException) -> bool:
 
 @contextlib.asynccontextmanager
 async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncIterator[ClientSession]:
+    from mcp import ClientSession
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
     async with contextlib.AsyncExitStack() as stack:
         if spec.kind == "stdio":
             params = stdio_parameters(spec, place)
@@ -220,6 +233,8 @@ def tls_context() -> ssl.SSLContext:
 
 def stdio_parameters(spec: ServerSpec, place: Place) -> StdioServerParameters:
     """The SDK's parameters for a stdio server: bubblewrap around the argv, the declared env."""
+    from mcp.client.stdio import StdioServerParameters
+
     if not spec.argv:
         raise McpConnectError(f'The MCP server "{spec.name}" has no command to run.')
     status = describe_sandbox(place.sandbox)
