@@ -211,6 +211,12 @@ def _run_flow(flow: _Flow, server: McpServer, redirect_uri: str) -> None:
         flow.finished.set()
 
 
+def _uid(request: HttpRequest) -> int:
+    pk = request.user.pk
+    assert isinstance(pk, int)  # login_required
+    return pk
+
+
 def _server_for(request: HttpRequest, name: str) -> McpServer:
     server = get_object_or_404(McpServer, name=name, auth="oauth", enabled=True)
     user = request.user
@@ -230,7 +236,7 @@ def sign_in(request: HttpRequest, name: str) -> HttpResponse:
     context: dict[str, object] = {"server": server, "signed_in": False, "problem": ""}
     if request.method == "GET":
         context["signed_in"] = McpOAuthGrant.objects.filter(
-            user_id=request.user.pk, server=server
+            user_id=_uid(request), server=server
         ).exists()
         return render(request, "skills_app/mcp/oauth_sign_in.html", context)
     _forget_old()
@@ -239,10 +245,10 @@ def sign_in(request: HttpRequest, name: str) -> HttpResponse:
     except PrivateAddressRefused as exc:
         context["problem"] = str(exc)
         return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=400)
-    held = load_grant(request.user.pk, server)
+    held = load_grant(_uid(request), server)
     # A fresh sign-in: the registration is kept, the old tokens are not.
     flow = _Flow(
-        user_id=request.user.pk,
+        user_id=_uid(request),
         server_pk=server.pk,
         grant=HeldGrant(client_info=held.client_info if held else None),
     )
@@ -270,7 +276,7 @@ def callback(request: HttpRequest) -> HttpResponse:
     mine = request.session.get(_SESSION_KEY, [])
     with _flows_lock:
         flow = _flows.get(state) if state in mine else None
-        if flow is not None and flow.user_id != request.user.pk:
+        if flow is not None and flow.user_id != _uid(request):
             flow = None
         if flow is not None:
             del _flows[state]
@@ -292,7 +298,7 @@ def callback(request: HttpRequest) -> HttpResponse:
     if flow.error or flow.grant.tokens is None:
         context["problem"] = flow.error or "The sign-in did not finish in time."
         return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=502)
-    save_grant(request.user.pk, server, flow.grant)
+    save_grant(_uid(request), server, flow.grant)
     # The sign-in listed the tools with the person's token: new or changed ones wait for review.
     store_listing(server, flow.listed)
     context["signed_in"] = True

@@ -8,13 +8,14 @@ from urllib.parse import parse_qs, urlsplit
 import httpx2
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from skills_app.core.mcp import McpTool, ToolDefinition
 from skills_app.core.mcp.oauth import HeldGrant, PrivateAddressRefused, check_public_url
 from skills_app.core.tools import ToolContext, Workspace
 from skills_app.mcp import oauth, servers
-from skills_app.models import McpOAuthGrant, McpToolDefinition
+from skills_app.models import McpOAuthGrant, McpServer, McpToolDefinition
 from tests.support.mcp_toy import toy_http_server
 
 pytestmark = pytest.mark.django_db
@@ -133,3 +134,20 @@ def test_an_oauth_server_on_a_private_address_is_refused_without_the_setting(
     refused = client.post(reverse("mcp-oauth-sign-in", args=["secure"]))
     assert refused.status_code == 400
     assert "private, loopback or link-local" in refused.content.decode()
+
+
+def test_an_oauth_server_is_added_in_the_admin_or_with_the_command(client, admin_user, alice):
+    client.force_login(admin_user)
+    form = {"name": "wiki", "display_name": "", "kind": "http", "url": "https://wiki.example/mcp"}
+    form |= {"headers": "", "argv": "", "env": "", "read_only_paths": "", "oauth": "on"}
+    html = client.post(reverse("admin:skills_app_mcpserver_add"), form, follow=True)
+    assert McpServer.objects.get(name="wiki").auth == "oauth"
+    assert "/mcp/wiki/sign-in/" in html.content.decode()  # where the admin signs in to list
+    call_command(
+        "mcp", "add", "tickets", "--as", "alice", "--url", "https://t.example/mcp", "--oauth"
+    )
+    assert McpServer.objects.get(name="tickets").auth == "oauth"
+    with pytest.raises(CommandError, match="OAuth is for Streamable HTTP servers"):
+        call_command("mcp", "add", "local", "--as", "alice", "--oauth", "--argv", "/bin/true")
+    with pytest.raises(CommandError, match="say whose sign-in to use"):
+        call_command("mcp", "test", "tickets")
