@@ -6,32 +6,59 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('skills_app', '0041_audit_rule_changes'),
+        ("skills_app", "0041_audit_rule_changes"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='mcpserver',
-            name='auth',
-            field=models.CharField(blank=True, choices=[('', 'none'), ('oauth', 'OAuth (each person signs in)')], default='', max_length=10),
+            model_name="mcpserver",
+            name="auth",
+            field=models.CharField(
+                blank=True,
+                choices=[("", "none"), ("oauth", "OAuth (each person signs in)")],
+                default="",
+                max_length=10,
+            ),
         ),
         migrations.CreateModel(
-            name='McpOAuthGrant',
+            name="McpOAuthGrant",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('issuer', models.CharField(blank=True, max_length=2000)),
-                ('tokens', models.BinaryField(blank=True, default=b'')),
-                ('client_info', models.BinaryField(blank=True, default=b'')),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('server', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='grants', to='skills_app.mcpserver')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("issuer", models.CharField(blank=True, max_length=2000)),
+                ("tokens", models.BinaryField(blank=True, default=b"")),
+                ("client_info", models.BinaryField(blank=True, default=b"")),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "server",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="grants",
+                        to="skills_app.mcpserver",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-updated_at'],
-                'constraints': [models.UniqueConstraint(fields=('user', 'server', 'issuer'), name='mcp_oauth_grant_once')],
+                "ordering": ["-updated_at"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("user", "server", "issuer"), name="mcp_oauth_grant_once"
+                    )
+                ],
             },
         ),
     ]
