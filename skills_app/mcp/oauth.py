@@ -107,6 +107,21 @@ def save_grant(user_id: int, server: McpServer, grant: HeldGrant) -> None:
     )
 
 
+def token_values() -> list[str]:
+    """Every stored OAuth token (access and refresh, of every person): secrets that no call may
+    carry out and no result may show (`filter.stored_secrets`)."""
+    found: list[str] = []
+    for blob in McpOAuthGrant.objects.values_list("tokens", flat=True):
+        text = unseal(blob)
+        if text:
+            tokens = OAuthToken.model_validate_json(text)
+            found += [
+                tokens.access_token,
+                *([tokens.refresh_token] if tokens.refresh_token else []),
+            ]
+    return found
+
+
 def sign_in_path(server: McpServer) -> str:
     return reverse("mcp-oauth-sign-in", args=[server.name])
 

@@ -13,8 +13,10 @@ from django.urls import reverse
 
 from skills_app.core.mcp import McpTool, ToolDefinition
 from skills_app.core.mcp.oauth import HeldGrant, PrivateAddressRefused, check_public_url
+from skills_app.core.permissions import ToolCall
 from skills_app.core.tools import ToolContext, Workspace
 from skills_app.mcp import oauth, servers
+from skills_app.mcp.filter import CARRIES_SECRET, refusal
 from skills_app.models import McpOAuthGrant, McpServer, McpToolDefinition
 from tests.support.mcp_toy import toy_http_server
 
@@ -94,6 +96,11 @@ def test_a_person_signs_in_and_calls_the_server_with_their_own_encrypted_token(
     text, is_error = whoami(secure, alice, tmp_path)
     assert not is_error, text
     assert f"resource={secure.url}" in text  # the token names this server only
+    # A stored token is a secret: a call that carries one never leaves.
+    call = ToolCall("mcp__secure__echo", {"text": f"here: {token}"})
+    refused = refusal(call, quotes_hidden=lambda arguments: False)
+    assert refused is not None and refused[0] == CARRIES_SECRET
+    assert token not in str(refused[1].input)
 
     # Bob has no token of his own and never gets Alice's.
     text, is_error = whoami(secure, bob, tmp_path)

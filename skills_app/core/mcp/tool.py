@@ -116,7 +116,12 @@ class McpTool:
             if grant is not None and grant.changed and grant.tokens is not None:
                 assert self.grants is not None
                 await self.grants.save(grant)  # a refreshed token
-        kept, truncated = cap_result(mask(text, self.secrets), self.result_limit)
+        secrets = self.secrets
+        if grant is not None and grant.tokens is not None:
+            # The person's own token, even one got after this run's tools were offered.
+            own = [grant.tokens.access_token, grant.tokens.refresh_token or ""]
+            secrets = (*[t for t in own if t], *secrets)
+        kept, truncated = cap_result(mask(text, secrets), self.result_limit)
         if from_server:
             kept = untrusted_note(self.spec.name, self.definition.name) + kept
         if self.record is not None:
