@@ -267,7 +267,8 @@ def sign_in(request: HttpRequest, name: str) -> HttpResponse:
         server_pk=server.pk,
         grant=HeldGrant(client_info=held.client_info if held else None),
     )
-    redirect_uri = request.build_absolute_uri(reverse("mcp-oauth-callback"))
+    # The public URL, not the request's host: the registration keeps this one address.
+    redirect_uri = f"{settings.SKILLSCOPE_PUBLIC_URL.rstrip('/')}{reverse('mcp-oauth-callback')}"
     threading.Thread(
         target=_run_flow, args=(flow, server, redirect_uri), daemon=True, name="mcp-oauth"
     ).start()

@@ -20,6 +20,7 @@ app's headers, so Skillscope's session and the identity provider's token never r
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -32,6 +33,15 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
 CLIENT_NAME = "Skillscope"
+
+
+class _QuietSignIn(logging.Filter):
+    """The SDK logs every failed OAuth flow with its traceback; a call ended by SignInRequired is
+    the expected way a person is asked to sign in, not an error worth a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, SignInRequired)
 
 
 class PrivateAddressRefused(Exception):
@@ -66,6 +76,9 @@ class HeldGrant:
     def issuer(self) -> str:
         """The authorization server the registration belongs to ("" before one was made)."""
         return (self.client_info.issuer or "") if self.client_info is not None else ""
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_QuietSignIn())
 
 
 class GrantStore(Protocol):
