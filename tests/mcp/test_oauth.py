@@ -136,11 +136,15 @@ def test_discovery_and_redirects_to_private_addresses_are_refused(url):
 def test_an_oauth_server_on_a_private_address_is_refused_without_the_setting(
     secure, client, alice, settings, tmp_path
 ):
-    settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES = False
     client.force_login(alice)
+    sign_in(client, secure)  # allowed while the setting is on
+    settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES = False
     refused = client.post(reverse("mcp-oauth-sign-in", args=["secure"]))
     assert refused.status_code == 400
     assert "private, loopback or link-local" in refused.content.decode()
+    # A call with the stored token does not go out either (every request of the OAuth client).
+    text, is_error = whoami(secure, alice, tmp_path)
+    assert is_error and "private, loopback or link-local" in text and "client=" not in text
 
 
 def test_an_oauth_server_is_added_in_the_admin_or_with_the_command(client, admin_user, alice):
