@@ -20,7 +20,8 @@ from skills_app.mcp.filter import CARRIES_SECRET, refusal
 from skills_app.models import McpOAuthGrant, McpServer, McpToolDefinition
 from tests.support.mcp_toy import toy_http_server
 
-pytestmark = pytest.mark.django_db
+# One worker runs them all under pytest-xdist, so the OAuth toy server starts once in a run.
+pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("mcp-oauth")]
 
 WHOAMI = ToolDefinition(name="whoami", description="Name the client and resource of the token.")
 
