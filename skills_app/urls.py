@@ -16,4 +16,5 @@ urlpatterns = [
     path("audit/", include("skills_app.triggers.audit_urls")),
     path("compare/", include("skills_app.compare.urls")),
     path("ops/", include("skills_app.ops.page_urls")),
+    path("mcp/", include("skills_app.mcp.urls")),
 ]

@@ -28,7 +28,7 @@ from django.utils.html import format_html
 from skills_app import trail
 from skills_app.adminkit import ReadOnlyAdmin, sentence, short_digest, signed_in_user
 from skills_app.core.mcp import McpConnectError
-from skills_app.mcp import definitions, servers
+from skills_app.mcp import definitions, oauth, servers
 from skills_app.mcp.servers import McpSetupError
 from skills_app.models import AuditEvent, McpServer, McpToolDefinition
 
@@ -126,6 +126,12 @@ class McpServerAddForm(forms.ModelForm[McpServer]):
     everyone = forms.BooleanField(
         required=False, label="Everyone", help_text="Every signed-in person sees its tools."
     )
+    oauth = forms.BooleanField(
+        required=False,
+        label="OAuth sign-in",
+        help_text="For an HTTP server: each person signs in to it (OAuth 2.1) and its tools act "
+        "with their own token. Leave out an Authorization header.",
+    )
 
     class Meta:
         model = McpServer
@@ -166,6 +172,7 @@ class McpServerAddForm(forms.ModelForm[McpServer]):
             "url": data["url"].strip(),
             "headers": data["header_pairs"],
             "groups": [g.name for g in data["groups"]],
+            "auth": "oauth" if data.get("oauth") else "",
         }
 
 
@@ -178,6 +185,7 @@ ADD_FIELDS = (
     "argv",
     "env",
     "read_only_paths",
+    "oauth",
     "groups",
     "everyone",
 )
@@ -191,6 +199,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
         "name",
         "display_name",
         "kind",
+        "auth",
         "where",
         "env_keys",
         "header_names",
@@ -204,6 +213,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
     readonly_fields = (
         "name",
         "kind",
+        "auth",
         "where",
         "env_keys",
         "header_names",
@@ -300,6 +310,15 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
         )
 
     def _list_tools(self, request: HttpRequest, server: McpServer) -> None:
+        if server.auth == "oauth":
+            # Listing needs a person's token: signing in on the server's page lists the tools.
+            self.message_user(
+                request,
+                f"Each person signs in to {server.name}. Sign in on "
+                f"{oauth.sign_in_link(server)}: that lists its tools for review.",
+                messages.INFO,
+            )
+            return
         try:
             with trail.acting(signed_in_user(request)):
                 count, report = definitions.list_now(server)

@@ -23,7 +23,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from skills_app import trail
-from skills_app.core.mcp import ToolDefinition, list_tools
+from skills_app.core.mcp import ServerSpec, ToolDefinition, list_tools
 from skills_app.core.mcp.connect import Place
 from skills_app.mcp.servers import McpSetupError, spec_for
 from skills_app.models import AuditEvent, McpServer, McpToolDefinition
@@ -86,8 +86,10 @@ SHOWABLE_CHARS = 20_000
 _UNREADABLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn"})
 
 
-def list_now(server: McpServer) -> tuple[int, ListingReport]:
-    """Connect, list the server's tools and store them (`mcp test`); raises McpConnectError."""
+def list_now(server: McpServer, spec: ServerSpec | None = None) -> tuple[int, ListingReport]:
+    """Connect, list the server's tools and store them (`mcp test`); raises McpConnectError.
+
+    `spec`: the server as one person reaches it (an OAuth server, with their grant)."""
     with tempfile.TemporaryDirectory(prefix="mcp-test-") as folder:
         root = Path(folder)
         (root / "skills").mkdir()
@@ -97,7 +99,7 @@ def list_now(server: McpServer) -> tuple[int, ListingReport]:
             sandbox=settings.SANDBOX,
             hidden_paths=(str(settings.BASE_DIR), str(settings.VAR_DIR)),
         )
-        listed = async_to_sync(list_tools)(spec_for(server), place)
+        listed = async_to_sync(list_tools)(spec or spec_for(server), place)
     return len(listed), store_listing(server, listed)
 
 

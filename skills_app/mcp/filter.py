@@ -8,7 +8,8 @@ An `mcp__` call goes to another system, so its arguments are checked after the r
   sits above this layer; for every owner, an inspector included: what a person may read is not
   what may leave for a server);
 - a stored secret of any registered server: a stdio server's env values, an HTTP server's header
-  values (and each word of one, so the token of "Bearer <token>" counts; `core.mcp.secrets`).
+  values (and each word of one, so the token of "Bearer <token>" counts; `core.mcp.secrets`),
+  and every person's OAuth tokens (`oauth.token_values`).
 
 The refusal gives the reason and the call as the audit may keep it: secrets masked.
 """
@@ -21,6 +22,7 @@ from typing import Any
 from skills_app.core.mcp.definitions import split_model_tool_name
 from skills_app.core.mcp.secrets import mask, secret_words
 from skills_app.core.permissions import ToolCall
+from skills_app.mcp.oauth import token_values
 from skills_app.models import McpServer
 
 QUOTES_HIDDEN = (
@@ -28,17 +30,20 @@ QUOTES_HIDDEN = (
     "call the tool again without it"
 )
 CARRIES_SECRET = (
-    "this MCP call carries a stored secret of an MCP server (an env or header value), "
-    "which is never sent in a call's arguments"
+    "this MCP call carries a stored secret of an MCP server (an env or header value, or an "
+    "OAuth token), which is never sent in a call's arguments"
 )
 
 
 def stored_secrets() -> tuple[str, ...]:
-    """Every stored env and header value of the registered servers (and the words of each)."""
+    """Every stored env and header value of the registered servers (and the words of each), and
+    every stored OAuth token."""
     values: list[object] = []
-    for env, headers in McpServer.objects.values_list("env", "headers"):
+    oauth_servers = False
+    for env, headers, auth in McpServer.objects.values_list("env", "headers", "auth"):
         values += [*(env or {}).values(), *(headers or {}).values()]
-    return secret_words(values)
+        oauth_servers = oauth_servers or auth == "oauth"
+    return secret_words([*values, *(token_values() if oauth_servers else [])])
 
 
 def refusal(

@@ -21,8 +21,11 @@ from skills_app import trail
 from skills_app.core.mcp import CallRecord, McpConnectError, McpTool, list_tools
 from skills_app.core.mcp.connect import Place
 from skills_app.core.mcp.definitions import model_tool_name
+from skills_app.core.mcp.oauth import SignInRequired
+from skills_app.core.mcp.tool import with_grant
 from skills_app.mcp.definitions import serving, store_listing
 from skills_app.mcp.filter import stored_secrets
+from skills_app.mcp.oauth import PersonGrants, grants_for
 from skills_app.mcp.servers import spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer
 
@@ -62,14 +65,23 @@ async def offered_tools(
     group_ids: frozenset[int],
     place: Place,
     record: Callable[[CallRecord], Awaitable[None]] | None,
+    user_id: int | None = None,
 ) -> Offer:
-    """The approved tools of every server visible to these groups, listed at most once a while."""
+    """The approved tools of every server visible to these groups, listed at most once a while.
+
+    An OAuth server is listed with the person's own token; without one its approved tools are
+    offered as they are, and a call answers that the person must sign in first."""
     servers = await sync_to_async(visible_servers)(group_ids)
     tools: list[McpTool] = []
     notices: list[str] = []
     secrets = await sync_to_async(stored_secrets)() if servers else ()
     for server in servers:
-        problem = await _listed(server, place)
+        grants = None
+        if server.auth == "oauth":
+            if user_id is None:
+                continue  # no person to act as
+            grants = grants_for(user_id, server)
+        problem = await _listed(server, place, grants)
         if problem:
             notices.append(
                 f'The tools of the MCP server "{server.display_name or server.name}" are left '
@@ -87,12 +99,13 @@ async def offered_tools(
                     result_limit=settings.MCP_RESULT_LIMIT,
                     record=record,
                     secrets=secrets,
+                    grants=grants,
                 )
             )
     return Offer(tuple(tools), tuple(notices))
 
 
-async def _listed(server: McpServer, place: Place) -> str:
+async def _listed(server: McpServer, place: Place, grants: PersonGrants | None = None) -> str:
     """ "" when the server's listing is fresh (listing it now if needed), else why not."""
     global listing_count
     held = _listings.get(server.pk)
@@ -103,9 +116,18 @@ async def _listed(server: McpServer, place: Place) -> str:
             ttl = min(ttl, _RETRY_DOWN_SECONDS)
         if now - held.at < ttl:
             return held.problem
+    spec = spec_for(server)
+    if grants is not None:
+        grant = await grants.load()
+        try:
+            spec = with_grant(spec, grant, grants)
+        except SignInRequired:
+            return ""  # the person has not signed in: the approved definitions serve
     listing_count += 1
     try:
-        listed = await list_tools(spec_for(server), place)
+        listed = await list_tools(spec, place)
+    except SignInRequired:
+        return ""  # the token no longer works: a call says to sign in again
     except McpConnectError as exc:
         _listings[server.pk] = _Listed(now, server.identity, str(exc))
         return str(exc)

@@ -48,9 +48,18 @@ def check_registration(
     url: str = "",
     headers: Mapping[str, str] | None = None,
     groups: Iterable[str] = (),
+    auth: str = "",
 ) -> list[Group]:
     """The checks a new server must pass (the groups it names, found); raises McpSetupError."""
     env, headers, groups = dict(env or {}), dict(headers or {}), list(groups)
+    if auth not in ("", "oauth"):
+        raise McpSetupError(f"Auth {auth!r}: use oauth, or nothing.")
+    if auth == "oauth" and kind != "http":
+        raise McpSetupError("OAuth is for Streamable HTTP servers (a URL), not stdio ones.")
+    if auth == "oauth" and any(h.lower() == "authorization" for h in headers or {}):
+        raise McpSetupError(
+            "An OAuth server gets each person's own token; leave out the Authorization header."
+        )
     if not NAME.fullmatch(name):
         raise McpSetupError(
             f"Server name {name!r}: use 1 to 40 lowercase letters, digits and dashes, starting "
@@ -89,6 +98,7 @@ def register(
     display_name: str = "",
     groups: Iterable[str] = (),
     everyone: bool = False,
+    auth: str = "",
 ) -> McpServer:
     """Check and store a new server; raises McpSetupError naming what is wrong."""
     env, headers = dict(env or {}), dict(headers or {})
@@ -101,6 +111,7 @@ def register(
         url=url,
         headers=headers,
         groups=groups,
+        auth=auth,
     )
     identity = identity_of(kind, argv=argv, url=url)
     with transaction.atomic():
@@ -114,6 +125,7 @@ def register(
             read_only_paths=list(read_only_paths),
             url=url,
             headers=headers,
+            auth=auth,
             registered_by=registered_by,
             registered_by_name=registered_by.get_username() if registered_by else "",
             everyone=everyone,
@@ -127,6 +139,7 @@ def register(
             identity=identity,
             env_keys=sorted(env),
             header_names=sorted(headers),
+            auth=auth or "none",
             read_only_paths=list(read_only_paths),
             groups=sorted(g.name for g in found),
             everyone=everyone,

@@ -8,7 +8,7 @@ from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.decisions import PermissionDecision
 from skills_app.models.feedback import AnswerFeedback
-from skills_app.models.mcp import McpServer, McpToolDefinition
+from skills_app.models.mcp import McpOAuthGrant, McpServer, McpToolDefinition
 from skills_app.models.organisation import (
     GroupPolicy,
     SkillAccess,
@@ -47,6 +47,7 @@ __all__ = [
     "Conversation",
     "ConversationGrant",
     "ConversationShare",
+    "McpOAuthGrant",
     "McpServer",
     "McpToolDefinition",
     "Message",

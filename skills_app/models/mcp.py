@@ -32,6 +32,13 @@ class McpServer(models.Model):
     read_only_paths = models.JSONField(default=list, blank=True)
     url = models.URLField(max_length=2000, blank=True)
     headers = models.JSONField(default=dict, blank=True)
+    # "oauth": each person signs in to the server (OAuth 2.1) and calls it with their own token.
+    auth = models.CharField(
+        max_length=10,
+        choices=[("", "none"), ("oauth", "OAuth (each person signs in)")],
+        default="",
+        blank=True,
+    )
     registered_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -92,3 +99,27 @@ class McpToolDefinition(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server.name}/{self.tool} {self.content_hash[:12]} ({self.status})"
+
+
+class McpOAuthGrant(models.Model):
+    """What one person holds for one OAuth server, from one issuer: the tokens and the client
+    registration, both encrypted (`skills_app.mcp.oauth`); nothing of them is readable in the
+    database."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="grants")
+    issuer = models.CharField(max_length=2000, blank=True)
+    tokens = models.BinaryField(blank=True, default=b"")
+    client_info = models.BinaryField(blank=True, default=b"")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user", "server", "issuer"], name="mcp_oauth_grant_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.server.name} for user {self.user_id} ({self.issuer or 'no issuer yet'})"

@@ -189,6 +189,7 @@ async def build_runner(
             hidden_paths=tool_context(setup.workspace).sandbox_hidden_paths,
         ),
         record=call_recorder(user_id=user_id, conversation_id=setup.conversation_id, run_id=run_id),
+        user_id=user_id,
     )
     # The approved tools of the MCP servers the person may see (mcp__server__tool); the rules
     # decide each call like any other tool's (an mcp__ call no rule names asks).

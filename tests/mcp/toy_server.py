@@ -1,7 +1,13 @@
 """A small MCP server for the tests, written with the SDK's server class (MCPServer).
 
     python toy_server.py stdio [--description-file F]
-    python toy_server.py http --port N [--description-file F]
+    python toy_server.py http --port N [--description-file F] [--oauth]
+
+With `--oauth` the HTTP server is also its own OAuth 2.1 authorization server (the SDK's
+`OAuthAuthorizationServerProvider` routes: metadata, dynamic registration, authorize, token) and
+answers MCP requests only with a token it issued. Its authorize step approves at once (there is
+no person on this side) and redirects back with the code, the state and its `iss` (RFC 9207);
+its `whoami` tool answers with the client the token was issued to and the `resource` it names.
 
 Its tools leave traces the tests read on the server's side: `touch_marker` writes a file in its
 working directory (a stdio server's is the conversation's workspace; `note` goes into it),
@@ -23,8 +29,27 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import ToolAnnotations
 
 
-def build(description: str) -> MCPServer:
-    server = MCPServer("toy", log_level="WARNING")
+def build(description: str, oauth_base: str = "") -> MCPServer:
+    if oauth_base:
+        from toy_oauth import ToyAuthorizationServer, auth_settings  # this script's folder
+
+        server = MCPServer(
+            "toy",
+            log_level="WARNING",
+            auth_server_provider=ToyAuthorizationServer(oauth_base),
+            auth=auth_settings(oauth_base),
+        )
+
+        @server.tool(name="whoami", description="Name the client and resource of the token.")
+        def whoami() -> str:
+            from mcp.server.auth.middleware.auth_context import get_access_token
+
+            token = get_access_token()
+            if token is None:
+                return "no token"
+            return f"client={token.client_id} resource={token.resource}"
+    else:
+        server = MCPServer("toy", log_level="WARNING")
 
     @server.tool(name="echo", description=description)
     def echo(text: str) -> str:
@@ -76,11 +101,13 @@ def main() -> None:
     parser.add_argument("transport", choices=("stdio", "http"))
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--description-file", default="")
+    parser.add_argument("--oauth", action="store_true")
     args = parser.parse_args()
     description = "Repeat the text back."
     if args.description_file:
         description = Path(args.description_file).read_text(encoding="utf-8").strip()
-    server = build(description)
+    oauth_base = f"http://127.0.0.1:{args.port}" if args.oauth else ""
+    server = build(description, oauth_base)
     if args.transport == "stdio":
         server.run("stdio")
     else:

@@ -14,13 +14,13 @@ TOY_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "toy_server.py"
 
 
 @contextmanager
-def toy_http_server(cwd: Path, timeout: float = 20.0) -> Iterator[str]:
+def toy_http_server(cwd: Path, timeout: float = 20.0, *extra: str) -> Iterator[str]:
     """Run the toy server on a free loopback port while the block runs; yields its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     process = subprocess.Popen(
-        [sys.executable, str(TOY_SERVER), "http", "--port", str(port)],
+        [sys.executable, str(TOY_SERVER), "http", "--port", str(port), *extra],
         cwd=cwd,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -32,6 +32,7 @@ import anyio
 import httpx2
 
 from skills_app.core.mcp.definitions import ToolDefinition, definition_from_sdk
+from skills_app.core.mcp.oauth import GuardedTransport, OAuthSetup, SignInRequired, provider
 from skills_app.core.tools.env import program_switches
 from skills_app.core.tools.sandbox import describe_sandbox, refusal, workspace_prefix
 
@@ -75,6 +76,9 @@ class ServerSpec:
     headers: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: float = 10.0
     call_timeout: float = 60.0
+    # An OAuth server's client side for the calling person (`oauth.OAuthSetup`); None for a
+    # server without OAuth.
+    oauth: OAuthSetup | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +172,9 @@ async def _with_session(
         except McpConnectError:
             raise
         except Exception as exc:
+            sign_in = _find(exc, SignInRequired)
+            if sign_in is not None:
+                raise sign_in from None
             if not _timed_out(exc):
                 raise McpConnectError(
                     f'The MCP server "{spec.name}" could not {what}: {_describe(exc)}.',
@@ -177,6 +184,28 @@ async def _with_session(
                 f'The MCP server "{spec.name}" did not {what} within {limit:g} seconds.',
                 stderr_tail=_tail(errlog),
             ) from None
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def _find(exc: BaseException, kind: type[E]) -> E | None:
+    """`exc` itself or the first `kind` inside it (in exception groups or as a cause)."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, kind):
+            return item
+        if isinstance(item, BaseExceptionGroup):
+            todo.extend(item.exceptions)
+        for linked in (item.__cause__, item.__context__):
+            if linked is not None:
+                todo.append(linked)
+    return None
 
 
 def _timed_out(exc: BaseException) -> bool:
@@ -204,9 +233,22 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
             # says which limit was passed (a bare read timeout reads as a broken stream).
             read_limit = spec.connect_timeout + spec.call_timeout + 5.0
             timeout = httpx2.Timeout(spec.connect_timeout, read=read_limit)
-            client = httpx2.AsyncClient(
-                headers=dict(spec.headers), timeout=timeout, verify=tls_context()
-            )
+            if spec.oauth is None:
+                client = httpx2.AsyncClient(
+                    headers=dict(spec.headers), timeout=timeout, verify=tls_context()
+                )
+            else:
+                # Only the server's own token goes out (`oauth`): a fresh client, no cookies,
+                # every request's address checked (discovery and redirects included).
+                transport = GuardedTransport(
+                    allow_private=spec.oauth.allow_private, verify=tls_context()
+                )
+                client = httpx2.AsyncClient(
+                    headers=dict(spec.headers),
+                    timeout=timeout,
+                    transport=transport,
+                    auth=provider(spec.url, spec.oauth),
+                )
             await stack.enter_async_context(client)
             read, write = await stack.enter_async_context(
                 streamable_http_client(spec.url, http_client=client)

@@ -11,6 +11,7 @@ a timeout all come back as error results, so the run goes on. Each call is hande
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,6 +19,13 @@ from typing import Any
 
 from skills_app.core.mcp.connect import McpConnectError, Place, ServerSpec, call_tool
 from skills_app.core.mcp.definitions import ToolDefinition, model_tool_name
+from skills_app.core.mcp.oauth import (
+    GrantStore,
+    HeldGrant,
+    OAuthSetup,
+    SignInRequired,
+    sign_in_message,
+)
 from skills_app.core.mcp.secrets import mask
 from skills_app.core.tools.base import ToolContext, ToolError, ToolResult
 from skills_app.core.tools.inputs import check_input
@@ -51,6 +59,7 @@ class McpTool:
         result_limit: int,
         record: Recorder | None = None,
         secrets: Sequence[str] = (),
+        grants: GrantStore | None = None,
     ) -> None:
         name = model_tool_name(spec.name, definition.name)
         if name is None:
@@ -68,6 +77,8 @@ class McpTool:
         # Stored env and header values of the registered servers (`secrets.secret_words`): a
         # server that answers with one (its own token, say) does not hand it to the model.
         self.secrets = tuple(secrets)
+        # An OAuth server: the calling person's own grant, loaded at each call (None otherwise).
+        self.grants = grants
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Call the tool on its server; every failure is an error result the model can read."""
@@ -85,12 +96,32 @@ class McpTool:
         started = time.monotonic()
         error = ""
         from_server = True
+        grant: HeldGrant | None = None
         try:
-            outcome = await call_tool(self.spec, place, self.definition.name, dict(input))
+            spec = self.spec
+            if self.grants is not None:
+                grant = await self.grants.load()
+                spec = with_grant(spec, grant, self.grants)
+            outcome = await call_tool(spec, place, self.definition.name, dict(input))
             text, is_error = outcome.text, outcome.is_error
+        except SignInRequired:
+            # No token, or the server answered 401 and the SDK would send the person to sign
+            # in: the model gets a result that says so, the run goes on.
+            assert self.grants is not None
+            text = sign_in_message(self.spec.name, self.grants.sign_in_url)
+            is_error, error, from_server = True, "sign-in required", False
         except McpConnectError as exc:
             text, is_error, error, from_server = str(exc), True, str(exc), False
-        kept, truncated = cap_result(mask(text, self.secrets), self.result_limit)
+        finally:
+            if grant is not None and grant.changed and grant.tokens is not None:
+                assert self.grants is not None
+                await self.grants.save(grant)  # a refreshed token
+        secrets = self.secrets
+        if grant is not None and grant.tokens is not None:
+            # The person's own token, even one got after this run's tools were offered.
+            own = [grant.tokens.access_token, grant.tokens.refresh_token or ""]
+            secrets = (*[t for t in own if t], *secrets)
+        kept, truncated = cap_result(mask(text, secrets), self.result_limit)
         if from_server:
             kept = untrusted_note(self.spec.name, self.definition.name) + kept
         if self.record is not None:
@@ -107,6 +138,21 @@ class McpTool:
                 )
             )
         return ToolResult(kept, is_error=is_error)
+
+
+def with_grant(spec: ServerSpec, grant: HeldGrant | None, grants: GrantStore) -> ServerSpec:
+    """The spec of a call made with the person's grant; SignInRequired when there is none (a
+    call never registers a client or starts a sign-in: the sign-in page does)."""
+    if grant is None or grant.tokens is None or grant.client_info is None:
+        raise SignInRequired(grants.sign_in_url)
+    redirect_uris = grant.client_info.redirect_uris or []
+    setup = OAuthSetup(
+        grant=grant,
+        redirect_uri=str(redirect_uris[0]) if redirect_uris else grants.sign_in_url,
+        allow_private=grants.allow_private,
+        sign_in_url=grants.sign_in_url,
+    )
+    return dataclasses.replace(spec, oauth=setup)
 
 
 def untrusted_note(server: str, tool: str) -> str:

@@ -11,7 +11,9 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from skills_app import trail
 from skills_app.core.mcp import McpConnectError
-from skills_app.mcp import definitions, servers
+from skills_app.core.mcp.oauth import SignInRequired
+from skills_app.core.mcp.tool import with_grant
+from skills_app.mcp import definitions, oauth, servers
 from skills_app.mcp.servers import McpSetupError
 from skills_app.models import McpServer, McpToolDefinition
 
@@ -37,12 +39,20 @@ class Command(BaseCommand):
         p.add_argument("--read-only", action="append", default=[], metavar="FOLDER")
         p.add_argument("--url", default="", help="a Streamable HTTP server's address")
         p.add_argument("--header", action="append", default=[], metavar="'NAME: VALUE'")
+        p.add_argument(
+            "--oauth",
+            action="store_true",
+            help="an http server where each person signs in (OAuth 2.1) and calls it as themself",
+        )
         p.add_argument("--group", action="append", default=[], help="a group that sees it")
         p.add_argument("--everyone", action="store_true", help="every signed-in person sees it")
         p.add_argument("--display-name", default="")
         sub.add_parser("list", help="every server, its env keys (never values) and tools")
         p = sub.add_parser("test", help="connect, list the tools and store their definitions")
         p.add_argument("name")
+        p.add_argument(
+            "--as", dest="as_user", default="", help="an OAuth server: whose sign-in to use"
+        )
         p = sub.add_parser("remove", help="delete a server and its definitions")
         p.add_argument("name")
         p.add_argument("--as", dest="as_user", required=True)
@@ -103,6 +113,7 @@ class Command(BaseCommand):
                 display_name=options["display_name"],
                 groups=options["group"],
                 everyone=options["everyone"],
+                auth="oauth" if options["oauth"] else "",
             )
         except McpSetupError as exc:
             raise CommandError(str(exc)) from None
@@ -116,7 +127,8 @@ class Command(BaseCommand):
             where = " ".join(shlex.quote(a) for a in server.argv) if server.argv else server.url
             seen = ", ".join(sorted(g.name for g in server.groups.all()))
             audience = "everyone" if server.everyone else (seen or "nobody yet")
-            self.stdout.write(f"{server.name} ({server.kind}{'' if server.enabled else ', off'})")
+            kind = f"{server.kind}, oauth" if server.auth == "oauth" else server.kind
+            self.stdout.write(f"{server.name} ({kind}{'' if server.enabled else ', off'})")
             self.stdout.write(f"  {where}")
             if server.env:
                 self.stdout.write(f"  env keys: {', '.join(sorted(server.env))}")
@@ -129,9 +141,31 @@ class Command(BaseCommand):
 
     def _test(self, options: dict[str, Any]) -> None:
         server = self._server(options["name"])
+        spec = None
+        if server.auth == "oauth":
+            if not options["as_user"]:
+                raise CommandError(
+                    f'"{server.name}" asks each person to sign in: say whose sign-in to use with '
+                    "--as USERNAME (that person signs in first on the server's sign-in page, "
+                    f"{oauth.sign_in_link(server)})."
+                )
+            grants = oauth.grants_for(self._user(options["as_user"]).pk, server)
+            try:
+                spec = with_grant(
+                    servers.spec_for(server), oauth.load_grant(grants.user_id, server), grants
+                )
+            except SignInRequired:
+                raise CommandError(
+                    f'{options["as_user"]} has not signed in to "{server.name}": open '
+                    f"{grants.sign_in_url} as them first."
+                ) from None
         try:
             with trail.acting(name=trail.command_actor()):
-                count, report = definitions.list_now(server)
+                count, report = definitions.list_now(server, spec)
+        except SignInRequired:
+            raise CommandError(
+                f'The sign-in to "{server.name}" no longer works: sign in again on its page.'
+            ) from None
         except McpConnectError as exc:
             tail = f"\nIts stderr ended with:\n{exc.stderr_tail}" if exc.stderr_tail else ""
             raise CommandError(f"{exc}{tail}") from None

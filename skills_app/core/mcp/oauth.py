@@ -1,0 +1,187 @@
+"""OAuth 2.1 for Streamable HTTP servers, through the SDK's `OAuthClientProvider`.
+
+The SDK does the protocol: discovery of the protected resource and authorization server
+metadata, dynamic registration, PKCE (S256), the `state` check, the authorization-response `iss`
+check (RFC 9207), the `resource` parameter (RFC 8707) and refreshing. What this module adds:
+
+- `HeldGrant`, the SDK's `TokenStorage` over what one person holds for one server, in memory:
+  the caller loads it from the database before and saves it after (`changed`), so the SDK's
+  flow never touches the database from inside a request to the server.
+- `SignInRequired`, raised where the SDK would send a person to the authorization page during a
+  tool call: a call cannot wait for a person, so it ends with an error result naming the page.
+- `GuardedTransport`, which refuses every request (discovery, registration, token, the server
+  itself, and each redirect hop, since each goes through the transport) to a private, loopback,
+  link-local or otherwise non-public address unless `allow_private` is set.
+
+Only the server's own token is sent: the client is a fresh httpx2 client without cookies or the
+app's headers, so Skillscope's session and the identity provider's token never reach a server.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
+from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+
+CLIENT_NAME = "Skillscope"
+
+
+class _QuietSignIn(logging.Filter):
+    """The SDK logs every failed OAuth flow with its traceback; a call ended by SignInRequired is
+    the expected way a person is asked to sign in, not an error worth a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, SignInRequired)
+
+
+class PrivateAddressRefused(Exception):
+    """An OAuth server's address (or one it pointed to) is not a public one."""
+
+
+class SignInRequired(Exception):
+    """The person has no usable token for the server; they must sign in on its page first."""
+
+
+@dataclass(slots=True)
+class HeldGrant:
+    """The SDK's `TokenStorage` for one (person, server): tokens and the client registration."""
+
+    tokens: OAuthToken | None = None
+    client_info: OAuthClientInformationFull | None = None
+    changed: bool = False
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return self.tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        self.tokens, self.changed = tokens, True
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        return self.client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        self.client_info, self.changed = client_info, True
+
+    @property
+    def issuer(self) -> str:
+        """The authorization server the registration belongs to ("" before one was made)."""
+        return (self.client_info.issuer or "") if self.client_info is not None else ""
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_QuietSignIn())
+
+
+class GrantStore(Protocol):
+    """One person's stored grant for one server, as a call reaches it (`skills_app.mcp.oauth`)."""
+
+    @property
+    def sign_in_url(self) -> str: ...
+
+    @property
+    def allow_private(self) -> bool: ...
+
+    async def load(self) -> HeldGrant | None: ...
+
+    async def save(self, grant: HeldGrant) -> None: ...
+
+
+def sign_in_message(server: str, url: str) -> str:
+    """The error result a call gets when its person must sign in to the server first."""
+    return (
+        f'The MCP server "{server}" needs the user to sign in to it before its tools can be '
+        f"used. Tell the user to open {url} , sign in there, and then ask again. The tool was "
+        "not called."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthSetup:
+    """What a client needs to speak OAuth to one server for one person."""
+
+    grant: HeldGrant
+    redirect_uri: str
+    allow_private: bool = False
+    # The page where the person signs in to this server (named in SignInRequired's message).
+    sign_in_url: str = ""
+    # Called with the authorization URL and awaited for the redirect's parameters: set only by
+    # the sign-in flow (`skills_app.mcp.oauth`); a tool call has none and gets SignInRequired.
+    redirect: Callable[[str], Awaitable[None]] | None = None
+    callback: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None
+
+
+def provider(server_url: str, setup: OAuthSetup) -> OAuthClientProvider:
+    """The SDK's provider for one server and one person's held grant."""
+    metadata = OAuthClientMetadata(
+        client_name=CLIENT_NAME,
+        redirect_uris=[setup.redirect_uri],  # type: ignore[list-item]  # pydantic parses it
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+        application_type="web",
+    )
+
+    async def refuse(url: str) -> None:
+        raise SignInRequired(url)
+
+    async def no_callback() -> AuthorizationCodeResult:  # never reached: `refuse` raises first
+        raise SignInRequired("")
+
+    return OAuthClientProvider(
+        server_url=server_url,
+        client_metadata=metadata,
+        storage=setup.grant,
+        redirect_handler=setup.redirect or refuse,
+        callback_handler=setup.callback or no_callback,
+    )
+
+
+def check_public_url(url: str, *, allow_private: bool) -> None:
+    """Raise PrivateAddressRefused when `url`'s host is (or resolves to) a non-public address."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PrivateAddressRefused(f"{url!r} is not an http(s) address.")
+    if allow_private:
+        return
+    host = parts.hostname
+    try:
+        addresses = {ipaddress.ip_address(host)}
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, parts.port or 443, proto=socket.IPPROTO_TCP)
+        except OSError as exc:
+            raise PrivateAddressRefused(f"The host {host} could not be resolved: {exc}.") from None
+        addresses = {ipaddress.ip_address(info[4][0]) for info in infos}
+    for address in addresses:
+        if not address.is_global or address.is_multicast:
+            raise PrivateAddressRefused(
+                f"{host} is a private, loopback or link-local address ({address}); OAuth "
+                "discovery and redirects go to public addresses only (an admin may allow "
+                "private ones with MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES)"
+            )
+
+
+async def check_public_url_async(url: str, *, allow_private: bool) -> None:
+    """`check_public_url` with the name lookup off the event loop."""
+    await anyio.to_thread.run_sync(lambda: check_public_url(url, allow_private=allow_private))
+
+
+class GuardedTransport(httpx2.AsyncHTTPTransport):
+    """An httpx2 transport that checks each request's address before sending it."""
+
+    def __init__(self, *, allow_private: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.allow_private = allow_private
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        await check_public_url_async(str(request.url), allow_private=self.allow_private)
+        return await super().handle_async_request(request)

@@ -1,0 +1,321 @@
+"""Per-person OAuth for MCP servers: the encrypted grant store and the sign-in flow.
+
+A grant (`McpOAuthGrant`) is what one person holds for one server from one issuer: the tokens
+and the client registration, each as Fernet ciphertext under a key derived from SECRET_KEY (the
+fallback keys still decrypt after a rotation). Nobody else's call ever loads it: a call loads the
+grant of its own person (`PersonGrants`).
+
+Signing in runs the SDK's own authorization-code flow (`core.mcp.oauth`). The flow is one
+coroutine that waits for the person between the authorization URL and the redirect back, so it
+runs on a thread of this process: the sign-in page (POST, CSRF-checked) starts it and sends the
+browser to the authorization URL; the callback, for the same signed-in person and a `state` this
+person's session started, hands it the code and waits for the tokens. The SDK checks the
+`state`, the `iss` and PKCE; the tokens are then stored. The two requests must reach the same
+process (one ASGI process does); a flow is forgotten after `FLOW_SECONDS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import hashlib
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+from asgiref.sync import sync_to_async
+from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+from mcp.client.auth import AuthorizationCodeResult
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from skills_app.core.mcp.connect import McpConnectError, Place, list_tools
+from skills_app.core.mcp.definitions import ToolDefinition
+from skills_app.core.mcp.oauth import (
+    HeldGrant,
+    OAuthSetup,
+    PrivateAddressRefused,
+    check_public_url,
+)
+from skills_app.mcp.definitions import store_listing
+from skills_app.mcp.servers import spec_for
+from skills_app.models import McpOAuthGrant, McpServer
+
+FLOW_SECONDS = 600.0
+_SESSION_KEY = "mcp_oauth_states"
+
+
+# --- the encrypted store ----------------------------------------------------------------------
+
+
+def _fernet() -> MultiFernet:
+    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
+    return MultiFernet(
+        [
+            Fernet(base64.urlsafe_b64encode(hashlib.sha256(f"mcp-oauth:{k}".encode()).digest()))
+            for k in keys
+        ]
+    )
+
+
+def seal(text: str) -> bytes:
+    return _fernet().encrypt(text.encode()) if text else b""
+
+
+def unseal(blob: bytes | memoryview) -> str:
+    data = bytes(blob)
+    if not data:
+        return ""
+    try:
+        return _fernet().decrypt(data).decode()
+    except InvalidToken:
+        return ""  # sealed under a key no longer configured: as if never signed in
+
+
+def load_grant(user_id: int, server: McpServer) -> HeldGrant | None:
+    """The person's latest grant for this server (any issuer: the SDK drops a registration
+    that belongs to another issuer than the server names now)."""
+    row = McpOAuthGrant.objects.filter(user_id=user_id, server=server).first()
+    if row is None:
+        return None
+    tokens, client = unseal(row.tokens), unseal(row.client_info)
+    return HeldGrant(
+        tokens=OAuthToken.model_validate_json(tokens) if tokens else None,
+        client_info=OAuthClientInformationFull.model_validate_json(client) if client else None,
+    )
+
+
+def save_grant(user_id: int, server: McpServer, grant: HeldGrant) -> None:
+    """Store the grant under its issuer, encrypted."""
+    McpOAuthGrant.objects.update_or_create(
+        user_id=user_id,
+        server=server,
+        issuer=grant.issuer,
+        defaults={
+            "tokens": seal(grant.tokens.model_dump_json() if grant.tokens else ""),
+            "client_info": seal(grant.client_info.model_dump_json() if grant.client_info else ""),
+        },
+    )
+
+
+def token_values() -> list[str]:
+    """Every stored OAuth token (access and refresh, of every person): secrets that no call may
+    carry out and no result may show (`filter.stored_secrets`)."""
+    found: list[str] = []
+    for blob in McpOAuthGrant.objects.values_list("tokens", flat=True):
+        text = unseal(blob)
+        if text:
+            tokens = OAuthToken.model_validate_json(text)
+            found += [
+                tokens.access_token,
+                *([tokens.refresh_token] if tokens.refresh_token else []),
+            ]
+    return found
+
+
+def sign_in_path(server: McpServer) -> str:
+    return reverse("mcp-oauth-sign-in", args=[server.name])
+
+
+def sign_in_link(server: McpServer) -> str:
+    return f"{settings.SKILLSCOPE_PUBLIC_URL.rstrip('/')}{sign_in_path(server)}"
+
+
+@dataclass(frozen=True, slots=True)
+class PersonGrants:
+    """A call's access to its own person's grant for one server (`core.mcp.tool.GrantStore`)."""
+
+    user_id: int
+    server: McpServer
+    sign_in_url: str
+    allow_private: bool
+
+    async def load(self) -> HeldGrant | None:
+        return await sync_to_async(load_grant)(self.user_id, self.server)
+
+    async def save(self, grant: HeldGrant) -> None:
+        await sync_to_async(save_grant)(self.user_id, self.server, grant)
+
+
+def grants_for(user_id: int, server: McpServer) -> PersonGrants:
+    return PersonGrants(
+        user_id=user_id,
+        server=server,
+        sign_in_url=sign_in_link(server),
+        allow_private=settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES,
+    )
+
+
+# --- the sign-in flow -------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Flow:
+    user_id: int
+    server_pk: int
+    grant: HeldGrant
+    started: float = field(default_factory=time.monotonic)
+    url_ready: threading.Event = field(default_factory=threading.Event)
+    finished: threading.Event = field(default_factory=threading.Event)
+    code: concurrent.futures.Future[AuthorizationCodeResult] = field(
+        default_factory=concurrent.futures.Future
+    )
+    auth_url: str = ""
+    error: str = ""
+    listed: list[ToolDefinition] = field(default_factory=list)
+
+
+# state -> the flow waiting for the redirect with that state
+_flows: dict[str, _Flow] = {}
+_flows_lock = threading.Lock()
+
+
+def _forget_old() -> None:
+    now = time.monotonic()
+    with _flows_lock:
+        for state, flow in list(_flows.items()):
+            if now - flow.started > FLOW_SECONDS:
+                flow.code.cancel()
+                del _flows[state]
+
+
+def _state_of(url: str) -> str:
+    return parse_qs(urlsplit(url).query).get("state", [""])[0]
+
+
+def _run_flow(flow: _Flow, server: McpServer, redirect_uri: str) -> None:
+    """The SDK's flow, on this thread's own event loop: greet the server (its 401 starts the
+    flow), send the authorization URL out, wait for the code, exchange it, list the tools."""
+    allow_private = settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES
+
+    async def send_out(url: str) -> None:
+        check_public_url(url, allow_private=allow_private)
+        flow.auth_url = url
+        flow.url_ready.set()
+
+    async def wait_for_code() -> AuthorizationCodeResult:
+        return await asyncio.wrap_future(flow.code)
+
+    setup = OAuthSetup(
+        grant=flow.grant,
+        redirect_uri=redirect_uri,
+        allow_private=allow_private,
+        redirect=send_out,
+        callback=wait_for_code,
+    )
+    spec = replace(spec_for(server), oauth=setup, call_timeout=FLOW_SECONDS)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            place = Place(root=Path(folder), skills_dir=Path(folder))
+            flow.listed = asyncio.run(list_tools(spec, place))
+    except McpConnectError as exc:
+        flow.error = str(exc)
+    except Exception as exc:  # the SDK's own checks (state, iss, registration) end up here
+        flow.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        flow.url_ready.set()
+        flow.finished.set()
+
+
+def _uid(request: HttpRequest) -> int:
+    pk = request.user.pk
+    assert isinstance(pk, int)  # login_required
+    return pk
+
+
+def _server_for(request: HttpRequest, name: str) -> McpServer:
+    server = get_object_or_404(McpServer, name=name, auth="oauth", enabled=True)
+    user = request.user
+    if not server.everyone and not server.groups.filter(pk__in=user.groups.all()).exists():
+        raise PermissionError
+    return server
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def sign_in(request: HttpRequest, name: str) -> HttpResponse:
+    """The page naming the server, and (POST) starting the person's sign-in to it."""
+    try:
+        server = _server_for(request, name)
+    except PermissionError:
+        return HttpResponse("This server is not offered to you.", status=403)
+    context: dict[str, object] = {"server": server, "signed_in": False, "problem": ""}
+    if request.method == "GET":
+        context["signed_in"] = McpOAuthGrant.objects.filter(
+            user_id=_uid(request), server=server
+        ).exists()
+        return render(request, "skills_app/mcp/oauth_sign_in.html", context)
+    _forget_old()
+    try:
+        check_public_url(server.url, allow_private=settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES)
+    except PrivateAddressRefused as exc:
+        context["problem"] = str(exc)
+        return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=400)
+    held = load_grant(_uid(request), server)
+    # A fresh sign-in: the registration is kept, the old tokens are not.
+    flow = _Flow(
+        user_id=_uid(request),
+        server_pk=server.pk,
+        grant=HeldGrant(client_info=held.client_info if held else None),
+    )
+    # The public URL, not the request's host: the registration keeps this one address.
+    redirect_uri = f"{settings.SKILLSCOPE_PUBLIC_URL.rstrip('/')}{reverse('mcp-oauth-callback')}"
+    threading.Thread(
+        target=_run_flow, args=(flow, server, redirect_uri), daemon=True, name="mcp-oauth"
+    ).start()
+    flow.url_ready.wait(settings.MCP_CONNECT_TIMEOUT + 5.0)
+    state = _state_of(flow.auth_url)
+    if flow.error or not state:
+        flow.code.cancel()
+        context["problem"] = flow.error or "The server did not start a sign-in in time."
+        return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=502)
+    with _flows_lock:
+        _flows[state] = flow
+    request.session[_SESSION_KEY] = [*request.session.get(_SESSION_KEY, [])[-4:], state]
+    return redirect(flow.auth_url)
+
+
+@login_required
+@require_http_methods(["GET"])
+def callback(request: HttpRequest) -> HttpResponse:
+    """Where the authorization server sends the person back: only to a flow they started."""
+    state = request.GET.get("state", "")
+    mine = request.session.get(_SESSION_KEY, [])
+    with _flows_lock:
+        flow = _flows.get(state) if state in mine else None
+        if flow is not None and flow.user_id != _uid(request):
+            flow = None
+        if flow is not None:
+            del _flows[state]
+    if flow is None:
+        return HttpResponseBadRequest("This sign-in was not started by you, or it expired.")
+    request.session[_SESSION_KEY] = [s for s in mine if s != state]
+    server = get_object_or_404(McpServer, pk=flow.server_pk)
+    context: dict[str, object] = {"server": server, "signed_in": False, "problem": ""}
+    if request.GET.get("error"):
+        flow.code.cancel()
+        context["problem"] = f"The server refused: {request.GET['error']}."
+        return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=400)
+    flow.code.set_result(
+        AuthorizationCodeResult(
+            code=request.GET.get("code", ""), state=state, iss=request.GET.get("iss")
+        )
+    )
+    flow.finished.wait(settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT)
+    if flow.error or flow.grant.tokens is None:
+        context["problem"] = flow.error or "The sign-in did not finish in time."
+        return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=502)
+    save_grant(_uid(request), server, flow.grant)
+    # The sign-in listed the tools with the person's token: new or changed ones wait for review.
+    store_listing(server, flow.listed)
+    context["signed_in"] = True
+    return render(request, "skills_app/mcp/oauth_sign_in.html", context)

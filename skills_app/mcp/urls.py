@@ -1,0 +1,10 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from skills_app.mcp import oauth
+
+urlpatterns = [
+    path("oauth/callback/", oauth.callback, name="mcp-oauth-callback"),
+    path("<slug:name>/sign-in/", oauth.sign_in, name="mcp-oauth-sign-in"),
+]

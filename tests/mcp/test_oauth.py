@@ -1,0 +1,165 @@
+"""OAuth MCP servers: a real sign-in against the toy server acting as its own authorization
+server on loopback (the SDK's provider routes), the encrypted store, and the refusals."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlsplit
+
+import httpx2
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+
+from skills_app.core.mcp import McpTool, ToolDefinition
+from skills_app.core.mcp.oauth import HeldGrant, PrivateAddressRefused, check_public_url
+from skills_app.core.permissions import ToolCall
+from skills_app.core.tools import ToolContext, Workspace
+from skills_app.mcp import oauth, servers
+from skills_app.mcp.filter import CARRIES_SECRET, refusal
+from skills_app.models import McpOAuthGrant, McpServer, McpToolDefinition
+from tests.support.mcp_toy import toy_http_server
+
+# One worker runs them all under pytest-xdist, so the OAuth toy server starts once in a run.
+pytestmark = [pytest.mark.django_db, pytest.mark.xdist_group("mcp-oauth")]
+
+WHOAMI = ToolDefinition(name="whoami", description="Name the client and resource of the token.")
+
+
+@pytest.fixture(scope="module")
+def oauth_url(tmp_path_factory):
+    """The toy server with `--oauth`: MCP at /mcp, its authorization server at the root."""
+    with toy_http_server(tmp_path_factory.mktemp("toy-oauth"), 20.0, "--oauth") as url:
+        yield url
+
+
+@pytest.fixture
+def secure(alice, oauth_url, settings):
+    settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES = True  # the toy server is on loopback
+    return servers.register(
+        name="secure", kind="http", registered_by=alice, url=oauth_url, auth="oauth", everyone=True
+    )
+
+
+def whoami(server, user, tmp_path) -> tuple[str, bool]:
+    tool = McpTool(
+        servers.spec_for(server),
+        WHOAMI,
+        result_limit=10_000,
+        grants=oauth.grants_for(user.pk, server),
+    )
+    result = async_to_sync(tool.run)({}, ToolContext(workspace=Workspace(tmp_path / "ws")))
+    return result.content, result.is_error
+
+
+def sign_in(client, server) -> None:
+    """The whole sign-in: Skillscope's pages through the test client, the authorization
+    server's redirect through httpx2 (the SDK's HTTP client)."""
+    page = reverse("mcp-oauth-sign-in", args=[server.name])
+    assert "Sign in to secure" in client.get(page).content.decode()
+    started = client.post(page)
+    assert started.status_code == 302, started.content.decode()
+    authorize = started["Location"]
+    query = parse_qs(urlsplit(authorize).query)
+    assert query["code_challenge_method"] == ["S256"] and query["code_challenge"][0]
+    assert query["resource"] == [server.url]  # RFC 8707
+    back = httpx2.get(authorize, follow_redirects=False)
+    assert back.status_code == 302
+    answer = urlsplit(back.headers["location"])
+    assert answer.path == reverse("mcp-oauth-callback")
+    assert "iss" in parse_qs(answer.query)  # RFC 9207: the SDK checks it against the metadata
+    done = client.get(f"{answer.path}?{answer.query}")
+    assert done.status_code == 200, done.content.decode()
+    assert "You are signed in to secure" in done.content.decode()
+
+
+def test_a_person_signs_in_and_calls_the_server_with_their_own_encrypted_token(
+    alice, bob, secure, client, tmp_path
+):
+    text, is_error = whoami(secure, alice, tmp_path)
+    assert is_error and reverse("mcp-oauth-sign-in", args=["secure"]) in text
+    assert "needs the user to sign in" in text
+
+    client.force_login(alice)
+    sign_in(client, secure)
+
+    row = McpOAuthGrant.objects.get(user=alice, server=secure)
+    assert row.issuer == secure.url.removesuffix("/mcp")
+    grant = oauth.load_grant(alice.pk, secure)
+    assert grant is not None and grant.tokens is not None
+    token = grant.tokens.access_token
+    assert token.startswith("toy-at-")
+    for column in (row.tokens, row.client_info):
+        assert token.encode() not in bytes(column) and b"toy-" not in bytes(column)
+    # The sign-in listed the tools with the token: they wait for review like any others.
+    assert McpToolDefinition.objects.filter(server=secure, tool="whoami", status="pending")
+
+    text, is_error = whoami(secure, alice, tmp_path)
+    assert not is_error, text
+    assert f"resource={secure.url}" in text  # the token names this server only
+    # A stored token is a secret: a call that carries one never leaves.
+    call = ToolCall("mcp__secure__echo", {"text": f"here: {token}"})
+    refused = refusal(call, quotes_hidden=lambda arguments: False)
+    assert refused is not None and refused[0] == CARRIES_SECRET
+    assert token not in str(refused[1].input)
+
+    # Bob has no token of his own and never gets Alice's.
+    text, is_error = whoami(secure, bob, tmp_path)
+    assert is_error and "needs the user to sign in" in text and token not in text
+    client.force_login(bob)
+    stolen = client.get(f"{reverse('mcp-oauth-callback')}?code=x&state=guessed")
+    assert stolen.status_code == 400
+
+
+def test_a_rejected_token_asks_the_person_to_sign_in_again(alice, secure, client, tmp_path):
+    client.force_login(alice)
+    sign_in(client, secure)
+    grant = oauth.load_grant(alice.pk, secure)
+    assert grant is not None and grant.tokens is not None
+    grant.tokens.access_token = "toy-at-revoked-long-ago"
+    grant.tokens.refresh_token = None
+    oauth.save_grant(alice.pk, secure, HeldGrant(grant.tokens, grant.client_info))
+    text, is_error = whoami(secure, alice, tmp_path)
+    assert is_error and "needs the user to sign in" in text
+    assert reverse("mcp-oauth-sign-in", args=["secure"]) in text
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1/x", "http://10.1.2.3/", "http://169.254.169.254/latest", "http://[::1]/"],
+)
+def test_discovery_and_redirects_to_private_addresses_are_refused(url):
+    with pytest.raises(PrivateAddressRefused):
+        check_public_url(url, allow_private=False)
+    check_public_url(url, allow_private=True)
+
+
+def test_an_oauth_server_on_a_private_address_is_refused_without_the_setting(
+    secure, client, alice, settings, tmp_path
+):
+    client.force_login(alice)
+    sign_in(client, secure)  # allowed while the setting is on
+    settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES = False
+    refused = client.post(reverse("mcp-oauth-sign-in", args=["secure"]))
+    assert refused.status_code == 400
+    assert "private, loopback or link-local" in refused.content.decode()
+    # A call with the stored token does not go out either (every request of the OAuth client).
+    text, is_error = whoami(secure, alice, tmp_path)
+    assert is_error and "private, loopback or link-local" in text and "client=" not in text
+
+
+def test_an_oauth_server_is_added_in_the_admin_or_with_the_command(client, admin_user, alice):
+    client.force_login(admin_user)
+    form = {"name": "wiki", "display_name": "", "kind": "http", "url": "https://wiki.example/mcp"}
+    form |= {"headers": "", "argv": "", "env": "", "read_only_paths": "", "oauth": "on"}
+    html = client.post(reverse("admin:skills_app_mcpserver_add"), form, follow=True)
+    assert McpServer.objects.get(name="wiki").auth == "oauth"
+    assert "/mcp/wiki/sign-in/" in html.content.decode()  # where the admin signs in to list
+    call_command(
+        "mcp", "add", "tickets", "--as", "alice", "--url", "https://t.example/mcp", "--oauth"
+    )
+    assert McpServer.objects.get(name="tickets").auth == "oauth"
+    with pytest.raises(CommandError, match="OAuth is for Streamable HTTP servers"):
+        call_command("mcp", "add", "local", "--as", "alice", "--oauth", "--argv", "/bin/true")
+    with pytest.raises(CommandError, match="say whose sign-in to use"):
+        call_command("mcp", "test", "tickets")
