@@ -25,6 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 from asgiref.sync import sync_to_async
@@ -35,8 +36,6 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
-from mcp.client.auth import AuthorizationCodeResult
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from skills_app.core.mcp.connect import McpConnectError, Place, list_tools
 from skills_app.core.mcp.definitions import ToolDefinition
@@ -49,6 +48,11 @@ from skills_app.core.mcp.oauth import (
 from skills_app.mcp.definitions import store_listing
 from skills_app.mcp.servers import spec_for
 from skills_app.models import McpOAuthGrant, McpServer
+
+# The SDK's types are imported where a grant is read or a sign-in finishes (see
+# `core.mcp.connect`: the SDK is 0.8 s of CPU that every process's start-up would pay).
+if TYPE_CHECKING:
+    from mcp.client.auth import AuthorizationCodeResult
 
 FLOW_SECONDS = 600.0
 _SESSION_KEY = "mcp_oauth_states"
@@ -84,6 +88,8 @@ def unseal(blob: bytes | memoryview) -> str:
 def load_grant(user_id: int, server: McpServer) -> HeldGrant | None:
     """The person's latest grant for this server (any issuer: the SDK drops a registration
     that belongs to another issuer than the server names now)."""
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
     row = McpOAuthGrant.objects.filter(user_id=user_id, server=server).first()
     if row is None:
         return None
@@ -110,6 +116,8 @@ def save_grant(user_id: int, server: McpServer, grant: HeldGrant) -> None:
 def token_values() -> list[str]:
     """Every stored OAuth token (access and refresh, of every person): secrets that no call may
     carry out and no result may show (`filter.stored_secrets`)."""
+    from mcp.shared.auth import OAuthToken
+
     found: list[str] = []
     for blob in McpOAuthGrant.objects.values_list("tokens", flat=True):
         text = unseal(blob)
@@ -288,6 +296,8 @@ def sign_in(request: HttpRequest, name: str) -> HttpResponse:
 @require_http_methods(["GET"])
 def callback(request: HttpRequest) -> HttpResponse:
     """Where the authorization server sends the person back: only to a flow they started."""
+    from mcp.client.auth import AuthorizationCodeResult
+
     state = request.GET.get("state", "")
     mine = request.session.get(_SESSION_KEY, [])
     with _flows_lock:
