@@ -359,6 +359,8 @@ MCP_CONNECT_TIMEOUT = env_float("MCP_CONNECT_TIMEOUT", 10.0)
 MCP_CALL_TIMEOUT = env_float("MCP_CALL_TIMEOUT", 60.0)
 MCP_RESULT_LIMIT = env_int("MCP_RESULT_LIMIT", 100_000, minimum=1_000)
 MCP_LIST_CACHE_SECONDS = env_int("MCP_LIST_CACHE_SECONDS", 300, minimum=0)
+# MCP calls one person may make a minute, in all their conversations (docs/mcp.md).
+MCP_CALLS_PER_MINUTE = env_int("MCP_CALLS_PER_MINUTE", 60, minimum=1)
 
 # --- Runs -----------------------------------------------------------------------------------
 
