@@ -304,6 +304,9 @@ async def overhead(setup, url: str, port: int, calls: int) -> None:
         workspace=setup["workspace"],
         record=record,
         leaves=lambda call: refusal(call, quotes_hidden=hidden),
+        kept=lambda call: ToolCall(
+            call.tool, mcp_call_preview(conversation.pk, call.tool, dict(call.input))
+        ),
     )
     recorder = offer.call_recorder(
         user_id=user.pk,
