@@ -287,7 +287,7 @@ async def overhead(setup, url: str, port: int, calls: int) -> None:
     from skills_app.mcp.filter import refusal
     from skills_app.models import AuditEvent, PermissionDecision
     from skills_app.permissions.approvals import PermissionGate
-    from skills_app.visibility import quotes_hidden
+    from skills_app.visibility import mcp_call_preview, quotes_hidden
 
     conversation, run, user = setup["conversation"], setup["run"], setup["user"]
 
@@ -304,8 +304,16 @@ async def overhead(setup, url: str, port: int, calls: int) -> None:
         workspace=setup["workspace"],
         record=record,
         leaves=lambda call: refusal(call, quotes_hidden=hidden),
+        kept=lambda call: ToolCall(
+            call.tool, mcp_call_preview(conversation.pk, call.tool, dict(call.input))
+        ),
     )
-    recorder = offer.call_recorder(user_id=user.pk, conversation_id=conversation.pk, run_id=run.pk)
+    recorder = offer.call_recorder(
+        user_id=user.pk,
+        conversation_id=conversation.pk,
+        run_id=run.pk,
+        preview=lambda tool, value: mcp_call_preview(conversation.pk, tool, value),
+    )
     found = await offer.offered_tools(group_ids=frozenset(), place=place_of(setup), record=recorder)
     (tool,) = [t for t in found.tools if t.name == "mcp__toy__echo"]
     ctx, place, state = setup["ctx"], place_of(setup), TurnState()

@@ -26,7 +26,8 @@ key.
 
 An `mcp__` call's input also has every stored MCP secret (a registered server's env or header
 value) masked, for every viewer (`Outbound.call_input`): such a call was refused before it left,
-and no page shows those values again.
+and no page shows those values again. What is stored of such a call (`mcp_call_preview`) is
+filtered the same way, for the owner's class, when it is written.
 """
 
 from __future__ import annotations
@@ -258,6 +259,15 @@ def outbound(
     (the admin, the audit, the rule tester): the owner's personal skills are hidden from them.
     """
     return Outbound(conversation_id, can_inspect=can_inspect, viewer_id=viewer_id)
+
+
+def mcp_call_preview(conversation_id: int | None, tool: str, value: Any) -> Any:
+    """An `mcp__` call's arguments as every record of it keeps them (its run events, decisions,
+    audit row and span): stored MCP secrets masked and the conversation's hidden text withheld,
+    as an ordinary viewer sees them; other tools' input as it is."""
+    if not tool.startswith("mcp__"):
+        return value
+    return outbound(conversation_id, can_inspect=False).call_input(tool, value)
 
 
 def _filter_value(value: Any, redact: Redactor) -> Any:

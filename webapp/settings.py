@@ -362,6 +362,8 @@ MCP_LIST_CACHE_SECONDS = env_int("MCP_LIST_CACHE_SECONDS", 300, minimum=0)
 # OAuth servers: discovery, registration, token requests and the sign-in redirect refuse
 # private, loopback and link-local addresses unless this is on (an internal authorization server).
 MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES = env_bool("MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES", False)
+# MCP calls one person may make a minute, in all their conversations (docs/mcp.md).
+MCP_CALLS_PER_MINUTE = env_int("MCP_CALLS_PER_MINUTE", 60, minimum=1)
 
 # --- Runs -----------------------------------------------------------------------------------
 

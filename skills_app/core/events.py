@@ -173,6 +173,8 @@ class ToolFinished(RunEvent):
     decision: str | None = None
     reason: str | None = None
     skill: str = ""
+    # The tool's telemetry facts (`ToolResult.telemetry`), for the span; not part of the data.
+    telemetry: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

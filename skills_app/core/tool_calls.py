@@ -167,6 +167,7 @@ class ToolCalls:
                 artifacts=tuple(result.artifacts),
                 decision=decision.behavior if decision else None,
                 reason=decision.reason if decision else None,
+                telemetry=result.telemetry,
             )
         )
         return result

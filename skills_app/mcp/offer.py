@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -143,9 +144,14 @@ async def _listed(server: McpServer, place: Place, grants: PersonGrants | None =
 
 
 def call_recorder(
-    *, user_id: int, conversation_id: int, run_id: int | None
+    *,
+    user_id: int,
+    conversation_id: int,
+    run_id: int | None,
+    preview: Callable[[str, dict[str, Any]], Any],
 ) -> Callable[[CallRecord], Awaitable[None]]:
-    """What each call that ran leaves in the audit trail."""
+    """What each call that ran leaves in the audit trail; `preview(tool, arguments)`: its
+    arguments as the audit keeps them (filtered: `visibility.mcp_call_preview`)."""
 
     def write(call: CallRecord) -> None:
         trail.record(
@@ -163,6 +169,7 @@ def call_recorder(
             truncated=call.truncated,
             is_error=call.is_error,
             error=call.error,
+            arguments=preview(f"mcp__{call.server}__{call.tool}", dict(call.arguments)),
         )
 
     async def record(call: CallRecord) -> None:

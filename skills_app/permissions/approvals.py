@@ -125,6 +125,9 @@ class PermissionGate:
     # Why a call may not leave for another system, and the call as the audit keeps it (None:
     # it may). Sync: it may query.
     leaves: Callable[[ToolCall], tuple[str, ToolCall] | None] | None = None
+    # The call as its decision row keeps it (an mcp__ call's arguments filtered:
+    # `visibility.mcp_call_preview`). Sync: it may query.
+    kept: Callable[[ToolCall], ToolCall] | None = None
     # The staged folders of the skills the conversation may use (None: every staged copy).
     offered_folders: frozenset[str] | None = None
     # Whether a consent still holds now (`registry.consents.still_live`): the consents are read
@@ -186,7 +189,7 @@ class PermissionGate:
         record_decision(
             conversation_id=self.conversation_id,
             run_id=self.run_id,
-            call=call,
+            call=self.kept(call) if self.kept is not None else call,
             decision=decision,
             skill=skill,
             consents=self.consents,

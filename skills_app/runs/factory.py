@@ -21,6 +21,7 @@ from skills_app.core.context_window import PreviousCall
 from skills_app.core.hooks import Hooks
 from skills_app.core.llm import ModelClient
 from skills_app.core.mcp.connect import Place
+from skills_app.core.mcp.definitions import split_model_tool_name
 from skills_app.core.model_catalog import resolve_model_id
 from skills_app.core.permissions import ToolCall
 from skills_app.core.review import Consent
@@ -32,6 +33,7 @@ from skills_app.core.tools.storage import StorageGate
 from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
 from skills_app.mcp.filter import refusal as mcp_refusal
 from skills_app.mcp.offer import call_recorder, offered_tools
+from skills_app.mcp.quota import over_quota
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.policy.access import Policy, policy_for
@@ -42,7 +44,12 @@ from skills_app.runs.ports import ForkFn, ServicePorts, SubagentPorts
 from skills_app.runs.recorder import RunRecorder
 from skills_app.runs.spending import Spending
 from skills_app.runs.storage import QuotaGate
-from skills_app.visibility import UNSANDBOXED_PERMISSION, can_inspect, quotes_hidden
+from skills_app.visibility import (
+    UNSANDBOXED_PERMISSION,
+    can_inspect,
+    mcp_call_preview,
+    quotes_hidden,
+)
 from skills_app.workspaces import workspace_for
 
 # `agent:` presets: which base tools a subagent gets (None: every base tool).
@@ -173,7 +180,11 @@ async def build_runner(
         consents=setup.consents,
         quotes_hidden=_hidden_check(setup),
         # An mcp__ call carrying hidden text or a stored secret never leaves (docs/mcp.md).
-        leaves=_mcp_check(setup),
+        leaves=_mcp_check(setup, user_id),
+        # What is kept of an mcp__ call: its arguments filtered (docs/mcp.md).
+        kept=lambda call: ToolCall(
+            call.tool, mcp_call_preview(setup.conversation_id, call.tool, dict(call.input))
+        ),
         # The conversation's skills (a subagent's too: its parent's provider), by staged folder.
         offered_folders=offered_folders(setup.skills),
         live=functools.partial(still_live, user_id=setup.policy.user_id if setup.policy else None),
@@ -188,7 +199,12 @@ async def build_runner(
             unsandboxed_allowed=setup.unsandboxed_allowed,
             hidden_paths=tool_context(setup.workspace).sandbox_hidden_paths,
         ),
-        record=call_recorder(user_id=user_id, conversation_id=setup.conversation_id, run_id=run_id),
+        record=call_recorder(
+            user_id=user_id,
+            conversation_id=setup.conversation_id,
+            run_id=run_id,
+            preview=functools.partial(mcp_call_preview, setup.conversation_id),
+        ),
         user_id=user_id,
     )
     # The approved tools of the MCP servers the person may see (mcp__server__tool); the rules
@@ -284,14 +300,20 @@ def _hidden_check(setup: RunSetup) -> Callable[[ToolCall], bool]:
     return check
 
 
-def _mcp_check(setup: RunSetup) -> Callable[[ToolCall], tuple[str, ToolCall] | None]:
-    """Why an mcp__ call may not leave (hidden text, even for an inspector; a stored secret)."""
+def _mcp_check(setup: RunSetup, user_id: int) -> Callable[[ToolCall], tuple[str, ToolCall] | None]:
+    """Why an mcp__ call may not leave (hidden text, even for an inspector; a stored secret;
+    the person's calls-per-minute quota used up)."""
 
     def hidden(arguments: dict[str, Any]) -> bool:
         return quotes_hidden(setup.conversation_id, arguments, can_inspect=False)
 
     def check(call: ToolCall) -> tuple[str, ToolCall] | None:
-        return mcp_refusal(call, quotes_hidden=hidden)
+        refused = mcp_refusal(call, quotes_hidden=hidden)
+        if refused is None and split_model_tool_name(call.tool) is not None:
+            over = over_quota(user_id)
+            if over is not None:
+                return over, call
+        return refused
 
     return check
 

@@ -32,6 +32,7 @@ from skills_app.core.events import (
     TextDelta,
     ThinkingDelta,
     ToolAudited,
+    ToolCalled,
     ToolFinished,
     event_from,
 )
@@ -42,6 +43,7 @@ from skills_app.runs import eventlog, observers, store, tasks, wiring
 from skills_app.runs.broadcast import publish, send_live
 from skills_app.runs.streams import RunStreams, journal
 from skills_app.runs.wiring import Fragments, Renderer
+from skills_app.visibility import mcp_call_preview
 
 # Tool results are cut in live events to what a card shows (`chat.tool_cards.SHOWN_CHARS` is this
 # length; the row keeps them whole).
@@ -130,6 +132,7 @@ class RunRecorder:
         if self._drop():
             return 0
         typed = event_from(event, data or {}) if isinstance(event, str) else event
+        typed = await self._previewed(typed)
         await self.streams.flush_live()
         seq, fragments = await sync_to_async(self._store)(typed, hidden, also)
         if typed.ends_streams:
@@ -137,6 +140,21 @@ class RunRecorder:
         await publish(self.conversation_id, seq, typed, hidden=hidden, fragments=fragments)
         observers.notify(self.context, typed)
         return seq
+
+    async def _previewed(self, event: RunEvent) -> RunEvent:
+        """An mcp__ call's event with its arguments as the filter shows them: what is stored,
+        sent and traced (`visibility.mcp_call_preview`)."""
+        if isinstance(event, ToolCalled) and event.name.startswith("mcp__"):
+            shown = await sync_to_async(mcp_call_preview)(
+                self.conversation_id, event.name, event.input
+            )
+            return replace(event, input=shown)
+        if isinstance(event, ToolAudited) and event.tool.startswith("mcp__"):
+            shown = await sync_to_async(mcp_call_preview)(
+                self.conversation_id, event.tool, event.input
+            )
+            return replace(event, input=shown)
+        return event
 
     @property
     def context(self) -> observers.RunContext:

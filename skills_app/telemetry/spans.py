@@ -10,7 +10,10 @@ of the SDK's semconv package cannot rename them under us):
   `gen_ai.usage.*` token counts (`error.type` when it failed);
 - each tool call is an `execute_tool {name}` span with `gen_ai.tool.name`,
   `gen_ai.tool.call.id`, `gen_ai.tool.type`, and the permission decision and its reason as
-  `skillscope.permission.decision` / `.reason`, the skill it ran under as `skillscope.skill.name`;
+  `skillscope.permission.decision` / `.reason`, the skill it ran under as `skillscope.skill.name`,
+  and what the tool adds of itself (an MCP call: `skillscope.mcp.server`, `.tool`,
+  `.definition_hash`, `.result_chars`, `.truncated`, `.duration_ms`); an MCP call's arguments
+  are kept filtered (secrets masked, hidden text withheld) before any observer sees them;
 - each skill activation (by the model's Skill tool or the user's /name) is an `invoke_skill
   {name}` span (no GenAI convention covers skills) with `skillscope.skill.name`,
   `skillscope.skill.caller` and the decision.
@@ -269,6 +272,8 @@ class GenAiTracer:
             span.set_attribute(SKILL, event.skill or spans.skill)
         if self.include_hidden:
             span.set_attribute(TOOL_RESULT, event.content)
+        for key, value in event.telemetry.items():
+            span.set_attribute(key, value)
         if event.is_error:
             span.set_attribute(ERROR_TYPE, "tool_error")
             span.set_status(Status(StatusCode.ERROR))

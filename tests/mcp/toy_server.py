@@ -12,7 +12,8 @@ its `whoami` tool answers with the client the token was issued to and the `resou
 Its tools leave traces the tests read on the server's side: `touch_marker` writes a file in its
 working directory (a stdio server's is the conversation's workspace; `note` goes into it),
 `read_text` answers with a file of that folder (or at an absolute path), `report_env` answers
-with its whole environment (and can save it there too). The description of `echo` is read from
+with its whole environment (and can save it there too), `wait_marked` notes that it started and
+whether it was cancelled, `crash` ends the process mid-call. The description of `echo` is read from
 `--description-file` when the server starts, so rewriting that file and starting again is "the
 server changed its tool".
 """
@@ -88,6 +89,24 @@ def build(description: str, oauth_base: str = "") -> MCPServer:
     async def hang(seconds: float) -> str:
         await anyio.sleep(seconds)
         return "woke up"
+
+    @server.tool(
+        name="wait_marked",
+        description="Write started-LABEL, wait SECONDS; if cancelled meanwhile, write "
+        "cancelled-LABEL (in the working directory).",
+    )
+    async def wait_marked(label: str, seconds: float) -> str:
+        (Path.cwd() / f"started-{label}").write_text("started")
+        try:
+            await anyio.sleep(seconds)
+        except anyio.get_cancelled_exc_class():
+            (Path.cwd() / f"cancelled-{label}").write_text("cancelled")
+            raise
+        return "waited"
+
+    @server.tool(name="crash", description="End the server's process at once, mid-call.")
+    def crash() -> str:
+        os._exit(3)
 
     @server.tool(name="broken", description="Always fails.")
     def broken() -> str:

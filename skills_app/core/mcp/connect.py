@@ -13,7 +13,9 @@ process's one TLS context (`tls_context`).
 Each operation opens its own session and closes it (the process ends with it): nothing of one
 conversation's sandbox outlives its call. Every wait is bounded: starting and greeting a server
 by `connect_timeout`, a call by `call_timeout` on top; past them the operation fails with an
-`McpConnectError` naming the server and the limit.
+`McpConnectError` naming the server and the limit. A stdio server whose process ends mid-call
+(a crash) fails at once with an error that says so; since each call starts its own process, the
+next call starts the server again.
 """
 
 from __future__ import annotations
@@ -165,9 +167,11 @@ async def _with_session(
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as opened:
         # TemporaryFile's text mode is a TextIOWrapper, typed as the wider IO[str].
         errlog = cast(TextIO, opened)
+        greeted = False  # a server that never greeted is a start that failed, not a crash
         try:
             with anyio.fail_after(limit):
                 async with _session(spec, place, errlog) as session:
+                    greeted = True
                     return await work(session)
         except McpConnectError:
             raise
@@ -175,6 +179,13 @@ async def _with_session(
             sign_in = _find(exc, SignInRequired)
             if sign_in is not None:
                 raise sign_in from None
+            if spec.kind == "stdio" and greeted and _closed(exc):
+                raise McpConnectError(
+                    f'The MCP server "{spec.name}" stopped before it could {what}: its process '
+                    "ended or closed its output (it may have crashed). The next call starts it "
+                    "again.",
+                    stderr_tail=_tail(errlog),
+                ) from None
             if not _timed_out(exc):
                 raise McpConnectError(
                     f'The MCP server "{spec.name}" could not {what}: {_describe(exc)}.',
@@ -206,6 +217,16 @@ def _find(exc: BaseException, kind: type[E]) -> E | None:
             if linked is not None:
                 todo.append(linked)
     return None
+
+
+def _closed(exc: BaseException) -> bool:
+    """The connection closed under a request (a stdio server's process ended mid-call)."""
+    from mcp import MCPError
+    from mcp import types as mcp_types
+
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, MCPError) and exc.error.code == mcp_types.CONNECTION_CLOSED
 
 
 def _timed_out(exc: BaseException) -> bool:

@@ -6,7 +6,8 @@ reviewed definition this object was built from, never what the server lists toda
 result is cut to the configured size with a note, and what the server answered (a result or its
 own error) follows one line that marks it as untrusted tool output (`untrusted_note`), with the
 stored secrets of registered servers masked in it. A server's error, a failure to reach it and
-a timeout all come back as error results, so the run goes on. Each call is handed to `record`.
+a timeout all come back as error results, so the run goes on. Each call is handed to `record`,
+and its facts (never its content) go with the result to its telemetry span (`span_facts`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from skills_app.core.mcp.connect import McpConnectError, Place, ServerSpec, call_tool
@@ -43,6 +44,8 @@ class CallRecord:
     result_chars: int
     truncated: bool
     error: str = ""
+    # The call's arguments as the model wrote them: the recorder keeps them filtered.
+    arguments: Mapping[str, Any] = field(default_factory=dict)
 
 
 Recorder = Callable[[CallRecord], Awaitable[None]]
@@ -124,20 +127,32 @@ class McpTool:
         kept, truncated = cap_result(mask(text, secrets), self.result_limit)
         if from_server:
             kept = untrusted_note(self.spec.name, self.definition.name) + kept
+        call = CallRecord(
+            server=self.spec.name,
+            tool=self.definition.name,
+            definition_hash=self.definition_hash,
+            is_error=is_error,
+            duration_ms=round((time.monotonic() - started) * 1000),
+            result_chars=len(text),
+            truncated=truncated,
+            error=error,
+            arguments=dict(input),
+        )
         if self.record is not None:
-            await self.record(
-                CallRecord(
-                    server=self.spec.name,
-                    tool=self.definition.name,
-                    definition_hash=self.definition_hash,
-                    is_error=is_error,
-                    duration_ms=round((time.monotonic() - started) * 1000),
-                    result_chars=len(text),
-                    truncated=truncated,
-                    error=error,
-                )
-            )
-        return ToolResult(kept, is_error=is_error)
+            await self.record(call)
+        return ToolResult(kept, is_error=is_error, telemetry=span_facts(call))
+
+
+def span_facts(call: CallRecord) -> dict[str, str | int | bool]:
+    """What a call's `execute_tool` span says of it besides the decision (no content)."""
+    return {
+        "skillscope.mcp.server": call.server,
+        "skillscope.mcp.tool": call.tool,
+        "skillscope.mcp.definition_hash": call.definition_hash,
+        "skillscope.mcp.result_chars": call.result_chars,
+        "skillscope.mcp.truncated": call.truncated,
+        "skillscope.mcp.duration_ms": call.duration_ms,
+    }
 
 
 def with_grant(spec: ServerSpec, grant: HeldGrant | None, grants: GrantStore) -> ServerSpec:

@@ -19,6 +19,9 @@ class ToolResult:
     is_error: bool = False
     # Workspace-relative paths under out/ that this call created or changed.
     artifacts: tuple[str, ...] = ()
+    # Facts of the call for its telemetry span (an MCP call's server, definition hash, sizes,
+    # duration), as attribute names and values; never content.
+    telemetry: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
