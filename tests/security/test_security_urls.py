@@ -278,6 +278,12 @@ RULES: dict[str, Expect] = {
     "conversation-share-revoke": Expect(post_only=True),
     # A made-up token answers 404 to everyone signed in; nobody anonymous gets past sign-in.
     "shared-conversation": Expect(owner=DENIED, other=DENIED, staff=DENIED),
+    # OAuth sign-in to an MCP server (tests/mcp/test_oauth.py): a server nobody registered is 404
+    # to everyone signed in; a callback whose state no one of this session started is refused.
+    "mcp-oauth-sign-in": Expect(owner=DENIED, other=DENIED, staff=DENIED),
+    "mcp-oauth-callback": Expect(
+        owner=frozenset({400}), other=frozenset({400}), staff=frozenset({400})
+    ),
 }
 
 # Object kinds chosen by a word in the route name when RULES says nothing.
