@@ -350,29 +350,3 @@ def test_a_private_import_from_a_sibling_is_named(tmp_path, monkeypatch):
     )
     found = [f for f in private_imports() if f.startswith("skills_app.chat.planted ")]
     assert found == ["skills_app.chat.planted imports skills_app.chat.usage._hidden"]
-
-
-def test_starting_django_does_not_import_the_sdks():
-    """The model's and MCP's SDKs cost 1.9 s and 0.8 s of CPU to import; `django.setup()` and
-    the URL configuration (what every `manage.py` command and every web process loads) leave
-    them to the code that talks to a model or a server."""
-    import os
-    import subprocess
-    import sys
-
-    script = (
-        "import sys, django; django.setup()\n"
-        "from django.urls import get_resolver; get_resolver().url_patterns\n"
-        "print(sorted(m for m in ('anthropic', 'mcp') if m in sys.modules))\n"
-    )
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "webapp.settings"}
-    done = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    assert done.stdout.strip() == "[]", done.stdout + done.stderr

@@ -22,6 +22,7 @@ with exit_on_config_error():
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from skills_app.chat.database_away import DatabaseAway  # noqa: E402
 from skills_app.core.llm import load_sdk  # noqa: E402
@@ -83,8 +84,11 @@ def _give_up_runs_on_shutdown() -> None:
 _give_up_runs_on_shutdown()
 
 # The model SDK is imported by the first model call otherwise (skills_app/core/llm.py): loaded
-# now, the first answer after a start does not wait 1.3 s for it, and it is frozen below.
-load_sdk()
+# now, the first answer after a start does not wait 1.3 s for it, and it is frozen below. Where
+# answers run in workers (RUN_EXECUTOR=worker, which load it when they start), a web process
+# leaves it to its first model call, if any: 1.9 s of CPU less per web process start.
+if settings.RUN_EXECUTOR == "inline":
+    load_sdk()
 
 # What is loaded by now (Django, the SDK, every module) lives as long as the process. Frozen, it
 # is left out of the garbage collector's full passes, which otherwise walk a few hundred thousand
