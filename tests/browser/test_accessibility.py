@@ -1,7 +1,8 @@
 """axe-core finds nothing on any page, in any state, at 1440x900 and 390x844 (issue 29): the chat
 empty and with the introduction, the "/" menu open, each header menu open, an edited conversation,
 an approval pending with a queued message, copied, the phone drawer open; every page each role
-reaches from the menu and below it; the chat and every page again in the dark colour scheme."""
+reaches from the menu and below it, which must also fit a phone's width; the chat and every page
+again in the dark colour scheme."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from playwright.sync_api import expect
 from tests.browser.axe import violations
 from tests.browser.pages import ChatPage, screenshot
 from tests.browser.server_data import run_in_server
-from tests.browser.test_chat_daily import EXTRA_PAGES, _pages_of
+from tests.browser.test_chat_daily import EXTRA_PAGES, WIDEST, _pages_of
 from tests.support.fake_anthropic import Reply
 
 pytestmark = pytest.mark.browser
@@ -103,62 +104,77 @@ def test_the_chat_is_clean_in_every_state(tab, model, chat_server, size):
     assert chat.errors == []
 
 
-@pytest.mark.parametrize("size", VIEWPORTS)
+# What every page is checked with, per role: a conversation whose answer has code, a link and a
+# long unbroken path (the widest thing a phone must wrap) after a message with a long word.
+ROLE_REPLY = (
+    "An answer with `code`, **bold**, a [link](https://example.org), the path "
+    "/var/lib/skillscope/" + "a" * 120 + " and\n\n```python\nprint('hi')\n```"
+)
+# The roles whose pages are checked in the dark colour scheme too (the system's setting, which
+# the app follows): a chatter's pages and an auditor's, which between them hold every style.
+DARK = ("alice", "audrey")
+
+
 @pytest.mark.parametrize("username", ["alice", "mona", "audrey"])
-def test_every_page_of_each_role_is_clean(tab, model, username, size):
-    model.enqueue(Reply.text("A short answer."))
-    viewport = VIEWPORTS[size]
-    chat = tab(username, width=viewport["width"], height=viewport["height"])
+def test_every_page_of_each_role_is_clean_at_both_widths_and_fits_a_phone(tab, model, username):
+    """Each page is loaded once and checked at 1440 px, then at 390 px (resized, as a turned or
+    narrowed window is: the layout is recomputed, and nothing may scroll sideways there), and
+    for DARK's roles in the dark scheme at 1440 px."""
+    model.enqueue(Reply.text(ROLE_REPLY))
+    desktop, phone = VIEWPORTS["desktop"], VIEWPORTS["phone"]
+    chat = tab(username, width=desktop["width"], height=desktop["height"])
     conversation = chat.new_conversation()
-    chat.send("Hello")
-    expect(chat.transcript.locator(".row-assistant")).to_have_count(1)
-    pages = [*_pages_of(chat.page, chat.base_url)]
-    pages += [f"{chat.base_url}{path}" for path in EXTRA_PAGES[username]]
-    pages.append(f"{chat.base_url}/c/{conversation}/delete/")
-    pages.append(f"{chat.base_url}/c/{conversation}/summarise/")
-    if username == "audrey":
-        pages.append(f"{chat.base_url}/audit/conversations/{conversation}/")
-        pages.append(f"{chat.base_url}/c/{conversation}/")  # an inspector's chat, hidden rows shown
-    found = {}
-    for url in pages:
-        chat.page.goto(url)
-        lines = violations(chat.page)
-        if lines:
-            found[url.removeprefix(chat.base_url)] = lines
-    assert found == {}, "axe found:\n" + "\n".join(
-        f"[{url}] {line}" for url, lines in found.items() for line in lines
-    )
-
-
-@pytest.mark.parametrize("username", ["alice", "audrey"])
-def test_the_dark_theme_is_clean_too(tab, model, username):
-    """The same checks with the system's dark colour scheme (the app follows it)."""
-    model.enqueue(
-        Reply.text(
-            "An answer with `code`, **bold**, a [link](https://example.org) and\n\n"
-            "```python\nprint('hi')\n```"
-        )
-    )
-    chat = tab(username, width=1440, height=900)
-    chat.page.emulate_media(color_scheme="dark")
-    conversation = chat.new_conversation()
-    chat.send("Hello")
+    chat.send("A message with a long unbroken word " + "b" * 150)
     expect(chat.transcript.locator(".row-assistant .md")).to_have_count(1)
-    assert chat.page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
-    found = {}
-    lines = violations(chat.page)
-    if lines:
-        found["the chat"] = lines
-    screenshot(chat.page, f"29-axe-dark-chat-{username}")
-    pages = [*_pages_of(chat.page, chat.base_url)]
-    pages += [f"{chat.base_url}{path}" for path in EXTRA_PAGES[username]]
+    base = chat.base_url
+    pages = [f"{base}/c/{conversation}/", *_pages_of(chat.page, base)]
+    pages += [f"{base}{path}" for path in EXTRA_PAGES[username]]
+    pages.append(f"{base}/c/{conversation}/delete/")
+    pages.append(f"{base}/c/{conversation}/summarise/")
     if username == "audrey":
-        pages.append(f"{chat.base_url}/audit/conversations/{conversation}/")
-    for url in pages:
-        chat.page.goto(url)
+        pages.append(f"{base}/audit/conversations/{conversation}/")
+    found: dict[str, list[str]] = {}
+    wide: dict[str, tuple[int, list[str]]] = {}
+
+    def check(label: str) -> None:
         lines = violations(chat.page)
         if lines:
-            found[url.removeprefix(chat.base_url)] = lines
-    assert found == {}, "axe found in the dark theme:\n" + "\n".join(
-        f"[{url}] {line}" for url, lines in found.items() for line in lines
+            found[label] = lines
+
+    for url in pages:
+        path = url.removeprefix(base)
+        chat.page.set_viewport_size(desktop)
+        chat.page.goto(url)
+        check(f"{path} at 1440 px")
+        if username in DARK:
+            chat.page.emulate_media(color_scheme="dark")
+            assert chat.page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches")
+            check(f"{path} at 1440 px, dark")
+            if url == pages[0]:
+                screenshot(chat.page, f"29-axe-dark-chat-{username}")
+            chat.page.emulate_media(color_scheme="light")
+        chat.page.set_viewport_size(phone)
+        check(f"{path} at 390 px")
+        width = chat.page.evaluate("document.documentElement.scrollWidth")
+        if width > phone["width"]:
+            wide[path] = (width, chat.page.evaluate(WIDEST))
+    assert found == {}, "axe found:\n" + "\n".join(
+        f"[{label}] {line}" for label, lines in found.items() for line in lines
     )
+    assert wide == {}, f"pages wider than 390 px for {username}: {wide}"
+
+
+def test_the_checker_finds_what_is_wrong_on_a_page_and_after_it_changes(browser):
+    """The harness itself: axe loaded once per document still sees each later state."""
+    page = browser.new_page()
+    try:
+        page.set_content(
+            "<html lang='en'><head><title>Fine</title></head>"
+            "<body><main><h1>Fine</h1></main></body></html>"
+        )
+        assert violations(page) == []
+        page.evaluate("document.querySelector('main').innerHTML += '<img src=\"x.png\">'")
+        found = violations(page)
+        assert any(line.startswith("image-alt (critical)") for line in found), found
+    finally:
+        page.close()
