@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -222,6 +224,20 @@ def _withhold_skill_calls(content: Any, visible: Any) -> Any:
     return changed
 
 
+# A viewer's opening of a link is written to the audit once per this span: reloads within it add
+# no row (else one person reloading could grow the append-only audit without end).
+VIEW_RECORDED_EVERY = timedelta(hours=1)
+
+
+def _viewed_lately(share: ConversationShare, viewer: User) -> bool:
+    return AuditEvent.objects.filter(
+        action=AuditEvent.SHARE_VIEWED,
+        actor=viewer,
+        detail__share_id=share.pk,
+        created_at__gte=timezone.now() - VIEW_RECORDED_EVERY,
+    ).exists()
+
+
 @login_required
 @require_safe
 def shared_conversation(request: AuthedHttpRequest, token: str) -> HttpResponse:
@@ -239,7 +255,7 @@ def shared_conversation(request: AuthedHttpRequest, token: str) -> HttpResponse:
         return response
     conversation = share.conversation
     view = shared_messages(conversation, request.user)
-    if request.method == "GET":
+    if request.method == "GET" and not _viewed_lately(share, request.user):
         trail.record(
             AuditEvent.SHARE_VIEWED,
             actor=request.user,

@@ -226,6 +226,34 @@ def test_making_opening_and_revoking_a_link_are_in_the_audit(alice, bob, shared)
     ]
 
 
+def test_reloading_a_link_adds_one_audit_row_an_hour_per_viewer(alice, bob, auditor, shared):
+    token = _share(_client(alice), shared)
+    share = ConversationShare.objects.get(conversation=shared)
+    url = reverse("shared-conversation", args=[token])
+    viewer = _client(bob)
+    for _ in range(5):
+        assert viewer.get(url).status_code == 200
+    _client(auditor).get(url)
+
+    def views() -> list[str]:
+        rows = AuditEvent.objects.filter(
+            action=AuditEvent.SHARE_VIEWED, detail__share_id=share.pk
+        ).order_by("pk")
+        return [row.actor_name for row in rows]
+
+    assert views() == ["bob", _name(auditor)]
+    # An hour on, the next opening is written again.
+    AuditEvent.objects.filter(action=AuditEvent.SHARE_VIEWED).update(
+        created_at=timezone.now() - timedelta(hours=1, seconds=1)
+    )
+    viewer.get(url)
+    assert views() == ["bob", _name(auditor), "bob"]
+
+
+def _name(user) -> str:
+    return user.get_username()
+
+
 def test_revoked_expired_unknown_and_deleted_links_answer_the_same_nothing(alice, bob, shared):
     owner = _client(alice)
     viewer = _client(bob)
