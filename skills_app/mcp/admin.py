@@ -363,8 +363,15 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
                 self.message_user(request, "Tick the definitions to review.", messages.WARNING)
                 return HttpResponseRedirect(here)
             try:
+                # exactly: when one ticked definition no longer waits as it was shown (the server
+                # changed it, or someone reviewed it meanwhile), nothing is reviewed and the
+                # page says which, rather than reviewing the rest in silence.
                 done = definitions.review(
-                    server, approve=approve, reviewer=signed_in_user(request), content_hashes=shown
+                    server,
+                    approve=approve,
+                    reviewer=signed_in_user(request),
+                    content_hashes=shown,
+                    exactly=True,
                 )
             except McpSetupError as exc:
                 self.message_user(request, sentence(str(exc)), messages.ERROR)

@@ -186,6 +186,34 @@ def test_the_review_page_shows_each_definition_whole_and_approves_what_it_showed
     assert (event.actor_name, event.detail["content_hash"]) == ("lee", row.content_hash)
 
 
+def test_a_ticked_definition_that_changed_meanwhile_stops_the_whole_approval(
+    client, second_admin, server
+):
+    """Two definitions shown and ticked; before the POST, the server changes one. Approving the
+    other alone would act on a page that no longer holds: nothing is approved, and it says why."""
+    definitions.store_listing(
+        server,
+        [
+            ToolDefinition("get_ticket", "Read one ticket.", SCHEMA),
+            ToolDefinition("close_ticket", "Close one ticket.", SCHEMA),
+        ],
+    )
+    shown = dict(McpToolDefinition.objects.filter(current=True).values_list("tool", "content_hash"))
+    definitions.store_listing(
+        server,
+        [
+            ToolDefinition("get_ticket", "Read one ticket.", SCHEMA),
+            ToolDefinition("close_ticket", "Close every ticket.", SCHEMA),
+        ],
+    )
+    url = reverse("admin:skills_app_mcpserver_review", args=[server.pk])
+    client.force_login(second_admin)
+    page = client.post(url, {"definition": list(shown.values()), "approve": "1"}, follow=True)
+    html = page.content.decode()
+    assert "Approved" not in html and "close_ticket" in html, html
+    assert not McpToolDefinition.objects.filter(status="approved").exists()
+
+
 def test_a_definition_that_cannot_be_shown_whole_is_not_approved(client, second_admin, server):
     definitions.store_listing(
         server, [ToolDefinition("rename", "Rename a ticket.\u202e.teg ylno", SCHEMA)]
