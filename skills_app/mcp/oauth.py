@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from asgiref.sync import sync_to_async
@@ -234,44 +234,78 @@ def _run_flow(flow: _Flow, server: McpServer, redirect_uri: str) -> None:
         flow.finished.set()
 
 
-def _uid(request: HttpRequest) -> int:
-    pk = request.user.pk
+# Flows waiting at once, in this process: per person and server one (a new sign-in cancels the
+# one before), and at most this many in all (each holds a thread until its callback or timeout).
+MAX_FLOWS = 50
+
+
+def _uid(user: Any) -> int:
+    pk = user.pk
     assert isinstance(pk, int)  # login_required
     return pk
 
 
-def _server_for(request: HttpRequest, name: str) -> McpServer:
+def _server_for(user: Any, name: str) -> McpServer:
     server = get_object_or_404(McpServer, name=name, auth="oauth", enabled=True)
-    user = request.user
     if not server.everyone and not server.groups.filter(pk__in=user.groups.all()).exists():
         raise PermissionError
     return server
 
 
+def _page(request: HttpRequest, context: dict[str, object], status: int = 200) -> HttpResponse:
+    return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=status)
+
+
+def _room_for(user_id: int, server_pk: int) -> bool:
+    """Cancel the person's earlier waiting sign-in to this server; False when the process
+    already waits on MAX_FLOWS sign-ins."""
+    with _flows_lock:
+        for state, flow in list(_flows.items()):
+            if (flow.user_id, flow.server_pk) == (user_id, server_pk):
+                flow.code.cancel()
+                del _flows[state]
+        return len(_flows) < MAX_FLOWS
+
+
+# The two views are async: each waits on the authorization server (the POST for it to start a
+# sign-in, the callback for the token exchange, up to MCP_CONNECT_TIMEOUT + MCP_CALL_TIMEOUT).
+# Under ASGI, Django runs every synchronous view of a process on one thread, so a synchronous
+# wait here would pause every other page of the process until the server answered.
+
+
 @login_required
 @require_http_methods(["GET", "POST"])
-def sign_in(request: HttpRequest, name: str) -> HttpResponse:
+async def sign_in(request: HttpRequest, name: str) -> HttpResponse:
     """The page naming the server, and (POST) starting the person's sign-in to it."""
+    user = await request.auser()
+    uid = _uid(user)
     try:
-        server = _server_for(request, name)
+        server = await sync_to_async(_server_for)(user, name)
     except PermissionError:
         return HttpResponse("This server is not offered to you.", status=403)
     context: dict[str, object] = {"server": server, "signed_in": False, "problem": ""}
     if request.method == "GET":
-        context["signed_in"] = McpOAuthGrant.objects.filter(
-            user_id=_uid(request), server=server
-        ).exists()
-        return render(request, "skills_app/mcp/oauth_sign_in.html", context)
+        context["signed_in"] = await McpOAuthGrant.objects.filter(
+            user_id=uid, server=server
+        ).aexists()
+        return await sync_to_async(_page)(request, context)
     _forget_old()
     try:
-        check_public_url(server.url, allow_private=settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES)
+        await sync_to_async(check_public_url, thread_sensitive=False)(
+            server.url, allow_private=settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES
+        )
     except PrivateAddressRefused as exc:
         context["problem"] = str(exc)
-        return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=400)
-    held = load_grant(_uid(request), server)
+        return await sync_to_async(_page)(request, context, 400)
+    if not _room_for(uid, server.pk):
+        context["problem"] = (
+            "Too many sign-ins are waiting on this server right now; try again in a few minutes."
+        )
+        return await sync_to_async(_page)(request, context, 429)
+    held = await sync_to_async(load_grant)(uid, server)
     # A fresh sign-in: the registration is kept, the old tokens are not.
     flow = _Flow(
-        user_id=_uid(request),
+        user_id=uid,
         server_pk=server.pk,
         grant=HeldGrant(client_info=held.client_info if held else None),
     )
@@ -280,52 +314,57 @@ def sign_in(request: HttpRequest, name: str) -> HttpResponse:
     threading.Thread(
         target=_run_flow, args=(flow, server, redirect_uri), daemon=True, name="mcp-oauth"
     ).start()
-    flow.url_ready.wait(settings.MCP_CONNECT_TIMEOUT + 5.0)
+    await asyncio.to_thread(flow.url_ready.wait, settings.MCP_CONNECT_TIMEOUT + 5.0)
     state = _state_of(flow.auth_url)
     if flow.error or not state:
         flow.code.cancel()
         context["problem"] = flow.error or "The server did not start a sign-in in time."
-        return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=502)
+        return await sync_to_async(_page)(request, context, 502)
     with _flows_lock:
         _flows[state] = flow
-    request.session[_SESSION_KEY] = [*request.session.get(_SESSION_KEY, [])[-4:], state]
+    states = await request.session.aget(_SESSION_KEY, [])
+    await request.session.aset(_SESSION_KEY, [*states[-4:], state])
     return redirect(flow.auth_url)
 
 
 @login_required
 @require_http_methods(["GET"])
-def callback(request: HttpRequest) -> HttpResponse:
+async def callback(request: HttpRequest) -> HttpResponse:
     """Where the authorization server sends the person back: only to a flow they started."""
     from mcp.client.auth import AuthorizationCodeResult
 
+    user = await request.auser()
+    uid = _uid(user)
     state = request.GET.get("state", "")
-    mine = request.session.get(_SESSION_KEY, [])
+    mine = await request.session.aget(_SESSION_KEY, [])
     with _flows_lock:
         flow = _flows.get(state) if state in mine else None
-        if flow is not None and flow.user_id != _uid(request):
+        if flow is not None and flow.user_id != uid:
             flow = None
         if flow is not None:
             del _flows[state]
     if flow is None:
         return HttpResponseBadRequest("This sign-in was not started by you, or it expired.")
-    request.session[_SESSION_KEY] = [s for s in mine if s != state]
-    server = get_object_or_404(McpServer, pk=flow.server_pk)
+    await request.session.aset(_SESSION_KEY, [s for s in mine if s != state])
+    server = await sync_to_async(get_object_or_404)(McpServer, pk=flow.server_pk)
     context: dict[str, object] = {"server": server, "signed_in": False, "problem": ""}
     if request.GET.get("error"):
         flow.code.cancel()
         context["problem"] = f"The server refused: {request.GET['error']}."
-        return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=400)
+        return await sync_to_async(_page)(request, context, 400)
     flow.code.set_result(
         AuthorizationCodeResult(
             code=request.GET.get("code", ""), state=state, iss=request.GET.get("iss")
         )
     )
-    flow.finished.wait(settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT)
+    await asyncio.to_thread(
+        flow.finished.wait, settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT
+    )
     if flow.error or flow.grant.tokens is None:
         context["problem"] = flow.error or "The sign-in did not finish in time."
-        return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=502)
-    save_grant(_uid(request), server, flow.grant)
+        return await sync_to_async(_page)(request, context, 502)
+    await sync_to_async(save_grant)(uid, server, flow.grant)
     # The sign-in listed the tools with the person's token: new or changed ones wait for review.
-    store_listing(server, flow.listed)
+    await sync_to_async(store_listing)(server, flow.listed)
     context["signed_in"] = True
-    return render(request, "skills_app/mcp/oauth_sign_in.html", context)
+    return await sync_to_async(_page)(request, context)

@@ -7,7 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx2
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, iscoroutinefunction
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 
@@ -163,3 +163,34 @@ def test_an_oauth_server_is_added_in_the_admin_or_with_the_command(client, admin
         call_command("mcp", "add", "local", "--as", "alice", "--oauth", "--argv", "/bin/true")
     with pytest.raises(CommandError, match="say whose sign-in to use"):
         call_command("mcp", "test", "tickets")
+
+
+def test_a_new_sign_in_replaces_the_persons_waiting_one_and_the_process_caps_them(
+    alice, bob, secure, client, monkeypatch
+):
+    """Each waiting sign-in holds a thread until its callback (or 10 minutes): one per person
+    and server, and a cap per process, so nobody can pile them up."""
+    page = reverse("mcp-oauth-sign-in", args=[secure.name])
+    client.force_login(alice)
+    first = client.post(page)
+    second = client.post(page)
+    assert first.status_code == second.status_code == 302
+    states = [parse_qs(urlsplit(r["Location"]).query)["state"][0] for r in (first, second)]
+    assert states[0] != states[1]
+    # The first one's redirect back is refused: it was cancelled by the second.
+    back = httpx2.get(first["Location"], follow_redirects=False)
+    answer = urlsplit(back.headers["location"])
+    assert client.get(f"{answer.path}?{answer.query}").status_code == 400
+    # With alice's second one waiting and a cap of one, bob's is refused with a reason.
+    monkeypatch.setattr(oauth, "MAX_FLOWS", 1)
+    client.force_login(bob)
+    refused = client.post(page)
+    assert refused.status_code == 429
+    assert "Too many sign-ins are waiting" in refused.content.decode()
+
+
+def test_the_sign_in_views_wait_without_holding_the_shared_thread():
+    """Django runs every synchronous view of an ASGI process on one thread: a view that waits
+    on an authorization server must be async, or every other page of the process waits too."""
+    assert iscoroutinefunction(oauth.sign_in)
+    assert iscoroutinefunction(oauth.callback)
