@@ -2,6 +2,8 @@
 code, links that open safely, images as links (never loaded).
 
 The allow-lists below are the whole of what an answer may put on the page; nh3 drops the rest.
+The streaming preview (static/skillscope/markdown.js) configures markdown-it's JS build and
+DOMPurify the same way; tests/browser/test_markdown_agreement.py holds the two sides together.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ ALLOWED_ATTRIBUTES = {
 }
 # Table alignment is the only inline style markdown-it emits; nothing else may style the page.
 ALLOWED_STYLES = {"text-align"}
+# Links only to these schemes; a relative address (no scheme) stays.
+URL_SCHEMES = {"http", "https", "mailto"}
 
 _FORMATTER = HtmlFormatter(nowrap=True)
 
@@ -71,12 +75,17 @@ _MD.add_render_rule("image", _image_as_link)
 
 def markdown_html(text: str) -> str:
     """Markdown to sanitised HTML: tables, highlighted code, safe links, no raw HTML."""
-    rendered = _MD.render(text or "")
+    return sanitized_html(_MD.render(text or ""))
+
+
+def sanitized_html(html: str) -> str:
+    """Only the allowed tags, attributes, style and link schemes of `html`, every link with rel."""
     return nh3.clean(
-        rendered,
+        html,
         tags=ALLOWED_TAGS,
-        attributes=ALLOWED_ATTRIBUTES,
+        # No attribute on every tag: without "*", nh3 would keep `lang` and `title` anywhere.
+        attributes={"*": set(), **ALLOWED_ATTRIBUTES},
         filter_style_properties=ALLOWED_STYLES,
-        url_schemes={"http", "https", "mailto"},
+        url_schemes=URL_SCHEMES,
         link_rel=LINK_REL,
     )
