@@ -147,6 +147,21 @@ class BlockDone(RunEvent):
     block: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class MessageDone:
+    """The end of a model's stream: the whole assistant message as API JSON (content,
+    stop_reason, usage). Not a run event: the ports settle the call with it and the runner stores
+    the message as a row; it is never announced."""
+
+    message: dict[str, Any]
+
+
+# What a model's stream yields (`llm.ModelClient.stream`, `ports.RunPorts.call_model`): the
+# blocks as they start, stream and complete, then `MessageDone`. A thinking block's `BlockDone`
+# carries its signature: it goes back to the API exactly as received.
+ModelEvent = BlockStarted | TextDelta | ThinkingDelta | BlockDone | MessageDone
+
+
 # -- tools and skills -----------------------------------------------------------------------------
 
 
@@ -401,8 +416,10 @@ __all__ = [
     "BlockStarted",
     "EventDataError",
     "HookRan",
+    "MessageDone",
     "MessageStored",
     "ModelCalled",
+    "ModelEvent",
     "RunEvent",
     "RunFinished",
     "RunQueued",

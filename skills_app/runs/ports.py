@@ -1,8 +1,10 @@
 """RunPorts over the database, the channel layer and the user's approvals: how a run in this app
 reaches the world. `factory.py` builds them; the core runner only sees the protocol.
 
-Every model call is stored here as a `ModelCall` row: its request is captured when the runner
-announces the call (`ModelCalled`), its usage and cost when the call's `MessageDone` arrives.
+Every model call goes through `call_model`, start to end: the person's policy admits it (money
+set aside), a `ModelCall` row captures its request, `ModelCalled` announces it, its events are
+recorded as they stream, and its usage and cost are written when `MessageDone` arrives (the money
+set aside settled), or its failure when it fails.
 """
 
 from __future__ import annotations
@@ -10,14 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
 from skills_app.core.agent import ForkResult, InvocationRef, TurnState
-from skills_app.core.events import ModelCalled, RunEvent, TurnExcluded
-from skills_app.core.llm import MessageDone, ModelClient, ModelError, ModelRequest, StreamEvent
+from skills_app.core.events import MessageDone, ModelCalled, ModelEvent, RunEvent, TurnExcluded
+from skills_app.core.llm import ModelClient, ModelError, ModelRequest
 from skills_app.core.permissions import Decision, ToolCall, read_filter
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.skillfile import SkillSpec
@@ -33,6 +35,16 @@ logger = logging.getLogger(__name__)
 ForkFn = Callable[[SkillSpec, str], Awaitable[ForkResult]]
 
 
+def _failure(exc: BaseException) -> tuple[str, bool]:
+    """How a failed call is recorded, and whether it may have been billed: an error answer is
+    not; a stream cut after it started, a stop, a failure of ours may have been."""
+    if isinstance(exc, ModelError):
+        return exc.kind, exc.kind == "stream_cut"
+    if isinstance(exc, asyncio.CancelledError | GeneratorExit):
+        return "stopped", True
+    return "internal", True
+
+
 @dataclass(slots=True)
 class ServicePorts:
     """The ports of one run: model, rules and approvals, recorder, workspace, subagents."""
@@ -44,44 +56,44 @@ class ServicePorts:
     forker: ForkFn | None = None
     # The person's policy check of every call (model offered, budget); None: no policy (tests).
     spending: Spending | None = None
-    # The ModelCall row of the call the runner announced and is about to stream, and the money
-    # set aside for it.
-    _call_id: int | None = field(default=None, init=False)
-    _reservation: Ticket | None = field(default=None, init=False)
 
     # A subagent's messages are not the conversation's model-bound rows: captured verbatim.
     _messages_from_rows = True
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        call_id, self._call_id = self._call_id, None
-        reservation, self._reservation = self._reservation, None
-        finished = False
+    async def call_model(
+        self, request: ModelRequest, *, call: int, skill: str
+    ) -> AsyncIterator[ModelEvent]:
+        # Before anything is recorded: a refused call was never made (CallRefused).
+        reservation = await self.spending.admit(request) if self.spending is not None else None
+        call_id: int | None = None
+        announced = ended = False
         try:
+            call_id = await self._start_call(request, call=call, skill=skill)
+            await self.recorder.event(
+                ModelCalled(call, request.model, skill=skill, request=request)
+            )
+            announced = True
             async for event in self.client.stream(request):
                 if isinstance(event, MessageDone):
+                    ended = True
                     if call_id is not None:
                         await sync_to_async(usage.finish_call)(
                             call_id, event.message, is_demo=self.client.is_demo
                         )
                     await self._settle(reservation, message=event.message, model=request.model)
-                    finished = True
-                if isinstance(event, MessageDone):
                     self._observe_answer(event.message)
+                else:
+                    await self.recorder.event(event)
                 yield event
-        except ModelError as exc:
-            await self._fail_call(call_id, exc.kind)
-            # An error answer is not billed; a stream cut after it started may have been.
-            await self._settle(reservation, unknown=exc.kind == "stream_cut")
+        except BaseException as exc:
+            if not ended:
+                kind, maybe_billed = _failure(exc)
+                if announced or call_id is not None:
+                    await self._fail_call(call_id, kind)
+                await self._settle(reservation, unknown=maybe_billed)
             raise
-        except asyncio.CancelledError:
-            await self._fail_call(call_id, "stopped")
-            await self._settle(reservation, unknown=True)
-            raise
-        except Exception:
-            await self._fail_call(call_id, "internal")
-            await self._settle(reservation, unknown=True)
-            raise
-        if not finished:
+        if not ended:
+            # The stream ended without the whole message: the runner says the answer was cut.
             await self._fail_call(call_id, "stream_cut")
             await self._settle(reservation, unknown=True)
 
@@ -151,22 +163,17 @@ class ServicePorts:
         return str(staged)
 
     async def emit(self, event: RunEvent) -> None:
-        if isinstance(event, ModelCalled) and event.request is not None:
-            if self.spending is not None:
-                # Before anything is recorded: a refused call was never made (CallRefused).
-                self._reservation = await self.spending.admit(event.request)
-            self._call_id = await self._start_call(event)
         await self.recorder.event(event)
 
-    async def _start_call(self, event: ModelCalled) -> int | None:
+    async def _start_call(self, request: ModelRequest, *, call: int, skill: str) -> int | None:
         if self.recorder.abandoned:
             return None
         return await sync_to_async(usage.start_call)(
             conversation_id=self.recorder.conversation_id,
             run_id=self.recorder.run_id,
-            call=event.call,
-            request=event.request,
-            skill=event.skill,
+            call=call,
+            request=request,
+            skill=skill,
             is_demo=self.client.is_demo,
             from_rows=self._messages_from_rows,
         )

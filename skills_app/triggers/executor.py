@@ -40,7 +40,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from skills_app.core.admission import CallRefused
-from skills_app.core.llm import MessageDone, ModelClient, ModelError, ModelRequest
+from skills_app.core.llm import ModelClient, ModelError, ModelRequest, final_message
 from skills_app.core.pricing import USAGE_FIELDS, cost_usd
 from skills_app.core.triggers.probe import chosen_skill
 from skills_app.models import TriggerResult, TriggerRun
@@ -283,15 +283,10 @@ async def _attempt_all(run_id: int, client: ModelClient) -> None:
 
 async def first_answer(client: ModelClient, request: ModelRequest) -> dict[str, Any]:
     """The model's whole first answer (its content and usage); nothing is stored."""
-    message: dict[str, Any] | None = None
-    async for event in client.stream(request):
-        if isinstance(event, MessageDone):
-            message = event.message
-    if message is None:
-        raise ModelError(
-            "stream_cut", "The model's answer ended early; the attempt is counted as an error."
-        )
-    return message
+    return await final_message(
+        client.stream(request),
+        cut="The model's answer ended early; the attempt is counted as an error.",
+    )
 
 
 def _usage(message: dict[str, Any]) -> dict[str, int]:
