@@ -20,6 +20,10 @@ Two kinds of events reach the browser:
   (`runs.streams`, identified by run, model call, block index and character offset) before it
   is sent, so a tab that (re)connects mid-answer gets the text so far and then exactly the deltas
   after it. `text.saved` / `thinking.saved` are what event logs of older versions hold.
+
+A model's stream is told in these events too (`ModelEvent`: the adapter yields them, the ports
+record them, the runner reads them), ending with `MessageDone`, the one class here that is not a
+run event: it carries the whole message to the ports and the runner and is never announced.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ the user already saw.
 
 from __future__ import annotations
 
-from contextlib import aclosing
 from typing import Any
 
 from .events import BlockDone, MessageDone, TextDelta
@@ -29,14 +28,15 @@ class ModelStream:
         """The whole assistant message; ModelError("stream_cut") when the stream ends without it."""
         self._text, self._blocks = {}, {}
         final: dict[str, Any] | None = None
-        async with aclosing(self.ports.call_model(request, call=call, skill=skill)) as events:
-            async for event in events:
-                if isinstance(event, TextDelta):
-                    self._text.setdefault(event.index, []).append(event.text)
-                elif isinstance(event, BlockDone):
-                    self._blocks[event.index] = event.block
-                elif isinstance(event, MessageDone):
-                    final = event.message
+        # Read to its end: the ports settle the call as the stream ends (a cancellation reaches
+        # them inside the stream, where the run waits).
+        async for event in self.ports.call_model(request, call=call, skill=skill):
+            if isinstance(event, TextDelta):
+                self._text.setdefault(event.index, []).append(event.text)
+            elif isinstance(event, BlockDone):
+                self._blocks[event.index] = event.block
+            elif isinstance(event, MessageDone):
+                final = event.message
         self._text, self._blocks = {}, {}
         if final is None:
             raise ModelError(

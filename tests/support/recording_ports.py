@@ -385,10 +385,10 @@ class RecordingPorts:
         self, request: ModelRequest, *, call: int, skill: str
     ) -> AsyncIterator[ModelEvent]:
         # As the services' ports: announced, each event recorded before the runner sees it.
-        await self.emit(ModelCalled(call, request.model, skill=skill, request=request))
+        self.events.append(ModelCalled(call, request.model, skill=skill, request=request))
         async for event in self.model.stream(request):
             if not isinstance(event, MessageDone):
-                await self.emit(event)
+                self.events.append(event)
             yield event
 
     async def decide(self, call: ToolCall, state: TurnState) -> Decision:
