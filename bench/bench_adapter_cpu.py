@@ -38,7 +38,8 @@ async def best_cpu(consume: Callable[[], Awaitable[int]], rounds: int) -> tuple[
 async def main_async(opts: argparse.Namespace) -> None:
     import anthropic
 
-    from skills_app.core.llm import AnthropicModel, ModelRequest, TextDelta
+    from skills_app.core.events import TextDelta
+    from skills_app.core.llm import AnthropicModel, ModelRequest
 
     prompt = f"fast {opts.chars} 8"
     messages = [{"role": "user", "content": [{"type": "text", "text": prompt}]}]

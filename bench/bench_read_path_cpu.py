@@ -32,7 +32,8 @@ MODEL = "claude-opus-4-8"
 async def main_async(opts: argparse.Namespace) -> None:
     import anthropic
 
-    from skills_app.core.llm import AnthropicModel, ModelRequest, TextDelta
+    from skills_app.core.events import TextDelta
+    from skills_app.core.llm import AnthropicModel, ModelRequest
 
     command = f"paced {opts.rate:g} {opts.duration:g}"
     messages = [{"role": "user", "content": [{"type": "text", "text": command}]}]

@@ -22,9 +22,10 @@ from skills_app.core.summary import summarise, summary_request
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, ModelCall
 from skills_app.policy.access import policy_for
-from skills_app.runs import store, usage
+from skills_app.runs import store
 from skills_app.runs.client import model_client
-from skills_app.runs.spending import Spending, Ticket
+from skills_app.runs.model_calls import CallRow, metered
+from skills_app.runs.spending import Spending
 
 SUMMARY_INTRO = (
     'This conversation continues "{title}". What happened there, summarised by the model:'
@@ -90,10 +91,12 @@ async def continue_with_summary(
 async def recorded_call(
     conversation_id: int, client: ModelClient, request: ModelRequest, *, purpose: str
 ) -> str:
-    """One model call outside a run (a summary, a title), recorded with its usage and cost.
+    """One model call outside a run (a summary, a title), metered as every call is
+    (`runs.model_calls`): recorded with its usage and cost.
 
-    The answer's text; a ModelError (recorded as the call's failure) when the call fails;
-    CallRefused (before anything is sent) when the owner's policy or budget refuses it.
+    The answer's text; a ModelError when the call fails (recorded as the call's failure) or
+    its answer holds no text (an answer, recorded with its cost); CallRefused (before anything is
+    sent) when the owner's policy or budget refuses it.
     """
     owner_id = (
         await Conversation.objects.filter(pk=conversation_id)
@@ -106,39 +109,12 @@ async def recorded_call(
     spending = Spending(
         policy, purpose, is_demo=client.is_demo, check_model=purpose != ModelCall.TITLE
     )
-    ticket = await spending.admit(request)
-    try:
-        return await _call(conversation_id, client, request, purpose, spending, ticket)
-    finally:
-        await asyncio.shield(spending.close())
-
-
-async def _call(
-    conversation_id: int,
-    client: ModelClient,
-    request: ModelRequest,
-    purpose: str,
-    spending: Spending,
-    ticket: Ticket | None,
-) -> str:
-    call_id = await sync_to_async(usage.start_call)(
-        conversation_id=conversation_id,
-        run_id=None,
-        call=1,
-        request=request,
-        is_demo=client.is_demo,
-        from_rows=False,
-        purpose=purpose,
+    row = CallRow(conversation_id, None, 1, from_rows=False, purpose=purpose)
+    events = metered(
+        request, client.stream(request), spending=spending, row=row, is_demo=client.is_demo
     )
     try:
-        text, final = await summarise(client, request)
-    except ModelError as exc:
-        await sync_to_async(usage.fail_call)(call_id, exc.kind)
-        await spending.settle(ticket, unknown=exc.kind == "stream_cut")
-        raise
-    except BaseException:
-        await spending.settle(ticket, unknown=True)
-        raise
-    await sync_to_async(usage.finish_call)(call_id, final, is_demo=client.is_demo)
-    await spending.settle(ticket, message=final, model=request.model)
+        text, _final = await summarise(events)
+    finally:
+        await asyncio.shield(spending.close())
     return text

@@ -12,14 +12,8 @@ from typing import Any
 
 from skills_app.core import skill_choice
 from skills_app.core.attachments import ATTACHED_HEADER, paths_in_note
-from skills_app.core.llm import (
-    BlockDone,
-    BlockStart,
-    MessageDone,
-    ModelRequest,
-    StreamEvent,
-    TextDelta,
-)
+from skills_app.core.events import BlockDone, BlockStarted, MessageDone, ModelEvent, TextDelta
+from skills_app.core.llm import ModelRequest
 from skills_app.core.model_catalog import DEMO_MODEL_ID
 from skills_app.core.skill_choice import CatalogEntry
 from skills_app.core.summary import SUMMARY_SYSTEM, demo_summary
@@ -83,19 +77,19 @@ class DemoModel:
     def __init__(self, *, delay: float = 0.02) -> None:
         self.delay = delay
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream the planned reply in small chunks."""
         reply = plan_reply(request)
         for index, block in enumerate(reply.content):
             if block["type"] == "text":
-                yield BlockStart(index=index, block_type="text")
+                yield BlockStarted(index=index, block_type="text")
                 text = block["text"]
                 for start in range(0, len(text), CHUNK_CHARS):
                     await asyncio.sleep(self.delay)
                     yield TextDelta(index=index, text=text[start : start + CHUNK_CHARS])
             else:
                 await asyncio.sleep(self.delay)
-                yield BlockStart(
+                yield BlockStarted(
                     index=index,
                     block_type="tool_use",
                     tool_name=block["name"],

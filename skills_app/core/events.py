@@ -20,6 +20,10 @@ Two kinds of events reach the browser:
   (`runs.streams`, identified by run, model call, block index and character offset) before it
   is sent, so a tab that (re)connects mid-answer gets the text so far and then exactly the deltas
   after it. `text.saved` / `thinking.saved` are what event logs of older versions hold.
+
+A model's stream is told in these events too (`ModelEvent`: the adapter yields them, the ports
+record them, the runner reads them), ending with `MessageDone`, the one class here that is not a
+run event: it carries the whole message to the ports and the runner and is never announced.
 """
 
 from __future__ import annotations
@@ -145,6 +149,21 @@ class BlockDone(RunEvent):
     stored: ClassVar[bool] = False
     index: int
     block: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDone:
+    """The end of a model's stream: the whole assistant message as API JSON (content,
+    stop_reason, usage). Not a run event: the ports settle the call with it and the runner stores
+    the message as a row; it is never announced."""
+
+    message: dict[str, Any]
+
+
+# What a model's stream yields (`llm.ModelClient.stream`, `ports.RunPorts.call_model`): the
+# blocks as they start, stream and complete, then `MessageDone`. A thinking block's `BlockDone`
+# carries its signature: it goes back to the API exactly as received.
+ModelEvent = BlockStarted | TextDelta | ThinkingDelta | BlockDone | MessageDone
 
 
 # -- tools and skills -----------------------------------------------------------------------------
@@ -401,8 +420,10 @@ __all__ = [
     "BlockStarted",
     "EventDataError",
     "HookRan",
+    "MessageDone",
     "MessageStored",
     "ModelCalled",
+    "ModelEvent",
     "RunEvent",
     "RunFinished",
     "RunQueued",

@@ -1,4 +1,5 @@
-"""Model adapters: the streaming Anthropic client and the shared event types the agent loop consumes."""
+"""The model adapter: the streaming Anthropic client, yielding the core's own events
+(`events.ModelEvent`), and the request it sends."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 from . import loop_owned
 from .caching import with_cache_breakpoints
+from .events import BlockDone, BlockStarted, MessageDone, ModelEvent, TextDelta, ThinkingDelta
 from .llm_errors import RETRYABLE_KINDS, ModelError, status_error
 from .model_catalog import EFFORT_LEVELS, get_model
 from .model_options import request_options
@@ -31,54 +33,6 @@ DEFAULT_BASE_URL = "https://api.anthropic.com"
 def load_sdk() -> None:
     """Import the SDK (once per process; then free)."""
     import anthropic  # noqa: F401
-
-
-@dataclass(frozen=True, slots=True)
-class TextDelta:
-    """A piece of text streamed into the text block at `index`."""
-
-    index: int
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class ThinkingDelta:
-    """A piece of the model's thinking summary streamed into the thinking block at `index`."""
-
-    index: int
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class BlockStart:
-    """A content block began streaming."""
-
-    index: int
-    block_type: str
-    tool_name: str | None = None
-    tool_use_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class BlockDone:
-    """A content block is complete; `block` is its API JSON (tool_use input parsed).
-
-    A thinking block arrives with its `signature`: store it unchanged, it must go back to the API
-    exactly as received (a continued tool loop is rejected otherwise).
-    """
-
-    index: int
-    block: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class MessageDone:
-    """The whole assistant message as API JSON, with stop_reason and usage."""
-
-    message: dict[str, Any]
-
-
-StreamEvent = TextDelta | ThinkingDelta | BlockStart | BlockDone | MessageDone
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +103,23 @@ class ModelClient(Protocol):
     label: str
     is_demo: bool
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]: ...
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+
+async def final_message(
+    events: AsyncIterator[ModelEvent],
+    *,
+    cut: str = "The model's answer ended unexpectedly. Try again.",
+) -> dict[str, Any]:
+    """The whole answer of a model call whose deltas nobody watches (a title, a summary, a
+    trigger attempt); ModelError("stream_cut", `cut`) when the stream ends without it."""
+    message: dict[str, Any] | None = None
+    async for event in events:  # to its end: whoever streams may settle the call after it
+        if isinstance(event, MessageDone):
+            message = event.message
+    if message is None:
+        raise ModelError("stream_cut", cut)
+    return message
 
 
 @dataclass(slots=True)
@@ -222,7 +192,7 @@ class AnthropicModel:
             **self._options, http_client=anthropic.DefaultAioHttpClient()
         )
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         """Stream one model reply as our events; raise ModelError (with partial content) on failure.
 
         The SDK's raw event stream, accumulated into the final message by the SDK's own
@@ -298,7 +268,7 @@ class AnthropicModel:
             message["stop_details"] = final.stop_details.to_dict(mode="json", exclude_none=True)
         yield MessageDone(message=message)
 
-    def _translate(self, event: Any, progress: _Progress, snapshot: Any) -> list[StreamEvent]:
+    def _translate(self, event: Any, progress: _Progress, snapshot: Any) -> list[ModelEvent]:
         """Map one SDK stream event to ours, keeping track of what has completed.
 
         `snapshot` is the message accumulated so far: a finished block is read from it.
@@ -310,7 +280,7 @@ class AnthropicModel:
                 progress.texts[event.index] = [block.text or ""]
             is_tool = block.type in ("tool_use", "server_tool_use")
             return [
-                BlockStart(
+                BlockStarted(
                     index=event.index,
                     block_type=block.type,
                     tool_name=block.name if is_tool else None,
@@ -416,13 +386,8 @@ def _sdk_kwargs(body: dict[str, Any]) -> dict[str, Any]:
 __all__ = [
     "RETRYABLE_KINDS",
     "AnthropicModel",
-    "BlockDone",
-    "BlockStart",
-    "MessageDone",
     "ModelClient",
     "ModelError",
     "ModelRequest",
-    "StreamEvent",
-    "TextDelta",
-    "ThinkingDelta",
+    "final_message",
 ]

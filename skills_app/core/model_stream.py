@@ -1,19 +1,16 @@
-"""One model call, streamed through the ports: typed events out, the answer (or what came of it) kept.
+"""One model call as the runner sees it: `ports.call_model` streamed to its end, the answer kept.
 
-The runner decides what to send and what to do with the answer; this module only relays the
-stream. It keeps the pieces of the answer that have arrived, so a run cancelled mid-answer can
-store the text the user already saw.
+The ports admit, announce, record and settle the call; this module only follows the stream. It
+keeps the pieces of the answer that have arrived, so a run cancelled mid-answer can store the text
+the user already saw.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .events import BlockDone, BlockStarted, TextDelta, ThinkingDelta
-from .llm import BlockDone as StreamBlockDone
-from .llm import BlockStart, MessageDone, ModelError, ModelRequest
-from .llm import TextDelta as StreamTextDelta
-from .llm import ThinkingDelta as StreamThinkingDelta
+from .events import BlockDone, MessageDone, TextDelta
+from .llm import ModelError, ModelRequest
 from .ports import RunPorts
 
 
@@ -27,24 +24,17 @@ class ModelStream:
         self._text: dict[int, list[str]] = {}
         self._blocks: dict[int, dict[str, Any]] = {}
 
-    async def answer(self, request: ModelRequest) -> dict[str, Any]:
+    async def answer(self, request: ModelRequest, *, call: int, skill: str) -> dict[str, Any]:
         """The whole assistant message; ModelError("stream_cut") when the stream ends without it."""
         self._text, self._blocks = {}, {}
         final: dict[str, Any] | None = None
-        async for event in self.ports.stream(request):
-            if isinstance(event, StreamTextDelta):
+        # Read to its end: the ports settle the call as the stream ends (a cancellation reaches
+        # them inside the stream, where the run waits).
+        async for event in self.ports.call_model(request, call=call, skill=skill):
+            if isinstance(event, TextDelta):
                 self._text.setdefault(event.index, []).append(event.text)
-                await self.ports.emit(TextDelta(event.index, event.text))
-            elif isinstance(event, StreamThinkingDelta):
-                await self.ports.emit(ThinkingDelta(event.index, event.text))
-            elif isinstance(event, BlockStart):
-                started = BlockStarted(
-                    event.index, event.block_type, event.tool_name, event.tool_use_id
-                )
-                await self.ports.emit(started)
-            elif isinstance(event, StreamBlockDone):
+            elif isinstance(event, BlockDone):
                 self._blocks[event.index] = event.block
-                await self.ports.emit(BlockDone(event.index, event.block))
             elif isinstance(event, MessageDone):
                 final = event.message
         self._text, self._blocks = {}, {}

@@ -1,6 +1,6 @@
 """RunPorts: everything the runner needs from the world, as one typed protocol.
 
-The runner streams the model, decides tool calls, records what it produces and stages skills only
+The runner calls the model, decides tool calls, records what it produces and stages skills only
 through these methods; the services implement them over the database, the channel layer and the
 user's approvals. Tests implement them in memory.
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .agent import ForkResult, InvocationRef, TurnState
-from .events import RunEvent
-from .llm import ModelRequest, StreamEvent
+from .events import ModelEvent, RunEvent
+from .llm import ModelRequest
 from .permissions import Decision, ToolCall
 from .skillfile import SkillSpec
 from .transcript import StoredMessage
@@ -62,8 +62,18 @@ class ToolAudit:
 class RunPorts(Protocol):
     """The runner's side effects; one implementation per environment (services, tests)."""
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        """Stream one model call."""
+    def call_model(
+        self, request: ModelRequest, *, call: int, skill: str
+    ) -> AsyncIterator[ModelEvent]:
+        """Make model call number `call` of the run (`skill`: the skill invoked last in the turn,
+        "" before any): the one place a call is admitted, announced, streamed and settled.
+
+        Admission comes first (CallRefused before anything is recorded or sent); then the call is
+        announced (`ModelCalled`) and each event of the model's stream is recorded for whoever
+        watches the run before it is yielded; `MessageDone` comes last, once the call's usage and
+        cost are settled. A ModelError, or a cancellation, settles the call as failed and goes on
+        up.
+        """
         ...
 
     async def decide(self, call: ToolCall, state: TurnState) -> Decision:

@@ -22,7 +22,7 @@ from .context_window import (
     check_context,
     prefix_chars,
 )
-from .events import HookRan, ModelCalled
+from .events import HookRan
 from .invocation import SkillInvoker
 from .llm import ModelError, ModelRequest
 from .model_catalog import resolve_model_id
@@ -334,13 +334,10 @@ class Runner:
         self.model_calls += 1
         skill = self.state.active_skills[-1] if self.state.active_skills else ""
         try:
-            await self.ports.emit(
-                ModelCalled(self.model_calls, request.model, skill=skill, request=request)
-            )
+            final = await self.stream.answer(request, call=self.model_calls, skill=skill)
         except CallRefused:
             self.model_calls -= 1  # refused before it was sent: no call was made
             raise
-        final = await self.stream.answer(request)
         self._previous = PreviousCall(
             usage=final.get("usage") or {},
             message_count=len(request.messages),

@@ -7,9 +7,10 @@ can hold nothing the user was not shown, and a refused message is not sent again
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
-from .llm import MessageDone, ModelClient, ModelError, ModelRequest
+from .events import ModelEvent
+from .llm import ModelError, ModelRequest, final_message
 from .model_catalog import get_model
 from .transcript import StoredMessage, parse_status_message, text_of
 
@@ -83,14 +84,10 @@ def summary_request(rows: Sequence[StoredMessage], *, model: str, title: str) ->
     )
 
 
-async def summarise(client: ModelClient, request: ModelRequest) -> tuple[str, dict[str, object]]:
-    """The summary's text and the model's final message; ModelError when there is no summary."""
-    final: dict[str, object] | None = None
-    async for event in client.stream(request):
-        if isinstance(event, MessageDone):
-            final = event.message
-    if final is None:
-        raise ModelError("stream_cut", "The model's answer ended unexpectedly. Try again.")
+async def summarise(events: AsyncIterator[ModelEvent]) -> tuple[str, dict[str, object]]:
+    """The summary's text and the model's final message, from the stream of a `summary_request`;
+    ModelError when there is no summary."""
+    final = await final_message(events)
     content = final.get("content")
     blocks = content if isinstance(content, list) else []
     text = text_of(blocks, sep="\n\n").strip()

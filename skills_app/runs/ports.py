@@ -1,34 +1,32 @@
 """RunPorts over the database, the channel layer and the user's approvals: how a run in this app
 reaches the world. `factory.py` builds them; the core runner only sees the protocol.
 
-Every model call is stored here as a `ModelCall` row: its request is captured when the runner
-announces the call (`ModelCalled`), its usage and cost when the call's `MessageDone` arrives.
+A run's model calls go through `call_model`: admitted, recorded as a `ModelCall` row and settled
+as every model call of the app is (`model_calls.metered`); announced (`ModelCalled`), each event
+recorded as it streams, and the observers told how each call ended.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
 from skills_app.core.agent import ForkResult, InvocationRef, TurnState
-from skills_app.core.events import ModelCalled, RunEvent, TurnExcluded
-from skills_app.core.llm import MessageDone, ModelClient, ModelError, ModelRequest, StreamEvent
+from skills_app.core.events import MessageDone, ModelCalled, ModelEvent, RunEvent, TurnExcluded
+from skills_app.core.llm import ModelClient, ModelRequest
 from skills_app.core.permissions import Decision, ToolCall, read_filter
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.skillfile import SkillSpec
 from skills_app.core.tools.workspace import Workspace
 from skills_app.core.transcript import StoredMessage
 from skills_app.permissions.approvals import PermissionGate
-from skills_app.runs import observers, store, usage
+from skills_app.runs import observers, store
+from skills_app.runs.model_calls import CallRow, failure, metered
 from skills_app.runs.recorder import RunRecorder
-from skills_app.runs.spending import Spending, Ticket
-
-logger = logging.getLogger(__name__)
+from skills_app.runs.spending import Spending
 
 ForkFn = Callable[[SkillSpec, str], Awaitable[ForkResult]]
 
@@ -44,51 +42,53 @@ class ServicePorts:
     forker: ForkFn | None = None
     # The person's policy check of every call (model offered, budget); None: no policy (tests).
     spending: Spending | None = None
-    # The ModelCall row of the call the runner announced and is about to stream, and the money
-    # set aside for it.
-    _call_id: int | None = field(default=None, init=False)
-    _reservation: Ticket | None = field(default=None, init=False)
 
     # A subagent's messages are not the conversation's model-bound rows: captured verbatim.
     _messages_from_rows = True
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        call_id, self._call_id = self._call_id, None
-        reservation, self._reservation = self._reservation, None
-        finished = False
+    def call_model(
+        self, request: ModelRequest, *, call: int, skill: str
+    ) -> AsyncIterator[ModelEvent]:
+        # Admitted, recorded as a ModelCall row and settled as every model call is; a run that
+        # another process closed keeps no row.
+        row = None
+        if not self.recorder.abandoned:
+            row = CallRow(
+                self.recorder.conversation_id,
+                self.recorder.run_id,
+                call,
+                skill,
+                from_rows=self._messages_from_rows,
+            )
+        return metered(
+            request,
+            self._relayed(request, call=call, skill=skill),
+            spending=self.spending,
+            row=row,
+            is_demo=self.client.is_demo,
+        )
+
+    async def _relayed(
+        self, request: ModelRequest, *, call: int, skill: str
+    ) -> AsyncIterator[ModelEvent]:
+        """The model's stream, announced and recorded event by event for whoever watches the
+        run; the observers are told how it ended."""
+        await self.recorder.event(ModelCalled(call, request.model, skill=skill, request=request))
+        answered = False
         try:
             async for event in self.client.stream(request):
                 if isinstance(event, MessageDone):
-                    if call_id is not None:
-                        await sync_to_async(usage.finish_call)(
-                            call_id, event.message, is_demo=self.client.is_demo
-                        )
-                    await self._settle(reservation, message=event.message, model=request.model)
-                    finished = True
-                if isinstance(event, MessageDone):
+                    answered = True
                     self._observe_answer(event.message)
+                else:
+                    await self.recorder.event(event)
                 yield event
-        except ModelError as exc:
-            await self._fail_call(call_id, exc.kind)
-            # An error answer is not billed; a stream cut after it started may have been.
-            await self._settle(reservation, unknown=exc.kind == "stream_cut")
+        except BaseException as exc:
+            if not answered:
+                self._observe_failure(failure(exc)[0])
             raise
-        except asyncio.CancelledError:
-            await self._fail_call(call_id, "stopped")
-            await self._settle(reservation, unknown=True)
-            raise
-        except Exception:
-            await self._fail_call(call_id, "internal")
-            await self._settle(reservation, unknown=True)
-            raise
-        if not finished:
-            await self._fail_call(call_id, "stream_cut")
-            await self._settle(reservation, unknown=True)
-
-    async def _settle(self, ticket: Ticket | None, **how: Any) -> None:
-        if ticket is None or self.spending is None:
-            return
-        await self.spending.settle(ticket, **how)
+        if not answered:
+            self._observe_failure("stream_cut")
 
     def _observe_answer(self, message: dict[str, Any]) -> None:
         reported = message.get("usage")
@@ -103,17 +103,11 @@ class ServicePorts:
             ),
         )
 
-    async def _fail_call(self, call_id: int | None, kind: str) -> None:
+    def _observe_failure(self, kind: str) -> None:
         observers.notify(
             self.recorder.context,
             observers.ModelCallEnded(call=self.recorder.call, error_kind=kind),
         )
-        if call_id is None:
-            return
-        try:
-            await sync_to_async(usage.fail_call)(call_id, kind)
-        except Exception:  # the call's failure matters more than its bookkeeping
-            logger.exception("could not record the end of model call %s", call_id)
 
     async def decide(self, call: ToolCall, state: TurnState) -> Decision:
         return await self.gate.decide(call, state)
@@ -151,25 +145,7 @@ class ServicePorts:
         return str(staged)
 
     async def emit(self, event: RunEvent) -> None:
-        if isinstance(event, ModelCalled) and event.request is not None:
-            if self.spending is not None:
-                # Before anything is recorded: a refused call was never made (CallRefused).
-                self._reservation = await self.spending.admit(event.request)
-            self._call_id = await self._start_call(event)
         await self.recorder.event(event)
-
-    async def _start_call(self, event: ModelCalled) -> int | None:
-        if self.recorder.abandoned:
-            return None
-        return await sync_to_async(usage.start_call)(
-            conversation_id=self.recorder.conversation_id,
-            run_id=self.recorder.run_id,
-            call=event.call,
-            request=event.request,
-            skill=event.skill,
-            is_demo=self.client.is_demo,
-            from_rows=self._messages_from_rows,
-        )
 
     async def fork(self, spec: SkillSpec, prompt: str) -> ForkResult:
         if self.forker is None:

@@ -1,10 +1,10 @@
 """The policy check of every model call: the model must be offered, the budget must hold it.
 
 `Spending.admit` runs before a call is sent (it raises `CallRefused`, which ends a run with a
-plain notice); `Spending.settle` runs when it ended, with the usage the API reported; `close`
-when the run (or trigger run, title, summary) is over. Every entrance that calls the model goes
-through one: a run's turns and subagents (the ports), titles and summaries
-(`chat.summaries.recorded_call`), trigger runs (`triggers.executor`).
+plain notice); `Spending.settle` runs when it ended, with the usage the API reported (both in
+`model_calls.metered`, the one seam every model call streams through: a run's turns and
+subagents, titles and summaries, trigger attempts); `close` when the run (or trigger run, title,
+summary) is over.
 
 Budgets are held in the database by a lease: the first call of a run reserves room for a few
 calls at once (`LEASE_CALLS` times its ceiling, or what is left if less), atomically against

@@ -40,13 +40,14 @@ from django.db.models import F
 from django.utils import timezone
 
 from skills_app.core.admission import CallRefused
-from skills_app.core.llm import MessageDone, ModelClient, ModelError, ModelRequest
+from skills_app.core.llm import ModelClient, ModelError, ModelRequest, final_message
 from skills_app.core.pricing import USAGE_FIELDS, cost_usd
 from skills_app.core.triggers.probe import chosen_skill
 from skills_app.models import TriggerResult, TriggerRun
 from skills_app.policy.access import policy_for
 from skills_app.runs import queue
 from skills_app.runs.client import model_client
+from skills_app.runs.model_calls import metered
 from skills_app.runs.spending import Spending
 from skills_app.triggers import runs
 from skills_app.triggers.setup import ProbeSetup, TriggerRunError, probe_setup
@@ -236,29 +237,18 @@ async def _attempt_all(run_id: int, client: ModelClient) -> None:
                 result = pending.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            reservation = None
             try:
-                if spending is not None:
-                    reservation = await spending.admit(requests[result.pk])
-                message = await first_answer(client, requests[result.pk])
+                message = await first_answer(client, requests[result.pk], spending=spending)
             except CallRefused as refused:
                 # A budget reached mid-way ends the run; the answers so far are kept.
                 refusal.append(refused.message)
                 return
             except ModelError as exc:
-                if spending is not None:
-                    await spending.settle(reservation, unknown=exc.kind == "stream_cut")
                 if not await sync_to_async(_record_error)(run_id, result.pk, exc.message):
                     raise _Ended from exc
                 if not exc.retryable:
                     raise TriggerRunError(exc.message) from exc
                 continue
-            except asyncio.CancelledError:
-                if spending is not None:
-                    await spending.settle(reservation, unknown=True)
-                raise
-            if spending is not None:
-                await spending.settle(reservation, message=message, model=run.model)
             chosen = chosen_skill(message.get("content") or [], setup.profile, catalog)
             recorded = await sync_to_async(_record_answer)(
                 run_id, result.pk, chosen=chosen, skill=setup.spec.name, message=message
@@ -281,17 +271,15 @@ async def _attempt_all(run_id: int, client: ModelClient) -> None:
         raise TriggerRunError(f"Stopped: {text[:1].lower()}{text[1:]}")
 
 
-async def first_answer(client: ModelClient, request: ModelRequest) -> dict[str, Any]:
-    """The model's whole first answer (its content and usage); nothing is stored."""
-    message: dict[str, Any] | None = None
-    async for event in client.stream(request):
-        if isinstance(event, MessageDone):
-            message = event.message
-    if message is None:
-        raise ModelError(
-            "stream_cut", "The model's answer ended early; the attempt is counted as an error."
-        )
-    return message
+async def first_answer(
+    client: ModelClient, request: ModelRequest, *, spending: Spending | None = None
+) -> dict[str, Any]:
+    """The model's whole first answer (its content and usage), admitted and settled as every
+    model call is (`runs.model_calls`); no ModelCall row: the attempt's result counts it."""
+    events = metered(request, client.stream(request), spending=spending, is_demo=client.is_demo)
+    return await final_message(
+        events, cut="The model's answer ended early; the attempt is counted as an error."
+    )
 
 
 def _usage(message: dict[str, Any]) -> dict[str, int]:

@@ -55,6 +55,34 @@ async def test_it_streams_a_plain_answer_and_stores_it(chat):
     assert called[0].request is chat.calls[0].request
 
 
+async def test_a_model_call_crosses_into_the_ports_once(chat):
+    """The runner hands each call to `ports.call_model` and reads the core's own events back:
+    it neither announces the call nor relays its deltas through the ports itself."""
+    crossings: list[tuple[str, object]] = []
+    call_model, emit = chat.ports.call_model, chat.ports.emit
+
+    def counted_call(request, **how):
+        crossings.append(("call_model", how["call"]))
+        return call_model(request, **how)
+
+    async def counted_emit(event):
+        crossings.append(("emit", event.type))
+        await emit(event)
+
+    chat.ports.call_model, chat.ports.emit = counted_call, counted_emit
+    chat.model.enqueue(
+        Reply.tool_use("Glob", {"pattern": "*"}), Reply.text("Nothing in here.", chunk=3)
+    )
+    outcome = await chat.turn("what is there?", answer=ALLOW_ONCE)
+    assert outcome.status == "done" and outcome.model_calls == 2
+    assert [c for c in crossings if c[0] == "call_model"] == [("call_model", 1), ("call_model", 2)]
+    streamed = {"model.call", "block.start", "text.delta", "thinking.delta", "block.done"}
+    assert [c for c in crossings if c[0] == "emit" and c[1] in streamed] == []
+    # What the call produced still reached whoever watches the run, through the port.
+    assert [e.call for e in chat.ports.events if isinstance(e, ModelCalled)] == [1, 2]
+    assert chat.ports.streamed_text() == "Nothing in here."
+
+
 async def test_it_answers_a_tool_use_and_sends_the_result_back(chat):
     (chat.workspace.work_dir / "notes.txt").write_text("alpha\nbeta\n")
     chat.model.enqueue(

@@ -5,14 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from skills_app.core.demo import DemoModel, plan_reply, read_catalog
-from skills_app.core.llm import (
-    BlockDone,
-    BlockStart,
-    MessageDone,
-    ModelRequest,
-    StreamEvent,
-    TextDelta,
-)
+from skills_app.core.events import BlockDone, BlockStarted, MessageDone, ModelEvent, TextDelta
+from skills_app.core.llm import ModelRequest
 from tests.support.fake_anthropic import validate_request
 
 SKILL_TOOL = {
@@ -382,14 +376,16 @@ def test_a_whole_demo_conversation_is_accepted_by_the_api_rules() -> None:
 
 async def test_it_streams_the_same_event_types_as_the_real_adapter() -> None:
     model = DemoModel(delay=0)
-    events: list[StreamEvent] = [
+    events: list[ModelEvent] = [
         e async for e in model.stream(request([{"role": "user", "content": "use the pdf skill"}]))
     ]
-    assert events[0] == BlockStart(index=0, block_type="text")
+    assert events[0] == BlockStarted(index=0, block_type="text")
     deltas = [e for e in events if isinstance(e, TextDelta)]
     assert len(deltas) > 1
     assert "".join(d.text for d in deltas) == 'I\'ll use the "pdf" skill for this.'
-    tool_start = next(e for e in events if isinstance(e, BlockStart) and e.block_type == "tool_use")
+    tool_start = next(
+        e for e in events if isinstance(e, BlockStarted) and e.block_type == "tool_use"
+    )
     assert tool_start.index == 1 and tool_start.tool_name == "Skill"
     assert tool_start.tool_use_id.startswith("toolu_demo_")
     done = [e for e in events if isinstance(e, BlockDone)]

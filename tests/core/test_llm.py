@@ -17,17 +17,15 @@ import httpx2
 import pytest
 
 from skills_app.core.demo import DemoModel
-from skills_app.core.llm import (
-    AnthropicModel,
+from skills_app.core.events import (
     BlockDone,
-    BlockStart,
+    BlockStarted,
     MessageDone,
-    ModelError,
-    ModelRequest,
-    StreamEvent,
+    ModelEvent,
     TextDelta,
     ThinkingDelta,
 )
+from skills_app.core.llm import AnthropicModel, ModelError, ModelRequest
 from skills_app.runs.client import default_client
 from tests.support.fake_anthropic import TEST_MODEL, FakeAnthropic, Reply, tool_use_block
 
@@ -56,14 +54,14 @@ def model(fake: FakeAnthropic, **options: Any) -> AnthropicModel:
     return AnthropicModel(api_key="test-key", base_url=fake.base_url, model=TEST_MODEL, **options)
 
 
-async def collect(client: AnthropicModel, req: ModelRequest | None = None) -> list[StreamEvent]:
+async def collect(client: AnthropicModel, req: ModelRequest | None = None) -> list[ModelEvent]:
     return [event async for event in client.stream(req or request())]
 
 
 async def failure(
     client: AnthropicModel, req: ModelRequest | None = None
-) -> tuple[ModelError, list[StreamEvent]]:
-    events: list[StreamEvent] = []
+) -> tuple[ModelError, list[ModelEvent]]:
+    events: list[ModelEvent] = []
     with pytest.raises(ModelError) as caught:
         async for event in client.stream(req or request()):
             events.append(event)
@@ -86,7 +84,7 @@ def test_as_kwargs_omits_an_empty_system_prompt_and_tool_list() -> None:
 async def test_it_streams_plain_text_as_our_events(fake_anthropic: FakeAnthropic) -> None:
     fake_anthropic.enqueue(Reply.text("Hello there, friend", chunk=6))
     events = await collect(model(fake_anthropic))
-    assert events[0] == BlockStart(index=0, block_type="text")
+    assert events[0] == BlockStarted(index=0, block_type="text")
     deltas = [e for e in events if isinstance(e, TextDelta)]
     assert [d.text for d in deltas] == ["Hello ", "there,", " frien", "d"]
     assert all(d.index == 0 for d in deltas)
@@ -127,7 +125,7 @@ async def test_it_streams_a_tool_use_with_parsed_input(fake_anthropic: FakeAnthr
     )
     events = await collect(model(fake_anthropic))
     assert (
-        BlockStart(index=1, block_type="tool_use", tool_name="Bash", tool_use_id="toolu_9")
+        BlockStarted(index=1, block_type="tool_use", tool_name="Bash", tool_use_id="toolu_9")
         in events
     )
     tool_block = {
@@ -293,7 +291,7 @@ async def test_a_cut_inside_tool_json_drops_the_half_tool_use(
     error, events = await failure(model(fake_anthropic))
     assert error.kind == "stream_cut"
     assert error.partial_content == [{"type": "text", "text": "Cleaning."}]
-    assert any(isinstance(e, BlockStart) and e.block_type == "tool_use" for e in events)
+    assert any(isinstance(e, BlockStarted) and e.block_type == "tool_use" for e in events)
     assert not any(isinstance(e, BlockDone) and e.block["type"] == "tool_use" for e in events)
 
 
@@ -360,14 +358,14 @@ async def test_closing_the_stream_early_stops_cleanly(fake_anthropic: FakeAnthro
         Reply.text("first second", chunk=6, wait_for=release, wait_after_events=4, reached=reached)
     )
     stream = model(fake_anthropic).stream(request())
-    seen: list[StreamEvent] = []
+    seen: list[ModelEvent] = []
     async for event in stream:
         seen.append(event)
         if isinstance(event, TextDelta):
             break
     await stream.aclose()  # what a stopped run does
     release.set()
-    assert seen == [BlockStart(index=0, block_type="text"), TextDelta(index=0, text="first ")]
+    assert seen == [BlockStarted(index=0, block_type="text"), TextDelta(index=0, text="first ")]
 
 
 def test_model_error_defaults_retryable_from_its_kind() -> None:
@@ -444,7 +442,7 @@ async def test_thinking_streams_as_thinking_deltas_and_keeps_the_signed_block(
     sent = fake_anthropic.requests[0]
     assert sent["thinking"] == {"type": "adaptive", "display": "summarized"}
     assert sent["output_config"] == {"effort": "low"}
-    assert events[0] == BlockStart(index=0, block_type="thinking")
+    assert events[0] == BlockStarted(index=0, block_type="thinking")
     summary = "".join(e.text for e in events if isinstance(e, ThinkingDelta))
     assert summary.startswith("Working out how to answer: hi")
     assert all(e.index == 0 for e in events if isinstance(e, ThinkingDelta))

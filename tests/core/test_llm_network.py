@@ -21,7 +21,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from skills_app.core.llm import AnthropicModel, ModelError, ModelRequest, TextDelta
+from skills_app.core.events import TextDelta
+from skills_app.core.llm import AnthropicModel, ModelError, ModelRequest
 from tests.support.fake_anthropic import TEST_MODEL, FakeAnthropic, Reply
 from tests.support.tls import Authority
 

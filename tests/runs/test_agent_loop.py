@@ -18,6 +18,7 @@ from asgiref.sync import sync_to_async
 from skills_app.core.hooks import HookResult
 from skills_app.models import (
     Conversation,
+    ModelCall,
     PermissionRule,
     Run,
     RunEvent,
@@ -208,6 +209,9 @@ async def test_stopping_mid_stream_keeps_the_partial_answer_and_a_valid_history(
     assert stored[-2].role == "assistant" and stored[-2].meta.get("partial") is True
     assert stored[-2].content[0]["text"].startswith("The first")
     assert (stored[-1].kind, stored[-1].content[0]["text"]) == ("notice", "Stopped.")
+    # The call that was stopped is closed as such, without usage (the API never said).
+    call = await ModelCall.objects.aget(run_id=run.pk)
+    assert (call.error_kind, call.cost_usd) == ("stopped", None) and call.finished_at is not None
     setup.enqueue(Reply.text("continuing"))
     await run_turn(conversation, "go on", alice)
     assert setup.requests[-1].status == 200

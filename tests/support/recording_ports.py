@@ -42,21 +42,18 @@ from skills_app.core.agent import (
 from skills_app.core.events import (
     ApprovalAnswered,
     ApprovalRequested,
+    BlockDone,
+    BlockStarted,
+    MessageDone,
+    ModelCalled,
+    ModelEvent,
     RunEvent,
     TextDelta,
+    ThinkingDelta,
     TurnExcluded,
 )
 from skills_app.core.hooks import Hooks
-from skills_app.core.llm import (
-    BlockDone,
-    BlockStart,
-    MessageDone,
-    ModelError,
-    ModelRequest,
-    StreamEvent,
-    ThinkingDelta,
-)
-from skills_app.core.llm import TextDelta as StreamTextDelta
+from skills_app.core.llm import ModelError, ModelRequest
 from skills_app.core.llm_errors import status_error
 from skills_app.core.model_catalog import DEFAULT_MODEL
 from skills_app.core.permissions import (
@@ -165,7 +162,7 @@ class ScriptedModel:
     def rejected(self) -> list[Call]:
         return [c for c in self.calls if c.rejection]
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         body = request.as_kwargs()
         # The body as it would travel: JSON, so nothing that is not JSON slips through.
         body = json.loads(json.dumps(body))
@@ -239,7 +236,7 @@ def _pieces(text: str, size: int) -> list[str]:
 
 async def _stream(
     reply: Reply, body: dict[str, Any], usage: dict[str, Any]
-) -> AsyncIterator[StreamEvent]:
+) -> AsyncIterator[ModelEvent]:
     """The adapter's events for a reply, with its faults (counted in events sent)."""
     done: dict[int, dict[str, Any]] = {}
     writing: dict[int, list[str]] = {}
@@ -252,7 +249,7 @@ async def _stream(
                 blocks[index] = {"type": "text", "text": "".join(pieces)}
         return [blocks[i] for i in sorted(blocks)]
 
-    async def step(event: StreamEvent) -> StreamEvent:
+    async def step(event: ModelEvent) -> ModelEvent:
         number = next(sent)
         if reply.cut_after_events is not None and number >= reply.cut_after_events:
             raise ModelError(
@@ -272,7 +269,7 @@ async def _stream(
     for index, block in enumerate(reply.content):
         kind = block["type"]
         if kind == "tool_use":
-            yield await step(BlockStart(index, kind, block["name"], block["id"]))
+            yield await step(BlockStarted(index, kind, block["name"], block["id"]))
             raw = block.get("raw_json")
             try:
                 parsed = json.loads(raw) if raw is not None else block["input"]
@@ -288,22 +285,22 @@ async def _stream(
             finished = {"type": "tool_use", "id": block["id"], "name": block["name"]}
             finished["input"] = parsed
         elif kind == "text":
-            yield await step(BlockStart(index, kind))
+            yield await step(BlockStarted(index, kind))
             writing[index] = []
             for piece in _pieces(block["text"], reply.chunk):
-                event = await step(StreamTextDelta(index, piece))
+                event = await step(TextDelta(index, piece))
                 writing[index].append(piece)  # it arrived (a cut piece never does)
                 yield event
             del writing[index]
             finished = {"type": "text", "text": block["text"]}
         elif kind == "thinking":
-            yield await step(BlockStart(index, kind))
+            yield await step(BlockStarted(index, kind))
             for piece in _pieces(block["thinking"], reply.chunk):
                 if piece:
                     yield await step(ThinkingDelta(index, piece))
             finished = dict(block)
         else:
-            yield await step(BlockStart(index, kind))
+            yield await step(BlockStarted(index, kind))
             finished = dict(block)
         done[index] = finished
         yield await step(BlockDone(index, finished))
@@ -384,8 +381,15 @@ class RecordingPorts:
             readable_roots=(self.workspace.skills_dir,),
         )
 
-    def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        return self.model.stream(request)
+    async def call_model(
+        self, request: ModelRequest, *, call: int, skill: str
+    ) -> AsyncIterator[ModelEvent]:
+        # As the services' ports: announced, each event recorded before the runner sees it.
+        self.events.append(ModelCalled(call, request.model, skill=skill, request=request))
+        async for event in self.model.stream(request):
+            if not isinstance(event, MessageDone):
+                self.events.append(event)
+            yield event
 
     async def decide(self, call: ToolCall, state: TurnState) -> Decision:
         decision = decide(call, self.context(state))
