@@ -15,8 +15,6 @@ from django.db.models import QuerySet
 
 from skills_app.models import TriggerRun
 
-NONE = ""
-
 
 @dataclass(slots=True)
 class SkillRow:

@@ -148,16 +148,6 @@ def test_the_frontmatter_is_stored_as_json_even_with_dates():
     assert result.version.frontmatter["version"] == "2024-05-01"
 
 
-def test_inspect_archive_lints_without_storing_anything():
-    before = snapshot()
-    text = "---\nname: x\ndescription: D.\nuser-invocable: maybe\n---\nB\n"
-    [checked] = uploads.inspect_archive(make_zip({"x/SKILL.md": text, "x/a.txt": "a"}), "x.zip")
-    assert checked.name == "x"
-    assert checked.files == ("SKILL.md", "a.txt")
-    assert [p.rule for p in checked.errors] == ["bool-value"]
-    assert snapshot() == before
-
-
 # --- versions --------------------------------------------------------------------------------
 
 

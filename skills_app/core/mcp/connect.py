@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from mcp import types as mcp_types
     from mcp.client.stdio import StdioServerParameters
 
-KINDS = ("stdio", "http")
 # The sandbox's /tmp is private and empty; a server that writes to $HOME writes there.
 SANDBOX_HOME = "/tmp"
 _STDERR_TAIL = 600

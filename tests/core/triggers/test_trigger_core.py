@@ -25,7 +25,6 @@ from skills_app.core.triggers.cases import (
     TriggerCase,
     TriggerSetError,
     dump_cases,
-    parse_cases,
     read_set,
 )
 from skills_app.core.triggers.chart import (
@@ -189,7 +188,7 @@ def test_a_set_round_trips_through_json():
     cases = [TriggerCase("turn this PDF into a table", True), TriggerCase("hi", False, True)]
     text = dump_cases(cases)
     assert json.loads(text)[1] == {"query": "hi", "should_trigger": False, "held_out": True}
-    assert parse_cases(text) == cases
+    assert read_set(text).cases == cases
 
 
 @pytest.mark.parametrize(
@@ -220,15 +219,15 @@ def test_a_set_round_trips_through_json():
 )
 def test_bad_json_gets_an_error_that_says_what_to_write(text, message):
     with pytest.raises(TriggerSetError) as caught:
-        parse_cases(text)
+        read_set(text)
     assert message in caught.value.message
 
 
 def test_a_set_too_long_is_refused_and_unknown_keys_are_ignored():
     many = json.dumps([{"query": f"q{i}", "should_trigger": True} for i in range(MAX_CASES + 1)])
     with pytest.raises(TriggerSetError, match="at most 200"):
-        parse_cases(many)
-    kept = parse_cases('[{"query": "q", "should_trigger": false, "note": "from elsewhere"}]')
+        read_set(many)
+    kept = read_set('[{"query": "q", "should_trigger": false, "note": "from elsewhere"}]').cases
     assert kept == [TriggerCase("q", False)]
 
 
