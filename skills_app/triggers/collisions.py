@@ -26,10 +26,6 @@ class SkillRow:
     taken: dict[str, int] = field(default_factory=dict)  # other skill -> attempts
     queries_taken: dict[str, int] = field(default_factory=dict)  # other skill -> queries
 
-    @property
-    def stolen(self) -> int:
-        return sum(self.taken.values())
-
 
 @dataclass(frozen=True, slots=True)
 class Collision:
