@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from skills_app.core.review import PackageFile
 from skills_app.registry.diffs import diff_file
 
 
 def text_file(rel: str, text: str) -> PackageFile:
-    return PackageFile(rel, len(text), str(hash(text)), text)
+    return PackageFile(rel, len(text), hashlib.sha256(text.encode()).hexdigest(), text)
 
 
 def test_lines_that_read_like_the_diff_headers_are_still_shown_as_changes():
