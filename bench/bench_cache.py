@@ -22,6 +22,7 @@ import asyncio
 import os
 import sys
 import tempfile
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -41,7 +42,7 @@ from django.core.management import call_command  # noqa: E402
 
 from bench.bench_skills import generate  # noqa: E402
 from skills_app.core.model_catalog import DEFAULT_MODEL  # noqa: E402
-from skills_app.core.pricing import add_usage, cost_usd, format_usd, input_total  # noqa: E402
+from skills_app.core.pricing import USAGE_FIELDS, cost_usd, format_usd, input_total  # noqa: E402
 from skills_app.models import Conversation, PermissionRule, Run  # noqa: E402
 from skills_app.runs import supervisor as runs  # noqa: E402
 from tests.support.fake_anthropic import FakeAnthropic, Reply  # noqa: E402
@@ -119,6 +120,15 @@ async def replay(profile: str, fake: FakeAnthropic, user: Any) -> list[Run]:
             raise SystemExit(f"{profile}: turn {text[:30]!r} ended {run.status}: {run.error}")
         done.append(run)
     return done
+
+
+def add_usage(usages: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """Sum usage dicts field by field."""
+    total = dict.fromkeys(USAGE_FIELDS, 0)
+    for usage in usages:
+        for key in USAGE_FIELDS:
+            total[key] += int(usage.get(key) or 0)
+    return total
 
 
 async def measure(profile: str, *, minimum: bool, user: Any, verbose: bool) -> dict[str, Any]:

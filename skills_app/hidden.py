@@ -27,7 +27,7 @@ substituted does not make them someone else's secret: for the owner, the injecte
 hidden rows) are split at their own words (OWN_MIN characters or more) before they are indexed.
 Only those: the skill's files, `!` output and hook output are indexed whole, so a person's words
 that repeat a skill's files stay withheld there. Carving their words out of any withheld span
-(as before) answered "is this guess in the skill?": a right guess was shown, a wrong one not.
+would answer "is this guess in the skill?": a right guess would be shown, a wrong one not.
 Nor paths in the conversation's workspace: a skill's text names its staged folder (the
 base-directory line, `${CLAUDE_SKILL_DIR}` resolved), and so does any command that runs its
 scripts; the conversation's own hidden texts are split at every such path, so naming a file

@@ -202,7 +202,7 @@ def demo_model(settings):
     """The offline demo model, answering at once, with only the bundled skills."""
     settings.ANTHROPIC_API_KEY = ""
     settings.SKILLS_DIRS = []
-    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
+    settings.MODEL_CLIENT = "tests.support.loop_helpers.instant_demo_client"
 
 
 # -- run workers (RUN_EXECUTOR=worker) in the test's own event loop --------------------------------

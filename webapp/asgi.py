@@ -98,7 +98,7 @@ gc.freeze()
 # The event loop shares the interpreter lock with the database thread. While that thread
 # computes without a break (100 runs set up, or their answers stored, at once), the loop waits
 # for the lock every time it wakes, up to the switch interval each time (5 ms by default), and
-# the live text queues behind it. At 1 ms the first second of 100 runs starting together had a
-# p99 of 446-475 ms instead of 616-688 ms (bench/RESULTS.md, 2026-12-01 23:09-23:20).
+# the live text queues behind it. 1 ms keeps those waits short (bench/RESULTS.md, "The
+# interpreter's switch interval").
 SWITCH_INTERVAL_SECONDS = 0.001
 sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)

@@ -9,7 +9,7 @@ authorised afresh (a deactivated user is refused, a revoked auditor gets the cha
 
 Signals miss changes made around the ORM's per-object methods (a queryset `update`, a session
 row deleted by `clearsessions`), so the consumer also re-checks the account and the session on
-every action a socket sends (`account_allows`). Both together: the push closes sockets at once;
+every action a socket sends (`allowed_user`). Both together: the push closes sockets at once;
 the re-check makes sure no action runs on a stale account.
 """
 
@@ -64,15 +64,9 @@ def notify(user_ids: Iterable[int | None], reason: str) -> None:
     transaction.on_commit(send)
 
 
-def account_allows(user_id: int, session_key: str | None) -> bool:
-    """True while this user is active and this session is still theirs (not logged out, not
-    flushed, and signed with their current password)."""
-    return allowed_user(user_id, session_key) is not None
-
-
 def allowed_user(user_id: int, session_key: str | None) -> Any:
-    """The user, read now, while they are active and this session is still theirs (as
-    `account_allows`); None otherwise. Checked on every frame a tab sends: one read of the user
+    """The user, read now, while they are active and this session is still theirs (not logged
+    out, not flushed, and signed with their current password); None otherwise. Checked on every frame a tab sends: one read of the user
     and one of the session (a session that is gone or expired loads as empty)."""
     from django.contrib.sessions.backends.base import SessionBase
 
@@ -207,7 +201,6 @@ def install() -> None:
 
 __all__ = [
     "ACCOUNT_CHANGED_EVENT",
-    "account_allows",
     "allowed_user",
     "install",
     "notify",

@@ -28,8 +28,8 @@ from django.views.decorators.http import require_GET
 
 from skills_app import trail
 from skills_app.audit.access import require_audit_viewer
-from skills_app.audit.chart import build_chart
 from skills_app.audit.invocations import decided_by, filter_invocation
+from skills_app.core.chart import build_stacked_chart
 from skills_app.core.profiles import profile_choices
 from skills_app.models import AuditEvent, Comparison, SkillInvocation
 from skills_app.visibility import INSPECT_PERMISSION, outbound
@@ -193,7 +193,7 @@ def _chart(rows: QuerySet[SkillInvocation], since: date, until: date) -> Any:
         .values("day", "skill")
         .annotate(n=Count("pk"))
     )
-    return build_chart({(r["day"], r["skill"]): r["n"] for r in per_day}, since, until)
+    return build_stacked_chart({(r["day"], r["skill"]): r["n"] for r in per_day}, since, until)
 
 
 @login_required

@@ -141,10 +141,6 @@ class LayerSaving:
     def all_bodies_tokens(self) -> int:
         return estimate_tokens(self.all_bodies_chars)
 
-    @property
-    def saved_chars(self) -> int:
-        return self.all_bodies_chars - self.catalog_chars
-
 
 def layer_saving(provider: SkillProvider) -> LayerSaving:
     """Compare Layer 1 (the catalog) with eager loading, for the skills a provider offers."""

@@ -27,7 +27,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from skills_app.audit.access import require_audit_viewer
-from skills_app.audit.chart import build_chart
+from skills_app.core.chart import build_stacked_chart
 from skills_app.models import GroupPolicy, ModelCall, SpendCounter, SpendReservation, UserPolicy
 from skills_app.policy import budgets
 
@@ -156,7 +156,7 @@ def spend_report(request: HttpRequest) -> HttpResponse:
             "per": PER[form.grouping],
             "since": since,
             "until": until,
-            "chart": build_chart(cents, since, until),
+            "chart": build_stacked_chart(cents, since, until),
             "table": [(name, budgets.usd(value)) for name, value in table],
             "total": budgets.usd(sum(totals.values(), Decimal(0))),
             "limits": limits_table(request),

@@ -48,11 +48,9 @@ __all__ = [
     "MAX_IMPORT_BYTES",
     "ImportResult",
     "TranscriptImportError",
-    "export_jsonl",
     "export_lines",
     "import_transcript",
     "line_uuid",
-    "parse_jsonl",
 ]
 
 # Who wrote the file, in Claude Code's `version` field (readers require one).
@@ -145,10 +143,6 @@ def _shown_content(row: Message, out: Outbound) -> list[dict[str, Any]]:
     return shown
 
 
-def export_jsonl(conversation: Conversation, *, include_hidden: bool) -> str:
-    return "".join(export_lines(conversation, include_hidden=include_hidden))
-
-
 # -- import -------------------------------------------------------------------------------------
 
 
@@ -167,10 +161,6 @@ class ImportResult:
     # Kept and shown, never sent to the model (signed for another API key).
     thinking_blocks: int
 
-    @property
-    def skipped_lines(self) -> int:
-        return len(self.skipped)
-
     def report(self) -> dict[str, Any]:
         """The result page's facts, JSON-safe (kept in the session for one page view)."""
         return {
@@ -185,11 +175,6 @@ class ImportResult:
             "only_subagent": self.only_subagent,
             "thinking_blocks": self.thinking_blocks,
         }
-
-
-def parse_jsonl(data: bytes | str) -> ParsedTranscript:
-    """Read a transcript without storing it; TranscriptImportError when nothing is usable."""
-    return parse_transcript(data)
 
 
 def import_transcript(owner_id: int, data: bytes | str, *, title: str = "") -> ImportResult:

@@ -31,8 +31,8 @@ from skills_app.visibility import outbound
 SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
 # Searchable kinds whose text is shown through the outbound filter (not someone's own words).
 FILTERED_KINDS = frozenset({"error", "notice"})
-# Rows the chat page shows at first, and each "Load earlier messages" adds: a 20,000-row
-# conversation was one 15 MB page that took 15 s and slowed everyone's pages (issue 40).
+# Rows the chat page shows at first, and each "Load earlier messages" adds: a page stays small
+# however long the conversation (all the rows of a long one make a page of megabytes).
 PAGE_ROWS = 200
 
 

@@ -1,5 +1,4 @@
-"""Read-only links to a conversation (issue 42, point 14): the owner makes, lists and revokes
-them; a signed-in person of this instance opens one at /s/<token>/.
+"""Read-only links to a conversation: the owner makes, lists and revokes them; a signed-in person of this instance opens one at /s/<token>/.
 
 Who may open a link: any signed-in user of this instance, never an anonymous visitor. Skillscope
 is an organisation's own tool; a link that worked outside it would carry the organisation's

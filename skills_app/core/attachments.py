@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, BinaryIO
 
-INPUT_DIR = "in"
 MAX_NAME_CHARS = 120
 
 # The Messages API: an image's base64 data may be at most 5 MB; a PDF rides in a request of at

@@ -68,19 +68,6 @@ def with_cache_breakpoints(
     return out_tools, out_system, out_messages
 
 
-def count_breakpoints(request: dict[str, Any]) -> int:
-    """How many `cache_control` markers a request body carries (tools, system, message blocks)."""
-    count = sum(1 for tool in request.get("tools") or [] if "cache_control" in tool)
-    system = request.get("system")
-    if isinstance(system, list):
-        count += sum(1 for block in system if isinstance(block, dict) and "cache_control" in block)
-    for message in request.get("messages") or []:
-        content = message.get("content") if isinstance(message, dict) else None
-        if isinstance(content, list):
-            count += sum(1 for b in content if isinstance(b, dict) and "cache_control" in b)
-    return count
-
-
 def _previous_request_end(messages: list[dict[str, Any]]) -> int | None:
     """Index of the message just before the last assistant message (None if there is none)."""
     for i in range(len(messages) - 1, 0, -1):

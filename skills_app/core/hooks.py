@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,13 +28,6 @@ class Hooks:
     """Hook callables per event, run in order; the first blocking result wins."""
 
     handlers: dict[str, list[HookFn]] = field(default_factory=dict)
-
-    @classmethod
-    def from_mapping(cls, mapping: Mapping[str, Sequence[HookFn]]) -> Hooks:
-        unknown = set(mapping) - set(EVENTS)
-        if unknown:
-            raise ValueError(f"Unknown hook event(s): {', '.join(sorted(unknown))}; use {EVENTS}")
-        return cls({event: list(fns) for event, fns in mapping.items()})
 
     def add(self, event: str, fn: HookFn) -> None:
         if event not in EVENTS:

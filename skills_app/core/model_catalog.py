@@ -256,14 +256,6 @@ def model_family(model_id: str) -> ModelInfo | None:
     return get_model(model_id) or KNOWN_MODELS.get(_DATE_SUFFIX.sub("", model_id))
 
 
-def require_model(model_id: str) -> ModelInfo:
-    """The model's facts; UnknownModelError (listing the valid ids) for an unknown id."""
-    info = get_model(model_id)
-    if info is None:
-        raise UnknownModelError(model_id)
-    return info
-
-
 def resolve_model_id(name: str) -> str | None:
     """A model id from an id or alias (`opus`, `sonnet`, ...); None for `inherit` or empty."""
     cleaned = name.strip()

@@ -1,8 +1,8 @@
 """Quiet, useful logs while a service is away: one line per change of state, not per attempt.
 
 An outage of the database or of Redis makes every loop that touches it fail several times a
-second; logging each failure with its traceback buried the one line an operator needs (1.3 MB in
-25 s across four processes). An `Outage` logs instead:
+second; logging each failure with its traceback buries the one line an operator needs under
+megabytes. An `Outage` logs instead:
 
 - "lost" once, with the error's one-line text and the first retry interval (WARNING);
 - "still away" when the retry interval reaches its cap, with that interval (WARNING);

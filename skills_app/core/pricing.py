@@ -8,7 +8,7 @@ from it; `output_tokens` include thinking.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -71,15 +71,6 @@ def format_usd(amount: Decimal | None, *, model: str = "") -> str:
     return f"${amount.quantize(places)}"
 
 
-def add_usage(usages: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    """Sum usage dicts field by field (per run, conversation, skill or user)."""
-    total = dict.fromkeys(USAGE_FIELDS, 0)
-    for usage in usages:
-        for key in USAGE_FIELDS:
-            total[key] += _tokens(usage, key)
-    return total
-
-
 def input_total(usage: Mapping[str, Any]) -> int:
     """All prompt tokens of a call: uncached + written to the cache + read from it."""
     return (
@@ -87,12 +78,6 @@ def input_total(usage: Mapping[str, Any]) -> int:
         + _tokens(usage, "cache_creation_input_tokens")
         + _tokens(usage, "cache_read_input_tokens")
     )
-
-
-def cache_read_share(usage: Mapping[str, Any]) -> float:
-    """Share of prompt tokens read from the cache (0.0 when there were none)."""
-    total = input_total(usage)
-    return _tokens(usage, "cache_read_input_tokens") / total if total else 0.0
 
 
 def ceiling_usd(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from .agent import AgentConfig, SkillProvider, TurnState
 from .llm import ModelRequest
-from .profiles import design_traits, get_profile
+from .profiles import PromptContext, design_traits, get_profile
 from .skilltool import SKILL_TOOL
 from .tools.base import ToolRegistry
 from .transcript import StoredMessage, to_api_messages
@@ -38,11 +38,10 @@ def compose_request(
     # A bare `Skill` deny (or a skill's disallowed-tools) removes skills in every profile.
     skills_allowed = SKILL_TOOL not in removed
     invocable = [s for s in skills.skills() if s.model_invocable] if skills_allowed else []
+    ctx = PromptContext(invocable, history, skills_allowed, config)
     if skills_allowed:
-        schemas = profile.offered_tools(schemas, invocable, history, config)
-    system = profile.system(
-        config.system_prompt, invocable, history, skills_allowed=skills_allowed, config=config
-    )
+        schemas = profile.offered_tools(schemas, ctx)
+    system = profile.system(ctx)
     traits = design_traits(config)
     max_tokens, thinking, effort = config.max_tokens, config.thinking, config.effort
     effort = state.effort_override or effort

@@ -39,7 +39,7 @@ from .profiles import (
 )
 from .request import compose_request
 from .skillcalls import SkillCalls
-from .skillhooks import SkillHook, SkillHookRunner
+from .skillhooks import SkillHookRunner
 from .skilltool import SKILL_TOOL, parse_slash_command
 from .slash_files import missing_files, missing_files_note
 from .stop_reasons import StopNotice, stop_notice
@@ -364,10 +364,6 @@ class Runner:
         # allowed-tools: a hook outlives the turn of its skill and must not approve itself.
         state = TurnState(active_skills=[skill])
         return await self.ports.check(ToolCall(tool="Bash", input={"command": command}), state)
-
-    def register_skill_hooks(self, skill_hooks: Sequence[SkillHook]) -> list[SkillHook]:
-        """Run these skill hooks from now on (each once, however often it is registered)."""
-        return self.skill_hooks.register(skill_hooks)
 
     def _bash_tool(self) -> BashTool:
         tool = self.agent.tools.get("Bash")

@@ -14,10 +14,6 @@ from skills_app.core.transcript import STATE_KIND
 
 
 class ConversationQuerySet(models.QuerySet["Conversation"]):
-    def not_deleted(self) -> ConversationQuerySet:
-        """Conversations their owner has not deleted."""
-        return self.filter(deleted_at__isnull=True)
-
     def owned_by(self, user: Any) -> ConversationQuerySet:
         """What an owner sees of their conversations: their own, minus the ones they deleted."""
         user_id = user if isinstance(user, int) else user.pk

@@ -69,7 +69,3 @@ class SkillReview(models.Model):
     def __str__(self) -> str:
         who = self.actor_name or "system"
         return f"{self.package_name} v{self.version_number}: {self.get_action_display()} by {who}"
-
-    @property
-    def is_approval(self) -> bool:
-        return self.action in (self.APPROVED, self.APPROVED_BY_MIGRATION)

@@ -1,4 +1,4 @@
-"""Read-only links to a conversation (issue 42, point 14).
+"""Read-only links to a conversation.
 
 The token is shown once, to the owner who made it; only its SHA-256 is stored, so the table
 (a backup, the admin) never holds a working link. A link stops working when it is revoked, when

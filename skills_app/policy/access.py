@@ -39,10 +39,6 @@ class Policy:
         """True when the person may use `model`."""
         return model in self.models
 
-    @property
-    def own_limit(self) -> Limit:
-        return next(limit for limit in self.limits if limit.scope == SpendCounter.USER)
-
     def default_model(self) -> str:
         """The model of a new conversation: ANTHROPIC_MODEL when offered, else the first offered."""
         if settings.ANTHROPIC_MODEL in self.models or not self.models:

@@ -7,7 +7,6 @@ between two versions (hidden content: only for those who may inspect it, or a vi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
@@ -49,30 +48,6 @@ def lint_rows(lint: Any) -> list[dict[str, Any]]:
                 }
             )
     return rows
-
-
-@dataclass(frozen=True, slots=True)
-class DiffLine:
-    kind: str  # add | del | hunk | file | same
-    text: str
-
-
-def diff_lines(diff: str) -> list[DiffLine]:
-    """Classify unified-diff lines so the template can colour them (the text stays escaped)."""
-    lines: list[DiffLine] = []
-    for line in diff.splitlines():
-        if line.startswith(("+++", "---")):
-            kind = "file"
-        elif line.startswith("@@"):
-            kind = "hunk"
-        elif line.startswith("+"):
-            kind = "add"
-        elif line.startswith("-"):
-            kind = "del"
-        else:
-            kind = "same"
-        lines.append(DiffLine(kind, line))
-    return lines
 
 
 class PackagePages(HiddenFieldsAdmin[SkillPackage]):
@@ -261,7 +236,6 @@ class PackagePages(HiddenFieldsAdmin[SkillPackage]):
         by_id = {str(v.pk): v for v in numbered}
         older = by_id.get(request.GET.get("a", "")) or numbered[min(1, len(numbered) - 1)]
         newer = by_id.get(request.GET.get("b", "")) or numbered[0]
-        diff = versions.skill_md_diff(older, newer)
         context = self._context(
             request,
             f"{package.name}: SKILL.md v{older.number} → v{newer.number}",
@@ -270,7 +244,7 @@ class PackagePages(HiddenFieldsAdmin[SkillPackage]):
             older=older,
             newer=newer,
             versions=numbered,
-            lines=diff_lines(diff),
+            lines=versions.skill_md_diff(older, newer),
             change_url=self._url("change", package.pk),
         )
         return TemplateResponse(request, "admin/skills_app/skillpackage/diff.html", context)

@@ -1,5 +1,8 @@
 """Two versions of a skill compared file by file: every file, scripts included.
 
+The one place a text is diffed (`unified_lines`): the review page's file diffs and the admin's
+SKILL.md diff both come from it, classified for colouring.
+
 Text files get a unified diff; a binary file is compared by size and sha256, and so is a text
 longer than DIFF_MAX_CHARS on either side (the review page shows its whole text instead).
 Files only in one version are listed as added or removed, with their content as the diff (all
@@ -23,7 +26,7 @@ DIFF_MAX_CHARS = 100_000
 
 @dataclass(frozen=True, slots=True)
 class DiffLine:
-    kind: str  # add | del | hunk | same
+    kind: str  # file | hunk | add | del | same
     text: str
 
 
@@ -43,10 +46,24 @@ class FileDiff:
         return bool((self.new or self.old) and (self.new or self.old).is_script)  # type: ignore[union-attr]
 
 
-def _classify(lines: Sequence[str]) -> tuple[tuple[DiffLine, ...], bool]:
+def unified_lines(
+    before: str, after: str, *, fromfile: str, tofile: str, limit: int = MAX_DIFF_LINES
+) -> tuple[tuple[DiffLine, ...], bool]:
+    """The unified diff from `before` to `after` (3 lines of context), each line classified; cut
+    after `limit` lines that are not the file headers (True when cut)."""
+    raw = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=fromfile,
+        tofile=tofile,
+        n=3,
+    )
     out: list[DiffLine] = []
-    for line in lines:
-        if line.startswith(("+++", "---")):
+    shown = 0
+    for line in raw:
+        text = line.rstrip("\n")
+        if line.startswith(("+++", "---")) and shown == 0:
+            out.append(DiffLine("file", text))
             continue
         if line.startswith("@@"):
             kind = "hunk"
@@ -56,8 +73,9 @@ def _classify(lines: Sequence[str]) -> tuple[tuple[DiffLine, ...], bool]:
             kind = "del"
         else:
             kind = "same"
-        out.append(DiffLine(kind, line.rstrip("\n")))
-        if len(out) >= MAX_DIFF_LINES:
+        out.append(DiffLine(kind, text))
+        shown += 1
+        if shown >= limit:
             return tuple(out), True
     return tuple(out), False
 
@@ -89,15 +107,9 @@ def diff_file(old: PackageFile | None, new: PackageFile | None, rel: str) -> Fil
         return FileDiff(rel, status, old=old, new=new, too_long=True)
     before = (old.text or "") if old is not None else ""
     after = (new.text or "") if new is not None else ""
-    raw = difflib.unified_diff(
-        before.splitlines(keepends=True),
-        after.splitlines(keepends=True),
-        fromfile=f"a/{rel}",
-        tofile=f"b/{rel}",
-        n=3,
-    )
-    lines, cut = _classify(list(raw))
-    return FileDiff(rel, status, lines, old=old, new=new, cut=cut)
+    lines, cut = unified_lines(before, after, fromfile=f"a/{rel}", tofile=f"b/{rel}")
+    body = tuple(line for line in lines if line.kind != "file")
+    return FileDiff(rel, status, body, old=old, new=new, cut=cut)
 
 
 def compare(old: Sequence[PackageFile], new: Sequence[PackageFile]) -> list[FileDiff]:
@@ -127,4 +139,5 @@ __all__ = [
     "diff_file",
     "reading_order",
     "status_of",
+    "unified_lines",
 ]

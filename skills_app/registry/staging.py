@@ -18,11 +18,6 @@ from skills_app.core.skilltypes import Problem
 from skills_app.core.upload_checks import Candidate, UploadError
 
 
-def file_names(candidate: Candidate) -> tuple[str, ...]:
-    """The paths of the skill's files, sorted."""
-    return tuple(sorted(m.path for m in candidate.files))
-
-
 def write_candidate(candidate: Candidate, folder: Path) -> None:
     """Write the skill's files into a new `folder` (scripts executable, as in the upload)."""
     folder.mkdir(parents=True)

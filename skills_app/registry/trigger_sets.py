@@ -13,7 +13,6 @@ installing reads it without reaching up into the trigger tests that run it (`tri
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -232,8 +231,3 @@ def parse_upload(data: bytes) -> TriggerSet:
             "The file is not UTF-8 text; save it as UTF-8 JSON and import it again."
         ) from None
     return read_set(text)
-
-
-def as_json(package: SkillPackage) -> Any:
-    """The set as a JSON value (for tests and the export view)."""
-    return json.loads(export_json(package))

@@ -39,7 +39,6 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 
-from skills_app.core.lint_runtime import lint_runtime_dir, merge
 from skills_app.core.skilltypes import Problem
 from skills_app.core.upload_checks import (
     Layout,
@@ -55,13 +54,9 @@ from skills_app.policy import storage
 from skills_app.registry import trigger_sets
 from skills_app.registry.staging import (
     Staged,
-    file_names,
     json_safe,
-    parse_candidate,
     problem_json,
-    relocate,
     stage,
-    write_candidate,
 )
 from skills_app.registry.upload_limits import (
     ORG_PERMISSION,
@@ -87,11 +82,9 @@ __all__ = [
     "InstallResult",
     "UploadError",
     "UploadFile",
-    "ValidatedSkill",
     "activate_version",
     "create_draft_version",
     "delete_package",
-    "inspect_archive",
     "install_archive",
     "install_directory",
     "install_files",
@@ -113,21 +106,6 @@ class UploadFile:
 
     path: str
     data: bytes
-
-
-@dataclass(frozen=True, slots=True)
-class ValidatedSkill:
-    """A skill found in an upload and linted, not stored."""
-
-    name: str
-    files: tuple[str, ...]
-    problems: list[Problem]
-    digest: str = ""
-
-    @property
-    def errors(self) -> list[Problem]:
-        """Problems that would refuse the install."""
-        return [p for p in self.problems if p.severity == "error"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,32 +210,6 @@ def install_layout(
     """Install skills already found and checked elsewhere (a Git source's personal skills)."""
     check_scope(user, personal)
     return _install(layout, user, personal, activate, origin)
-
-
-def inspect_archive(data: bytes, filename: str) -> list[ValidatedSkill]:
-    """Validate and lint an archive without storing anything (a "check" step)."""
-    layout = find_skills(read_zip(data, filename, limits()), stem=archive_stem(filename))
-    out: list[ValidatedSkill] = []
-    with tempfile.TemporaryDirectory(prefix="skillscope-check-") as tmp:
-        for i, candidate in enumerate(layout.skills):
-            folder = Path(tmp) / str(i)
-            write_candidate(candidate, folder)
-            try:
-                spec = parse_candidate(candidate, folder)
-            except UploadError as exc:
-                out.append(ValidatedSkill(candidate.name, file_names(candidate), exc.problems))
-                continue
-            out.append(
-                ValidatedSkill(
-                    candidate.name,
-                    file_names(candidate),
-                    relocate(
-                        merge(spec.problems, lint_runtime_dir(folder, spec)), folder, candidate
-                    ),
-                    spec.digest,
-                )
-            )
-    return out
 
 
 # --- install -------------------------------------------------------------------------------

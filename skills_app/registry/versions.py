@@ -1,5 +1,5 @@
 """An installed skill's versions: where their files live, which one is active, enabled or not,
-SKILL.md diffs between two, deletion (kept for the audit once used), lookup by content digest.
+the SKILL.md diff between two, deletion (kept for the audit once used), lookup by content digest.
 
 Installing new versions is `uploads.py`'s job; organisation versions go live through
 `registry.review`.
@@ -7,13 +7,13 @@ Installing new versions is `uploads.py`'s job; organisation versions go live thr
 
 from __future__ import annotations
 
-import difflib
 import shutil
 from pathlib import Path
 
 from skills_app.core.upload_checks import UploadError
 from skills_app.models import SkillInvocation, SkillPackage, SkillReview, SkillVersion
 from skills_app.policy import storage
+from skills_app.registry.diffs import DiffLine, unified_lines
 
 # --- storage -------------------------------------------------------------------------------
 
@@ -57,16 +57,15 @@ def set_enabled(package: SkillPackage, enabled: bool) -> None:
     package.save(update_fields=["enabled", "updated_at"])
 
 
-def skill_md_diff(a: SkillVersion, b: SkillVersion) -> str:
-    """Unified diff of SKILL.md from version `a` to version `b`."""
-    return "".join(
-        difflib.unified_diff(
-            a.skill_md.splitlines(keepends=True),
-            b.skill_md.splitlines(keepends=True),
-            fromfile=f"{a.package.name} v{a.number}/SKILL.md",
-            tofile=f"{b.package.name} v{b.number}/SKILL.md",
-        )
+def skill_md_diff(a: SkillVersion, b: SkillVersion) -> tuple[DiffLine, ...]:
+    """The unified diff of SKILL.md from version `a` to version `b`, classified for colouring."""
+    lines, _cut = unified_lines(
+        a.skill_md,
+        b.skill_md,
+        fromfile=f"{a.package.name} v{a.number}/SKILL.md",
+        tofile=f"{b.package.name} v{b.number}/SKILL.md",
     )
+    return lines
 
 
 def delete_package(package: SkillPackage) -> str:

@@ -47,11 +47,6 @@ def _anthropic_model(
     )
 
 
-def instant_demo_client() -> ModelClient:
-    """The demo model without pauses between chunks (the comparison page, tests)."""
-    return DemoModel(delay=0)
-
-
 def model_client() -> ModelClient:
     """A client built by the factory named in settings.MODEL_CLIENT."""
     factory = import_string(settings.MODEL_CLIENT)

@@ -1,8 +1,7 @@
 """A conversation's rows: messages stored in order, read back, marked excluded, replaced or retried.
 
-The other jobs that used to live here have their own modules: the event log (`eventlog`), the
-streamed text it holds (`streamed_text`), and a conversation's agent settings and rebuilt
-request (`agent_setup`).
+Beside it: the event log (`eventlog`), the streamed text it holds (`streamed_text`), and a
+conversation's agent settings and rebuilt request (`agent_setup`).
 """
 
 from __future__ import annotations

@@ -18,11 +18,10 @@ most 250 ms): more streams than a process can relay at full pace get fewer, bigg
 of an ever longer queue. A run has at most one batch of frames in the journal at a time, so while
 a commit is under way (or the database is away) its text gathers into the next, bigger frame.
 
-Storing a finished answer (its markdown, its check for quoted hidden text: 10-20 ms of the
-interpreter for a long one) is work the live text must not wait behind: while other runs of the
+Storing a finished answer (its markdown, its check for quoted hidden text) is work the live text
+must not wait behind, and many answers can end in the same second: while other runs of the
 process are streaming and the process is busy, it waits its turn (`Journal.yielding`), at most
-FINISH_WAIT. 100 answers ending within a second took 1.7 s of the interpreter, and the streams
-still running were up to 0.3 s late; the tab already shows the whole answer as text meanwhile.
+FINISH_WAIT; the tab already shows the whole answer as text meanwhile.
 
 While the database is away the frames wait (the answer goes on arriving from the model and is
 kept in memory) and the journal retries with backoff, logging the outage once; when it is back

@@ -52,9 +52,9 @@ def append_pieces(pieces: Sequence[Piece]) -> None:
     One multi-row INSERT per ROWS_PER_INSERT pieces, not `bulk_create` and not `executemany`:
     the ORM made a model instance per row and compiled every field of every row, and
     `executemany` steps the statement once per row, giving the interpreter lock up and waiting
-    for it again each time. While the event loop keeps that lock busy (100 streams), each wait
-    lasts up to the switch interval: a 50-row commit took 20 ms of wall time for 3 ms of CPU,
-    and every frame waits for its commit before it is sent.
+    for it again each time. While the event loop keeps that lock busy (many streams), each wait
+    lasts up to the switch interval, several times the commit's own CPU (bench/PROFILE.md), and
+    every frame waits for its commit before it is sent.
     """
     if not pieces:
         return

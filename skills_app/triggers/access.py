@@ -33,11 +33,6 @@ def can_manage_owned(user: Any, owner_id: int | None) -> bool:
     return bool(user.has_perm(MANAGE_PERMISSION))
 
 
-def can_view_owned(user: Any, owner_id: int | None) -> bool:
-    """May read the trigger set and reports of a skill owned by `owner_id`."""
-    return can_manage_owned(user, owner_id) or can_view_audit(user)
-
-
 def can_manage(user: Any, package: SkillPackage) -> bool:
     return can_manage_owned(user, package.owner_id)
 

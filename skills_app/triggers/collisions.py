@@ -15,8 +15,6 @@ from django.db.models import QuerySet
 
 from skills_app.models import TriggerRun
 
-NONE = ""
-
 
 @dataclass(slots=True)
 class SkillRow:
@@ -27,10 +25,6 @@ class SkillRow:
     none: int = 0
     taken: dict[str, int] = field(default_factory=dict)  # other skill -> attempts
     queries_taken: dict[str, int] = field(default_factory=dict)  # other skill -> queries
-
-    @property
-    def stolen(self) -> int:
-        return sum(self.taken.values())
 
 
 @dataclass(frozen=True, slots=True)

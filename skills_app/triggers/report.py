@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db.models import Q
 
+from skills_app.core.chart import ChartQuery, RateChart, build_rate_chart
 from skills_app.core.pricing import format_usd
 from skills_app.core.triggers.cases import same_query
-from skills_app.core.triggers.chart import ChartQuery, RateChart, build_rate_chart
 from skills_app.core.triggers.metrics import Miss, QueryOutcome, TriggerMetrics, misses, score
 from skills_app.models import TriggerRun
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
-from datetime import date, timedelta
+from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Permission
@@ -13,7 +13,6 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from skills_app.audit.chart import OTHER, build_chart
 from skills_app.audit.home import csv_cell
 from skills_app.models import (
     AuditEvent,
@@ -226,48 +225,6 @@ def test_a_bad_filter_exports_nothing_and_records_nothing(auditor, history):
 )
 def test_csv_cells_that_start_like_a_formula_get_a_quote(value, cell):
     assert csv_cell(value) == cell
-
-
-# -- the chart's geometry -----------------------------------------------------------------------
-
-
-def test_the_chart_stacks_skills_per_day_in_proportion():
-    start = date(2026, 8, 1)
-    chart = build_chart(
-        {(start, "pdf"): 2, (start, "xlsx"): 1, (start + timedelta(days=1), "pdf"): 4},
-        start,
-        start + timedelta(days=1),
-    )
-    assert chart.unit == "day" and chart.total == 7
-    assert [t.text for t in chart.y_ticks] == ["0", "1", "2", "3", "4"]
-    tall = build_chart({(start, "pdf"): 23}, start, start)
-    assert [t.text for t in tall.y_ticks] == ["0", "15", "30"]
-    first = [s for s in chart.segments if s.bucket == "2026-08-01"]
-    assert [(s.skill, s.count) for s in first] == [("pdf", 2), ("xlsx", 1)]
-    plot = chart.plot_bottom - 10
-    assert first[0].height == pytest.approx(plot * 2 / 4, abs=0.01)
-    assert first[1].y + first[1].height == pytest.approx(first[0].y, abs=0.01)  # stacked
-    assert [(e.skill, e.total) for e in chart.legend] == [("pdf", 6), ("xlsx", 1)]
-
-
-def test_the_chart_folds_the_least_used_skills_into_other():
-    day = date(2026, 8, 1)
-    counts = {(day, f"skill-{i}"): 10 - i for i in range(9)}
-    chart = build_chart(counts, day, day, max_skills=7)
-    assert [e.skill for e in chart.legend][-1] == OTHER
-    assert chart.legend[-1].total == 3 + 2  # skill-7 and skill-8
-
-
-def test_a_long_range_is_drawn_per_week_and_ignores_counts_outside_it():
-    start, end = date(2026, 1, 5), date(2026, 6, 28)
-    chart = build_chart({(date(2026, 1, 7), "a"): 3, (date(2025, 12, 1), "a"): 9}, start, end)
-    assert chart.unit == "week" and chart.total == 3
-    assert chart.rows[0][0] == "week of 2026-01-05"
-
-
-def test_an_empty_period_has_no_bars():
-    chart = build_chart({}, date(2026, 1, 1), date(2026, 1, 30))
-    assert chart.total == 0 and chart.segments == ()
 
 
 def test_an_inspector_taking_someone_elses_conversation_is_recorded(auditor, alice, history):

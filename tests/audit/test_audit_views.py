@@ -606,7 +606,6 @@ def test_layer_saving_compares_the_catalog_with_every_body(skills_dir, alice):
     # greeter, model-only, echoer, switcher (manual-only is not model-invocable) + bundled skills.
     assert saving.skills >= 4
     assert saving.all_bodies_chars > 0 and saving.catalog_chars > 0
-    assert saving.saved_chars == saving.all_bodies_chars - saving.catalog_chars
 
 
 @pytest.mark.django_db

@@ -27,7 +27,7 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 from django.urls import reverse
 
-from skills_app.audit.transcript_io import export_jsonl, import_transcript
+from skills_app.audit.transcript_io import export_lines, import_transcript
 from skills_app.core.cc_transcript import parse_transcript
 from skills_app.core.transcript import text_of
 from skills_app.models import Conversation, PermissionRule
@@ -35,6 +35,11 @@ from skills_app.runs import agent_setup
 from tests.support.fake_anthropic import Reply, validate_request
 from tests.support.loop_helpers import run_turn, use_fake_model, write_skills
 from tests.support.paths import FIXTURES
+
+
+def export_text(conversation: Conversation, *, include_hidden: bool) -> str:
+    return "".join(export_lines(conversation, include_hidden=include_hidden))
+
 
 FIXTURES = FIXTURES / "claude_code"
 SKILL_MARKERS = ("SKILL-BODY-META-7731", "SKILL-BODY-SYNTHETIC-4410", "SKILL-BODY-UNFLAGGED-9902")
@@ -292,7 +297,7 @@ def test_an_imported_session_exports_to_a_file_claude_code_log_reads_and_back(
     first = import_transcript(alice.pk, fixture(name)).conversation
     for include_hidden in (False, True):
         out = tmp_path / f"{include_hidden}-{name}"
-        out.write_text(export_jsonl(first, include_hidden=include_hidden))
+        out.write_text(export_text(first, include_hidden=include_hidden))
         entries = assert_read_cleanly(out)
         sidechain = [e for e in entries if getattr(e, "isSidechain", False)]
         assert len(sidechain) == first.messages.filter(meta__has_key="imported_subagent").count()
@@ -316,7 +321,7 @@ async def test_a_run_with_skills_exports_to_a_file_claude_code_log_renders(
     )
     await run_turn(conversation, "greet Bob", alice)
     out = tmp_path / "session.jsonl"
-    out.write_text(await sync_to_async(export_jsonl)(conversation, include_hidden=True))
+    out.write_text(await sync_to_async(export_text)(conversation, include_hidden=True))
     await sync_to_async(assert_read_cleanly)(out)
 
     from claude_code_log.converter import convert_jsonl_to_html

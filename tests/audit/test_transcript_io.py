@@ -10,16 +10,21 @@ from django.urls import reverse
 
 from skills_app.audit.transcript_io import (
     TranscriptImportError,
-    export_jsonl,
+    export_lines,
     import_transcript,
     line_uuid,
-    parse_jsonl,
 )
+from skills_app.core.cc_transcript import parse_transcript
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, PermissionRule
 from skills_app.runs import agent_setup, store
 from tests.support.fake_anthropic import Reply, validate_request
 from tests.support.loop_helpers import run_turn, use_fake_model, write_skills
+
+
+def export_text(conversation: Conversation, *, include_hidden: bool) -> str:
+    return "".join(export_lines(conversation, include_hidden=include_hidden))
+
 
 SECRET = "IMPORT-HIDDEN-SECRET-4410"
 
@@ -63,7 +68,7 @@ def conversation(alice):
 @pytest.mark.django_db
 def test_it_exports_one_claude_code_line_per_row_with_a_parent_chain(conversation):
     lines = [
-        json.loads(line) for line in export_jsonl(conversation, include_hidden=True).splitlines()
+        json.loads(line) for line in export_text(conversation, include_hidden=True).splitlines()
     ]
     assert [line["type"] for line in lines] == ["user", "user", "assistant"]
     assert lines[0]["parentUuid"] is None
@@ -88,14 +93,14 @@ def test_it_exports_one_claude_code_line_per_row_with_a_parent_chain(conversatio
 
 @pytest.mark.django_db
 def test_it_gives_the_same_uuids_on_every_export(conversation):
-    assert export_jsonl(conversation, include_hidden=True) == export_jsonl(
+    assert export_text(conversation, include_hidden=True) == export_text(
         conversation, include_hidden=True
     )
 
 
 @pytest.mark.django_db
 def test_it_leaves_hidden_rows_out_entirely_and_keeps_the_chain(conversation):
-    text = export_jsonl(conversation, include_hidden=False)
+    text = export_text(conversation, include_hidden=False)
     assert SECRET not in text and "Base directory" not in text
     lines = [json.loads(line) for line in text.splitlines()]
     assert len(lines) == 2
@@ -151,7 +156,7 @@ def test_it_skips_other_claude_code_line_types_and_keeps_thinking_blocks(alice):
             ]
         ),
     )
-    parsed = parse_jsonl(data)
+    parsed = parse_transcript(data)
     assert (len(parsed.messages), parsed.other_lines, parsed.thinking_blocks) == (
         2,
         {"summary": 1},
@@ -183,7 +188,7 @@ async def test_thinking_is_exported_imported_shown_and_never_replayed(
     answer = await Message.objects.filter(conversation=source, role="assistant").afirst()
     assert answer.content[0]["type"] == "thinking" and answer.content[0]["signature"]
 
-    exported = await sync_to_async(export_jsonl)(source, include_hidden=False)
+    exported = await sync_to_async(export_text)(source, include_hidden=False)
     assert answer.content[0]["thinking"] in exported and answer.content[0]["signature"] in exported
     result = await sync_to_async(import_transcript)(alice.pk, exported.encode())
     assert result.thinking_blocks == 1
@@ -205,11 +210,11 @@ async def test_thinking_is_exported_imported_shown_and_never_replayed(
 @pytest.mark.django_db
 def test_thinking_must_be_well_formed_and_the_assistants(alice):
     bad = assistant([{"type": "thinking", "thinking": 5}])
-    parsed = parse_jsonl(jsonl(user("q"), bad))
+    parsed = parse_transcript(jsonl(user("q"), bad))
     assert [(s.line, s.reason) for s in parsed.skipped] == [
         (2, 'content block 1 (thinking): "thinking" and "signature" are not strings')
     ]
-    parsed = parse_jsonl(
+    parsed = parse_transcript(
         jsonl(user("q"), user([{"type": "thinking", "thinking": "x", "signature": "s"}]))
     )
     assert (

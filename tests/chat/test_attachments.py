@@ -298,7 +298,7 @@ async def test_the_demo_runs_the_example_flow_on_the_attached_file(
     from skills_app.models import PermissionRule
 
     settings.ANTHROPIC_API_KEY = ""
-    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
+    settings.MODEL_CLIENT = "tests.support.loop_helpers.instant_demo_client"
     settings.SKILLS_DIRS = [write_skills(tmp_path / "skills", FLOW_SKILLS)]
     settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
     await PermissionRule.objects.acreate(behavior="allow", rule_text="Bash(python3 *)")

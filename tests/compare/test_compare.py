@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def demo(settings, tmp_path):
     settings.SKILLS_DIRS = [write_skills(tmp_path / "skills")]
-    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
+    settings.MODEL_CLIENT = "tests.support.loop_helpers.instant_demo_client"
 
 
 def test_it_is_for_staff_only(alice, auditor):

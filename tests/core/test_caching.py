@@ -8,8 +8,9 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skills_app.core.caching import count_breakpoints, with_cache_breakpoints
+from skills_app.core.caching import with_cache_breakpoints
 from tests.support.fake_anthropic import without_cache_control
+from tests.support.fake_anthropic_rules import count_breakpoints
 
 CC = {"type": "ephemeral"}
 TOOLS = [

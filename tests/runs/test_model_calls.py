@@ -109,7 +109,7 @@ async def test_the_answer_shows_its_tokens_and_cost_and_the_header_the_conversat
 
 
 async def test_the_demo_model_says_no_cost(settings, conversation, alice):
-    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
+    settings.MODEL_CLIENT = "tests.support.loop_helpers.instant_demo_client"
     settings.SKILLS_DIRS = []
     run = await run_turn(conversation, "hello", alice)
     assert run.is_demo

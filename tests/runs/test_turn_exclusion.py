@@ -10,13 +10,18 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.test import Client
 
-from skills_app.audit.transcript_io import export_jsonl, import_transcript
+from skills_app.audit.transcript_io import export_lines, import_transcript
 from skills_app.core.stop_reasons import FAILED_TURN_TEXT, REFUSAL_TEXT
 from skills_app.core.transcript import EXCLUDED
 from skills_app.models import Conversation, Message, PermissionRule, Run, RunEvent
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import REFUSE_DIRECTIVE, Reply
 from tests.support.loop_helpers import accepted, rows, run_turn
+
+
+def export_text(conversation: Conversation, *, include_hidden: bool) -> str:
+    return "".join(export_lines(conversation, include_hidden=include_hidden))
+
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -188,7 +193,7 @@ async def test_an_excluded_turn_is_exported_as_not_sent_and_stays_out_after_impo
     fake.enqueue(Reply.text("Hi."))
     await run_turn(conversation, f"bad {REFUSE_DIRECTIVE}", alice)
     await run_turn(conversation, "hello", alice)
-    exported = await sync_to_async(export_jsonl)(conversation, include_hidden=False)
+    exported = await sync_to_async(export_text)(conversation, include_hidden=False)
     refused = next(json.loads(line) for line in exported.splitlines() if REFUSE_DIRECTIVE in line)
     assert refused["toModel"] is False
     result = await sync_to_async(import_transcript)(alice.pk, exported)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from skills_app.core.caching import MAX_BREAKPOINTS, count_breakpoints
+from skills_app.core.caching import MAX_BREAKPOINTS
 from skills_app.core.model_catalog import EFFORT_LEVELS, ModelInfo, get_model
 from tests.support.fake_anthropic_media import validate_media
 
@@ -39,6 +39,19 @@ KNOWN_BLOCK_TYPES = frozenset(
         "container_upload",
     }
 )
+
+
+def count_breakpoints(request: dict[str, Any]) -> int:
+    """How many `cache_control` markers a request body carries (tools, system, message blocks)."""
+    count = sum(1 for tool in request.get("tools") or [] if "cache_control" in tool)
+    system = request.get("system")
+    if isinstance(system, list):
+        count += sum(1 for block in system if isinstance(block, dict) and "cache_control" in block)
+    for message in request.get("messages") or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            count += sum(1 for b in content if isinstance(b, dict) and "cache_control" in b)
+    return count
 
 
 def _content_blocks(content: Any) -> list[Any]:

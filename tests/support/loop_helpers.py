@@ -12,6 +12,8 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
+from skills_app.core.demo import DemoModel
+from skills_app.core.llm import ModelClient
 from skills_app.models import Conversation, Message, Run
 from skills_app.runs import broadcast
 from skills_app.runs import supervisor as runs
@@ -57,6 +59,11 @@ SKILLS = {
         SWITCHER-BODY
         """,
 }
+
+
+def instant_demo_client() -> ModelClient:
+    """The demo model without pauses between chunks (a MODEL_CLIENT for tests)."""
+    return DemoModel(delay=0)
 
 
 def write_skills(root: Path, skills: dict[str, str] | None = None) -> Path:

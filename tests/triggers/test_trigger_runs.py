@@ -187,7 +187,7 @@ async def test_every_delivery_profile_is_read_through_its_own_tools(
 
 
 async def test_the_demo_model_gives_the_same_answers_and_says_so(org, skill_manager, settings):
-    settings.MODEL_CLIENT = "skills_app.runs.client.instant_demo_client"
+    settings.MODEL_CLIENT = "tests.support.loop_helpers.instant_demo_client"
     client = await client_for(skill_manager)
     run = await wait_for_trigger_run((await start(client, org["pdf-tables"])).pk)
     assert run.status == TriggerRun.DONE and run.is_demo

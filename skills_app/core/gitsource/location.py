@@ -25,10 +25,6 @@ class Location:
     url: str
     local: Path | None = None
 
-    @property
-    def fetch_from(self) -> str:
-        return str(self.local) if self.local is not None else self.url
-
 
 def resolve_host(host: str) -> list[str]:
     """Every address `host` resolves to (the system resolver)."""

@@ -47,7 +47,6 @@ if TYPE_CHECKING:
     from mcp import types as mcp_types
     from mcp.client.stdio import StdioServerParameters
 
-KINDS = ("stdio", "http")
 # The sandbox's /tmp is private and empty; a server that writes to $HOME writes there.
 SANDBOX_HOME = "/tmp"
 _STDERR_TAIL = 600
@@ -288,8 +287,8 @@ def tls_context() -> ssl.SSLContext:
 
     The client's own default (`verify=True`, the CA bundle, SSL_CERT_FILE and SSL_CERT_DIR read
     from the environment), which httpx2 would otherwise build again for each client: loading
-    the CA bundle took 25 ms at p50 of a 50 ms call on loopback (bench/bench_mcp.py), paid on
-    every call since each call opens its own client. SSL_CERT_FILE or SSL_CERT_DIR changed later
+    the CA bundle is about half of a short call (bench/RESULTS.md), and each call opens its own
+    client. SSL_CERT_FILE or SSL_CERT_DIR changed later
     in the process is not seen until the process restarts."""
     return httpx2.create_ssl_context()
 

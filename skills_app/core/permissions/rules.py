@@ -284,21 +284,6 @@ def parse_call(text: str) -> ToolCall:
     return ToolCall(tool, data)
 
 
-# The tools whose calls the rules decide under their own name: the ordinary tools, Skill, and
-# the delivery profiles' skill loaders (tool-result's load_skill; system-prompt's skill_load
-# "as the source design", Skill(NAME) otherwise). Every other tool a profile offers is decided
-# as one of these (skill_run as Bash(command) and Skill(NAME)) or needs no decision.
-DECIDED_TOOLS = (
-    "Read",
-    "Write",
-    "Edit",
-    "Glob",
-    "Grep",
-    "Bash",
-    "Skill",
-    "load_skill",
-    "skill_load",
-)
 _FORK = (
     "Skillscope has no {tool} tool: a skill with `context: fork` runs as a subagent when "
     "Skill(NAME) allows it; write Skill(NAME) instead"

@@ -40,6 +40,24 @@ CLAUDE_CODE = Rendering()
 
 
 @dataclass(frozen=True, slots=True)
+class PromptContext:
+    """What a profile builds the next request's system prompt and skill tools from."""
+
+    # The skills the model may invoke (none when a `Skill` deny removes them all).
+    skills: Sequence[SkillSpec]
+    # The conversation's stored rows (a profile may carry state in them: loaded skills).
+    history: Sequence[StoredMessage]
+    # False when the turn's rules remove the skill tools altogether.
+    skills_allowed: bool
+    config: AgentConfig
+
+    @property
+    def base_system(self) -> str:
+        """The configured system prompt the profile's text is added to."""
+        return self.config.system_prompt
+
+
+@dataclass(frozen=True, slots=True)
 class DesignTraits:
     """What a profile's source design has; "as the source design" applies exactly these.
 
@@ -169,24 +187,12 @@ class DeliveryProfile(Protocol):
         ...
 
     def offered_tools(
-        self,
-        base: Sequence[dict[str, Any]],
-        skills: Sequence[SkillSpec],
-        history: Sequence[StoredMessage],
-        config: AgentConfig,
+        self, base: Sequence[dict[str, Any]], ctx: PromptContext
     ) -> list[dict[str, Any]]:
         """The request's tools: the agent's own (`base`) and this profile's skill tools."""
         ...
 
-    def system(
-        self,
-        base: str,
-        skills: Sequence[SkillSpec],
-        history: Sequence[StoredMessage],
-        *,
-        skills_allowed: bool,
-        config: AgentConfig,
-    ) -> str:
+    def system(self, ctx: PromptContext) -> str:
         """The system prompt of the next request."""
         ...
 

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from ..agent import AgentConfig
-from ..skillfile import SkillSpec
 from ..skilltool import PERMISSION_DENIED, SKILL_TOOL, skill_call_input, skill_tool_schema
 from ..tools.base import ToolRegistry
 from ..transcript import StoredMessage, tool_result_block
 from .base import (
     CLAUDE_CODE,
     DesignTraits,
+    PromptContext,
     Rendering,
     SkillSession,
     ToolAnswer,
@@ -37,27 +37,16 @@ class MetaMessageProfile:
         return base
 
     def offered_tools(
-        self,
-        base: Sequence[dict[str, Any]],
-        skills: Sequence[SkillSpec],
-        history: Sequence[StoredMessage],
-        config: AgentConfig,
+        self, base: Sequence[dict[str, Any]], ctx: PromptContext
     ) -> list[dict[str, Any]]:
+        config = ctx.config
         schema = skill_tool_schema(
-            skills, budget=config.catalog_budget, entry_cap=config.catalog_entry_cap
+            ctx.skills, budget=config.catalog_budget, entry_cap=config.catalog_entry_cap
         )
         return [*base, schema]
 
-    def system(
-        self,
-        base: str,
-        skills: Sequence[SkillSpec],
-        history: Sequence[StoredMessage],
-        *,
-        skills_allowed: bool,
-        config: AgentConfig,
-    ) -> str:
-        return base
+    def system(self, ctx: PromptContext) -> str:
+        return ctx.base_system
 
     def invocation_form(self, config: AgentConfig) -> tuple[str, Rendering]:
         return SKILL_TOOL, CLAUDE_CODE

@@ -68,8 +68,8 @@ def parse_frontmatter(text: str) -> tuple[dict[str, str], str]:
         if ":" in line:
             key, value = line.split(":", 1)
             meta[key.strip()] = value.strip()
-    # The article shows the match and the line loop, not the return; issue #30 specifies the
-    # body as the match leaves it, not stripped: `<skill name="x">\n\n# X...` for a SKILL.md
+    # The article shows the match and the line loop, not the return; the body is as the match
+    # leaves it, not stripped: `<skill name="x">\n\n# X...` for a SKILL.md
     # with a blank line after its frontmatter, its final newline kept (docs/profiles.md).
     return meta, match.group(2)
 

@@ -33,7 +33,14 @@ from ..skillfile import SkillSpec
 from ..skilltool import SKILL_TOOL
 from ..tools.base import ToolRegistry
 from ..transcript import StoredMessage, tool_result_block
-from .base import DesignTraits, Rendering, SkillSession, ToolAnswer, not_to_model
+from .base import (
+    DesignTraits,
+    PromptContext,
+    Rendering,
+    SkillSession,
+    ToolAnswer,
+    not_to_model,
+)
 from .shared import error_answer, load_through_tool
 from .skill_run import SKILL_RUN_DESIGN_TOOL, SKILL_RUN_TOOL, run_skill_command
 from .skill_state import SkillState, declared_tools, skill_state, state_message
@@ -171,37 +178,27 @@ class SystemPromptProfile:
         return base
 
     def offered_tools(
-        self,
-        base: Sequence[dict[str, Any]],
-        skills: Sequence[SkillSpec],
-        history: Sequence[StoredMessage],
-        config: AgentConfig,
+        self, base: Sequence[dict[str, Any]], ctx: PromptContext
     ) -> list[dict[str, Any]]:
         """The agent's tools minus the skills' own, the toolset, then the turn's selected tools."""
-        owned = {tool for spec in skills for tool in declared_tools(spec.body)}
-        selected = skill_state(history, lifetime(config)).selected_tools()
+        owned = {tool for spec in ctx.skills for tool in declared_tools(spec.body)}
+        selected = skill_state(ctx.history, lifetime(ctx.config)).selected_tools()
         kept = [t for t in base if t["name"] not in owned]
         dynamic = [t for t in base if t["name"] in owned and t["name"] in selected]
-        toolset = [*TOOLSET[:-1], SKILL_RUN_DESIGN_TOOL] if config.design else TOOLSET
+        toolset = [*TOOLSET[:-1], SKILL_RUN_DESIGN_TOOL] if ctx.config.design else TOOLSET
         return [*kept, *toolset, *dynamic]
 
-    def system(
-        self,
-        base: str,
-        skills: Sequence[SkillSpec],
-        history: Sequence[StoredMessage],
-        *,
-        skills_allowed: bool,
-        config: AgentConfig,
-    ) -> str:
+    def system(self, ctx: PromptContext) -> str:
         """The merged system prompt: base, overview and guidance, loaded bodies, documents."""
-        if not skills_allowed:
+        base, config = ctx.base_system, ctx.config
+        if not ctx.skills_allowed:
             return base
-        state = skill_state(history, lifetime(config))
+        state = skill_state(ctx.history, lifetime(config))
         if config.design:
-            overview = design_overview(skill_lines(skills))
+            overview = design_overview(skill_lines(ctx.skills))
         else:
-            overview = f"Available skills:\n{skill_lines(skills)}\n{guidance(config.skill_state)}"
+            lines = skill_lines(ctx.skills)
+            overview = f"Available skills:\n{lines}\n{guidance(config.skill_state)}"
         parts = [base, overview] if base.strip() else [overview]
         for name, body in state.loaded.items():
             parts.append(f'<loaded_skill name="{name}">\n{body}\n</loaded_skill>')

@@ -36,6 +36,7 @@ from ..transcript import StoredMessage, tool_result_block
 from . import s05_loader
 from .base import (
     DesignTraits,
+    PromptContext,
     Rendering,
     SkillOutcome,
     SkillSession,
@@ -123,30 +124,18 @@ class ToolResultProfile:
         return ToolRegistry(DESIGN_TOOLS) if config.design else base
 
     def offered_tools(
-        self,
-        base: Sequence[dict[str, Any]],
-        skills: Sequence[SkillSpec],
-        history: Sequence[StoredMessage],
-        config: AgentConfig,
+        self, base: Sequence[dict[str, Any]], ctx: PromptContext
     ) -> list[dict[str, Any]]:
         return [*base, LOAD_SKILL_TOOL]
 
-    def system(
-        self,
-        base: str,
-        skills: Sequence[SkillSpec],
-        history: Sequence[StoredMessage],
-        *,
-        skills_allowed: bool,
-        config: AgentConfig,
-    ) -> str:
-        if not skills_allowed:
-            return base
-        if config.design:
-            listing = s05_loader.get_descriptions(s05_loader.load_skills(skills))
+    def system(self, ctx: PromptContext) -> str:
+        if not ctx.skills_allowed:
+            return ctx.base_system
+        if ctx.config.design:
+            listing = s05_loader.get_descriptions(s05_loader.load_skills(ctx.skills))
         else:
-            listing = descriptions(skills)
-        return f"{base}\n{LOAD_LINE}\n\nSkills available:\n{listing}"
+            listing = descriptions(ctx.skills)
+        return f"{ctx.base_system}\n{LOAD_LINE}\n\nSkills available:\n{listing}"
 
     def invocation_form(self, config: AgentConfig) -> tuple[str, Rendering]:
         return LOAD_TOOL, SUBSTITUTED if config.tool_result_substitutions else AS_WRITTEN

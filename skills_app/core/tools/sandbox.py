@@ -182,11 +182,6 @@ def _probe(bwrap: str) -> str:
     return ""
 
 
-def reset_probe() -> None:
-    """Forget the cached probe (after installing bubblewrap, or in tests)."""
-    _probe.cache_clear()
-
-
 def describe_sandbox(mode: str) -> SandboxStatus:
     """What SANDBOX=mode gives on this machine; call it at start-up and on the admin home."""
     check_mode(mode)

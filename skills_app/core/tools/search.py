@@ -15,7 +15,6 @@ Bounded by construction, because both run without approval:
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,6 @@ GREP_LINE_CHARS = 300
 GREP_MAX_FILE_BYTES = 20 * 1024 * 1024
 _SKIP_DIRS = frozenset({".git"})
 _OUTPUT_MODES = ("files_with_matches", "content", "count")
-_WILD = re.compile(r"[*?\[]")
 
 
 class GlobTool:

@@ -1,4 +1,5 @@
 """Trigger tests, the plain-Python half: trigger sets (`cases`), one probe request and what the
-model chose (`probe`), precision/recall/accuracy (`metrics`) and the per-query chart (`chart`)."""
+model chose (`probe`) and precision/recall/accuracy (`metrics`); the per-query chart is drawn by
+`core.chart`."""
 
 from __future__ import annotations

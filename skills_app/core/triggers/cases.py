@@ -109,11 +109,6 @@ def _flag(item: dict[str, Any], key: str, where: str, *, required: bool) -> bool
     return value
 
 
-def parse_cases(text: str, *, limit: int = MAX_CASES) -> list[TriggerCase]:
-    """The cases of a JSON trigger set (slash commands left out); TriggerSetError otherwise."""
-    return read_set(text, limit=limit).cases
-
-
 def _items(data: Any) -> list[Any]:
     """The list of queries in a file's JSON, or TriggerSetError naming what the file is."""
     if isinstance(data, list):
@@ -204,7 +199,7 @@ def read_set(text: str, *, limit: int = MAX_CASES) -> TriggerSet:
 
 
 def dump_cases(cases: Iterable[TriggerCase]) -> str:
-    """The trigger set as JSON that `parse_cases` reads back unchanged."""
+    """The trigger set as JSON that `read_set` reads back unchanged."""
     return json.dumps([c.as_json() for c in cases], indent=2, ensure_ascii=False) + "\n"
 
 

@@ -18,11 +18,27 @@ from skills_app.core.permissions import (
     decide,
     parse_rule,
 )
-from skills_app.core.permissions.rules import DECIDED_TOOLS, never_matches, undecided_reason
+from skills_app.core.permissions.rules import never_matches, undecided_reason
 from skills_app.core.profiles import PROFILES
 from skills_app.core.tools import default_tools
 
 WORKSPACE = Path("/workspace")
+
+# The tools whose calls the rules decide under their own name: the ordinary tools, Skill, and
+# the delivery profiles' skill loaders (tool-result's load_skill; system-prompt's skill_load
+# "as the source design", Skill(NAME) otherwise). Every other tool a profile offers is decided
+# as one of these (skill_run as Bash(command) and Skill(NAME)) or needs no decision.
+DECIDED_TOOLS = (
+    "Read",
+    "Write",
+    "Edit",
+    "Glob",
+    "Grep",
+    "Bash",
+    "Skill",
+    "load_skill",
+    "skill_load",
+)
 
 # Every tool name the rules know, bare and with a specifier: None when such a rule can match,
 # else a piece of the message that says what to write instead.

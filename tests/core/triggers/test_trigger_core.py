@@ -1,5 +1,5 @@
 """Trigger tests, the plain-Python half: the skill-choice rule, the metrics, the JSON of a set,
-reading a choice through each delivery profile, the probe request and the chart."""
+reading a choice through each delivery profile and the probe request."""
 
 from __future__ import annotations
 
@@ -25,15 +25,7 @@ from skills_app.core.triggers.cases import (
     TriggerCase,
     TriggerSetError,
     dump_cases,
-    parse_cases,
     read_set,
-)
-from skills_app.core.triggers.chart import (
-    PREVIOUS_COLOUR,
-    SHOULD_COLOUR,
-    SHOULD_NOT_COLOUR,
-    ChartQuery,
-    build_rate_chart,
 )
 from skills_app.core.triggers.metrics import (
     FALSE_TRIGGER,
@@ -189,7 +181,7 @@ def test_a_set_round_trips_through_json():
     cases = [TriggerCase("turn this PDF into a table", True), TriggerCase("hi", False, True)]
     text = dump_cases(cases)
     assert json.loads(text)[1] == {"query": "hi", "should_trigger": False, "held_out": True}
-    assert parse_cases(text) == cases
+    assert read_set(text).cases == cases
 
 
 @pytest.mark.parametrize(
@@ -220,15 +212,15 @@ def test_a_set_round_trips_through_json():
 )
 def test_bad_json_gets_an_error_that_says_what_to_write(text, message):
     with pytest.raises(TriggerSetError) as caught:
-        parse_cases(text)
+        read_set(text)
     assert message in caught.value.message
 
 
 def test_a_set_too_long_is_refused_and_unknown_keys_are_ignored():
     many = json.dumps([{"query": f"q{i}", "should_trigger": True} for i in range(MAX_CASES + 1)])
     with pytest.raises(TriggerSetError, match="at most 200"):
-        parse_cases(many)
-    kept = parse_cases('[{"query": "q", "should_trigger": false, "note": "from elsewhere"}]')
+        read_set(many)
+    kept = read_set('[{"query": "q", "should_trigger": false, "note": "from elsewhere"}]').cases
     assert kept == [TriggerCase("q", False)]
 
 
@@ -294,33 +286,6 @@ def test_a_removed_skill_tool_leaves_no_way_to_choose():
     )
     assert all(t["name"] != "load_skill" for t in request.tools)
     assert "Skills available" not in request.system
-
-
-# --- the chart ----------------------------------------------------------------------------------
-
-
-def test_the_chart_draws_one_bar_per_query_and_the_compared_run_beside_it():
-    rows = [
-        ChartQuery(1, "a", True, 1.0, 0.0),
-        ChartQuery(2, "b", False, 0.0, None),
-        ChartQuery(3, "c", True, None, 0.5),
-    ]
-    chart = build_rate_chart(rows, previous_label="v1")
-    this = [b for b in chart.bars if b.series == "this"]
-    before = [b for b in chart.bars if b.series == "previous"]
-    assert [b.colour for b in this] == [SHOULD_COLOUR, SHOULD_NOT_COLOUR]
-    assert all(b.colour == PREVIOUS_COLOUR for b in before) and len(before) == 2
-    full = this[0]
-    assert full.y == chart.height - 30 - full.height and full.y == pytest.approx(10)
-    assert this[1].height == 1.5  # asked, never chosen: a sliver, not nothing
-    assert chart.pass_line == pytest.approx(10 + (220 - 10 - 30) / 2)
-    assert [t.text for t in chart.x_ticks] == ["1", "2", "3"]
-    alone = build_rate_chart(rows)
-    assert not alone.compared and all(b.series == "this" for b in alone.bars)
-    # A few queries: a narrow drawing with bars of at most 40; many: the full width.
-    assert chart.width == 360 and max(b.width for b in chart.bars) <= 40
-    many = build_rate_chart([ChartQuery(i, "q", True, 0.5) for i in range(1, 41)])
-    assert many.width == 720 and len(many.x_ticks) == 20  # every other label
 
 
 # --- trigger sets as skill authors ship them (issue #28) -----------------------------------------
