@@ -260,7 +260,8 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
                 )
             else:
                 # Only the server's own token goes out (`oauth`): a fresh client, no cookies,
-                # every request's address checked (discovery and redirects included).
+                # every connection's address checked (discovery and redirects included), no
+                # proxy from the environment (it would look the names up past the check).
                 transport = GuardedTransport(
                     allow_private=spec.oauth.allow_private, verify=tls_context()
                 )
@@ -268,6 +269,7 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
                     headers=dict(spec.headers),
                     timeout=timeout,
                     transport=transport,
+                    trust_env=False,
                     auth=provider(spec.url, spec.oauth),
                 )
             await stack.enter_async_context(client)
