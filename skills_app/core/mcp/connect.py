@@ -310,6 +310,11 @@ def stdio_parameters(spec: ServerSpec, place: Place) -> StdioServerParameters:
         if status.sandboxed
         else dict(spec.env)
     )
+    # Python puts the working folder (the workspace) first on sys.path for `python -m NAME`
+    # and `python -c`, so a NAME.py the model wrote there would run instead of the server's
+    # module; with PYTHONSAFEPATH (Python 3.11 and later) it does not. Set last: a declared
+    # key cannot turn it off.
+    env["PYTHONSAFEPATH"] = "1"
     if status.sandboxed:
         prefix = workspace_prefix(
             place.root,
