@@ -17,9 +17,7 @@ process (one ASGI process does); a flow is forgotten after `FLOW_SECONDS`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
-import hashlib
 import tempfile
 import threading
 import time
@@ -29,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from asgiref.sync import sync_to_async
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -47,7 +44,7 @@ from skills_app.core.mcp.oauth import (
 )
 from skills_app.mcp.definitions import store_listing
 from skills_app.mcp.servers import spec_for
-from skills_app.models import McpOAuthGrant, McpServer
+from skills_app.models import McpOAuthGrant, McpServer, sealed
 
 # The SDK's types are imported where a grant is read or a sign-in finishes (see
 # `core.mcp.connect`: the SDK is 0.8 s of CPU that every process's start-up would pay).
@@ -56,33 +53,19 @@ if TYPE_CHECKING:
 
 FLOW_SECONDS = 600.0
 _SESSION_KEY = "mcp_oauth_states"
+# The grants' own key (`models.sealed`): sha256 of "mcp-oauth:" + SECRET_KEY.
+OAUTH_PURPOSE = "mcp-oauth"
 
 
 # --- the encrypted store ----------------------------------------------------------------------
 
 
-def _fernet() -> MultiFernet:
-    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    return MultiFernet(
-        [
-            Fernet(base64.urlsafe_b64encode(hashlib.sha256(f"mcp-oauth:{k}".encode()).digest()))
-            for k in keys
-        ]
-    )
-
-
 def seal(text: str) -> bytes:
-    return _fernet().encrypt(text.encode()) if text else b""
+    return sealed.seal(text, OAUTH_PURPOSE)
 
 
 def unseal(blob: bytes | memoryview) -> str:
-    data = bytes(blob)
-    if not data:
-        return ""
-    try:
-        return _fernet().decrypt(data).decode()
-    except InvalidToken:
-        return ""  # sealed under a key no longer configured: as if never signed in
+    return sealed.unseal(blob, OAUTH_PURPOSE)
 
 
 def load_grant(user_id: int, server: McpServer) -> HeldGrant | None:
