@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from asgiref.sync import sync_to_async
+from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -111,6 +112,26 @@ def token_values() -> list[str]:
                 *([tokens.refresh_token] if tokens.refresh_token else []),
             ]
     return found
+
+
+def reseal_grants() -> tuple[int, int]:
+    """Encrypt every stored grant again under the current SECRET_KEY (after a rotation, before
+    the fallback keys are dropped): (grants re-encrypted, grants no configured key opens, left
+    as they are: they read as not signed in)."""
+    keys = sealed.fernet(OAUTH_PURPOSE)
+    done = unopened = 0
+    for row in McpOAuthGrant.objects.all():
+        try:
+            tokens, client = (
+                keys.rotate(bytes(blob)) if bytes(blob) else b""
+                for blob in (row.tokens, row.client_info)
+            )
+        except InvalidToken:
+            unopened += 1
+            continue
+        McpOAuthGrant.objects.filter(pk=row.pk).update(tokens=tokens, client_info=client)
+        done += 1
+    return done, unopened
 
 
 def sign_in_path(server: McpServer) -> str:

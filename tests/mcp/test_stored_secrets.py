@@ -8,14 +8,15 @@ from __future__ import annotations
 import importlib
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.db.migrations.loader import MigrationLoader
 from django.urls import reverse
 
 from skills_app.core.permissions import ToolCall
-from skills_app.mcp import servers
+from skills_app.mcp import oauth, servers
 from skills_app.mcp.filter import CARRIES_SECRET, refusal
-from skills_app.models import McpServer
+from skills_app.models import McpOAuthGrant, McpServer
 
 pytestmark = pytest.mark.django_db
 
@@ -83,3 +84,32 @@ def test_the_migration_encrypts_the_values_of_servers_stored_before_it(alice):
     assert McpServer.objects.get(name="old").env == {"OLD_TOKEN": ENV_VALUE}
     migration.open_existing(before, None)  # and back, for a migration backwards
     assert ENV_VALUE in raw_columns("old")
+
+
+def test_after_a_key_rotation_reseal_keeps_the_values_readable_once_the_old_key_is_gone(
+    alice, settings
+):
+    old, new = "old-secret-key-" + "o" * 40, "new-secret-key-" + "n" * 40
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = old, []
+    server = servers.register(
+        name="local",
+        kind="stdio",
+        registered_by=alice,
+        argv=["/opt/local-mcp/server"],
+        env={"LOCAL_TOKEN": ENV_VALUE},
+    )
+    grant = McpOAuthGrant.objects.create(
+        user=alice, server=server, issuer="https://as.example", tokens=oauth.seal(HEADER_VALUE)
+    )
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = new, [old]  # the rotation
+    call_command("mcp", "reseal")
+    settings.SECRET_KEY_FALLBACKS = []  # two weeks later: the old key is dropped
+    assert McpServer.objects.get(pk=server.pk).env == {"LOCAL_TOKEN": ENV_VALUE}
+    grant.refresh_from_db()
+    assert oauth.unseal(grant.tokens) == HEADER_VALUE
+    # A value under a key that is gone is named, and nothing is changed.
+    settings.SECRET_KEY = "third-secret-key-" + "t" * 40
+    with pytest.raises(CommandError, match='A stored value of "local" opens under none'):
+        call_command("mcp", "reseal")
+    settings.SECRET_KEY = new
+    assert McpServer.objects.get(pk=server.pk).env == {"LOCAL_TOKEN": ENV_VALUE}
