@@ -2,8 +2,8 @@
 
 Each purpose ("mcp-oauth", "mcp-server-secret") gets its own key, sha256 of "PURPOSE:SECRET_KEY",
 and the keys of SECRET_KEY_FALLBACKS still decrypt after a rotation (new ciphertext is always
-made under the current key). Ciphertext that no configured key opens reads as "" (as if nothing
-had been stored), and says so in the log.
+made under the current key; `manage.py mcp reseal` re-encrypts what is stored). Ciphertext that
+no configured key opens reads as "" (as if nothing had been stored), and the log says so once.
 
 `SealedValuesField` keeps a JSON object whose keys stay readable in the database (the env keys
 and header names: no secret, and what lists show) and whose values are ciphertext.
@@ -24,6 +24,7 @@ from django.db import models
 log = logging.getLogger(__name__)
 
 SERVER_SECRETS = "mcp-server-secret"
+_warned: set[str] = set()
 
 
 @functools.lru_cache(maxsize=16)
@@ -55,7 +56,13 @@ def unseal(blob: bytes | memoryview, purpose: str) -> str:
     try:
         return fernet(purpose).decrypt(data).decode()
     except InvalidToken:
-        log.warning("A stored %s no configured key opens was read as empty.", purpose)
+        if purpose not in _warned:  # once a process: the filter reads every value at each call
+            _warned.add(purpose)
+            log.warning(
+                "A stored %s opens under no configured key (SECRET_KEY, SECRET_KEY_FALLBACKS) "
+                "and reads as empty; `manage.py mcp reseal` before dropping an old key.",
+                purpose,
+            )
         return ""
 
 
