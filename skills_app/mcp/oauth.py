@@ -17,9 +17,7 @@ process (one ASGI process does); a flow is forgotten after `FLOW_SECONDS`.
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
-import hashlib
 import tempfile
 import threading
 import time
@@ -29,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
 from asgiref.sync import sync_to_async
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
+from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -47,7 +45,7 @@ from skills_app.core.mcp.oauth import (
 )
 from skills_app.mcp.definitions import store_listing
 from skills_app.mcp.servers import spec_for
-from skills_app.models import McpOAuthGrant, McpServer
+from skills_app.models import McpOAuthGrant, McpServer, sealed
 
 # The SDK's types are imported where a grant is read or a sign-in finishes (see
 # `core.mcp.connect`: the SDK is 0.8 s of CPU that every process's start-up would pay).
@@ -56,33 +54,19 @@ if TYPE_CHECKING:
 
 FLOW_SECONDS = 600.0
 _SESSION_KEY = "mcp_oauth_states"
+# The grants' own key (`models.sealed`): sha256 of "mcp-oauth:" + SECRET_KEY.
+OAUTH_PURPOSE = "mcp-oauth"
 
 
 # --- the encrypted store ----------------------------------------------------------------------
 
 
-def _fernet() -> MultiFernet:
-    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    return MultiFernet(
-        [
-            Fernet(base64.urlsafe_b64encode(hashlib.sha256(f"mcp-oauth:{k}".encode()).digest()))
-            for k in keys
-        ]
-    )
-
-
 def seal(text: str) -> bytes:
-    return _fernet().encrypt(text.encode()) if text else b""
+    return sealed.seal(text, OAUTH_PURPOSE)
 
 
 def unseal(blob: bytes | memoryview) -> str:
-    data = bytes(blob)
-    if not data:
-        return ""
-    try:
-        return _fernet().decrypt(data).decode()
-    except InvalidToken:
-        return ""  # sealed under a key no longer configured: as if never signed in
+    return sealed.unseal(blob, OAUTH_PURPOSE)
 
 
 def load_grant(user_id: int, server: McpServer) -> HeldGrant | None:
@@ -128,6 +112,26 @@ def token_values() -> list[str]:
                 *([tokens.refresh_token] if tokens.refresh_token else []),
             ]
     return found
+
+
+def reseal_grants() -> tuple[int, int]:
+    """Encrypt every stored grant again under the current SECRET_KEY (after a rotation, before
+    the fallback keys are dropped): (grants re-encrypted, grants no configured key opens, left
+    as they are: they read as not signed in)."""
+    keys = sealed.fernet(OAUTH_PURPOSE)
+    done = unopened = 0
+    for row in McpOAuthGrant.objects.all():
+        try:
+            tokens, client = (
+                keys.rotate(bytes(blob)) if bytes(blob) else b""
+                for blob in (row.tokens, row.client_info)
+            )
+        except InvalidToken:
+            unopened += 1
+            continue
+        McpOAuthGrant.objects.filter(pk=row.pk).update(tokens=tokens, client_info=client)
+        done += 1
+    return done, unopened
 
 
 def sign_in_path(server: McpServer) -> str:

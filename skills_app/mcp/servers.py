@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import models, transaction
 
 from skills_app import trail
 from skills_app.core.mcp import ServerSpec
-from skills_app.models import AuditEvent, McpServer
+from skills_app.models import AuditEvent, McpServer, sealed
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -253,3 +254,31 @@ def visible_servers(group_ids: frozenset[int]) -> list[McpServer]:
     """The enabled servers one person may see: open to everyone, or to one of their groups."""
     servers = McpServer.objects.filter(enabled=True).prefetch_related("groups").order_by("name")
     return [s for s in servers if s.everyone or any(g.pk in group_ids for g in s.groups.all())]
+
+
+def reseal_secrets() -> int:
+    """Encrypt every server's env and header values again under the current SECRET_KEY: after a
+    key rotation, before the fallback keys are dropped (docs/deploy.md). Returns how many
+    servers; raises McpSetupError, changing nothing, when a value opens under no configured
+    key (it would read as empty: register that server again with its values)."""
+    keys = sealed.fernet(sealed.SERVER_SECRETS)
+    stored = McpServer.objects.annotate(
+        raw_env=models.ExpressionWrapper(models.F("env"), output_field=models.JSONField()),
+        raw_headers=models.ExpressionWrapper(models.F("headers"), output_field=models.JSONField()),
+    )
+    with transaction.atomic():
+        servers = list(stored.select_for_update())
+        for server in servers:
+            raw = [*(server.raw_env or {}).values(), *(server.raw_headers or {}).values()]
+            try:
+                for value in raw:
+                    keys.decrypt(str(value).encode())
+            except InvalidToken:
+                raise McpSetupError(
+                    f'A stored value of "{server.name}" opens under none of the configured keys '
+                    "(SECRET_KEY, SECRET_KEY_FALLBACKS); remove the server and register it "
+                    "again with its values."
+                ) from None
+        for server in servers:
+            server.save(update_fields=["env", "headers"])  # sealed again, under the current key
+    return len(servers)

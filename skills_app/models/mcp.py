@@ -6,12 +6,15 @@ from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import models
 
+from skills_app.models.sealed import SealedValuesField
+
 
 class McpServer(models.Model):
     """A server whose tools may be offered: identified by its argv (stdio) or URL (http).
 
-    `env` holds the declared variables' values; they go to the server's process and nowhere
-    else (lists and the admin show the keys only).
+    `env` holds the declared variables' values and `headers` the static headers' values; they go
+    to the server's process or requests and nowhere else (lists and the admin show the keys
+    only), and the database holds each value encrypted (`sealed.SealedValuesField`).
     """
 
     class Kind(models.TextChoices):
@@ -28,10 +31,10 @@ class McpServer(models.Model):
     # The identity: "stdio:" + the argv as JSON, or "http:" + the URL. Never the name.
     identity = models.TextField(unique=True)
     argv = models.JSONField(default=list, blank=True)
-    env = models.JSONField(default=dict, blank=True)
+    env = SealedValuesField(default=dict, blank=True)
     read_only_paths = models.JSONField(default=list, blank=True)
     url = models.URLField(max_length=2000, blank=True)
-    headers = models.JSONField(default=dict, blank=True)
+    headers = SealedValuesField(default=dict, blank=True)
     # "oauth": each person signs in to the server (OAuth 2.1) and calls it with their own token.
     auth = models.CharField(
         max_length=10,

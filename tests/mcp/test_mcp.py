@@ -40,7 +40,7 @@ from skills_app.models import (
     PermissionRule,
 )
 from skills_app.workspaces import workspace_for
-from tests.mcp.conftest import READ_ONLY, stdio_argv
+from tests.mcp.conftest import HERE, PYTHON, READ_ONLY, stdio_argv
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import accepted, rows, run_turn, use_fake_model
 
@@ -180,11 +180,33 @@ async def test_a_stdio_server_gets_no_app_secret_and_writes_only_its_workspace(
         "TOKEN",
         "PWD",
         "LC_CTYPE",
+        "PYTHONSAFEPATH",
     } | set(program_switches("/tmp"))  # Bash's switches against workspace files: no secrets
     assert env["PYTHONNOUSERSITE"] == "1" and env["GIT_CONFIG_GLOBAL"] == "/dev/null"
     assert env["HOME"] == "/tmp"
     # Its working folder is the workspace, and it may write there.
     assert (place.root / "env.json").read_text() == outcome.text
+
+
+async def test_a_python_dash_m_server_runs_its_module_not_one_written_in_the_workspace(tmp_path):
+    """`python -m NAME` looks for NAME in its working folder first, and a stdio server's working
+    folder is the conversation's workspace, where the model writes files."""
+    place = place_in(tmp_path / "ws")
+    place.root.mkdir(parents=True, exist_ok=True)
+    (place.root / "toy_server.py").write_text(
+        "open('shadow-ran', 'w').write('the workspace copy ran')\n", encoding="utf-8"
+    )
+    spec = ServerSpec(
+        "modular",
+        "stdio",
+        argv=(PYTHON, "-m", "toy_server", "stdio"),
+        env={"PYTHONPATH": str(HERE)},  # where the server's own module is
+        read_only=tuple(READ_ONLY),
+        connect_timeout=20.0,
+    )
+    listed = await list_tools(spec, place)
+    assert "echo" in {d.name for d in listed}  # the registered module answered
+    assert not (place.root / "shadow-ran").exists()
 
 
 @pytest.mark.django_db(transaction=True)

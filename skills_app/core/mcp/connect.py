@@ -259,7 +259,8 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
                 )
             else:
                 # Only the server's own token goes out (`oauth`): a fresh client, no cookies,
-                # every request's address checked (discovery and redirects included).
+                # every connection's address checked (discovery and redirects included), no
+                # proxy from the environment (it would look the names up past the check).
                 transport = GuardedTransport(
                     allow_private=spec.oauth.allow_private, verify=tls_context()
                 )
@@ -267,6 +268,7 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
                     headers=dict(spec.headers),
                     timeout=timeout,
                     transport=transport,
+                    trust_env=False,
                     auth=provider(spec.url, spec.oauth),
                 )
             await stack.enter_async_context(client)
@@ -307,6 +309,11 @@ def stdio_parameters(spec: ServerSpec, place: Place) -> StdioServerParameters:
         if status.sandboxed
         else dict(spec.env)
     )
+    # Python puts the working folder (the workspace) first on sys.path for `python -m NAME`
+    # and `python -c`, so a NAME.py the model wrote there would run instead of the server's
+    # module; with PYTHONSAFEPATH (Python 3.11 and later) it does not. Set last: a declared
+    # key cannot turn it off.
+    env["PYTHONSAFEPATH"] = "1"
     if status.sandboxed:
         prefix = workspace_prefix(
             place.root,

@@ -9,9 +9,11 @@ check (RFC 9207), the `resource` parameter (RFC 8707) and refreshing. What this 
   flow never touches the database from inside a request to the server.
 - `SignInRequired`, raised where the SDK would send a person to the authorization page during a
   tool call: a call cannot wait for a person, so it ends with an error result naming the page.
-- `GuardedTransport`, which refuses every request (discovery, registration, token, the server
-  itself, and each redirect hop, since each goes through the transport) to a private, loopback,
-  link-local or otherwise non-public address unless `allow_private` is set.
+- `GuardedTransport`, which refuses every connection (discovery, registration, token, the
+  server itself, and each redirect hop, since each goes through the transport) to a private,
+  loopback, link-local or otherwise non-public address unless `allow_private` is set: the name
+  is looked up once and the connection goes to the address checked (`CheckedBackend`), and no
+  proxy is used, not even one the environment names.
 
 Only the server's own token is sent: the client is a fresh httpx2 client without cookies or the
 app's headers, so Skillscope's session and the identity provider's token never reach a server.
@@ -22,13 +24,16 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
-from collections.abc import Awaitable, Callable
+import ssl
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 import anyio
+import httpcore2
 import httpx2
+from httpcore2 import SOCKET_OPTION
 
 # The SDK is imported where a sign-in or a call needs it (see `connect`: 0.8 s of CPU that
 # Django's start-up would otherwise pay in every process).
@@ -152,43 +157,109 @@ def provider(server_url: str, setup: OAuthSetup) -> OAuthClientProvider:
     )
 
 
-def check_public_url(url: str, *, allow_private: bool) -> None:
-    """Raise PrivateAddressRefused when `url`'s host is (or resolves to) a non-public address."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise PrivateAddressRefused(f"{url!r} is not an http(s) address.")
-    if allow_private:
-        return
-    host = parts.hostname
+def public_address(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """Whether an address is a public (global unicast) one."""
+    return address.is_global and not address.is_multicast
+
+
+def public_addresses(host: str, port: int) -> list[str]:
+    """`host`'s addresses from one name lookup, in the resolver's order; PrivateAddressRefused
+    when the lookup fails or any answer is not a public address."""
     try:
-        addresses = {ipaddress.ip_address(host)}
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, parts.port or 443, proto=socket.IPPROTO_TCP)
-        except OSError as exc:
-            raise PrivateAddressRefused(f"The host {host} could not be resolved: {exc}.") from None
-        addresses = {ipaddress.ip_address(info[4][0]) for info in infos}
-    for address in addresses:
-        if not address.is_global or address.is_multicast:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+    except OSError as exc:
+        raise PrivateAddressRefused(f"The host {host} could not be resolved: {exc}.") from None
+    found = list(dict.fromkeys(str(info[4][0]) for info in infos))
+    for text in found:
+        if not public_address(ipaddress.ip_address(text.partition("%")[0])):
             raise PrivateAddressRefused(
-                f"{host} is a private, loopback or link-local address ({address}); OAuth "
+                f"{host} is a private, loopback or link-local address ({text}); OAuth "
                 "discovery and redirects go to public addresses only (an admin may allow "
                 "private ones with MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES)"
             )
+    return found
 
 
-async def check_public_url_async(url: str, *, allow_private: bool) -> None:
-    """`check_public_url` with the name lookup off the event loop."""
-    await anyio.to_thread.run_sync(lambda: check_public_url(url, allow_private=allow_private))
+def check_public_url(url: str, *, allow_private: bool) -> None:
+    """Raise PrivateAddressRefused when `url`'s host is (or resolves to) a non-public address.
+
+    For a URL that is only shown (the authorization page the browser is sent to) or checked
+    early; what this process connects to is checked where it connects (`CheckedBackend`)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise PrivateAddressRefused(f"{url!r} is not an http(s) address.")
+    if not allow_private:
+        public_addresses(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
+
+
+class CheckedBackend(httpcore2.AsyncNetworkBackend):
+    """httpcore2's network backend that looks a host up once, checks every answer, and connects
+    to the answers it checked.
+
+    A check that looked the name up and then let the connection look it up again would be
+    beaten by a name server that answers a public address to the first lookup and a private
+    one to the second (DNS rebinding). The URL keeps its host name, so TLS still checks the
+    certificate against it (SNI) and the Host header names it."""
+
+    def __init__(self) -> None:
+        self.inner = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        try:
+            with anyio.fail_after(timeout):
+                addresses = await anyio.to_thread.run_sync(public_addresses, host, port)
+        except TimeoutError:
+            raise httpcore2.ConnectTimeout(f"Looking up {host} took too long.") from None
+        failed: httpcore2.ConnectError | httpcore2.ConnectTimeout | None = None
+        for address in addresses:
+            try:
+                return await self.inner.connect_tcp(
+                    address,
+                    port,
+                    timeout=timeout,
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
+                failed = exc
+        assert failed is not None  # public_addresses names at least one address
+        raise failed
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[SOCKET_OPTION] | None = None,
+    ) -> httpcore2.AsyncNetworkStream:
+        raise PrivateAddressRefused("An OAuth server is reached over TCP, not a Unix socket.")
+
+    async def sleep(self, seconds: float) -> None:
+        await self.inner.sleep(seconds)
 
 
 class GuardedTransport(httpx2.AsyncHTTPTransport):
-    """An httpx2 transport that checks each request's address before sending it."""
+    """The OAuth client's httpx2 transport: every connection (the server, discovery,
+    registration, the token endpoint, each redirect hop) goes to an address checked at that
+    connection (`CheckedBackend`) unless `allow_private`, and never through a proxy, not even
+    one named by HTTP(S)_PROXY in the environment: a proxy would look the name up itself, past
+    the check."""
 
-    def __init__(self, *, allow_private: bool, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.allow_private = allow_private
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        await check_public_url_async(str(request.url), allow_private=self.allow_private)
-        return await super().handle_async_request(request)
+    def __init__(self, *, allow_private: bool, verify: ssl.SSLContext) -> None:
+        super().__init__(verify=verify, trust_env=False, proxy=None)
+        if not allow_private:
+            # httpx2 takes no network backend, so its pool is replaced by the same pool over
+            # the checking backend (the TLS context and HTTP/1.1 as httpx2 would set them).
+            self._pool = httpcore2.AsyncConnectionPool(
+                ssl_context=verify,
+                max_connections=100,
+                max_keepalive_connections=20,
+                keepalive_expiry=5.0,
+                network_backend=CheckedBackend(),
+            )

@@ -1,4 +1,5 @@
-"""`manage.py mcp add|list|test|remove|review`: register MCP servers and review their tools."""
+"""`manage.py mcp add|list|test|remove|review|reseal`: register MCP servers, review their tools,
+encrypt their stored secrets again after a key rotation."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         sub = parser.add_subparsers(
-            dest="subcommand", required=True, metavar="{add,list,test,remove,review}"
+            dest="subcommand", required=True, metavar="{add,list,test,remove,review,reseal}"
         )
         p = sub.add_parser(
             "add",
@@ -73,6 +74,12 @@ class Command(BaseCommand):
         verdict.add_argument("--reject", action="store_true")
         p.add_argument("--as", dest="as_user", default="", help="the reviewer")
 
+        sub.add_parser(
+            "reseal",
+            help="encrypt stored env and header values and OAuth grants again under the current "
+            "SECRET_KEY (after a rotation, before dropping the fallback keys)",
+        )
+
     def run_from_argv(self, argv: list[str]) -> None:
         """`mcp add NAME ... -- PROGRAM ARGS`: what follows `--` is the stdio server's argv."""
         if len(argv) > 2 and argv[2] == "add" and "--" in argv:
@@ -82,6 +89,22 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         getattr(self, f"_{options['subcommand']}")(options)
+
+    def _reseal(self, options: dict[str, Any]) -> None:
+        try:
+            count = servers.reseal_secrets()
+        except McpSetupError as exc:
+            raise CommandError(str(exc)) from None
+        grants, unopened = oauth.reseal_grants()
+        self.stdout.write(
+            f"Encrypted again under the current SECRET_KEY: the values of {count} servers and "
+            f"{grants} OAuth grants."
+        )
+        if unopened:
+            self.stdout.write(
+                f"{unopened} OAuth grants open under no configured key and were left as they "
+                "are: their people sign in again."
+            )
 
     def _user(self, username: str) -> Any:
         model = get_user_model()
