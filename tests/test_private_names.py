@@ -7,7 +7,9 @@ source (ast), in skills_app/ and webapp/:
 - `from x import _y` (and `import x._y`) where x is not the project's;
 - `obj._attr` where `_attr` is defined nowhere in the project (no function, class, assignment,
   attribute or parameter of ours has that name), so it can only be someone else's;
-- a class of ours that overrides a private name of a base class from another package.
+- a class of ours that overrides a private name of a base class from another package, by
+  defining it in its body or by assigning `self._x` where the base class's own code assigns
+  `self._x` (an instance attribute, found by reading the base classes' source).
 
 What is still allowed is listed in ALLOWED with its reason; each entry must still be needed.
 """
@@ -16,6 +18,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
+import textwrap
+from functools import cache
 from typing import Any
 
 from tests.support.paths import REPO
@@ -145,6 +150,45 @@ def _dotted(node: ast.expr, imported: dict[str, str]) -> str | None:
     return None
 
 
+@cache
+def _instance_attributes(cls: type) -> frozenset[str]:
+    """The `self.x` names the code of a foreign class and its bases assigns."""
+    names: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is object:
+            continue
+        # Each method's own source: a library may re-home its classes' __module__ (httpx names
+        # its public classes "httpx"), where getsource of the class finds nothing.
+        for member in vars(klass).values():
+            function = getattr(member, "__func__", member)
+            if not inspect.isfunction(function):
+                continue
+            try:
+                source = textwrap.dedent(inspect.getsource(function))
+            except (OSError, TypeError):
+                continue
+            for node in ast.walk(ast.parse(source)):
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.ctx, ast.Store)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "self"
+                ):
+                    names.add(node.attr)
+    return frozenset(names)
+
+
+def _self_stores(klass: ast.ClassDef) -> set[str]:
+    return {
+        node.attr
+        for node in ast.walk(klass)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    }
+
+
 def _overrides(path: str, tree: ast.Module) -> set[tuple[str, str]]:
     """Private names a class of ours defines that a foreign base class has too."""
     imported = _imported(tree)
@@ -166,6 +210,10 @@ def _overrides(path: str, tree: ast.Module) -> set[tuple[str, str]]:
                     names = [t.id for t in targets if isinstance(t, ast.Name)]
                 for name in names:
                     if _is_private(name) and foreign is not None and hasattr(foreign, name):
+                        found.add((path, f"{dotted}.{name}"))
+            if isinstance(foreign, type):
+                for name in _self_stores(node) & _instance_attributes(foreign):
+                    if _is_private(name):
                         found.add((path, f"{dotted}.{name}"))
     return found
 
@@ -227,6 +275,12 @@ def test_the_check_sees_each_way_in():
         "        pass\n"
         "    def _ours_alone(self):\n"
         "        pass\n"
+        "from httpx2 import AsyncHTTPTransport\n"
+        "class Transport(AsyncHTTPTransport):\n"
+        "    def __init__(self):\n"
+        "        self.channels = {}\n"
+        "        self._own_count = 0\n"
+        "        self._pool = None\n"
     )
     tree = ast.parse(source)
     assert _reaches([("example.py", tree)]) == {
@@ -235,4 +289,5 @@ def test_the_check_sees_each_way_in():
         ("example.py", "anthropic._base_client"),
         ("example.py", "_map_channel_keys_to_connection"),
         ("example.py", "django.db.backends.sqlite3.base.DatabaseWrapper._commit"),
+        ("example.py", "httpx2.AsyncHTTPTransport._pool"),
     }

@@ -12,8 +12,8 @@ check (RFC 9207), the `resource` parameter (RFC 8707) and refreshing. What this 
 - `GuardedTransport`, which refuses every connection (discovery, registration, token, the
   server itself, and each redirect hop, since each goes through the transport) to a private,
   loopback, link-local or otherwise non-public address unless `allow_private` is set: the name
-  is looked up once and the connection goes to the address checked (`CheckedBackend`), and no
-  proxy is used, not even one the environment names.
+  is looked up once per request and the request goes to the address checked, and no proxy
+  is used, not even one the environment names.
 
 Only the server's own token is sent: the client is a fresh httpx2 client without cookies or the
 app's headers, so Skillscope's session and the identity provider's token never reach a server.
@@ -25,15 +25,13 @@ import ipaddress
 import logging
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import urlsplit
 
 import anyio
-import httpcore2
 import httpx2
-from httpcore2 import SOCKET_OPTION
 
 # The SDK is imported where a sign-in or a call needs it (see `connect`: 0.8 s of CPU that
 # Django's start-up would otherwise pay in every process).
@@ -184,7 +182,7 @@ def check_public_url(url: str, *, allow_private: bool) -> None:
     """Raise PrivateAddressRefused when `url`'s host is (or resolves to) a non-public address.
 
     For a URL that is only shown (the authorization page the browser is sent to) or checked
-    early; what this process connects to is checked where it connects (`CheckedBackend`)."""
+    early; what this process connects to is checked per request (`GuardedTransport`)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise PrivateAddressRefused(f"{url!r} is not an http(s) address.")
@@ -192,74 +190,47 @@ def check_public_url(url: str, *, allow_private: bool) -> None:
         public_addresses(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
 
 
-class CheckedBackend(httpcore2.AsyncNetworkBackend):
-    """httpcore2's network backend that looks a host up once, checks every answer, and connects
-    to the answers it checked.
+class GuardedTransport(httpx2.AsyncBaseTransport):
+    """The OAuth client's httpx2 transport: every request (to the server, discovery,
+    registration, the token endpoint, each redirect hop) goes to an address checked for it,
+    unless `allow_private`, and never through a proxy, not even one named by HTTP(S)_PROXY in
+    the environment: a proxy would look the name up itself, past the check.
 
-    A check that looked the name up and then let the connection look it up again would be
-    beaten by a name server that answers a public address to the first lookup and a private
-    one to the second (DNS rebinding). The URL keeps its host name, so TLS still checks the
-    certificate against it (SNI) and the Host header names it."""
+    The host is looked up once per request, every answer checked, and the request sent to the
+    checked address itself: a check that looked the name up and then let the connection look
+    it up again would be beaten by a name server that answers a public address to the first
+    lookup and a private one to the second (DNS rebinding). The Host header keeps the name, and
+    so does TLS: httpcore's `sni_hostname` request extension is the name the certificate is
+    checked against. Connections are pooled per address, so a kept connection is one to a
+    checked address too."""
 
-    def __init__(self) -> None:
-        self.inner = httpcore2.AnyIOBackend()
+    def __init__(self, *, allow_private: bool, verify: ssl.SSLContext) -> None:
+        self.allow_private = allow_private
+        self.inner = httpx2.AsyncHTTPTransport(verify=verify, trust_env=False, proxy=None)
 
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[SOCKET_OPTION] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        try:
-            with anyio.fail_after(timeout):
-                addresses = await anyio.to_thread.run_sync(public_addresses, host, port)
-        except TimeoutError:
-            raise httpcore2.ConnectTimeout(f"Looking up {host} took too long.") from None
-        failed: httpcore2.ConnectError | httpcore2.ConnectTimeout | None = None
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if self.allow_private:
+            return await self.inner.handle_async_request(request)
+        host = request.url.host
+        port = request.url.port or (443 if request.url.scheme == "https" else 80)
+        addresses = await anyio.to_thread.run_sync(public_addresses, host, port)
+        failed: httpx2.TransportError | None = None
         for address in addresses:
+            # A copy goes out: the client's own request keeps its URL (redirects are joined to
+            # it, and the response names it).
+            pinned = httpx2.Request(
+                request.method,
+                request.url.copy_with(host=address),
+                headers=request.headers,
+                stream=request.stream,
+                extensions={**request.extensions, "sni_hostname": host},
+            )
             try:
-                return await self.inner.connect_tcp(
-                    address,
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
-                )
-            except (httpcore2.ConnectError, httpcore2.ConnectTimeout) as exc:
-                failed = exc
+                return await self.inner.handle_async_request(pinned)
+            except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+                failed = exc  # the next checked address, as a connection would try it
         assert failed is not None  # public_addresses names at least one address
         raise failed
 
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[SOCKET_OPTION] | None = None,
-    ) -> httpcore2.AsyncNetworkStream:
-        raise PrivateAddressRefused("An OAuth server is reached over TCP, not a Unix socket.")
-
-    async def sleep(self, seconds: float) -> None:
-        await self.inner.sleep(seconds)
-
-
-class GuardedTransport(httpx2.AsyncHTTPTransport):
-    """The OAuth client's httpx2 transport: every connection (the server, discovery,
-    registration, the token endpoint, each redirect hop) goes to an address checked at that
-    connection (`CheckedBackend`) unless `allow_private`, and never through a proxy, not even
-    one named by HTTP(S)_PROXY in the environment: a proxy would look the name up itself, past
-    the check."""
-
-    def __init__(self, *, allow_private: bool, verify: ssl.SSLContext) -> None:
-        super().__init__(verify=verify, trust_env=False, proxy=None)
-        if not allow_private:
-            # httpx2 takes no network backend, so its pool is replaced by the same pool over
-            # the checking backend (the TLS context and HTTP/1.1 as httpx2 would set them).
-            self._pool = httpcore2.AsyncConnectionPool(
-                ssl_context=verify,
-                max_connections=100,
-                max_keepalive_connections=20,
-                keepalive_expiry=5.0,
-                network_backend=CheckedBackend(),
-            )
+    async def aclose(self) -> None:
+        await self.inner.aclose()
