@@ -25,7 +25,17 @@ from skills_app.policy import budgets
 from skills_app.policy.access import policy_for
 from skills_app.policy.barred import account_barred
 from skills_app.registry.trigger_sets import cases_of
+from skills_app.runs import jobs
 from skills_app.triggers.setup import ProbeSetup, TriggerRunError, catalog_text, probe_setup
+
+# Trigger runs are jobs like agent runs: claimed, beaten and swept by `runs.jobs`.
+TRIGGER_RUNS = jobs.Kind(
+    "trigger run",
+    TriggerRun.objects,
+    active=TriggerRun.ACTIVE,
+    executing=(TriggerRun.RUNNING,),
+    claimed_field="started_at",
+)
 
 STOPPED_TEXT = "Stopped by the user."
 STALE_TEXT = (
@@ -185,21 +195,17 @@ def create_run(plan: RunPlan, *, user: Any, client: ModelClient) -> TriggerRun:
 
 def stop_queued(run_id: int) -> bool:
     """Stop a run no executor has claimed (the same conditional update as a claim: one wins)."""
-    return bool(
-        TriggerRun.objects.filter(pk=run_id, status=TriggerRun.QUEUED).update(
-            status=TriggerRun.STOPPED, error=STOPPED_TEXT, finished_at=timezone.now()
-        )
-    )
+    return jobs.stop_queued(TRIGGER_RUNS, run_id, error=STOPPED_TEXT, finished_at=timezone.now())
 
 
 def request_stop(run_id: int) -> None:
     """Ask the process running it to stop (it reads the flag with its heartbeat)."""
-    TriggerRun.objects.filter(pk=run_id, status__in=TriggerRun.ACTIVE).update(stop_requested=True)
+    jobs.request_stop(TRIGGER_RUNS, run_id)
 
 
 def interrupt_stale() -> int:
-    """Mark running trigger runs whose heartbeat went stale interrupted; how many."""
-    cutoff = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
-    return TriggerRun.objects.filter(status=TriggerRun.RUNNING, heartbeat_at__lt=cutoff).update(
+    """Mark running trigger runs whose process is gone (a dead worker, a stale heartbeat)
+    interrupted; how many. Nothing else to close: the answers recorded so far are kept."""
+    return TriggerRun.objects.filter(jobs.orphaned(TRIGGER_RUNS)).update(
         status=TriggerRun.INTERRUPTED, error=STALE_TEXT, finished_at=timezone.now()
     )
