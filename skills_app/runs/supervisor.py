@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from asgiref.sync import sync_to_async
@@ -29,7 +29,18 @@ from skills_app.core.profiles import slash_invokes
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
-from skills_app.runs import agent_setup, attached, broadcast, eventlog, jobs, store, tasks, wiring
+from skills_app.policy import limits
+from skills_app.runs import (
+    agent_setup,
+    attached,
+    broadcast,
+    eventlog,
+    jobs,
+    pending,
+    store,
+    tasks,
+    wiring,
+)
 from skills_app.runs.client import model_client
 from skills_app.runs.ending import drain, give_up, shutdown, stop_run, wait_for_run
 from skills_app.runs.errors import RunError
@@ -63,16 +74,18 @@ def _create_run(
     user_id: int,
     auto_answer: str | None,
     attachments: Sequence[int] = (),
-    admit: Callable[[int], None] | None = None,
+    within_limits: int | None = None,
 ) -> tuple[Run, list[RunEvent]]:
     """The new Run row, with the user's message stored at once, and the events to broadcast."""
     with transaction.atomic():
-        if admit is not None:
-            # The sending limits count this person's runs: checked under their lock, in the
-            # transaction that creates the run, so parallel sends (other tabs, other processes)
-            # cannot all pass on the same count. (SQLite's IMMEDIATE transactions serialise.)
-            get_user_model().objects.select_for_update().filter(pk=user_id).first()
-            admit(user_id)
+        if within_limits is not None:
+            # The one check of the person's limits, under their lock, in the transaction that
+            # creates the run (`policy.limits`).
+            limits.hold(user_id)
+            try:
+                limits.check_send(user_id, runs_wanted=within_limits)
+            except limits.LimitReached as exc:
+                raise RunError(exc.message) from None
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         if conversation.deleted_at is not None:
             raise RunError("This conversation was deleted; start a new one.")
@@ -172,14 +185,15 @@ async def start_run(
     auto_answer: str | None = None,
     retry: bool = False,
     attachments: Sequence[int] = (),
-    admit: Callable[[int], None] | None = None,
+    within_limits: int | None = None,
 ) -> Run:
     """Store the user's message, create a run and hand it to the configured executor.
 
     `attachments`: ids of pending files (`chat.attachments`) sent with the message.
 
-    `admit(user_id)`: the sending limits (the chat's `check_send`), raising a RunError when the
-    person may not start a run now; checked in the transaction that creates the run.
+    `within_limits`: how many runs the person's limits must leave room for (this one and any
+    still to come: a comparison starts three); RunError says which limit stands in the way.
+    None: no limits (the command line, run by an operator).
 
     `retry` answers the latest failed or refused turn again (its rows are sent to the model again,
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
@@ -200,7 +214,7 @@ async def start_run(
         user_id=user_id,
         auto_answer=auto_answer,
         attachments=attachments,
-        admit=admit,
+        within_limits=within_limits,
     )
     await broadcast.announce(prepared)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
@@ -304,7 +318,8 @@ async def _supervised(
 
 
 async def _after_run(run_id: int) -> None:
-    """Tell the subscribers handed to runs (`wiring.after_run`) that the run has ended."""
+    """Send the conversation's next queued message (a policy of runs), then tell the subscribers
+    handed to runs (`wiring.after_run`) that the run has ended."""
     row = (
         await Run.objects.filter(pk=run_id)
         .values("conversation_id", "parent_id", "status", "error", "error_kind")
@@ -315,6 +330,11 @@ async def _after_run(run_id: int) -> None:
     finished = RunFinished(
         run_id=run_id, status=row["status"], error=row["error"], kind=row["error_kind"]
     )
+    try:
+        # Started while the subscribers (the title) do their work.
+        await pending.send_next(row["conversation_id"], start=start_run)
+    except Exception:
+        logger.exception("after run %s: sending the next queued message failed", run_id)
     for subscriber in wiring.current().after_run:
         try:
             await subscriber(row["conversation_id"], finished)

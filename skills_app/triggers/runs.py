@@ -8,7 +8,6 @@ result row per query; the run is `queued` until an executor claims it (at once w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -21,9 +20,8 @@ from skills_app.core.profiles import PROFILES
 from skills_app.core.triggers.cases import TriggerCase
 from skills_app.core.triggers.probe import estimate_cost, estimate_input
 from skills_app.models import SkillPackage, SkillVersion, TriggerResult, TriggerRun
-from skills_app.policy import budgets
+from skills_app.policy import limits
 from skills_app.policy.access import policy_for
-from skills_app.policy.barred import account_barred
 from skills_app.registry.trigger_sets import cases_of
 from skills_app.runs import jobs
 from skills_app.triggers.setup import ProbeSetup, TriggerRunError, catalog_text, probe_setup
@@ -121,37 +119,16 @@ def plan_run(
     )
 
 
-def check_start(plan: RunPlan, user: Any) -> None:
-    """The limits a run must fit before it starts: runs per hour, and its estimated cost within
-    what is left of every budget of the person (TriggerRunError says which and what to do)."""
-    barred = account_barred(user.pk)
-    if barred:
-        raise TriggerRunError(barred)
-    limit = settings.RATE_LIMIT_TRIGGER_RUNS_PER_HOUR
-    recent = TriggerRun.objects.filter(
-        started_by=user, created_at__gte=timezone.now() - timedelta(hours=1)
-    ).count()
-    if recent >= limit:
-        raise TriggerRunError(
-            f"You started {recent} trigger runs in the last hour (the limit is {limit}). Wait, "
-            "or run fewer repetitions of the queries that matter."
-        )
-    if plan.is_demo:
-        return
-    try:
-        budgets.check_room(policy_for(user.pk), plan.estimated_cost or Decimal(0))
-    except budgets.BudgetExceeded as exc:
-        raise TriggerRunError(
-            f"This run is estimated at {budgets.usd(plan.estimated_cost)} of prompts alone. "
-            + exc.message
-            + " Lower the repetitions or the number of queries."
-        ) from None
-
-
 def create_run(plan: RunPlan, *, user: Any, client: ModelClient) -> TriggerRun:
-    """Store the run (queued) with a result row per query; one active run per person."""
-    check_start(plan, user)
+    """Store the run (queued) with a result row per query; one active run per person, within
+    their limits (`policy.limits`, checked here under a lock on their row: one check per run)."""
     with transaction.atomic():
+        limits.hold(user.pk)
+        try:
+            cost = None if plan.is_demo else (plan.estimated_cost or Decimal(0))
+            limits.check_trigger_run(user.pk, estimated_cost=cost)
+        except limits.LimitReached as exc:
+            raise TriggerRunError(exc.message) from None
         active = TriggerRun.objects.filter(started_by=user, status__in=TriggerRun.ACTIVE).first()
         if active is not None:
             raise TriggerRunError(
