@@ -13,10 +13,10 @@ from typing import Any
 
 from skills_app.chat import conversations as conv
 from skills_app.chat import titles
-from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.core.events import TurnExcluded
 from skills_app.models import Approval, Run
 from skills_app.permissions.approvals import ApprovalError, answer_approval
+from skills_app.policy.limits import LimitReached, check_send
 from skills_app.runs import attached, eventlog, pending, store
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
@@ -104,9 +104,9 @@ async def _start(
             user_id=user_id,
             retry=retry,
             attachments=attachments or (),
-            admit=check_send,
+            within_limits=1,
         )
-    except (RateLimitError, runs.RunError) as exc:
+    except runs.RunError as exc:
         raise ActionError(str(exc)) from None
 
 
@@ -139,7 +139,7 @@ async def _send(conversation_id: int, user_id: int, text: str, files: list[int])
 
 async def send_queued(conversation_id: int) -> None:
     """Send the oldest queued message if nothing runs (after every run, stop or queueing)."""
-    await pending.send_next(conversation_id, start=runs.start_run, check=check_send)
+    await pending.send_next(conversation_id, start=runs.start_run)
 
 
 async def _cancel(conversation_id: int, fields: Mapping[str, Any]) -> None:
@@ -168,7 +168,7 @@ async def _replace(
         ids = await database_sync_to_async(store.replace_latest)(
             conversation_id, how, message_id=message_id
         )
-    except RateLimitError as exc:
+    except LimitReached as exc:
         raise ActionError(str(exc)) from None
     except ValueError as exc:
         raise ActionError(str(exc), retry=False) from None

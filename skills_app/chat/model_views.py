@@ -12,12 +12,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from skills_app.chat.forms import ModelSettingsForm
-from skills_app.chat.ratelimit import RateLimitError
 from skills_app.chat.summaries import SummaryError, check_summary_limit, continue_with_summary
 from skills_app.core.model_catalog import EFFORT_LEVELS, get_model
 from skills_app.core.summary import char_limit, visible_transcript
 from skills_app.models import Conversation
 from skills_app.policy.access import policy_for
+from skills_app.policy.limits import LimitReached
 from skills_app.runs import agent_setup, store
 
 
@@ -113,7 +113,7 @@ async def conversation_summarise(request: HttpRequest, pk: int) -> HttpResponse:
     try:
         await sync_to_async(check_summary_limit)(conversation.owner_id)
         new = await continue_with_summary(conversation)
-    except RateLimitError as exc:
+    except LimitReached as exc:
         return await sync_to_async(_summary_page)(request, conversation, error=str(exc), status=429)
     except SummaryError as exc:
         return await sync_to_async(_summary_page)(request, conversation, error=str(exc), status=502)

@@ -15,13 +15,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.core.admission import CallRefused
 from skills_app.core.llm import ModelClient, ModelError, ModelRequest
 from skills_app.core.summary import summarise, summary_request
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, ModelCall
 from skills_app.policy.access import policy_for
+from skills_app.policy.limits import LimitReached, check_send
 from skills_app.runs import store
 from skills_app.runs.client import model_client
 from skills_app.runs.model_calls import CallRow, metered
@@ -46,7 +46,7 @@ def check_summary_limit(user_id: int) -> None:
     ).count()
     limit = settings.RATE_LIMIT_MESSAGES_PER_MINUTE
     if recent >= limit:
-        raise RateLimitError(
+        raise LimitReached(
             f"You asked for {recent} summaries in the last minute (the limit is {limit}). "
             "Wait a moment and try again."
         )

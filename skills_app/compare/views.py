@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -18,12 +17,12 @@ from django.views.decorators.http import require_http_methods
 from skills_app.audit import requests as audit
 from skills_app.chat import conversations as conv
 from skills_app.chat import rendering
-from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.chat.usage import run_cost
 from skills_app.core.profiles import PROFILES
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import Comparison, Conversation, ModelCall, Run
 from skills_app.policy.access import policy_for
+from skills_app.policy.limits import LimitReached, check_send
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import supervisor as runs
 
@@ -129,7 +128,7 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
         try:
             # Three runs at once: counted as three messages against the sending limits.
             await sync_to_async(check_send)(user.pk, runs_wanted=len(PROFILES))
-        except RateLimitError as exc:
+        except LimitReached as exc:
             error, status = str(exc), 429
     if error:
         context = {
@@ -160,15 +159,11 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
                 conversation_id,
                 prompt,
                 user_id=user.pk,
-                admit=functools.partial(_admit, runs_wanted=wanted),
+                within_limits=wanted,
             )
-        except RateLimitError:
+        except runs.RunError:
             break  # a send elsewhere took the room meanwhile: the page shows what started
     return HttpResponseRedirect(reverse("compare-detail", args=[comparison.pk]))
-
-
-def _admit(user_id: int, *, runs_wanted: int) -> None:
-    check_send(user_id, runs_wanted=runs_wanted)
 
 
 def request_sizes(run: Run | None) -> list[dict[str, Any]]:

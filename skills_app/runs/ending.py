@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from skills_app.models import Run, RunEvent
-from skills_app.runs import eventlog, store, tasks
+from skills_app.runs import eventlog, jobs, store, tasks
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.recovery import interrupt_if_orphaned, interrupt_runs
 
@@ -53,7 +53,7 @@ async def _stop_elsewhere(run_id: int) -> bool:
     if events:
         await broadcast_events(events)
         return True
-    await Run.objects.filter(pk=run_id, status__in=Run.ACTIVE).aupdate(stop_requested=True)
+    await sync_to_async(jobs.request_stop)(jobs.RUNS, run_id)
     layer = get_channel_layer()
     if run.channel and layer is not None:
         try:
@@ -74,8 +74,9 @@ def _stop_queued(run_id: int) -> list[RunEvent]:
     """Stop a run still waiting for a worker: it never started, so only its status changes."""
     with transaction.atomic():
         # The same conditional update as a claim: of the stop and a worker, exactly one wins.
-        stopped = Run.objects.filter(pk=run_id, status=Run.QUEUED).update(
-            status=Run.STOPPED,
+        stopped = jobs.stop_queued(
+            jobs.RUNS,
+            run_id,
             error="Stopped by the user.",
             error_kind="stopped",
             finished_at=timezone.now(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 class RunError(Exception):
     """A run cannot start; the message says why and what to do.
 
-    Refusals of the layers above (the chat's sending limits) subclass it, so whatever starts runs
+    A limit reached (`policy.limits`) is one too, raised by `start_run`, so whatever starts runs
     on someone's behalf (the queue's `send_next`) shows every refusal in its own words without
     knowing where it came from.
     """

@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 
 from skills_app.core.outages import Outage
-from skills_app.runs import liveness
+from skills_app.runs import jobs, liveness
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,12 @@ def in_database_thread(fn: Callable[[], T]) -> T:
     if connection.vendor == "sqlite":
         return SyncToAsync.single_thread_executor.submit(fn).result()
     return liveness.with_connection(fn)
+
+
+def beat_worker(name: str, run_ids: tuple[int, ...]) -> liveness.Beat:
+    """Touch this worker's heartbeat and, while it is alive, its runs'; what the beat read."""
+    alive = liveness.touch(name)
+    return liveness.Beat(alive, jobs.beat(jobs.RUNS, run_ids, touch=alive))
 
 
 class Heart:
@@ -117,7 +123,7 @@ class Heart:
         if name is None:
             return  # not registered (yet, or again): nothing to beat for
         try:
-            beat = in_database_thread(lambda: liveness.beat(name, ids))
+            beat = in_database_thread(lambda: beat_worker(name, ids))
         except DatabaseError as exc:
             # The database is away: beat again next round. Others do not take this worker for
             # dead meanwhile (they cannot reach the database either, see `liveness`).

@@ -30,7 +30,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -41,7 +41,7 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from skills_app.models import Run, Worker
+from skills_app.models import Worker
 
 T = TypeVar("T")
 
@@ -160,17 +160,13 @@ class Beat:
     runs: dict[int, tuple[str, bool]]
 
 
-def beat(name: str, run_ids: Iterable[int]) -> Beat:
-    """Touch this worker's heartbeat and its runs'; False in `alive` when it was taken for dead."""
-    now = timezone.now()
-    ids = list(run_ids)
-    alive = bool(Worker.objects.filter(name=name, stopped_at__isnull=True).update(heartbeat_at=now))
-    if not ids:
-        return Beat(alive, {})
-    if alive:
-        Run.objects.filter(pk__in=ids, status__in=Run.EXECUTING).update(heartbeat_at=now)
-    rows = Run.objects.filter(pk__in=ids).values_list("pk", "status", "stop_requested")
-    return Beat(alive, {pk: (status, stop) for pk, status, stop in rows})
+def touch(name: str) -> bool:
+    """Touch this worker's heartbeat; False when others took it for dead (it is not registered)."""
+    return bool(
+        Worker.objects.filter(name=name, stopped_at__isnull=True).update(
+            heartbeat_at=timezone.now()
+        )
+    )
 
 
 def deregister(name: str, reason: str = "shut down") -> None:

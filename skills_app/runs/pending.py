@@ -128,18 +128,16 @@ def _requeue(queued: QueuedMessage) -> list[RunEvent]:
     return [eventlog.append_event(queued.conversation_id, MessageQueued(queued_id=queued.pk))]
 
 
-async def send_next(
-    conversation_id: int, *, start: StartRun, check: Callable[[int], None] | None = None
-) -> None:
+async def send_next(conversation_id: int, *, start: StartRun) -> None:
     """Start a run with the oldest waiting message, if no run is active; the next run's end goes on.
 
-    `check(user_id)` raises when the author may not send now (the rate limits): the message is
-    then marked failed with that reason, in every tab, rather than sent past the limits.
+    The run is started within its author's limits: when they may not send now, the message is
+    marked failed with that reason, in every tab, rather than sent past the limits.
     """
     # One drain at a time per conversation in this process, so two ends of the same run (its
     # task and a stop) cannot start two queued messages out of order.
     async with _DRAINING.setdefault(conversation_id, asyncio.Lock()):
-        await _send_next(conversation_id, start=start, check=check)
+        await _send_next(conversation_id, start=start)
     if not _DRAINING[conversation_id].locked():
         _DRAINING.pop(conversation_id, None)
 
@@ -147,16 +145,14 @@ async def send_next(
 _DRAINING: dict[int, asyncio.Lock] = {}
 
 
-async def _send_next(
-    conversation_id: int, *, start: StartRun, check: Callable[[int], None] | None
-) -> None:
+async def _send_next(conversation_id: int, *, start: StartRun) -> None:
     queued, events = await sync_to_async(_take_next)(conversation_id)
     await broadcast_events(events)
     if queued is None:
         return
     try:
-        # The check is made where the run is created, in one step with it.
-        await start(conversation_id, queued.text, user_id=queued.author_id, admit=check)
+        # The limits are checked where the run is created, in one step with it.
+        await start(conversation_id, queued.text, user_id=queued.author_id, within_limits=1)
     except Exception as exc:
         busy = await Run.objects.filter(
             conversation_id=conversation_id, status__in=Run.ACTIVE

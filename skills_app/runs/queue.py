@@ -1,20 +1,10 @@
-"""The run queue (RUN_EXECUTOR=worker): a run waits as a database row until a worker claims it.
+"""The run queue (RUN_EXECUTOR=worker): a run waits as a job (`runs.jobs`) until a worker claims it.
 
-Sending a message stores it and creates its `Run` with status `queued`, in one transaction. A
-worker claims queued runs oldest first, with `SELECT ... FOR UPDATE SKIP LOCKED` on PostgreSQL
-(workers never wait on each other's rows) and, on every database, a conditional UPDATE from
-`queued` to `running` that only one claimer can win. The `run.execute` channel message is only a
-wake-up, so a worker usually starts a run at once; a lost wake-up (no worker running, Redis
-restarted, the worker that got it was full) costs nothing, as every worker also looks at the
-queue several times a heartbeat. A run waits however long it takes for a worker.
-
-Why a database row rather than Redis Streams with acknowledgement: the run, the user's message
-and the queue entry are then one row written in one transaction, so they can never disagree (a
-stream entry would be a second write that can be lost between the two, or outlive its run);
-PostgreSQL is already the store that must not lose data and is backed up, while Redis here is a
-cache-like relay that may run without persistence (its channel messages expire after a minute);
-and stopping a queued run is the same conditional update as claiming it, so exactly one wins. The
-cost, a few cheap indexed queries per worker per second, is small next to a run's own writes.
+Sending a message stores it and creates its `Run` with status `queued`, in one transaction. The
+`run.execute` channel message is only a wake-up, so a worker usually starts a run at once; a lost
+wake-up (no worker running, Redis restarted, the worker that got it was full) costs nothing, as
+every worker also looks at the queue several times a heartbeat. A run waits however long it takes
+for a worker.
 """
 
 from __future__ import annotations
@@ -24,10 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from channels.layers import get_channel_layer
-from django.db import transaction
-from django.utils import timezone
 
 from skills_app.models import Run
+from skills_app.runs import jobs
 
 logger = logging.getLogger(__name__)
 
@@ -53,33 +42,20 @@ class Claimed:
 
 def claim(*, worker: str, channel: str, limit: int, run_id: int | None = None) -> list[Claimed]:
     """Take up to `limit` queued runs, oldest first (or only `run_id`), for this worker."""
-    if limit <= 0:
-        return []
-    with transaction.atomic():
-        queued = Run.objects.filter(status=Run.QUEUED)
-        if run_id is not None:
-            queued = queued.filter(pk=run_id)
-        # SKIP LOCKED (PostgreSQL): rows another worker is claiming right now are passed over.
-        # Other databases ignore the lock; the conditional update below decides there.
-        fields = ("pk", "conversation_id", "started_by_id", "conversation__owner_id")
-        candidates = list(
-            queued.select_for_update(skip_locked=True, of=("self",))
-            .order_by("pk")
-            .values_list(*fields, "auto_answer", "started_at")[:limit]
+    fields = ("conversation_id", "started_by_id", "conversation__owner_id", "auto_answer")
+    values = (*fields, "started_at")
+    taken = jobs.claim(
+        jobs.RUNS, worker=worker, limit=limit, job_id=run_id, values=values, channel=channel
+    )
+    claimed = []
+    for job in taken:
+        conversation_id, sender, owner, auto_answer, queued_at = job.values
+        # A run queued before runs recorded their sender executes as the owner.
+        user_id = sender if sender is not None else owner
+        claimed.append(
+            Claimed(job.pk, conversation_id, user_id, auto_answer or None, queued_at, job.at)
         )
-        now = timezone.now()
-        taken = []
-        for pk, conversation_id, sender, owner, auto_answer, queued_at in candidates:
-            won = Run.objects.filter(pk=pk, status=Run.QUEUED).update(
-                status=Run.RUNNING, worker=worker, channel=channel, heartbeat_at=now, claimed_at=now
-            )
-            if won:
-                # A run queued before runs recorded their sender executes as the owner.
-                user_id = sender if sender is not None else owner
-                taken.append(
-                    Claimed(pk, conversation_id, user_id, auto_answer or None, queued_at, now)
-                )
-        return taken
+    return claimed
 
 
 def fair_share(executing_here: int) -> int:

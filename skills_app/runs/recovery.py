@@ -3,8 +3,8 @@ tool_use answered, the streamed text kept as a partial answer) and a Retry for t
 
 A run is orphaned when it was taken by a process and that process is gone: its worker stopped
 beating (WORKER_STALE_SECONDS, seconds) or its own heartbeat is stale (RUN_STALE_SECONDS, the
-backstop for inline runs and for a run task that died inside a live worker). A queued run is
-never orphaned: it waits for a worker however long.
+backstop for inline runs and for a run task that died inside a live worker): `jobs.orphaned`,
+the same test trigger runs are swept by. A queued run is never orphaned.
 
 Who looks: every worker, and every web process once a browser or a probe has reached it (daphne
 has no start-up hook; the first websocket or `/readyz` starts the sweep, owned by the process and
@@ -20,7 +20,6 @@ import asyncio
 import contextvars
 import logging
 import math
-from datetime import timedelta
 
 from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
@@ -32,7 +31,7 @@ from skills_app.core.logcontext import log_context
 from skills_app.core.outages import Outage, RateLimited
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.models import Approval, Conversation, Run, RunEvent
-from skills_app.runs import eventlog, liveness, store, tasks, textlog
+from skills_app.runs import eventlog, jobs, liveness, store, tasks, textlog
 from skills_app.runs.broadcast import broadcast_events, prepare, publish
 
 logger = logging.getLogger(__name__)
@@ -46,22 +45,9 @@ INTERRUPTED_MESSAGE = (
 PRUNE_EVERY = 7200
 
 
-def orphaned(*, trusted_for: float = math.inf) -> Q:
-    """Runs taken by a process that is gone: a dead worker, or a heartbeat older than allowed.
-
-    `trusted_for`: how long the caller has reached the database without a break; a silence it
-    could not have told from its own outage counts only once that covers the stale period
-    (`liveness.Continuity`). A worker that said goodbye, or was buried, is gone either way.
-    """
-    gone = Q(worker__in=liveness.dead_worker_names(trusted_for=trusted_for))
-    if trusted_for >= float(settings.RUN_STALE_SECONDS):
-        gone |= Q(heartbeat_at__lt=timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS))
-    return Q(status__in=Run.EXECUTING) & gone
-
-
 def interrupt_if_orphaned(run_id: int, *, trusted_for: float = math.inf) -> list[RunEvent]:
     """Mark one run interrupted if its process is gone; the events to broadcast."""
-    return _interrupt(run_id, when=orphaned(trusted_for=trusted_for))
+    return _interrupt(run_id, when=jobs.orphaned(jobs.RUNS, trusted_for=trusted_for))
 
 
 def sweep(trusted_for: float = math.inf) -> list[RunEvent]:
@@ -73,7 +59,7 @@ def sweep(trusted_for: float = math.inf) -> list[RunEvent]:
     for name in liveness.bury_dead_workers(trusted_for=trusted_for):
         logger.warning("worker %s stopped beating; its runs are marked interrupted", name)
     events: list[RunEvent] = []
-    candidates = Run.objects.filter(orphaned(trusted_for=trusted_for)).values_list(
+    candidates = Run.objects.filter(jobs.orphaned(jobs.RUNS, trusted_for=trusted_for)).values_list(
         "pk", "conversation_id", "worker"
     )
     for run_id, conversation_id, worker in list(candidates):

@@ -4,18 +4,16 @@ Where a run executes depends on RUN_EXECUTOR: "inline" runs it as a task of the 
 started it; "worker" queues it (`runs.queue`: a database row, status `queued`) until a Channels
 worker (`skills_app.runs.workers`) claims it. Either way the user's message is stored first, in
 the transaction that creates the run. The executing process keeps `Run.heartbeat_at` fresh (every
-RUN_HEARTBEAT_SECONDS: inline runs all at once per process, `Heartbeats`; a worker for all its
-runs at once), so a run
-whose process died is recognised and marked interrupted (`recovery`).
+RUN_HEARTBEAT_SECONDS: inline runs all at once per event loop, `jobs.Heartbeats`; a worker for all
+its runs at once), so a run whose process died is recognised and marked interrupted (`recovery`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
 
 from asgiref.sync import sync_to_async
@@ -31,7 +29,18 @@ from skills_app.core.profiles import slash_invokes
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run, RunEvent
-from skills_app.runs import agent_setup, attached, broadcast, eventlog, store, tasks, wiring
+from skills_app.policy import limits
+from skills_app.runs import (
+    agent_setup,
+    attached,
+    broadcast,
+    eventlog,
+    jobs,
+    pending,
+    store,
+    tasks,
+    wiring,
+)
 from skills_app.runs.client import model_client
 from skills_app.runs.ending import drain, give_up, shutdown, stop_run, wait_for_run
 from skills_app.runs.errors import RunError
@@ -65,16 +74,18 @@ def _create_run(
     user_id: int,
     auto_answer: str | None,
     attachments: Sequence[int] = (),
-    admit: Callable[[int], None] | None = None,
+    within_limits: int | None = None,
 ) -> tuple[Run, list[RunEvent]]:
     """The new Run row, with the user's message stored at once, and the events to broadcast."""
     with transaction.atomic():
-        if admit is not None:
-            # The sending limits count this person's runs: checked under their lock, in the
-            # transaction that creates the run, so parallel sends (other tabs, other processes)
-            # cannot all pass on the same count. (SQLite's IMMEDIATE transactions serialise.)
-            get_user_model().objects.select_for_update().filter(pk=user_id).first()
-            admit(user_id)
+        if within_limits is not None:
+            # The one check of the person's limits, under their lock, in the transaction that
+            # creates the run (`policy.limits`).
+            limits.hold(user_id)
+            try:
+                limits.check_send(user_id, runs_wanted=within_limits)
+            except limits.LimitReached as exc:
+                raise RunError(exc.message) from None
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
         if conversation.deleted_at is not None:
             raise RunError("This conversation was deleted; start a new one.")
@@ -174,14 +185,15 @@ async def start_run(
     auto_answer: str | None = None,
     retry: bool = False,
     attachments: Sequence[int] = (),
-    admit: Callable[[int], None] | None = None,
+    within_limits: int | None = None,
 ) -> Run:
     """Store the user's message, create a run and hand it to the configured executor.
 
     `attachments`: ids of pending files (`chat.attachments`) sent with the message.
 
-    `admit(user_id)`: the sending limits (the chat's `check_send`), raising a RunError when the
-    person may not start a run now; checked in the transaction that creates the run.
+    `within_limits`: how many runs the person's limits must leave room for (this one and any
+    still to come: a comparison starts three); RunError says which limit stands in the way.
+    None: no limits (the command line, run by an operator).
 
     `retry` answers the latest failed or refused turn again (its rows are sent to the model again,
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
@@ -202,7 +214,7 @@ async def start_run(
         user_id=user_id,
         auto_answer=auto_answer,
         attachments=attachments,
-        admit=admit,
+        within_limits=within_limits,
     )
     await broadcast.announce(prepared)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
@@ -306,7 +318,8 @@ async def _supervised(
 
 
 async def _after_run(run_id: int) -> None:
-    """Tell the subscribers handed to runs (`wiring.after_run`) that the run has ended."""
+    """Send the conversation's next queued message (a policy of runs), then tell the subscribers
+    handed to runs (`wiring.after_run`) that the run has ended."""
     row = (
         await Run.objects.filter(pk=run_id)
         .values("conversation_id", "parent_id", "status", "error", "error_kind")
@@ -317,6 +330,11 @@ async def _after_run(run_id: int) -> None:
     finished = RunFinished(
         run_id=run_id, status=row["status"], error=row["error"], kind=row["error_kind"]
     )
+    try:
+        # Started while the subscribers (the title) do their work.
+        await pending.send_next(row["conversation_id"], start=start_run)
+    except Exception:
+        logger.exception("after run %s: sending the next queued message failed", run_id)
     for subscriber in wiring.current().after_run:
         try:
             await subscriber(row["conversation_id"], finished)
@@ -324,71 +342,9 @@ async def _after_run(run_id: int) -> None:
             logger.exception("after run %s: %r failed", run_id, subscriber)
 
 
-class Heartbeats:
-    """The heartbeats of every inline run of this event loop: one UPDATE and one SELECT a beat.
-
-    A task per run cost two statements and two thread hops per run every RUN_HEARTBEAT_SECONDS
-    (40 statements a second at 100 runs), all competing with the live text for the interpreter
-    lock. A run is beaten at once when it starts (with every other, which costs nothing more),
-    then every RUN_HEARTBEAT_SECONDS; a stop asked or a run finished elsewhere is acted on as
-    each run's own beat did (`follow`).
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self._runs: dict[int, asyncio.Task[Any]] = {}
-        self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self.beats = 0  # beats so far, each one UPDATE and one SELECT (tests, benchmarks)
-
-    def add(self, run_id: int, task: asyncio.Task[Any]) -> None:
-        self._runs[run_id] = task
-        self._changed.set()
-        if self._task is None or self._task.done():
-            # A context of its own, as the runs have: it outlives whoever started the first run.
-            self._task = self.loop.create_task(
-                self._beat_while_runs(), context=contextvars.Context()
-            )
-
-    def idle(self) -> bool:
-        """True when no run is beaten and the beating task has ended."""
-        return not self._runs and (self._task is None or self._task.done())
-
-    def discard(self, run_id: int) -> None:
-        if self._runs.pop(run_id, None) is not None and not self._runs:
-            self._changed.set()  # the beating task ends now rather than after its sleep
-
-    async def _beat_while_runs(self) -> None:
-        while self._runs:
-            self._changed.clear()
-            beaten = dict(self._runs)
-            try:
-                found = await sync_to_async(_beat)(list(beaten))
-            except Exception:
-                # A database hiccup must not kill a live run; the next beat tries again.
-                logger.exception("heartbeat of runs %s failed", sorted(beaten))
-            else:
-                self.beats += 1
-                for run_id, task in beaten.items():
-                    status, stop = found.get(run_id, (None, False))
-                    if self._runs.get(run_id) is task and not follow(run_id, task, status, stop):
-                        del self._runs[run_id]
-            if self._runs and not self._changed.is_set():
-                # Woken early by a run starting (its first beat now) or the last one ending.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), settings.RUN_HEARTBEAT_SECONDS)
-
-
-_HEARTBEATS: Heartbeats | None = None
-
-
-def heartbeats() -> Heartbeats:
-    """This event loop's heartbeats (tests run a loop each; a server runs one)."""
-    global _HEARTBEATS
-    loop = asyncio.get_running_loop()
-    if _HEARTBEATS is None or _HEARTBEATS.loop is not loop:
-        _HEARTBEATS = Heartbeats(loop)
-    return _HEARTBEATS
+def heartbeats() -> jobs.Heartbeats:
+    """This event loop's heartbeats of inline runs (tests run a loop each; a server runs one)."""
+    return jobs.heartbeats(jobs.RUNS, follow)
 
 
 def follow(run_id: int, task: asyncio.Task[Any], status: str | None, stop: bool) -> bool:
@@ -403,11 +359,3 @@ def follow(run_id: int, task: asyncio.Task[Any], status: str | None, stop: bool)
         return False
     # Finished by execute_run itself (or gone): nothing to keep alive.
     return status in Run.ACTIVE
-
-
-def _beat(run_ids: list[int]) -> dict[int, tuple[str, bool]]:
-    """Touch the heartbeats of these runs; each one's status and stop flag (absent: gone)."""
-    executing = Run.objects.filter(pk__in=run_ids, status__in=Run.EXECUTING)
-    executing.update(heartbeat_at=timezone.now())
-    rows = Run.objects.filter(pk__in=run_ids).values_list("pk", "status", "stop_requested")
-    return {pk: (status, stop) for pk, status, stop in rows}

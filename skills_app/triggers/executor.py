@@ -1,20 +1,13 @@
 """Executing trigger runs: inline in the web process, or claimed from the queue by a run worker.
 
-A run is a `TriggerRun` row. `submit` starts it at once when RUN_EXECUTOR is "inline"; with
-"worker" it stays `queued` until a worker claims it, the same way queued agent runs are taken:
-`claim` selects queued rows oldest first with SKIP LOCKED (PostgreSQL) and wins each with a
-conditional UPDATE from `queued` to `running`, so one worker gets it, and a stop of a queued run
-(`runs.stop_queued`, the same conditional update) and a claim never both win.
-
-A run worker calls one hook each round of its loop (`WorkerLoop._loop`, after its own claim):
-
-    await trigger_executor.claim_and_start(worker=self.name, database=self.database.run)
-
-and `await trigger_executor.give_up_here()` when it stops. Each claimed run executes as a task of
-the worker's event loop with its own heartbeat (every RUN_HEARTBEAT_SECONDS): the heartbeat reads
-`stop_requested` (a stop asked from any web process) and ends the run; a run whose heartbeat goes
-stale for RUN_STALE_SECONDS (its process died) is marked interrupted by `runs.interrupt_stale`,
-which the hook and the pages call.
+A run is a `TriggerRun` row, a job like an agent run (`runs.jobs`; its kind `TRIGGER_RUNS`):
+the same claim (oldest first, SKIP LOCKED, a conditional UPDATE one claimer wins, so a stop of a
+queued run and a claim never both win), the same heartbeat (every RUN_HEARTBEAT_SECONDS, one for
+all the trigger runs of an event loop, reading `stop_requested` and whether another process ended
+the run), the same test for a run whose process is gone (`runs.interrupt_stale`, called by the
+worker hook and the pages). `submit` claims and starts it at once when RUN_EXECUTOR is "inline";
+with "worker" it stays `queued` until a run worker's round (`WorkerLoop._loop`, after its own
+claim) calls `claim_and_start`; `give_up_here` when that worker stops.
 
 Each attempt is the first model call of a fresh conversation and nothing more: the answer is read
 for a skill call, then dropped. Up to TRIGGER_CONCURRENCY calls of one run are in flight at once.
@@ -27,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-import os
-import socket
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -45,10 +36,11 @@ from skills_app.core.pricing import USAGE_FIELDS, cost_usd
 from skills_app.core.triggers.probe import chosen_skill
 from skills_app.models import TriggerResult, TriggerRun
 from skills_app.policy.access import policy_for
-from skills_app.runs import queue
+from skills_app.runs import jobs, liveness, queue
 from skills_app.runs.client import model_client
 from skills_app.runs.model_calls import metered
 from skills_app.runs.spending import Spending
+from skills_app.runs.wiring import Database
 from skills_app.triggers import runs
 from skills_app.triggers.setup import ProbeSetup, TriggerRunError, probe_setup
 
@@ -57,15 +49,9 @@ logger = logging.getLogger(__name__)
 # trigger run id -> the task executing it in this process.
 EXECUTING: dict[int, asyncio.Task[None]] = {}
 
-Database = Callable[..., Awaitable[Any]]
-
 
 class _Ended(Exception):
     """Another process ended the run (stopped or interrupted it): its answers are dropped."""
-
-
-def process_identity() -> str:
-    return f"{socket.gethostname()} pid {os.getpid()}"
 
 
 # --- starting ---------------------------------------------------------------------------------
@@ -77,34 +63,15 @@ async def submit(run: TriggerRun, *, client: ModelClient | None = None) -> None:
         # Queued: a worker's `claim_and_start` takes it; the wake-up only makes that sooner.
         await queue.wake_workers(run.pk)
         return
-    claimed = await sync_to_async(claim)(worker=process_identity(), limit=1, run_id=run.pk)
+    claimed = await sync_to_async(claim)(worker=liveness.process_identity(), limit=1, run_id=run.pk)
     if claimed:
         spawn(run.pk, client=client)
 
 
 def claim(*, worker: str, limit: int, run_id: int | None = None) -> list[int]:
     """Take up to `limit` queued trigger runs (or only `run_id`) for `worker`, oldest first."""
-    if limit <= 0:
-        return []
-    with transaction.atomic():
-        queued = TriggerRun.objects.filter(status=TriggerRun.QUEUED)
-        if run_id is not None:
-            queued = queued.filter(pk=run_id)
-        # SKIP LOCKED (PostgreSQL): rows another worker is claiming are passed over; elsewhere
-        # the conditional update below decides.
-        candidates = list(
-            queued.select_for_update(skip_locked=True)
-            .order_by("pk")
-            .values_list("pk", flat=True)[:limit]
-        )
-        now = timezone.now()
-        return [
-            pk
-            for pk in candidates
-            if TriggerRun.objects.filter(pk=pk, status=TriggerRun.QUEUED).update(
-                status=TriggerRun.RUNNING, worker=worker, heartbeat_at=now, started_at=now
-            )
-        ]
+    taken = jobs.claim(runs.TRIGGER_RUNS, worker=worker, limit=limit, job_id=run_id)
+    return [job.pk for job in taken]
 
 
 def spawn(run_id: int, *, client: ModelClient | None = None) -> asyncio.Task[None]:
@@ -182,7 +149,8 @@ async def execute(run_id: int, *, client: ModelClient | None = None) -> None:
     """Run every attempt of a claimed run and record how it ended."""
     main = asyncio.current_task()
     assert main is not None
-    beat = asyncio.ensure_future(_heartbeat(run_id, main))
+    heartbeats = jobs.heartbeats(runs.TRIGGER_RUNS, follow)
+    heartbeats.add(run_id, main)
     try:
         await _attempt_all(run_id, client or model_client())
     except asyncio.CancelledError:
@@ -200,7 +168,7 @@ async def execute(run_id: int, *, client: ModelClient | None = None) -> None:
     else:
         await sync_to_async(_finish)(run_id, TriggerRun.DONE, "")
     finally:
-        beat.cancel()
+        heartbeats.discard(run_id)
 
 
 def _load(
@@ -351,24 +319,9 @@ def _finish(run_id: int, status: str, error: str) -> None:
     )
 
 
-async def _heartbeat(run_id: int, task: asyncio.Task[Any]) -> None:
-    """Keep the run marked alive; end it when a stop is asked or another process ended it."""
-    while True:
-        try:
-            status, stop_asked = await sync_to_async(_beat)(run_id)
-        except Exception:
-            # A database hiccup must not end a live run; the next beat tries again.
-            logger.exception("heartbeat of trigger run %s failed", run_id)
-        else:
-            if status != TriggerRun.RUNNING or stop_asked:
-                task.cancel()
-                return
-        await asyncio.sleep(settings.RUN_HEARTBEAT_SECONDS)
-
-
-def _beat(run_id: int) -> tuple[str | None, bool]:
-    TriggerRun.objects.filter(pk=run_id, status=TriggerRun.RUNNING).update(
-        heartbeat_at=timezone.now()
-    )
-    row = TriggerRun.objects.filter(pk=run_id).values_list("status", "stop_requested").first()
-    return (row[0], row[1]) if row else (None, False)
+def follow(run_id: int, task: asyncio.Task[Any], status: str | None, stop: bool) -> bool:
+    """End the run when a stop is asked or another process ended it; False once it is over."""
+    if status != TriggerRun.RUNNING or stop:
+        task.cancel()
+        return False
+    return True

@@ -8,7 +8,6 @@ result row per query; the run is `queued` until an executor claims it (at once w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -21,11 +20,20 @@ from skills_app.core.profiles import PROFILES
 from skills_app.core.triggers.cases import TriggerCase
 from skills_app.core.triggers.probe import estimate_cost, estimate_input
 from skills_app.models import SkillPackage, SkillVersion, TriggerResult, TriggerRun
-from skills_app.policy import budgets
+from skills_app.policy import limits
 from skills_app.policy.access import policy_for
-from skills_app.policy.barred import account_barred
 from skills_app.registry.trigger_sets import cases_of
+from skills_app.runs import jobs
 from skills_app.triggers.setup import ProbeSetup, TriggerRunError, catalog_text, probe_setup
+
+# Trigger runs are jobs like agent runs: claimed, beaten and swept by `runs.jobs`.
+TRIGGER_RUNS = jobs.Kind(
+    "trigger run",
+    TriggerRun.objects,
+    active=TriggerRun.ACTIVE,
+    executing=(TriggerRun.RUNNING,),
+    claimed_field="started_at",
+)
 
 STOPPED_TEXT = "Stopped by the user."
 STALE_TEXT = (
@@ -111,37 +119,16 @@ def plan_run(
     )
 
 
-def check_start(plan: RunPlan, user: Any) -> None:
-    """The limits a run must fit before it starts: runs per hour, and its estimated cost within
-    what is left of every budget of the person (TriggerRunError says which and what to do)."""
-    barred = account_barred(user.pk)
-    if barred:
-        raise TriggerRunError(barred)
-    limit = settings.RATE_LIMIT_TRIGGER_RUNS_PER_HOUR
-    recent = TriggerRun.objects.filter(
-        started_by=user, created_at__gte=timezone.now() - timedelta(hours=1)
-    ).count()
-    if recent >= limit:
-        raise TriggerRunError(
-            f"You started {recent} trigger runs in the last hour (the limit is {limit}). Wait, "
-            "or run fewer repetitions of the queries that matter."
-        )
-    if plan.is_demo:
-        return
-    try:
-        budgets.check_room(policy_for(user.pk), plan.estimated_cost or Decimal(0))
-    except budgets.BudgetExceeded as exc:
-        raise TriggerRunError(
-            f"This run is estimated at {budgets.usd(plan.estimated_cost)} of prompts alone. "
-            + exc.message
-            + " Lower the repetitions or the number of queries."
-        ) from None
-
-
 def create_run(plan: RunPlan, *, user: Any, client: ModelClient) -> TriggerRun:
-    """Store the run (queued) with a result row per query; one active run per person."""
-    check_start(plan, user)
+    """Store the run (queued) with a result row per query; one active run per person, within
+    their limits (`policy.limits`, checked here under a lock on their row: one check per run)."""
     with transaction.atomic():
+        limits.hold(user.pk)
+        try:
+            cost = None if plan.is_demo else (plan.estimated_cost or Decimal(0))
+            limits.check_trigger_run(user.pk, estimated_cost=cost)
+        except limits.LimitReached as exc:
+            raise TriggerRunError(exc.message) from None
         active = TriggerRun.objects.filter(started_by=user, status__in=TriggerRun.ACTIVE).first()
         if active is not None:
             raise TriggerRunError(
@@ -185,21 +172,17 @@ def create_run(plan: RunPlan, *, user: Any, client: ModelClient) -> TriggerRun:
 
 def stop_queued(run_id: int) -> bool:
     """Stop a run no executor has claimed (the same conditional update as a claim: one wins)."""
-    return bool(
-        TriggerRun.objects.filter(pk=run_id, status=TriggerRun.QUEUED).update(
-            status=TriggerRun.STOPPED, error=STOPPED_TEXT, finished_at=timezone.now()
-        )
-    )
+    return jobs.stop_queued(TRIGGER_RUNS, run_id, error=STOPPED_TEXT, finished_at=timezone.now())
 
 
 def request_stop(run_id: int) -> None:
     """Ask the process running it to stop (it reads the flag with its heartbeat)."""
-    TriggerRun.objects.filter(pk=run_id, status__in=TriggerRun.ACTIVE).update(stop_requested=True)
+    jobs.request_stop(TRIGGER_RUNS, run_id)
 
 
 def interrupt_stale() -> int:
-    """Mark running trigger runs whose heartbeat went stale interrupted; how many."""
-    cutoff = timezone.now() - timedelta(seconds=settings.RUN_STALE_SECONDS)
-    return TriggerRun.objects.filter(status=TriggerRun.RUNNING, heartbeat_at__lt=cutoff).update(
+    """Mark running trigger runs whose process is gone (a dead worker, a stale heartbeat)
+    interrupted; how many. Nothing else to close: the answers recorded so far are kept."""
+    return TriggerRun.objects.filter(jobs.orphaned(TRIGGER_RUNS)).update(
         status=TriggerRun.INTERRUPTED, error=STALE_TEXT, finished_at=timezone.now()
     )

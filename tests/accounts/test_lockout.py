@@ -254,8 +254,8 @@ def test_the_login_page_without_passwords_offers_only_the_provider(no_passwords)
 
 def test_a_locked_out_sessions_http_entrances_start_nothing(alice, settings):
     """A session opened before the lock: the sending limits refuse it at every entrance."""
-    from skills_app.chat.ratelimit import RateLimitError, check_send
+    from skills_app.policy.limits import LimitReached, check_send
 
     fail(Client(), "alice", settings.AXES_FAILURE_LIMIT)
-    with pytest.raises(RateLimitError, match="Too many failed sign-ins"):
+    with pytest.raises(LimitReached, match="Too many failed sign-ins"):
         check_send(alice.pk)

@@ -13,7 +13,6 @@ from asgiref.sync import sync_to_async
 from django.test import AsyncClient
 
 from skills_app.chat import summaries, titles
-from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.core.admission import CallRefused
 from skills_app.core.llm import ModelRequest
 from skills_app.models import (
@@ -28,6 +27,7 @@ from skills_app.models import (
 )
 from skills_app.policy import budgets
 from skills_app.policy.access import policy_for
+from skills_app.policy.limits import LimitReached, check_send
 from skills_app.runs import agent_setup as store
 from skills_app.runs.spending import Spending
 from tests.support.fake_anthropic import Reply
@@ -106,7 +106,7 @@ async def test_a_run_that_reaches_the_limit_mid_way_ends_cleanly(setup, conversa
 
 async def test_a_reached_limit_refuses_a_new_message_before_it_is_stored(setup, alice):
     await sync_to_async(user_limits)(alice, daily="0")
-    with pytest.raises(RateLimitError, match=r"daily spending limit of \$0.00 is reached"):
+    with pytest.raises(LimitReached, match=r"daily spending limit of \$0.00 is reached"):
         await sync_to_async(check_send)(alice.pk)
 
 
@@ -177,7 +177,7 @@ async def test_a_summary_over_budget_says_why_and_calls_nothing(setup, conversat
     assert len(setup.requests) == before
     # Once less is left than was spent, the page refuses before trying at all.
     await sync_to_async(user_limits)(alice, daily="0.01")
-    with pytest.raises(RateLimitError, match="spending limit"):
+    with pytest.raises(LimitReached, match="spending limit"):
         await sync_to_async(summaries.check_summary_limit)(alice.pk)
 
 

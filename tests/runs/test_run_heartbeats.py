@@ -10,6 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from skills_app.models import Conversation, Run
+from skills_app.runs import jobs
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import use_fake_model, wait_until
@@ -40,13 +41,13 @@ async def test_one_beat_touches_every_inline_run_and_each_follows_its_own_row(
     use_fake_model(settings, fake_anthropic)
     settings.RUN_HEARTBEAT_SECONDS = 0.1
     beaten: list[list[int]] = []
-    real = runs._beat
+    real = jobs.beat
 
-    def counted(run_ids: list[int]) -> dict[int, tuple[str, bool]]:
+    def counted(kind: jobs.Kind, run_ids: list[int]) -> dict[int, tuple[str, bool]]:
         beaten.append(sorted(run_ids))
-        return real(run_ids)
+        return real(kind, run_ids)
 
-    monkeypatch.setattr(runs, "_beat", counted)
+    monkeypatch.setattr(jobs, "beat", counted)
     started, gate = await _started(fake_anthropic, alice, 3)
     ids = sorted(run.pk for run in started)
     try:

@@ -14,8 +14,8 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from skills_app.chat.ratelimit import RateLimitError, check_send
 from skills_app.models import Conversation, Message, Run, RunEvent
+from skills_app.policy.limits import LimitReached, check_send
 from skills_app.runs import queue, recovery
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
@@ -194,7 +194,7 @@ async def test_queued_runs_count_against_the_senders_limit(worker_fake, settings
     for i in range(2):
         conversation = await Conversation.objects.acreate(owner=alice, title=f"c{i}")
         await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
-    with pytest.raises(RateLimitError, match="2 answers in progress"):
+    with pytest.raises(LimitReached, match="2 answers in progress"):
         await sync_to_async(check_send)(alice.pk)
     await sync_to_async(check_send)(bob.pk)  # another user is not held back
 

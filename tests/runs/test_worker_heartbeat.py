@@ -12,7 +12,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
 from skills_app.models import Conversation, Run, Worker
-from skills_app.runs import heartbeat, liveness, recovery
+from skills_app.runs import heartbeat, jobs, liveness
 from skills_app.runs import supervisor as runs
 from tests.support.worker_helpers import (
     after_ticks,
@@ -47,7 +47,7 @@ def _block_the_loop(
 def _sweep(run_id: int) -> tuple[list[str], bool]:
     buried = liveness.bury_dead_workers()
     # What another process's `recovery.sweep` would interrupt (this one skips runs executing here).
-    return buried, Run.objects.filter(recovery.orphaned(), pk=run_id).exists()
+    return buried, Run.objects.filter(jobs.orphaned(jobs.RUNS), pk=run_id).exists()
 
 
 async def test_a_worker_whose_loop_lags_is_not_taken_for_dead(worker_fake, layer, alice):

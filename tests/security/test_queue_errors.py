@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from skills_app.chat.ratelimit import RateLimitError
-from skills_app.models import Conversation, QueuedMessage
+from skills_app.models import Conversation, QueuedMessage, Run
 from skills_app.runs import pending
-from skills_app.runs.supervisor import RunError
+from skills_app.runs.supervisor import RunError, start_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,9 +40,15 @@ async def test_an_unexpected_error_is_not_shown_to_people(queued):
     assert "send it again" in failed.error
 
 
-@pytest.mark.parametrize(
-    "error", [RunError("This conversation was deleted."), RateLimitError("Slow down.")]
-)
-async def test_a_refusal_meant_for_people_says_what_it_says(queued, error):
-    failed = await _send(queued, error)
-    assert failed.error == str(error)
+async def test_a_refusal_meant_for_people_says_what_it_says(queued):
+    failed = await _send(queued, RunError("This conversation was deleted."))
+    assert failed.error == "This conversation was deleted."
+
+
+async def test_a_limit_reached_is_checked_where_the_run_is_created_and_says_so(queued, settings):
+    settings.RATE_LIMIT_CONCURRENT_RUNS = 0
+    await pending.send_next(queued.conversation_id, start=start_run)
+    failed = await QueuedMessage.objects.aget(pk=queued.pk)
+    assert failed.status == QueuedMessage.FAILED
+    assert "answers in progress (the limit is 0)" in failed.error
+    assert not await Run.objects.filter(conversation_id=queued.conversation_id).aexists()

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pytest
 from asgiref.sync import sync_to_async
 from django.test import AsyncClient
+from django.utils import timezone
 
 from skills_app.core.agent import SYSTEM_PROMPT
 from skills_app.core.pricing import cost_usd
@@ -20,6 +21,7 @@ from skills_app.models import (
     SkillInvocation,
     TriggerResult,
     TriggerRun,
+    Worker,
 )
 from skills_app.registry import uploads
 from skills_app.triggers import executor, runs
@@ -316,6 +318,38 @@ async def test_a_stale_run_is_swept_by_the_pages(org, skill_manager, settings):
     page = (await client.get(f"/skills/triggers/runs/{run.pk}/")).content.decode()
     await run.arefresh_from_db()
     assert run.status == TriggerRun.INTERRUPTED and "heartbeat went stale" in page
+
+
+async def test_a_run_of_a_worker_taken_for_dead_is_interrupted_before_its_heartbeat_ages(
+    org, skill_manager, settings
+):
+    """The same test of a gone process as agent runs: a buried worker's runs, however fresh
+    their last beat, and nobody else's."""
+    now = timezone.now()
+    await Worker.objects.acreate(
+        name="dead", started_at=now, heartbeat_at=now, stopped_at=now, stop_reason="no heartbeat"
+    )
+    await Worker.objects.acreate(name="alive", started_at=now, heartbeat_at=now)
+    orphan, live = [
+        await TriggerRun.objects.acreate(
+            package=org["pdf-tables"],
+            skill="pdf-tables",
+            version_number=1,
+            version_digest="x",
+            version_state="active",
+            model=TEST_MODEL,
+            profile="meta-message",
+            status=TriggerRun.RUNNING,
+            heartbeat_at=now,
+            started_by=skill_manager,
+            worker=worker,
+        )  # fmt: skip
+        for worker in ("dead", "alive")
+    ]
+    assert await sync_to_async(runs.interrupt_stale)() == 1
+    await orphan.arefresh_from_db()
+    await live.arefresh_from_db()
+    assert orphan.status == TriggerRun.INTERRUPTED and live.status == TriggerRun.RUNNING
 
 
 async def test_an_error_no_retry_can_fix_ends_the_run_at_once(
