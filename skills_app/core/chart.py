@@ -336,7 +336,9 @@ def build_rate_chart(queries: Sequence[ChartQuery], *, previous_label: str = "")
         expect = "should trigger" if q.should_trigger else "should not trigger"
         if q.rate is not None:
             colour = SHOULD_COLOUR if q.should_trigger else SHOULD_NOT_COLOUR
-            bars.append(bar(left, q.rate, colour, "this", f"#{q.number} ({expect}): {_pct(q.rate)}"))
+            bars.append(
+                bar(left, q.rate, colour, "this", f"#{q.number} ({expect}): {_pct(q.rate)}")
+            )
         if compared and q.previous is not None:
             title = f"#{q.number} ({expect}), {previous_label}: {_pct(q.previous)}"
             bars.append(bar(left + width, q.previous, PREVIOUS_COLOUR, "previous", title))
