@@ -3,10 +3,11 @@
 `bench/bench_multiprocess.py --layer NAME` starts every process with these settings and
 BENCH_LAYER=NAME: the project's settings with the channel layer's backend replaced.
 
-- ours: webapp.redis_layer.ResilientRedisChannelLayer (the settings' own)
-- core: channels_redis.core.RedisChannelLayer, stock, with the same configuration
-- pubsub: channels_redis.pubsub.RedisPubSubChannelLayer, stock (no capacity or expiry: pub/sub
-  keeps no queue in Redis)
+- ours: webapp.redis_layer.RedisChannelLayer (the settings' own: stock pub/sub plus the outage
+  handling)
+- core: channels_redis.core.RedisChannelLayer, stock, the same hosts, with capacity 5000 and
+  expiry 60 (as the settings gave it before issue 41)
+- pubsub: channels_redis.pubsub.RedisPubSubChannelLayer, stock, the same hosts
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from webapp import settings as base
 from webapp.settings import *  # noqa: F403
 
 LAYERS = {
-    "ours": "webapp.redis_layer.ResilientRedisChannelLayer",
+    "ours": "webapp.redis_layer.RedisChannelLayer",
     "core": "channels_redis.core.RedisChannelLayer",
     "pubsub": "channels_redis.pubsub.RedisPubSubChannelLayer",
 }
@@ -27,5 +28,5 @@ LAYERS = {
 CHANNEL_LAYERS: dict[str, Any] = copy.deepcopy(base.CHANNEL_LAYERS)
 _layer = os.environ.get("BENCH_LAYER", "ours")
 CHANNEL_LAYERS["default"]["BACKEND"] = LAYERS[_layer]
-if _layer == "pubsub":
-    CHANNEL_LAYERS["default"]["CONFIG"] = {"hosts": CHANNEL_LAYERS["default"]["CONFIG"]["hosts"]}
+if _layer == "core":
+    CHANNEL_LAYERS["default"]["CONFIG"].update(capacity=5000, expiry=60)

@@ -36,9 +36,6 @@ _CHANNELS_TYPES = (
     "channels exports no public name for this type; imported under TYPE_CHECKING for "
     "annotations only, so a rename breaks the type check, not the app"
 )
-_FORK = (
-    "NOT JUSTIFIED: part of a fork of a library that issue 41 gives back; it goes with the module"
-)
 
 # (module path, name) → why it is allowed. A new entry needs a reason that holds for good.
 ALLOWED: dict[tuple[str, str], str] = {
@@ -62,13 +59,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "every delta; the SDK exports it nowhere else. The lock pins the SDK and "
         "tests/core/test_llm.py fails if it moves"
     ),
-    ("webapp/layers.py", "channels.layers.InMemoryChannelLayer._clean_expired"): _FORK,
-    ("webapp/redis_layer.py", "_backup_channel_name"): _FORK,
-    ("webapp/redis_layer.py", "_connections"): _FORK,
-    ("webapp/redis_layer.py", "_group_key"): _FORK,
-    ("webapp/redis_layer.py", "_layers"): _FORK,
-    ("webapp/redis_layer.py", "_map_channel_keys_to_connection"): _FORK,
-    ("webapp/redis_layer.py", "channels_redis.core.RedisChannelLayer._clean_receive_backup"): _FORK,
 }
 
 

@@ -1,64 +1,54 @@
-"""The Redis channel layer, made to ride out Redis restarts and outages however long.
+"""The Redis channel layer: channels-redis's pub/sub layer, waiting out a Redis outage quietly.
 
-Why this is not a stock layer (measured against both in one session, bench/RESULTS.md, "today's
-Redis layer against the stock channels-redis layers"): stock `RedisChannelLayer` closes every
-open tab when Redis restarts or goes away, and stock `RedisPubSubChannelLayer` refuses every new
-tab (HTTP 500) while Redis is away and logs a traceback per frame sent; both failed the fault
-suite's Redis cases (tests/multiprocess/test_faults.py), which this layer passes. CPU is not the
-reason: pub/sub used no more than this layer (its p99 was 1.2-4.4 times this layer's, on a busy
-machine). A pub/sub subclass that adds only the outage handling is the way back to a stock layer.
+The layer is stock `channels_redis.pubsub.RedisPubSubChannelLayer`, used through its public
+methods only. Every tab fills gaps from the database (a seq or a stream offset it did not get), so
+a pub/sub layer that keeps no queue in Redis loses nothing a tab needs. The settings give
+redis-py a `Retry` and health checks: a publish on a pooled connection that a Redis restart
+closed is retried on a new connection, and the subscriber's connection reconnects and subscribes
+again to every channel and group of the process.
 
-channels-redis passes every Redis error to its caller. A Redis restart then left each process
-with pooled connections the server had closed: the first websocket opened after it failed with
-HTTP 500 (its `group_add` met a dead connection), and every worker exited (its `receive` raised),
-interrupting every answer and, within a 45-second outage, using up the service's start limit.
-This subclass keeps channels-redis's semantics and adds:
+What the stock layer does not do while Redis is away, and this wrapper adds. Measured reason
+(bench/RESULTS.md, issue 41): alone, the stock layer failed the fault suite's 25 s outage case
+(tests/multiprocess/test_faults.py: HTTP 500 for a tab opened meanwhile, 1.1 MB of tracebacks
+from one worker); with the wrapper both Redis cases pass, and at 100 x 50 deltas/s the web
+processes used 40 % less CPU than with the fork this replaced, the workers 10 % less.
 
-- A dead pooled connection is not an outage: a call that fails with a connection error drops the
-  pool's idle connections and is tried once more at once (a new connection). Redis may have
-  restarted meanwhile, quickly enough that the new connection works: a restarted Redis has no
-  groups, so before the retry this process's memberships are added again, and its channels in a
-  group are told (`layer.resumed`) to catch up on what they missed from the database. Without
-  that, a tab whose web process met the restart this way heard nothing more of its answer.
-- An outage (the second attempt fails too) is logged once (`skills_app.core.outages`), and from
-  then on nothing waits on Redis: `group_send` drops the message (stored events are in the
-  database, and every tab fills a gap in the seqs or in a stream's offsets from there, as it
-  does when a full channel drops a message); `send` raises `LayerUnavailable` at once (callers
-  treat a wake-up or a stop as best effort: the queue and the stop flag are in the database);
-  `group_add` / `group_discard` are remembered and applied when Redis is back; `receive` waits.
-- One probe per process retries with backoff (0.5 s doubling to 10 s). When Redis answers, the
-  remembered group memberships of this process's channels are added again (a restarted Redis
-  has none), `receive` resumes, and every channel of this process that is in a group gets a
-  `layer.resumed` message, so its consumer catches up on what it missed from the database.
+- A tab still opens: the stock `new_channel` subscribes at once and raises, so the websocket got
+  HTTP 500. Here the channel is named without Redis; its memberships are remembered, and its first
+  receive once Redis is back subscribes a stock channel for it, adds it to those groups and
+  returns `layer.resumed` (its consumer catches up from the database).
+- Nothing waits on Redis and nothing floods the log: once a call has failed, `group_send` drops
+  its message (stored events are in the database), `send` raises `LayerUnavailable` (wake-ups and
+  stops are best effort: the queue and the stop flag are in the database), `group_add` and
+  `group_discard` are remembered, `receive` waits. The stock receive task logs a traceback for
+  each failed read, about one a second: those records (a connection error) are dropped by a
+  filter on its logger, and tell this layer that Redis is away. The outage is logged once when it
+  starts and once when it ends (`skills_app.core.outages`).
+- One probe per event loop retries with backoff (0.5 s doubling to 10 s): a round trip through a
+  channel of its own. When it answers, the memberships made while Redis was away are added, and
+  every channel of the loop that is in a group gets `layer.resumed`, so its consumer fetches what
+  the group sent meanwhile.
 
-No process exits because Redis is away: the worker's listeners and the consumers' receives just
-wait, and the runs go on streaming into the database.
-
-Receiving: channels-redis takes a process's messages out of Redis one at a time, with four
-commands each (put back what a cancelled receive left, a blocking pop, a backup copy, the copy's
-removal): about half of a web process's CPU while it relays 100 live answers, and what let it
-fall behind (bench/PROFILE.md). Here the messages waiting for this process's channels come out in
-one script, up to RECEIVE_BATCH at a time, and are handed out in order from memory; only when
-none are waiting does a receive wait the way channels-redis does. The script runs in a task of
-its own that a cancelled receive does not cancel, so nothing it took out is lost: the next
-receive gets it.
-
-Sending: the live text of a batch of runs goes out with `group_send_many`, two round trips per
-Redis for the whole batch (one pipeline reads the groups' members, one stored script adds every
-message) instead of four per message: a third of a worker's CPU while it streamed 100 answers.
+Known limits: a channel named while Redis was away receives under another (stock) name, so a
+message another process sends to its own name is lost: only a worker started during an outage
+has such a channel, and a stop then reaches its run by the stop flag. Pub/sub has no queues: a
+`run.execute` wake-up reaches every worker listening on `skillscope-runs` (one claims the run).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
-import time
-from collections import defaultdict, deque
-from collections.abc import Sequence
+import uuid
+import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
-from channels_redis.core import RedisChannelLayer
+from channels_redis.pubsub import RedisPubSubChannelLayer
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from skills_app.core.outages import Backoff, Outage
 
@@ -67,50 +57,31 @@ logger = logging.getLogger("skills_app.ops.channel_layer")
 # The message a channel of this process gets when Redis is back (its consumer catches up).
 RESUMED = "layer.resumed"
 
-# At most this many waiting messages come out of Redis in one script (see the module's docstring).
-RECEIVE_BATCH = 100
+# The probe's round trip through Redis must finish within this many seconds.
+PROBE_TIMEOUT = 2.0
 
-# KEYS: a channel's queue and its backup; ARGV: how many. What a cancelled receive of
-# channels-redis left in the backup goes back to the queue first (as channels-redis does before
-# each of its pops), then up to ARGV[1] messages come out, oldest first: member, score, ...
-_POP_WAITING = """
-local backed_up = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
-for i = #backed_up, 1, -2 do
-    redis.call('ZADD', KEYS[1], backed_up[i], backed_up[i - 1])
-end
-redis.call('DEL', KEYS[2])
-return redis.call('ZPOPMIN', KEYS[1], ARGV[1])
-"""
+# In the name of a channel named while Redis was away (it has no stock channel yet).
+AWAY_MARK = "away-"
+
+# The logger of the stock layer's receive task (one traceback per failed read while Redis is away).
+STOCK_LOGGER = "channels_redis.pubsub"
 
 
-# KEYS: the channel keys a batch of group messages goes to, a key once per message it gets;
-# ARGV: the messages, then each key's capacity, then the time and the expiry. channels-redis's
-# group_send per message, with its cleaning of expired messages folded in; a message over a
-# channel's capacity is dropped, as there. Each message gets its own score (the time plus a
-# microsecond per message): a channel's messages of one batch come out in the order given. The
-# score is counted in whole microseconds and written out digit by digit: `%.6f` of the time plus
-# a fraction could round two neighbours to the same score, and Redis orders equal scores by the
-# message's bytes.
-_SEND_MANY = """
-local n = #KEYS
-local now = tonumber(ARGV[2 * n + 1])
-local expiry = tonumber(ARGV[2 * n + 2])
-local micros = math.floor(now * 1000000)
-local dropped = 0
-for i = 1, n do
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], 0, math.floor(now) - expiry)
-    if redis.call('ZCOUNT', KEYS[i], '-inf', '+inf') < tonumber(ARGV[n + i]) then
-        local at = micros + i - 1
-        local score = string.format('%d.%06d', math.floor(at / 1000000), at % 1000000)
-        redis.call('ZADD', KEYS[i], score, ARGV[i])
-        redis.call('EXPIRE', KEYS[i], expiry)
-    else
-        dropped = dropped + 1
-    end
-end
-return dropped
-"""
-_SEND_MANY_SHA = hashlib.sha1(_SEND_MANY.encode()).hexdigest()
+def redis_host(address: str) -> dict[str, Any]:
+    """The settings' Redis host: redis-py's options for connections that die or hang.
+
+    A command on a connection a Redis restart closed is tried again on a new one (twice, within
+    a second); an idle connection is checked before use; one to a Redis that is away fails
+    within 2 s, not 30.
+    """
+    return {
+        "address": address,
+        "retry": Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 2),
+        "health_check_interval": 15,
+        "socket_keepalive": True,
+        "socket_connect_timeout": 2,
+        "socket_timeout": 10,
+    }
 
 
 class LayerUnavailable(ConnectionError):
@@ -118,318 +89,294 @@ class LayerUnavailable(ConnectionError):
 
 
 def is_connection_error(exc: BaseException) -> bool:
-    """A lost or refused connection (redis-py's ConnectionError/TimeoutError, or an OSError)."""
-    if isinstance(exc, OSError | TimeoutError):
-        return True
-    return any(
-        cls.__name__ in ("ConnectionError", "TimeoutError") and cls.__module__.startswith("redis")
-        for cls in type(exc).__mro__
-    )
+    """A lost or refused connection, or no answer in time."""
+    return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError | TimeoutError)
 
 
-class ResilientRedisChannelLayer(RedisChannelLayer):
-    """channels-redis's layer that retries a dead connection once and waits out an outage."""
+@dataclass
+class _Loop:
+    """The layer in one event loop: whether Redis answers, and what to restore when it does."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.up = True
-        self.dropped = 0  # group messages dropped while Redis was away (tests, the ops page)
-        self.outage = Outage("the channel layer (Redis)", logger)
-        self._backoff = Backoff(first=0.5, cap=10.0)
-        self._back: asyncio.Event | None = None
-        self._probe: asyncio.Task[None] | None = None
-        # group -> channels of this process in it, for the channels named by this process.
-        self._members: dict[str, set[str]] = {}
-        # Messages taken out of Redis for this process's channels and not handed out yet, and
-        # the task taking them out, per process channel.
-        self._taken: dict[str, deque[tuple[str, dict[str, Any]]]] = {}
-        self._taking: dict[str, asyncio.Task[None]] = {}
-        # The restoring after a dead connection, per event loop: the calls that meet the same
-        # restart at once share one.
-        self._restoring: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
+    outage: Outage
+    up: bool = True
+    backoff: Backoff = field(default_factory=lambda: Backoff(first=0.5, cap=10.0))
+    back: asyncio.Event = field(default_factory=asyncio.Event)
+    probe: asyncio.Task[None] | None = None
+    probe_channel: str | None = None
+    # group -> channels of this loop in it (as the consumers named them).
+    members: dict[str, set[str]] = field(default_factory=dict)
+    # A channel named while Redis was away -> the stock channel it receives on, from its first
+    # receive once Redis is back until the consumer leaves.
+    named_away: dict[str, str] = field(default_factory=dict)
 
-    # -- the calls --------------------------------------------------------------------------
+
+class RedisChannelLayer:
+    """channels-redis's pub/sub layer that never raises or waits because Redis is away."""
+
+    extensions = ["groups", "flush"]
+
+    def __init__(self, *, prefix: str = "asgi", **config: Any) -> None:
+        self.stock = RedisPubSubChannelLayer(prefix=prefix, **config)
+        self.prefix = prefix
+        self.dropped = 0  # group messages dropped while Redis was away
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Loop] = (
+            weakref.WeakKeyDictionary()
+        )
+        _QUIET.layers.add(self)
+
+    def __getattr__(self, name: str) -> Any:
+        # Anything else of the stock layer's (its serializer, for example).
+        if name == "stock":
+            raise AttributeError(name)
+        return getattr(self.stock, name)
+
+    # -- the channel layer's calls --------------------------------------------------------------
+
+    async def new_channel(self, prefix: str = "specific.") -> str:
+        state = self._state()
+        if state.up:
+            try:
+                channel: str = await self.stock.new_channel(prefix)
+                return channel
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    raise
+                self._lost(state, exc)
+        return f"{self.prefix}{prefix}{AWAY_MARK}{uuid.uuid4().hex}"
 
     async def send(self, channel: str, message: dict[str, Any]) -> None:
-        await self._call(super().send, channel, message)
+        state = self._state()
+        if not state.up:
+            raise LayerUnavailable("the channel layer (Redis) is away")
+        try:
+            await self.stock.send(state.named_away.get(channel) or channel, message)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+            self._lost(state, exc)
+            raise LayerUnavailable("the channel layer (Redis) is away") from exc
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
-        try:
-            await self._call(super().group_send, group, message)
-        except LayerUnavailable:
+        state = self._state()
+        if not state.up:
             self.dropped += 1
-
-    async def group_send_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        """Send each (group, message), as `group_send` would, in two round trips per Redis.
-
-        For the live text of a batch of runs (`skills_app.runs.streams`): channels-redis takes
-        four round trips for every group message (drop the group's expired members, read them,
-        drop each channel's expired messages, add the message), most of a worker's CPU while it
-        streams 100 answers. Here the members of every group come in one pipeline, and every
-        message goes out in one script. Messages to one channel keep the order given.
-        """
-        if not items:
             return
         try:
-            await self._call(self._send_many, items)
-        except LayerUnavailable:
-            self.dropped += len(items)
-
-    async def _send_many(self, items: Sequence[tuple[str, dict[str, Any]]]) -> None:
-        layer: Any = self  # channels-redis's helpers (the type stubs do not declare them)
-        now = time.time()
-        members: dict[str, list[str]] = {}
-        groups_by_index: dict[int, list[str]] = defaultdict(list)
-        for group in dict.fromkeys(group for group, _ in items):
-            assert layer.require_valid_group_name(group), "Group name not valid"
-            groups_by_index[layer.consistent_hash(group)].append(group)
-        for index, groups in groups_by_index.items():
-            pipe = self.connection(index).pipeline(transaction=False)
-            for group in groups:
-                key = layer._group_key(group)
-                pipe.zremrangebyscore(key, min=0, max=int(now) - self.group_expiry)
-                pipe.zrange(key, 0, -1)
-            replies = await pipe.execute()
-            for group, names in zip(groups, replies[1::2], strict=True):
-                members[group] = [name.decode("utf8") for name in names]
-        # Per Redis: the keys, each message as serialised for its key, and each key's capacity.
-        sends: dict[int, tuple[list[bytes], list[bytes], list[int]]] = defaultdict(
-            lambda: ([], [], [])
-        )
-        for group, message in items:
-            keys_by_index, messages, capacities = layer._map_channel_keys_to_connection(
-                members[group], message
-            )
-            for index, keys in keys_by_index.items():
-                send = sends[index]
-                for key in keys:
-                    send[0].append(key)
-                    send[1].append(messages[key])
-                    send[2].append(capacities[key])
-        for index, (keys, messages, capacities) in sends.items():
-            connection = self.connection(index)
-            args: list[bytes | int | str] = [
-                *keys,
-                *messages,
-                *capacities,
-                repr(now),
-                int(self.expiry),
-            ]
-            try:
-                dropped = await connection.evalsha(_SEND_MANY_SHA, len(keys), *args)
-            except Exception as exc:
-                if type(exc).__name__ != "NoScriptError":
-                    raise
-                dropped = await connection.eval(_SEND_MANY, len(keys), *args)  # Redis restarted
-            if dropped:
-                logger.info("%s messages over a channel's capacity were dropped", dropped)
+            await self.stock.group_send(group, message)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+            self._lost(state, exc)
+            self.dropped += 1
 
     async def group_add(self, group: str, channel: str) -> None:
-        if self._is_ours(channel):
-            self._members.setdefault(group, set()).add(channel)
+        state = self._state()
+        state.members.setdefault(group, set()).add(channel)
+        target = self._stock_channel(state, channel)
+        if not state.up or target is None:
+            return  # added when Redis is back, or at the channel's first receive
         try:
-            await self._call(super().group_add, group, channel)
-        except LayerUnavailable:
-            pass  # added again when Redis is back
+            await self.stock.group_add(group, target)
+        except Exception as exc:
+            if not is_connection_error(exc):
+                raise
+            self._lost(state, exc)
 
     async def group_discard(self, group: str, channel: str) -> None:
-        members = self._members.get(group)
+        state = self._state()
+        members = state.members.get(group)
         if members is not None:
             members.discard(channel)
             if not members:
-                del self._members[group]
+                del state.members[group]
+        target = self._stock_channel(state, channel)
+        if target is None:
+            return
         try:
-            await self._call(super().group_discard, group, channel)
-        except LayerUnavailable:
-            pass  # a restarted Redis has forgotten it; an old one lets it expire
+            await self.stock.group_discard(group, target)
+        except Exception as exc:
+            # The stock layer forgot the membership already; Redis unsubscribes when it is back.
+            if not is_connection_error(exc):
+                raise
+            self._lost(state, exc)
 
     async def receive(self, channel: str) -> dict[str, Any]:
-        retried = False
-        while True:
-            if not self.up:
-                await self._wait_until_back()
-            try:
-                message: dict[str, Any] = await super().receive(channel)
-                return message
-            except Exception as exc:
-                if not is_connection_error(exc):
-                    raise
-                if not retried and self.up:
-                    retried = True
-                    try:
-                        await self._reconnect()
-                    except Exception as again:
-                        if not is_connection_error(again):
-                            raise
-                        self._lost(again)
-                        retried = False
+        state = self._state()
+        try:
+            while True:
+                if not state.up:
+                    await state.back.wait()
                     continue
-                self._lost(exc)
-                retried = False
+                if AWAY_MARK in channel and channel not in state.named_away:
+                    try:
+                        await self._subscribe_named_away(state, channel)
+                    except Exception as exc:
+                        if not is_connection_error(exc):
+                            raise
+                        self._lost(state, exc)
+                        continue
+                    # Its groups sent to it while it was not subscribed: catch up.
+                    return {"type": RESUMED}
+                target = state.named_away.get(channel) or channel
+                try:
+                    message: dict[str, Any] = await self.stock.receive(target)
+                    return message
+                except Exception as exc:
+                    if not is_connection_error(exc):
+                        raise
+                    # Its subscribe failed: the stock layer keeps the channel without one.
+                    self._lost(state, exc)
+                    await state.back.wait()
+                    await self._forget(target)
+        except asyncio.CancelledError:
+            # The consumer left (Channels cancels its receive): the stock layer unsubscribed.
+            state.named_away.pop(channel, None)
+            raise
 
-    async def receive_single(self, channel: str) -> tuple[str, dict[str, Any]]:
-        # channels-redis's own (the type stubs do not declare it).
-        wait_for_one: Any = super().receive_single  # type: ignore[misc]
-        if "!" not in channel:
-            return await wait_for_one(channel)  # type: ignore[no-any-return]
-        if not self._taken.get(channel):
-            await self._take_waiting(channel)
-        taken = self._taken.get(channel)
-        if taken:
-            return taken.popleft()
-        # Nothing waiting: wait for the next message as channels-redis does.
-        return await wait_for_one(channel)  # type: ignore[no-any-return]
-
-    async def _take_waiting(self, channel: str) -> None:
-        task = self._taking.get(channel)
-        if task is None or task.done():
-            task = asyncio.ensure_future(self._pop_waiting(channel))
-            task.add_done_callback(_retrieved)
-            self._taking[channel] = task
-        # A cancelled receive leaves the task running: what it takes out is handed out next.
-        await asyncio.shield(task)
-
-    async def _pop_waiting(self, channel: str) -> None:
-        layer: Any = self  # channels-redis's helpers (the type stubs do not declare them)
-        key = self.prefix + channel
-        await layer.receive_clean_locks.acquire(key)  # no backup removal of its is under way
-        try:
-            popped = await self.connection(layer.consistent_hash(channel)).eval(
-                _POP_WAITING, 2, key, layer._backup_channel_name(key), RECEIVE_BATCH
-            )
-        finally:
-            layer.receive_clean_locks.release(key)
-        taken = self._taken.setdefault(channel, deque())
-        for content in popped[0::2]:
-            message = layer.deserialize(content)
-            taken.append((message.pop("__asgi_channel__", channel), message))
-
-    async def _clean_receive_backup(self, index: int, channel: str) -> None:
-        # channels-redis drops a received message's backup copy in a task nobody awaits: a
-        # connection lost meanwhile would be logged as an ERROR ("Task exception was never
-        # retrieved"). The copy is redelivered at worst, and consumers drop what they had.
-        try:
-            await super()._clean_receive_backup(index, channel)
-        except Exception as exc:
-            if not is_connection_error(exc):
-                raise
+    async def flush(self) -> None:
+        state = self._loops.pop(asyncio.get_running_loop(), None)
+        if state is not None and state.probe is not None:
+            state.probe.cancel()
+        await self.stock.flush()
 
     async def wait_until_up(self) -> None:
-        """Return once Redis answers again (at once when it is not away)."""
-        if not self.up:
-            await self._wait_until_back()
+        """Return once Redis answers again (at once when it is not known to be away)."""
+        state = self._state()
+        while not state.up:
+            await state.back.wait()
 
-    # -- the machinery ----------------------------------------------------------------------
+    @property
+    def up(self) -> bool:
+        """False while this event loop knows Redis is away."""
+        return self._state().up
 
-    def _is_ours(self, channel: str) -> bool:
-        return "!" in channel and self.client_prefix in channel
+    # -- the machinery --------------------------------------------------------------------------
 
-    async def _call(self, operation: Any, *args: Any) -> Any:
-        if not self.up:
-            raise LayerUnavailable("the channel layer (Redis) is away")
-        try:
-            return await operation(*args)
-        except Exception as exc:
-            if not is_connection_error(exc):
-                raise
-        # A connection Redis closed (it restarted): drop the idle ones and try once more.
-        try:
-            await self._reconnect()
-            return await operation(*args)
-        except Exception as exc:
-            if not is_connection_error(exc):
-                raise
-            self._lost(exc)
-            raise LayerUnavailable("the channel layer (Redis) is away") from exc
-
-    async def _reconnect(self) -> None:
-        """After a dead connection: new connections, and what a restarted Redis forgot."""
-        await self._drop_idle_connections()
+    def _state(self) -> _Loop:
         loop = asyncio.get_running_loop()
-        task = self._restoring.get(loop)
-        if task is None or task.done():
-            task = loop.create_task(self._restore())
-            task.add_done_callback(_retrieved)
-            # Forgotten once done: the layer outlives loops (asgiref's sync-to-async calls).
-            task.add_done_callback(
-                lambda done: (
-                    self._restoring.pop(loop, None) if self._restoring.get(loop) is done else None
-                )
-            )
-            self._restoring[loop] = task
-        await asyncio.shield(task)
+        state = self._loops.get(loop)
+        if state is None:
+            state = self._loops[loop] = _Loop(Outage("the channel layer (Redis)", logger))
+        return state
 
-    async def _restore(self) -> None:
-        await self._add_memberships_again()
-        self._tell_channels_to_catch_up()
+    @staticmethod
+    def _stock_channel(state: _Loop, channel: str) -> str | None:
+        """The stock layer's name of a channel; None for one named away and not subscribed yet."""
+        if AWAY_MARK not in channel:
+            return channel
+        return state.named_away.get(channel)
 
-    async def _add_memberships_again(self) -> None:
-        # A restarted Redis has no groups.
-        for group, channels in list(self._members.items()):
-            for channel in list(channels):
-                await super().group_add(group, channel)
+    async def _subscribe_named_away(self, state: _Loop, channel: str) -> None:
+        target = await self.stock.new_channel()
+        for group, members in list(state.members.items()):
+            if channel in members:
+                await self.stock.group_add(group, target)
+        state.named_away[channel] = target
 
-    def _tell_channels_to_catch_up(self) -> None:
-        # Consumers catch up from the database on what the group sent while Redis forgot them.
-        for channel in {c for channels in self._members.values() for c in channels}:
-            self.receive_buffer[channel].put_nowait({"type": RESUMED})
+    async def _forget(self, channel: str) -> None:
+        """Make the stock layer forget a channel whose subscribe failed, so it subscribes again.
 
-    async def _drop_idle_connections(self) -> None:
-        loop_layer = self._layers.get(asyncio.get_running_loop())
-        if loop_layer is None:
-            return
-        for connection in list(loop_layer._connections.values()):
-            try:
-                await connection.connection_pool.disconnect(inuse_connections=False)
-            except Exception:  # noqa: BLE001 - a pool that cannot even close is replaced anyway
-                logger.debug("dropping idle Redis connections failed", exc_info=True)
+        The stock layer keeps such a channel's queue without a subscription, and a receive on it
+        would wait for good; a cancelled receive is its public way to drop the channel.
+        """
+        receiving = asyncio.ensure_future(self.stock.receive(channel))
+        await asyncio.sleep(0)  # it is waiting on the channel's queue
+        receiving.cancel()
+        await asyncio.gather(receiving, return_exceptions=True)
 
-    def _lost(self, exc: BaseException) -> None:
-        if self.up:
-            self.up = False
-            self._backoff.reset()
-            self.outage.failed(exc, retry_in=self._backoff.first)
+    def _lost(self, state: _Loop, exc: BaseException) -> None:
+        if state.up:
+            state.up = False
+            state.back = asyncio.Event()
+            state.backoff.reset()
+            state.outage.failed(exc, retry_in=state.backoff.first)
         else:
-            self.outage.failed(exc)
-        if self._probe is None or self._probe.done():
-            self._probe = asyncio.get_running_loop().create_task(self._until_back())
+            state.outage.failed(exc)
+        if state.probe is None or state.probe.done():
+            state.probe = asyncio.get_running_loop().create_task(self._until_back(state))
 
-    async def _wait_until_back(self) -> None:
-        if self._back is None:
-            self._back = asyncio.Event()
-        if self._probe is None or self._probe.done():
-            self._probe = asyncio.get_running_loop().create_task(self._until_back())
-        await self._back.wait()
-
-    async def _until_back(self) -> None:
-        """Probe Redis with backoff until it answers, then restore what this process had."""
+    async def _until_back(self, state: _Loop) -> None:
+        """Probe Redis with backoff until it answers, then restore what this loop had."""
         while True:
-            interval = self._backoff.next()
-            if self._backoff.capped:
-                self.outage.capped(interval)
+            interval = state.backoff.next()
+            if state.backoff.capped:
+                state.outage.capped(interval)
             await asyncio.sleep(interval)
             try:
-                await self._drop_idle_connections()
-                for index in range(self.ring_size):
-                    await self.connection(index).ping()
-                await self._add_memberships_again()
+                async with asyncio.timeout(PROBE_TIMEOUT):
+                    await self._round_trip(state)
+                    await self._add_memberships_again(state)
             except Exception as exc:
                 if not is_connection_error(exc):
                     logger.exception("the channel layer's probe failed; trying again")
-                self.outage.failed(exc, retry_in=self._backoff.current)
+                state.outage.failed(exc, retry_in=state.backoff.current)
                 continue
             break
-        self.up = True
-        self._backoff.reset()
-        self.outage.recovered()
-        if self._back is not None:
-            self._back.set()
-            self._back = None
-        self._tell_channels_to_catch_up()
+        state.up = True
+        state.backoff.reset()
+        state.outage.recovered()
+        state.back.set()
+        await self._tell_channels_to_catch_up(state)
+
+    async def _round_trip(self, state: _Loop) -> None:
+        # A publish first: it fails at once while Redis is away, leaving nothing behind.
+        await self.stock.group_send("skillscope.layer.probe", {"type": "layer.probe"})
+        if state.probe_channel is None:
+            state.probe_channel = await self.stock.new_channel("probe.")
+        token = uuid.uuid4().hex
+        try:
+            await self.stock.send(state.probe_channel, {"type": "layer.probe", "token": token})
+            # Through the subscriber connection, after the subscriptions it made again.
+            while (await self.stock.receive(state.probe_channel)).get("token") != token:
+                pass
+        except BaseException:
+            state.probe_channel = None  # a cancelled receive unsubscribed it
+            raise
+
+    async def _add_memberships_again(self, state: _Loop) -> None:
+        # Those made while Redis was away reached only this wrapper.
+        for group, channels in list(state.members.items()):
+            for channel in list(channels):
+                target = self._stock_channel(state, channel)
+                if target is not None:
+                    await self.stock.group_add(group, target)
+
+    async def _tell_channels_to_catch_up(self, state: _Loop) -> None:
+        channels = {c for members in state.members.values() for c in members}
+        for channel in channels:
+            target = self._stock_channel(state, channel)
+            if target is None:
+                continue  # its first receive says it
+            try:
+                await self.stock.send(target, {"type": RESUMED})
+            except Exception as exc:
+                if not is_connection_error(exc):
+                    raise
+                self._lost(state, exc)
+                return
 
 
-def _retrieved(task: asyncio.Task[None]) -> None:
-    # Awaited by a receive, or by none if it was cancelled: either way not an unretrieved error
-    # (the next receive takes the messages out again, or meets the same failure itself).
-    if not task.cancelled():
-        task.exception()
+class _QuietReceiveTask(logging.Filter):
+    """Drops the stock receive task's traceback per failed read; the layers log the outage."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers: weakref.WeakSet[RedisChannelLayer] = weakref.WeakSet()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if error is None or not is_connection_error(error):
+            return True
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return False
+        for layer in list(self.layers):
+            state = layer._loops.get(loop)
+            if state is not None:
+                layer._lost(state, error)
+        return False
+
+
+_QUIET = _QuietReceiveTask()
+logging.getLogger(STOCK_LOGGER).addFilter(_QUIET)

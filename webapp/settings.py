@@ -202,31 +202,26 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_secret("REDIS_URL")
 if REDIS_URL:
+    from webapp.redis_layer import redis_host
+
     CHANNEL_LAYERS = {
         "default": {
-            # channels-redis, plus riding out Redis restarts and outages (webapp/redis_layer.py):
-            # a dead pooled connection is retried once on a new one, an outage is waited out
-            # with backoff (no process exits), and consumers catch up when Redis is back.
-            "BACKEND": "webapp.redis_layer.ResilientRedisChannelLayer",
-            "CONFIG": {
-                # redis-py 8 reads with a 5 s socket timeout by default, the same 5 s that
-                # channels-redis blocks in BZPOPMIN for: idle workers and consumers would fail
-                # with "Timeout reading". A longer socket timeout keeps that wait legal; a
-                # connection attempt to a Redis that is away fails within 2 s, not 30.
-                "hosts": [
-                    {"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 2}
-                ],
-                "capacity": 5000,
-                "expiry": 60,
-            },
+            # channels-redis's pub/sub layer, waiting out a Redis outage (webapp/redis_layer.py):
+            # a tab opens meanwhile, live frames are dropped (tabs fill gaps from the database),
+            # one log line when Redis is lost and one when it is back.
+            "BACKEND": "webapp.redis_layer.RedisChannelLayer",
+            "CONFIG": {"hosts": [redis_host(REDIS_URL)]},
         }
     }
 else:
-    # Channels' in-memory layer, minus its per-message sweeps (see webapp/layers.py). A tab's
-    # channel holds 1,000 messages (Channels' default is 100): about 30 s of one busy answer
-    # before a tab that falls behind misses live frames (its consumer then fills the gap).
+    # Channels' in-memory layer. A tab's channel holds 1,000 messages (Channels' default is
+    # 100): about 30 s of one busy answer before a tab that falls behind misses live frames (its
+    # consumer then fills the gap from the database).
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "webapp.layers.InMemoryChannelLayer", "CONFIG": {"capacity": 1000}}
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": 1000},
+        }
     }
 
 # --- Passwords, language, time --------------------------------------------------------------

@@ -117,35 +117,52 @@ def _is_connection_error(exc: BaseException) -> bool:
     )
 
 
+# The channel each event loop's check receives on, made once: on a pub/sub layer every new
+# channel is a subscription that stays while the process lives.
+_CHECK_CHANNELS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, str] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 async def check_channel_layer() -> str:
-    """Send a message to a fresh channel of this process and receive it back."""
+    """Send a message to this process's check channel and receive it back."""
     layer = get_channel_layer()
     if layer is None:
         return ERROR
     token = secrets.token_hex(8)
+    loop = asyncio.get_running_loop()
 
     async def round_trip() -> bool:
-        # The default prefix: channels_redis reads one process-specific list per prefix, and
-        # only one reader at a time per process (a websocket's, usually) whatever the prefix,
-        # so a channel with its own prefix would wait behind that reader and time out.
-        channel = await layer.new_channel()
+        channel = _CHECK_CHANNELS.get(loop)
+        if channel is None:
+            channel = _CHECK_CHANNELS[loop] = await layer.new_channel()
         await layer.send(channel, {"type": "readyz.ping", "token": token})
-        message = await layer.receive(channel)
-        return bool(message.get("token") == token)
+        while True:  # an answer to an earlier check that timed out may come first
+            message = await layer.receive(channel)
+            if message.get("token") == token:
+                return True
 
     try:
         same = await asyncio.wait_for(round_trip(), CHECK_TIMEOUT)
-    except TimeoutError:
-        LAYER.failed(TimeoutError(f"no answer within {CHECK_TIMEOUT:g} s"))
-        return TIMEOUT
-    except Exception as exc:
-        if _is_connection_error(exc):
-            LAYER.failed(exc)
-            return UNREACHABLE
-        logger.exception("readiness: the channel layer check failed")
-        return ERROR
+    except BaseException as exc:
+        # A cancelled receive ends its channel on a pub/sub layer: the next check makes another.
+        _CHECK_CHANNELS.pop(loop, None)
+        if not isinstance(exc, Exception):
+            raise
+        return _failed(exc)
     LAYER.recovered()
     return OK if same else ERROR
+
+
+def _failed(exc: Exception) -> str:
+    if isinstance(exc, TimeoutError):
+        LAYER.failed(TimeoutError(f"no answer within {CHECK_TIMEOUT:g} s"))
+        return TIMEOUT
+    if _is_connection_error(exc):
+        LAYER.failed(exc)
+        return UNREACHABLE
+    logger.exception("readiness: the channel layer check failed")
+    return ERROR
 
 
 async def check_workers() -> str:

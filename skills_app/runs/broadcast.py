@@ -95,25 +95,12 @@ async def send_live(conversation_id: int, event: CoreEvent) -> None:
 
 
 async def send_live_many(items: Sequence[tuple[int, CoreEvent]]) -> None:
-    """Send live events of several conversations, (conversation id, event), in order.
-
-    The Redis layer sends them all in two round trips (`group_send_many`); a layer without it
-    gets them one by one.
-    """
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    send_many = getattr(layer, "group_send_many", None)
-    if send_many is None:
-        for conversation_id, event in items:
-            try:
-                await send_live(conversation_id, event)
-            except Exception:  # one tab's frame failing holds back no other
-                logger.exception("sending live text to conversation %s failed", conversation_id)
-        return
-    await send_many(
-        [(group_name(c), {"type": event.type, "event": event.data()}) for c, event in items]
-    )
+    """Send live events of several conversations, (conversation id, event), in order."""
+    for conversation_id, event in items:
+        try:
+            await send_live(conversation_id, event)
+        except Exception:  # one tab's frame failing holds back no other
+            logger.exception("sending live text to conversation %s failed", conversation_id)
 
 
 # A stored event made ready to announce: its row, its typed event and its HTML.

@@ -323,7 +323,7 @@ class Journal:
                 self._writer = self.loop.create_task(self._write_while_pending())
 
     async def _send_batch(self, batch: list[Pending]) -> None:
-        # Every frame of the batch in one go (in order for each run). The frames are
+        # Every frame of the batch, in order for each run. The frames are
         # committed: a send that fails (the layer drops what it cannot send while Redis is
         # away) leaves a hole the tabs fill from the database, not a failed run.
         items = [

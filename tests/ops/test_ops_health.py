@@ -15,14 +15,15 @@ import urllib.request
 from datetime import timedelta
 
 import pytest
+import redis
 from channels.layers import get_channel_layer
 from django.test import Client
 from django.utils import timezone
 
 from skills_app.models import Run, Worker
 from skills_app.ops import health
-from tests.support.loop_helpers import wait_until
 from tests.support.paths import REPO
+from webapp.redis_layer import redis_host
 
 ROOT = REPO
 IN_MEMORY = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
@@ -112,12 +113,7 @@ def test_readyz_is_ready_with_a_database_and_a_channel_layer():
 @pytest.mark.django_db
 def test_readyz_fails_when_the_channel_layer_is_unreachable(settings):
     port = _closed_port()
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}/0"]},
-        }
-    }
+    settings.CHANNEL_LAYERS = _redis_layer(port)
     response = Client().get("/readyz")
     assert response.status_code == 503
     body = response.json()
@@ -148,36 +144,49 @@ def redis_layer(settings):
             except OSError:
                 assert time.monotonic() < deadline, "redis-server did not start"
                 time.sleep(0.05)
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.core.RedisChannelLayer",
-                "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}/0"]},
-            }
-        }
-        yield
+        settings.CHANNEL_LAYERS = _redis_layer(port)
+        yield port
     finally:
         server.kill()
         server.wait(timeout=10)
 
 
-async def test_the_channel_layer_check_passes_while_a_websocket_is_receiving(redis_layer):
-    """channels_redis lets one coroutine per process read its channels: the check must not
-    wait behind a connected browser's reader (it did, with a channel prefix of its own)."""
+async def test_the_channel_layer_check_reuses_its_channel_while_a_websocket_is_receiving(
+    redis_layer,
+):
+    """Each check used a new channel: on the pub/sub layer a subscription that stayed for
+    good, one more per probe (a load balancer asks every few seconds)."""
     layer = get_channel_layer()
     browser = await layer.new_channel()
     reading = asyncio.ensure_future(layer.receive(browser))
     try:
-        # The browser's reader holds the process's receive loop (its lock) while it waits.
-        async def reading_holds_the_lock() -> bool:
-            lock = getattr(layer, "receive_lock", None)
-            return lock is not None and lock.locked()
-
-        await wait_until(reading_holds_the_lock, what="the browser's reader waiting")
         assert await health.check_channel_layer() == "ok"
+        subscribed = _subscriptions(redis_layer)
+        for _ in range(5):
+            assert await health.check_channel_layer() == "ok"
+        assert _subscriptions(redis_layer) == subscribed
         await layer.send(browser, {"type": "still.works"})
         assert (await asyncio.wait_for(reading, 5))["type"] == "still.works"
     finally:
         reading.cancel()
+        await layer.flush()
+
+
+def _redis_layer(port: int) -> dict[str, dict[str, object]]:
+    return {
+        "default": {
+            "BACKEND": "webapp.redis_layer.RedisChannelLayer",
+            "CONFIG": {"hosts": [redis_host(f"redis://127.0.0.1:{port}/0")]},
+        }
+    }
+
+
+def _subscriptions(port: int) -> int:
+    client = redis.Redis(port=port)
+    try:
+        return len(client.pubsub_channels())
+    finally:
+        client.close()
 
 
 def _worker(name: str, *, beat_ago: float, stopped: bool = False) -> Worker:
