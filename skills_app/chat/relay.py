@@ -63,9 +63,10 @@ class RenderCache:
     ) -> str | None:
         memo = self._memos.setdefault((conversation_id, seq), {})
         _trim(self._memos, self.size)
-        return await database_sync_to_async(fragments.fragment_for)(
+        html: str | None = await database_sync_to_async(fragments.fragment_for)(
             event, conversation_id=conversation_id, can_inspect=can_inspect, memo=memo
         )
+        return html
 
     def _forget_failed(self, key: Key, task: asyncio.Task[str | None]) -> None:
         # A failed render is not kept: the next tab tries again (and the error is read here, so
