@@ -105,10 +105,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every handler: a hop through the
-        # one thread all database work shares, for every message. The events of a run are
-        # relayed without the database (what reads it goes through database_sync_to_async,
-        # which closes them itself), so they go straight to the relay; a relay that waited
-        # behind the run's database work would put that wait on every frame.
+        # one thread all database work shares, for every message. Streamed text is relayed
+        # without the database, and what reads it (rendering a stored event once per process,
+        # filling a gap) goes through database_sync_to_async, which checks connections itself;
+        # so a run's events go straight to the relay, and no delta waits behind that hop.
         event_class = EVENT_TYPES.get(message.get("type", ""))
         if event_class is not None:
             await self.relay(event_class, message)
