@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from skills_app.chat.frames import parse  # noqa: E402  (plain Python: no Django set-up needed)
+from tests.support.frames import parse  # noqa: E402  (plain Python: no Django set-up needed)
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))

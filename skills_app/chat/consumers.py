@@ -5,16 +5,17 @@ of the page (htmx `ws-send`) send the actions of `chat.actions` (send, retry, st
 cancel, edit, regenerate) with their fields, each with an `action_id` the tab made: the
 server takes an action once (`chat.receipts`) and acknowledges it after, however many times
 the tab sent it (it sends again after a reconnect what was not acknowledged). The
-server sends what `chat.frames` describes: stored events as htmx out-of-band fragments headed by
-their seq, streamed text as JSON.
+server sends the JSON frames `chat.frames` describes: a stored event's seq, type and HTML for
+this viewer; streamed text by offset.
 
 Every group message names its event type, and the consumer relays it by the traits its class
-declares (`core.events`: stored, streamed, ending streams), with no handler per type; it only
-filters and sends. Stored events arrive rendered for both visibility classes and this tab
-sends its own class's HTML: nothing hidden reaches a tab without the inspect permission, and
-relaying needs no database. The database is read only to resume, to fill a gap in the seqs (the
-channel layer drops messages for a full channel, or while Redis is away) and to fill a hole in a
-stream: streamed text is tracked per block by character offset, and every frame's text was
+declares (`core.events`: stored, streamed, ending streams), with no handler per type. A stored
+event arrives as data (`runs.broadcast`: seq, type, data, visibility) and is rendered here, at
+the edge, for this tab's viewer (`chat.relay`: a hidden event never for a viewer without the
+inspect permission; once per process and visibility class, however many tabs watch). The
+database is otherwise read only to resume, to fill a gap in the seqs (the channel layer drops
+messages for a full channel, or while Redis is away; a tab's own action may also be announced
+after a worker's first events) and to fill a hole in a stream: streamed text is tracked per block by character offset, and every frame's text was
 committed before it was sent (`runs.streams`), so a tab that finds a hole reads the text up to
 the frame from the database at once and then gets exactly the deltas after it, never a piece
 twice, never a hole, and never less text than it showed. When Redis comes back after an outage
@@ -37,7 +38,7 @@ from typing import Any
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from skills_app.accounts.sessions import allowed_user, user_group
-from skills_app.chat import actions, frames, receipts
+from skills_app.chat import actions, frames, receipts, relay
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
 from skills_app.chat.event_views import live_frame
 from skills_app.chat.fragments import replay_html
@@ -46,7 +47,7 @@ from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import Conversation, RunEvent
 from skills_app.policy.barred import account_barred
 from skills_app.runs import recovery, textlog
-from skills_app.runs.broadcast import Announced, collecting, group_name
+from skills_app.runs.broadcast import group_name
 from skills_app.runs.dbsync import database_sync_to_async
 from skills_app.runs.streams import LIVE_FRAME_CHARS
 from skills_app.visibility import INSPECT_PERMISSION
@@ -104,10 +105,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Channels closes stale database connections before every handler: a hop through the
-        # one thread all database work shares, for every message. The events of a run are
-        # relayed without the database (what reads it goes through database_sync_to_async,
-        # which closes them itself), so they go straight to the relay; a relay that waited
-        # behind the run's database work would put that wait on every frame.
+        # one thread all database work shares, for every message. Streamed text is relayed
+        # without the database, and what reads it (rendering a stored event once per process,
+        # filling a gap) goes through database_sync_to_async, which checks connections itself;
+        # so a run's events go straight to the relay, and no delta waits behind that hop.
         event_class = EVENT_TYPES.get(message.get("type", ""))
         if event_class is not None:
             await self.relay(event_class, message)
@@ -176,10 +177,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
                     # Sent again after a reconnect: it was taken when it first came.
                     await self.send(text_data=frames.acknowledged(str(action_id)))
                     return
-            with collecting() as announced:
-                info = await actions.perform(
-                    action, content, conversation_id=self.conversation_id, user_id=self.user_id
-                )
+            info = await actions.perform(
+                action, content, conversation_id=self.conversation_id, user_id=self.user_id
+            )
         except ActionError as exc:
             await self._error(str(exc), retry=exc.retry)
         except Exception:
@@ -189,7 +189,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._error("Something went wrong on the server. Try again.")
         else:
             # Outside the error handling: the action succeeded whatever happens to this tab now.
-            await self._relay_own(announced)
             if info:
                 await self.send(text_data=frames.status(info))
         if action_id is not None:
@@ -231,8 +230,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def relay(self, event_class: type[CoreEvent], message: dict[str, Any]) -> None:
         """Send an event of the conversation to this tab, as its class's traits say.
 
-        No handler per type: a stored event goes out with the HTML for this viewer (rendered when
-        it was stored), a piece of streamed text by its offset, another live event as the frame
+        No handler per type: a stored event goes out with the HTML for this viewer (rendered at
+        the edge, `chat.relay`), a piece of streamed text by its offset, another live event as the frame
         the chat makes of it (`event_views`); nothing else needs to know the type.
         """
         data = message["event"]
@@ -253,23 +252,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if fresh and event_class.ends_streams and data.get("run_id") is not None:
             self._forget_streams(int(data["run_id"]))  # the rows hold what the run streamed
 
-    async def _relay_own(self, announced: list[Announced]) -> None:
-        """Send this tab the events its own action stored, now, while they follow what it has.
-
-        They also reach it through the group, later: a worker that took the new run meanwhile
-        may have announced its first events before them, and relayed in that order they would
-        look like a gap, filled from the database behind every other tab's database work (under
-        a burst of sends, seconds in which this tab's live text waited too).
-        """
-        own = [
-            message for conversation, message in announced if conversation == self.conversation_id
-        ]
-        for message in sorted(own, key=lambda m: int(m["seq"])):
-            event_class = EVENT_TYPES.get(message["type"])
-            if event_class is None or int(message["seq"]) != self.last_sent + 1:
-                return  # not next: the group's messages (or the database) fill in, in order
-            await self.relay(event_class, message)
-
     # -- the account (the user's group) ------------------------------------------------------
 
     async def account_changed(self, message: dict[str, Any]) -> None:
@@ -288,11 +270,15 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self._send_replayed(replayed)
             self.last_sent = max(self.last_sent, seq)
             return True
+        try:
+            html = await relay.fragment(self.conversation_id, message, can_inspect=self.can_inspect)
+        except Exception:
+            # Not marked sent: the next event finds the gap and fills it from the database.
+            logger.exception(
+                "rendering event #%s of conversation %s failed", seq, self.conversation_id
+            )
+            return False
         self.last_sent = seq
-        if self.can_inspect:
-            html = message.get("inspector_html") or message.get("html")
-        else:
-            html = None if message.get("hidden") else message.get("html")
         if html:
             await self.send(text_data=frames.stored(seq, message["type"], html))
         return True

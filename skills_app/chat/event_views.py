@@ -124,6 +124,11 @@ def frame(
     return register
 
 
+def has_view(cls: type[RunEvent]) -> bool:
+    """Whether a stored event type shows anything in the browser."""
+    return cls in STORED
+
+
 def needs_of(event: RunEvent) -> Needs:
     view = STORED.get(type(event))
     return view.needs(event) if view is not None else NOTHING

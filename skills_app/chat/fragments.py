@@ -1,12 +1,11 @@
-"""Stored events rendered once per visibility class: live, on a replay, and on the chat page.
+"""Stored events rendered for one visibility class: live, on a replay, and on the chat page.
 
-When a run stores a message, a tool result, an approval or ends, `fragments_for` renders the
-event's HTML twice, for ordinary users and for inspectors (`chat.items`: the one visibility
-filter); the recorder sends both with the event and every tab's consumer picks its own, so
-relaying touches no database and renders nothing. A tab that resumes or missed events gets them
-rendered again from the stored rows (`replay_html`), through the same parts; the chat page
-renders its transcript through them too (`page_html`). What each event shows is declared once,
-in `chat/event_views.py`.
+Runs announce a stored event as data; the consumer of a tab renders it for its viewer with
+`fragment_for` (through `chat.relay`'s per-process cache, so many tabs of one conversation render
+it once per visibility class), and `chat.items` is the one visibility filter. A tab that resumes
+or missed events gets them rendered from the stored rows (`replay_html`), through the same parts;
+the chat page renders its transcript through them too (`page_html`). What each event shows is
+declared once, in `chat/event_views.py`.
 """
 
 from __future__ import annotations
@@ -23,8 +22,6 @@ from skills_app.chat.items import (
     Part,
     QueuedItem,
     html_for,
-    inspector_html,
-    user_html,
     wrap,
 )
 from skills_app.chat.rendering import MARKDOWN_MEMO
@@ -32,46 +29,40 @@ from skills_app.chat.usage import render_conversation_cost
 from skills_app.core.events import EventDataError, RunEvent, event_from
 from skills_app.models import Approval, Conversation, Message, QueuedMessage
 from skills_app.models import RunEvent as StoredEvent
-from skills_app.runs.wiring import Fragments
 
 __all__ = [
-    "Fragments",
     "approvals_page_html",
-    "fragments_for",
+    "fragment_for",
     "page_html",
     "queued_page_html",
     "replay_html",
 ]
 
 
-def fragments_for(
-    event: RunEvent, *, conversation_id: int, row: Message | None = None
-) -> Fragments | None:
-    """Render a just-stored event for both visibility classes (sync: it may read its rows).
+def fragment_for(
+    event: RunEvent,
+    *,
+    conversation_id: int,
+    can_inspect: bool,
+    memo: dict[str, str] | None = None,
+) -> str | None:
+    """A just-stored event's HTML for one visibility class (sync: it reads its rows).
 
-    `row`: the message row of a `message.stored` event, when the caller has it already.
+    None when that class is shown nothing of it. `memo`: markdown already rendered for this
+    event (the other class's render of it), filled as it goes.
     """
     needs = needs_of(event)
-    known = {row.pk: row} if row is not None else {}
-    lookup = _load(conversation_id, [needs], known=known)
-    # Both classes' renders share one context: an answer's markdown is rendered once.
-    lookup.ctx = {MARKDOWN_MEMO: {}}
+    lookup = _load(conversation_id, [needs])
+    lookup.ctx = {MARKDOWN_MEMO: memo if memo is not None else {}}
     if needs.cost:
         lookup.cost_html = render_conversation_cost(conversation_id, oob=True)
-    parts = parts_for(event, conversation_id, lookup)
-    if not parts:
-        return None
-    return Fragments(public=user_html(parts), inspector=inspector_html(parts))
+    return html_for(parts_for(event, conversation_id, lookup), can_inspect=can_inspect)
 
 
-def _load(
-    conversation_id: int, needs: Sequence[Needs], *, known: dict[int, Message] | None = None
-) -> Lookup:
+def _load(conversation_id: int, needs: Sequence[Needs]) -> Lookup:
     """The rows of this conversation that `needs` name, each kind in one query."""
-    known = known or {}
-    message_ids = [pk for n in needs for pk in n.messages if pk not in known]
     return Lookup(
-        messages={**known, **_messages(conversation_id, message_ids)},
+        messages=_messages(conversation_id, [pk for n in needs for pk in n.messages]),
         approvals=_approvals(conversation_id, [pk for n in needs for pk in n.approvals]),
         queued=_queued(conversation_id, [pk for n in needs for pk in n.queued]),
     )

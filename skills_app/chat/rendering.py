@@ -78,7 +78,7 @@ FRAGMENT_MAX_BYTES = 512 * 1024
 
 # The key of a memo in a render's `ctx`: text -> its markdown HTML. A stored answer is rendered
 # once per visibility class, and the model's prose is the same for both (never rewritten), so
-# its markdown (most of the cost of a long answer) is rendered once (`fragments_for`).
+# its markdown (most of the cost of a long answer) is rendered once (`chat.relay`).
 MARKDOWN_MEMO = "markdown_memo"
 
 

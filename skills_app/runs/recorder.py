@@ -2,10 +2,10 @@
 
 Streamed text takes the live path (`streams`): straight to the conversation's group, coalesced,
 and saved in batches by the process's stream saver. Everything else is stored first, in one
-thread hop with its rendering (`chat.fragments`: once for ordinary users, once for inspectors),
-then published with its seq and HTML (rendered by the renderer the run was given: the chat's
-fragments, handed down through `wiring`; runs never import the chat). Before anything is stored the run's unsent text goes out,
-so a tab sees the stream end before the row that replaces it.
+thread hop, and announced as data once its transaction committed (`broadcast.publish_on_commit`:
+seq, type, data, and whether it is hidden); each tab's consumer renders it for its own viewer.
+Before anything is stored the run's unsent text goes out, so a tab sees the stream end before
+the row that replaces it.
 
 Everything a run stores goes through here, so a run that another process marked interrupted
 (its history already closed) stores nothing more.
@@ -38,11 +38,10 @@ from skills_app.core.events import (
 )
 from skills_app.core.ports import InvocationRecord, ToolAudit
 from skills_app.core.transcript import StoredMessage
-from skills_app.models import Message, Run, SkillInvocation
-from skills_app.runs import eventlog, observers, store, tasks, wiring
-from skills_app.runs.broadcast import publish, send_live
+from skills_app.models import Run, SkillInvocation
+from skills_app.runs import broadcast, eventlog, observers, store, tasks
+from skills_app.runs.broadcast import send_live
 from skills_app.runs.streams import RunStreams, journal
-from skills_app.runs.wiring import Fragments, Renderer
 from skills_app.visibility import mcp_call_preview
 
 # Tool results are cut in live events to what a card shows (`chat.tool_cards.SHOWN_CHARS` is this
@@ -59,8 +58,6 @@ class RunRecorder:
     conversation_id: int
     run_id: int
     user_id: int
-    # The fragments of what is stored, once per visibility class (the chat's, by default).
-    render: Renderer = field(default_factory=lambda: wiring.current().render)
     # The model call being streamed (1, 2, ...): it names the streams of its answer.
     call: int = 0
     streams: RunStreams = field(init=False)
@@ -124,7 +121,7 @@ class RunRecorder:
         hidden: bool = False,
         also: Callable[[], None] | None = None,
     ) -> int:
-        """Store one event, render it and announce it; its seq (0: dropped).
+        """Store one event and announce it once committed; its seq (0: dropped).
 
         Takes a typed event; a dotted name plus data is read into one (the approvals gate).
         `also` changes what the event says changed, in the same transaction.
@@ -134,10 +131,10 @@ class RunRecorder:
         typed = event_from(event, data or {}) if isinstance(event, str) else event
         typed = await self._previewed(typed)
         await self.streams.flush_live()
-        seq, fragments = await sync_to_async(self._store)(typed, hidden, also)
+        seq, outbox = await sync_to_async(self._store)(typed, hidden, also)
         if typed.ends_streams:
             self.streams.close()
-        await publish(self.conversation_id, seq, typed, hidden=hidden, fragments=fragments)
+        await broadcast.send(outbox)
         observers.notify(self.context, typed)
         return seq
 
@@ -162,14 +159,18 @@ class RunRecorder:
 
     def _store(
         self, event: RunEvent, hidden: bool, also: Callable[[], None] | None
-    ) -> tuple[int, Fragments | None]:
+    ) -> tuple[int, broadcast.Outbox]:
+        outbox: broadcast.Outbox = []
         with transaction.atomic():  # one commit for the event and what it changes
             if also is not None:
                 also()
             stored = eventlog.append_event(
                 self.conversation_id, event, run_id=self.run_id, hidden=hidden
             )
-        return stored.seq, self.render(event, conversation_id=self.conversation_id)
+            broadcast.publish_on_commit(
+                outbox, self.conversation_id, stored.seq, event, hidden=hidden
+            )
+        return stored.seq, outbox
 
     async def message(self, message: StoredMessage, invocation: int | None = None) -> None:
         """Store one message row and announce it."""
@@ -183,14 +184,11 @@ class RunRecorder:
         async with journal().yielding() if can_wait else contextlib.nullcontext():
             if can_wait and self._drop():  # another process closed the history meanwhile
                 return
-            seq, event, fragments, hidden = await sync_to_async(self._store_message)(
-                message, invocation
-            )
-        await publish(self.conversation_id, seq, event, hidden=hidden, fragments=fragments)
+            outbox = await sync_to_async(self._store_message)(message, invocation)
+        await broadcast.send(outbox)
 
-    def _store_message(
-        self, message: StoredMessage, invocation: int | None
-    ) -> tuple[int, MessageStored, Fragments | None, bool]:
+    def _store_message(self, message: StoredMessage, invocation: int | None) -> broadcast.Outbox:
+        outbox: broadcast.Outbox = []
         with transaction.atomic():  # one commit for the row, its usage and its event
             row = store.append_message(
                 self.conversation_id, message, run_id=self.run_id, invocation_id=invocation
@@ -209,9 +207,10 @@ class RunRecorder:
             stored = eventlog.append_event(
                 self.conversation_id, event, run_id=self.run_id, hidden=row.is_meta
             )
-        row = Message.objects.select_related("run", "invocation").get(pk=row.pk)
-        fragments = self.render(event, conversation_id=self.conversation_id, row=row)
-        return stored.seq, event, fragments, row.is_meta
+            broadcast.publish_on_commit(
+                outbox, self.conversation_id, stored.seq, event, hidden=row.is_meta
+            )
+        return outbox
 
     async def invocation(self, record: InvocationRecord) -> int | None:
         """Write the audit row of a skill invocation and announce that it happened."""

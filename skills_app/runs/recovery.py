@@ -32,7 +32,7 @@ from skills_app.core.outages import Outage, RateLimited
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.models import Approval, Conversation, Run, RunEvent
 from skills_app.runs import eventlog, jobs, liveness, store, tasks, textlog
-from skills_app.runs.broadcast import broadcast_events, prepare, publish
+from skills_app.runs.broadcast import broadcast_events, publish, typed
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def interrupt_runs(run_ids: list[int]) -> list[RunEvent]:
 async def sweep_forever(database: liveness.DatabaseThread) -> None:
     """Sweep now and then every quarter of a worker heartbeat, until cancelled.
 
-    Events whose announcement failed (the channel layer away, a render failing) stay pending
+    Events whose announcement failed (the channel layer away) stay pending
     and are sent again next round, until they go out: a tab is told even when the first try was
     not heard. Tabs drop a seq they already have, so a repeat is harmless.
     """
@@ -96,7 +96,7 @@ async def sweep_forever(database: liveness.DatabaseThread) -> None:
         try:
             pending.extend(await database.run(sweep, database.continuity.seconds()))
             if pending:
-                await _announce(database, pending)
+                await _announce(pending)
             rounds += 1
             if rounds % PRUNE_EVERY == 0:
                 await database.run(liveness.forget_old_workers)
@@ -109,14 +109,13 @@ async def sweep_forever(database: liveness.DatabaseThread) -> None:
         await asyncio.sleep(liveness.sweep_interval())
 
 
-async def _announce(database: liveness.DatabaseThread, pending: list[RunEvent]) -> None:
+async def _announce(pending: list[RunEvent]) -> None:
     """Announce the pending events in order, removing each once it went out."""
-    # Rendered in the sweep's own database thread: it needs no executor of anyone else's.
-    ready = await database.run(prepare, list(pending))
-    # An event `prepare` could not type was logged there and will never go out: not kept.
-    pending[:] = [row for row, _, _ in ready]
-    for row, event, fragments in ready:
-        await publish(row.conversation_id, row.seq, event, hidden=row.hidden, fragments=fragments)
+    ready = typed(pending)
+    # An event `typed` could not read was logged there and will never go out: not kept.
+    pending[:] = [row for row, _ in ready]
+    for row, event in ready:
+        await publish(row.conversation_id, row.seq, event, hidden=row.hidden)
         pending.pop(0)
 
 

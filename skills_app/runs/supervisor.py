@@ -201,11 +201,7 @@ async def start_run(
     """
     client = model_client()
     executor = get_executor()
-    # One hop through the database thread creates the run and renders what it stored, announced
-    # right after: under a burst of sends the caller does not queue a second time behind every
-    # other caller's hops. (A worker may still take the run and announce its first event
-    # sooner; the tab that sent it gets these at once anyway: `chat.consumers._relay_own`.)
-    run, prepared = await sync_to_async(_create_and_prepare)(
+    run, events = await sync_to_async(_create_run)(
         conversation_id,
         text,
         client,
@@ -216,14 +212,9 @@ async def start_run(
         attachments=attachments,
         within_limits=within_limits,
     )
-    await broadcast.announce(prepared)
+    await broadcast.broadcast_events(events)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
     return run
-
-
-def _create_and_prepare(*args: Any, **kwargs: Any) -> tuple[Run, broadcast.Prepared]:
-    run, events = _create_run(*args, **kwargs)
-    return run, broadcast.prepare(events)
 
 
 class Executor(Protocol):

@@ -1,5 +1,5 @@
 // Skillscope chat on htmx's websocket extension. htmx connects, sends the forms (ws-send) and
-// swaps the fragments the server pushes (hx-swap-oob). What stays here: resuming after the last
+// swaps the fragments (hx-swap-oob) of the JSON frames the server pushes. What stays here: resuming after the last
 // seq on every (re)connect, appending streamed text, replacing elements the page already has,
 // and the "/" menu of the composer.
 (() => {
@@ -163,24 +163,44 @@
     }
   });
 
+  // -- frames: every frame is JSON, {"type", ...}; one with "html" is swapped by htmx ----------
+
   let stick = false;
+  // The frame being handled: its type for the handlers after the swap, its html for htmx.
+  let current = null;
   chat.addEventListener("htmx:wsBeforeMessage", (event) => {
     stick = nearBottom();
+    current = null;
     const message = event.detail.message;
-    if (typeof message !== "string" || message[0] !== "{") return; // HTML: htmx swaps it
-    event.preventDefault();
     let frame;
     try {
       frame = JSON.parse(message);
     } catch (_err) {
+      event.preventDefault();
       return;
     }
+    const seq = frame.seq ?? frame.last_seq;
+    if (Number.isInteger(seq)) document.getElementById("chat-seq").dataset.seq = String(seq);
+    if (typeof frame.html === "string") {
+      current = { message, frame };
+      return; // htmx swaps it: the "chat-frames" extension hands it the html
+    }
+    event.preventDefault();
     if (frame.type === "action.ack") {
       acknowledged(frame.action_id);
     } else if (frame.type === "text.delta" || frame.type === "thinking.delta") {
       appendText(frame);
       if (stick) window.scrollTo(0, document.body.scrollHeight);
     }
+  });
+
+  // The socket's frames reach htmx's websocket extension as JSON: this gives it their fragments.
+  htmx.defineExtension("chat-frames", {
+    transformResponse(text, xhr) {
+      if (xhr) return text; // an ordinary request of an element inside the chat
+      if (current && current.message === text) return current.frame.html;
+      return "";
+    },
   });
 
   chat.addEventListener("htmx:wsAfterMessage", () => {
@@ -394,12 +414,12 @@
     closeMenu();
   });
 
-  chat.addEventListener("htmx:wsAfterMessage", (event) => {
-    const message = event.detail.message;
-    if (unconfirmed === null || typeof message !== "string") return;
-    if (/data-event="(message\.stored|message\.queued|turn\.excluded)"/.test(message)) {
+  chat.addEventListener("htmx:wsAfterMessage", () => {
+    const type = current?.frame.type;
+    if (unconfirmed === null || !type) return;
+    if (type === "message.stored" || type === "message.queued" || type === "turn.excluded") {
       unconfirmed = null;
-    } else if (message.includes('data-event="error"')) {
+    } else if (type === "error") {
       if (!input.value) {
         input.value = unconfirmed;
         saveDraft();

@@ -11,7 +11,7 @@ from typing import Any
 
 from playwright.sync_api import Locator, Page, WebSocket, expect
 
-from skills_app.chat.frames import parse
+from tests.support.frames import parse
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
@@ -78,7 +78,7 @@ class ChatPage:
     # -- frames ----------------------------------------------------------------------------
 
     def parsed_frames(self) -> list[dict[str, Any]]:
-        """The frames received so far, parsed (`skills_app.chat.frames.parse`)."""
+        """The frames received so far, parsed (`tests.support.frames.parse`)."""
         return [parse(raw) for raw in list(self.frames)]
 
     def resumed_count(self) -> int:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import contextvars
 import threading
 from typing import Any
 
@@ -11,7 +10,7 @@ from django.db import transaction
 from django.db.models.signals import post_save
 from django.test import Client
 
-from skills_app.chat import actions
+from skills_app.chat import actions, relay
 from skills_app.chat.consumers import ConversationConsumer
 from skills_app.core.events import RunStarted
 from skills_app.core.transcript import StoredMessage, status_message_text
@@ -50,6 +49,14 @@ async def _connect(user, conversation_id: int, *, origin: tuple[bytes, bytes] = 
 async def _frames_until(communicator, predicate, *, timeout: float = 10.0) -> list[dict[str, Any]]:
     """Collect frames until one satisfies predicate (inclusive)."""
     return await until(communicator, predicate, timeout=timeout)
+
+
+async def _frames_left(communicator, *, quiet: float = 0.5) -> list[dict[str, Any]]:
+    """The frames that come until the socket has said nothing for `quiet` seconds."""
+    frames = []
+    while not await communicator.receive_nothing(timeout=quiet):
+        frames.append(await receive(communicator))
+    return frames
 
 
 def _finished(frame: dict[str, Any]) -> bool:
@@ -424,14 +431,12 @@ async def test_it_refuses_oversized_frames(alice, conversation):
     await communicator.disconnect()
 
 
-async def test_a_tabs_own_events_go_first_when_a_worker_announces_before_them(
+async def test_a_tabs_own_events_come_in_order_when_a_worker_announces_before_them(
     alice, conversation, settings, monkeypatch
 ):
     """A worker may take a new run the moment it is committed and announce its first event
-    before the web process has announced the user's message. The tab that sent it still gets
-    them in order, from its own action, without filling a "gap" from the database (under a
-    burst of sends that fill waited behind every other tab's database work, and the tab's live
-    text with it)."""
+    before the web process has announced the user's message. The tab that sent it sees a gap,
+    fills it from the database once, and shows every event once, in order."""
     settings.RUN_EXECUTOR = "worker"  # no worker runs here: the receiver below plays the one
     replays: list[int] = []
     replay = ConversationConsumer.__dict__["_replay"]
@@ -450,8 +455,8 @@ async def test_a_tabs_own_events_go_first_when_a_worker_announces_before_them(
             row = eventlog.append_event(
                 instance.conversation_id, RunStarted(run_id=instance.pk), run_id=instance.pk
             )
-            # As another process would: outside the consumer's context, before its action ends.
-            contextvars.Context().run(async_to_sync(broadcast.announce), broadcast.prepare([row]))
+            # As another process would: before the web process announces the user's message.
+            async_to_sync(broadcast.broadcast_events)([row])
 
         transaction.on_commit(announce_started)
 
@@ -468,13 +473,13 @@ async def test_a_tabs_own_events_go_first_when_a_worker_announces_before_them(
     assert "hello" in stored(frames)[0]["html"]
     seqs = [f["seq"] for f in stored(frames)]
     assert seqs == sorted(seqs) and len(set(seqs)) == 3
-    assert replays == [0], "only the resume read the database"
+    assert replays == [0, 0], "the resume, then the gap the worker's event showed"
     # The group's copies of the tab's own events come later and are not sent twice.
     assert await tab.receive_nothing(timeout=0.5)
     await tab.disconnect()
 
 
-# -- a tab's own action's events, relayed at once (attacks) ---------------------------------------
+# -- a tab's own action's events, through the group like everyone's (attacks) ---------------------------------------
 
 OWN_VISIBLE = "OWN-VISIBLE-3f0d"
 OTHER_VISIBLE = "OTHER-VISIBLE-58be"
@@ -504,7 +509,7 @@ def _store_a_turn_with_a_hidden_row(conversation_id: int, marker: str) -> list[R
 
 def _acting_that_announces(monkeypatch, other_conversation_id: int, *, then=None) -> None:
     """Every websocket action first stores and announces a turn in the tab's conversation and
-    in another one (in the action's own context, so the consumer collects them), then `then`."""
+    in another one, then `then`."""
     real = actions.perform
 
     async def perform(action, fields, *, conversation_id, user_id):
@@ -529,13 +534,36 @@ async def test_an_ordinary_user_gets_nothing_hidden_from_their_own_actions_event
     await tab.send_json_to({"action": "resume", "after": 0})
     await _frames_until(tab, lambda f: f["type"] == "resumed")
     await tab.send_json_to({"action": "stop"})
-    frames = await _frames_until(tab, lambda f: f["type"] == "info")
+    frames = await _frames_until(tab, lambda f: f.get("seq") == 1)
     assert [f["seq"] for f in stored(frames)] == [1]
     assert OWN_VISIBLE in stored(frames)[0]["html"]
+    # The hidden row (seq 2) never comes: not rendered for this viewer, not sent.
+    frames += await _frames_left(tab)
+    assert [f["seq"] for f in stored(frames)] == [1]
     assert "HIDDEN-BODY" not in repr(frames) and OTHER_VISIBLE not in repr(frames)
-    # The group's copies come later: neither sent twice nor the hidden one sent after all.
-    assert await tab.receive_nothing(timeout=0.5)
     await tab.disconnect()
+
+
+async def test_tabs_of_one_conversation_share_one_render_and_none_gets_hidden_text(
+    alice, conversation
+):
+    """Three tabs of an ordinary user: a visible row is rendered once for the three, the hidden
+    row after it is rendered for none and reaches none."""
+    tabs = [(await _connect(alice, conversation.pk))[0] for _ in range(3)]
+    for tab in tabs:
+        await tab.send_json_to({"action": "resume", "after": 0})
+        await _frames_until(tab, lambda f: f["type"] == "resumed")
+    renders = relay.cache().renders
+    events = await sync_to_async(_store_a_turn_with_a_hidden_row)(conversation.pk, OWN_VISIBLE)
+    await broadcast.broadcast_events(events)
+    for tab in tabs:
+        frames = await _frames_until(tab, lambda f: f.get("seq") == 1)
+        frames += await _frames_left(tab)
+        assert [f["seq"] for f in stored(frames)] == [1]
+        assert OWN_VISIBLE in stored(frames)[0]["html"]
+        assert "HIDDEN-BODY" not in repr(frames)
+        await tab.disconnect()
+    assert relay.cache().renders == renders + 1
 
 
 async def test_an_auditor_gets_the_hidden_row_of_their_own_action_once(auditor, monkeypatch):
@@ -546,7 +574,7 @@ async def test_an_auditor_gets_the_hidden_row_of_their_own_action_once(auditor, 
     await tab.send_json_to({"action": "resume", "after": 0})
     await _frames_until(tab, lambda f: f["type"] == "resumed")
     await tab.send_json_to({"action": "stop"})
-    frames = await _frames_until(tab, lambda f: f["type"] == "info")
+    frames = await _frames_until(tab, lambda f: f.get("seq") == 2)
     assert [f["seq"] for f in stored(frames)] == [1, 2]
     assert "HIDDEN-BODY-91c2" in stored(frames)[1]["html"]
     assert "Hidden from the user" in stored(frames)[1]["html"]
@@ -594,20 +622,3 @@ async def test_a_tab_not_resumed_yet_gets_its_actions_events_from_the_resume_onc
     assert "HIDDEN-BODY" not in repr(frames) and OTHER_VISIBLE not in repr(frames)
     assert await tab.receive_nothing(timeout=0.5)
     await tab.disconnect()
-
-
-async def test_a_run_started_by_an_action_is_not_collected_as_the_actions_own(
-    alice, conversation, fake_model
-):
-    """Inline runs get a context of their own: what they announce later never lands in the
-    list of the action that started them (it would grow for the whole run, and be relayed
-    past the group's order)."""
-    fake_model.enqueue(Reply.text("An answer streamed by the run", chunk=4))
-    with broadcast.collecting() as announced:
-        await actions.perform(
-            "send", {"text": "hi"}, conversation_id=conversation.pk, user_id=alice.pk
-        )
-    assert [message["type"] for _, message in announced] == ["message.stored"]
-    await _wait_runs_done(conversation.pk)
-    assert await RunEvent.objects.filter(conversation=conversation, type="run.finished").aexists()
-    assert [message["type"] for _, message in announced] == ["message.stored"]

@@ -303,23 +303,22 @@ async def test_a_lookalike_origin_is_refused(alice, conversation, origin):
 
 async def test_events_the_channel_layer_dropped_are_sent_from_the_database(alice, conversation):
     """The in-memory and Redis layers drop messages for a full channel; the next one fills the gap."""
-    from skills_app.chat.fragments import fragments_for
     from skills_app.core.events import MessageStored
     from skills_app.core.transcript import StoredMessage
     from skills_app.runs import eventlog, store
     from skills_app.runs.broadcast import publish
 
-    def store_three() -> tuple[int, MessageStored, Any]:
+    def store_three() -> tuple[int, MessageStored]:
         for text in ("one", "two", "three"):
             row = store.append_message(conversation.pk, StoredMessage.text("user", text))
             event = MessageStored(message_id=row.pk, role="user", kind="text", seq=row.seq)
             stored_event = eventlog.append_event(conversation.pk, event)
-        return stored_event.seq, event, fragments_for(event, conversation_id=conversation.pk)
+        return stored_event.seq, event
 
     tab, _ = await _tab(alice, conversation.pk)
-    seq, event, fragments = await sync_to_async(store_three)()
+    seq, event = await sync_to_async(store_three)()
     # Only the last event is broadcast, as if the first two had been dropped on a full channel.
-    await publish(conversation.pk, seq, event, fragments=fragments)
+    await publish(conversation.pk, seq, event)
     frames = [await receive(tab) for _ in range(3)]
     assert [f["seq"] for f in frames] == [1, 2, 3]
     assert [f["text"] for f in frames] == ["one", "two", "three"]

@@ -1,4 +1,4 @@
-"""Rendered once per visibility class: what ordinary users and inspectors get of each event.
+"""Rendered for each visibility class: what ordinary users and inspectors get of each event.
 
 `user_html` drops hidden items for ordinary users and renders the rest for them, through
 `visibility.outbound`. These tests plant a hidden skill text in the conversation and check that
@@ -8,10 +8,12 @@ page), while inspectors get the text as it is.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 from django.test import Client
 
-from skills_app.chat.fragments import fragments_for, replay_html
+from skills_app.chat.fragments import fragment_for, replay_html
 from skills_app.core.events import (
     ApprovalRequested,
     MessageStored,
@@ -48,6 +50,19 @@ def redacting(conversation, run):
     )
 
 
+@dataclass(frozen=True)
+class Rendered:
+    public: str | None
+    inspector: str | None
+
+
+def _rendered(event, *, conversation_id: int) -> Rendered | None:
+    """The event's fragment for an ordinary user and for an inspector (None: neither gets one)."""
+    public = fragment_for(event, conversation_id=conversation_id, can_inspect=False)
+    inspector = fragment_for(event, conversation_id=conversation_id, can_inspect=True)
+    return None if public is None and inspector is None else Rendered(public, inspector)
+
+
 def _stored(conversation, run, message: StoredMessage) -> tuple[MessageStored, RunEvent]:
     row = store.append_message(conversation.pk, message, run_id=run.pk)
     event = MessageStored(
@@ -61,14 +76,14 @@ def test_a_hidden_row_is_rendered_for_inspectors_only(conversation, run):
     event, _ = _stored(
         conversation, run, StoredMessage.text("user", body, kind="skill_prompt", is_meta=True)
     )
-    rendered = fragments_for(event, conversation_id=conversation.pk)
+    rendered = _rendered(event, conversation_id=conversation.pk)
     assert rendered.public is None
     assert MARKER in rendered.inspector and "Hidden from the user" in rendered.inspector
 
 
-def test_an_answer_is_rendered_once_for_each_class_and_empties_the_live_area(conversation, run):
+def test_an_answer_is_rendered_alike_for_each_class_and_empties_the_live_area(conversation, run):
     event, _ = _stored(conversation, run, StoredMessage.text("assistant", "Some **bold** words"))
-    rendered = fragments_for(event, conversation_id=conversation.pk)
+    rendered = _rendered(event, conversation_id=conversation.pk)
     assert rendered.public == rendered.inspector
     assert "<strong>bold</strong>" in rendered.public
     assert f'id="message-{event.message_id}"' in rendered.public
@@ -86,14 +101,14 @@ def test_ordinary_users_get_tool_data_through_the_filter_and_the_model_prose_as_
         content=({"type": "text", "text": f"I will quote {MARKER}."}, tool_use),
     )
     event, _ = _stored(conversation, run, answer)
-    rendered = fragments_for(event, conversation_id=conversation.pk)
+    rendered = _rendered(event, conversation_id=conversation.pk)
     assert f"I will quote {MARKER}." in rendered.public  # the model's own words stay
     assert "withheld:" in rendered.public
     # The card shows the command in its summary and its arguments: withheld in both places.
     assert rendered.public.count(MARKER) == 1
     assert rendered.inspector.count(MARKER) == 3
     result = ToolFinished(tool_use_id="toolu_9", name="Bash", is_error=False, content=MARKER)
-    rendered = fragments_for(result, conversation_id=conversation.pk)
+    rendered = _rendered(result, conversation_id=conversation.pk)
     assert MARKER not in rendered.public and "withheld:" in rendered.public
     assert MARKER in rendered.inspector
 
@@ -106,7 +121,7 @@ def test_an_approval_prompt_goes_through_the_filter(conversation, run, redacting
         call_text=f"Bash(cat {MARKER})",
         input={"command": f"cat {MARKER}"},
     )
-    rendered = fragments_for(
+    rendered = _rendered(
         ApprovalRequested(approval_id=approval.pk), conversation_id=conversation.pk
     )
     assert MARKER not in rendered.public and MARKER in rendered.inspector
@@ -133,7 +148,7 @@ def test_replay_and_the_chat_page_use_the_same_filter(conversation, run, alice, 
 
 
 def test_a_stopped_run_hides_stop_and_says_stopped(conversation, run):
-    rendered = fragments_for(
+    rendered = _rendered(
         RunFinished(run_id=run.pk, status="stopped"), conversation_id=conversation.pk
     )
     assert 'id="stop-button"' in rendered.public and "hidden" in rendered.public
@@ -149,4 +164,4 @@ def test_events_the_browser_shows_nothing_of_render_nothing(conversation):
         ModelCalled(call=1, model="m"),
         ToolAudited(tool_use_id="t", tool="Read", invocation_id=1),
     ):
-        assert fragments_for(event, conversation_id=conversation.pk) is None
+        assert _rendered(event, conversation_id=conversation.pk) is None

@@ -266,7 +266,7 @@ def test_it_shows_the_chat_page_to_the_owner(alice, conversation):
     assert 'id="transcript"' in body
     assert 'role="log"' in body
     assert 'aria-label="Message"' in body
-    assert 'hx-ext="ws"' in body
+    assert 'hx-ext="ws,chat-frames"' in body
     assert f'ws-connect="/ws/conversations/{conversation.pk}/"' in body
     # htmx and its websocket extension come from django-htmx, not a CDN.
     assert "/static/django_htmx/htmx-2.min.js" in body

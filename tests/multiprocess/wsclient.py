@@ -64,8 +64,8 @@ class WebSocket:
         return json.loads(await asyncio.wait_for(self._receive_text(), timeout))
 
     async def receive_frame(self, timeout: float) -> dict[str, Any]:
-        """The next chat frame, read as `skills_app.chat.frames.parse` reads it."""
-        from skills_app.chat.frames import parse
+        """The next chat frame, read as `tests.support.frames.parse` reads it."""
+        from tests.support.frames import parse
 
         return parse(await asyncio.wait_for(self._receive_text(), timeout))
 

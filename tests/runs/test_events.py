@@ -10,7 +10,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
-from skills_app.chat import event_views
+from skills_app.chat import event_views, relay
 from skills_app.chat.items import Part, StaticItem
 from skills_app.core.events import (
     EVENT_TYPES,
@@ -22,6 +22,7 @@ from skills_app.core.events import (
     MessageStored,
     ModelCalled,
     RunEvent,
+    RunFinished,
     TextDelta,
     ToolFinished,
     event_from,
@@ -29,6 +30,7 @@ from skills_app.core.events import (
 )
 from skills_app.models import Conversation, Run
 from skills_app.models import RunEvent as StoredEvent
+from skills_app.runs import broadcast
 from skills_app.runs.broadcast import group_name
 from skills_app.runs.recorder import RunRecorder
 from tests.chat.test_consumer import _session_cookie
@@ -100,23 +102,18 @@ async def test_every_event_type_reaches_a_tab_by_its_traits_alone(alice):
         message: dict[str, Any] = {"type": name, "event": event.data()}
         if cls.stored:
             seq += 1
-            message.update(seq=seq, hidden=False, html=f"<p>{name}</p>", inspector_html=None)
-            expected.append(("stored", seq))
+            message = broadcast.envelope(seq, event, hidden=False)
+            # Sent when the chat shows something of it (rendered here first: the tab then
+            # takes the render from the process's cache).
+            if await relay.fragment(conversation.pk, message, can_inspect=False):
+                expected.append(("stored", seq))
         elif cls.stream:
             expected.append((f"{cls.stream}.delta", event.data()["text"]))
         elif event_views.live_frame(event):
             expected.append(("live", name))
         await layer.group_send(group, message)
     await layer.group_send(
-        group,
-        {
-            "type": "run.finished",
-            "seq": seq + 1,
-            "hidden": False,
-            "event": {"run_id": 1, "status": "done"},
-            "html": "<p>end</p>",
-            "inspector_html": None,
-        },
+        group, broadcast.envelope(seq + 1, RunFinished(run_id=1, status="done"), hidden=False)
     )
     frames = await until(tab, lambda f: f.get("seq") == seq + 1)
     got: list[tuple[str, Any]] = []

@@ -468,21 +468,19 @@ async def test_when_redis_is_back_a_tab_catches_up_on_what_the_group_lost(
     await _stream(recorder, WORDS[:30])
     await recorder.flush()
     await _read_until(tab, frames, lambda reader: reader.text() == "".join(WORDS[:30]))
-    real_send_live, real_publish = broadcast.send_live, broadcast.publish
+    real_send_live, real_send = broadcast.send_live, broadcast.send
 
     async def lost(*args: Any, **kwargs: Any) -> None:
         return None
 
     monkeypatch.setattr(broadcast, "send_live", lost)
-    monkeypatch.setattr(broadcast, "publish", lost)
-    monkeypatch.setattr("skills_app.runs.recorder.publish", lost)
+    monkeypatch.setattr(broadcast, "send", lost)
     await _stream(recorder, WORDS[30:90])
     await recorder.flush()
     seq = await recorder.record(ConversationTitled(title="Caught up"))  # stored, not sent
     assert await tab.receive_nothing(timeout=0.3)
     monkeypatch.setattr(broadcast, "send_live", real_send_live)
-    monkeypatch.setattr(broadcast, "publish", real_publish)
-    monkeypatch.setattr("skills_app.runs.recorder.publish", real_publish)
+    monkeypatch.setattr(broadcast, "send", real_send)
 
     layer = get_channel_layer()
     await layer.group_send(

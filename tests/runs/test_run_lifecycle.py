@@ -47,13 +47,11 @@ def subscriber():
     """Only this subscriber to runs' ends (the chat's are put back afterwards)."""
     before = wiring.current()
     held = Subscriber()
-    wiring.wire(render=before.render, after_run=[held], worker_duties=before.worker_duties)
+    wiring.wire(after_run=[held], worker_duties=before.worker_duties)
     try:
         yield held
     finally:
-        wiring.wire(
-            render=before.render, after_run=before.after_run, worker_duties=before.worker_duties
-        )
+        wiring.wire(after_run=before.after_run, worker_duties=before.worker_duties)
 
 
 async def test_subscribers_hear_the_end_of_a_run_with_its_status(conversation, alice, subscriber):

@@ -175,8 +175,10 @@ async def test_browsers_watching_the_conversation_are_told(workers, alice):
     received = [await asyncio.wait_for(layer.receive(watcher), 5) for _ in range(2)]
     assert [m["type"] for m in received] == ["message.stored", "run.finished"]
     assert received[1]["event"]["status"] == Run.INTERRUPTED
-    # Rendered once for each visibility class: the error row with its Retry, for everyone.
-    assert "Retry" in received[0]["html"] and received[0]["hidden"] is False
+    # Announced as data: the error row, for everyone (each tab renders it with its Retry).
+    assert received[0]["visibility"] == broadcast.VISIBLE and "html" not in received[0]
+    error = await Message.objects.aget(pk=received[0]["event"]["message_id"])
+    assert error.kind == "error" and not error.is_meta
     await layer.flush()
 
 

@@ -12,8 +12,8 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from skills_app.chat.frames import parse
 from skills_app.core.redact import MIN_SPAN
+from tests.support.frames import parse
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 HOST = (b"host", b"127.0.0.1")
@@ -66,7 +66,7 @@ def frame_bytes(frame: dict[str, Any]) -> int:
 
 
 async def receive(tab: WebsocketCommunicator, timeout: float) -> dict[str, Any]:
-    """One frame as `frames.parse` reads it, with its size on the wire as `bytes`."""
+    """One frame as `tests.support.frames.parse` reads it, with its size on the wire as `bytes`."""
     raw = await tab.receive_from(timeout=timeout)
     frame = parse(raw)
     frame["bytes"] = len(raw.encode() if isinstance(raw, str) else raw)

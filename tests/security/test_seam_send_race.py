@@ -18,6 +18,7 @@ import pytest
 from skills_app.models import Conversation, Run
 from tests.security.helpers import open_tab, resume
 from tests.support.fake_anthropic import Reply
+from tests.support.frames import parse
 from tests.support.loop_helpers import use_fake_model, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,8 +54,8 @@ async def test_parallel_sends_in_many_tabs_keep_to_the_limits(
 
         # Every tab answers: its run's first frames, or the refusal.
         async def answered(tab) -> bool:
-            raw = await tab.receive_from(timeout=20)
-            return "limit is" in raw or "data-event" in raw
+            frame = parse(await tab.receive_from(timeout=20))
+            return "limit is" in frame.get("text", "") or "seq" in frame
 
         for tab in tabs:
             assert await answered(tab)

@@ -26,7 +26,6 @@ from django.conf import settings
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from skills_app.chat.frames import parse
 from skills_app.core.transcript import status_message_text
 from skills_app.models import (
     Approval,
@@ -42,6 +41,7 @@ from skills_app.models import (
     TriggerRun,
 )
 from skills_app.routing import websocket_urlpatterns
+from tests.support.frames import parse
 
 # One unique marker for hidden content; test_security_hidden.py asserts it never leaks.
 HIDDEN_MARKER = "HIDDEN-MARKER-7f3a91c4"

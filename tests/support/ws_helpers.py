@@ -1,8 +1,8 @@
 """Reading the chat websocket like a browser does, for the consumer tests.
 
-Frames are parsed with `skills_app.chat.frames.parse`: HTML frames (stored events, answers to
-actions) become {type, seq, html, text, status}; streamed text stays JSON. `Reader` assembles
-the streamed text the way chat.js does (offset 0 sets a block, any other offset appends) and
+Frames are JSON, read with `tests.support.frames.parse`: a stored event's {type, seq, html}, with
+the visible `text` of its html (and the run `status` its controls show); streamed text as sent.
+`Reader` assembles the streamed text the way chat.js does (offset 0 sets a block, any other offset appends) and
 fails the test if a piece would leave a hole or repeat text.
 """
 
@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from skills_app.chat.frames import parse
+from tests.support.frames import parse
 
 Frame = dict[str, Any]
 TEXT_TYPES = ("text.delta", "thinking.delta")

@@ -1,0 +1,110 @@
+"""Stored events rendered at the edge: for one viewer's visibility class, once per process.
+
+Runs announce a stored event as data (`runs.broadcast`: seq, type, data and visibility). Each
+tab's consumer asks here for its own viewer's fragment. A hidden event is nothing for a viewer
+who may not inspect hidden content: it is never rendered for them, and an announcement without a
+visibility counts as hidden. An event type that shows nothing (`event_views`) needs no database.
+The rest is rendered once per (conversation, seq, visibility class) in this process and kept for
+the next tabs: a hundred tabs of one conversation wait on one render, not a hundred.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+from skills_app.chat import fragments
+from skills_app.chat.event_views import has_view
+from skills_app.core.events import EVENT_TYPES
+from skills_app.core.events import RunEvent as CoreEvent
+from skills_app.runs.broadcast import VISIBLE
+from skills_app.runs.dbsync import database_sync_to_async
+
+# Stored events whose fragments a process keeps (both classes of one event count twice).
+CACHE_SIZE = 1_024
+
+# (conversation id, seq, event type, may inspect hidden content)
+Key = tuple[int, int, str, bool]
+
+
+class RenderCache:
+    """Fragments of recent stored events per visibility class, and the renders under way.
+
+    Belongs to one event loop: a render is a task of that loop, which every tab asking for the
+    same key awaits (shielded: a tab that closes meanwhile cancels nobody else's wait).
+    """
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size = size
+        self.renders = 0  # renders started (the tests count them)
+        self._fragments: OrderedDict[Key, asyncio.Task[str | None]] = OrderedDict()
+        # Markdown already rendered for an event, shared by its two classes' renders.
+        self._memos: OrderedDict[tuple[int, int], dict[str, str]] = OrderedDict()
+
+    async def fragment(
+        self, conversation_id: int, seq: int, event: CoreEvent, *, can_inspect: bool
+    ) -> str | None:
+        key = (conversation_id, seq, event.type, can_inspect)
+        task = self._fragments.get(key)
+        if task is None:
+            task = asyncio.ensure_future(self._render(conversation_id, seq, event, can_inspect))
+            task.add_done_callback(lambda done: self._forget_failed(key, done))
+            self._fragments[key] = task
+            self.renders += 1
+            _trim(self._fragments, self.size)
+        else:
+            self._fragments.move_to_end(key)
+        return await asyncio.shield(task)
+
+    async def _render(
+        self, conversation_id: int, seq: int, event: CoreEvent, can_inspect: bool
+    ) -> str | None:
+        memo = self._memos.setdefault((conversation_id, seq), {})
+        _trim(self._memos, self.size)
+        html: str | None = await database_sync_to_async(fragments.fragment_for)(
+            event, conversation_id=conversation_id, can_inspect=can_inspect, memo=memo
+        )
+        return html
+
+    def _forget_failed(self, key: Key, task: asyncio.Task[str | None]) -> None:
+        # A failed render is not kept: the next tab tries again (and the error is read here, so
+        # a render nobody awaits any more is not reported as never retrieved).
+        failed = task.cancelled() or task.exception() is not None
+        if failed and self._fragments.get(key) is task:
+            del self._fragments[key]
+
+
+def _trim(entries: OrderedDict[Any, Any], size: int) -> None:
+    while len(entries) > size:
+        entries.popitem(last=False)
+
+
+_caches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RenderCache] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def cache() -> RenderCache:
+    """This event loop's cache (one per process under daphne; one per test loop in the tests)."""
+    loop = asyncio.get_running_loop()
+    found = _caches.get(loop)
+    if found is None:
+        found = _caches[loop] = RenderCache()
+    return found
+
+
+async def fragment(
+    conversation_id: int, message: dict[str, Any], *, can_inspect: bool
+) -> str | None:
+    """The viewer's HTML of a stored event announced to the group (None: nothing for them)."""
+    if message.get("visibility") != VISIBLE and not can_inspect:
+        return None
+    event_class = EVENT_TYPES.get(str(message.get("type", "")))
+    if event_class is None or not has_view(event_class):
+        return None
+    event = event_class.from_data(message["event"])
+    return await cache().fragment(
+        conversation_id, int(message["seq"]), event, can_inspect=can_inspect
+    )

@@ -1,0 +1,45 @@
+"""The edge renderer: a stored event announced as data, rendered for one viewer's class."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from skills_app.chat import relay
+from skills_app.core.events import event_from
+from skills_app.core.transcript import StoredMessage
+from skills_app.models import Conversation, Run
+from skills_app.runs import broadcast, eventlog, store
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+HIDDEN_TEXT = "Base directory for this skill: /x\n\nRELAY-HIDDEN-4be0 follow these steps"
+
+
+def _hidden_row(conversation_id: int) -> dict:
+    """A hidden skill body stored as a run stores it; its announcement as the group gets it."""
+    run = Run.objects.create(conversation_id=conversation_id, status=Run.DONE)
+    body = StoredMessage.text("user", HIDDEN_TEXT, kind="skill_prompt", is_meta=True)
+    row = store.append_message(conversation_id, body, run_id=run.pk)
+    data = eventlog.message_event(row)
+    stored = eventlog.append_event(conversation_id, "message", data, run_id=run.pk, hidden=True)
+    return broadcast.envelope(stored.seq, event_from(stored.type, stored.data), hidden=True)
+
+
+async def test_a_hidden_event_is_rendered_only_for_a_viewer_who_may_inspect(alice):
+    conversation = await Conversation.objects.acreate(owner=alice, title="Relay")
+    message = await sync_to_async(_hidden_row)(conversation.pk)
+    assert message["visibility"] == broadcast.HIDDEN
+    renders = relay.cache().renders
+
+    assert await relay.fragment(conversation.pk, message, can_inspect=False) is None
+    assert relay.cache().renders == renders, "not even rendered for an ordinary viewer"
+    shown = await relay.fragment(conversation.pk, message, can_inspect=True)
+    assert shown is not None and "RELAY-HIDDEN-4be0" in shown  # the positive control
+    # An announcement that does not say its visibility counts as hidden.
+    unsaid = {key: value for key, value in message.items() if key != "visibility"}
+    assert await relay.fragment(conversation.pk, unsaid, can_inspect=False) is None
+    # One that says "visible" of a hidden row still shows an ordinary viewer nothing of it:
+    # the chat's own filter drops the row.
+    wrong = {**message, "visibility": broadcast.VISIBLE}
+    assert await relay.fragment(conversation.pk, wrong, can_inspect=False) is None
