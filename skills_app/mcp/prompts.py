@@ -16,6 +16,7 @@ call. Every server is asked from an empty folder of its own, never a conversatio
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import tempfile
 import time
@@ -124,8 +125,11 @@ async def _prompts_of(server: McpServer, user_id: int) -> tuple[PromptDefinition
 async def menu_prompts(user_id: int, group_ids: frozenset[int]) -> list[MenuPrompt]:
     """Every prompt this person may invoke, by server and name."""
     found: list[MenuPrompt] = []
-    for server in await sync_to_async(_offering)(group_ids):
-        for definition in await _prompts_of(server, user_id):
+    offering = await sync_to_async(_offering)(group_ids)
+    # Listed side by side: a slow server delays the menu by its own wait, not by the sum.
+    listings = await asyncio.gather(*(_prompts_of(server, user_id) for server in offering))
+    for server, listing in zip(offering, listings, strict=True):
+        for definition in listing:
             command = prompt_command(server.name, definition.name)
             if command is not None:
                 found.append(MenuPrompt(server.name, command, definition))
