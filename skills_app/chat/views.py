@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -34,10 +34,11 @@ from skills_app.chat.usage import conversation_usage
 from skills_app.core.profiles import DEFAULT_PROFILE, PROFILES, profile_choices
 from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
 from skills_app.http import AuthedHttpRequest
+from skills_app.mcp.prompts import menu_prompts
 from skills_app.models import Conversation, Run
 from skills_app.permissions.approvals import pending_approvals
 from skills_app.permissions.blocked import offered
-from skills_app.policy.access import policy_for
+from skills_app.policy.access import policy_for, user_groups
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import pending, textlog
 from skills_app.runs import supervisor as runs
@@ -194,7 +195,7 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
         # Skills a deny rule blocks are not offered in the "/" menu.
         for s in offered(skills_for_user(request.user.pk), request.user.pk).skills()
         if s.user_invocable
-    ]
+    ] + _prompt_options(request.user.pk)
     # The fragments' forms work as plain POSTs too (a page without JavaScript): with a token.
     token = get_token(request)
     return render(
@@ -221,6 +222,21 @@ def conversation_detail(request: AuthedHttpRequest, pk: int) -> HttpResponse:
             "show_intro": not messages_html and not preferences.intro_dismissed(request.user.pk),
         },
     )
+
+
+def _prompt_options(user_id: int) -> list[dict[str, str]]:
+    """The prompts of the MCP servers this person sees, as "/" menu options (`mcp.prompts`)."""
+    found = async_to_sync(menu_prompts)(user_id, user_groups(user_id))
+    return [
+        {
+            "name": p.command,
+            "description": p.definition.description
+            or f'The prompt "{p.definition.name}" of the MCP server "{p.server}".',
+            "hint": p.definition.hint(),
+            "url": "",
+        }
+        for p in found
+    ]
 
 
 def _page_html(

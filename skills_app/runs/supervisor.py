@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 import logging
 from collections.abc import Sequence
 from typing import Any, ClassVar, Protocol
@@ -22,14 +23,17 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from skills_app import visibility
 from skills_app.core.agent import RunOutcome, SkillProvider
 from skills_app.core.events import RunFinished, RunQueued
 from skills_app.core.llm import ModelClient
 from skills_app.core.profiles import slash_invokes
 from skills_app.core.skilltool import parse_slash_command
 from skills_app.core.transcript import StoredMessage
+from skills_app.mcp import prompts as mcp_prompts
 from skills_app.models import Conversation, Run, RunEvent
 from skills_app.policy import limits
+from skills_app.policy.access import user_groups
 from skills_app.runs import (
     agent_setup,
     attached,
@@ -199,6 +203,8 @@ async def start_run(
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
     nothing to retry.
     """
+    if text is not None and not retry:
+        text = await _prompt_turn(conversation_id, text, user_id) or text
     client = model_client()
     executor = get_executor()
     run, events = await sync_to_async(_create_run)(
@@ -215,6 +221,25 @@ async def start_run(
     await broadcast.broadcast_events(events)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
     return run
+
+
+async def _prompt_turn(conversation_id: int, text: str, user_id: int) -> str | None:
+    """The person's turn for `/mcp__server__prompt args` (an MCP server's prompt, filtered like
+    a tool's result), or None for any other message; RunError when it cannot be given."""
+    if not text.lstrip().startswith("/mcp__"):
+        return None
+    outbound = functools.partial(visibility.outbound, conversation_id, can_inspect=False)
+    try:
+        return await mcp_prompts.expand(
+            text,
+            user_id=user_id,
+            group_ids=await sync_to_async(user_groups)(user_id),
+            conversation_id=conversation_id,
+            inbound=lambda given: str(outbound().text(given)),
+            preview=functools.partial(visibility.mcp_call_preview, conversation_id),
+        )
+    except mcp_prompts.PromptError as exc:
+        raise RunError(str(exc)) from None
 
 
 class Executor(Protocol):

@@ -13,7 +13,9 @@ Its tools leave traces the tests read on the server's side: `touch_marker` write
 working directory (a stdio server's is the conversation's workspace; `note` goes into it),
 `read_text` answers with a file of that folder (or at an absolute path), `report_env` answers
 with its whole environment (and can save it there too), `wait_marked` notes that it started and
-whether it was cancelled, `crash` ends the process mid-call. The description of `echo` is read from
+whether it was cancelled, `crash` ends the process mid-call, `ask_colour` and `ask_password` ask the person for
+input mid-call (`elicitation/create`) and answer with what the client said, the prompt
+`brief` takes a required `topic` and an optional `tone`, and `quote_file` is a file's text. The description of `echo` is read from
 `--description-file` when the server starts, so rewriting that file and starting again is "the
 server changed its tool".
 """
@@ -26,8 +28,9 @@ import os
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
 
 
 def build(description: str, oauth_base: str = "") -> MCPServer:
@@ -111,6 +114,30 @@ def build(description: str, oauth_base: str = "") -> MCPServer:
     @server.tool(name="broken", description="Always fails.")
     def broken() -> str:
         raise RuntimeError("the broken tool broke, as it always does")
+
+    class Colour(BaseModel):
+        colour: str = Field(description="A colour you like")
+
+    class Login(BaseModel):
+        password: str = Field(description="Your account's password")
+
+    @server.tool(name="ask_colour", description="Ask the person for a colour, then say the answer.")
+    async def ask_colour(ctx: Context) -> str:
+        answer = await ctx.elicit("Which colour should the report use?", Colour)
+        return f"elicitation answer: {answer.action}"
+
+    @server.tool(name="ask_password", description="Ask the person for a password (never answered).")
+    async def ask_password(ctx: Context) -> str:
+        answer = await ctx.elicit("Type your password to continue.", Login)
+        return f"elicitation answer: {answer.action}"
+
+    @server.prompt(name="brief", description="A short brief about a topic, in a tone.")
+    def brief(topic: str, tone: str = "plain") -> str:
+        return f"Write a {tone} brief about {topic}, in three sentences."
+
+    @server.prompt(name="quote_file", description="A prompt made of a file's text (any path).")
+    def quote_file(path: str) -> str:
+        return "Consider this text:\n" + (Path.cwd() / path).read_text(encoding="utf-8")
 
     return server
 

@@ -34,7 +34,9 @@ import anyio
 import httpx2
 
 from skills_app.core.mcp.definitions import ToolDefinition, definition_from_sdk
+from skills_app.core.mcp.elicit import ElicitNote, note_for
 from skills_app.core.mcp.oauth import GuardedTransport, OAuthSetup, SignInRequired, provider
+from skills_app.core.mcp.prompts import PromptDefinition, prompt_from_sdk, prompt_text
 from skills_app.core.tools.env import program_switches
 from skills_app.core.tools.sandbox import describe_sandbox, refusal, workspace_prefix
 
@@ -99,6 +101,8 @@ class CallOutcome:
 
     text: str
     is_error: bool
+    # What the server asked the person during the call (`elicit`): each declined, each shown.
+    notes: tuple[ElicitNote, ...] = ()
 
 
 async def list_tools(spec: ServerSpec, place: Place) -> list[ToolDefinition]:
@@ -125,12 +129,44 @@ async def call_tool(
 ) -> CallOutcome:
     """Call one tool; the server's own errors come back as an error outcome, not an exception."""
 
+    notes: list[ElicitNote] = []
+
     async def work(session: ClientSession) -> CallOutcome:
         result = await session.call_tool(tool, arguments)
-        return CallOutcome(result_text(result), bool(result.is_error))
+        return CallOutcome(result_text(result), bool(result.is_error), tuple(notes))
 
     limit = spec.connect_timeout + spec.call_timeout
-    return await _with_session(spec, place, work, limit, f"answer the call of {tool}")
+    return await _with_session(
+        spec, place, work, limit, f"answer the call of {tool}", elicited=notes
+    )
+
+
+async def list_prompts(spec: ServerSpec, place: Place) -> list[PromptDefinition]:
+    """Every prompt the server lists (all pages); none when it offers no prompts."""
+    from mcp import types as mcp_types
+
+    async def work(session: ClientSession) -> list[PromptDefinition]:
+        found: list[PromptDefinition] = []
+        cursor: str | None = None
+        while True:
+            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+            page = await session.list_prompts(params=params)
+            found += [prompt_from_sdk(prompt) for prompt in page.prompts]
+            cursor = page.next_cursor
+            if not cursor:
+                return found
+
+    return await _with_session(spec, place, work, spec.connect_timeout, "list its prompts")
+
+
+async def get_prompt(spec: ServerSpec, place: Place, prompt: str, arguments: dict[str, str]) -> str:
+    """The text of one prompt's messages, as the server fills it with these arguments."""
+
+    async def work(session: ClientSession) -> str:
+        return prompt_text(await session.get_prompt(prompt, arguments))
+
+    limit = spec.connect_timeout + spec.call_timeout
+    return await _with_session(spec, place, work, limit, f"give the prompt {prompt}")
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:
@@ -162,6 +198,7 @@ async def _with_session(
     work: Callable[[ClientSession], Awaitable[T]],
     limit: float,
     what: str,
+    elicited: list[ElicitNote] | None = None,
 ) -> T:
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as opened:
         # TemporaryFile's text mode is a TextIOWrapper, typed as the wider IO[str].
@@ -169,7 +206,7 @@ async def _with_session(
         greeted = False  # a server that never greeted is a start that failed, not a crash
         try:
             with anyio.fail_after(limit):
-                async with _session(spec, place, errlog) as session:
+                async with _session(spec, place, errlog, elicited) as session:
                     greeted = True
                     return await work(session)
         except McpConnectError:
@@ -239,8 +276,11 @@ def _timed_out(exc: BaseException) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncIterator[ClientSession]:
+async def _session(
+    spec: ServerSpec, place: Place, errlog: TextIO, elicited: list[ElicitNote] | None = None
+) -> AsyncIterator[ClientSession]:
     from mcp import ClientSession
+    from mcp import types as mcp_types
     from mcp.client.stdio import stdio_client
     from mcp.client.streamable_http import streamable_http_client
 
@@ -277,7 +317,16 @@ async def _session(spec: ServerSpec, place: Place, errlog: TextIO) -> AsyncItera
             )
         else:
             raise McpConnectError(f"Unknown MCP server kind {spec.kind!r}: use stdio or http.")
-        session = await stack.enter_async_context(ClientSession(read, write))
+
+        async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
+            # A server's question mid-call: declined, and noted for the call's result.
+            if elicited is not None:
+                elicited.append(note_for(spec.name, params))
+            return mcp_types.ElicitResult(action="decline")
+
+        session = await stack.enter_async_context(
+            ClientSession(read, write, elicitation_callback=elicit)
+        )
         with anyio.fail_after(spec.connect_timeout):
             await session.initialize()
         yield session

@@ -107,6 +107,9 @@ class McpTool:
                 spec = with_grant(spec, grant, self.grants)
             outcome = await call_tool(spec, place, self.definition.name, dict(input))
             text, is_error = outcome.text, outcome.is_error
+            if outcome.notes:
+                # What the server asked the person mid-call (declined): shown with the result.
+                text = "\n".join([*(note.text() for note in outcome.notes), text])
         except SignInRequired:
             # No token, or the server answered 401 and the SDK would send the person to sign
             # in: the model gets a result that says so, the run goes on.

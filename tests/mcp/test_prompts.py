@@ -1,0 +1,141 @@
+"""MCP prompts in the `/` menu and invoked as the person's turn, and a server's questions asked
+mid-call (elicitation), against the toy server (the SDK's MCPServer) run for real on HTTP."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Group
+from django.test import Client
+
+from skills_app.core.mcp import ServerSpec, call_tool
+from skills_app.mcp import prompts
+from skills_app.models import AuditEvent, Conversation
+from skills_app.runs import supervisor as runs
+from skills_app.runs.errors import RunError
+from skills_app.workspaces import workspace_for
+from tests.mcp.test_filter import REFERENCE_MARKER, _skills
+from tests.mcp.test_mcp import http_server_named, listed_and_approved, place_in
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import rows, run_turn, use_fake_model
+
+
+@pytest.fixture
+def carol(django_user_model):
+    """A second reviewer, in no group."""
+    return django_user_model.objects.create_user("carol", password="carol-pass-123")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_prompt_listings():
+    prompts.forget_prompt_listings()
+    yield
+    prompts.forget_prompt_listings()
+
+
+def _menu(user, conversation) -> dict[str, dict[str, str]]:
+    client = Client()
+    client.force_login(user)
+    page = client.get(f"/c/{conversation.pk}/").content.decode()
+    opening = '<script id="skills-data" type="application/json">'
+    start = page.index(opening) + len(opening)
+    return {s["name"]: s for s in json.loads(page[start : page.index("</script>", start)])}
+
+
+def _user_texts(conversation) -> list[str]:
+    return [
+        block["text"]
+        for row in rows(conversation)
+        if row.role == "user" and row.kind == "text"
+        for block in row.content
+        if block.get("type") == "text"
+    ]
+
+
+async def test_a_servers_question_mid_call_is_declined_and_shown(http_server, tmp_path):
+    spec = ServerSpec(name="toy", kind="http", url=http_server.url)
+    place = place_in(tmp_path / "ws")
+    asked = await call_tool(spec, place, "ask_colour", {})
+    # The server got a decline (not an error) and its tool went on.
+    assert not asked.is_error and asked.text == "elicitation answer: decline"
+    [note] = asked.notes
+    assert note.text() == (
+        '[The MCP server "toy" asked for input: Which colour should the report use? '
+        "(fields: colour). Declined: answering a server's questions in the chat is not "
+        "available yet.]"
+    )
+    secret = await call_tool(spec, place, "ask_password", {})
+    assert secret.text == "elicitation answer: decline"
+    assert 'its field "password" looks like a secret' in secret.notes[0].text()
+    assert "never asks for secrets in a form" in secret.notes[0].text()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_prompt_is_in_the_menu_of_its_groups_and_becomes_the_persons_turn(
+    alice, bob, carol, settings, fake_anthropic, http_server, tmp_path
+):
+    use_fake_model(settings, fake_anthropic, retries=0)
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
+    sales = await Group.objects.acreate(name="sales")
+    await sync_to_async(alice.groups.add)(sales)
+    server = await sync_to_async(http_server_named)(bob, http_server, groups=["sales"])
+    conversation = await Conversation.objects.acreate(owner=alice, title="prompts")
+    # Nothing is offered before a reviewer approved the server's tools.
+    assert "mcp__toy__brief" not in await sync_to_async(_menu)(alice, conversation)
+    await listed_and_approved(
+        server, place_in(tmp_path / "ws"), carol, group_ids=frozenset({sales.pk})
+    )
+    menu = await sync_to_async(_menu)(alice, conversation)
+    assert menu["mcp__toy__brief"]["hint"] == "topic=… [tone=…]"
+    assert menu["mcp__toy__brief"]["description"] == "A short brief about a topic, in a tone."
+    listed = prompts.prompt_listing_count
+    # A person outside the server's groups sees none of its prompts, nor can invoke one.
+    others = await Conversation.objects.acreate(owner=carol, title="not mine")
+    assert not [n for n in await sync_to_async(_menu)(carol, others) if n.startswith("mcp__")]
+    # A required argument left out is refused before the server is asked, naming it.
+    with pytest.raises(RunError, match=r"needs the argument topic\. Write: /mcp__toy__brief"):
+        await runs.start_run(conversation.pk, "/mcp__toy__brief tone=dry", user_id=alice.pk)
+    fake_anthropic.enqueue(Reply.text("Otters float."))
+    run = await run_turn(conversation, '/mcp__toy__brief "sea otters" tone=cheerful', alice)
+    assert run.status == "done"
+    wanted = "Write a cheerful brief about sea otters, in three sentences."
+    assert await sync_to_async(_user_texts)(conversation) == [wanted]
+    assert wanted in json.dumps(fake_anthropic.requests[-1]["messages"])
+    assert prompts.prompt_listing_count == listed  # the menu's listing served the invocation
+    [called] = [e async for e in AuditEvent.objects.filter(action="mcp.called")]
+    assert called.target == "mcp prompt toy/brief"
+    assert called.detail["arguments"] == {"topic": "sea otters", "tone": "cheerful"}
+    assert called.actor_id == alice.pk
+    # Not a prompt carol may use: her text goes as she typed it, the server never asked.
+    assert await _expand("/mcp__toy__brief topic=x", carol, others) is None
+    assert await AuditEvent.objects.filter(action="mcp.called").acount() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_prompt_carrying_hidden_skill_text_is_withheld_from_the_turn(
+    alice, bob, carol, settings, http_server, tmp_path
+):
+    settings.SKILLS_DIRS = _skills(tmp_path)
+    conversation = await Conversation.objects.acreate(owner=alice, title="hidden")
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(workspace_for(conversation.pk).root), carol)
+    path = tmp_path / "skills" / "secret-notes" / "reference.md"
+    turn = await _expand(f"/mcp__toy__quote_file {path}", alice, conversation)
+    assert turn is not None and turn.startswith("Consider this text:")
+    assert REFERENCE_MARKER not in turn and "withheld" in turn
+
+
+async def _expand(text, user, conversation):
+    from skills_app.policy.access import user_groups
+    from skills_app.visibility import mcp_call_preview, outbound
+
+    return await prompts.expand(
+        text,
+        user_id=user.pk,
+        group_ids=await sync_to_async(user_groups)(user.pk),
+        conversation_id=conversation.pk,
+        inbound=lambda given: outbound(conversation.pk, can_inspect=False).text(given),
+        preview=lambda command, arguments: mcp_call_preview(conversation.pk, command, arguments),
+    )
