@@ -1,6 +1,6 @@
 """A small MCP server for the tests, written with the SDK's server class (MCPServer).
 
-    python toy_server.py stdio [--description-file F]
+    python toy_server.py stdio [--description-file F] [--growable]
     python toy_server.py http --port N [--description-file F] [--oauth]
 
 With `--oauth` the HTTP server is also its own OAuth 2.1 authorization server (the SDK's
@@ -15,7 +15,9 @@ working directory (a stdio server's is the conversation's workspace; `note` goes
 with its whole environment (and can save it there too), `wait_marked` notes that it started and
 whether it was cancelled, `crash` ends the process mid-call. The description of `echo` is read from
 `--description-file` when the server starts, so rewriting that file and starting again is "the
-server changed its tool".
+server changed its tool". With `--growable` it also has `grow`, which adds a tool of the given
+name to this process's own list and sends `notifications/tools/list_changed`: the added tool
+exists in that process only, so calling it tells which process (which session) answers.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ import os
 from pathlib import Path
 
 import anyio
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 
 
-def build(description: str, oauth_base: str = "") -> MCPServer:
+def build(description: str, oauth_base: str = "", growable: bool = False) -> MCPServer:
     if oauth_base:
         from toy_oauth import ToyAuthorizationServer, auth_settings  # this script's folder
 
@@ -112,6 +114,17 @@ def build(description: str, oauth_base: str = "") -> MCPServer:
     def broken() -> str:
         raise RuntimeError("the broken tool broke, as it always does")
 
+    if growable:
+
+        @server.tool(name="grow", description="Add a tool NAME to this server's tool list.")
+        async def grow(name: str, ctx: Context) -> str:
+            def grown() -> str:
+                return f"{name} answers"
+
+            server.add_tool(grown, name=name, description="A tool added by grow.")
+            await ctx.session.send_tool_list_changed()
+            return f"added {name}"
+
     return server
 
 
@@ -121,12 +134,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--description-file", default="")
     parser.add_argument("--oauth", action="store_true")
+    parser.add_argument("--growable", action="store_true")
     args = parser.parse_args()
     description = "Repeat the text back."
     if args.description_file:
         description = Path(args.description_file).read_text(encoding="utf-8").strip()
     oauth_base = f"http://127.0.0.1:{args.port}" if args.oauth else ""
-    server = build(description, oauth_base)
+    server = build(description, oauth_base, args.growable)
     if args.transport == "stdio":
         server.run("stdio")
     else:
