@@ -598,9 +598,9 @@ def tls_context() -> ssl.SSLContext:
 
     The client's own default (`verify=True`, the CA bundle, SSL_CERT_FILE and SSL_CERT_DIR read
     from the environment), which httpx2 would otherwise build again for each client: loading
-    the CA bundle is about half of a short call (bench/RESULTS.md), and each call opens its own
-    client. SSL_CERT_FILE or SSL_CERT_DIR changed later
-    in the process is not seen until the process restarts."""
+    the CA bundle took about half of a call on a new session (bench/RESULTS.md), and each
+    session opens its own client. SSL_CERT_FILE or SSL_CERT_DIR changed later in the process is
+    not seen until the process restarts."""
     return httpx2.create_ssl_context()
 
 
