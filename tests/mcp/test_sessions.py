@@ -4,16 +4,20 @@ pool is full; a server that says its tool list changed is listed again on the ne
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import os
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
 
-from skills_app.core.mcp import McpConnectError, call_tool
+from skills_app.core.mcp import McpConnectError, ServerSpec, call_tool
 from skills_app.core.mcp.connect import kept_sessions
 from skills_app.core.tools import ToolContext, Workspace
 from skills_app.mcp import definitions, offer, servers
 from skills_app.models import AuditEvent, McpToolDefinition
+from tests.mcp.conftest import READ_ONLY, stdio_argv
 from tests.mcp.test_mcp import http_server_named, listed_and_approved, place_in, stdio_server
 from tests.support.loop_helpers import wait_until
 
@@ -107,3 +111,56 @@ async def test_a_server_that_says_its_tools_changed_is_listed_again_and_the_chan
     await sync_to_async(definitions.review)(server, approve=True, reviewer=bob, tool="grown")
     offered = await offer.offered_tools(group_ids=frozenset(), place=place, record=None)
     assert "mcp__toy__grown" in {t.name for t in offered.tools}
+
+
+async def test_a_call_cancelled_in_flight_drops_its_kept_session(alice, http_server, tmp_path):
+    server = await sync_to_async(http_server_named)(alice, http_server)
+    spec, place = servers.spec_for(server), place_in(tmp_path / "ws")
+    await call_tool(spec, place, "echo", {"text": "kept"})
+    call = asyncio.ensure_future(
+        call_tool(spec, place, "wait_marked", {"label": "c", "seconds": 60})
+    )
+
+    async def started() -> bool:
+        return (http_server.folder / "started-c").exists()
+
+    await wait_until(started, timeout=20, what="the call reaching the server")
+    call.cancel()  # as Stop cancels the run's task
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert await kept_sessions() == 0  # a session a call was cut off on is never reused
+    assert (await call_tool(spec, place, "echo", {"text": "next"})).text == "echo: next"
+
+
+def _children() -> set[int]:
+    """The live processes this test process started (read from /proc)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[1]) == os.getpid():
+            found.add(int(stat.parent.name))
+    return found
+
+
+def test_the_loop_ending_closes_its_kept_sessions_and_ends_their_servers(tmp_path):
+    spec = ServerSpec(
+        "toy",
+        "stdio",
+        argv=tuple(stdio_argv()),
+        read_only=tuple(READ_ONLY),
+        connect_timeout=20.0,
+        keep_alive=300.0,
+    )
+    place = place_in(tmp_path / "ws")
+    before = _children()
+
+    async def call() -> tuple[int, set[int]]:
+        await call_tool(spec, place, "echo", {"text": "x"})
+        return await kept_sessions(), _children() - before
+
+    kept, running = asyncio.run(call())
+    assert kept == 1 and running  # the server still runs after its call, for the next one
+    assert not _children() & running  # and ends with its loop
