@@ -333,6 +333,9 @@ class _Kept:
         opened = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         self.errlog = cast(TextIO, opened)
         self.task = asyncio.get_running_loop().create_task(self._own())
+        # Held until it ends: the loop keeps only weak references to its tasks.
+        _owners.add(self.task)
+        self.task.add_done_callback(_owners.discard)
 
     async def opened(self) -> ClientSession:
         """The greeted session; raises what its opening raised."""
@@ -422,6 +425,7 @@ class _Kept:
 
 
 _POOL_KEY = ("skills_app.core.mcp.connect", "kept sessions")
+_owners: set[asyncio.Task[None]] = set()
 
 
 class _Pool(contextlib.AbstractAsyncContextManager["_Pool"]):
