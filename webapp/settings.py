@@ -354,6 +354,11 @@ MCP_CONNECT_TIMEOUT = env_float("MCP_CONNECT_TIMEOUT", 10.0)
 MCP_CALL_TIMEOUT = env_float("MCP_CALL_TIMEOUT", 60.0)
 MCP_RESULT_LIMIT = env_int("MCP_RESULT_LIMIT", 100_000, minimum=1_000)
 MCP_LIST_CACHE_SECONDS = env_int("MCP_LIST_CACHE_SECONDS", 300, minimum=0)
+# A server's session is kept open for the next call until idle this many seconds (0: a session
+# per call), per event loop, server, and conversation (stdio) or person (OAuth); at most
+# MCP_SESSIONS_MAX of them per event loop, the least recently used closed first.
+MCP_SESSION_IDLE_SECONDS = env_float("MCP_SESSION_IDLE_SECONDS", 300.0)
+MCP_SESSIONS_MAX = env_int("MCP_SESSIONS_MAX", 32, minimum=1)
 # OAuth servers: discovery, registration, token requests and the sign-in redirect refuse
 # private, loopback and link-local addresses unless this is on (an internal authorization server).
 MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES = env_bool("MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES", False)

@@ -2,7 +2,9 @@
 
 A server's tools are listed once and the listing is reused for `MCP_LIST_CACHE_SECONDS` in this
 process (so a turn after the first makes no tools/list round trip); each listing is stored
-(`definitions.store_listing`: drift waits for review). A server that cannot be listed is left out
+(`definitions.store_listing`: drift waits for review). A server that says its tool list changed
+(`notifications/tools/list_changed`, heard on a kept session) loses its cached listing, so the
+next turn lists it again and a changed definition goes to review. A server that cannot be listed is left out
 of the run with one notice for the person, and the run goes on without it.
 """
 
@@ -20,14 +22,14 @@ from django.contrib.auth import get_user_model
 
 from skills_app import trail
 from skills_app.core.mcp import CallRecord, McpConnectError, McpTool, list_tools
-from skills_app.core.mcp.connect import Place
+from skills_app.core.mcp.connect import Place, ServerSpec, on_tools_changed
 from skills_app.core.mcp.definitions import model_tool_name
 from skills_app.core.mcp.oauth import SignInRequired
 from skills_app.core.mcp.tool import with_grant
 from skills_app.mcp.definitions import serving, store_listing
 from skills_app.mcp.filter import stored_secrets
 from skills_app.mcp.oauth import PersonGrants, grants_for
-from skills_app.mcp.servers import spec_for, visible_servers
+from skills_app.mcp.servers import identity_of, spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,17 @@ class Offer:
 def forget_listings() -> None:
     """Drop every cached listing (tests; after a server changed on purpose)."""
     _listings.clear()
+
+
+def _tools_changed(spec: ServerSpec) -> None:
+    """A server said its tool list changed: its next turn lists it again."""
+    identity = identity_of(spec.kind, argv=spec.argv, url=spec.url)
+    for pk, held in list(_listings.items()):
+        if held.identity == identity:
+            del _listings[pk]
+
+
+on_tools_changed(_tools_changed)
 
 
 async def offered_tools(

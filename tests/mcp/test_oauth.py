@@ -194,3 +194,27 @@ def test_the_sign_in_views_wait_without_holding_the_shared_thread():
     on an authorization server must be async, or every other page of the process waits too."""
     assert iscoroutinefunction(oauth.sign_in)
     assert iscoroutinefunction(oauth.callback)
+
+
+def test_a_kept_session_with_one_persons_token_never_carries_anothers_call(
+    alice, bob, secure, client, tmp_path
+):
+    for person in (alice, bob):
+        client.force_login(person)
+        sign_in(client, secure)
+    clients = {p: oauth.load_grant(p.pk, secure).client_info.client_id for p in (alice, bob)}
+    assert clients[alice] != clients[bob]
+    ctx = ToolContext(workspace=Workspace(tmp_path / "ws"))
+
+    async def both() -> list[str]:
+        # One event loop, so Alice's session is still open when Bob calls.
+        answers = []
+        for person in (alice, bob, alice):
+            grants = oauth.grants_for(person.pk, secure)
+            tool = McpTool(servers.spec_for(secure), WHOAMI, result_limit=10_000, grants=grants)
+            answers.append((await tool.run({}, ctx)).content)
+        return answers
+
+    first, second, third = async_to_sync(both)()
+    assert f"client={clients[alice]} " in first and f"client={clients[alice]} " in third
+    assert f"client={clients[bob]} " in second

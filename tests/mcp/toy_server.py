@@ -1,6 +1,6 @@
 """A small MCP server for the tests, written with the SDK's server class (MCPServer).
 
-    python toy_server.py stdio [--description-file F]
+    python toy_server.py stdio [--description-file F] [--growable]
     python toy_server.py http --port N [--description-file F] [--oauth]
 
 With `--oauth` the HTTP server is also its own OAuth 2.1 authorization server (the SDK's
@@ -17,7 +17,9 @@ whether it was cancelled, `crash` ends the process mid-call, `ask_colour` and `a
 input mid-call (`elicitation/create`) and answer with what the client said, the prompt
 `brief` takes a required `topic` and an optional `tone`, and `quote_file` is a file's text. The description of `echo` is read from
 `--description-file` when the server starts, so rewriting that file and starting again is "the
-server changed its tool".
+server changed its tool". With `--growable` it also has `grow`, which adds a tool of the given
+name to this process's own list and sends `notifications/tools/list_changed`: the added tool
+exists in that process only, so calling it tells which process (which session) answers.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
 
-def build(description: str, oauth_base: str = "") -> MCPServer:
+def build(description: str, oauth_base: str = "", growable: bool = False) -> MCPServer:
     if oauth_base:
         from toy_oauth import ToyAuthorizationServer, auth_settings  # this script's folder
 
@@ -139,6 +141,17 @@ def build(description: str, oauth_base: str = "") -> MCPServer:
     def quote_file(path: str) -> str:
         return "Consider this text:\n" + (Path.cwd() / path).read_text(encoding="utf-8")
 
+    if growable:
+
+        @server.tool(name="grow", description="Add a tool NAME to this server's tool list.")
+        async def grow(name: str, ctx: Context) -> str:
+            def grown() -> str:
+                return f"{name} answers"
+
+            server.add_tool(grown, name=name, description="A tool added by grow.")
+            await ctx.session.send_tool_list_changed()
+            return f"added {name}"
+
     return server
 
 
@@ -148,12 +161,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--description-file", default="")
     parser.add_argument("--oauth", action="store_true")
+    parser.add_argument("--growable", action="store_true")
     args = parser.parse_args()
     description = "Repeat the text back."
     if args.description_file:
         description = Path(args.description_file).read_text(encoding="utf-8").strip()
     oauth_base = f"http://127.0.0.1:{args.port}" if args.oauth else ""
-    server = build(description, oauth_base)
+    server = build(description, oauth_base, args.growable)
     if args.transport == "stdio":
         server.run("stdio")
     else:

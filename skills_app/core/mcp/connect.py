@@ -10,21 +10,41 @@ SECRET_KEY, model key or database address. A Streamable HTTP server is reached w
 `streamable_http_client` on an httpx2 client carrying the registered static headers, with the
 process's one TLS context (`tls_context`).
 
-Each operation opens its own session and closes it (the process ends with it): nothing of one
-conversation's sandbox outlives its call. Every wait is bounded: starting and greeting a server
-by `connect_timeout`, a call by `call_timeout` on top; past them the operation fails with an
-`McpConnectError` naming the server and the limit. A stdio server whose process ends mid-call
-(a crash) fails at once with an error that says so; since each call starts its own process, the
-next call starts the server again.
+A spec with `keep_alive` (seconds, from MCP_SESSION_IDLE_SECONDS) keeps its session open for
+the next operation, in a pool of the running event loop (`loop_owned`: an SDK session belongs
+to the loop that opened it, and is closed before that loop ends). A kept session is found by
+everything that makes it what it is: the server's argv, env and read-only folders or its URL
+and headers; for a stdio server also the sandbox of the call (the conversation's workspace,
+its hidden paths), so one conversation's server process never serves another; for an OAuth
+server also the person's token, so one person's session never carries another's call. It is
+closed after `keep_alive` idle seconds, when the pool holds more than `max_kept` (the least
+recently used first), and as its loop ends. Each kept session is owned by one task of its own,
+since the SDK's task groups must be exited by the task that entered them; calls from any task
+of the loop send their requests through it. A session whose call failed in any way (an error
+of the transport, a timeout, a crash, a cancelled call such as Stop) is dropped, never reused:
+the next call opens a new one, and starts a stdio server again. A session whose stdio server
+ended while idle is dropped as soon as its output closes. A kept session's server that says
+its tool list changed (`notifications/tools/list_changed`) is reported to the listeners of
+`on_tools_changed`. Without `keep_alive` each operation opens its own session and closes it.
+
+Every wait is bounded: starting and greeting a server by `connect_timeout`, a call by
+`call_timeout` on top; past them the operation fails with an `McpConnectError` naming the server
+and the limit. A stdio server whose process ends mid-call (a crash) fails at once with an error
+that says so, and the next call starts the server again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import hashlib
 import json
+import logging
 import ssl
 import tempfile
+import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +53,7 @@ from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 import anyio
 import httpx2
 
+from skills_app.core import loop_owned
 from skills_app.core.mcp.definitions import ToolDefinition, definition_from_sdk
 from skills_app.core.mcp.elicit import ElicitNote, note_for
 from skills_app.core.mcp.oauth import GuardedTransport, OAuthSetup, SignInRequired, provider
@@ -47,6 +68,7 @@ from skills_app.core.tools.sandbox import describe_sandbox, refusal, workspace_p
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp import types as mcp_types
+    from mcp.client.session import IncomingMessage, MessageHandlerFnT
     from mcp.client.stdio import StdioServerParameters
 
 # The sandbox's /tmp is private and empty; a server that writes to $HOME writes there.
@@ -54,6 +76,8 @@ SANDBOX_HOME = "/tmp"
 _STDERR_TAIL = 600
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 class McpConnectError(Exception):
@@ -82,6 +106,10 @@ class ServerSpec:
     # An OAuth server's client side for the calling person (`oauth.OAuthSetup`); None for a
     # server without OAuth.
     oauth: OAuthSetup | None = None
+    # Seconds an idle session stays open for the next operation (0: one session per operation),
+    # and how many sessions one event loop keeps open at most.
+    keep_alive: float = 0.0
+    max_kept: int = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,37 +228,307 @@ async def _with_session(
     what: str,
     elicited: list[ElicitNote] | None = None,
 ) -> T:
+    if spec.keep_alive > 0:
+        return await _with_kept_session(spec, place, work, limit, what, elicited)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as opened:
         # TemporaryFile's text mode is a TextIOWrapper, typed as the wider IO[str].
         errlog = cast(TextIO, opened)
         greeted = False  # a server that never greeted is a start that failed, not a crash
         try:
             with anyio.fail_after(limit):
-                async with _session(spec, place, errlog, elicited) as session:
+                async with _session(spec, place, errlog, elicited=lambda: elicited) as session:
                     greeted = True
                     return await work(session)
-        except McpConnectError:
-            raise
         except Exception as exc:
-            sign_in = _find(exc, SignInRequired)
-            if sign_in is not None:
-                raise sign_in from None
-            if spec.kind == "stdio" and greeted and _closed(exc):
-                raise McpConnectError(
-                    f'The MCP server "{spec.name}" stopped before it could {what}: its process '
-                    "ended or closed its output (it may have crashed). The next call starts it "
-                    "again.",
-                    stderr_tail=_tail(errlog),
-                ) from None
-            if not _timed_out(exc):
-                raise McpConnectError(
-                    f'The MCP server "{spec.name}" could not {what}: {_describe(exc)}.',
-                    stderr_tail=_tail(errlog),
-                ) from None
-            raise McpConnectError(
-                f'The MCP server "{spec.name}" did not {what} within {limit:g} seconds.',
-                stderr_tail=_tail(errlog),
+            raise _failure(
+                spec, exc, greeted=greeted, what=what, limit=limit, tail=_tail(errlog)
             ) from None
+
+
+async def _with_kept_session(
+    spec: ServerSpec,
+    place: Place,
+    work: Callable[[ClientSession], Awaitable[T]],
+    limit: float,
+    what: str,
+    elicited: list[ElicitNote] | None = None,
+) -> T:
+    """`work` on the loop's kept session for this server and place, opened if there is none.
+    Any failure drops the session (the next operation opens a new one)."""
+    pool = await loop_owned.get(_POOL_KEY, _Pool)
+    kept: _Kept | None = None
+    greeted = False
+    try:
+        with anyio.fail_after(limit):
+            kept = pool.take(spec, place)
+            session = await kept.opened()
+            greeted = True
+            if elicited is not None:
+                kept.calls.append(elicited)
+            try:
+                result = await work(session)
+            finally:
+                if elicited is not None:
+                    kept.calls.remove(elicited)
+    except BaseException as exc:
+        tail = ""
+        if kept is not None:
+            tail = kept.tail()
+            kept.drop()  # in doubt (a timeout, a crash, a cancelled call): never reused
+        if not isinstance(exc, Exception):
+            raise  # a cancelled call (Stop) stays a cancellation
+        raise _failure(spec, exc, greeted=greeted, what=what, limit=limit, tail=tail) from None
+    kept.give_back(spec)
+    return result
+
+
+def _failure(
+    spec: ServerSpec, exc: Exception, *, greeted: bool, what: str, limit: float, tail: str
+) -> Exception:
+    """The error an operation that failed with `exc` raises: McpConnectError saying which limit
+    or what happened, or the SignInRequired inside it."""
+    if isinstance(exc, McpConnectError):
+        return exc
+    sign_in = _find(exc, SignInRequired)
+    if sign_in is not None:
+        return sign_in
+    if spec.kind == "stdio" and greeted and _closed(exc):
+        return McpConnectError(
+            f'The MCP server "{spec.name}" stopped before it could {what}: its process '
+            "ended or closed its output (it may have crashed). The next call starts it "
+            "again.",
+            stderr_tail=tail,
+        )
+    if not _timed_out(exc):
+        return McpConnectError(
+            f'The MCP server "{spec.name}" could not {what}: {_describe(exc)}.',
+            stderr_tail=tail,
+        )
+    return McpConnectError(
+        f'The MCP server "{spec.name}" did not {what} within {limit:g} seconds.',
+        stderr_tail=tail,
+    )
+
+
+# --- sessions kept open -----------------------------------------------------------------------
+
+ToolsChanged = Callable[[ServerSpec], None]
+_tools_changed: list[ToolsChanged] = []
+
+
+def on_tools_changed(listener: ToolsChanged) -> None:
+    """Have `listener(spec)` called whenever a kept session's server says its tool list changed
+    (`notifications/tools/list_changed`); registering the same listener again does nothing."""
+    if listener not in _tools_changed:
+        _tools_changed.append(listener)
+
+
+def _session_key(spec: ServerSpec, place: Place) -> str:
+    """What a kept session is for: the server as registered, for a stdio server the sandbox of
+    the call, for an OAuth server the person's token and client. A digest, so the pool's keys
+    hold no env value, header or token."""
+    parts: list[object] = [
+        spec.kind,
+        spec.name,
+        list(spec.argv),
+        sorted(spec.env.items()),
+        list(spec.read_only),
+        spec.url,
+        sorted(spec.headers.items()),
+        spec.connect_timeout,
+        spec.call_timeout,
+    ]
+    if spec.kind == "stdio":
+        parts += [
+            str(place.root),
+            str(place.skills_dir),
+            place.sandbox,
+            place.unsandboxed_allowed,
+            list(place.hidden_paths),
+        ]
+    if spec.oauth is not None:
+        grant = spec.oauth.grant
+        tokens, client = grant.tokens, grant.client_info
+        parts += [
+            spec.oauth.redirect_uri,
+            spec.oauth.allow_private,
+            tokens.access_token if tokens is not None else "",
+            client.client_id if client is not None else "",
+        ]
+    canonical = json.dumps(parts, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class _Kept:
+    """One kept session and the task that owns it: the task opens it, waits while it serves,
+    and closes it when told to, when idle past `keep_alive`, or as the loop ends."""
+
+    def __init__(self, pool: _Pool, key: str, spec: ServerSpec, place: Place) -> None:
+        self.pool, self.key, self.spec, self.place = pool, key, spec, place
+        self.session: ClientSession | None = None
+        self.failure: BaseException | None = None
+        self.ready = anyio.Event()
+        self.closing = anyio.Event()
+        self.users = 0
+        self.last_used = time.monotonic()
+        self.dead = False  # never handed out again
+        self.last_tail = ""
+        # The note lists of the calls in flight on this session. A server's question during a
+        # call is noted in that call's result only when it is the one call in flight: a plain
+        # HTTP session serves several people, and the question of one's call is not another's.
+        self.calls: list[list[ElicitNote]] = []
+        # Closed by the owning task when the session ends.
+        opened = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self.errlog = cast(TextIO, opened)
+        self.task = asyncio.get_running_loop().create_task(self._own())
+        # Held until it ends: the loop keeps only weak references to its tasks.
+        _owners.add(self.task)
+        self.task.add_done_callback(_owners.discard)
+
+    async def opened(self) -> ClientSession:
+        """The greeted session; raises what its opening raised."""
+        await self.ready.wait()
+        if self.session is None or self.failure is not None:
+            raise self.failure or McpConnectError(f'The MCP server "{self.spec.name}" closed.')
+        return self.session
+
+    def give_back(self, spec: ServerSpec) -> None:
+        """The caller is done with the session, which worked: it serves the next call."""
+        self.users -= 1
+        self.last_used = time.monotonic()
+        own = self.spec.oauth
+        theirs = spec.oauth.grant if spec.oauth is not None else None
+        if own is not None and theirs is not None and own.grant is not theirs and own.grant.changed:
+            # The session's token was refreshed on a call after its first: the caller's grant
+            # is the one stored, so it gets the new tokens (its next call opens a new session).
+            theirs.tokens, theirs.client_info = own.grant.tokens, own.grant.client_info
+            theirs.changed = True
+            self.dead = True
+            self.pool.forget(self)
+        if self.dead and self.users == 0:
+            self.closing.set()
+
+    def drop(self) -> None:
+        """Never hand this session out again; close it once no call uses it."""
+        self.users = max(0, self.users - 1)
+        self.dead = True
+        self.pool.forget(self)
+        if self.users == 0:
+            self.closing.set()
+
+    def close(self) -> None:
+        self.dead = True
+        self.pool.forget(self)
+        self.closing.set()
+
+    def tail(self) -> str:
+        return self.last_tail if self.errlog.closed else _tail(self.errlog)
+
+    def _ended(self) -> None:
+        """The server closed its side (a stdio server's process ended): not handed out again."""
+        self.dead = True
+        self.pool.forget(self)
+        if self.users == 0:
+            self.closing.set()
+
+    async def _message(self, message: IncomingMessage) -> None:
+        from mcp import types as mcp_types
+
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            for listener in list(_tools_changed):
+                try:
+                    listener(self.spec)
+                except Exception:
+                    logger.exception("A tools/list_changed listener failed for %s", self.spec.name)
+
+    async def _own(self) -> None:
+        try:
+            async with _session(
+                self.spec,
+                self.place,
+                self.errlog,
+                on_message=self._message,
+                on_end=self._ended,
+                elicited=lambda: self.calls[0] if len(self.calls) == 1 else None,
+            ) as session:
+                self.session = session
+                self.ready.set()
+                await self._serve()
+        except BaseException as exc:  # a failed start, or the loop ending (cancelled)
+            self.failure = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            self.dead = True
+            self.pool.forget(self)
+            self.ready.set()
+            self.last_tail = _tail(self.errlog)
+            self.errlog.close()
+
+    async def _serve(self) -> None:
+        keep = self.spec.keep_alive
+        while not self.closing.is_set():
+            idle = time.monotonic() - self.last_used
+            if self.users == 0 and idle >= keep:
+                self.dead = True  # before any await: no call takes a session on its way out
+                self.pool.forget(self)
+                return
+            with anyio.move_on_after(keep - idle if self.users == 0 else keep):
+                await self.closing.wait()
+
+
+_POOL_KEY = ("skills_app.core.mcp.connect", "kept sessions")
+_owners: set[asyncio.Task[None]] = set()
+
+
+class _Pool(contextlib.AbstractAsyncContextManager["_Pool"]):
+    """The kept sessions of one event loop, the least recently used first."""
+
+    def __init__(self) -> None:
+        self.kept: OrderedDict[str, _Kept] = OrderedDict()
+
+    def take(self, spec: ServerSpec, place: Place) -> _Kept:
+        """The kept session for this call (a new one, opening, when there is none), in use."""
+        key = _session_key(spec, place)
+        kept = self.kept.get(key)
+        if kept is None or kept.dead:
+            kept = self.kept[key] = _Kept(self, key, spec, place)
+        self.kept.move_to_end(key)
+        kept.users += 1
+        kept.last_used = time.monotonic()
+        idle = [k for k in self.kept.values() if k.users == 0]
+        for extra in idle[: max(0, len(self.kept) - spec.max_kept)]:
+            extra.close()
+        return kept
+
+    def forget(self, kept: _Kept) -> None:
+        if self.kept.get(kept.key) is kept:
+            del self.kept[kept.key]
+
+    async def close_all(self) -> int:
+        owned = list(self.kept.values())
+        self.kept.clear()
+        for kept in owned:
+            kept.close()
+        for kept in owned:
+            with contextlib.suppress(BaseException):
+                await kept.task
+        return len(owned)
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close_all()
+
+
+async def close_kept_sessions() -> int:
+    """Close every session the running loop keeps (a stdio server's process ends); how many."""
+    pool = await loop_owned.get(_POOL_KEY, _Pool)
+    return await pool.close_all()
+
+
+async def kept_sessions() -> int:
+    """How many sessions the running loop keeps open (tests, the bench)."""
+    pool = await loop_owned.get(_POOL_KEY, _Pool)
+    return len(pool.kept)
 
 
 E = TypeVar("E", bound=BaseException)
@@ -277,8 +575,17 @@ def _timed_out(exc: BaseException) -> bool:
 
 @contextlib.asynccontextmanager
 async def _session(
-    spec: ServerSpec, place: Place, errlog: TextIO, elicited: list[ElicitNote] | None = None
+    spec: ServerSpec,
+    place: Place,
+    errlog: TextIO,
+    *,
+    on_message: MessageHandlerFnT | None = None,
+    on_end: Callable[[], None] | None = None,
+    elicited: Callable[[], list[ElicitNote] | None] = lambda: None,
 ) -> AsyncIterator[ClientSession]:
+    """A greeted session; `on_message` gets the server's notifications, `on_end` is called when
+    the server closes its side (a kept session's way of hearing that a stdio server ended), and
+    `elicited()` is the list of the call a server's question belongs to (None: no one's)."""
     from mcp import ClientSession
     from mcp import types as mcp_types
     from mcp.client.stdio import stdio_client
@@ -317,19 +624,40 @@ async def _session(
             )
         else:
             raise McpConnectError(f"Unknown MCP server kind {spec.kind!r}: use stdio or http.")
+        if on_end is not None:
+            read = await _watched(stack, read, on_end)
 
         async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
             # A server's question mid-call: declined, and noted for the call's result.
-            if elicited is not None:
-                elicited.append(note_for(spec.name, params))
+            notes = elicited()
+            if notes is not None:
+                notes.append(note_for(spec.name, params))
             return mcp_types.ElicitResult(action="decline")
 
         session = await stack.enter_async_context(
-            ClientSession(read, write, elicitation_callback=elicit)
+            ClientSession(read, write, message_handler=on_message, elicitation_callback=elicit)
         )
         with anyio.fail_after(spec.connect_timeout):
             await session.initialize()
         yield session
+
+
+async def _watched(stack: contextlib.AsyncExitStack, read: Any, on_end: Callable[[], None]) -> Any:
+    """`read` passed on through a stream of our own, calling `on_end` once it ends."""
+    send, receive = anyio.create_memory_object_stream[Any](0)
+
+    async def forward() -> None:
+        async with send:
+            with contextlib.suppress(anyio.EndOfStream, anyio.ClosedResourceError):
+                async for item in read:
+                    await send.send(item)
+        on_end()
+
+    group = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(group.cancel_scope.cancel)  # on the way out, before the group is awaited
+    group.start_soon(forward)
+    await stack.enter_async_context(receive)
+    return receive
 
 
 @functools.cache
@@ -338,9 +666,9 @@ def tls_context() -> ssl.SSLContext:
 
     The client's own default (`verify=True`, the CA bundle, SSL_CERT_FILE and SSL_CERT_DIR read
     from the environment), which httpx2 would otherwise build again for each client: loading
-    the CA bundle is about half of a short call (bench/RESULTS.md), and each call opens its own
-    client. SSL_CERT_FILE or SSL_CERT_DIR changed later
-    in the process is not seen until the process restarts."""
+    the CA bundle took about half of a call on a new session (bench/RESULTS.md), and each
+    session opens its own client. SSL_CERT_FILE or SSL_CERT_DIR changed later in the process is
+    not seen until the process restarts."""
     return httpx2.create_ssl_context()
 
 
