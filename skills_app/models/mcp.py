@@ -90,6 +90,17 @@ class McpToolDefinition(models.Model):
     )
     reviewed_by_name = models.CharField(max_length=200, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
+    # The approving reviewer vouched for this definition's readOnlyHint and destructiveHint as
+    # shown: only then do they set the default of a call no rule names. Held by this row, so by
+    # this content hash: a changed definition is a new row, without it.
+    hints_attested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    hints_attested_by_name = models.CharField(max_length=200, blank=True)
     first_seen_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
