@@ -359,6 +359,8 @@ MCP_CONNECT_TIMEOUT = env_float("MCP_CONNECT_TIMEOUT", 10.0)
 MCP_CALL_TIMEOUT = env_float("MCP_CALL_TIMEOUT", 60.0)
 MCP_RESULT_LIMIT = env_int("MCP_RESULT_LIMIT", 100_000, minimum=1_000)
 MCP_LIST_CACHE_SECONDS = env_int("MCP_LIST_CACHE_SECONDS", 300, minimum=0)
+# Bytes of one image or embedded resource of a result kept in out/ for the person to see.
+MCP_MEDIA_MAX_BYTES = env_int("MCP_MEDIA_MAX_BYTES", 5 * 1024 * 1024, minimum=1_024)
 # OAuth servers: discovery, registration, token requests and the sign-in redirect refuse
 # private, loopback and link-local addresses unless this is on (an internal authorization server).
 MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES = env_bool("MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES", False)
