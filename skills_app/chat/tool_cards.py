@@ -109,6 +109,8 @@ def tool_result_context(
         for path in paths[:SHOWN_ARTIFACTS]
     ]
     tool_use_id = tool_use_id or str(data.get("tool_use_id") or "")
+    # A result with images (an MCP tool's) holds content blocks: the card shows their text.
+    data = {**data, "content": result_text(data)}
     closed = CLOSED_RESULTS.get(str(data.get("content", "")))
     if closed is not None:
         data = {**data, "content": closed[1]}

@@ -10,15 +10,18 @@ import base64
 import pytest
 from asgiref.sync import sync_to_async
 from django.template.loader import render_to_string
+from django.urls import reverse
 
 from skills_app.chat.tool_cards import tool_result_context
 from skills_app.core.mcp import McpTool, ServerSpec, list_tools
 from skills_app.core.tools import ToolContext
-from skills_app.models import Conversation
+from skills_app.models import Conversation, PermissionRule
 from skills_app.visibility import outbound
 from skills_app.workspaces import workspace_for
-from tests.mcp.test_mcp import place_in
+from tests.mcp.test_mcp import http_server_named, listed_and_approved, place_in
 from tests.mcp.toy_server import ONE_PIXEL_PNG
+from tests.support.fake_anthropic import Reply
+from tests.support.loop_helpers import accepted, run_turn, use_fake_model
 
 
 async def _picture(http_server, ws, **limits):
@@ -69,3 +72,33 @@ async def test_a_file_over_the_cap_is_named_not_kept(http_server, tmp_path):
         result.content
     )
     assert "The chart shows one pixel." in result.content  # its text still reaches the model
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_model_gets_the_image_itself_in_the_tool_result(
+    alice, bob, settings, fake_anthropic, http_server, client
+):
+    use_fake_model(settings, fake_anthropic)
+    conversation = await Conversation.objects.acreate(owner=alice, title="mcp")
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(workspace_for(conversation.pk).root), alice)
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__toy__picture")
+    fake_anthropic.enqueue(Reply.tool_use("mcp__toy__picture", {}), Reply.text("A pixel."))
+    await run_turn(conversation, "draw", alice)
+    sent = accepted(fake_anthropic)[1]["messages"][-1]["content"]
+    (result,) = [b for b in sent if b["type"] == "tool_result"]
+    kinds = [b["type"] for b in result["content"]]
+    assert kinds == ["text", "image"]
+    assert result["content"][1]["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": ONE_PIXEL_PNG,
+    }
+    assert "shown to the person as out/toy-picture.png" in result["content"][0]["text"]
+    # The person's page shows the card's text and the image file, never the image's base64.
+    await sync_to_async(client.force_login)(alice)
+    page = await sync_to_async(client.get)(reverse("conversation", args=[conversation.pk]))
+    html = page.content.decode()
+    assert "shown to the person as out/toy-picture.png" in html
+    assert ONE_PIXEL_PNG[:24] not in html
+    assert f'<img src="/c/{conversation.pk}/files/out/toy-picture.png"' in html

@@ -12,13 +12,21 @@ and its facts (never its content) go with the result to its telemetry span (`spa
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from skills_app.core.attachments import IMAGE_TYPES, PDF_TYPE, human_size, safe_name, sniff
+from skills_app.core.attachments import (
+    IMAGE_BLOCK_MAX_BASE64,
+    IMAGE_TYPES,
+    PDF_TYPE,
+    human_size,
+    safe_name,
+    sniff,
+)
 from skills_app.core.mcp.connect import (
     McpConnectError,
     Place,
@@ -157,7 +165,7 @@ class McpTool:
             # The person's own token, even one got after this run's tools were offered.
             own = [grant.tokens.access_token, grant.tokens.refresh_token or ""]
             secrets = (*[t for t in own if t], *secrets)
-        saved, notes = await keep_files(files, ctx, self, secrets)
+        saved, notes, images = await keep_files(files, ctx, self, secrets)
         if notes:
             text = "\n".join([text, *notes]) if text else "\n".join(notes)
         kept, truncated = cap_result(mask(text, secrets), self.result_limit)
@@ -176,7 +184,9 @@ class McpTool:
         )
         if self.record is not None:
             await self.record(call)
-        return ToolResult(kept, is_error=is_error, artifacts=saved, telemetry=span_facts(call))
+        return ToolResult(
+            kept, is_error=is_error, artifacts=saved, blocks=images, telemetry=span_facts(call)
+        )
 
 
 def span_facts(call: CallRecord) -> dict[str, str | int | bool]:
@@ -247,11 +257,12 @@ def _file_name(file: ResultFile, tool: McpTool) -> str:
 
 async def keep_files(
     files: Sequence[ResultFile], ctx: ToolContext, tool: McpTool, secrets: Sequence[str]
-) -> tuple[tuple[str, ...], list[str]]:
+) -> tuple[tuple[str, ...], list[str], tuple[dict[str, Any], ...]]:
     """Save a result's images and resources in out/ for the person (the tool's card shows an
     image, offers the rest as a download, through the hidden-text filter of every workspace
-    file); their paths, and a note for the model on each, kept or not. A text resource is saved
-    with the stored secrets masked, as its text reaches the model."""
+    file); their paths, a note for the model on each, kept or not, and the kept images as image
+    blocks for the model (within the API's limit on one). A text resource is saved with the
+    stored secrets masked, as its text reaches the model."""
     notes: list[str] = []
     wanted: list[tuple[ResultFile, bytes]] = []
     for index, file in enumerate(files):
@@ -268,7 +279,7 @@ async def keep_files(
             data = mask(data.decode("utf-8", "replace"), secrets).encode("utf-8")
         wanted.append((file, data))
     if not wanted:
-        return (), notes
+        return (), notes, ()
     ws = ctx.workspace
     allowance = None
     room = sum(len(data) for _file, data in wanted)
@@ -276,6 +287,7 @@ async def keep_files(
         allowance = await ctx.storage.reserve(ws, room)
         room = allowance.bytes
     saved: list[str] = []
+    images: list[dict[str, Any]] = []
     try:
         for file, data in wanted:
             if len(data) > room:
@@ -288,10 +300,14 @@ async def keep_files(
                 continue
             room -= len(data)
             saved.append(path)
+            encoded = base64.b64encode(data).decode("ascii")
+            if file.kind == "image" and len(encoded) <= IMAGE_BLOCK_MAX_BASE64:
+                source = {"type": "base64", "media_type": sniff(data[:16]), "data": encoded}
+                images.append({"type": "image", "source": source})
             notes.append(
                 f"[{file.media_type}, {human_size(len(data))}: shown to the person as {path}]"
             )
     finally:
         if ctx.storage is not None and allowance is not None:
             await ctx.storage.settle(ws, allowance)
-    return tuple(saved), notes
+    return tuple(saved), notes, tuple(images)
