@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 import unicodedata
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -300,6 +300,29 @@ def hint_words(row: McpToolDefinition) -> str:
 def _flag(row: McpToolDefinition, name: str) -> bool | None:
     value = row.annotations.get(name)
     return value if isinstance(value, bool) else None
+
+
+class LazyHints(Mapping[str, McpHints]):
+    """`mcp_hints()`, read from the database the first time a decision looks one up: a run's
+    permission context is built for every call, and only an `mcp__` call no rule names reads
+    it."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, McpHints] | None = None
+
+    def _all(self) -> dict[str, McpHints]:
+        if self.found is None:
+            self.found = mcp_hints()
+        return self.found
+
+    def __getitem__(self, key: str) -> McpHints:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 def mcp_hints() -> dict[str, McpHints]:
