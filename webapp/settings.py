@@ -359,6 +359,8 @@ MCP_LIST_CACHE_SECONDS = env_int("MCP_LIST_CACHE_SECONDS", 300, minimum=0)
 # MCP_SESSIONS_MAX of them per event loop, the least recently used closed first.
 MCP_SESSION_IDLE_SECONDS = env_float("MCP_SESSION_IDLE_SECONDS", 300.0)
 MCP_SESSIONS_MAX = env_int("MCP_SESSIONS_MAX", 32, minimum=1)
+# Bytes of one image or embedded resource of a result kept in out/ for the person to see.
+MCP_MEDIA_MAX_BYTES = env_int("MCP_MEDIA_MAX_BYTES", 5 * 1024 * 1024, minimum=1_024)
 # OAuth servers: discovery, registration, token requests and the sign-in redirect refuse
 # private, loopback and link-local addresses unless this is on (an internal authorization server).
 MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES = env_bool("MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES", False)

@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET
 from skills_app.audit.access import can_replay, require_audit_viewer
 from skills_app.audit.feedback import feedback_counts
 from skills_app.core.permissions import ToolCall, call_as_rule_text
+from skills_app.core.transcript import result_text
 from skills_app.models import Approval, RunEvent, SkillInvocation
 from skills_app.visibility import INSPECT_PERMISSION, Outbound, outbound
 
@@ -210,7 +211,7 @@ def tool_calls_for(inv: SkillInvocation, *, out: Outbound | None = None) -> list
             used.add(approval.pk)
         result = results.get(data.get("tool_use_id")) or {}
         # Filtered whole, then cut: a cut first could leave the start of a hidden span.
-        content = out.text(str(result.get("content", "")))
+        content = out.text(result_text(result))
         calls.append(
             {
                 "seq": event.seq,

@@ -79,6 +79,9 @@ def render_skill_call(
     )
 
 
+_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
+
+
 def tool_result_context(
     conversation_id: int,
     data: dict[str, Any],
@@ -97,9 +100,17 @@ def tool_result_context(
         if isinstance(path, str) and path.startswith("out/")
     ]
     artifacts = [
-        {"path": path, "name": path.rsplit("/", 1)[-1]} for path in paths[:SHOWN_ARTIFACTS]
+        {
+            "path": path,
+            "name": path.rsplit("/", 1)[-1],
+            # Shown in the card as the image itself (an MCP result's image, a chart written).
+            "image": path.lower().endswith(_IMAGE_SUFFIXES),
+        }
+        for path in paths[:SHOWN_ARTIFACTS]
     ]
     tool_use_id = tool_use_id or str(data.get("tool_use_id") or "")
+    # A result with images (an MCP tool's) holds content blocks: the card shows their text.
+    data = {**data, "content": result_text(data)}
     closed = CLOSED_RESULTS.get(str(data.get("content", "")))
     if closed is not None:
         data = {**data, "content": closed[1]}

@@ -61,7 +61,12 @@ class ToolCalls:
                 else:
                     result = await self._run_tool(block)
                     results.append(
-                        tool_result_block(block["id"], result.content, is_error=result.is_error)
+                        tool_result_block(
+                            block["id"],
+                            result.content,
+                            is_error=result.is_error,
+                            blocks=result.blocks,
+                        )
                     )
         except asyncio.CancelledError:
             await self._store_results(results, after, close=True)

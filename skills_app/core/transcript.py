@@ -257,8 +257,18 @@ def close_open_tool_uses(
     ]
 
 
-def tool_result_block(tool_use_id: str, content: str, *, is_error: bool = False) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": content}
+def tool_result_block(
+    tool_use_id: str,
+    content: str,
+    *,
+    is_error: bool = False,
+    blocks: Sequence[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """A tool_result: its text, or (with `blocks`, such as images) a text block and those."""
+    body: Any = content
+    if blocks:
+        body = [{"type": "text", "text": content}, *(dict(b) for b in blocks)]
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": body}
     if is_error:
         block["is_error"] = True
     return block

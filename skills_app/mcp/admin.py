@@ -372,12 +372,21 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
                     reviewer=signed_in_user(request),
                     content_hashes=shown,
                     exactly=True,
+                    attest=set(request.POST.getlist("attest")) & set(shown),
                 )
             except McpSetupError as exc:
                 self.message_user(request, sentence(str(exc)), messages.ERROR)
                 return HttpResponseRedirect(here)
             verb = "Approved" if approve else "Rejected"
             text = f"{verb}: {', '.join(done)}." if done else "Nothing of that waits any more."
+            attested = server.definitions.filter(
+                content_hash__in=request.POST.getlist("attest"),
+                hints_attested_by=request.user.pk,
+                status=McpToolDefinition.Status.APPROVED,
+            )
+            if approve and attested.exists():
+                tools = ", ".join(sorted({row.tool for row in attested}))
+                text += f" Their hints attested: {tools}."
             self.message_user(request, text, messages.SUCCESS)
             return HttpResponseRedirect(here)
         rows = server.definitions.filter(
@@ -388,6 +397,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
                 "row": row,
                 "parts": definitions.shown_text(row),
                 "problem": definitions.unshowable(row),
+                "hints": definitions.hint_words(row),
                 "approved_before": server.definitions.filter(
                     tool=row.tool, status=McpToolDefinition.Status.APPROVED
                 ).exists(),
@@ -458,9 +468,13 @@ class McpToolDefinitionAdmin(ReadOnlyAdmin[McpToolDefinition]):
     def schema(self, row: McpToolDefinition) -> str:
         return _pretty(row.input_schema)
 
-    @admin.display(description="annotations (unverified hints)")
+    @admin.display(description="annotations (hints)")
     def annotations_shown(self, row: McpToolDefinition) -> str:
-        return _pretty(row.annotations)
+        if row.hints_attested_by_name and definitions.hint_words(row):
+            said = f"attested by {row.hints_attested_by_name}"
+        else:
+            said = "claimed by the server, not attested"
+        return format_html("{}<p>{}</p>", _pretty(row.annotations), said)
 
     @admin.display(description="_meta")
     def meta_shown(self, row: McpToolDefinition) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import tempfile
 import unicodedata
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from django.utils import timezone
 from skills_app import trail
 from skills_app.core.mcp import ServerSpec, ToolDefinition, list_tools
 from skills_app.core.mcp.connect import Place
+from skills_app.core.permissions import McpHints
 from skills_app.mcp.servers import McpSetupError, spec_for
 from skills_app.models import AuditEvent, McpServer, McpToolDefinition
 
@@ -204,6 +205,7 @@ def review(
     tool: str = "",
     content_hashes: Collection[str] | None = None,
     exactly: bool = False,
+    attest: Collection[str] = (),
 ) -> list[str]:
     """Approve or reject the pending definitions (of one tool, or all); returns the tools.
 
@@ -212,7 +214,9 @@ def review(
     cannot be shown whole is never approved (`unshowable`). With `content_hashes`, only the
     definitions with those hashes (the ones the reviewer was shown) are reviewed; with
     `exactly` too, nothing is when one of them no longer waits for review as it was shown
-    (StaleReview: the server changed it, or it was reviewed meanwhile).
+    (StaleReview: the server changed it, or it was reviewed meanwhile). `attest`: the hashes of
+    approved definitions whose readOnlyHint and destructiveHint the reviewer vouches for as
+    shown (`hints`); nothing is attested by a rejection.
     """
     if server.registered_by_id is not None and server.registered_by_id == reviewer.pk:
         raise McpSetupError(
@@ -249,7 +253,20 @@ def review(
             row.reviewed_by = reviewer
             row.reviewed_by_name = reviewer.get_username()
             row.reviewed_at = timezone.now()
-            row.save(update_fields=["status", "reviewed_by", "reviewed_by_name", "reviewed_at"])
+            attested = approve and row.content_hash in attest and bool(hint_words(row))
+            if attested:
+                row.hints_attested_by = reviewer
+                row.hints_attested_by_name = reviewer.get_username()
+            row.save(
+                update_fields=[
+                    "status",
+                    "reviewed_by",
+                    "reviewed_by_name",
+                    "reviewed_at",
+                    "hints_attested_by",
+                    "hints_attested_by_name",
+                ]
+            )
             done.append(row.tool)
             trail.record(
                 AuditEvent.MCP_REVIEWED,
@@ -260,8 +277,74 @@ def review(
                 tool=row.tool,
                 content_hash=row.content_hash,
                 registered_by=server.registered_by_name,
+                hints_attested=hint_words(row) if attested else "",
             )
     return done
+
+
+# The annotations whose claim a reviewer may attest, and how the review page names them.
+HINTS = ("readOnlyHint", "destructiveHint")
+
+
+def hint_words(row: McpToolDefinition) -> str:
+    """The attestable hints of a definition as the review page shows them ("readOnlyHint: true,
+    destructiveHint: false"), "" when it states none."""
+    found = [
+        f"{name}: {'true' if row.annotations[name] else 'false'}"
+        for name in HINTS
+        if isinstance(row.annotations.get(name), bool)
+    ]
+    return ", ".join(found)
+
+
+def _flag(row: McpToolDefinition, name: str) -> bool | None:
+    value = row.annotations.get(name)
+    return value if isinstance(value, bool) else None
+
+
+class LazyHints(Mapping[str, McpHints]):
+    """`mcp_hints()`, read from the database the first time a decision looks one up: a run's
+    permission context is built for every call, and only an `mcp__` call no rule names reads
+    it."""
+
+    def __init__(self) -> None:
+        self.found: dict[str, McpHints] | None = None
+
+    def _all(self) -> dict[str, McpHints]:
+        if self.found is None:
+            self.found = mcp_hints()
+        return self.found
+
+    def __getitem__(self, key: str) -> McpHints:
+        return self._all()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+def mcp_hints() -> dict[str, McpHints]:
+    """Each offered tool's hints as `mcp__server__tool`: those of its serving definition, attested
+    only while the server still lists that very definition (a changed one loses it)."""
+    found: dict[str, McpHints] = {}
+    rows = McpToolDefinition.objects.filter(status=McpToolDefinition.Status.APPROVED)
+    best: dict[tuple[str, str], McpToolDefinition] = {}
+    for row in rows.select_related("server"):
+        key = (row.server.name, row.tool)
+        held = best.get(key)
+        if held is None or (row.reviewed_at or row.first_seen_at) > (
+            held.reviewed_at or held.first_seen_at
+        ):
+            best[key] = row
+    for (server, tool), row in best.items():
+        read_only, destructive = _flag(row, "readOnlyHint"), _flag(row, "destructiveHint")
+        if read_only is None and destructive is None:
+            continue
+        attested = row.hints_attested_by_name if row.current else ""
+        found[f"mcp__{server}__{tool}"] = McpHints(read_only, destructive, attested)
+    return found
 
 
 def serving(server: McpServer) -> list[ToolDefinition]:

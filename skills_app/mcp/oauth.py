@@ -5,52 +5,62 @@ and the client registration, each as Fernet ciphertext under a key derived from 
 fallback keys still decrypt after a rotation). Nobody else's call ever loads it: a call loads the
 grant of its own person (`PersonGrants`).
 
-Signing in runs the SDK's own authorization-code flow (`core.mcp.oauth`). The flow is one
-coroutine that waits for the person between the authorization URL and the redirect back, so it
-runs on a thread of this process: the sign-in page (POST, CSRF-checked) starts it and sends the
-browser to the authorization URL; the callback, for the same signed-in person and a `state` this
-person's session started, hands it the code and waits for the tokens. The SDK checks the
-`state`, the `iss` and PKCE; the tokens are then stored. The two requests must reach the same
-process (one ASGI process does); a flow is forgotten after `FLOW_SECONDS`.
+Signing in spans two requests that any two web processes may serve. The sign-in page (POST,
+CSRF-checked) runs the SDK's own flow (`core.mcp.oauth`) up to its authorization URL: discovery,
+the issuer checks and the client registration. It then makes this sign-in's own `state` and
+PKCE pair (the SDK's public `PKCEParameters`), reads the authorization server's metadata (checked
+to name the registration's issuer), keeps all the callback needs in the database, encrypted like
+the grants (`McpOAuthPendingSignIn`), and sends the browser to the authorization URL with that
+state and challenge. The callback, for the same signed-in person and a `state` their session
+started, takes the waiting sign-in (once), checks `iss` (RFC 9207), exchanges the code with the
+verifier and the RFC 8707 `resource` through the same address-checking transport, stores the
+tokens and lists the tools with them. A waiting sign-in is forgotten after `FLOW_SECONDS`.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
+import hashlib
+import json
+import logging
+import secrets
 import tempfile
-import threading
-import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
+import httpx2
 from asgiref.sync import sync_to_async
 from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from skills_app.core.mcp.connect import McpConnectError, Place, list_tools
-from skills_app.core.mcp.definitions import ToolDefinition
+from skills_app.core.mcp.connect import McpConnectError, Place, list_tools, tls_context
 from skills_app.core.mcp.oauth import (
+    GuardedTransport,
     HeldGrant,
     OAuthSetup,
     PrivateAddressRefused,
+    SignInRequired,
     check_public_url,
 )
 from skills_app.mcp.definitions import store_listing
 from skills_app.mcp.servers import spec_for
-from skills_app.models import McpOAuthGrant, McpServer, sealed
+from skills_app.models import McpOAuthGrant, McpOAuthPendingSignIn, McpServer, sealed
 
 # The SDK's types are imported where a grant is read or a sign-in finishes (see
 # `core.mcp.connect`: the SDK is 0.8 s of CPU that every process's start-up would pay).
 if TYPE_CHECKING:
-    from mcp.client.auth import AuthorizationCodeResult
+    from mcp.shared.auth import OAuthMetadata
+
+logger = logging.getLogger(__name__)
 
 FLOW_SECONDS = 600.0
 _SESSION_KEY = "mcp_oauth_states"
@@ -170,77 +180,217 @@ def grants_for(user_id: int, server: McpServer) -> PersonGrants:
 # --- the sign-in flow -------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
-class _Flow:
-    user_id: int
-    server_pk: int
-    grant: HeldGrant
-    started: float = field(default_factory=time.monotonic)
-    url_ready: threading.Event = field(default_factory=threading.Event)
-    finished: threading.Event = field(default_factory=threading.Event)
-    code: concurrent.futures.Future[AuthorizationCodeResult] = field(
-        default_factory=concurrent.futures.Future
-    )
+class _HandedOver(Exception):
+    """Ends the SDK's flow at its authorization URL: the person is sent out by the page, and
+    the callback (in whichever process serves it) finishes the sign-in from the database."""
+
+
+@dataclass(slots=True)
+class _Started:
     auth_url: str = ""
     error: str = ""
-    listed: list[ToolDefinition] = field(default_factory=list)
 
 
-# state -> the flow waiting for the redirect with that state
-_flows: dict[str, _Flow] = {}
-_flows_lock = threading.Lock()
+def _digest(state: str) -> str:
+    return hashlib.sha256(state.encode("utf-8")).hexdigest()
 
 
-def _forget_old() -> None:
-    now = time.monotonic()
-    with _flows_lock:
-        for state, flow in list(_flows.items()):
-            if now - flow.started > FLOW_SECONDS:
-                flow.code.cancel()
-                del _flows[state]
+def _client(allow_private: bool) -> httpx2.AsyncClient:
+    """An HTTP client for the authorization server: every request to a checked address, no
+    proxy, no redirect followed (`GuardedTransport`)."""
+    timeout = httpx2.Timeout(settings.MCP_CONNECT_TIMEOUT, read=settings.MCP_CALL_TIMEOUT)
+    transport = GuardedTransport(allow_private=allow_private, verify=tls_context())
+    return httpx2.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False)
 
 
-def _state_of(url: str) -> str:
-    return parse_qs(urlsplit(url).query).get("state", [""])[0]
-
-
-def _run_flow(flow: _Flow, server: McpServer, redirect_uri: str) -> None:
-    """The SDK's flow, on this thread's own event loop: greet the server (its 401 starts the
-    flow), send the authorization URL out, wait for the code, exchange it, list the tools."""
+async def _discover(server: McpServer, grant: HeldGrant, redirect_uri: str) -> _Started:
+    """Run the SDK's flow up to its authorization URL: discovery, the issuer checks and (when
+    the person holds none for this issuer) the client registration, into `grant`."""
     allow_private = settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES
+    started = _Started()
 
     async def send_out(url: str) -> None:
         check_public_url(url, allow_private=allow_private)
-        flow.auth_url = url
-        flow.url_ready.set()
+        started.auth_url = url
+        raise _HandedOver
 
-    async def wait_for_code() -> AuthorizationCodeResult:
-        return await asyncio.wrap_future(flow.code)
-
-    setup = OAuthSetup(
-        grant=flow.grant,
-        redirect_uri=redirect_uri,
-        allow_private=allow_private,
-        redirect=send_out,
-        callback=wait_for_code,
-    )
-    spec = replace(spec_for(server), oauth=setup, call_timeout=FLOW_SECONDS)
+    setup = OAuthSetup(grant=grant, redirect_uri=redirect_uri, allow_private=allow_private)
+    setup = replace(setup, redirect=send_out)
+    spec = spec_for(server)
+    spec = replace(spec, oauth=setup, call_timeout=spec.connect_timeout)
     try:
         with tempfile.TemporaryDirectory() as folder:
             place = Place(root=Path(folder), skills_dir=Path(folder))
-            flow.listed = asyncio.run(list_tools(spec, place))
+            await list_tools(spec, place)
     except McpConnectError as exc:
-        flow.error = str(exc)
-    except Exception as exc:  # the SDK's own checks (state, iss, registration) end up here
-        flow.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        flow.url_ready.set()
-        flow.finished.set()
+        if not started.auth_url:
+            started.error = str(exc)
+    except Exception as exc:  # the SDK's own checks (issuer, registration) end up here
+        if not started.auth_url:
+            started.error = f"{type(exc).__name__}: {exc}"
+    if not started.auth_url and not started.error:
+        started.error = "The server did not ask for a sign-in."
+    return started
 
 
-# Flows waiting at once, in this process: per person and server one (a new sign-in cancels the
-# one before), and at most this many in all (each holds a thread until its callback or timeout).
-MAX_FLOWS = 50
+async def _issuer_metadata(issuer: str, server_url: str, allow_private: bool) -> OAuthMetadata:
+    """The authorization server's metadata (RFC 8414), checked to name `issuer`."""
+    from mcp.client.auth import OAuthFlowError
+    from mcp.client.auth.utils import (
+        build_oauth_authorization_server_metadata_discovery_urls,
+        create_oauth_metadata_request,
+        handle_auth_metadata_response,
+        issuers_match,
+    )
+
+    async with _client(allow_private) as client:
+        for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, server_url):
+            ok, metadata = await handle_auth_metadata_response(
+                await client.send(create_oauth_metadata_request(url))
+            )
+            if not ok:
+                break
+            if metadata is not None:
+                if not issuers_match(str(metadata.issuer), issuer):
+                    raise OAuthFlowError(f"The metadata names {metadata.issuer}, not {issuer}.")
+                return metadata
+    raise OAuthFlowError(f"The authorization server {issuer} publishes no metadata.")
+
+
+async def _start(server: McpServer, uid: int, redirect_uri: str) -> tuple[str, str]:
+    """Discover, register, and keep what the callback needs in the database: (the URL to send
+    the person to, "") or ("", what went wrong). The state and the PKCE pair are this sign-in's
+    own, made here, so the verifier is known to the callback."""
+    from mcp.client.auth import PKCEParameters
+
+    held = await sync_to_async(load_grant)(uid, server)
+    # A fresh sign-in: the registration is kept, the old tokens are not.
+    grant = HeldGrant(client_info=held.client_info if held else None)
+    started = await _discover(server, grant, redirect_uri)
+    if started.error:
+        return "", started.error
+    if grant.client_info is None:
+        return "", "The server's authorization server registered no client."
+    allow_private = settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES
+    try:
+        metadata = await _issuer_metadata(grant.issuer, server.url, allow_private)
+    except Exception as exc:  # the SDK's checks, an unreachable or refused address
+        return "", f"{type(exc).__name__}: {exc}"
+    parts = urlsplit(started.auth_url)
+    params = dict(parse_qsl(parts.query, keep_blank_values=True))
+    pkce = PKCEParameters.generate()
+    state = secrets.token_urlsafe(32)
+    params |= {"state": state, "code_challenge": pkce.code_challenge}
+    params["code_challenge_method"] = "S256"
+    pending = {
+        "verifier": pkce.code_verifier,
+        "redirect_uri": redirect_uri,
+        "resource": params.get("resource"),
+        "scope": params.get("scope"),
+        "client_info": grant.client_info.model_dump_json(),
+        "metadata": metadata.model_dump_json(),
+    }
+    await sync_to_async(_keep_pending)(uid, server, state, pending)
+    return urlunsplit(parts._replace(query=urlencode(params))), ""
+
+
+def _keep_pending(uid: int, server: McpServer, state: str, pending: dict[str, Any]) -> None:
+    """Store a started sign-in (encrypted), replacing the person's earlier one to this server
+    and forgetting every one older than FLOW_SECONDS."""
+    with transaction.atomic():
+        too_old = timezone.now() - timedelta(seconds=FLOW_SECONDS)
+        McpOAuthPendingSignIn.objects.filter(created_at__lt=too_old).delete()
+        McpOAuthPendingSignIn.objects.filter(user_id=uid, server=server).delete()
+        McpOAuthPendingSignIn.objects.create(
+            user_id=uid,
+            server=server,
+            state_digest=_digest(state),
+            sealed=seal(json.dumps(pending)),
+        )
+
+
+def _take_pending(uid: int, state: str) -> tuple[McpServer, dict[str, Any]] | None:
+    """The person's waiting sign-in with this state, removed (a code is exchanged once), or
+    None: not theirs, expired, or taken already."""
+    fresh = timezone.now() - timedelta(seconds=FLOW_SECONDS)
+    row = (
+        McpOAuthPendingSignIn.objects.select_related("server")
+        .filter(state_digest=_digest(state), user_id=uid, created_at__gte=fresh)
+        .first()
+    )
+    if row is None:
+        return None
+    deleted, _ = McpOAuthPendingSignIn.objects.filter(pk=row.pk).delete()
+    if not deleted:
+        return None  # another request took it meanwhile
+    try:
+        return row.server, json.loads(unseal(row.sealed))
+    except (InvalidToken, ValueError):
+        return None
+
+
+async def _exchange(
+    server: McpServer, pending: dict[str, Any], code: str, iss: str | None
+) -> HeldGrant:
+    """The token request for the code (PKCE verifier, RFC 8707 resource), after the RFC 9207
+    `iss` check; the grant it gives. Raises the SDK's OAuthFlowError or OAuthTokenError."""
+    from mcp.client.auth import OAuthTokenError
+    from mcp.client.auth.oauth2 import OAuthContext
+    from mcp.client.auth.utils import (
+        handle_token_response_scopes,
+        validate_authorization_response_iss,
+    )
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthMetadata
+
+    metadata = OAuthMetadata.model_validate_json(pending["metadata"])
+    validate_authorization_response_iss(iss, metadata)
+    client_info = OAuthClientInformationFull.model_validate_json(pending["client_info"])
+    grant = HeldGrant(client_info=client_info)
+    data = {
+        "grant_type": "authorization_code",
+        "code": code,
+        "redirect_uri": pending["redirect_uri"],
+        "client_id": client_info.client_id,
+        "code_verifier": pending["verifier"],
+    }
+    if pending.get("resource"):
+        data["resource"] = pending["resource"]
+    context = OAuthContext(
+        server_url=server.url,
+        client_metadata=OAuthClientMetadata.model_validate(
+            client_info.model_dump(include=set(OAuthClientMetadata.model_fields))
+        ),
+        storage=grant,
+        redirect_handler=None,
+        callback_handler=None,
+        client_info=client_info,
+    )
+    data, headers = context.prepare_token_auth(
+        data, {"Content-Type": "application/x-www-form-urlencoded"}
+    )
+    async with _client(settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES) as client:
+        response = await client.post(str(metadata.token_endpoint), data=data, headers=headers)
+        if response.status_code not in (200, 201):
+            raise OAuthTokenError(f"The token request was refused ({response.status_code}).")
+        tokens = await handle_token_response_scopes(response)
+    if tokens.scope is None:
+        tokens.scope = pending.get("scope")
+    grant.tokens = tokens
+    return grant
+
+
+async def _listed_with(server: McpServer, grant: HeldGrant, redirect_uri: str) -> None:
+    """List the tools with the new token and store them: new or changed ones wait for review."""
+    allow_private = settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES
+    setup = OAuthSetup(grant=grant, redirect_uri=redirect_uri, allow_private=allow_private)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            place = Place(root=Path(folder), skills_dir=Path(folder))
+            listed = await list_tools(replace(spec_for(server), oauth=setup), place)
+    except (McpConnectError, SignInRequired) as exc:
+        logger.warning("Listing the tools of %s after a sign-in failed: %s", server.name, exc)
+        return
+    await sync_to_async(store_listing)(server, listed)
 
 
 def _uid(user: Any) -> int:
@@ -260,21 +410,10 @@ def _page(request: HttpRequest, context: dict[str, object], status: int = 200) -
     return render(request, "skills_app/mcp/oauth_sign_in.html", context, status=status)
 
 
-def _room_for(user_id: int, server_pk: int) -> bool:
-    """Cancel the person's earlier waiting sign-in to this server; False when the process
-    already waits on MAX_FLOWS sign-ins."""
-    with _flows_lock:
-        for state, flow in list(_flows.items()):
-            if (flow.user_id, flow.server_pk) == (user_id, server_pk):
-                flow.code.cancel()
-                del _flows[state]
-        return len(_flows) < MAX_FLOWS
-
-
-# The two views are async: each waits on the authorization server (the POST for it to start a
-# sign-in, the callback for the token exchange, up to MCP_CONNECT_TIMEOUT + MCP_CALL_TIMEOUT).
-# Under ASGI, Django runs every synchronous view of a process on one thread, so a synchronous
-# wait here would pause every other page of the process until the server answered.
+# The two views are async: each waits on the authorization server (the POST for discovery and
+# registration, the callback for the token exchange and the listing). Under ASGI, Django runs
+# every synchronous view of a process on one thread, so a synchronous wait here would pause
+# every other page of the process until the server answered.
 
 
 @login_required
@@ -293,7 +432,6 @@ async def sign_in(request: HttpRequest, name: str) -> HttpResponse:
             user_id=uid, server=server
         ).aexists()
         return await sync_to_async(_page)(request, context)
-    _forget_old()
     try:
         await sync_to_async(check_public_url, thread_sensitive=False)(
             server.url, allow_private=settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES
@@ -301,74 +439,46 @@ async def sign_in(request: HttpRequest, name: str) -> HttpResponse:
     except PrivateAddressRefused as exc:
         context["problem"] = str(exc)
         return await sync_to_async(_page)(request, context, 400)
-    if not _room_for(uid, server.pk):
-        context["problem"] = (
-            "Too many sign-ins are waiting on this server right now; try again in a few minutes."
-        )
-        return await sync_to_async(_page)(request, context, 429)
-    held = await sync_to_async(load_grant)(uid, server)
-    # A fresh sign-in: the registration is kept, the old tokens are not.
-    flow = _Flow(
-        user_id=uid,
-        server_pk=server.pk,
-        grant=HeldGrant(client_info=held.client_info if held else None),
-    )
     # The public URL, not the request's host: the registration keeps this one address.
     redirect_uri = f"{settings.SKILLSCOPE_PUBLIC_URL.rstrip('/')}{reverse('mcp-oauth-callback')}"
-    threading.Thread(
-        target=_run_flow, args=(flow, server, redirect_uri), daemon=True, name="mcp-oauth"
-    ).start()
-    await asyncio.to_thread(flow.url_ready.wait, settings.MCP_CONNECT_TIMEOUT + 5.0)
-    state = _state_of(flow.auth_url)
-    if flow.error or not state:
-        flow.code.cancel()
-        context["problem"] = flow.error or "The server did not start a sign-in in time."
+    auth_url, problem = await _start(server, uid, redirect_uri)
+    if problem:
+        context["problem"] = problem
         return await sync_to_async(_page)(request, context, 502)
-    with _flows_lock:
-        _flows[state] = flow
+    state = parse_qs(urlsplit(auth_url).query)["state"][0]
     states = await request.session.aget(_SESSION_KEY, [])
     await request.session.aset(_SESSION_KEY, [*states[-4:], state])
-    return redirect(flow.auth_url)
+    return redirect(auth_url)
 
 
 @login_required
 @require_http_methods(["GET"])
 async def callback(request: HttpRequest) -> HttpResponse:
-    """Where the authorization server sends the person back: only to a flow they started."""
-    from mcp.client.auth import AuthorizationCodeResult
+    """Where the authorization server sends the person back: only to a sign-in they started
+    (in any web process: it waits in the database), whose code it exchanges itself."""
+    from mcp.client.auth import OAuthFlowError, OAuthTokenError
 
     user = await request.auser()
     uid = _uid(user)
     state = request.GET.get("state", "")
     mine = await request.session.aget(_SESSION_KEY, [])
-    with _flows_lock:
-        flow = _flows.get(state) if state in mine else None
-        if flow is not None and flow.user_id != uid:
-            flow = None
-        if flow is not None:
-            del _flows[state]
-    if flow is None:
+    taken = await sync_to_async(_take_pending)(uid, state) if state in mine else None
+    if taken is None:
         return HttpResponseBadRequest("This sign-in was not started by you, or it expired.")
+    server, pending = taken
     await request.session.aset(_SESSION_KEY, [s for s in mine if s != state])
-    server = await sync_to_async(get_object_or_404)(McpServer, pk=flow.server_pk)
     context: dict[str, object] = {"server": server, "signed_in": False, "problem": ""}
     if request.GET.get("error"):
-        flow.code.cancel()
         context["problem"] = f"The server refused: {request.GET['error']}."
         return await sync_to_async(_page)(request, context, 400)
-    flow.code.set_result(
-        AuthorizationCodeResult(
-            code=request.GET.get("code", ""), state=state, iss=request.GET.get("iss")
+    try:
+        grant = await _exchange(
+            server, pending, request.GET.get("code", ""), request.GET.get("iss")
         )
-    )
-    await asyncio.to_thread(
-        flow.finished.wait, settings.MCP_CONNECT_TIMEOUT + settings.MCP_CALL_TIMEOUT
-    )
-    if flow.error or flow.grant.tokens is None:
-        context["problem"] = flow.error or "The sign-in did not finish in time."
+    except (OAuthFlowError, OAuthTokenError, httpx2.HTTPError, PrivateAddressRefused) as exc:
+        context["problem"] = f"The sign-in could not be finished: {exc}"
         return await sync_to_async(_page)(request, context, 502)
-    await sync_to_async(save_grant)(uid, server, flow.grant)
-    # The sign-in listed the tools with the person's token: new or changed ones wait for review.
-    await sync_to_async(store_listing)(server, flow.listed)
+    await sync_to_async(save_grant)(uid, server, grant)
+    await _listed_with(server, grant, pending["redirect_uri"])
     context["signed_in"] = True
     return await sync_to_async(_page)(request, context)

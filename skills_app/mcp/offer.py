@@ -111,6 +111,7 @@ async def offered_tools(
                     spec,
                     definition,
                     result_limit=settings.MCP_RESULT_LIMIT,
+                    media_limit=settings.MCP_MEDIA_MAX_BYTES,
                     record=record,
                     secrets=secrets,
                     grants=grants,

@@ -8,7 +8,12 @@ from skills_app.models.compare import Comparison
 from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.decisions import PermissionDecision
 from skills_app.models.feedback import AnswerFeedback
-from skills_app.models.mcp import McpOAuthGrant, McpServer, McpToolDefinition
+from skills_app.models.mcp import (
+    McpOAuthGrant,
+    McpOAuthPendingSignIn,
+    McpServer,
+    McpToolDefinition,
+)
 from skills_app.models.organisation import (
     GroupPolicy,
     SkillAccess,
@@ -48,6 +53,7 @@ __all__ = [
     "ConversationGrant",
     "ConversationShare",
     "McpOAuthGrant",
+    "McpOAuthPendingSignIn",
     "McpServer",
     "McpToolDefinition",
     "Message",

@@ -90,6 +90,17 @@ class McpToolDefinition(models.Model):
     )
     reviewed_by_name = models.CharField(max_length=200, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
+    # The approving reviewer vouched for this definition's readOnlyHint and destructiveHint as
+    # shown: only then do they set the default of a call no rule names. Held by this row, so by
+    # this content hash: a changed definition is a new row, without it.
+    hints_attested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    hints_attested_by_name = models.CharField(max_length=200, blank=True)
     first_seen_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -126,3 +137,22 @@ class McpOAuthGrant(models.Model):
 
     def __str__(self) -> str:
         return f"{self.server.name} for user {self.user_id} ({self.issuer or 'no issuer yet'})"
+
+
+class McpOAuthPendingSignIn(models.Model):
+    """A sign-in one person started and the authorization server has not sent back yet: what
+    the callback needs to finish it in any web process (the PKCE verifier, the redirect URI,
+    the client registration, the token endpoint and the issuer's metadata), encrypted like the
+    grants (`skills_app.mcp.oauth`). Found by the digest of its `state`; used once."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="+")
+    state_digest = models.CharField(max_length=64, unique=True)
+    sealed = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"sign-in of user {self.user_id} to {self.server_id} ({self.created_at:%H:%M:%S})"

@@ -34,6 +34,7 @@ from skills_app.core.permissions import describe as describe_rule
 from skills_app.core.review import Consent, consent_rules, covering_entry
 from skills_app.core.review.consent import covered_rule
 from skills_app.core.tools.workspace import Workspace, skill_folder_name
+from skills_app.mcp.definitions import LazyHints
 from skills_app.models import Approval, ConversationGrant, PermissionRule, Run
 from skills_app.permissions.decisions import record_decision
 from skills_app.policy.access import user_groups
@@ -165,6 +166,7 @@ class PermissionGate:
             grants=tuple(conversation_grants(self.conversation_id)),
             readable_roots=(self.workspace.skills_dir,),
             offered_skill_folders=self.offered_folders,
+            mcp_hints=LazyHints(),
         )
 
     def removed_tools(self, names: list[str]) -> frozenset[str]:

@@ -21,7 +21,7 @@ from skills_app.core.permissions import (
     parse_rule,
 )
 from skills_app.core.permissions.tester import read_call
-from skills_app.mcp.definitions import listed_tools
+from skills_app.mcp.definitions import listed_tools, mcp_hints
 from skills_app.models import PermissionRule
 from skills_app.permissions import approvals
 from skills_app.registry.skills import skills_for_user
@@ -145,6 +145,7 @@ def try_call(
         skill_rules=active_rules,
         workspace=TESTER_WORKSPACE,
         mcp_servers=listed_tools(),
+        mcp_hints=mcp_hints(),
     )
     rule = reading.decision.rule
     rule_url = applies_to = ""

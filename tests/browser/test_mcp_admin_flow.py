@@ -77,7 +77,7 @@ def test_an_mcp_server_is_added_reviewed_used_with_approval_and_audited(
     adder.get_by_role("button", name="Save", exact=True).click()
     messages = adder.locator("ul.messagelist")
     expect(messages).to_contain_text(f'Registered "{name}" (http).')
-    expect(messages).to_contain_text(f'"{name}" lists 11 tools.')
+    expect(messages).to_contain_text(f'"{name}" lists 12 tools.')
     expect(adder.locator(".field-header_names")).to_contain_text("Authorization")
     assert HEADER_SECRET not in adder.content()
     screenshot(adder, f"mcp-{width}-2-added")

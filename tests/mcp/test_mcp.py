@@ -87,7 +87,7 @@ def test_the_command_registers_tests_and_reviews_a_stdio_server(alice, bob, caps
     )  # fmt: skip
     call_command("mcp", "test", "toy")
     out = capsys.readouterr().out
-    assert '"toy" lists 11 tools.' in out and "new, waiting for review: echo" in out
+    assert '"toy" lists 12 tools.' in out and "new, waiting for review: echo" in out
     # The reviewer approves what `mcp review` showed them, by its hash.
     echo = McpToolDefinition.objects.get(tool="echo").content_hash
     call_command("mcp", "review", "toy", "--tool", "echo")
@@ -107,7 +107,7 @@ def test_the_command_registers_tests_and_reviews_a_stdio_server(alice, bob, caps
     assert McpToolDefinition.objects.get(tool="echo").status == "approved"
     actions = list(AuditEvent.objects.values_list("action", flat=True))
     assert actions.count("mcp.registered") == 1
-    assert actions.count("mcp.tool_new") == 11
+    assert actions.count("mcp.tool_new") == 12
     assert actions.count("mcp.reviewed") == 1
     registered = AuditEvent.objects.get(action="mcp.registered")
     assert registered.detail["env_keys"] == ["TOKEN"]

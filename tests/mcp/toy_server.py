@@ -11,6 +11,7 @@ its `whoami` tool answers with the client the token was issued to and the `resou
 
 Its tools leave traces the tests read on the server's side: `touch_marker` writes a file in its
 working directory (a stdio server's is the conversation's workspace; `note` goes into it),
+`picture` answers with an image, an SVG and an embedded resource besides its text,
 `read_text` answers with a file of that folder (or at an absolute path), `report_env` answers
 with its whole environment (and can save it there too), `wait_marked` notes that it started and
 whether it was cancelled, `crash` ends the process mid-call, `ask_colour` and `ask_password` ask the person for
@@ -33,6 +34,10 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
+
+# A one-pixel PNG, and an SVG (a type Skillscope does not keep: it can carry script), as base64.
+ONE_PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+SVG_BASE64 = "PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciLz4="
 
 
 def build(description: str, oauth_base: str = "", growable: bool = False) -> MCPServer:
@@ -112,6 +117,28 @@ def build(description: str, oauth_base: str = "", growable: bool = False) -> MCP
     @server.tool(name="crash", description="End the server's process at once, mid-call.")
     def crash() -> str:
         os._exit(3)
+
+    @server.tool(
+        name="picture",
+        description="Answer with a line of text, a one-pixel PNG, an SVG drawing and an "
+        "embedded text resource (notes.md).",
+    )
+    def picture() -> list[object]:
+        from mcp.types import EmbeddedResource, ImageContent, TextContent, TextResourceContents
+
+        return [
+            TextContent(type="text", text="Here is the chart."),
+            ImageContent(type="image", data=ONE_PIXEL_PNG, mime_type="image/png"),
+            ImageContent(type="image", data=SVG_BASE64, mime_type="image/svg+xml"),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(
+                    uri="file:///reports/notes.md",
+                    mime_type="text/markdown",
+                    text="# Notes\nThe chart shows one pixel.",
+                ),
+            ),
+        ]
 
     @server.tool(name="broken", description="Always fails.")
     def broken() -> str:

@@ -319,7 +319,7 @@ def test_the_tester_explains_an_mcp_call_no_rule_names(admin_user):
     assert result.decision.behavior == "ask"
     assert result.call_note.startswith("No rule names mcp__tickets__close_ticket")
     body = response.content.decode()
-    assert 'id="tester-call-note"' in body and "an MCP call no rule names always asks" in body
+    assert 'id="tester-call-note"' in body and "an MCP call no rule names asks" in body
 
 
 def test_the_tester_shows_that_deny_wins_for_an_mcp_call(admin_user):

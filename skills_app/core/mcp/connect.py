@@ -36,6 +36,7 @@ that says so, and the next call starts the server again.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
 import hashlib
@@ -124,13 +125,27 @@ class Place:
 
 
 @dataclass(frozen=True, slots=True)
+class ResultFile:
+    """An image or an embedded resource of a call's result, as bytes, for the person to see
+    (the tool decides whether it is kept: `tool.keep_files`). `name`: the resource's own last
+    URI segment ("" for an image)."""
+
+    kind: str  # "image" or "resource"
+    media_type: str
+    data: bytes
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class CallOutcome:
-    """A tool's answer as text for the model, and whether the server called it an error."""
+    """A tool's answer as text for the model, and whether the server called it an error; its
+    images and embedded resources as files."""
 
     text: str
     is_error: bool
     # What the server asked the person during the call (`elicit`): each declined, each shown.
     notes: tuple[ElicitNote, ...] = ()
+    files: tuple[ResultFile, ...] = ()
 
 
 async def list_tools(spec: ServerSpec, place: Place) -> list[ToolDefinition]:
@@ -161,7 +176,9 @@ async def call_tool(
 
     async def work(session: ClientSession) -> CallOutcome:
         result = await session.call_tool(tool, arguments)
-        return CallOutcome(result_text(result), bool(result.is_error), tuple(notes))
+        return CallOutcome(
+            result_text(result), bool(result.is_error), tuple(notes), result_files(result)
+        )
 
     limit = spec.connect_timeout + spec.call_timeout
     return await _with_session(
@@ -198,26 +215,61 @@ async def get_prompt(spec: ServerSpec, place: Place, prompt: str, arguments: dic
 
 
 def result_text(result: mcp_types.CallToolResult) -> str:
-    """The text of a call's content blocks; other kinds are named, not inlined."""
+    """The text of a call's content blocks (an embedded text resource's text included); audio
+    and links are named, images and binary resources left to `result_files`."""
     from mcp import types as mcp_types
 
     parts: list[str] = []
     for block in result.content:
         if isinstance(block, mcp_types.TextContent):
             parts.append(block.text)
-        elif isinstance(block, mcp_types.ImageContent | mcp_types.AudioContent):
-            kind = "image" if isinstance(block, mcp_types.ImageContent) else "audio"
+        elif isinstance(block, mcp_types.ImageContent):
+            continue  # a file (`result_files`); the tool says what became of it
+        elif isinstance(block, mcp_types.AudioContent):
             parts.append(
-                f"[{kind} {block.mime_type}, {len(block.data)} base64 characters, not shown]"
+                f"[audio {block.mime_type}, {len(block.data)} base64 characters, not shown]"
             )
         elif isinstance(block, mcp_types.ResourceLink):
             parts.append(f"[resource link: {block.uri}]")
         elif isinstance(block, mcp_types.EmbeddedResource):
             text = getattr(block.resource, "text", None)
-            parts.append(text if isinstance(text, str) else f"[resource: {block.resource.uri}]")
+            if isinstance(text, str):
+                parts.append(text)
     if not parts and result.structured_content is not None:
         parts.append(json.dumps(result.structured_content, ensure_ascii=False))
     return "\n".join(parts)
+
+
+def result_files(result: mcp_types.CallToolResult) -> tuple[ResultFile, ...]:
+    """The images and embedded resources of a call's result, decoded (undecodable base64 is
+    left out: a server that sends it sends nothing to show)."""
+    from mcp import types as mcp_types
+
+    found: list[ResultFile] = []
+    for block in result.content:
+        if isinstance(block, mcp_types.ImageContent):
+            data = _decoded(block.data)
+            if data is not None:
+                found.append(ResultFile("image", block.mime_type, data))
+        elif isinstance(block, mcp_types.EmbeddedResource):
+            resource = block.resource
+            name = str(resource.uri).rstrip("/").rsplit("/", 1)[-1]
+            kind = resource.mime_type or "application/octet-stream"
+            text = getattr(resource, "text", None)
+            blob = getattr(resource, "blob", None)
+            data = text.encode("utf-8") if isinstance(text, str) else _decoded(blob)
+            if data is not None:
+                found.append(ResultFile("resource", kind, data, name))
+    return tuple(found)
+
+
+def _decoded(text: object) -> bytes | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (ValueError, TypeError):
+        return None
 
 
 async def _with_session(

@@ -12,13 +12,28 @@ and its facts (never its content) go with the result to its telemetry span (`spa
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from skills_app.core.mcp.connect import McpConnectError, Place, ServerSpec, call_tool
+from skills_app.core.attachments import (
+    IMAGE_BLOCK_MAX_BASE64,
+    IMAGE_TYPES,
+    PDF_TYPE,
+    human_size,
+    safe_name,
+    sniff,
+)
+from skills_app.core.mcp.connect import (
+    McpConnectError,
+    Place,
+    ResultFile,
+    ServerSpec,
+    call_tool,
+)
 from skills_app.core.mcp.definitions import ToolDefinition, model_tool_name
 from skills_app.core.mcp.oauth import (
     GrantStore,
@@ -30,6 +45,7 @@ from skills_app.core.mcp.oauth import (
 from skills_app.core.mcp.secrets import mask
 from skills_app.core.tools.base import ToolContext, ToolError, ToolResult
 from skills_app.core.tools.inputs import check_input
+from skills_app.core.tools.workspace import WorkspaceError
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +66,27 @@ class CallRecord:
 
 Recorder = Callable[[CallRecord], Awaitable[None]]
 
+# What of a result's images and embedded resources is kept for the person, in out/: at most
+# MEDIA_FILES files of at most MEDIA_LIMIT bytes each (the API's own limit on an image), of the
+# types below only. An image must be what its bytes show (`attachments.sniff`); SVG and HTML
+# are never kept (they can carry script), nor anything not listed.
+MEDIA_LIMIT = 5 * 1024 * 1024
+MEDIA_FILES = 10
+_RESOURCE_TYPES = {
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "text/csv": ".csv",
+    "application/json": ".json",
+    PDF_TYPE: ".pdf",
+}
+_TEXT_TYPES = frozenset(t for t in _RESOURCE_TYPES if t != PDF_TYPE)
+_IMAGE_SUFFIX = {
+    "image/png": ".png",
+    "image/jpeg": ".jpg",
+    "image/gif": ".gif",
+    "image/webp": ".webp",
+}
+
 
 class McpTool:
     """One reviewed tool of one server, called through the SDK in the call's sandbox."""
@@ -63,6 +100,7 @@ class McpTool:
         record: Recorder | None = None,
         secrets: Sequence[str] = (),
         grants: GrantStore | None = None,
+        media_limit: int = MEDIA_LIMIT,
     ) -> None:
         name = model_tool_name(spec.name, definition.name)
         if name is None:
@@ -82,6 +120,8 @@ class McpTool:
         self.secrets = tuple(secrets)
         # An OAuth server: the calling person's own grant, loaded at each call (None otherwise).
         self.grants = grants
+        # The largest image or resource of a result kept for the person, in bytes.
+        self.media_limit = media_limit
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Call the tool on its server; every failure is an error result the model can read."""
@@ -100,13 +140,14 @@ class McpTool:
         error = ""
         from_server = True
         grant: HeldGrant | None = None
+        files: tuple[ResultFile, ...] = ()
         try:
             spec = self.spec
             if self.grants is not None:
                 grant = await self.grants.load()
                 spec = with_grant(spec, grant, self.grants)
             outcome = await call_tool(spec, place, self.definition.name, dict(input))
-            text, is_error = outcome.text, outcome.is_error
+            text, is_error, files = outcome.text, outcome.is_error, outcome.files
             if outcome.notes:
                 # What the server asked the person mid-call (declined): shown with the result.
                 text = "\n".join([*(note.text() for note in outcome.notes), text])
@@ -127,6 +168,9 @@ class McpTool:
             # The person's own token, even one got after this run's tools were offered.
             own = [grant.tokens.access_token, grant.tokens.refresh_token or ""]
             secrets = (*[t for t in own if t], *secrets)
+        saved, notes, images = await keep_files(files, ctx, self, secrets)
+        if notes:
+            text = "\n".join([text, *notes]) if text else "\n".join(notes)
         kept, truncated = cap_result(mask(text, secrets), self.result_limit)
         if from_server:
             kept = untrusted_note(self.spec.name, self.definition.name) + kept
@@ -143,7 +187,9 @@ class McpTool:
         )
         if self.record is not None:
             await self.record(call)
-        return ToolResult(kept, is_error=is_error, telemetry=span_facts(call))
+        return ToolResult(
+            kept, is_error=is_error, artifacts=saved, blocks=images, telemetry=span_facts(call)
+        )
 
 
 def span_facts(call: CallRecord) -> dict[str, str | int | bool]:
@@ -188,3 +234,83 @@ def cap_result(text: str, limit: int) -> tuple[str, bool]:
     cut = len(text) - limit
     note = f"\n\n[Result cut: {cut} of {len(text)} characters were left out (limit {limit}).]"
     return text[:limit] + note, True
+
+
+def _refusal(file: ResultFile, limit: int) -> str:
+    """Why a result's file is not kept ("" when it may be)."""
+    media_type = file.media_type.split(";", 1)[0].strip().lower()
+    if file.kind == "image":
+        if media_type not in IMAGE_TYPES or sniff(file.data[:16]) != media_type:
+            return "not a type Skillscope shows"
+    elif media_type not in _RESOURCE_TYPES or (
+        media_type == PDF_TYPE and sniff(file.data[:16]) != PDF_TYPE
+    ):
+        return "not a type Skillscope shows"
+    if len(file.data) > limit:
+        return f"larger than the {human_size(limit)} a file may be"
+    return ""
+
+
+def _file_name(file: ResultFile, tool: McpTool) -> str:
+    media_type = file.media_type.split(";", 1)[0].strip().lower()
+    suffix = _IMAGE_SUFFIX.get(media_type) or _RESOURCE_TYPES.get(media_type, "")
+    stem = safe_name(file.name) if file.name else f"{tool.spec.name}-{tool.definition.name}"
+    return stem if stem.lower().endswith(suffix) else f"{stem}{suffix}"
+
+
+async def keep_files(
+    files: Sequence[ResultFile], ctx: ToolContext, tool: McpTool, secrets: Sequence[str]
+) -> tuple[tuple[str, ...], list[str], tuple[dict[str, Any], ...]]:
+    """Save a result's images and resources in out/ for the person (the tool's card shows an
+    image, offers the rest as a download, through the hidden-text filter of every workspace
+    file); their paths, a note for the model on each, kept or not, and the kept images as image
+    blocks for the model (within the API's limit on one). A text resource is saved with the
+    stored secrets masked, as its text reaches the model."""
+    notes: list[str] = []
+    wanted: list[tuple[ResultFile, bytes]] = []
+    for index, file in enumerate(files):
+        media_type = file.media_type.split(";", 1)[0].strip().lower()
+        why = _refusal(file, tool.media_limit)
+        if not why and index >= MEDIA_FILES:
+            why = f"more than the {MEDIA_FILES} files a result may leave"
+        if why:
+            size = f", {human_size(len(file.data))}" if why.startswith("larger") else ""
+            notes.append(f"[{file.media_type}{size}: not kept, {why}]")
+            continue
+        data = file.data
+        if media_type in _TEXT_TYPES:
+            data = mask(data.decode("utf-8", "replace"), secrets).encode("utf-8")
+        wanted.append((file, data))
+    if not wanted:
+        return (), notes, ()
+    ws = ctx.workspace
+    allowance = None
+    room = sum(len(data) for _file, data in wanted)
+    if ctx.storage is not None:
+        allowance = await ctx.storage.reserve(ws, room)
+        room = allowance.bytes
+    saved: list[str] = []
+    images: list[dict[str, Any]] = []
+    try:
+        for file, data in wanted:
+            if len(data) > room:
+                notes.append(f"[{file.media_type}: not kept, the person's storage is full]")
+                continue
+            try:
+                path = ws.save_output(_file_name(file, tool), data)
+            except WorkspaceError as exc:
+                notes.append(f"[{file.media_type}: not kept, {exc}]")
+                continue
+            room -= len(data)
+            saved.append(path)
+            encoded = base64.b64encode(data).decode("ascii")
+            if file.kind == "image" and len(encoded) <= IMAGE_BLOCK_MAX_BASE64:
+                source = {"type": "base64", "media_type": sniff(data[:16]), "data": encoded}
+                images.append({"type": "image", "source": source})
+            notes.append(
+                f"[{file.media_type}, {human_size(len(data))}: shown to the person as {path}]"
+            )
+    finally:
+        if ctx.storage is not None and allowance is not None:
+            await ctx.storage.settle(ws, allowance)
+    return tuple(saved), notes, tuple(images)

@@ -18,6 +18,7 @@ from .model import (
     READ_TOOLS,
     SKILL_LOADERS,
     Decision,
+    McpHints,
     PermissionContext,
     Rule,
     ToolCall,
@@ -93,9 +94,26 @@ def _default(call: ToolCall, context: PermissionContext, workspace: str) -> Deci
             return Decision("deny", f"default for {tool}: {target} is outside {where}", None)
     if tool.startswith("mcp__") and not defaults.get(tool):
         # Said in full: the person asked, and the audit, learn that no rule named the tool.
-        why = f"default for {tool}: {behavior}, as for every MCP tool no rule names"
-        return Decision(behavior, why, None)
+        hints = context.mcp_hints.get(tool, McpHints())
+        chosen = mcp_default(behavior, hints)
+        if chosen != behavior:
+            why = f"default for {tool}: {chosen}, as no rule names it; {hints.words()}"
+        else:
+            why = f"default for {tool}: {chosen}, as for every MCP tool no rule names"
+            if hints.words():
+                why += f"; {hints.words()}"
+        return Decision(chosen, why, None)
     return Decision(behavior, f"default for {tool}: {behavior}", None)
+
+
+def mcp_default(behavior: str, hints: McpHints) -> str:
+    """The default of an MCP call no rule names: an attested readOnlyHint turns an ask into an
+    allow, unless the same definition also says destructive (attested: it keeps asking).
+    Unattested hints change nothing: the spec calls annotations untrusted."""
+    attested = bool(hints.attested_by)
+    if behavior == "ask" and attested and hints.read_only and not hints.destructive:
+        return "allow"
+    return behavior
 
 
 def _active_rules(context: PermissionContext) -> list[Rule]:

@@ -93,6 +93,33 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class McpHints:
+    """What the serving definition of one MCP tool says of itself (readOnlyHint, destructiveHint:
+    None when it says nothing), and who attested it ("": nobody, so the hints are only the
+    server's claim and decide nothing). An attestation holds for the definition it was given
+    with: the app passes it only while the server still lists that very definition."""
+
+    read_only: bool | None = None
+    destructive: bool | None = None
+    attested_by: str = ""
+
+    def words(self) -> str:
+        """The hints in words ("" when there are none), attested or only claimed."""
+        said = [
+            name
+            for name, value in (("read-only", self.read_only), ("destructive", self.destructive))
+            if value
+        ]
+        if not said:
+            return ""
+        if not self.attested_by:
+            return ", ".join(f"{name}: claimed by the server, not attested" for name in said)
+        if self.destructive:
+            return f"destructive (attested by {self.attested_by})"
+        return f"read-only attested by {self.attested_by}"
+
+
+@dataclass(frozen=True, slots=True)
 class PermissionContext:
     workspace: Path
     admin_rules: Sequence[Rule] = ()
@@ -105,6 +132,10 @@ class PermissionContext:
     # staged there for a skill no longer offered (its group dropped the person, it was
     # disabled) is not readable. None: not known (every staged copy is readable).
     offered_skill_folders: frozenset[str] | None = None
+    # The hints of each offered MCP tool (`mcp__server__tool`), attested or not: an attested
+    # readOnlyHint makes the default of a call no rule names allow, an attested destructiveHint
+    # keeps it asking; unattested ones only show in the reason.
+    mcp_hints: Mapping[str, McpHints] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,8 +10,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .decide import covers, decide
-from .model import Decision, PermissionContext, Rule, ToolCall, describe
+from .decide import covers, decide, mcp_default
+from .model import Decision, McpHints, PermissionContext, Rule, ToolCall, describe
 from .rules import mcp_parts, mcp_rule_problem, never_matches, undecided_reason
 from .steering import program_note
 
@@ -39,11 +39,13 @@ def read_call(
     skill_rules: Sequence[Rule],
     workspace: Path,
     mcp_servers: Mapping[str, Collection[str]] | None = None,
+    mcp_hints: Mapping[str, McpHints] | None = None,
 ) -> Reading:
     """Decide `call` as a run with `skill` active would, in a workspace at `workspace`.
 
     `mcp_servers` (each registered MCP server and the tools it lists) lets the reading say which
     `mcp__` rules match nothing today and whether the call's own tool exists; None: not known.
+    `mcp_hints`: each MCP tool's hints and who attested them, as a run weighs them.
     """
     context = PermissionContext(
         workspace=workspace,
@@ -51,6 +53,7 @@ def read_call(
         active_skills=(skill,) if skill else (),
         skill_rules=tuple(skill_rules),
         readable_roots=(workspace / "skills",),
+        mcp_hints=mcp_hints or {},
     )
     scoped = [r for r in admin_rules if r.scope_skill and r.scope_skill != skill]
     never = tuple(
@@ -64,7 +67,8 @@ def read_call(
     note = f"No {call.tool} call is ever decided under that name: {reason}." if reason else ""
     active = [r for r in admin_rules if not r.scope_skill or r.scope_skill == skill]
     if mcp_parts(call.tool) is not None:
-        note = mcp_note(call.tool, [*active, *skill_rules], mcp_servers)
+        hints = (mcp_hints or {}).get(call.tool, McpHints())
+        note = mcp_note(call.tool, [*active, *skill_rules], mcp_servers, hints)
     command = call.input.get("command") if call.tool in ("Bash", "skill_run") else None
     trusts = program_note(command) if isinstance(command, str) else ""
     return Reading(
@@ -80,22 +84,37 @@ def _never(rule: Rule, mcp_servers: Mapping[str, Collection[str]] | None) -> str
 
 
 def mcp_note(
-    tool: str, rules: Sequence[Rule], mcp_servers: Mapping[str, Collection[str]] | None
+    tool: str,
+    rules: Sequence[Rule],
+    mcp_servers: Mapping[str, Collection[str]] | None,
+    hints: McpHints | None = None,
 ) -> str:
     """How the rules decide a call of the MCP tool `tool`, in words: the rules that name it (deny
-    wins), or that none does and so it asks; and whether its server and tool exist."""
+    wins), or that none does and so the default decides (it asks, unless a reviewer attested the
+    tool read-only); and whether its server and tool exist."""
+    hints = hints or McpHints()
     parts = mcp_parts(tool)
     if parts is None:
         return ""
     server, name = parts
     naming = [r for r in rules if covers(r, tool)]
     words: list[str] = []
-    if not naming:
+    would = (
+        f"(mcp__{server}, mcp__{server}__*, a prefix such as mcp__{server}__{name[:3]}* or the "
+        "tool itself would)"
+    )
+    if not naming and mcp_default("ask", hints) == "allow":
         words.append(
-            f"No rule names {tool} (mcp__{server}, mcp__{server}__*, a prefix such as "
-            f"mcp__{server}__{name[:3]}* or the tool itself would), so the call asks the person: "
-            "an MCP call no rule names always asks."
+            f"No rule names {tool}; {hints.words()}, so the call is allowed without asking. A "
+            f"rule naming it {would} decides instead; a changed definition loses the attestation."
         )
+    elif not naming:
+        words.append(
+            f"No rule names {tool} {would}, so the call asks the person: an MCP call no rule "
+            "names asks, unless a reviewer attested its tool read-only."
+        )
+        if hints.words():
+            words.append(f"Its hints: {hints.words()}.")
     else:
         listed = "; ".join(f"{r.behavior}: {describe(r)}" for r in naming)
         words.append(f"Rules naming {tool}: {listed}.")

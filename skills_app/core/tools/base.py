@@ -19,6 +19,9 @@ class ToolResult:
     is_error: bool = False
     # Workspace-relative paths under out/ that this call created or changed.
     artifacts: tuple[str, ...] = ()
+    # Content blocks the model gets after the text in the tool_result (an MCP result's images,
+    # as image blocks of the Messages API); the chat shows the text only.
+    blocks: tuple[Mapping[str, Any], ...] = ()
     # Facts of the call for its telemetry span (an MCP call's server, definition hash, sizes,
     # duration), as attribute names and values; never content.
     telemetry: Mapping[str, Any] = field(default_factory=dict)

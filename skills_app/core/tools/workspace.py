@@ -170,8 +170,16 @@ class Workspace:
         created with O_EXCL through an O_NOFOLLOW walk, so a link a command planted in in/ is
         never written through and an earlier attachment is never overwritten.
         """
+        return self._save_new("in", name, data)
+
+    def save_output(self, name: str, data: bytes) -> str:
+        """Write a file a tool received for the person (an MCP result's image) as out/<name>
+        (or out/<stem>-2.<ext>, ...), as `save_input` does in in/; its relative path."""
+        return self._save_new("out", name, data)
+
+    def _save_new(self, folder: str, name: str, data: bytes | Readable) -> str:
         if not name or "/" in name or name in (".", "..") or name.startswith("."):
-            raise WorkspaceError(f"{name!r} is not a plain file name for in/.")
+            raise WorkspaceError(f"{name!r} is not a plain file name for {folder}/.")
         self.ensure_layout()
         stem, dot, ext = name.rpartition(".")
         if not dot:
@@ -180,7 +188,7 @@ class Workspace:
             candidate = name if attempt == 1 else f"{stem}-{attempt}" + (f".{ext}" if ext else "")
             try:
                 fd = open_beneath(
-                    self.root, ("in", candidate), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
+                    self.root, (folder, candidate), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644
                 )
             except FileExistsError:
                 continue  # a file, or a link a command put there: never replaced
@@ -189,8 +197,8 @@ class Workspace:
                     handle.write(data)
                 else:
                     shutil.copyfileobj(data, handle, _COPY_CHUNK)
-            return f"in/{candidate}"
-        raise WorkspaceError(f"Too many files named like {name} in in/; rename the file.")
+            return f"{folder}/{candidate}"
+        raise WorkspaceError(f"Too many files named like {name} in {folder}/; rename the file.")
 
     def remove_input(self, relative: str, *, size: int, check: Callable[[BinaryIO], bool]) -> bool:
         """Remove an attached file if it is still the one attached; True when it was removed.

@@ -69,6 +69,12 @@ class Command(BaseCommand):
             help=f"a definition as `mcp review NAME` showed it: its hash, or at least its first "
             f"{definitions.HASH_PREFIX_MIN} characters (required with --approve; repeatable)",
         )
+        p.add_argument(
+            "--attest-hints",
+            action="store_true",
+            help="with --approve: vouch for the readOnlyHint and destructiveHint of the "
+            "definitions approved, as shown (a read-only tool then runs where no rule names it)",
+        )
         verdict = p.add_mutually_exclusive_group()
         verdict.add_argument("--approve", action="store_true")
         verdict.add_argument("--reject", action="store_true")
@@ -236,6 +242,7 @@ class Command(BaseCommand):
                 tool=options["tool"],
                 content_hashes=hashes or None,
                 exactly=True,
+                attest=hashes if options["approve"] and options["attest_hints"] else (),
             )
         except definitions.StaleReview as exc:
             raise CommandError(

@@ -35,7 +35,7 @@ def test_an_mcp_call_no_rule_names_asks_and_the_tester_says_why() -> None:
     assert reading.decision.rule is None
     assert "as for every MCP tool no rule names" in reading.decision.reason
     assert reading.call_note.startswith("No rule names mcp__tickets__get_ticket")
-    assert "an MCP call no rule names always asks" in reading.call_note
+    assert "an MCP call no rule names asks" in reading.call_note
 
 
 def test_deny_wins_and_the_tester_names_every_rule_that_names_the_tool() -> None:
