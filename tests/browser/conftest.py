@@ -134,7 +134,10 @@ def playwright_session() -> Iterator[Playwright]:
 @pytest.fixture(scope="package")
 def browser(playwright_session: Playwright) -> Iterator[Browser]:
     """Debian's Chromium, headless."""
-    expect.set_options(timeout=5_000)
+    # How long an expectation waits for its state: a bound, not a pause (a passing one returns at
+    # once). 15 s, as a slow host (CI runs three workers, their servers and Chromium on two cores)
+    # took over 5 s for a first answer while the same test took a second alone.
+    expect.set_options(timeout=15_000)
     chromium = playwright_session.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     try:
         yield chromium
