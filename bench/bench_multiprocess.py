@@ -1,7 +1,7 @@
-"""The multi-process load: RUN_EXECUTOR=worker, PostgreSQL, Redis, 2 web processes, N workers.
+"""The multi-process load: RUN_EXECUTOR=worker, PostgreSQL, Redis, N web processes, M workers.
 
 Run: .venv/bin/python bench/bench_multiprocess.py [--conversations 100] [--rate 50]
-         [--duration 20] [--workers 2] [--json figures.json] [--layer ours|core|pubsub]
+         [--duration 20] [--webs 2] [--workers 2] [--json figures.json] [--layer ours|core|pubsub]
 Runs tests/multiprocess/bench_load.py with pytest, so the deployment is started exactly as the
 multi-process tests start it (tests/multiprocess/conftest.py: a throw-away PostgreSQL cluster and
 redis-server, daphne and `runworker` processes, all on loopback and all stopped at the end).
@@ -26,6 +26,7 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=50.0)
     parser.add_argument("--duration", type=float, default=20.0)
     parser.add_argument("--grace", type=float, default=120.0)
+    parser.add_argument("--webs", type=int, default=2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", default="", help="also write the figures to this file")
     parser.add_argument(
@@ -49,6 +50,7 @@ def main() -> int:
         "BENCH_RATE": str(opts.rate),
         "BENCH_DURATION": str(opts.duration),
         "BENCH_GRACE": str(opts.grace),
+        "BENCH_WEBS": str(opts.webs),
         "BENCH_WORKERS": str(opts.workers),
         "BENCH_RESULT": str(Path(opts.json).resolve()) if opts.json else "",
         "BENCH_ENV": json.dumps(settings),

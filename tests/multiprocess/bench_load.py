@@ -1,5 +1,6 @@
-"""The multi-process load benchmark (issue 15): RUN_EXECUTOR=worker, PostgreSQL, Redis, two web
-processes and two Channels workers sustaining many paced streams, against the bare SDK.
+"""The multi-process load benchmark: RUN_EXECUTOR=worker, PostgreSQL, Redis, web processes
+(BENCH_WEBS, two by default) and Channels workers (BENCH_WORKERS, two) sustaining many paced
+streams, against the bare SDK.
 
 Not collected with the test suite (its name does not start with test_). Run it through
 `bench/bench_multiprocess.py`, which passes the load in BENCH_* variables and runs this file with
@@ -7,7 +8,7 @@ pytest so that it gets tests/multiprocess/conftest.py's PostgreSQL, Redis and pr
 
 The fake model is bench/live.py's (an asyncio SSE server in its own process, stamping every
 delta with its send time). The bare SDK consumes the same load first, in one process; then every
-conversation gets one websocket (half through each web process) and one paced message, executed
+conversation gets one websocket (spread evenly over the web processes) and one paced message, executed
 by the workers. Reported: deltas delivered (assembled by offset as the browser does), order,
 added latency per delta, and the peak memory of each process.
 """
@@ -38,6 +39,7 @@ RATE = float(os.environ.get("BENCH_RATE", "50"))
 DURATION = float(os.environ.get("BENCH_DURATION", "20"))
 GRACE = float(os.environ.get("BENCH_GRACE", "120"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
+WEBS = int(os.environ.get("BENCH_WEBS", "2"))
 RESULT = os.environ.get("BENCH_RESULT", "")
 # BENCH_TRACE=1 prints, for a tab whose text repeats or has a hole, the frames it got.
 TRACE = os.environ.get("BENCH_TRACE", "") == "1"
@@ -213,7 +215,7 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
         )
         assert setup.returncode == 0, setup.stderr[-3000:]
         data = json.loads(setup.stdout.strip().splitlines()[-1])
-        webs = ["web-a", "web-b"]
+        webs = [f"web-{i}" for i in range(1, WEBS + 1)]
         workers = [f"worker-{i}" for i in range(1, WORKERS + 1)]
         for name in webs:
             deployment.spawn_web(name)
@@ -229,7 +231,11 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
             results = await asyncio.gather(
                 *(
                     _conversation(
-                        deployment.ports[webs[i % 2]], cid, data["session"], command, deadline
+                        deployment.ports[webs[i % len(webs)]],
+                        cid,
+                        data["session"],
+                        command,
+                        deadline,
                     )
                     for i, cid in enumerate(data["conversations"])
                 )
@@ -257,7 +263,7 @@ async def test_workers_sustain_the_load(deployment: Deployment) -> None:
         "cpu_s": cpu,
         "peak_rss_mb": memory,
     }
-    report = {"machine": machine(), "load": [CONVERSATIONS, RATE, DURATION, WORKERS]}
+    report = {"machine": machine(), "load": [CONVERSATIONS, RATE, DURATION, WEBS, WORKERS]}
     report.update(expected=expected, bare=bare, skillscope=ours)
     print(json.dumps(report, indent=2))
     if RESULT:
