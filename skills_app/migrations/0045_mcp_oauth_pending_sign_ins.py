@@ -6,25 +6,43 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('skills_app', '0044_mcp_attested_hints'),
+        ("skills_app", "0044_mcp_attested_hints"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='McpOAuthPendingSignIn',
+            name="McpOAuthPendingSignIn",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('state_digest', models.CharField(max_length=64, unique=True)),
-                ('sealed', models.BinaryField()),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('server', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='skills_app.mcpserver')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("state_digest", models.CharField(max_length=64, unique=True)),
+                ("sealed", models.BinaryField()),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "server",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to="skills_app.mcpserver",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at'],
+                "ordering": ["-created_at"],
             },
         ),
     ]
