@@ -44,7 +44,16 @@ class DefinitionInline(admin.TabularInline[McpToolDefinition, McpServer]):
     model = McpToolDefinition
     extra = 0
     can_delete = False
-    fields = ("tool", "status", "digest", "current", "description", "schema", "reviewed_by_name")
+    fields = (
+        "kind",
+        "tool",
+        "status",
+        "digest",
+        "current",
+        "description",
+        "schema",
+        "reviewed_by_name",
+    )
     readonly_fields = fields
     show_change_link = True
 
@@ -442,7 +451,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
                 "problem": definitions.unshowable(row),
                 "hints": definitions.hint_words(row),
                 "approved_before": server.definitions.filter(
-                    tool=row.tool, status=McpToolDefinition.Status.APPROVED
+                    kind=row.kind, tool=row.tool, status=McpToolDefinition.Status.APPROVED
                 ).exists(),
             }
             for row in rows
@@ -478,10 +487,11 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
 
 
 class McpToolDefinitionAdmin(ReadOnlyAdmin[McpToolDefinition]):
-    list_display = ("tool", "server", "status", "digest", "current", "reviewed_by_name")
-    list_filter = ("status", "current", "server")
+    list_display = ("tool", "kind", "server", "status", "digest", "current", "reviewed_by_name")
+    list_filter = ("kind", "status", "current", "server")
     fields = (
         "server",
+        "kind",
         "tool",
         "status",
         "content_hash",

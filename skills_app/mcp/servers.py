@@ -164,8 +164,10 @@ def parse_pairs(lines: Iterable[str], sep: str, form: str) -> dict[str, str]:
 def removal_counts(server: McpServer) -> dict[str, int]:
     """What goes with a server when it is removed: its definitions (with their reviews), the
     people's OAuth grants and their sign-ins still waiting."""
+    prompts = server.definitions.filter(kind="prompt").count()
     return {
         "definitions": server.definitions.count(),
+        "prompt_definitions": prompts,
         "oauth_grants": server.grants.count(),
         "oauth_people": server.grants.values("user").distinct().count(),
         "waiting_sign_ins": McpOAuthPendingSignIn.objects.filter(server=server).count(),

@@ -139,7 +139,7 @@ def test_an_mcp_server_is_added_reviewed_used_with_approval_and_audited(
     # Admin A removes the server after a page saying what goes and what stays.
     adder.reload()
     adder.get_by_role("link", name="Delete").click()
-    expect(adder.locator("#goes")).to_contain_text("12 tool definitions")
+    expect(adder.locator("#goes")).to_contain_text("Its 14 definitions (2 of prompts)")
     expect(adder.locator("#stays")).to_contain_text("1 recorded call")
     if width == 1280:
         assert violations(adder) == []

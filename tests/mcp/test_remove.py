@@ -65,7 +65,7 @@ def test_an_admin_removes_a_server_after_a_page_saying_what_goes_and_what_stays(
     page = client.get(remove)
     text = " ".join(page.content.decode().split())
     assert page.status_code == 200
-    assert "1 tool definition" in text and "OAuth sign-ins of 1 person" in text
+    assert "Its 1 definition (0 of prompts)" in text and "OAuth sign-ins of 1 person" in text
     assert "close when idle" in text
     assert "The audit keeps" in text and "mcp.removed" in text
     # A POST without the page's CSRF token removes nothing.
