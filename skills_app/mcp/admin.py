@@ -544,8 +544,13 @@ class McpToolDefinitionAdmin(ReadOnlyAdmin[McpToolDefinition]):
         done: list[str] = []
         for row in queryset.filter(status=McpToolDefinition.Status.PENDING, current=True):
             try:
+                # By its hash: a prompt and a tool may share a name, and only this row was picked.
                 done += definitions.review(
-                    row.server, approve=approve, reviewer=reviewer, tool=row.tool
+                    row.server,
+                    approve=approve,
+                    reviewer=reviewer,
+                    tool=row.tool,
+                    content_hashes=[row.content_hash],
                 )
             except McpSetupError as exc:
                 self.message_user(request, sentence(str(exc)), messages.ERROR)
