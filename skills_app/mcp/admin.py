@@ -16,10 +16,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -43,7 +44,16 @@ class DefinitionInline(admin.TabularInline[McpToolDefinition, McpServer]):
     model = McpToolDefinition
     extra = 0
     can_delete = False
-    fields = ("tool", "status", "digest", "current", "description", "schema", "reviewed_by_name")
+    fields = (
+        "kind",
+        "tool",
+        "status",
+        "digest",
+        "current",
+        "description",
+        "schema",
+        "reviewed_by_name",
+    )
     readonly_fields = fields
     show_change_link = True
 
@@ -225,7 +235,49 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
     inlines = [DefinitionInline]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # `manage.py mcp remove` records it
+        # Removing a server takes the right to add one (an admin who may bring a server in may
+        # take it out); Django's own delete right alone is not enough.
+        return self.has_add_permission(request)
+
+    def get_actions(self, request: HttpRequest) -> Any:
+        actions = super().get_actions(request)
+        # The bulk delete would skip `servers.remove` and its audit row.
+        actions.pop("delete_selected", None)
+        return actions
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        """A page saying what goes with the server and what stays; (POST) `mcp remove`."""
+        server = self.get_object(request, unquote(object_id))
+        if server is None:
+            raise Http404("No such MCP server.")
+        if not self.has_delete_permission(request, server):
+            raise PermissionDenied("Removing an MCP server takes the right to add one.")
+        change_url = reverse("admin:skills_app_mcpserver_change", args=[server.pk])
+        if request.method == "POST":
+            name = server.name
+            servers.remove(server, actor=signed_in_user(request))
+            self.message_user(
+                request,
+                f'Removed "{name}". The audit keeps its calls and records the removal.',
+                messages.SUCCESS,
+            )
+            return HttpResponseRedirect(reverse("admin:skills_app_mcpserver_changelist"))
+        calls = AuditEvent.objects.filter(
+            action=AuditEvent.MCP_CALLED, detail__server=server.name
+        ).count()
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "server": server,
+            "where": self.where(server),
+            "counts": servers.removal_counts(server),
+            "calls": calls,
+            "change_url": change_url,
+            "title": f"Remove the MCP server {server.name}?",
+        }
+        return TemplateResponse(request, "admin/skills_app/mcpserver/remove.html", context)
 
     # -- adding: the form of `mcp add` ------------------------------------------------------
 
@@ -399,7 +451,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
                 "problem": definitions.unshowable(row),
                 "hints": definitions.hint_words(row),
                 "approved_before": server.definitions.filter(
-                    tool=row.tool, status=McpToolDefinition.Status.APPROVED
+                    kind=row.kind, tool=row.tool, status=McpToolDefinition.Status.APPROVED
                 ).exists(),
             }
             for row in rows
@@ -435,10 +487,11 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
 
 
 class McpToolDefinitionAdmin(ReadOnlyAdmin[McpToolDefinition]):
-    list_display = ("tool", "server", "status", "digest", "current", "reviewed_by_name")
-    list_filter = ("status", "current", "server")
+    list_display = ("tool", "kind", "server", "status", "digest", "current", "reviewed_by_name")
+    list_filter = ("kind", "status", "current", "server")
     fields = (
         "server",
+        "kind",
         "tool",
         "status",
         "content_hash",
@@ -491,8 +544,13 @@ class McpToolDefinitionAdmin(ReadOnlyAdmin[McpToolDefinition]):
         done: list[str] = []
         for row in queryset.filter(status=McpToolDefinition.Status.PENDING, current=True):
             try:
+                # By its hash: a prompt and a tool may share a name, and only this row was picked.
                 done += definitions.review(
-                    row.server, approve=approve, reviewer=reviewer, tool=row.tool
+                    row.server,
+                    approve=approve,
+                    reviewer=reviewer,
+                    tool=row.tool,
+                    content_hashes=[row.content_hash],
                 )
             except McpSetupError as exc:
                 self.message_user(request, sentence(str(exc)), messages.ERROR)

@@ -1,10 +1,13 @@
-"""A server's tool definitions: stored from each listing, reviewed, and the ones that serve.
+"""A server's tool and prompt definitions: stored from each listing, reviewed, and the ones that
+serve.
 
 A listing stores every definition it has not seen before as pending (a new tool, or a changed
 description, schema, annotation or `_meta`: a new content hash) and records it in the audit; a
 definition seen before keeps its status, so an approved tool listed again unchanged stays
 approved. A tool is offered with its most recently approved definition, as long as the server
 still lists the tool: a changed definition waits for review while the approved one serves.
+Prompts are stored and reviewed the same way (`store_prompt_listing`), but a prompt is offered
+only while the server lists the very definition a reviewer approved (`approved_prompts`).
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from skills_app import trail
-from skills_app.core.mcp import ServerSpec, ToolDefinition, list_tools
-from skills_app.core.mcp.connect import Place
+from skills_app.core.mcp import ServerSpec, ToolDefinition
+from skills_app.core.mcp.connect import Place, list_tools_and_prompts
+from skills_app.core.mcp.prompts import PromptDefinition
 from skills_app.core.permissions import McpHints
 from skills_app.mcp.servers import McpSetupError, spec_for
 from skills_app.models import AuditEvent, McpServer, McpToolDefinition
@@ -39,45 +43,99 @@ class ListingReport:
     unchanged: tuple[str, ...]
 
 
-def store_listing(server: McpServer, listed: Sequence[ToolDefinition]) -> ListingReport:
-    """Store what the server listed; new and changed definitions wait for review."""
+def _store(
+    server: McpServer, kind: str, listed: Sequence[tuple[str, str, dict[str, Any]]]
+) -> ListingReport:
+    """Store one listing of one kind: (name, content hash, the row's fields) per definition."""
     new: list[str] = []
     changed: list[str] = []
     unchanged: list[str] = []
+    is_tool = kind == McpToolDefinition.Kind.TOOL
     with transaction.atomic():
-        known = {(d.tool, d.content_hash): d for d in server.definitions.select_for_update()}
+        rows = server.definitions.filter(kind=kind)
+        known = {(d.tool, d.content_hash): d for d in rows.select_for_update()}
         seen_tools = {tool for tool, _hash in known}
-        server.definitions.update(current=False)
-        # A tool name listed twice counts once (its first definition), as a model sees one name.
-        by_name = {d.name: d for d in reversed(listed)}
-        for definition in (d for d in listed if by_name[d.name] is d):
-            digest = definition.content_hash()
-            row = known.get((definition.name, digest))
+        rows.update(current=False)
+        # A name listed twice counts once (its first definition), as a model sees one name.
+        first = {name: digest for name, digest, _fields in reversed(listed)}
+        for name, digest, fields in listed:
+            if first[name] != digest or name in new + changed + unchanged:
+                continue
+            row = known.get((name, digest))
             if row is not None:
                 row.current = True
                 row.save(update_fields=["current"])
-                unchanged.append(definition.name)
+                unchanged.append(name)
                 continue
             McpToolDefinition.objects.create(
-                server=server,
-                tool=definition.name,
-                description=definition.description,
-                input_schema=definition.input_schema,
-                annotations=definition.annotations,
-                meta=definition.meta,
-                content_hash=digest,
+                server=server, kind=kind, tool=name, content_hash=digest, **fields
             )
-            drift = definition.name in seen_tools
-            (changed if drift else new).append(definition.name)
+            drift = name in seen_tools
+            (changed if drift else new).append(name)
+            if is_tool:
+                action = AuditEvent.MCP_TOOL_CHANGED if drift else AuditEvent.MCP_TOOL_NEW
+            else:
+                action = AuditEvent.MCP_PROMPT_CHANGED if drift else AuditEvent.MCP_PROMPT_NEW
             trail.record(
-                AuditEvent.MCP_TOOL_CHANGED if drift else AuditEvent.MCP_TOOL_NEW,
-                target=f"mcp tool {server.name}/{definition.name}",
+                action,
+                target=f"mcp {kind} {server.name}/{name}",
                 server=server.name,
-                tool=definition.name,
+                **{kind: name},
                 content_hash=digest,
-                previous_hashes=sorted(h for t, h in known if t == definition.name),
+                previous_hashes=sorted(h for t, h in known if t == name),
             )
     return ListingReport(tuple(new), tuple(changed), tuple(unchanged))
+
+
+def store_listing(server: McpServer, listed: Sequence[ToolDefinition]) -> ListingReport:
+    """Store what the server listed; new and changed definitions wait for review."""
+    return _store(
+        server,
+        McpToolDefinition.Kind.TOOL,
+        [
+            (
+                d.name,
+                d.content_hash(),
+                {
+                    "description": d.description,
+                    "input_schema": d.input_schema,
+                    "annotations": d.annotations,
+                    "meta": d.meta,
+                },
+            )
+            for d in listed
+        ],
+    )
+
+
+def store_prompt_listing(server: McpServer, listed: Sequence[PromptDefinition]) -> ListingReport:
+    """Store the prompts the server listed; new and changed ones wait for review, as tools do."""
+    return _store(
+        server,
+        McpToolDefinition.Kind.PROMPT,
+        [
+            (
+                p.name,
+                p.content_hash(),
+                {"description": p.description, "input_schema": p.as_stored()},
+            )
+            for p in listed
+        ],
+    )
+
+
+def approved_prompts(
+    server: McpServer, listed: Sequence[PromptDefinition]
+) -> list[PromptDefinition]:
+    """The listed prompts whose very definition a reviewer approved: a new or changed prompt is
+    not offered until then (what `prompts/get` gives comes from the server as it is now, so no
+    earlier approved definition can serve in its place)."""
+    approved = set(
+        server.definitions.filter(
+            kind=McpToolDefinition.Kind.PROMPT, status=McpToolDefinition.Status.APPROVED
+        ).values_list("tool", "content_hash")
+    )
+    return [p for p in listed if (p.name, p.content_hash()) in approved]
 
 
 # What a review page shows of one definition whole; a longer one cannot be read there.
@@ -88,7 +146,8 @@ _UNREADABLE_CATEGORIES = frozenset({"Cc", "Cf", "Co", "Cs", "Cn"})
 
 
 def list_now(server: McpServer, spec: ServerSpec | None = None) -> tuple[int, ListingReport]:
-    """Connect, list the server's tools and store them (`mcp test`); raises McpConnectError.
+    """Connect, list the server's tools and prompts and store them (`mcp test`); raises
+    McpConnectError. The report names a prompt as "prompt NAME".
 
     `spec`: the server as one person reaches it (an OAuth server, with their grant)."""
     with tempfile.TemporaryDirectory(prefix="mcp-test-") as folder:
@@ -100,8 +159,16 @@ def list_now(server: McpServer, spec: ServerSpec | None = None) -> tuple[int, Li
             sandbox=settings.SANDBOX,
             hidden_paths=(str(settings.BASE_DIR), str(settings.VAR_DIR)),
         )
-        listed = async_to_sync(list_tools)(spec or spec_for(server), place)
-    return len(listed), store_listing(server, listed)
+        listed, prompts = async_to_sync(list_tools_and_prompts)(spec or spec_for(server), place)
+    report = store_listing(server, listed)
+    if prompts:
+        of_prompts = store_prompt_listing(server, prompts)
+        report = ListingReport(
+            (*report.new, *(f"prompt {name}" for name in of_prompts.new)),
+            (*report.changed, *(f"prompt {name}" for name in of_prompts.changed)),
+            report.unchanged,
+        )
+    return len(listed), report
 
 
 def shown_text(row: McpToolDefinition) -> dict[str, str]:
@@ -111,6 +178,8 @@ def shown_text(row: McpToolDefinition) -> dict[str, str]:
         # Not escaped to \uXXXX: the reviewer reads the characters the model will get.
         return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
+    if row.kind == McpToolDefinition.Kind.PROMPT:
+        return {"description": row.description, "arguments": text(row.input_schema)}
     return {
         "description": row.description,
         "input schema": text(row.input_schema),
@@ -270,11 +339,11 @@ def review(
             done.append(row.tool)
             trail.record(
                 AuditEvent.MCP_REVIEWED,
-                target=f"mcp tool {server.name}/{row.tool}",
+                target=f"mcp {row.kind} {server.name}/{row.tool}",
                 actor=reviewer,
                 decision=status,
                 server=server.name,
-                tool=row.tool,
+                **{row.kind: row.tool},
                 content_hash=row.content_hash,
                 registered_by=server.registered_by_name,
                 hints_attested=hint_words(row) if attested else "",
@@ -329,7 +398,9 @@ def mcp_hints() -> dict[str, McpHints]:
     """Each offered tool's hints as `mcp__server__tool`: those of its serving definition, attested
     only while the server still lists that very definition (a changed one loses it)."""
     found: dict[str, McpHints] = {}
-    rows = McpToolDefinition.objects.filter(status=McpToolDefinition.Status.APPROVED)
+    rows = McpToolDefinition.objects.filter(
+        kind=McpToolDefinition.Kind.TOOL, status=McpToolDefinition.Status.APPROVED
+    )
     best: dict[tuple[str, str], McpToolDefinition] = {}
     for row in rows.select_related("server"):
         key = (row.server.name, row.tool)
@@ -349,7 +420,7 @@ def mcp_hints() -> dict[str, McpHints]:
 
 def serving(server: McpServer) -> list[ToolDefinition]:
     """The definitions the model is offered: per listed tool, the last approved one."""
-    rows = server.definitions.all()
+    rows = server.definitions.filter(kind=McpToolDefinition.Kind.TOOL)
     listed = {r.tool for r in rows if r.current}
     best: dict[str, McpToolDefinition] = {}
     for row in rows:
@@ -378,8 +449,7 @@ def listed_tools() -> dict[str, frozenset[str]]:
     found: dict[str, set[str]] = {
         name: set() for name in McpServer.objects.values_list("name", flat=True)
     }
-    for server, tool in McpToolDefinition.objects.filter(current=True).values_list(
-        "server__name", "tool"
-    ):
+    tools = McpToolDefinition.objects.filter(kind=McpToolDefinition.Kind.TOOL, current=True)
+    for server, tool in tools.values_list("server__name", "tool"):
         found.setdefault(server, set()).add(tool)
     return {name: frozenset(tools) for name, tools in found.items()}

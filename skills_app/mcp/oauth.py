@@ -36,12 +36,13 @@ from cryptography.fernet import InvalidToken
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from skills_app import trail
 from skills_app.core.mcp.connect import McpConnectError, Place, list_tools, tls_context
 from skills_app.core.mcp.oauth import (
     GuardedTransport,
@@ -53,7 +54,13 @@ from skills_app.core.mcp.oauth import (
 )
 from skills_app.mcp.definitions import store_listing
 from skills_app.mcp.servers import spec_for
-from skills_app.models import McpOAuthGrant, McpOAuthPendingSignIn, McpServer, sealed
+from skills_app.models import (
+    AuditEvent,
+    McpOAuthGrant,
+    McpOAuthPendingSignIn,
+    McpServer,
+    sealed,
+)
 
 # The SDK's types are imported where a grant is read or a sign-in finishes (see
 # `core.mcp.connect`: the SDK is 0.8 s of CPU that every process's start-up would pay).
@@ -449,6 +456,40 @@ async def sign_in(request: HttpRequest, name: str) -> HttpResponse:
     states = await request.session.aget(_SESSION_KEY, [])
     await request.session.aset(_SESSION_KEY, [*states[-4:], state])
     return redirect(auth_url)
+
+
+@login_required
+@require_http_methods(["POST"])
+async def sign_out(request: HttpRequest, name: str) -> HttpResponse:
+    """Delete the signed-in person's own grants for this server (never anyone else's: the
+    request names no grant) and their waiting sign-ins, recorded in the audit."""
+    user = await request.auser()
+    server = await McpServer.objects.filter(name=name, auth="oauth").afirst()
+    if server is None:
+        raise Http404("No OAuth MCP server of that name.")
+    grants = await sync_to_async(_forget_grants)(user, server)
+    context: dict[str, object] = {
+        "server": server,
+        "signed_in": False,
+        "signed_out": True,
+        "had_grant": bool(grants),
+        "problem": "",
+    }
+    return await sync_to_async(_page)(request, context)
+
+
+def _forget_grants(user: Any, server: McpServer) -> int:
+    with transaction.atomic():
+        deleted, _ = McpOAuthGrant.objects.filter(user_id=_uid(user), server=server).delete()
+        McpOAuthPendingSignIn.objects.filter(user_id=_uid(user), server=server).delete()
+        trail.record(
+            AuditEvent.MCP_SIGNED_OUT,
+            target=f"mcp server {server.name}",
+            actor=user,
+            server=server.name,
+            grants=deleted,
+        )
+    return deleted
 
 
 @login_required

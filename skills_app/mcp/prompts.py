@@ -1,10 +1,10 @@
 """MCP prompts in the chat's `/` menu, and invoking one: `/mcp__server__prompt name=value ...`.
 
 The prompts offered are those of the servers one person may see (`servers.visible_servers`: a
-group without the server never sees its prompts either) that a reviewer has approved at least one
-tool of: a server nobody reviewed offers nothing. Prompt definitions themselves are not reviewed
-one by one (as tool definitions are): the person reads what a prompt gives before the model acts
-on it, as it is their own turn.
+group without the server never sees its prompts either) whose definition (name, description,
+arguments) a reviewer approved, as for tools (`definitions.store_prompt_listing`, the same review
+page and `mcp review`): a new or changed prompt waits, recorded in the audit, and is neither in
+the menu nor invoked until then. A server none of whose definitions is approved is not asked.
 
 A server's prompts are listed once and the listing reused for `MCP_LIST_CACHE_SECONDS` in this
 process, as its tools are (`offer`); a server that cannot be listed offers no prompts until it
@@ -42,6 +42,7 @@ from skills_app.core.mcp.prompts import (
 )
 from skills_app.core.mcp.secrets import mask
 from skills_app.core.mcp.tool import with_grant
+from skills_app.mcp.definitions import approved_prompts, store_prompt_listing
 from skills_app.mcp.filter import stored_secrets
 from skills_app.mcp.oauth import grants_for
 from skills_app.mcp.servers import spec_for, visible_servers
@@ -78,7 +79,7 @@ def forget_prompt_listings() -> None:
 
 
 def _offering(group_ids: frozenset[int]) -> list[McpServer]:
-    """The visible servers with at least one approved tool definition."""
+    """The visible servers with at least one approved definition (a tool or a prompt)."""
     approved = set(
         McpToolDefinition.objects.filter(status=McpToolDefinition.Status.APPROVED).values_list(
             "server_id", flat=True
@@ -118,8 +119,16 @@ async def _prompts_of(server: McpServer, user_id: int) -> tuple[PromptDefinition
             found = tuple(await list_prompts(spec, place))
     except (McpConnectError, SignInRequired):
         found = ()  # no prompts from a server that is down; tried again after the cache time
+    else:
+        await sync_to_async(store_prompt_listing)(server, found)
     _listings[server.pk] = _Held(now, server.identity, found)
     return found
+
+
+async def _approved_of(server: McpServer, user_id: int) -> list[PromptDefinition]:
+    """The server's listed prompts a reviewer approved as listed (read from the database each
+    time: an approval counts at once, the listing is the cached part)."""
+    return await sync_to_async(approved_prompts)(server, await _prompts_of(server, user_id))
 
 
 async def menu_prompts(user_id: int, group_ids: frozenset[int]) -> list[MenuPrompt]:
@@ -127,7 +136,7 @@ async def menu_prompts(user_id: int, group_ids: frozenset[int]) -> list[MenuProm
     found: list[MenuPrompt] = []
     offering = await sync_to_async(_offering)(group_ids)
     # Listed side by side: a slow server delays the menu by its own wait, not by the sum.
-    listings = await asyncio.gather(*(_prompts_of(server, user_id) for server in offering))
+    listings = await asyncio.gather(*(_approved_of(server, user_id) for server in offering))
     for server, listing in zip(offering, listings, strict=True):
         for definition in listing:
             command = prompt_command(server.name, definition.name)
@@ -159,7 +168,7 @@ async def expand(
     server = servers.get(server_name)
     definition = None
     if server is not None:
-        prompts = await _prompts_of(server, user_id)
+        prompts = await _approved_of(server, user_id)
         definition = next((p for p in prompts if p.name == prompt_name), None)
     if server is None or definition is None:
         return None  # not a prompt this person has: sent as typed

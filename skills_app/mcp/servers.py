@@ -17,7 +17,7 @@ from django.db import models, transaction
 
 from skills_app import trail
 from skills_app.core.mcp import ServerSpec
-from skills_app.models import AuditEvent, McpServer, sealed
+from skills_app.models import AuditEvent, McpOAuthPendingSignIn, McpServer, sealed
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
 ENV_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -161,14 +161,32 @@ def parse_pairs(lines: Iterable[str], sep: str, form: str) -> dict[str, str]:
     return found
 
 
+def removal_counts(server: McpServer) -> dict[str, int]:
+    """What goes with a server when it is removed: its definitions (with their reviews), the
+    people's OAuth grants and their sign-ins still waiting."""
+    prompts = server.definitions.filter(kind="prompt").count()
+    return {
+        "definitions": server.definitions.count(),
+        "prompt_definitions": prompts,
+        "oauth_grants": server.grants.count(),
+        "oauth_people": server.grants.values("user").distinct().count(),
+        "waiting_sign_ins": McpOAuthPendingSignIn.objects.filter(server=server).count(),
+    }
+
+
 def remove(server: McpServer, *, actor: Any) -> None:
-    """Delete a server and its definitions; the audit keeps that it existed."""
+    """Delete a server, its definitions and the people's grants (`mcp remove` and the admin);
+    the audit keeps that it existed and every call made through it (rows naming it in words,
+    with no key to cascade from)."""
     with transaction.atomic():
+        counts = removal_counts(server)
         trail.record(
             AuditEvent.MCP_REMOVED,
             target=f"mcp server {server.name}",
             actor=actor,
             identity=server.identity,
+            definitions=counts["definitions"],
+            oauth_grants=counts["oauth_grants"],
         )
         server.delete()
 

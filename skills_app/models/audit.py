@@ -95,6 +95,9 @@ class AuditEvent(models.Model):
         MCP_TOOL_CHANGED = "mcp.tool_changed", "MCP tool definition changed (drift)"
         MCP_REVIEWED = "mcp.reviewed", "MCP tool definition approved or rejected"
         MCP_CALLED = "mcp.called", "MCP tool called"
+        MCP_SIGNED_OUT = "mcp.signed_out", "signed out of an OAuth MCP server (grant deleted)"
+        MCP_PROMPT_NEW = "mcp.prompt_new", "MCP prompt listed for the first time"
+        MCP_PROMPT_CHANGED = "mcp.prompt_changed", "MCP prompt definition changed (drift)"
         FEEDBACK_GIVEN = "feedback.given", "feedback given on an answer"
         SHARE_CREATED = "share.created", "read-only link to a conversation made"
         SHARE_VIEWED = "share.viewed", "read-only link to a conversation opened"
@@ -121,6 +124,9 @@ class AuditEvent(models.Model):
     MCP_TOOL_CHANGED = Action.MCP_TOOL_CHANGED
     MCP_REVIEWED = Action.MCP_REVIEWED
     MCP_CALLED = Action.MCP_CALLED
+    MCP_SIGNED_OUT = Action.MCP_SIGNED_OUT
+    MCP_PROMPT_NEW = Action.MCP_PROMPT_NEW
+    MCP_PROMPT_CHANGED = Action.MCP_PROMPT_CHANGED
     FEEDBACK_GIVEN = Action.FEEDBACK_GIVEN
     SHARE_CREATED = Action.SHARE_CREATED
     SHARE_VIEWED = Action.SHARE_VIEWED

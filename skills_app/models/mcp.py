@@ -64,14 +64,21 @@ class McpServer(models.Model):
 
 
 class McpToolDefinition(models.Model):
-    """One definition of one tool as the server listed it; a change is a new row to review."""
+    """One definition of one tool or prompt as the server listed it; a change is a new row to
+    review. A prompt's row keeps its name in `tool` and its arguments in `input_schema` (a list
+    of {name, description, required}); its annotations and `_meta` stay empty."""
 
     class Status(models.TextChoices):
         PENDING = "pending", "waiting for review"
         APPROVED = "approved", "approved"
         REJECTED = "rejected", "rejected"
 
+    class Kind(models.TextChoices):
+        TOOL = "tool", "tool"
+        PROMPT = "prompt", "prompt"
+
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="definitions")
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.TOOL)
     tool = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     input_schema = models.JSONField(default=dict, blank=True)
@@ -107,12 +114,13 @@ class McpToolDefinition(models.Model):
         ordering = ["server", "tool", "-first_seen_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["server", "tool", "content_hash"], name="mcp_definition_once"
+                fields=["server", "kind", "tool", "content_hash"], name="mcp_definition_once"
             )
         ]
 
     def __str__(self) -> str:
-        return f"{self.server.name}/{self.tool} {self.content_hash[:12]} ({self.status})"
+        what = "prompt " if self.kind == self.Kind.PROMPT else ""
+        return f"{what}{self.server.name}/{self.tool} {self.content_hash[:12]} ({self.status})"
 
 
 class McpOAuthGrant(models.Model):

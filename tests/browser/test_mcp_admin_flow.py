@@ -1,7 +1,8 @@
 """An MCP server from the admin to the audit in a real browser, at 1280 and 390 px: admin A adds
 the toy server over Streamable HTTP, admin B reviews and approves its `echo` tool, alice (in the
 server's group) approves the model's call in the chat and reads the result, and the auditor
-finds the call and the ask rule that decided it."""
+finds the call and the ask rule that decided it; admin A then removes the server, and the
+auditor still reads the call."""
 
 from __future__ import annotations
 
@@ -81,7 +82,6 @@ def test_an_mcp_server_is_added_reviewed_used_with_approval_and_audited(
     expect(adder.locator(".field-header_names")).to_contain_text("Authorization")
     assert HEADER_SECRET not in adder.content()
     screenshot(adder, f"mcp-{width}-2-added")
-    adder.context.close()
 
     # Admin B reads the echo tool's definition whole and approves it.
     reviewer = _signed_in(browser, base, REVIEWER, width)
@@ -135,3 +135,18 @@ def test_an_mcp_server_is_added_reviewed_used_with_approval_and_audited(
     screenshot(audit, f"mcp-{width}-6-audit")
     row.locator('td[data-label="Time"] a').click()
     expect(audit.get_by_text(f"echo: hello from {width}").first).to_be_attached()
+
+    # Admin A removes the server after a page saying what goes and what stays.
+    adder.reload()
+    adder.get_by_role("link", name="Delete").click()
+    expect(adder.locator("#goes")).to_contain_text("Its 14 definitions (2 of prompts)")
+    expect(adder.locator("#stays")).to_contain_text("1 recorded call")
+    if width == 1280:
+        assert violations(adder) == []
+    screenshot(adder, f"mcp-{width}-7-remove")
+    adder.get_by_role("button", name=f"Remove {name}").click()
+    expect(adder.locator("ul.messagelist")).to_contain_text(f'Removed "{name}".')
+    expect(adder.get_by_role("link", name=name, exact=True)).to_have_count(0)
+    adder.context.close()
+    audit.goto(f"{base}/audit/decisions/?rule={tool}")
+    expect(audit.locator("tbody tr").filter(has_text="answered by alice")).to_have_count(1)

@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from skills_app.core.mcp import ServerSpec, call_tool
-from skills_app.mcp import prompts
+from skills_app.mcp import definitions, prompts
 from skills_app.models import AuditEvent, Conversation
 from skills_app.runs import supervisor as runs
 from skills_app.runs.errors import RunError
@@ -87,6 +87,7 @@ async def test_a_prompt_is_in_the_menu_of_its_groups_and_becomes_the_persons_tur
     await listed_and_approved(
         server, place_in(tmp_path / "ws"), carol, group_ids=frozenset({sales.pk})
     )
+    await _prompts_reviewed(server, carol, alice, frozenset({sales.pk}))
     menu = await sync_to_async(_menu)(alice, conversation)
     assert menu["mcp__toy__brief"]["hint"] == "topic=… [tone=…]"
     assert menu["mcp__toy__brief"]["description"] == "A short brief about a topic, in a tone."
@@ -121,10 +122,17 @@ async def test_a_prompt_carrying_hidden_skill_text_is_withheld_from_the_turn(
     conversation = await Conversation.objects.acreate(owner=alice, title="hidden")
     server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
     await listed_and_approved(server, place_in(workspace_for(conversation.pk).root), carol)
+    await _prompts_reviewed(server, carol, alice, frozenset())
     path = tmp_path / "skills" / "secret-notes" / "reference.md"
     turn = await _expand(f"/mcp__toy__quote_file {path}", alice, conversation)
     assert turn is not None and turn.startswith("Consider this text:")
     assert REFERENCE_MARKER not in turn and "withheld" in turn
+
+
+async def _prompts_reviewed(server, reviewer, user, group_ids):
+    """List the server's prompts as the menu does (they wait for review), then approve them."""
+    assert await prompts.menu_prompts(user.pk, group_ids) == []
+    await sync_to_async(definitions.review)(server, approve=True, reviewer=reviewer)
 
 
 async def _expand(text, user, conversation):

@@ -148,21 +148,51 @@ class CallOutcome:
     files: tuple[ResultFile, ...] = ()
 
 
-async def list_tools(spec: ServerSpec, place: Place) -> list[ToolDefinition]:
-    """Every tool the server lists (all pages), as definitions."""
-
+async def _tools_of(session: ClientSession) -> list[ToolDefinition]:
     from mcp import types as mcp_types
 
-    async def work(session: ClientSession) -> list[ToolDefinition]:
-        found: list[ToolDefinition] = []
-        cursor: str | None = None
-        while True:
-            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_tools(params=params)
-            found += [definition_from_sdk(tool) for tool in page.tools]
-            cursor = page.next_cursor
-            if not cursor:
-                return found
+    found: list[ToolDefinition] = []
+    cursor: str | None = None
+    while True:
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        found += [definition_from_sdk(tool) for tool in page.tools]
+        cursor = page.next_cursor
+        if not cursor:
+            return found
+
+
+async def _prompts_of(session: ClientSession) -> list[PromptDefinition]:
+    from mcp import types as mcp_types
+
+    found: list[PromptDefinition] = []
+    cursor: str | None = None
+    while True:
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_prompts(params=params)
+        found += [prompt_from_sdk(prompt) for prompt in page.prompts]
+        cursor = page.next_cursor
+        if not cursor:
+            return found
+
+
+async def list_tools(spec: ServerSpec, place: Place) -> list[ToolDefinition]:
+    """Every tool the server lists (all pages), as definitions."""
+    return await _with_session(spec, place, _tools_of, spec.connect_timeout, "list its tools")
+
+
+async def list_tools_and_prompts(
+    spec: ServerSpec, place: Place
+) -> tuple[list[ToolDefinition], list[PromptDefinition]]:
+    """Every tool and every prompt the server lists, on one session (`mcp test`); no prompts
+    from a server that does not say it has any."""
+
+    async def work(session: ClientSession) -> tuple[list[ToolDefinition], list[PromptDefinition]]:
+        tools = await _tools_of(session)
+        capabilities = session.server_capabilities
+        if capabilities is None or capabilities.prompts is None:
+            return tools, []
+        return tools, await _prompts_of(session)
 
     return await _with_session(spec, place, work, spec.connect_timeout, "list its tools")
 
@@ -188,20 +218,7 @@ async def call_tool(
 
 async def list_prompts(spec: ServerSpec, place: Place) -> list[PromptDefinition]:
     """Every prompt the server lists (all pages); none when it offers no prompts."""
-    from mcp import types as mcp_types
-
-    async def work(session: ClientSession) -> list[PromptDefinition]:
-        found: list[PromptDefinition] = []
-        cursor: str | None = None
-        while True:
-            params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-            page = await session.list_prompts(params=params)
-            found += [prompt_from_sdk(prompt) for prompt in page.prompts]
-            cursor = page.next_cursor
-            if not cursor:
-                return found
-
-    return await _with_session(spec, place, work, spec.connect_timeout, "list its prompts")
+    return await _with_session(spec, place, _prompts_of, spec.connect_timeout, "list its prompts")
 
 
 async def get_prompt(spec: ServerSpec, place: Place, prompt: str, arguments: dict[str, str]) -> str:

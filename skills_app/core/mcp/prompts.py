@@ -9,6 +9,8 @@ turn: the text of its messages, in order (`prompt_text`).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import shlex
 from dataclasses import dataclass
@@ -33,6 +35,29 @@ class PromptDefinition:
     name: str
     description: str = ""
     arguments: tuple[PromptArgument, ...] = ()
+
+    def as_stored(self) -> list[dict[str, Any]]:
+        """The arguments as JSON (how a review shows them and the database keeps them)."""
+        return [
+            {"name": a.name, "description": a.description, "required": a.required}
+            for a in self.arguments
+        ]
+
+    def content_hash(self) -> str:
+        """sha256 over the name, description and arguments, as canonical JSON (marked as a
+        prompt, so no tool's definition hashes the same): the identity a review approves."""
+        canonical = json.dumps(
+            {
+                "kind": "prompt",
+                "name": self.name,
+                "description": self.description,
+                "arguments": self.as_stored(),
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
     def hint(self) -> str:
         """The arguments as the `/` menu shows them: `topic=… [tone=…]`."""

@@ -166,7 +166,8 @@ class Command(BaseCommand):
             self.stdout.write(f"  seen by: {audience}; registered by {server.registered_by_name}")
             for row in server.definitions.all():
                 if row.current:
-                    self.stdout.write(f"  - {row.tool} {row.content_hash[:12]} {row.status}")
+                    what = "prompt " if row.kind == McpToolDefinition.Kind.PROMPT else ""
+                    self.stdout.write(f"  - {what}{row.tool} {row.content_hash[:12]} {row.status}")
 
     def _test(self, options: dict[str, Any]) -> None:
         server = self._server(options["name"])
@@ -266,15 +267,17 @@ class Command(BaseCommand):
             return
         approved = set(
             server.definitions.filter(status=McpToolDefinition.Status.APPROVED).values_list(
-                "tool", flat=True
+                "kind", "tool"
             )
         )
         for row in rows:
-            state = (
-                "changed: an approved definition serves meanwhile"
-                if row.tool in approved
-                else "new"
-            )
+            if row.kind == McpToolDefinition.Kind.PROMPT:
+                changed = "changed prompt: not offered until reviewed"
+                state = changed if (row.kind, row.tool) in approved else "new prompt"
+            elif (row.kind, row.tool) in approved:
+                state = "changed: an approved definition serves meanwhile"
+            else:
+                state = "new"
             self.stdout.write(f"{row.tool} ({state})")
             self.stdout.write(f"  hash: {row.content_hash}")
             problem = definitions.unshowable(row)
