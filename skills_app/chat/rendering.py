@@ -163,9 +163,11 @@ def _render_message(
     elif row.role == "assistant" and row.kind in ASSISTANT_CONTENT_KINDS:
         context["parts"] = _assistant_parts(row, ctx, out, shown)
         # One footer per answer: under the last row of its turn, with the turn's cost.
-        context["turn"] = turns.turn_key(row) if turns.in_turn(row) else ""
-        if ctx.get(turns.AS_STORED):
-            # The audit: every row with the figures of its own model call.
+        as_stored = bool(ctx.get(turns.AS_STORED))
+        context["turn"] = turns.turn_key(row) if turns.in_turn(row) and not as_stored else ""
+        if as_stored or not turns.in_turn(row):
+            # The audit, and a subagent's rows (beside the thread): each row with the figures
+            # of its own model call.
             context["ends_turn"] = ends = turns.in_turn(row)
             context["usage"] = answer_usage(row)
         else:
