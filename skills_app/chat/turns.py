@@ -132,6 +132,9 @@ class Version:
     number: int  # 1 = the oldest
     count: int
     later: bool = False  # not the version's first row (which carries its "replaced" note)
+    # The newest version has no answer row (its run failed or is still writing): its notes carry
+    # the versions control, or the older ones would be out of reach.
+    bare: bool = False
 
     @property
     def newest(self) -> bool:
@@ -158,6 +161,8 @@ class VersionMap:
     starts: tuple[int, ...]  # seqs of the person's messages
     # answer seq -> the seq of the first row of each replaced version, and of the newest's
     bounds: dict[int, tuple[int, ...]]
+    # answers whose newest version has no answer row yet
+    bare: frozenset[int] = frozenset()
 
     def of(self, row: Message) -> Version | None:
         i = bisect_left(self.starts, row.seq) - 1
@@ -169,11 +174,12 @@ class VersionMap:
             return None  # no regenerated answer, or a row of the question's own (its files)
         number = bisect_right(bounds, row.seq)
         later = row.seq != bounds[number - 1]
-        return Version(answer=answer, number=number, count=len(bounds), later=later)
+        bare = number == len(bounds) and answer in self.bare
+        return Version(answer=answer, number=number, count=len(bounds), later=later, bare=bare)
 
 
 def version_map(conversation_id: int) -> VersionMap:
-    """The versions of every regenerated answer of a conversation (two queries)."""
+    """The versions of every regenerated answer of a conversation (at most three queries)."""
     regenerated = Message.objects.filter(
         conversation_id=conversation_id, meta__replaced_by="regenerate"
     ).order_by("seq")
@@ -197,7 +203,20 @@ def version_map(conversation_id: int) -> VersionMap:
         last_seq[answer] = seq
     # The newest version starts after the last replaced row.
     bounds = {a: (*seqs, last_seq[a] + 1) for a, seqs in firsts.items()}
-    return VersionMap(starts=tuple(starts), bounds=bounds)
+    bare = set(bounds)
+    if bounds:
+        answered = Message.objects.filter(
+            conversation_id=conversation_id,
+            role=Message.ASSISTANT,
+            kind__in=CONTENT_KINDS,
+            is_meta=False,
+            seq__gte=min(b[-1] for b in bounds.values()),
+        )
+        for seq in answered.values_list("seq", flat=True):
+            answer = starts[bisect_left(starts, seq) - 1]
+            if answer in bounds and seq >= bounds[answer][-1]:
+                bare.discard(answer)
+    return VersionMap(starts=tuple(starts), bounds=bounds, bare=frozenset(bare))
 
 
 def version_of(row: Message, ctx: dict[str, Any]) -> Version | None:

@@ -135,3 +135,24 @@ def test_regenerated_answers_are_versions_with_their_notes_and_the_newest_shown(
     audit = _page_at(auditor, reverse("audit-conversation", args=[conv.pk]))
     assert "version-hidden" not in audit and "data-version" not in audit
     assert audit.count('class="usage"') == 3
+
+
+def test_a_regeneration_that_failed_before_answering_offers_the_earlier_version(alice):
+    conv = Conversation.objects.create(owner=alice, title="Failed again")
+    store.append_message(conv.pk, StoredMessage.text("user", "Name a colour."))
+    first = Run.objects.create(conversation=conv, status=Run.DONE, model="claude-opus-4-8")
+    old = _answer(conv, first, [{"type": "text", "text": "Blue."}], FIRST)
+    store.replace_latest(conv.pk, "regenerate")
+    second = Run.objects.create(conversation=conv, status=Run.FAILED, model="claude-opus-4-8")
+    failed = store.append_message(
+        conv.pk,
+        StoredMessage.text("assistant", "The model is overloaded.", kind="error", to_model=False),
+        run_id=second.pk,
+    )
+    page = _page(alice, conv)
+    assert "version-hidden" in _row_of(page, old.pk)
+    # The error is the newest version, and says so: the earlier answer stays one click away.
+    assert 'data-version="2"' in _row_of(page, failed.pk)
+    error_html = page[page.index(f'id="message-{failed.pk}"') :]
+    assert "Version 2 of 2" in error_html and 'aria-label="Previous version">' in error_html
+    assert page.count('class="versions"') == 2
