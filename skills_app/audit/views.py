@@ -28,7 +28,7 @@ from skills_app.audit.transcript_io import (
     import_transcript,
 )
 from skills_app.chat import conversations as conv
-from skills_app.chat import rendering
+from skills_app.chat import rendering, turns
 from skills_app.chat.usage import call_usage, conversation_usage, run_cost
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import (
@@ -92,6 +92,7 @@ def conversation_audit(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = _get_conversation_for_user(request, pk)
     rows = conv.visible_messages(conversation, can_inspect=True)
     ctx = conv.transcript_context(conversation, rows, can_inspect=True)
+    ctx[turns.AS_STORED] = True  # every row as stored, a regenerated answer's versions all shown
     messages_html = [rendering.render_message(row, can_inspect=True, ctx=ctx) for row in rows]
     runs = list(conversation.runs.order_by("started_at", "pk"))
     rebuilt = audit.requests_for_conversation(conversation, runs=runs)

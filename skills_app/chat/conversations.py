@@ -13,6 +13,7 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from skills_app import trail
+from skills_app.chat import turns
 from skills_app.chat.feedback import feedback_by_answer
 from skills_app.core.transcript import parse_status_message, result_text, retry_notice, text_of
 from skills_app.models import (
@@ -178,6 +179,9 @@ def transcript_context(
         "retry_id": retry_message_id(conversation.pk),
         # The owner's thumbs on the answers shown (only the owner rates a conversation's answers).
         "feedback": feedback_by_answer(conversation.owner_id, rows),
+        # Which row of each answer carries its footer (`chat.turns`).
+        turns.LAST_SEQ: turns.last_seqs(rows),
+        turns.VERSIONS: turns.version_map(conversation.pk),
         # One outbound filter for the whole batch: its index is looked up once.
         "outbound": outbound(conversation.pk, can_inspect=can_inspect),
     }

@@ -20,13 +20,14 @@ every card cut short (MIN_SHOWN_CHARS), then replaced by a notice.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.html import escape
 
-from skills_app.chat import approval_words, denials
+from skills_app.chat import approval_words, denials, turns
 from skills_app.chat.feedback import rateable
 from skills_app.chat.markdown import markdown_html
 from skills_app.chat.presenters import HiddenContentError, tool_summary
@@ -161,8 +162,18 @@ def _render_message(
         )
     elif row.role == "assistant" and row.kind in ASSISTANT_CONTENT_KINDS:
         context["parts"] = _assistant_parts(row, ctx, out, shown)
-        context["usage"] = answer_usage(row)
-        if rateable(row):
+        # One footer per answer: under the last row of its turn, with the turn's cost.
+        as_stored = bool(ctx.get(turns.AS_STORED))
+        context["turn"] = turns.turn_key(row) if turns.in_turn(row) and not as_stored else ""
+        if as_stored or not turns.in_turn(row):
+            # The audit, and a subagent's rows (beside the thread): each row with the figures
+            # of its own model call.
+            context["ends_turn"] = ends = turns.in_turn(row)
+            context["usage"] = answer_usage(row)
+        else:
+            context["ends_turn"] = ends = turns.ends_turn(row, ctx)
+            context["usage"] = turns.turn_usage(row) if ends else None
+        if ends and rateable(row):
             # The owner's rating, when the page looked it up (a new answer has none yet).
             context.update(
                 rateable=True, given=ctx.get("feedback", {}).get(row.pk), note_max=NOTE_MAX_CHARS
@@ -179,7 +190,13 @@ def _render_message(
         context["offer_summary"] = bool(row.meta.get("offer_new_conversation"))
     else:
         context["text"] = message_text(row)
+    # Versions of a regenerated answer: the chat's; a shared link and the audit show every row.
+    shown_whole = context["read_only"] or ctx.get(turns.AS_STORED)
+    version = None if shown_whole else turns.version_of(row, ctx)
+    context["version"] = version
     html: str = render_to_string("skills_app/chat/_message.html", context)
+    if version is not None:
+        html = _in_version(html, version)
     meta = row.meta if isinstance(row.meta, dict) else {}
     subagent = meta.get("subagent_run")
     if subagent:
@@ -198,6 +215,23 @@ def _render_message(
             f"{html}</div>"
         )
     return html
+
+
+_ROW_START = re.compile(r'^<div class="(row[^"]*)"')
+
+
+def _in_version(html: str, version: turns.Version) -> str:
+    """A row of one version of a regenerated answer: marked with it, hidden unless the newest
+    (the versions control on each version's footer shows another, `static/skillscope/chat.js`)."""
+    hidden = "" if version.newest else " version-hidden"
+    return _ROW_START.sub(
+        lambda m: (
+            f'<div class="{m.group(1)}{hidden}" data-answer="{version.answer}"'
+            f' data-version="{version.number}"'
+        ),
+        html,
+        count=1,
+    )
 
 
 def attachment_chips(row: Message) -> list[dict[str, Any]]:

@@ -29,6 +29,8 @@ class UsageFigures:
     cost: str  # "$0.0123", "no cost" or "price unknown (model)"
     model: str = ""
     calls: int = 1
+    # The exact amount behind `cost` (None: no cost, or the price is unknown).
+    amount: Decimal | None = None
 
     @property
     def cache_share(self) -> int:
@@ -65,6 +67,7 @@ def answer_usage(row: Message) -> UsageFigures | None:
     demo = model == DEMO_MODEL_ID or bool(row.run_id and row.run and row.run.is_demo)
     uncached, read = _count(usage, "input_tokens"), _count(usage, "cache_read_input_tokens")
     written = _count(usage, "cache_creation_input_tokens")
+    amount: Decimal | None = None
     if demo:
         cost = NO_COST
     else:
@@ -81,6 +84,7 @@ def answer_usage(row: Message) -> UsageFigures | None:
         output_tokens=_count(usage, "output_tokens"),
         cost=cost,
         model="Demo model" if demo else (info.label if info else model),
+        amount=amount,
     )
 
 

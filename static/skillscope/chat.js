@@ -7,6 +7,7 @@
   // Controls that only work with this script (Edit's on-demand form) are shown from here on.
   document.documentElement.classList.add("js");
   setUpSidebar();
+  setUpVersions();
   const chat = document.getElementById("chat");
   if (!chat) return;
 
@@ -750,5 +751,33 @@
       sync();
     });
     sync();
+  }
+  // Versions of a regenerated answer: every version is on the page, the newest shown. "‹"/"›" on a
+  // version's footer shows the one before or after it; focus stays on the control.
+  function setUpVersions() {
+    document.addEventListener("click", (event) => {
+      const step = event.target.closest?.(".version-step");
+      if (!step || step.disabled) return;
+      const row = step.closest(".row[data-answer]");
+      if (!row) return;
+      const answer = row.dataset.answer;
+      const wanted = Number(row.dataset.version) + Number(step.dataset.step);
+      const rows = [...document.querySelectorAll(".row[data-answer]")].filter((r) => r.dataset.answer === answer);
+      if (!rows.some((r) => Number(r.dataset.version) === wanted)) return;
+      for (const r of rows) r.classList.toggle("version-hidden", Number(r.dataset.version) !== wanted);
+      const shown = rows.filter((r) => Number(r.dataset.version) === wanted && r.querySelector(".versions"));
+      const control = shown.length ? shown[shown.length - 1].querySelector(".versions") : null;
+      // Counted from the page: a version rendered before the latest regeneration says "1/2" still.
+      const count = Math.max(...rows.map((r) => Number(r.dataset.version)));
+      if (control) {
+        control.querySelector(".version-count").textContent = `${wanted}/${count}`;
+        control.querySelector(".visually-hidden").textContent = `Version ${wanted} of ${count}`;
+        control.querySelector('[data-step="-1"]').disabled = wanted <= 1;
+        control.querySelector('[data-step="1"]').disabled = wanted >= count;
+      }
+      const steps = control ? [...control.querySelectorAll(".version-step")] : [];
+      const same = steps.find((b) => b.dataset.step === step.dataset.step && !b.disabled);
+      (same || steps.find((b) => !b.disabled))?.focus();
+    });
   }
 })();

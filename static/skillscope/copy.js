@@ -31,10 +31,33 @@
   }
 
   // The text of an answer as a person reads it: its Markdown parts, thinking and cost left out.
+  // An answer of several rows (text, a skill, more text) is copied whole, as one.
   function answerText(bubble) {
-    const parts = [...bubble.querySelectorAll(":scope > .md")];
+    const row = bubble.closest(".row");
+    const bubbles = row?.dataset.turn ? turnRows(row).map((r) => r.querySelector(".bubble.assistant")) : [bubble];
+    const parts = bubbles.flatMap((b) => (b ? [...b.querySelectorAll(":scope > .md")] : []));
     if (!parts.length) return bubble.innerText.trim();
     return parts.map((part) => part.innerText.trim()).join("\n\n");
+  }
+
+  // The rows of one answer on this page, in order.
+  function turnRows(row) {
+    const turn = row.dataset.turn;
+    return [...document.querySelectorAll(".row-assistant[data-turn]")].filter((r) => r.dataset.turn === turn);
+  }
+
+  // One footer per answer: a row pushed live ends its turn, so the turn's earlier rows lose theirs.
+  function keepOneFooter(row) {
+    for (const earlier of turnRows(row)) {
+      if (earlier === row) break;
+      earlier.classList.remove("turn-end");
+      earlier
+        .querySelectorAll(".answer-actions, .usage, .demo-badge, :scope > .feedback, :scope > .regenerate-form")
+        .forEach((node) => node.remove());
+      earlier.querySelectorAll(".meta-line").forEach((line) => {
+        if (!line.textContent.trim()) line.remove();
+      });
+    }
   }
 
   function textOf(target, kind) {
@@ -87,10 +110,17 @@
     for (const [selector, kind, label] of TARGETS) {
       const found = root.matches?.(selector) ? [root] : [];
       for (const target of found.concat([...(root.querySelectorAll?.(selector) || [])])) {
-        if (target.closest(".row.replaced")) continue;
+        // A replaced answer is copied only as a version of its answer (shown through "‹ 1/2 ›").
+        if (target.closest(".row.replaced:not([data-version])")) continue;
         if (kind === "answer") {
           const row = target.closest(".row");
-          if (!target.querySelector(":scope > .md") || row.querySelector(".copy-answer")) continue;
+          if (row.dataset.turn) {
+            // The footer sits under the answer's last row, whatever that row holds.
+            if (!row.classList.contains("turn-end")) continue;
+            keepOneFooter(row);
+            if (row.querySelector(".copy-answer")) continue;
+            if (!turnRows(row).some((r) => r.querySelector(".bubble.assistant > .md"))) continue;
+          } else if (!target.querySelector(":scope > .md") || row.querySelector(".copy-answer")) continue;
           // One line of actions under the answer: Copy, Regenerate when it is offered, the thumbs.
           const actions = document.createElement("div");
           actions.className = "answer-actions";
@@ -99,6 +129,8 @@
           if (regenerate) actions.append(regenerate);
           const feedback = row.querySelector(":scope > .feedback");
           if (feedback) actions.append(feedback);
+          const versions = row.querySelector(":scope > .versions");
+          if (versions) actions.append(versions);
           row.insertBefore(actions, target.nextSibling);
         } else if (!target.previousElementSibling?.classList.contains("copy-button")) {
           target.before(button(target, kind, label));
