@@ -102,10 +102,13 @@ async def test_a_servers_question_goes_to_the_person_and_the_server_gets_the_ans
     cancelled = await call_tool(spec, place, "ask_colour", {}, ask=cancel)
     assert cancelled.text == "elicitation answer: cancel"
     assert "Cancelled (nobody answered in time)" in cancelled.notes[0].text()
-    # A question for a secret is never put to the person: declined, with the reason.
+    # A question for a secret is never put to the person: shown declined, with the reason,
+    # whatever the ask port would answer.
     asked.clear()
     secret = await call_tool(spec, place, "ask_password", {}, ask=teal)
-    assert not asked and secret.text == "elicitation answer: decline"
+    assert secret.text == "elicitation answer: decline"
+    [refused] = asked
+    assert refused.fields == () and "never asks for secrets in a form" in refused.refused
     assert 'its field "password" looks like a secret' in secret.notes[0].text()
 
 

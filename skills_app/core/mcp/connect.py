@@ -725,8 +725,11 @@ async def _session(
             if call is None:
                 return mcp_types.ElicitResult(action="decline")
             note = note_for(spec.name, params)
-            question = question_for(spec.name, params) if call.ask is not None else None
-            if question is None:
+            question = question_for(spec.name, params)
+            if call.ask is None or question.refused:
+                if call.ask is not None:
+                    with contextlib.suppress(Exception):
+                        await call.ask(question)  # shown declined, not waited for
                 call.notes.append(note)
                 return mcp_types.ElicitResult(action="decline")
             try:

@@ -125,6 +125,9 @@ class ElicitQuestion:
     server: str
     message: str
     fields: tuple[FormField, ...]
+    # Why it is not put to the person ("" when it is): the person is shown that the server
+    # asked and that it was declined, and no answer of theirs is waited for.
+    refused: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,19 +181,27 @@ def form_fields(schema: Mapping[str, Any]) -> tuple[FormField, ...] | None:
     return tuple(found)
 
 
-def question_for(server: str, params: Any) -> ElicitQuestion | None:
-    """The question to ask the person, or None when it may not be asked: URL mode, a field
-    that looks like a secret, or a field that is not a flat primitive."""
+def question_for(server: str, params: Any) -> ElicitQuestion:
+    """The question to ask the person; `refused` says why it may not be asked: URL mode, a
+    field that looks like a secret, or a field that is not a flat primitive."""
+    message = str(getattr(params, "message", "") or "")
     if getattr(params, "mode", "form") == "url":
-        return None
+        why = "it wanted the person to open a link, and Skillscope does not open a server's links"
+        return ElicitQuestion(server, message, (), refused=why)
     schema = getattr(params, "requested_schema", None)
     schema = schema if isinstance(schema, dict) else {}
-    if secret_field(schema):
-        return None
+    secret = secret_field(schema)
+    if secret:
+        why = (
+            f'its field "{secret}" looks like a secret, and Skillscope never asks for secrets '
+            "in a form"
+        )
+        return ElicitQuestion(server, message, (), refused=why)
     fields = form_fields(schema)
     if fields is None:
-        return None
-    return ElicitQuestion(server, str(getattr(params, "message", "") or ""), fields)
+        why = "its form has a field this chat cannot show (only text, numbers, yes/no, choices)"
+        return ElicitQuestion(server, message, (), refused=why)
+    return ElicitQuestion(server, message, fields)
 
 
 def checked_values(
