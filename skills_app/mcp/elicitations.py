@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import transaction
@@ -28,6 +30,8 @@ from django.utils import timezone
 from skills_app.core.events import ElicitationAnswered, ElicitationAsked, RunEvent
 from skills_app.core.mcp.elicit import ElicitAnswer, ElicitQuestion, FormField, checked_values
 from skills_app.models import McpElicitation
+
+logger = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.25
 ACTIONS = ("accept", "decline", "cancel")
@@ -91,16 +95,7 @@ class PersonAsker:
         if question.refused:
             return ElicitAnswer("decline", why=question.refused)
         answered = await self._wait(row.pk)
-        await self.record(
-            ElicitationAnswered(
-                elicitation_id=answered.pk,
-                server=answered.server,
-                message=answered.message,
-                status=answered.status,
-                why=answered.why,
-                by=answered.answered_by_id,
-            )
-        )
+        await self.record(answered_event(answered))
         if answered.status != McpElicitation.Status.ACCEPT:
             return ElicitAnswer(answered.status, why=answered.why)
         values = dict(answered.values or {})
@@ -132,21 +127,66 @@ class PersonAsker:
                 except TimeoutError:
                     pass
         except asyncio.CancelledError:
-            # The run stopped while asking: the question is withdrawn, every tab told so.
-            if await sync_to_async(_close)(elicitation_id, "the run was stopped"):
-                row = await McpElicitation.objects.aget(pk=elicitation_id)
-                await self.record(
-                    ElicitationAnswered(
-                        elicitation_id=row.pk,
-                        server=row.server,
-                        message=row.message,
-                        status=row.status,
-                        why=row.why,
-                    )
-                )
+            # The run stopped while asking: the question is withdrawn, every tab told so. The
+            # SDK's task groups cancel every await of a cancelled scope: shielded. (The run's
+            # end cancels what is still pending anyway: `cancel_pending`.)
+            with anyio.CancelScope(shield=True):
+                try:
+                    if await sync_to_async(_close)(elicitation_id, STOPPED):
+                        row = await McpElicitation.objects.aget(pk=elicitation_id)
+                        await self.record(answered_event(row))
+                except Exception:
+                    logger.exception("Withdrawing the question %s failed", elicitation_id)
             raise
         finally:
             _WAITERS.pop(elicitation_id, None)
+
+
+STOPPED = "the run was stopped"
+
+
+def answered_event(row: McpElicitation) -> ElicitationAnswered:
+    return ElicitationAnswered(
+        elicitation_id=row.pk,
+        server=row.server,
+        message=row.message,
+        status=row.status,
+        why=row.why,
+        by=row.answered_by_id,
+    )
+
+
+def asked_event(row: McpElicitation) -> ElicitationAsked:
+    """The card of a stored question (the chat page shows the pending ones on a reload)."""
+    return ElicitationAsked(
+        elicitation_id=row.pk,
+        server=row.server,
+        message=row.message,
+        fields=tuple(row.fields or ()),
+        status=row.status,
+        why=row.why,
+    )
+
+
+def pending_elicitations(conversation_id: int) -> list[McpElicitation]:
+    return list(
+        McpElicitation.objects.filter(
+            conversation_id=conversation_id, status=McpElicitation.Status.PENDING
+        )
+    )
+
+
+def cancel_pending(run_id: int) -> list[McpElicitation]:
+    """Cancel the run's unanswered questions (the run ended: nothing waits for them)."""
+    with transaction.atomic():
+        pending = McpElicitation.objects.select_for_update().filter(
+            run_id=run_id, status=McpElicitation.Status.PENDING
+        )
+        ids = list(pending.values_list("pk", flat=True))
+        McpElicitation.objects.filter(pk__in=ids).update(
+            status=McpElicitation.Status.CANCEL, why=STOPPED, answered_at=timezone.now()
+        )
+    return list(McpElicitation.objects.filter(pk__in=ids))
 
 
 def _close(elicitation_id: int, why: str) -> bool:

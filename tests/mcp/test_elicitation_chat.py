@@ -53,6 +53,12 @@ def _id(frame: dict[str, Any]) -> int:
     return int(re.search(r'data-elicitation-id="(\d+)"', frame["html"]).group(1))
 
 
+def _page(user, conversation_id: int) -> str:
+    client = Client()
+    client.force_login(user)
+    return client.get(f"/c/{conversation_id}/").content.decode()
+
+
 def _results(conversation) -> list[str]:
     return [
         json.dumps(block["content"])
@@ -84,8 +90,11 @@ async def test_the_person_answers_a_servers_question_in_the_chat(
     assert 'name="value.colour"' in card["html"] and "required" in card["html"]
     for answer in ("Accept", "Decline", "Cancel"):
         assert f">{answer}</button>" in card["html"]
-    # A required field left empty is refused, and the question stays open.
+    # A reload shows the question waiting, with its form.
     first = _id(card)
+    page = await sync_to_async(_page)(alice, conversation.pk)
+    assert f'id="elicitation-{first}"' in page and 'name="value.colour"' in page
+    # A required field left empty is refused, and the question stays open.
     await tab.send_json_to(
         {"action": "elicit", "elicitation_id": str(first), "answer": "accept", "value.colour": ""}
     )
@@ -148,3 +157,25 @@ async def test_a_question_nobody_answers_is_cancelled(
     assert "Cancelled (nobody answered within 0.5 seconds)" in result
     [row] = [e async for e in McpElicitation.objects.filter(conversation=conversation)]
     assert row.status == "cancel" and row.answered_by_id is None
+
+
+async def test_stop_cancels_a_question_waiting_for_its_answer(
+    alice, bob, settings, fake_anthropic, http_server
+):
+    use_fake_model(settings, fake_anthropic, retries=0)
+    conversation = await Conversation.objects.acreate(owner=alice, title="asks")
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(workspace_for(conversation.pk).root), alice)
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="mcp__toy__ask_colour")
+    fake_anthropic.enqueue(Reply.tool_use("mcp__toy__ask_colour", {}), Reply.text("done"))
+    tab = await _tab(alice, conversation.pk)
+    await tab.send_json_to({"action": "send", "text": "pick"})
+    card = _asked(await until(tab, lambda f: f["type"] == "elicitation.asked"))
+    await tab.send_json_to({"action": "stop"})
+    frames = await until(tab, lambda f: f["type"] == "run.finished")
+    answered = [f for f in frames if f["type"] == "elicitation.answered"]
+    assert answered and 'data-status="cancel"' in answered[-1]["html"]
+    assert "the run was stopped" in answered[-1]["html"]
+    await tab.disconnect()
+    row = await McpElicitation.objects.aget(pk=_id(card))
+    assert row.status == "cancel" and row.why == "the run was stopped"
