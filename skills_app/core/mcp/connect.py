@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import contextvars
 import functools
 import hashlib
 import json
@@ -89,6 +90,10 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 
+async def _asking(ask: Asker, question: ElicitQuestion) -> ElicitAnswer:
+    return await ask(question)
+
+
 class McpConnectError(Exception):
     """A server that could not be reached, started, greeted or called in time; says which."""
 
@@ -112,6 +117,9 @@ class ServerSpec:
     headers: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: float = 10.0
     call_timeout: float = 60.0
+    # Seconds a question of the server may wait for the person (the call's deadline is paused
+    # meanwhile; an HTTP server's stream must stay open that long too).
+    ask_timeout: float = 0.0
     # An OAuth server's client side for the calling person (`oauth.OAuthSetup`); None for a
     # server without OAuth.
     oauth: OAuthSetup | None = None
@@ -207,18 +215,38 @@ class _Call:
     ask: Asker | None = None
     # The call's deadline, paused while the person is asked.
     scope: anyio.CancelScope | None = None
+    # The context of the calling task: the question is asked in it, not in the context of the
+    # task that reads the server's messages (a kept session's owner, made by an earlier call),
+    # whose context-bound resources (the database executor of a finished request) may be gone.
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
 
     async def asked(self, question: ElicitQuestion) -> ElicitAnswer:
-        assert self.ask is not None
         scope = self.scope
-        if scope is None:
-            return await self.ask(question)
-        left = scope.deadline - anyio.current_time()
-        scope.deadline = math.inf
+        left = scope.deadline - anyio.current_time() if scope is not None else 0.0
+        if scope is not None:
+            scope.deadline = math.inf
         try:
-            return await self.ask(question)
+            return await self.tell(question)
         finally:
-            scope.deadline = anyio.current_time() + max(left, 0.0)
+            if scope is not None:
+                scope.deadline = anyio.current_time() + max(left, 0.0)
+
+    async def tell(self, question: ElicitQuestion) -> ElicitAnswer:
+        """`ask(question)` run in the calling task's context; cancelled with the waiting task."""
+        assert self.ask is not None
+        task = asyncio.get_running_loop().create_task(
+            _asking(self.ask, question), context=self.context.copy()
+        )
+        # Held until it ends (the loop holds tasks weakly), a withdrawal after a cancel too.
+        _owners.add(task)
+        task.add_done_callback(_owners.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait([task])
+            raise
 
 
 async def list_prompts(spec: ServerSpec, place: Place) -> list[PromptDefinition]:
@@ -569,7 +597,7 @@ class _Kept:
 
 
 _POOL_KEY = ("skills_app.core.mcp.connect", "kept sessions")
-_owners: set[asyncio.Task[None]] = set()
+_owners: set[asyncio.Task[Any]] = set()
 
 
 class _Pool(contextlib.AbstractAsyncContextManager["_Pool"]):
@@ -689,7 +717,7 @@ async def _session(
         elif spec.kind == "http":
             # The read limit lies past the operation's own deadline, which then fires first and
             # says which limit was passed (a bare read timeout reads as a broken stream).
-            read_limit = spec.connect_timeout + spec.call_timeout + 5.0
+            read_limit = spec.connect_timeout + spec.call_timeout + spec.ask_timeout + 5.0
             timeout = httpx2.Timeout(spec.connect_timeout, read=read_limit)
             if spec.oauth is None:
                 client = httpx2.AsyncClient(
@@ -729,7 +757,7 @@ async def _session(
             if call.ask is None or question.refused:
                 if call.ask is not None:
                     with contextlib.suppress(Exception):
-                        await call.ask(question)  # shown declined, not waited for
+                        await call.tell(question)  # shown declined, not waited for
                 call.notes.append(note)
                 return mcp_types.ElicitResult(action="decline")
             try:
