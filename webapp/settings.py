@@ -366,6 +366,8 @@ MCP_MEDIA_MAX_BYTES = env_int("MCP_MEDIA_MAX_BYTES", 5 * 1024 * 1024, minimum=1_
 MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES = env_bool("MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES", False)
 # MCP calls one person may make a minute, in all their conversations (docs/mcp.md).
 MCP_CALLS_PER_MINUTE = env_int("MCP_CALLS_PER_MINUTE", 60, minimum=1)
+# Seconds a server's question mid-call waits for the person's answer before it is cancelled.
+MCP_ELICIT_TIMEOUT = env_float("MCP_ELICIT_TIMEOUT", 300.0)
 
 # --- Runs -----------------------------------------------------------------------------------
 

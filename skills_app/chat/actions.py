@@ -14,6 +14,7 @@ from typing import Any
 from skills_app.chat import conversations as conv
 from skills_app.chat import titles
 from skills_app.core.events import TurnExcluded
+from skills_app.mcp.elicitations import ElicitationError, answer_elicitation
 from skills_app.models import Approval, Run
 from skills_app.permissions.approvals import ApprovalError, answer_approval
 from skills_app.policy.limits import LimitReached, check_send
@@ -23,7 +24,9 @@ from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.dbsync import database_sync_to_async
 
 MAX_MESSAGE_CHARS = 32_000
-ACTIONS = ("send", "retry", "stop", "approve", "cancel", "edit", "regenerate")
+ACTIONS = ("send", "retry", "stop", "approve", "elicit", "cancel", "edit", "regenerate")
+# The form fields of a server's question (`elicit`) are sent as "value.<field name>".
+VALUE_PREFIX = "value."
 
 
 class ActionError(Exception):
@@ -53,6 +56,8 @@ async def perform(
         return await _stop(conversation_id)
     elif action == "approve":
         await _approve(conversation_id, user_id, fields)
+    elif action == "elicit":
+        await _elicit(conversation_id, user_id, fields)
     elif action == "cancel":
         await _cancel(conversation_id, fields)
     elif action == "edit":
@@ -204,6 +209,25 @@ async def _approve(conversation_id: int, user_id: int, fields: Mapping[str, Any]
     try:
         await database_sync_to_async(_answer)(conversation_id, user_id, approval_id, answer, reason)
     except ApprovalError as exc:
+        raise ActionError(str(exc), retry=False) from None
+
+
+async def _elicit(conversation_id: int, user_id: int, fields: Mapping[str, Any]) -> None:
+    """The person's answer to a server's question: accept (with the form's values), decline or
+    cancel; a value that does not fit the form is said, and the question stays open."""
+    elicitation_id, answer = _whole_number(fields.get("elicitation_id")), fields.get("answer")
+    if elicitation_id is None or not isinstance(answer, str):
+        raise ActionError('"elicit" needs an elicitation_id (number) and an answer.', retry=False)
+    values = {
+        key.removeprefix(VALUE_PREFIX): value
+        for key, value in fields.items()
+        if isinstance(key, str) and key.startswith(VALUE_PREFIX)
+    }
+    try:
+        await database_sync_to_async(answer_elicitation)(
+            elicitation_id, conversation_id, user_id, answer, values
+        )
+    except ElicitationError as exc:
         raise ActionError(str(exc), retry=False) from None
 
 

@@ -28,6 +28,7 @@ from skills_app.chat.items import (
     REPLACE,
     UPDATE,
     ApprovalItem,
+    ElicitationItem,
     MessageItem,
     Part,
     QueuedItem,
@@ -40,6 +41,8 @@ from skills_app.core.events import (
     ApprovalRequested,
     BlockStarted,
     ConversationTitled,
+    ElicitationAnswered,
+    ElicitationAsked,
     MessageQueued,
     MessageStored,
     QueuedMessageGone,
@@ -236,6 +239,15 @@ def _approval(
         return []
     swap = APPEND if isinstance(event, ApprovalRequested) else UPDATE
     return [Part(ApprovalItem(approval), swap)]
+
+
+@shows(ElicitationAsked)
+@shows(ElicitationAnswered)
+def _elicitation(
+    event: ElicitationAsked | ElicitationAnswered, conversation_id: int, lookup: Lookup
+) -> list[Part]:
+    swap = APPEND if isinstance(event, ElicitationAsked) else UPDATE
+    return [Part(ElicitationItem(conversation_id, event.data()), swap)]
 
 
 @shows(TurnExcluded, needs=lambda e: Needs(messages=e.message_ids))

@@ -18,6 +18,7 @@ from skills_app.chat.event_views import Lookup, Needs, needs_of, parts_for
 from skills_app.chat.items import (
     REPLACE,
     ApprovalItem,
+    ElicitationItem,
     MessageItem,
     Part,
     QueuedItem,
@@ -27,6 +28,7 @@ from skills_app.chat.items import (
 from skills_app.chat.rendering import MARKDOWN_MEMO
 from skills_app.chat.usage import render_conversation_cost
 from skills_app.core.events import EventDataError, RunEvent, event_from
+from skills_app.mcp.elicitations import asked_event, pending_elicitations
 from skills_app.models import Approval, Conversation, Message, QueuedMessage
 from skills_app.models import RunEvent as StoredEvent
 
@@ -114,6 +116,11 @@ def approvals_page_html(
 ) -> list[str]:
     """Pending approvals on the chat page, through the same filter."""
     parts = [Part(ApprovalItem(a), REPLACE) for a in approvals]
+    # An MCP server's question waiting for its answer, as its card.
+    parts += [
+        Part(ElicitationItem(conversation_id, asked_event(e).data()), REPLACE)
+        for e in pending_elicitations(conversation_id)
+    ]
     return [html_for([p], can_inspect=can_inspect) or "" for p in parts]
 
 

@@ -104,6 +104,20 @@ class ApprovalItem:
 
 
 @dataclass(frozen=True, slots=True)
+class ElicitationItem:
+    """An MCP server's question mid-call (its form, or its outcome), from the run's events."""
+
+    conversation_id: int
+    data: dict[str, Any]
+    hidden: bool = False
+
+    def render(self, *, can_inspect: bool) -> str:
+        return rendering.render_elicitation(
+            self.conversation_id, self.data, can_inspect=can_inspect
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class QueuedItem:
     """A message waiting for the run to end (or the trace of one that left the queue)."""
 

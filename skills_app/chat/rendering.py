@@ -356,6 +356,33 @@ def render_approval(approval: Approval, *, can_inspect: bool) -> str:
     )
 
 
+def render_elicitation(conversation_id: int, data: dict[str, Any], *, can_inspect: bool) -> str:
+    """The `_elicitation.html` partial (id `elicitation-<id>`): a server's question with its form
+    while pending, its outcome after. What the server wrote (its message, the fields' words)
+    passes the viewer's filter like a tool result: a server may quote hidden text."""
+    out = outbound(conversation_id, can_inspect=can_inspect)
+    fields = [
+        {
+            **field,
+            "title": out.text(str(field.get("title") or "")),
+            "description": out.text(str(field.get("description") or "")),
+        }
+        for field in data.get("fields") or ()
+        if isinstance(field, dict)
+    ]
+    shown = {
+        "id": data.get("elicitation_id"),
+        "server": data.get("server", ""),
+        "message": out.text(str(data.get("message") or "")),
+        "fields": fields,
+        "status": data.get("status", ""),
+        "why": data.get("why", ""),
+    }
+    return render_to_string(
+        "skills_app/chat/_elicitation.html", {"e": shown, "conversation_id": conversation_id}
+    )
+
+
 def render_notice(
     text: str, *, kind: str = "error", retry: bool = True, out: Outbound | None = None
 ) -> str:

@@ -279,6 +279,35 @@ class ApprovalAnswered(RunEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ElicitationAsked(RunEvent):
+    """An MCP server asked the person a question mid-call: the card with its form, or (when it
+    was not put to the person, `why`) the note that it was declined. The card is built from the
+    event; the answer is given on the `McpElicitation` row it names."""
+
+    type: ClassVar[str] = "elicitation.asked"
+    elicitation_id: int
+    server: str = ""
+    message: str = ""
+    fields: tuple[dict[str, Any], ...] = ()
+    status: str = "pending"
+    why: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitationAnswered(RunEvent):
+    """The person accepted, declined or cancelled a server's question (or it timed out, or the
+    run stopped): the card shows the outcome, never the values."""
+
+    type: ClassVar[str] = "elicitation.answered"
+    elicitation_id: int
+    server: str = ""
+    message: str = ""
+    status: str = ""
+    why: str = ""
+    by: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RunQueued(RunEvent):
     """The run waits for a worker; the chat says so until `run.started`."""
 
@@ -383,6 +412,8 @@ EVENT_TYPES: dict[str, type[RunEvent]] = {
         ToolAudited,
         MessageStored,
         ApprovalRequested,
+        ElicitationAsked,
+        ElicitationAnswered,
         ApprovalAnswered,
         RunQueued,
         RunStarted,
@@ -416,6 +447,8 @@ __all__ = [
     "EVENT_TYPES",
     "ApprovalAnswered",
     "ApprovalRequested",
+    "ElicitationAnswered",
+    "ElicitationAsked",
     "BlockDone",
     "BlockStarted",
     "EventDataError",

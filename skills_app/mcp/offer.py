@@ -24,6 +24,7 @@ from skills_app import trail
 from skills_app.core.mcp import CallRecord, McpConnectError, McpTool, list_tools
 from skills_app.core.mcp.connect import Place, ServerSpec, on_tools_changed
 from skills_app.core.mcp.definitions import model_tool_name
+from skills_app.core.mcp.elicit import Asker
 from skills_app.core.mcp.oauth import SignInRequired
 from skills_app.core.mcp.tool import with_grant
 from skills_app.mcp.definitions import serving, store_listing
@@ -80,6 +81,7 @@ async def offered_tools(
     place: Place,
     record: Callable[[CallRecord], Awaitable[None]] | None,
     user_id: int | None = None,
+    ask: Asker | None = None,
 ) -> Offer:
     """The approved tools of every server visible to these groups, listed at most once a while.
 
@@ -115,6 +117,7 @@ async def offered_tools(
                     record=record,
                     secrets=secrets,
                     grants=grants,
+                    ask=ask,
                 )
             )
     return Offer(tuple(tools), tuple(notices))

@@ -265,6 +265,7 @@ def spec_for(server: McpServer) -> ServerSpec:
         headers=dict(server.headers),
         connect_timeout=settings.MCP_CONNECT_TIMEOUT,
         call_timeout=settings.MCP_CALL_TIMEOUT,
+        ask_timeout=settings.MCP_ELICIT_TIMEOUT,
         keep_alive=settings.MCP_SESSION_IDLE_SECONDS,
         max_kept=settings.MCP_SESSIONS_MAX,
     )

@@ -9,6 +9,7 @@ from skills_app.models.conversations import Conversation, Message, RunEvent
 from skills_app.models.decisions import PermissionDecision
 from skills_app.models.feedback import AnswerFeedback
 from skills_app.models.mcp import (
+    McpElicitation,
     McpOAuthGrant,
     McpOAuthPendingSignIn,
     McpServer,
@@ -53,6 +54,7 @@ __all__ = [
     "ConversationGrant",
     "ConversationShare",
     "McpOAuthGrant",
+    "McpElicitation",
     "McpOAuthPendingSignIn",
     "McpServer",
     "McpToolDefinition",

@@ -164,3 +164,41 @@ class McpOAuthPendingSignIn(models.Model):
 
     def __str__(self) -> str:
         return f"sign-in of user {self.user_id} to {self.server_id} ({self.created_at:%H:%M:%S})"
+
+
+class McpElicitation(models.Model):
+    """A question an MCP server asked the person mid-call (`elicitation/create`), and the answer.
+
+    The card in the chat is made from the run's events; this row is where the answer is given
+    (by any tab, any process) and what the audit keeps: which server asked, what, the form's
+    fields, the answer and its values (filtered as an mcp__ call's arguments are), who answered.
+    A question that was not put to the person (a secret asked for) is stored declined, with why.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "waiting for an answer"
+        ACCEPT = "accept", "accepted"
+        DECLINE = "decline", "declined"
+        CANCEL = "cancel", "cancelled"
+
+    conversation = models.ForeignKey(
+        "skills_app.Conversation", on_delete=models.PROTECT, related_name="+"
+    )
+    run = models.ForeignKey("skills_app.Run", on_delete=models.PROTECT, related_name="+")
+    server = models.CharField(max_length=200)
+    message = models.TextField(blank=True)
+    fields = models.JSONField(default=list)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    values = models.JSONField(default=dict, blank=True)
+    why = models.TextField(blank=True)
+    answered_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.server} asked: {self.status}"

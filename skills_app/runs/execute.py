@@ -13,6 +13,7 @@ from skills_app.core.agent import RunOutcome
 from skills_app.core.events import ApprovalAnswered, RunFinished, RunStarted
 from skills_app.core.llm import ModelClient
 from skills_app.core.logcontext import log_context
+from skills_app.mcp.elicitations import answered_event, cancel_pending
 from skills_app.models import Approval, Run
 from skills_app.runs import store
 from skills_app.runs.client import model_client
@@ -124,6 +125,8 @@ async def finish(run_id: int, recorder: RunRecorder, status: str, error: str, ki
         await recorder.record(
             ApprovalAnswered(approval_id=approval_id, status=Approval.CANCELLED, by=None)
         )
+    for question in await sync_to_async(cancel_pending)(run_id):
+        await recorder.record(answered_event(question))  # an MCP server's, likewise
     await recorder.record(RunFinished(run_id=run_id, status=status, error=error, kind=kind))
 
 

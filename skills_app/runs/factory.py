@@ -31,6 +31,7 @@ from skills_app.core.skillhooks import SkillHook, skill_hooks_from_rows
 from skills_app.core.tools import ToolContext, ToolRegistry, default_tools
 from skills_app.core.tools.storage import StorageGate
 from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
+from skills_app.mcp.elicitations import PersonAsker
 from skills_app.mcp.filter import refusal as mcp_refusal
 from skills_app.mcp.offer import call_recorder, offered_tools
 from skills_app.mcp.quota import over_quota
@@ -206,6 +207,13 @@ async def build_runner(
             preview=functools.partial(mcp_call_preview, setup.conversation_id),
         ),
         user_id=user_id,
+        # A server's question mid-call is asked of the person in this conversation.
+        ask=PersonAsker(
+            conversation_id=setup.conversation_id,
+            run_id=run_id,
+            record=recorder.record,
+            preview=functools.partial(mcp_call_preview, setup.conversation_id),
+        ),
     )
     # The approved tools of the MCP servers the person may see (mcp__server__tool); the rules
     # decide each call like any other tool's (an mcp__ call no rule names asks).

@@ -11,6 +11,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 
 from skills_app.core.mcp import ServerSpec, call_tool
+from skills_app.core.mcp.elicit import ElicitAnswer, ElicitQuestion, checked_values, form_fields
 from skills_app.mcp import definitions, prompts
 from skills_app.models import AuditEvent, Conversation
 from skills_app.runs import supervisor as runs
@@ -70,6 +71,72 @@ async def test_a_servers_question_mid_call_is_declined_and_shown(http_server, tm
     assert secret.text == "elicitation answer: decline"
     assert 'its field "password" looks like a secret' in secret.notes[0].text()
     assert "never asks for secrets in a form" in secret.notes[0].text()
+
+
+async def test_a_servers_question_goes_to_the_person_and_the_server_gets_the_answer(
+    http_server, tmp_path
+):
+    spec = ServerSpec(name="toy", kind="http", url=http_server.url)
+    place = place_in(tmp_path / "ws")
+    asked: list[ElicitQuestion] = []
+
+    async def teal(question: ElicitQuestion) -> ElicitAnswer:
+        asked.append(question)
+        return ElicitAnswer("accept", checked_values(question.fields, {"colour": "teal"}))
+
+    outcome = await call_tool(spec, place, "ask_colour", {}, ask=teal)
+    assert outcome.text == "elicitation answer: accept, colour teal"
+    [question] = asked
+    assert question.server == "toy"
+    assert question.message == "Which colour should the report use?"
+    [colour] = question.fields
+    assert (colour.name, colour.kind, colour.required) == ("colour", "string", True)
+    assert outcome.notes[0].text() == (
+        '[The MCP server "toy" asked for input: Which colour should the report use? '
+        "The person accepted and sent their answer.]"
+    )
+
+    async def cancel(question: ElicitQuestion) -> ElicitAnswer:
+        return ElicitAnswer("cancel", why="nobody answered in time")
+
+    cancelled = await call_tool(spec, place, "ask_colour", {}, ask=cancel)
+    assert cancelled.text == "elicitation answer: cancel"
+    assert "Cancelled (nobody answered in time)" in cancelled.notes[0].text()
+    # A question for a secret is never put to the person: shown declined, with the reason,
+    # whatever the ask port would answer.
+    asked.clear()
+    secret = await call_tool(spec, place, "ask_password", {}, ask=teal)
+    assert secret.text == "elicitation answer: decline"
+    [refused] = asked
+    assert refused.fields == () and "never asks for secrets in a form" in refused.refused
+    assert 'its field "password" looks like a secret' in secret.notes[0].text()
+
+
+def test_answers_are_checked_against_the_requested_schema():
+    schema = {
+        "type": "object",
+        "properties": {
+            "size": {"type": "integer", "title": "Size"},
+            "tone": {"type": "string", "enum": ["dry", "warm"]},
+            "urgent": {"type": "boolean"},
+        },
+        "required": ["size"],
+    }
+    fields = form_fields(schema)
+    assert fields is not None and fields[1].options == ("dry", "warm")
+    assert checked_values(fields, {"size": "3", "tone": "warm", "urgent": "on"}) == {
+        "size": 3,
+        "tone": "warm",
+        "urgent": True,
+    }
+    with pytest.raises(ValueError, match='"Size" is required'):
+        checked_values(fields, {"tone": "dry"})
+    with pytest.raises(ValueError, match="must be one of: dry, warm"):
+        checked_values(fields, {"size": "1", "tone": "loud"})
+    with pytest.raises(ValueError, match="whole number"):
+        checked_values(fields, {"size": "many"})
+    # A nested field is not a form this chat can show: the question is not asked.
+    assert form_fields({"properties": {"where": {"type": "object"}}}) is None
 
 
 @pytest.mark.django_db(transaction=True)

@@ -15,7 +15,7 @@ working directory (a stdio server's is the conversation's workspace; `note` goes
 `read_text` answers with a file of that folder (or at an absolute path), `report_env` answers
 with its whole environment (and can save it there too), `wait_marked` notes that it started and
 whether it was cancelled, `crash` ends the process mid-call, `ask_colour` and `ask_password` ask the person for
-input mid-call (`elicitation/create`) and answer with what the client said, the prompt
+input mid-call (`elicitation/create`) and answer with what the client said (and the colour given), the prompt
 `brief` takes a required `topic` and an optional `tone`, and `quote_file` is a file's text. The description of `echo` is read from
 `--description-file` when the server starts, so rewriting that file and starting again is "the
 server changed its tool". With `--growable` it also has `grow`, which adds a tool of the given
@@ -153,6 +153,8 @@ def build(description: str, oauth_base: str = "", growable: bool = False) -> MCP
     @server.tool(name="ask_colour", description="Ask the person for a colour, then say the answer.")
     async def ask_colour(ctx: Context) -> str:
         answer = await ctx.elicit("Which colour should the report use?", Colour)
+        if answer.action == "accept":
+            return f"elicitation answer: accept, colour {answer.data.colour}"
         return f"elicitation answer: {answer.action}"
 
     @server.tool(name="ask_password", description="Ask the person for a password (never answered).")

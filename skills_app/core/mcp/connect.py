@@ -38,16 +38,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import contextvars
 import functools
 import hashlib
 import json
 import logging
+import math
 import ssl
 import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
 
@@ -56,7 +58,14 @@ import httpx2
 
 from skills_app.core import loop_owned
 from skills_app.core.mcp.definitions import ToolDefinition, definition_from_sdk
-from skills_app.core.mcp.elicit import ElicitNote, note_for
+from skills_app.core.mcp.elicit import (
+    Asker,
+    ElicitAnswer,
+    ElicitNote,
+    ElicitQuestion,
+    note_for,
+    question_for,
+)
 from skills_app.core.mcp.oauth import GuardedTransport, OAuthSetup, SignInRequired, provider
 from skills_app.core.mcp.prompts import PromptDefinition, prompt_from_sdk, prompt_text
 from skills_app.core.tools.env import program_switches
@@ -79,6 +88,10 @@ _STDERR_TAIL = 600
 T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
+
+
+async def _asking(ask: Asker, question: ElicitQuestion) -> ElicitAnswer:
+    return await ask(question)
 
 
 class McpConnectError(Exception):
@@ -104,6 +117,9 @@ class ServerSpec:
     headers: Mapping[str, str] = field(default_factory=dict)
     connect_timeout: float = 10.0
     call_timeout: float = 60.0
+    # Seconds a question of the server may wait for the person (the call's deadline is paused
+    # meanwhile; an HTTP server's stream must stay open that long too).
+    ask_timeout: float = 0.0
     # An OAuth server's client side for the calling person (`oauth.OAuthSetup`); None for a
     # server without OAuth.
     oauth: OAuthSetup | None = None
@@ -143,7 +159,7 @@ class CallOutcome:
 
     text: str
     is_error: bool
-    # What the server asked the person during the call (`elicit`): each declined, each shown.
+    # What the server asked the person during the call (`elicit`) and what it got: each shown.
     notes: tuple[ElicitNote, ...] = ()
     files: tuple[ResultFile, ...] = ()
 
@@ -198,22 +214,69 @@ async def list_tools_and_prompts(
 
 
 async def call_tool(
-    spec: ServerSpec, place: Place, tool: str, arguments: dict[str, Any]
+    spec: ServerSpec,
+    place: Place,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    ask: Asker | None = None,
 ) -> CallOutcome:
-    """Call one tool; the server's own errors come back as an error outcome, not an exception."""
+    """Call one tool; the server's own errors come back as an error outcome, not an exception.
+    A question the server asks mid-call goes to `ask` when it may be asked (`elicit`), else it
+    is declined; the time the person takes to answer does not count against the call's limit."""
 
-    notes: list[ElicitNote] = []
+    call = _Call(ask=ask)
 
     async def work(session: ClientSession) -> CallOutcome:
         result = await session.call_tool(tool, arguments)
         return CallOutcome(
-            result_text(result), bool(result.is_error), tuple(notes), result_files(result)
+            result_text(result), bool(result.is_error), tuple(call.notes), result_files(result)
         )
 
     limit = spec.connect_timeout + spec.call_timeout
-    return await _with_session(
-        spec, place, work, limit, f"answer the call of {tool}", elicited=notes
-    )
+    return await _with_session(spec, place, work, limit, f"answer the call of {tool}", call=call)
+
+
+@dataclass(slots=True)
+class _Call:
+    """One tool call in flight: what the server asked during it, and how to ask its person."""
+
+    notes: list[ElicitNote] = field(default_factory=list)
+    ask: Asker | None = None
+    # The call's deadline, paused while the person is asked.
+    scope: anyio.CancelScope | None = None
+    # The context of the calling task: the question is asked in it, not in the context of the
+    # task that reads the server's messages (a kept session's owner, made by an earlier call),
+    # whose context-bound resources (the database executor of a finished request) may be gone.
+    context: contextvars.Context = field(default_factory=contextvars.copy_context)
+
+    async def asked(self, question: ElicitQuestion) -> ElicitAnswer:
+        scope = self.scope
+        left = scope.deadline - anyio.current_time() if scope is not None else 0.0
+        if scope is not None:
+            scope.deadline = math.inf
+        try:
+            return await self.tell(question)
+        finally:
+            if scope is not None:
+                scope.deadline = anyio.current_time() + max(left, 0.0)
+
+    async def tell(self, question: ElicitQuestion) -> ElicitAnswer:
+        """`ask(question)` run in the calling task's context; cancelled with the waiting task."""
+        assert self.ask is not None
+        task = asyncio.get_running_loop().create_task(
+            _asking(self.ask, question), context=self.context.copy()
+        )
+        # Held until it ends (the loop holds tasks weakly), a withdrawal after a cancel too.
+        _owners.add(task)
+        task.add_done_callback(_owners.discard)
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait([task])
+            raise
 
 
 async def list_prompts(spec: ServerSpec, place: Place) -> list[PromptDefinition]:
@@ -295,17 +358,19 @@ async def _with_session(
     work: Callable[[ClientSession], Awaitable[T]],
     limit: float,
     what: str,
-    elicited: list[ElicitNote] | None = None,
+    call: _Call | None = None,
 ) -> T:
     if spec.keep_alive > 0:
-        return await _with_kept_session(spec, place, work, limit, what, elicited)
+        return await _with_kept_session(spec, place, work, limit, what, call)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as opened:
         # TemporaryFile's text mode is a TextIOWrapper, typed as the wider IO[str].
         errlog = cast(TextIO, opened)
         greeted = False  # a server that never greeted is a start that failed, not a crash
         try:
-            with anyio.fail_after(limit):
-                async with _session(spec, place, errlog, elicited=lambda: elicited) as session:
+            with anyio.fail_after(limit) as scope:
+                if call is not None:
+                    call.scope = scope
+                async with _session(spec, place, errlog, elicited=lambda: call) as session:
                     greeted = True
                     return await work(session)
         except Exception as exc:
@@ -320,7 +385,7 @@ async def _with_kept_session(
     work: Callable[[ClientSession], Awaitable[T]],
     limit: float,
     what: str,
-    elicited: list[ElicitNote] | None = None,
+    call: _Call | None = None,
 ) -> T:
     """`work` on the loop's kept session for this server and place, opened if there is none.
     Any failure drops the session (the next operation opens a new one)."""
@@ -328,17 +393,18 @@ async def _with_kept_session(
     kept: _Kept | None = None
     greeted = False
     try:
-        with anyio.fail_after(limit):
+        with anyio.fail_after(limit) as scope:
             kept = pool.take(spec, place)
             session = await kept.opened()
             greeted = True
-            if elicited is not None:
-                kept.calls.append(elicited)
+            if call is not None:
+                call.scope = scope
+                kept.calls.append(call)
             try:
                 result = await work(session)
             finally:
-                if elicited is not None:
-                    kept.calls.remove(elicited)
+                if call is not None:
+                    kept.calls.remove(call)
     except BaseException as exc:
         tail = ""
         if kept is not None:
@@ -442,10 +508,11 @@ class _Kept:
         self.last_used = time.monotonic()
         self.dead = False  # never handed out again
         self.last_tail = ""
-        # The note lists of the calls in flight on this session. A server's question during a
-        # call is noted in that call's result only when it is the one call in flight: a plain
-        # HTTP session serves several people, and the question of one's call is not another's.
-        self.calls: list[list[ElicitNote]] = []
+        # The calls in flight on this session. A server's question during a call is asked of
+        # that call's person and noted in its result only when it is the one call in flight: a
+        # plain HTTP session serves several people, and the question of one's call is not
+        # another's (it is declined, unasked and unnoted).
+        self.calls: list[_Call] = []
         # Closed by the owning task when the session ends.
         opened = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")  # noqa: SIM115
         self.errlog = cast(TextIO, opened)
@@ -547,7 +614,7 @@ class _Kept:
 
 
 _POOL_KEY = ("skills_app.core.mcp.connect", "kept sessions")
-_owners: set[asyncio.Task[None]] = set()
+_owners: set[asyncio.Task[Any]] = set()
 
 
 class _Pool(contextlib.AbstractAsyncContextManager["_Pool"]):
@@ -650,11 +717,11 @@ async def _session(
     *,
     on_message: MessageHandlerFnT | None = None,
     on_end: Callable[[], None] | None = None,
-    elicited: Callable[[], list[ElicitNote] | None] = lambda: None,
+    elicited: Callable[[], _Call | None] = lambda: None,
 ) -> AsyncIterator[ClientSession]:
     """A greeted session; `on_message` gets the server's notifications, `on_end` is called when
     the server closes its side (a kept session's way of hearing that a stdio server ended), and
-    `elicited()` is the list of the call a server's question belongs to (None: no one's)."""
+    `elicited()` is the call a server's question belongs to (None: no one's)."""
     from mcp import ClientSession
     from mcp import types as mcp_types
     from mcp.client.stdio import stdio_client
@@ -667,7 +734,7 @@ async def _session(
         elif spec.kind == "http":
             # The read limit lies past the operation's own deadline, which then fires first and
             # says which limit was passed (a bare read timeout reads as a broken stream).
-            read_limit = spec.connect_timeout + spec.call_timeout + 5.0
+            read_limit = spec.connect_timeout + spec.call_timeout + spec.ask_timeout + 5.0
             timeout = httpx2.Timeout(spec.connect_timeout, read=read_limit)
             if spec.oauth is None:
                 client = httpx2.AsyncClient(
@@ -697,11 +764,30 @@ async def _session(
             read = await _watched(stack, read, on_end)
 
         async def elicit(context: Any, params: Any) -> mcp_types.ElicitResult:
-            # A server's question mid-call: declined, and noted for the call's result.
-            notes = elicited()
-            if notes is not None:
-                notes.append(note_for(spec.name, params))
-            return mcp_types.ElicitResult(action="decline")
+            # A server's question mid-call: asked of the call's person when it may be, else
+            # declined; noted for the call's result either way.
+            call = elicited()
+            if call is None:
+                return mcp_types.ElicitResult(action="decline")
+            note = note_for(spec.name, params)
+            question = question_for(spec.name, params)
+            if call.ask is None or question.refused:
+                if call.ask is not None:
+                    with contextlib.suppress(Exception):
+                        await call.tell(question)  # shown declined, not waited for
+                call.notes.append(note)
+                return mcp_types.ElicitResult(action="decline")
+            try:
+                answer = await call.asked(question)
+            except Exception:
+                logger.exception("Asking the person for %s's question failed", spec.name)
+                answer = ElicitAnswer("cancel", why="the question could not be asked")
+            call.notes.append(replace(note, answered=answer.action, why=answer.why))
+            if answer.action == "accept":
+                return mcp_types.ElicitResult(action="accept", content=dict(answer.content or {}))
+            return mcp_types.ElicitResult(
+                action="cancel" if answer.action == "cancel" else "decline"
+            )
 
         session = await stack.enter_async_context(
             ClientSession(read, write, message_handler=on_message, elicitation_callback=elicit)

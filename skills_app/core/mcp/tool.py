@@ -35,6 +35,7 @@ from skills_app.core.mcp.connect import (
     call_tool,
 )
 from skills_app.core.mcp.definitions import ToolDefinition, model_tool_name
+from skills_app.core.mcp.elicit import Asker
 from skills_app.core.mcp.oauth import (
     GrantStore,
     HeldGrant,
@@ -101,6 +102,7 @@ class McpTool:
         secrets: Sequence[str] = (),
         grants: GrantStore | None = None,
         media_limit: int = MEDIA_LIMIT,
+        ask: Asker | None = None,
     ) -> None:
         name = model_tool_name(spec.name, definition.name)
         if name is None:
@@ -122,6 +124,9 @@ class McpTool:
         self.grants = grants
         # The largest image or resource of a result kept for the person, in bytes.
         self.media_limit = media_limit
+        # How a question the server asks mid-call reaches the person of the run (None: every
+        # question is declined unasked).
+        self.ask = ask
 
     async def run(self, input: Mapping[str, Any], ctx: ToolContext) -> ToolResult:
         """Call the tool on its server; every failure is an error result the model can read."""
@@ -146,10 +151,10 @@ class McpTool:
             if self.grants is not None:
                 grant = await self.grants.load()
                 spec = with_grant(spec, grant, self.grants)
-            outcome = await call_tool(spec, place, self.definition.name, dict(input))
+            outcome = await call_tool(spec, place, self.definition.name, dict(input), ask=self.ask)
             text, is_error, files = outcome.text, outcome.is_error, outcome.files
             if outcome.notes:
-                # What the server asked the person mid-call (declined): shown with the result.
+                # What the server asked the person mid-call, and the answer: shown with it.
                 text = "\n".join([*(note.text() for note in outcome.notes), text])
         except SignInRequired:
             # No token, or the server answered 401 and the SDK would send the person to sign
