@@ -46,6 +46,7 @@ def test_one_action_row_per_answer_and_versions_of_a_regenerated_one(tab, model)
     expect(control).to_have_count(1)
     expect(control).to_contain_text("2/2")
     expect(chat.transcript.get_by_text("Version 3.1.0 is fine.")).to_be_hidden()
+    screenshot(chat.page, "42-versions-newest-desktop")
     assert violations(chat.page) == []
 
     # On a phone, by the keyboard: the earlier version, then back to the newest.
@@ -55,6 +56,10 @@ def test_one_action_row_per_answer_and_versions_of_a_regenerated_one(tab, model)
         visible=True
     )
     expect(control).to_contain_text("2/2")
+    # One action row for the turn shown, at this width too.
+    expect(chat.transcript.locator(".answer-actions").filter(visible=True)).to_have_count(1)
+    expect(chat.transcript.locator(".usage").filter(visible=True)).to_have_count(1)
+    screenshot(chat.page, "42-one-footer-phone")
     expect(control.get_by_role("button", name="Next version")).to_be_disabled()
     control.get_by_role("button", name="Previous version").focus()
     chat.page.keyboard.press("Enter")
