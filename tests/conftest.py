@@ -110,6 +110,10 @@ def _isolated_dirs(settings, tmp_path):
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.APPROVAL_TIMEOUT = 5
+    # Starting an MCP server is bounded, not paused for: on a busy machine (three workers on two
+    # cores beside other work) a stdio server importing the SDK took over the default 10 s.
+    # The tests of the bound set their own.
+    settings.MCP_CONNECT_TIMEOUT = 60.0
     # Commands run sandboxed, as they do by default (SANDBOX=auto; without a sandbox they need
     # the "run unsandboxed commands" permission).
     settings.SANDBOX = "auto"
