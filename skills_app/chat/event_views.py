@@ -3,8 +3,9 @@
 A stored event's entry says which rows its parts need (`Needs`: loaded once, for one live event
 or a whole replay), turns the event into parts (`chat.items`), which render themselves per
 visibility class, and names the fields of the event its frame carries as data (`announces`:
-ids and states, never text, which reaches a browser only through the visibility filter). A live event's entry makes the frame a tab is sent. An event type without an
-entry shows nothing (it is stored for the audit or the log, and keeps its place in the seq).
+ids and states, never text or names, which reach a browser only through the visibility filter).
+A live event's entry makes the frame a tab is sent. An event type without an entry shows
+nothing (it is stored for the audit or the log, and keeps its place in the seq).
 
 This is the only place in the chat that names event types: the recorder stores events and the
 consumer relays them by the traits their classes declare (`core.events`).
@@ -233,14 +234,14 @@ def _chip_replaced(row: Message) -> str:
     return ""
 
 
-@shows(ToolFinished, announces=("tool_use_id", "name", "is_error"))
+@shows(ToolFinished, announces=("tool_use_id", "is_error"))
 def _tool_result(event: ToolFinished, conversation_id: int, lookup: Lookup) -> list[Part]:
     if event.name == SKILL_TOOL:
         return []  # the skill's chip says it (skill.invocation)
     return [Part(ToolResultItem(conversation_id, event.tool_use_id, event.data()), UPDATE)]
 
 
-@shows(SkillInvoked, announces=("tool_use_id", "skill", "decision"))
+@shows(SkillInvoked, announces=("tool_use_id", "decision"))
 def _skill_chip(event: SkillInvoked, conversation_id: int, lookup: Lookup) -> list[Part]:
     if not event.tool_use_id:
         return []  # a slash command: its status row shows it

@@ -6,9 +6,10 @@ queued run and a claim never both win), the same heartbeat (every RUN_HEARTBEAT_
 all the trigger runs of an event loop, reading `stop_requested` and whether another process ended
 the run), the same test for a run whose process is gone (`runs.interrupt_stale`, called by the
 worker hook and the pages), and the same table of the jobs this process executes (`runs.tasks`:
-how a stop cancels one here, how a stopping worker or process finds what to give up). `submit` claims and starts it at once when RUN_EXECUTOR is "inline";
-with "worker" it stays `queued` until a run worker's round (`WorkerLoop._loop`, after its own
-claim) calls `claim_and_start`; `give_up_here` when that worker (or the process) stops.
+how a stop cancels one here, how a stopping worker or process finds what to give up). `submit`
+claims and starts it at once when RUN_EXECUTOR is "inline"; with "worker" it stays `queued`
+until a run worker's round (`WorkerLoop._loop`, after its own claim) calls `claim_and_start`;
+`give_up_here` when that worker (or the process) stops.
 
 Each attempt is the first model call of a fresh conversation and nothing more: the answer is read
 for a skill call, then dropped. Up to TRIGGER_CONCURRENCY calls of one run are in flight at once.
