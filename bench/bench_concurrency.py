@@ -86,7 +86,7 @@ async def one_conversation(
                     latencies.append(arrived - sent)
                     SEEN.append((sent, arrived - sent))
                     result["delivered"] = int(result["delivered"]) + 1
-            elif kind == "message.stored" and "row-assistant" in frame.get("html", ""):
+            elif kind == "message.stored" and frame["data"]["role"] == "assistant":
                 # Text that reached this tab only with the stored answer (its live frames were
                 # dropped by an overloaded layer) counts as delivered when the answer arrived.
                 stamps = STAMP.findall(html.unescape(frame["html"]))
@@ -100,7 +100,7 @@ async def one_conversation(
                 result["error"] = f"socket closed {frame.get('code')}"
                 break
             elif kind == "run.finished":
-                result["status"] = frame.get("status", "")
+                result["status"] = frame["data"]["status"]
                 break
         if text.errors:
             result["error"] = f"{text.errors} pieces out of place"

@@ -58,7 +58,7 @@ async def through_skillscope(server: Daphne, conversation_id: int, command: str)
     text = "".join(assembled.new(f) for f in frames if f.get("type") == "text.delta")
     deltas = sum(1 for f in frames if f.get("type") == "text.delta")
     in_order = seqs == sorted(seqs) and len(seqs) == len(set(seqs)) and not assembled.errors
-    return elapsed, text, deltas, in_order, frames[-1].get("status")
+    return elapsed, text, deltas, in_order, frames[-1]["data"]["status"]
 
 
 async def main_async(opts: argparse.Namespace) -> int:

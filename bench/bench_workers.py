@@ -157,7 +157,7 @@ async def conversation(
                 result["error"] = f"socket closed {frame.get('code')}"
                 break
             elif kind == "run.finished":
-                result["status"] = frame.get("status", "")
+                result["status"] = frame["data"]["status"]
                 break
         tab.close()
     except Exception as exc:  # counted, not raised: one failing tab must not hide the others

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.frames import parse  # noqa: E402  (plain Python: no Django set-up needed)
+from tests.support.migrated_sqlite import copy_database
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -230,7 +231,8 @@ call_command("migrate", verbosity=0, interactive=False)
 from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.db import SessionStore
 from skills_app.models import Conversation
-user = get_user_model().objects.create_user("bench", password="bench-pass-123")
+# No password (its hashing costs a quarter second of CPU): the session below is the way in.
+user = get_user_model().objects.create_user("bench")
 ids = [Conversation.objects.create(owner=user, title=f"bench {{i}}").pk for i in range({n})]
 session = SessionStore()
 session["_auth_user_id"] = str(user.pk)
@@ -254,6 +256,8 @@ class Daphne:
     session: str = ""
     conversation_ids: list[int] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
+    # A migrated SQLite file copied in as the server's database (migrating then has nothing to do).
+    database: Path | None = None
 
     def env(self) -> dict[str, str]:
         env = {
@@ -282,6 +286,8 @@ class Daphne:
 
     def __enter__(self) -> Daphne:
         self.var_dir = tempfile.mkdtemp(prefix="skillscope-bench-")
+        if self.database is not None:
+            copy_database(self.database, Path(self.var_dir) / "db.sqlite3")
         done = subprocess.run(
             [str(VENV_BIN / "python"), "-c", _SETUP.format(n=self.conversations)],
             cwd=REPO,

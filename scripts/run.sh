@@ -20,4 +20,8 @@ scripts/setup.sh
 .venv/bin/python manage.py bootstrap
 url="$(.venv/bin/python -m webapp.publicurl)"
 echo "==> Starting Skillscope on ${url}/  (Ctrl+C stops it)"
-exec .venv/bin/python manage.py runserver "${SKILLSCOPE_ADDR:-127.0.0.1:8000}"
+# 20 s to accept a websocket, not 5: tabs connecting at once (after a restart) are accepted
+# together, after a few seconds, and past the limit daphne resets them all (docs/deploy.md,
+# "Bursts of tabs are accepted"; 20 s is the most runserver allows, its connect limit).
+exec .venv/bin/python manage.py runserver "${SKILLSCOPE_ADDR:-127.0.0.1:8000}" \
+  --websocket_handshake_timeout 20

@@ -9,6 +9,8 @@ import hypothesis
 import pytest
 from django.contrib.auth.models import Permission
 
+from tests.support.migrated_sqlite import migrated_template
+
 pytest_plugins = ["tests.support.fake_anthropic", "tests.support.oidc_server"]
 
 # No per-example deadline: it is a timing assertion, and on a loaded machine (three workers on two
@@ -110,6 +112,10 @@ def _isolated_dirs(settings, tmp_path):
     settings.WORKSPACE_ROOT = tmp_path / "workspaces"
     settings.MEDIA_ROOT = tmp_path / "media"
     settings.APPROVAL_TIMEOUT = 5
+    # Starting an MCP server is bounded, not paused for: on a busy machine (three workers on two
+    # cores beside other work) a stdio server importing the SDK took over the default 10 s.
+    # The tests of the bound set their own.
+    settings.MCP_CONNECT_TIMEOUT = 60.0
     # Commands run sandboxed, as they do by default (SANDBOX=auto; without a sandbox they need
     # the "run unsandboxed commands" permission).
     settings.SANDBOX = "auto"
@@ -132,6 +138,16 @@ def _fast_passwords(settings):
     protects stored passwords, which tests have none of). The browser and multi-process tests
     make their users in their own servers, with the real hashers."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A migrated SQLite database to copy (tests/support/migrated_sqlite.py), one per run: the
+    xdist workers of a run share their base temporary folder's parent."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    return migrated_template(shared / "migrated-sqlite")
 
 
 @pytest.fixture

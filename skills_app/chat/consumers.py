@@ -5,8 +5,8 @@ of the page (htmx `ws-send`) send the actions of `chat.actions` (send, retry, st
 cancel, edit, regenerate) with their fields, each with an `action_id` the tab made: the
 server takes an action once (`chat.receipts`) and acknowledges it after, however many times
 the tab sent it (it sends again after a reconnect what was not acknowledged). The
-server sends the JSON frames `chat.frames` describes: a stored event's seq, type and HTML for
-this viewer; streamed text by offset.
+server sends the JSON frames `chat.frames` describes: a stored event's seq, type, announced
+fields and HTML for this viewer; streamed text by offset.
 
 Every group message names its event type, and the consumer relays it by the traits its class
 declares (`core.events`: stored, streamed, ending streams), with no handler per type. A stored
@@ -41,7 +41,7 @@ from skills_app.accounts.sessions import allowed_user, user_group
 from skills_app.chat import actions, frames, receipts, relay
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
 from skills_app.chat.event_views import live_frame
-from skills_app.chat.fragments import replay_html
+from skills_app.chat.fragments import Replayed, replay_html
 from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import Conversation, RunEvent
@@ -271,7 +271,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             self.last_sent = max(self.last_sent, seq)
             return True
         try:
-            html = await relay.fragment(self.conversation_id, message, can_inspect=self.can_inspect)
+            frame = await relay.frame(self.conversation_id, message, can_inspect=self.can_inspect)
         except Exception:
             # Not marked sent: the next event finds the gap and fills it from the database.
             logger.exception(
@@ -279,17 +279,19 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             )
             return False
         self.last_sent = seq
-        if html:
-            await self.send(text_data=frames.stored(seq, message["type"], html))
+        if frame:
+            await self.send(text_data=frame)
         return True
 
-    async def _send_replayed(self, replayed: list[tuple[int, str, str | None]]) -> None:
-        for seq, event_type, html in replayed:
-            if seq <= self.last_sent:
+    async def _send_replayed(self, replayed: list[Replayed]) -> None:
+        for event in replayed:
+            if event.seq <= self.last_sent:
                 continue
-            if html:
-                await self.send(text_data=frames.stored(seq, event_type, html))
-            self.last_sent = seq
+            if event.html:
+                await self.send(
+                    text_data=frames.stored(event.seq, event.type, event.data, event.html)
+                )
+            self.last_sent = event.seq
 
     # -- streamed text ---------------------------------------------------------------------------
 
@@ -355,7 +357,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     @database_sync_to_async
     def _replay(
         self, after: int, *, with_streams: bool
-    ) -> tuple[list[tuple[int, str, str | None]], list[textlog.StreamedBlock]]:
+    ) -> tuple[list[Replayed], list[textlog.StreamedBlock]]:
         events = RunEvent.objects.filter(conversation_id=self.conversation_id, seq__gt=after)
         rows = list(events.order_by("seq")[:REPLAY_LIMIT])
         replayed = replay_html(self.conversation_id, rows, can_inspect=self.can_inspect)

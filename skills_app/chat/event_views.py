@@ -1,11 +1,13 @@
 """What each event looks like in the browser: one entry per event type people see.
 
 A stored event's entry says which rows its parts need (`Needs`: loaded once, for one live event
-or a whole replay) and turns the event into parts (`chat.items`), which render themselves per
-visibility class; an entry whose parts are our own markup made from the event's data alone
-(`markup_only`: no rows, no filter) renders without the database. A live event's entry makes
-the frame a tab is sent. An event type without an entry shows nothing (it is stored for the
-audit or the log, and keeps its place in the seq).
+or a whole replay), turns the event into parts (`chat.items`), which render themselves per
+visibility class, and names the fields of the event its frame carries as data (`announces`:
+ids and states, never text or names, which reach a browser only through the visibility filter).
+An entry whose parts are our own markup made from the event's data alone (`markup_only`: no
+rows, no filter) renders without the database. A live event's entry makes the frame a tab is
+sent. An event type without an entry shows nothing (it is stored for the audit or the log, and
+keeps its place in the seq).
 
 This is the only place in the chat that names event types: the recorder stores events and the
 consumer relays them by the traits their classes declare (`core.events`).
@@ -14,7 +16,7 @@ consumer relays them by the traits their classes declare (`core.events`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
 from skills_app.chat import frames, tool_cards
@@ -38,6 +40,7 @@ from skills_app.chat.items import (
     StaticItem,
     ToolResultItem,
 )
+from skills_app.core.event_base import jsonable
 from skills_app.core.events import (
     ApprovalAnswered,
     ApprovalRequested,
@@ -94,6 +97,7 @@ Parts = Callable[[Any, int, Lookup], list[Part]]
 class StoredView:
     parts: Parts
     needs: Callable[[Any], Needs]
+    announces: tuple[str, ...]
     # The parts are markup of our own from the event's data alone: no rows, no filter.
     markup_only: bool = False
 
@@ -109,19 +113,23 @@ P = TypeVar("P", bound=Callable[..., list[Part]])
 def shows(
     cls: type[E],
     needs: Callable[[E], Needs] = lambda _event: NOTHING,
+    announces: tuple[str, ...] = (),
     *,
     markup_only: bool = False,
 ) -> Callable[[P], P]:
-    """Register what a stored event type shows (its parts), and the rows they need.
+    """Register what a stored event type shows (its parts), the rows they need and the fields
+    its frame carries as data.
 
     `markup_only`: the parts are our own markup made from the event's data alone (they read no
     rows and pass nothing through the filter), so they render without the database.
     """
     assert cls.stored, f"{cls.type} is not stored: register a live frame instead"
+    unknown = set(announces) - {f.name for f in fields(cls)}
+    assert not unknown, f"{cls.type} has no field {', '.join(sorted(unknown))}"
 
     def register(parts: P) -> P:
         assert cls not in STORED, f"{cls.type} already shows something"
-        STORED[cls] = StoredView(parts, needs, markup_only)
+        STORED[cls] = StoredView(parts, needs, announces, markup_only)
         return parts
 
     return register
@@ -158,6 +166,14 @@ def needs_of(event: RunEvent) -> Needs:
     return view.needs(event) if view is not None else NOTHING
 
 
+def announced(event: RunEvent) -> dict[str, Any]:
+    """The fields of a stored event its frame carries as data (its ids and states)."""
+    view = STORED.get(type(event))
+    if view is None:
+        return {}
+    return {name: jsonable(getattr(event, name)) for name in view.announces}
+
+
 def parts_for(event: RunEvent, conversation_id: int, lookup: Lookup) -> list[Part]:
     """What the browser shows of one stored event, as parts (none for most events)."""
     view = STORED.get(type(event))
@@ -173,7 +189,11 @@ def live_frame(event: RunEvent) -> str | None:
 # -- stored events ----------------------------------------------------------------------------
 
 
-@shows(MessageStored, needs=lambda e: Needs(messages=(e.message_id,)))
+@shows(
+    MessageStored,
+    needs=lambda e: Needs(messages=(e.message_id,)),
+    announces=("message_id", "role", "kind", "run_id"),
+)
 def _message(event: MessageStored, conversation_id: int, lookup: Lookup) -> list[Part]:
     row = lookup.messages.get(event.message_id)
     if row is None:
@@ -232,14 +252,14 @@ def _chip_replaced(row: Message) -> str:
     return ""
 
 
-@shows(ToolFinished)
+@shows(ToolFinished, announces=("tool_use_id", "is_error"))
 def _tool_result(event: ToolFinished, conversation_id: int, lookup: Lookup) -> list[Part]:
     if event.name == SKILL_TOOL:
         return []  # the skill's chip says it (skill.invocation)
     return [Part(ToolResultItem(conversation_id, event.tool_use_id, event.data()), UPDATE)]
 
 
-@shows(SkillInvoked)
+@shows(SkillInvoked, announces=("tool_use_id", "decision"))
 def _skill_chip(event: SkillInvoked, conversation_id: int, lookup: Lookup) -> list[Part]:
     if not event.tool_use_id:
         return []  # a slash command: its status row shows it
@@ -250,8 +270,16 @@ def _skill_chip(event: SkillInvoked, conversation_id: int, lookup: Lookup) -> li
     return [Part(chip, UPDATE)]
 
 
-@shows(ApprovalRequested, needs=lambda e: Needs(approvals=(e.approval_id,)))
-@shows(ApprovalAnswered, needs=lambda e: Needs(approvals=(e.approval_id,)))
+@shows(
+    ApprovalRequested,
+    needs=lambda e: Needs(approvals=(e.approval_id,)),
+    announces=("approval_id",),
+)
+@shows(
+    ApprovalAnswered,
+    needs=lambda e: Needs(approvals=(e.approval_id,)),
+    announces=("approval_id", "status"),
+)
 def _approval(
     event: ApprovalRequested | ApprovalAnswered, conversation_id: int, lookup: Lookup
 ) -> list[Part]:
@@ -262,8 +290,8 @@ def _approval(
     return [Part(ApprovalItem(approval), swap)]
 
 
-@shows(ElicitationAsked)
-@shows(ElicitationAnswered)
+@shows(ElicitationAsked, announces=("elicitation_id", "status"))
+@shows(ElicitationAnswered, announces=("elicitation_id", "status"))
 def _elicitation(
     event: ElicitationAsked | ElicitationAnswered, conversation_id: int, lookup: Lookup
 ) -> list[Part]:
@@ -271,14 +299,18 @@ def _elicitation(
     return [Part(ElicitationItem(conversation_id, event.data()), swap)]
 
 
-@shows(TurnExcluded, needs=lambda e: Needs(messages=e.message_ids))
+@shows(TurnExcluded, needs=lambda e: Needs(messages=e.message_ids), announces=("message_ids",))
 def _excluded(event: TurnExcluded, conversation_id: int, lookup: Lookup) -> list[Part]:
     rows = [lookup.messages[pk] for pk in event.message_ids if pk in lookup.messages]
     return [Part(MessageItem(row, lookup.ctx), UPDATE) for row in rows]
 
 
-@shows(MessageQueued, needs=lambda e: Needs(queued=(e.queued_id,)))
-@shows(QueuedMessageGone, needs=lambda e: Needs(queued=(e.queued_id,)))
+@shows(MessageQueued, needs=lambda e: Needs(queued=(e.queued_id,)), announces=("queued_id",))
+@shows(
+    QueuedMessageGone,
+    needs=lambda e: Needs(queued=(e.queued_id,)),
+    announces=("queued_id", "status"),
+)
 def _queued(
     event: MessageQueued | QueuedMessageGone, conversation_id: int, lookup: Lookup
 ) -> list[Part]:
@@ -293,7 +325,7 @@ def _titled(event: ConversationTitled, conversation_id: int, lookup: Lookup) -> 
     return [Part(StaticItem(title_html(conversation_id, event.title)), UPDATE)]
 
 
-@shows(RunQueued, markup_only=True)
+@shows(RunQueued, announces=("run_id",), markup_only=True)
 def _run_queued(event: RunQueued, conversation_id: int, lookup: Lookup) -> list[Part]:
     return [
         Part(StaticItem(queued_notice(event.run_id))),
@@ -301,7 +333,7 @@ def _run_queued(event: RunQueued, conversation_id: int, lookup: Lookup) -> list[
     ]
 
 
-@shows(RunStarted, markup_only=True)
+@shows(RunStarted, announces=("run_id",), markup_only=True)
 def _run_started(event: RunStarted, conversation_id: int, lookup: Lookup) -> list[Part]:
     return [
         Part(StaticItem(stop_button("running")), REPLACE),
@@ -309,7 +341,7 @@ def _run_started(event: RunStarted, conversation_id: int, lookup: Lookup) -> lis
     ]
 
 
-@shows(RunFinished, needs=lambda e: Needs(cost=True))
+@shows(RunFinished, needs=lambda e: Needs(cost=True), announces=("run_id", "status", "kind"))
 def _run_finished(event: RunFinished, conversation_id: int, lookup: Lookup) -> list[Part]:
     parts = [
         Part(StaticItem(stop_button(event.status)), REPLACE),

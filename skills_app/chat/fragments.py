@@ -11,10 +11,10 @@ declared once, in `chat/event_views.py`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from skills_app.chat.conversations import transcript_context
-from skills_app.chat.event_views import Lookup, Needs, needs_of, parts_for
+from skills_app.chat.event_views import Lookup, Needs, announced, needs_of, parts_for
 from skills_app.chat.items import (
     REPLACE,
     ApprovalItem,
@@ -33,6 +33,7 @@ from skills_app.models import Approval, Conversation, Message, QueuedMessage
 from skills_app.models import RunEvent as StoredEvent
 
 __all__ = [
+    "Replayed",
     "approvals_page_html",
     "fragment_for",
     "page_html",
@@ -70,10 +71,19 @@ def _load(conversation_id: int, needs: Sequence[Needs]) -> Lookup:
     )
 
 
+class Replayed(NamedTuple):
+    """A stored event for one viewer: its seq, type, announced fields and html (None: nothing)."""
+
+    seq: int
+    type: str
+    data: dict[str, Any]
+    html: str | None
+
+
 def replay_html(
     conversation_id: int, stored: Sequence[StoredEvent], *, can_inspect: bool
-) -> list[tuple[int, str, str | None]]:
-    """(seq, type, html for this viewer) of stored events, rendered from the rows as they are now."""
+) -> list[Replayed]:
+    """Stored events for this viewer, rendered from the rows as they are now."""
     typed: list[tuple[StoredEvent, RunEvent | None]] = []
     for row in stored:
         event: RunEvent | None = None
@@ -91,11 +101,13 @@ def replay_html(
         lookup.ctx = transcript_context(
             conversation, list(lookup.messages.values()), can_inspect=can_inspect
         )
-    out: list[tuple[int, str, str | None]] = []
+    out: list[Replayed] = []
     for row, event in typed:
-        parts = parts_for(event, conversation_id, lookup) if event is not None else []
-        html = html_for(parts, can_inspect=can_inspect)
-        out.append((row.seq, event.type if event is not None else row.type, html))
+        if event is None:
+            out.append(Replayed(row.seq, row.type, {}, None))
+            continue
+        html = html_for(parts_for(event, conversation_id, lookup), can_inspect=can_inspect)
+        out.append(Replayed(row.seq, event.type, announced(event), html))
     return out
 
 

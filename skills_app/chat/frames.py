@@ -1,15 +1,17 @@
 """The chat websocket's frames, server to browser: every frame is one JSON object.
 
 `{"type", ...}`: `type` says what it is. A stored event's frame is `{"type": EVENT_TYPE, "seq",
-"html"}`: the tab keeps `seq` and resumes after it on a reconnect; `html` holds htmx out-of-band
-fragments (rendered for this tab's viewer) that chat.js hands to htmx's websocket extension to
-swap. The answer to a resume is `{"type": "resumed", "last_seq", "html"}`: everything up to
-`last_seq` was sent (the connection line clears). Streamed text is `{"type": "text.delta" |
-"thinking.delta", "run", "call", "index", "offset", "text"}`, appended as text, never as HTML;
-offset 0 starts (or restarts, after a reconnect) the block. `block.start` ("Calling X…"),
-`info` (the connection line) and `error` (a refused action's notice) carry `html`. An action
-the tab sent with an `action_id` is acknowledged with `{"type": "action.ack", "action_id"}` once
-it was taken or refused (`chat.receipts`).
+"data", "html"}`: the tab keeps `seq` and resumes after it on a reconnect; `data` holds the
+event's ids and states that `chat.event_views` announces for its type (a message's id, role and
+kind, an approval's id and answer, a run's id and status), never text or names; `html` holds
+htmx out-of-band fragments (rendered for this tab's viewer) that chat.js hands to htmx's
+websocket extension to swap. The answer to a resume is `{"type": "resumed", "last_seq",
+"html"}`: everything up to `last_seq` was sent (the connection line clears). Streamed text is
+`{"type": "text.delta" | "thinking.delta", "run", "call", "index", "offset", "text"}`, appended
+as text, never as HTML; offset 0 starts (or restarts, after a reconnect) the block.
+`block.start` ("Calling X…"), `info` (the connection line) and `error` (a refused action's
+notice) carry `html`. An action the tab sent with an `action_id` is acknowledged with
+`{"type": "action.ack", "action_id"}` once it was taken or refused (`chat.receipts`).
 """
 
 from __future__ import annotations
@@ -25,9 +27,9 @@ def _frame(**fields: Any) -> str:
     return json.dumps(fields, ensure_ascii=False)
 
 
-def stored(seq: int, event_type: str, html: str) -> str:
-    """A stored event's frame: its seq, its type and its fragments for this tab."""
-    return _frame(type=event_type, seq=int(seq), html=html)
+def stored(seq: int, event_type: str, data: dict[str, Any], html: str) -> str:
+    """A stored event's frame: its seq, type, announced fields and fragments for this tab."""
+    return _frame(type=event_type, seq=int(seq), data=data, html=html)
 
 
 def text(kind: str, run_id: int, call: int, index: int, offset: int, piece: str) -> str:

@@ -1,7 +1,8 @@
 """Stored events rendered at the edge: for one viewer's visibility class, once per process.
 
 Runs announce a stored event as data (`runs.broadcast`: seq, type, data and visibility). Each
-tab's consumer asks here for its own viewer's fragment. A hidden event is nothing for a viewer
+tab's consumer asks here for its own viewer's frame: the event's seq, type, announced fields
+(`event_views`) and fragment. A hidden event is nothing for a viewer
 who may not inspect hidden content: it is never rendered for them, and an announcement without a
 visibility counts as hidden. An event type that shows nothing (`event_views`) needs no database.
 The rest is rendered once per (conversation, seq, visibility class) in this process and kept for
@@ -22,8 +23,8 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
-from skills_app.chat import fragments
-from skills_app.chat.event_views import has_view, reads_rows
+from skills_app.chat import fragments, frames
+from skills_app.chat.event_views import announced, has_view, reads_rows
 from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.runs.broadcast import VISIBLE
@@ -113,16 +114,21 @@ def cache() -> RenderCache:
     return found
 
 
-async def fragment(
-    conversation_id: int, message: dict[str, Any], *, can_inspect: bool
-) -> str | None:
-    """The viewer's HTML of a stored event announced to the group (None: nothing for them)."""
+async def frame(conversation_id: int, message: dict[str, Any], *, can_inspect: bool) -> str | None:
+    """The viewer's frame of a stored event announced to the group (None: nothing for them)."""
+    event = _shown(message, can_inspect=can_inspect)
+    if event is None:
+        return None
+    seq = int(message["seq"])
+    html = await cache().fragment(conversation_id, seq, event, can_inspect=can_inspect)
+    return frames.stored(seq, event.type, announced(event), html) if html else None
+
+
+def _shown(message: dict[str, Any], *, can_inspect: bool) -> CoreEvent | None:
+    """The announced event, if it shows anything to this viewer's class."""
     if message.get("visibility") != VISIBLE and not can_inspect:
         return None
     event_class = EVENT_TYPES.get(str(message.get("type", "")))
     if event_class is None or not has_view(event_class):
         return None
-    event = event_class.from_data(message["event"])
-    return await cache().fragment(
-        conversation_id, int(message["seq"]), event, can_inspect=can_inspect
-    )
+    return event_class.from_data(message["event"])

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from skills_app.models import Run, RunEvent
-from skills_app.runs import eventlog, jobs, store, tasks
+from skills_app.runs import eventlog, jobs, store, tasks, wiring
 from skills_app.runs.broadcast import broadcast_events
 from skills_app.runs.recovery import interrupt_if_orphaned, interrupt_runs
 
@@ -26,10 +26,9 @@ STOP_WAIT_SECONDS = 10.0
 
 async def stop_run(run_id: int) -> bool:
     """Stop a run wherever it executes; the partial answer is kept. False when it could not be."""
-    task = tasks.RUNNING.get(run_id)
-    if task is not None and not task.done():
-        task.cancel()
-        group = tasks.GROUPS.get(run_id)
+    task = tasks.cancel(jobs.RUNS, run_id)
+    if task is not None:
+        group = tasks.group_of(jobs.RUNS, run_id)
         # Until the run has recorded its stop; its after-work (the next queued message) goes on.
         ended = group.executed.wait() if group is not None else asyncio.shield(task)
         try:
@@ -114,10 +113,10 @@ async def wait_for_run(run_id: int, timeout: float | None = None) -> None:
 
 async def _wait_here(run_id: int, deadline: float | None, timeout: float | None) -> bool:
     """Wait for the run's task group if it executes in this process; False if it does not."""
-    group = tasks.GROUPS.get(run_id)
-    task = group.task if group is not None else tasks.RUNNING.get(run_id)
-    if task is None:
+    group = tasks.group_of(jobs.RUNS, run_id)
+    if group is None:
         return False
+    task = group.task
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
     try:
         await asyncio.wait_for(asyncio.shield(task), timeout=left)
@@ -143,9 +142,10 @@ async def shutdown() -> None:
 async def give_up() -> None:
     """This process is stopping (daphne's shutdown, SIGTERM or Ctrl+C): the runs executing here are
     marked interrupted at once, their kept text with them (Retry works), as a stopping worker
-    does, instead of being found still running by the next start's sweep; then they and their
-    after-work are cancelled and awaited."""
-    ids = [run_id for run_id, group in tasks.GROUPS.items() if not group.executed.is_set()]
+    does, instead of being found still running by the next start's sweep, and so are the other
+    jobs executing here (trigger runs, by their own kind: `wiring.give_up_here`); then every job
+    and its after-work is cancelled and awaited."""
+    ids = tasks.executing_ids(jobs.RUNS)
     try:
         if ids:
             events = await sync_to_async(interrupt_runs)(ids)
@@ -154,5 +154,9 @@ async def give_up() -> None:
             await broadcast_events(events)
     except Exception:
         logger.exception("process stopping: runs %s not marked interrupted (the sweep will)", ids)
+    try:
+        await wiring.give_up_here()
+    except Exception:
+        logger.exception("process stopping: other jobs not marked interrupted (the sweep will)")
     finally:
         await tasks.cancel_all()

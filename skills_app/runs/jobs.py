@@ -13,7 +13,8 @@ A job is a row with a `status`, the process executing it (`worker`), a `heartbea
 - stale recovery: a job whose worker died or whose heartbeat is older than RUN_STALE_SECONDS is
   orphaned (`orphaned`); its kind decides what marking it interrupted involves.
 
-What a kind does with a job it claimed is its own (`runs.execute`, `triggers.executor`).
+What a kind does with a job it claimed is its own (`runs.execute`, `triggers.executor`); the
+tasks executing jobs of every kind in this process are one table (`runs.tasks`).
 
 Why a database row rather than Redis Streams with acknowledgement: the job and what it is for (the
 user's message, a trigger run's result rows) are then written in one transaction and can never

@@ -63,7 +63,7 @@ def sweep(trusted_for: float = math.inf) -> list[RunEvent]:
         "pk", "conversation_id", "worker"
     )
     for run_id, conversation_id, worker in list(candidates):
-        if tasks.executing_here(run_id):
+        if tasks.executing_here(jobs.RUNS, run_id):
             continue
         marked = interrupt_if_orphaned(run_id, trusted_for=trusted_for)
         if marked:
@@ -160,7 +160,7 @@ def interrupt_orphaned_runs() -> int:
     else:
         events = []
         for run_id in list(Run.objects.filter(status__in=Run.ACTIVE).values_list("pk", flat=True)):
-            if not tasks.executing_here(run_id):
+            if not tasks.executing_here(jobs.RUNS, run_id):
                 events.extend(_interrupt(run_id, when=Q()))
     if events:
         async_to_sync(broadcast_events)(events)

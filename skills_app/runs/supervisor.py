@@ -100,7 +100,7 @@ def _create_run(
         events: list[RunEvent] = []
         for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
             # A run whose process died does not block the conversation forever.
-            if not tasks.executing_here(active):
+            if not tasks.executing_here(jobs.RUNS, active):
                 events.extend(interrupt_if_orphaned(active))
         if conversation.runs.filter(status__in=Run.ACTIVE).exists():
             raise RunError(
@@ -302,7 +302,7 @@ def spawn_run(
         ),
         context=contextvars.Context(),
     )
-    tasks.open_group(run_id, task)
+    tasks.open_group(jobs.RUNS, run_id, task)
     return task
 
 
@@ -326,7 +326,7 @@ async def _supervised(
         abandoned = run_id in tasks.ABANDONED
         tasks.ABANDONED.discard(run_id)
         # The run itself is over: a stop stops waiting here, and cannot cancel what follows.
-        tasks.executed(run_id)
+        tasks.executed(jobs.RUNS, run_id)
         if not abandoned:
             # In the run's own task: whoever waits for the run waits for these too, and
             # whoever gives the run up (a worker stopping) cancels them with it.

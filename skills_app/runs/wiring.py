@@ -28,7 +28,8 @@ Database = Callable[..., Awaitable[Any]]
 
 
 class WorkerDuty(Protocol):
-    """Queued work a run worker claims on every tick, beside runs, and gives up when it stops."""
+    """Queued work a run worker claims on every tick, beside runs, and gives up (what executes
+    in this process) when the worker or the process stops."""
 
     async def claim_and_start(self, *, worker: str, database: Database | None = None) -> int: ...
 
@@ -65,6 +66,6 @@ async def claim_and_start(*, worker: str, database: Database | None = None) -> N
 
 
 async def give_up_here() -> None:
-    """The worker is stopping: every worker duty gives up what it executes here."""
+    """A worker or the process is stopping: every worker duty gives up what it executes here."""
     for duty in _wiring.worker_duties:
         await duty.give_up_here()

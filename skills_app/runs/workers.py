@@ -47,7 +47,7 @@ from django.db import DatabaseError
 from skills_app.core.llm import load_sdk
 from skills_app.core.logcontext import log_context
 from skills_app.core.outages import Outage, RateLimited
-from skills_app.runs import heartbeat, liveness, queue, recovery, tasks, wiring
+from skills_app.runs import heartbeat, jobs, liveness, queue, recovery, tasks, wiring
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
 
@@ -227,7 +227,6 @@ class WorkerLoop:
         task = runs.spawn_run(
             run.run_id, user_id=run.user_id, auto_answer=run.auto_answer, heartbeat=False
         )
-        tasks.track(run.run_id, task)
         self.runs[run.run_id] = task
         self._publish_runs()
         started = time.monotonic()
@@ -313,9 +312,8 @@ class RunConsumer(AsyncConsumer):
         except (KeyError, TypeError, ValueError):
             logger.error("ignoring a malformed run.stop message: %r", message)
             return
-        task = tasks.RUNNING.get(run_id)
-        if task is not None and not task.done():
-            task.cancel()  # execute_run records the stop; the web process waits for the row
+        # execute_run records the stop; the web process waits for the row.
+        tasks.cancel(jobs.RUNS, run_id)
 
 
 class RunWorker(Worker):

@@ -5,9 +5,11 @@ the same claim (oldest first, SKIP LOCKED, a conditional UPDATE one claimer wins
 queued run and a claim never both win), the same heartbeat (every RUN_HEARTBEAT_SECONDS, one for
 all the trigger runs of an event loop, reading `stop_requested` and whether another process ended
 the run), the same test for a run whose process is gone (`runs.interrupt_stale`, called by the
-worker hook and the pages). `submit` claims and starts it at once when RUN_EXECUTOR is "inline";
-with "worker" it stays `queued` until a run worker's round (`WorkerLoop._loop`, after its own
-claim) calls `claim_and_start`; `give_up_here` when that worker stops.
+worker hook and the pages), and the same table of the jobs this process executes (`runs.tasks`:
+how a stop cancels one here, how a stopping worker or process finds what to give up). `submit`
+claims and starts it at once when RUN_EXECUTOR is "inline"; with "worker" it stays `queued`
+until a run worker's round (`WorkerLoop._loop`, after its own claim) calls `claim_and_start`;
+`give_up_here` when that worker (or the process) stops.
 
 Each attempt is the first model call of a fresh conversation and nothing more: the answer is read
 for a skill call, then dropped. Up to TRIGGER_CONCURRENCY calls of one run are in flight at once.
@@ -36,7 +38,7 @@ from skills_app.core.pricing import USAGE_FIELDS, cost_usd
 from skills_app.core.triggers.probe import chosen_skill
 from skills_app.models import TriggerResult, TriggerRun
 from skills_app.policy.access import policy_for
-from skills_app.runs import jobs, liveness, queue
+from skills_app.runs import jobs, liveness, queue, tasks
 from skills_app.runs.client import model_client
 from skills_app.runs.model_calls import metered
 from skills_app.runs.spending import Spending
@@ -46,8 +48,7 @@ from skills_app.triggers.setup import ProbeSetup, TriggerRunError, probe_setup
 
 logger = logging.getLogger(__name__)
 
-# trigger run id -> the task executing it in this process.
-EXECUTING: dict[int, asyncio.Task[None]] = {}
+GAVE_UP_TEXT = "The process running it stopped. Start the run again."
 
 
 class _Ended(Exception):
@@ -75,18 +76,14 @@ def claim(*, worker: str, limit: int, run_id: int | None = None) -> list[int]:
 
 
 def spawn(run_id: int, *, client: ModelClient | None = None) -> asyncio.Task[None]:
-    """Execute a claimed run as a task of this event loop."""
+    """Execute a claimed run as a task of this event loop, listed with every job of the process
+    (`runs.tasks`)."""
     # A fresh context: the run outlives the request that started it.
     task = asyncio.get_running_loop().create_task(
         execute(run_id, client=client), context=contextvars.Context()
     )
-    EXECUTING[run_id] = task
-    task.add_done_callback(lambda _t: EXECUTING.pop(run_id, None))
+    tasks.open_group(runs.TRIGGER_RUNS, run_id, task)
     return task
-
-
-def executing_here() -> int:
-    return sum(1 for t in EXECUTING.values() if not t.done())
 
 
 async def _in_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -99,7 +96,7 @@ async def claim_and_start(*, worker: str, database: Database | None = None) -> i
     (the worker's own database thread); how many runs were started."""
     run_db = database or _in_thread
     await run_db(runs.interrupt_stale)
-    free = settings.TRIGGER_RUNS_PER_WORKER - executing_here()
+    free = settings.TRIGGER_RUNS_PER_WORKER - len(tasks.executing_ids(runs.TRIGGER_RUNS))
     if free <= 0:
         return 0
     claimed: list[int] = await run_db(claim, worker=worker, limit=free)
@@ -110,21 +107,17 @@ async def claim_and_start(*, worker: str, database: Database | None = None) -> i
 
 
 async def give_up_here() -> None:
-    """The worker is stopping: mark the trigger runs executing here interrupted, then end them."""
-    ids = [run_id for run_id, task in EXECUTING.items() if not task.done()]
+    """A worker or the process is stopping: mark the trigger runs executing here interrupted,
+    then end them."""
+    ids = tasks.executing_ids(runs.TRIGGER_RUNS)
     if not ids:
         return
     await sync_to_async(
         lambda: TriggerRun.objects.filter(pk__in=ids, status=TriggerRun.RUNNING).update(
-            status=TriggerRun.INTERRUPTED,
-            error="The worker running it stopped. Start the run again.",
-            finished_at=timezone.now(),
+            status=TriggerRun.INTERRUPTED, error=GAVE_UP_TEXT, finished_at=timezone.now()
         )
     )()
-    tasks = [EXECUTING[i] for i in ids if i in EXECUTING]
-    for task in tasks:
-        task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await tasks.cancel_jobs(runs.TRIGGER_RUNS, ids)
 
 
 async def stop(run_id: int) -> None:
@@ -137,9 +130,7 @@ async def stop(run_id: int) -> None:
         return
     # The flag reaches a run executing in another process with its next heartbeat.
     await sync_to_async(runs.request_stop)(run_id)
-    task = EXECUTING.get(run_id)
-    if task is not None and not task.done():
-        task.cancel()
+    tasks.cancel(runs.TRIGGER_RUNS, run_id)
 
 
 # --- executing ----------------------------------------------------------------------------------

@@ -17,7 +17,9 @@ from tests.support.ws_helpers import receive
 from webapp.asgi import application
 from webapp.signin import oidc_app
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# The open-tab tests read the database from the consumer's threads: they commit (transaction=True).
+# The others run in a transaction rolled back after each, which costs no flush of every table.
+pytestmark = pytest.mark.django_db
 
 
 def fail(client: Client, username: str, times: int, *, url: str = "/accounts/login/", **extra):
@@ -129,6 +131,7 @@ def test_the_client_address_is_remote_addr_only():
     assert lockout.client_ip(request) == "192.0.2.1"
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_an_open_chat_tab_of_a_locked_out_person_starts_nothing(alice, settings):
     conversation = await Conversation.objects.acreate(owner=alice)
     client = Client()
@@ -151,6 +154,7 @@ async def test_an_open_chat_tab_of_a_locked_out_person_starts_nothing(alice, set
     await tab.disconnect()
 
 
+@pytest.mark.django_db(transaction=True)
 async def test_an_open_chat_tab_of_a_deactivated_person_starts_nothing(alice):
     conversation = await Conversation.objects.acreate(owner=alice)
     client = Client()

@@ -105,6 +105,9 @@ def server_env(config: LiveServerConfig) -> dict[str, str]:
         SKILLS_DIRS=str(config.skills_dir),
         ALLOWED_HOSTS="127.0.0.1,localhost",
         APPROVAL_TIMEOUT="60",
+        # Starting an MCP server (a Python interpreter importing the SDK) is a bound, not a
+        # pause: on a busy machine it took over the default 10 s.
+        MCP_CONNECT_TIMEOUT="60",
         # Four eyes: whoever uploads or submits a skill version cannot approve it too.
         SKILL_REVIEWER_MUST_DIFFER="true",
         # Every test sends messages as the same users within a minute or two.

@@ -78,7 +78,7 @@ def test_it_stops_a_run_and_keeps_the_partial_text_marked(tab, model):
 
     chat.wait_run_finished()
     stopped = [f for f in chat.parsed_frames() if f.get("type") == "run.finished"]
-    assert stopped[-1]["status"] == "stopped"
+    assert stopped[-1]["data"]["status"] == "stopped"
     kept = chat.transcript.locator(".row-assistant").last
     expect(kept.locator(".md")).to_have_text(partial)
     expect(kept.locator(".interrupted")).to_have_text("(interrupted)")

@@ -81,7 +81,7 @@ def test_shortcuts_and_the_theme_at_1280_and_390(browser, chat_server, model):
         page.keyboard.press("Escape")
         chat.wait_run_finished(count=2)
         finished = [f for f in chat.parsed_frames() if f.get("type") == "run.finished"]
-        assert finished[-1]["status"] == "stopped"
+        assert finished[-1]["data"]["status"] == "stopped"
         expect(stop).to_be_hidden()
 
         # Ctrl+K from a page without the list goes to the list with its search focused.

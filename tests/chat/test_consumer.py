@@ -19,7 +19,7 @@ from skills_app.runs import broadcast, eventlog, store
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import use_fake_model
-from tests.support.ws_helpers import Reader, approval_id, receive, stored, until
+from tests.support.ws_helpers import Reader, receive, stored, until
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -192,7 +192,7 @@ async def test_it_sends_hidden_content_to_an_auditor(auditor, conversation):
     communicator, _connected, _code = await _connect(auditor, conversation.pk)
     await communicator.send_json_to({"action": "resume", "after": 0})
     frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
-    hidden = [f for f in frames if f'id="message-{ids["hidden"]}"' in f.get("html", "")]
+    hidden = [f for f in stored(frames) if f["data"].get("message_id") == ids["hidden"]]
     assert len(hidden) == 1
     assert "HIDDEN-BODY-91c2" in hidden[0]["html"]
     assert "Hidden from the user · sent to the model" in hidden[0]["html"]
@@ -218,9 +218,9 @@ async def test_it_streams_a_reply_to_a_sent_message(alice, conversation, fake_mo
     seqs = [f["seq"] for f in stored(frames)]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     messages = [f for f in frames if f["type"] == "message.stored"]
-    assert 'class="row row-user"' in messages[0]["html"] and "hi there" in messages[0]["html"]
+    assert messages[0]["data"]["role"] == "user" and "hi there" in messages[0]["text"]
     assert "<strong>there</strong>" in messages[-1]["html"]
-    assert frames[-1]["status"] == "done"
+    assert frames[-1]["data"]["status"] == "done"
     await communicator.disconnect()
 
 
@@ -282,7 +282,7 @@ async def test_it_retries_the_last_user_message(alice, conversation, fake_model)
     await _wait_runs_done(conversation.pk)
     assert fake_model.requests[-1]["messages"][-1]["content"][-1]["text"] == "again please"
     # A retry sends the stored message again; it does not store (or show) it a second time.
-    assert not any("row-user" in f["html"] for f in frames if f["type"] == "message.stored")
+    assert not any(f["data"]["role"] == "user" for f in frames if f["type"] == "message.stored")
     users = Message.objects.filter(conversation=conversation, role="user")
     assert await users.acount() == 1
     await communicator.disconnect()
@@ -307,7 +307,7 @@ async def test_it_answers_an_approval_over_the_socket(alice, conversation, fake_
     await communicator.send_json_to(
         {
             "action": "approve",
-            "approval_id": str(approval_id(requested)),
+            "approval_id": str(requested["data"]["approval_id"]),
             "answer": "allow_once",
             "reason": "",
             "HEADERS": {"HX-Request": "true"},
@@ -316,10 +316,10 @@ async def test_it_answers_an_approval_over_the_socket(alice, conversation, fake_
     frames = await _frames_until(communicator, _finished)
     await _wait_runs_done(conversation.pk)
     answered = [f for f in frames if f["type"] == "approval.answered"]
-    assert answered and 'data-status="allow_once"' in answered[0]["html"]
+    assert answered and answered[0]["data"]["status"] == "allow_once"
     results = [f for f in frames if f["type"] == "tool.result"]
     assert results and "approved-ok" in results[0]["html"]
-    assert frames[-1]["status"] == "done"
+    assert frames[-1]["data"]["status"] == "done"
     await communicator.disconnect()
 
 
@@ -378,7 +378,7 @@ async def test_it_stops_a_running_answer(alice, conversation, fake_model):
     finally:
         release.set()
     await _wait_runs_done(conversation.pk)
-    assert frames[-1]["status"] == "stopped"
+    assert frames[-1]["data"]["status"] == "stopped"
     # The note arrives as a stored row before the end, so a reload shows it too.
     notes = [f for f in frames if f["type"] == "message.stored" and "Stopped." in f["text"]]
     assert len(notes) == 1

@@ -22,7 +22,7 @@ from skills_app.chat.consumers import MAX_MESSAGE_CHARS
 from skills_app.models import Approval, Conversation, Message, PermissionRule, Run, RunEvent
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply
-from tests.support.ws_helpers import Reader, approval_id, receive, stored, until
+from tests.support.ws_helpers import Reader, receive, stored, until
 from webapp.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -107,7 +107,9 @@ async def test_a_dropped_socket_resumes_from_its_seq_without_loss_or_duplicates(
     # answer; the stored answer arrives after the drop, once.
     assert ANSWER.startswith(Reader().apply(first).text())
     assert ANSWER.startswith(Reader().apply(rest).text())
-    answers = [f for f in frames if f["type"] == "message.stored" and "row-assistant" in f["html"]]
+    answers = [
+        f for f in frames if f["type"] == "message.stored" and f["data"]["role"] == "assistant"
+    ]
     assert len(answers) == 1 and answers[0]["seq"] > last_seen
     assert ANSWER.strip() in answers[0]["text"]
     # Every event the browser shows reached it exactly once.
@@ -119,7 +121,7 @@ def _shown_seqs(conversation_id: int) -> list[int]:
     from skills_app.chat.fragments import replay_html
 
     rows = list(RunEvent.objects.filter(conversation_id=conversation_id).order_by("seq"))
-    return [seq for seq, _t, html in replay_html(conversation_id, rows, can_inspect=False) if html]
+    return [e.seq for e in replay_html(conversation_id, rows, can_inspect=False) if e.html]
 
 
 async def test_a_resume_from_the_future_sends_nothing_old(alice, conversation, fake_model):
@@ -147,7 +149,7 @@ async def test_two_tabs_answering_one_approval_first_wins_second_is_told(
     await one.send_json_to({"action": "send", "text": "run it"})
     asked = (await _until(one, lambda f: f["type"] == "approval.requested"))[-1]
     await _until(two, lambda f: f["type"] == "approval.requested")
-    answering = approval_id(asked)
+    answering = asked["data"]["approval_id"]
     await asyncio.gather(
         one.send_json_to({"action": "approve", "approval_id": answering, "answer": "allow_once"}),
         two.send_json_to({"action": "approve", "approval_id": answering, "answer": "deny"}),
@@ -168,7 +170,7 @@ async def test_two_tabs_answering_one_approval_first_wins_second_is_told(
     # Both tabs see the same single answer.
     for frames in (frames_one, frames_two):
         answered = [f for f in frames if f["type"] == "approval.answered"]
-        assert len(answered) == 1 and f'data-status="{winner}"' in answered[0]["html"]
+        assert len(answered) == 1 and answered[0]["data"]["status"] == winner
     await one.disconnect()
     await two.disconnect()
 

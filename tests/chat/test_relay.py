@@ -13,6 +13,7 @@ from skills_app.core.events import MessageStored, RunFinished, RunStarted, event
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run
 from skills_app.runs import broadcast, eventlog, store
+from tests.support.frames import parse
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,17 +36,41 @@ async def test_a_hidden_event_is_rendered_only_for_a_viewer_who_may_inspect(alic
     assert message["visibility"] == broadcast.HIDDEN
     renders = relay.cache().renders
 
-    assert await relay.fragment(conversation.pk, message, can_inspect=False) is None
+    assert await relay.frame(conversation.pk, message, can_inspect=False) is None
     assert relay.cache().renders == renders, "not even rendered for an ordinary viewer"
-    shown = await relay.fragment(conversation.pk, message, can_inspect=True)
-    assert shown is not None and "RELAY-HIDDEN-4be0" in shown  # the positive control
+    shown = await relay.frame(conversation.pk, message, can_inspect=True)
+    assert shown is not None and "RELAY-HIDDEN-4be0" in parse(shown)["html"]  # positive control
     # An announcement that does not say its visibility counts as hidden.
     unsaid = {key: value for key, value in message.items() if key != "visibility"}
-    assert await relay.fragment(conversation.pk, unsaid, can_inspect=False) is None
+    assert await relay.frame(conversation.pk, unsaid, can_inspect=False) is None
     # One that says "visible" of a hidden row still shows an ordinary viewer nothing of it:
     # the chat's own filter drops the row.
     wrong = {**message, "visibility": broadcast.VISIBLE}
-    assert await relay.fragment(conversation.pk, wrong, can_inspect=False) is None
+    assert await relay.frame(conversation.pk, wrong, can_inspect=False) is None
+
+
+async def test_a_frame_carries_the_events_ids_and_states_as_data_never_its_text(alice):
+    conversation = await Conversation.objects.acreate(owner=alice, title="Relay")
+
+    def visible_row() -> tuple[int, int, dict]:
+        run = Run.objects.create(conversation_id=conversation.pk, status=Run.DONE)
+        words = StoredMessage.text("user", "RELAY-WORDS-77")
+        row = store.append_message(conversation.pk, words, run_id=run.pk)
+        data = eventlog.message_event(row)
+        stored = eventlog.append_event(conversation.pk, "message", data, run_id=run.pk)
+        event = event_from(stored.type, stored.data)
+        return run.pk, row.pk, broadcast.envelope(stored.seq, event, hidden=False)
+
+    run_id, message_id, message = await sync_to_async(visible_row)()
+    frame = parse(await relay.frame(conversation.pk, message, can_inspect=False))
+    assert (frame["type"], frame["seq"]) == ("message.stored", message["seq"])
+    assert frame["data"] == {
+        "message_id": message_id,
+        "role": "user",
+        "kind": "text",
+        "run_id": run_id,
+    }
+    assert "RELAY-WORDS-77" in frame["text"] and "RELAY-WORDS-77" not in repr(frame["data"])
 
 
 async def test_markup_of_our_own_is_rendered_while_the_database_thread_is_busy(alice):
@@ -59,12 +84,12 @@ async def test_markup_of_our_own_is_rendered_while_the_database_thread_is_busy(a
     try:
         await asyncio.sleep(0.05)  # the shared database thread is inside the wait now
         shown = await asyncio.wait_for(
-            relay.fragment(conversation.pk, started, can_inspect=False), timeout=5
+            relay.frame(conversation.pk, started, can_inspect=False), timeout=5
         )
     finally:
         release.set()
         await holding
-    assert shown is not None and 'id="stop-button"' in shown
+    assert shown is not None and 'id="stop-button"' in parse(shown)["html"]
 
 
 def test_only_views_of_markup_alone_skip_the_database():

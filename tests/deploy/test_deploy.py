@@ -233,6 +233,9 @@ def test_the_web_unit_gives_daphne_options_it_accepts():
     args = CommandLineInterface().parser.parse_args([a.replace("%i", "8001") for a in argv[1:]])
     assert (args.host, args.port, args.proxy_headers) == ("127.0.0.1", 8001, True)
     assert args.application == "webapp.asgi:application"
+    # daphne's default, 5 s, reset 263 of 300 websockets opened at once on two processes of a
+    # busy 2-core machine, and every one of the 300 × 4 + 4 bench (bench/RESULTS.md).
+    assert args.websocket_connect_timeout >= 30
 
 
 def test_the_web_unit_waits_for_healthz_on_its_own_port():

@@ -61,6 +61,8 @@ def test_it_prints_the_address_it_listens_on(checkout):
     assert result.returncode == 0, result.stderr
     assert "Starting Skillscope on http://127.0.0.1:8123/" in result.stdout
     assert "ran: manage.py runserver 0.0.0.0:8123" in result.stdout
+    # A burst of tabs is accepted (daphne's 5 s reset them all: docs/deploy.md).
+    assert "--websocket_handshake_timeout 20 key=" in result.stdout
 
 
 def test_it_prints_the_public_url_when_one_is_set(checkout):

@@ -5,7 +5,6 @@ toy HTTP server run for real, the real SDK against the fake Anthropic server."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import pytest
@@ -50,7 +49,7 @@ def _asked(frames: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _id(frame: dict[str, Any]) -> int:
-    return int(re.search(r'data-elicitation-id="(\d+)"', frame["html"]).group(1))
+    return int(frame["data"]["elicitation_id"])
 
 
 def _page(user, conversation_id: int) -> str:
@@ -110,7 +109,7 @@ async def test_the_person_answers_a_servers_question_in_the_chat(
     )
     frames = await until(tab, lambda f: f["type"] == "elicitation.asked")
     answered = [f for f in frames if f["type"] == "elicitation.answered"]
-    assert 'data-status="accept"' in answered[0]["html"] and "teal" not in answered[0]["html"]
+    assert answered[0]["data"]["status"] == "accept" and "teal" not in answered[0]["html"]
     second = _asked(frames)
     await tab.send_json_to(
         {"action": "elicit", "elicitation_id": str(_id(second)), "answer": "decline"}
@@ -118,7 +117,7 @@ async def test_the_person_answers_a_servers_question_in_the_chat(
     # The password question is never a form: shown declined, with why.
     frames = await until(tab, lambda f: f["type"] == "elicitation.asked")
     secret = _asked(frames)
-    assert 'data-status="decline"' in secret["html"] and "value." not in secret["html"]
+    assert secret["data"]["status"] == "decline" and "value." not in secret["html"]
     assert "looks like a secret" in secret["html"]
     await until(tab, lambda f: f["type"] == "run.finished")
     await tab.disconnect()
@@ -174,7 +173,7 @@ async def test_stop_cancels_a_question_waiting_for_its_answer(
     await tab.send_json_to({"action": "stop"})
     frames = await until(tab, lambda f: f["type"] == "run.finished")
     answered = [f for f in frames if f["type"] == "elicitation.answered"]
-    assert answered and 'data-status="cancel"' in answered[-1]["html"]
+    assert answered and answered[-1]["data"]["status"] == "cancel"
     assert "the run was stopped" in answered[-1]["html"]
     await tab.disconnect()
     row = await McpElicitation.objects.aget(pk=_id(card))

@@ -103,7 +103,7 @@ async def test_a_result_carrying_hidden_skill_text_reaches_no_ordinary_browser(
     await tab.send_json_to({"action": "send", "text": "use the notes skill"})
     frames = await _until(tab, lambda f: f["type"] == "run.finished", timeout=60)
     await tab.disconnect()
-    assert frames[-1]["status"] == "done"
+    assert frames[-1]["data"]["status"] == "done"
     assert "Reading the thresholds." in repr(frames)
     assert REFERENCE_MARKER not in repr(frames)
     # The server did answer with the file: the model got it, marked as untrusted output.
@@ -266,7 +266,7 @@ async def test_a_stored_secret_in_a_calls_arguments_is_masked_on_every_page_and_
     await tab.send_json_to({"action": "send", "text": "send the note"})
     frames = await _until(tab, lambda f: f["type"] == "run.finished", timeout=60)
     await tab.disconnect()
-    assert frames[-1]["status"] == "done"
+    assert frames[-1]["data"]["status"] == "done"
     assert not (http_server.folder / "marker-leak").exists()  # refused, never sent
     # The live frames carried the card, its arguments masked.
     live = repr(frames)

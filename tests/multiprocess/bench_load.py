@@ -156,7 +156,7 @@ async def _conversation(port: int, conversation: int, session: str, command: str
                 result.setdefault("first_word_s", arrived - sent_at)
                 # Pieces arrive once each, in place (StreamText counts any other as an error).
                 stamps = STAMP.findall(text.new(frame))
-            elif frame.get("type") == "message.stored" and "row-assistant" in frame["html"]:
+            elif frame.get("type") == "message.stored" and frame["data"]["role"] == "assistant":
                 # What arrived only with the stored answer (its live frames were dropped).
                 stamps = STAMP.findall(html.unescape(frame["html"]))[result["delivered"] :]
             for stamp in stamps:
@@ -169,7 +169,7 @@ async def _conversation(port: int, conversation: int, session: str, command: str
             if frame.get("type") == "error":
                 result["error"] = frame.get("text", "error")
             if frame.get("type") == "run.finished":
-                result["status"] = frame.get("status", "")
+                result["status"] = frame["data"]["status"]
                 break
         if text.errors or seqs != sorted(set(seqs)):
             result["ordered"] = False

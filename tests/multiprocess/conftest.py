@@ -277,6 +277,8 @@ class Deployment:
             access = str(self.logs / f"{name}-access.log")
             Path(access).write_text("")  # a new process, a new log
         unit_flags = ["--proxy-headers", "--no-server-name", "--access-log", access]
+        # The unit's 30 s to accept a websocket (daphne's 5 reset every tab of a burst).
+        unit_flags += ["--websocket_connect_timeout", "30"]
         self._spawn(name, [*command, *unit_flags, "webapp.asgi:application"])
         self.ports[name] = port
 

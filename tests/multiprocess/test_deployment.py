@@ -90,7 +90,7 @@ async def _ready(deployment: Any, name: str, *, timeout: float = 20) -> None:
 
 
 def _finished(status: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda f: f.get("type") == "run.finished" and f.get("status") == status
+    return lambda f: f.get("type") == "run.finished" and f["data"]["status"] == status
 
 
 async def _wait_event(event: threading.Event, timeout: float = 20) -> None:
@@ -131,7 +131,9 @@ async def test_a_run_executes_in_a_worker_streams_to_every_web_process_and_survi
                 break
         streamed = Reader().apply(seen_b).text()
         assert streamed and ANSWER.startswith(streamed), streamed
-        assert any(f.get("type") == "message.stored" and "row-user" in f["html"] for f in seen_b)
+        assert any(
+            f.get("type") == "message.stored" and f["data"]["role"] == "user" for f in seen_b
+        )
         runs = deployment.db_tool("state", str(conversation))["runs"]
         assert runs[-1]["status"] == "running"
         assert f"pid {worker.pid}" in runs[-1]["worker"], runs[-1]
@@ -146,9 +148,7 @@ async def test_a_run_executes_in_a_worker_streams_to_every_web_process_and_survi
         print(f"interrupted shown {noticed:.1f} s after the kill")  # pytest -s shows it
         assert noticed < INTERRUPTED_WITHIN, f"interrupted shown after {noticed:.1f} s"
         errors = [
-            f
-            for f in seen_b
-            if f.get("type") == "message.stored" and 'data-kind="error"' in f["html"]
+            f for f in seen_b if f.get("type") == "message.stored" and f["data"]["kind"] == "error"
         ]
         assert errors and "Retry" in errors[-1]["html"]
         state = deployment.db_tool("state", str(conversation))

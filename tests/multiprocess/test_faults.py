@@ -125,7 +125,7 @@ class Tab:
         if kind == "resumed":
             self.last_seq = max(self.last_seq, int(frame["last_seq"]))
         if kind == "run.finished":
-            self.statuses.append(frame.get("status", ""))
+            self.statuses.append(frame["data"]["status"])
 
     async def until(
         self,
@@ -181,7 +181,9 @@ class Tab:
 
 
 def finished(status: str = "") -> Callable[[dict[str, Any]], bool]:
-    return lambda f: f.get("type") == "run.finished" and (not status or f.get("status") == status)
+    return lambda f: (
+        f.get("type") == "run.finished" and (not status or f["data"]["status"] == status)
+    )
 
 
 def stamps(text: str) -> list[float]:

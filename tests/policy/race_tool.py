@@ -24,7 +24,7 @@ def main(threads: int, amount: Decimal, limit: Decimal) -> dict[str, object]:
     from skills_app.policy import budgets
     from skills_app.policy.access import policy_for
 
-    user = get_user_model().objects.create_user(f"racer{os.getpid()}", password="x-pass-123")
+    user = get_user_model().objects.create_user(f"racer{os.getpid()}")
     UserPolicy.objects.create(user=user, daily_limit_usd=limit)
     policy = policy_for(user.pk)
     connection.close()

@@ -1,7 +1,8 @@
 """Parallel requests cannot walk past a budget: the reservation is atomic in the database.
 
-Each test runs the race in a child process with a real database file of its own (SQLite in WAL
-or PostgreSQL), threads with their own connections released by a barrier at the same moment.
+Each test runs the race in a child process with a real database file of its own (a copy of the
+run's migrated SQLite, in WAL, or PostgreSQL), threads with their own connections released by a
+barrier at the same moment.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from decimal import Decimal
 
+from tests.support.migrated_sqlite import copy_database
 from tests.support.paths import REPO
 
 ROOT = REPO
@@ -30,26 +32,16 @@ def _race(env: dict[str, str], threads: int, amount: str, limit: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _migrate(env: dict[str, str]) -> None:
-    done = subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "--verbosity", "0"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-
-
-def test_sixteen_reservations_at_once_on_sqlite_fit_exactly_under_the_limit(tmp_path):
+def test_sixteen_reservations_at_once_on_sqlite_fit_exactly_under_the_limit(
+    tmp_path, migrated_sqlite
+):
+    copy_database(migrated_sqlite, tmp_path / "race.sqlite3")
     env = {
         **os.environ,
         "SKILLSCOPE_VAR_DIR": str(tmp_path / "var"),
         "SQLITE_PATH": str(tmp_path / "race.sqlite3"),
         "DATABASE_URL": "",
     }
-    _migrate(env)
     result = _race(env, 16, "1.50", "6.00")
     assert result["errors"] == []
     assert result["vendor"] == "sqlite"

@@ -28,6 +28,7 @@ from skills_app.models import (
 from skills_app.runs import agent_setup
 from skills_app.runs.streams import LIVE_INTERVAL
 from tests.support.fake_anthropic import Reply, tool_use_block, without_cache_control
+from tests.support.frames import parse
 from tests.support.loop_helpers import (
     accepted,
     count_in_request,
@@ -261,11 +262,12 @@ async def test_a_stop_is_a_clean_end_and_the_next_message_is_answered_as_itself(
     from skills_app.chat import relay
 
     shown = [
-        await relay.fragment(conversation.pk, m, can_inspect=False)
+        await relay.frame(conversation.pk, m, can_inspect=False)
         for m in seen
         if m["type"] == "message.stored"
     ]
-    results = [html for html in shown if html and "tool-result-" in html]
+    frames = [parse(frame) for frame in shown if frame]
+    results = [f["html"] for f in frames if f["data"]["kind"] == "tool_result"]
     assert results and "Stopped before it finished." in results[0]
     note = await Message.objects.filter(conversation=conversation, kind="notice").alast()
     assert note is not None and note.content[0]["text"] == "Stopped." and not note.to_model

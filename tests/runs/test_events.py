@@ -105,7 +105,7 @@ async def test_every_event_type_reaches_a_tab_by_its_traits_alone(alice):
             message = broadcast.envelope(seq, event, hidden=False)
             # Sent when the chat shows something of it (rendered here first: the tab then
             # takes the render from the process's cache).
-            if await relay.fragment(conversation.pk, message, can_inspect=False):
+            if await relay.frame(conversation.pk, message, can_inspect=False):
                 expected.append(("stored", seq))
         elif cls.stream:
             expected.append((f"{cls.stream}.delta", event.data()["text"]))

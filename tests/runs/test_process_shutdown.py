@@ -50,10 +50,12 @@ async def _start_answer(server: Daphne) -> int:
         await ws.close()
 
 
-def test_stopping_the_server_interrupts_its_runs_and_keeps_their_text():
+def test_stopping_the_server_interrupts_its_runs_and_keeps_their_text(migrated_sqlite):
     with (
         FakeModel() as model,
-        Daphne(model_url=model.url, env_extra={"LOG_LEVEL": "INFO"}) as server,
+        Daphne(
+            model_url=model.url, env_extra={"LOG_LEVEL": "INFO"}, database=migrated_sqlite
+        ) as server,
     ):
         assert server.process is not None
         conversation = asyncio.run(_start_answer(server))

@@ -12,6 +12,7 @@ from skills_app.core.events import RunFinished
 from skills_app.models import Conversation, Run, RunEvent
 from skills_app.runs import supervisor as runs
 from skills_app.runs import tasks, wiring
+from skills_app.runs.jobs import RUNS
 from tests.support.loop_helpers import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("demo_model")]
@@ -70,11 +71,11 @@ async def test_waiting_for_a_run_waits_for_its_after_work(conversation, alice, s
     await asyncio.wait_for(subscriber.entered.wait(), 30)
     # The run itself is over and its row says so; its after-work is still going.
     assert (await Run.objects.aget(pk=run.pk)).status == Run.DONE
-    assert not waiting.done() and run.pk in tasks.GROUPS
-    assert not tasks.executing_here(run.pk)
+    assert not waiting.done() and tasks.group_of(RUNS, run.pk) is not None
+    assert not tasks.executing_here(RUNS, run.pk)
     subscriber.release.set()
     await waiting
-    assert subscriber.outcome == "finished" and run.pk not in tasks.GROUPS
+    assert subscriber.outcome == "finished" and tasks.group_of(RUNS, run.pk) is None
 
 
 async def test_drain_waits_for_every_run_of_the_process(conversation, alice, subscriber):
@@ -84,7 +85,7 @@ async def test_drain_waits_for_every_run_of_the_process(conversation, alice, sub
     assert not draining.done()
     subscriber.release.set()
     await asyncio.wait_for(draining, 30)
-    assert not tasks.GROUPS and run.pk not in tasks.RUNNING
+    assert tasks.group_of(RUNS, run.pk) is None and not tasks.executing_ids(RUNS)
 
 
 async def test_a_late_stop_does_not_cancel_the_after_work(conversation, alice, subscriber):
@@ -121,7 +122,7 @@ async def test_a_shutdown_cancels_the_after_work_on_purpose(conversation, alice,
     await asyncio.wait_for(subscriber.entered.wait(), 30)
     await runs.shutdown()
     assert subscriber.outcome == "cancelled"
-    assert run.pk not in tasks.GROUPS
+    assert tasks.group_of(RUNS, run.pk) is None
 
 
 async def test_an_abandoned_run_starts_no_after_work(conversation, alice, subscriber):

@@ -78,9 +78,9 @@ async def test_a_message_sent_with_no_worker_waits_visibly_and_is_answered_when_
         await tab.send_json_to({"action": "send", "text": "anyone there?"})
         frames = await _until(tab, lambda f: f.get("type") == "run.queued")
         user_rows = [
-            f for f in frames if f.get("type") == "message.stored" and "row-user" in f["html"]
+            f for f in frames if f.get("type") == "message.stored" and f["data"]["role"] == "user"
         ]
-        assert user_rows and "anyone there?" in user_rows[0]["html"]
+        assert user_rows and "anyone there?" in user_rows[0]["text"]
         assert WAITING in frames[-1]["html"]
         run = await Run.objects.aget(conversation=conversation)
         assert run.status == Run.QUEUED and run.prompt == "anyone there?"
@@ -93,7 +93,7 @@ async def test_a_message_sent_with_no_worker_waits_visibly_and_is_answered_when_
         async with running_worker():
             frames = await _until(tab, lambda f: f.get("type") == "run.finished")
         assert [f["type"] for f in frames][0] == "run.started"
-        assert frames[-1]["status"] == Run.DONE
+        assert frames[-1]["data"]["status"] == Run.DONE
     finally:
         await tab.disconnect()
     assert await sync_to_async(_texts)(conversation.pk) == [
@@ -137,7 +137,7 @@ async def test_a_queued_run_stopped_never_starts_and_retry_sends_the_message_aga
         await _until(tab, lambda f: f.get("type") == "run.queued")
         await tab.send_json_to({"action": "stop"})
         frames = await _until(tab, lambda f: f.get("type") == "run.finished")
-        assert frames[-1]["status"] == Run.STOPPED
+        assert frames[-1]["data"]["status"] == Run.STOPPED
         assert await sync_to_async(status)((await Run.objects.aget()).pk) == Run.STOPPED
 
         worker_fake.enqueue(Reply.text("Here it is after all."))
@@ -145,7 +145,7 @@ async def test_a_queued_run_stopped_never_starts_and_retry_sends_the_message_aga
         await _until(tab, lambda f: f.get("type") == "run.queued")
         async with running_worker():
             frames = await _until(tab, lambda f: f.get("type") == "run.finished")
-        assert frames[-1]["status"] == Run.DONE
+        assert frames[-1]["data"]["status"] == Run.DONE
     finally:
         await tab.disconnect()
     # The stopped run never reached the model; the retry sent the stored message once.

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, Run, Worker
-from skills_app.runs import agent_setup, broadcast, queue, store, tasks, textlog
+from skills_app.runs import agent_setup, broadcast, jobs, queue, store, tasks, textlog
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply, validate_request
 from tests.support.worker_helpers import (
@@ -49,7 +49,7 @@ async def test_it_queues_the_run_and_a_worker_executes_it(
     await layer.group_add(broadcast.group_name(conversation.pk), watcher)
 
     run = await runs.start_run(conversation.pk, "hi", user_id=alice.pk)
-    assert run.status == Run.QUEUED and run.pk not in tasks.RUNNING  # nothing executes here
+    assert run.status == Run.QUEUED and not tasks.executing_here(jobs.RUNS, run.pk)  # not here
     await runs.wait_for_run(run.pk, timeout=20)
 
     run = await Run.objects.aget(pk=run.pk)

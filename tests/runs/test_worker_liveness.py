@@ -163,7 +163,7 @@ async def test_a_web_process_notices_a_dead_worker_when_no_worker_is_left(
             frame = await receive(tab, timeout=deadline - asyncio.get_running_loop().time())
             if frame.get("type") == "run.finished":
                 break
-        assert frame["status"] == Run.INTERRUPTED
+        assert frame["data"]["status"] == Run.INTERRUPTED
         assert await sync_to_async(status)(run.pk) == Run.INTERRUPTED
     finally:
         await tab.disconnect()
@@ -200,7 +200,7 @@ async def test_a_sweep_a_probe_started_still_tells_the_tab_after_the_probe_ended
             frame = await receive(tab, timeout=deadline - asyncio.get_running_loop().time())
             if frame.get("type") == "run.finished":
                 break
-        assert frame["status"] == Run.INTERRUPTED
+        assert frame["data"]["status"] == Run.INTERRUPTED
         assert await sync_to_async(status)(run.pk) == Run.INTERRUPTED
     finally:
         await tab.disconnect()
@@ -230,7 +230,7 @@ async def test_an_announcement_that_failed_is_sent_again_and_a_resume_shows_it_a
         run = await sync_to_async(_run_of)(ghost.name, alice, conversation=conversation)
         recovery.ensure_sweeping()
         frames = await until_frame(tab, "run.finished", timeout=5)
-        assert failed and frames[-1]["status"] == Run.INTERRUPTED
+        assert failed and frames[-1]["data"]["status"] == Run.INTERRUPTED
         seqs = [f["seq"] for f in frames if "seq" in f]
         assert seqs == sorted(set(seqs)) and failed[0] in seqs
     finally:
@@ -242,7 +242,7 @@ async def test_an_announcement_that_failed_is_sent_again_and_a_resume_shows_it_a
     try:
         frames = await until_frame(late, "resumed", timeout=5)
         finished = [f for f in frames if f["type"] == "run.finished"]
-        assert [f["status"] for f in finished] == [Run.INTERRUPTED]
+        assert [f["data"]["status"] for f in finished] == [Run.INTERRUPTED]
         assert await sync_to_async(status)(run.pk) == Run.INTERRUPTED
     finally:
         await late.disconnect()

@@ -59,7 +59,7 @@ async def test_the_designs_tools_show_chatters_placeholders_for_skill_files(fake
     await tab.send_json_to({"action": "send", "text": "tidy the ledger"})
     frames = await frames_until(tab, lambda f: f.get("type") == "run.finished", timeout=40)
     await tab.disconnect()
-    assert frames[-1]["status"] == "done", frames[-1]
+    assert frames[-1]["data"]["status"] == "done", frames[-1]
     # Positive control: the model got the files through the design's tools.
     model_saw = json.dumps(results(fake))
     assert CANARY in model_saw and "fireproof cabinet" in model_saw

@@ -106,7 +106,7 @@ async def _ledger_run(owner: Any, settings: Any, fake: Any, tmp_path: Path) -> t
     for run in [r async for r in Run.objects.filter(conversation=conversation)]:
         await runs.wait_for_run(run.pk, timeout=30)
     await tab.disconnect()
-    assert frames[-1]["status"] == "done", frames[-1]
+    assert frames[-1]["data"]["status"] == "done", frames[-1]
     return conversation.pk, frames_text(frames)
 
 

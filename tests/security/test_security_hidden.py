@@ -231,7 +231,7 @@ async def test_live_frames_of_a_skill_run_carry_no_hidden_content(
     for run in [r async for r in Run.objects.filter(conversation=conversation)]:
         await runs.wait_for_run(run.pk, timeout=15)
     await tab.disconnect()
-    assert frames[-1]["status"] == "done"
+    assert frames[-1]["data"]["status"] == "done"
     assert any("secret-notes" in f.get("html", "") for f in frames)
     assert HIDDEN_MARKER not in repr(frames)
     # Positive control: the model did receive the hidden body.

@@ -1,18 +1,15 @@
 """Reading the chat websocket's JSON frames (`skills_app.chat.frames`) in tests and benchmarks.
 
-`parse` returns the frame's own fields plus, for a frame with `html`, the text a person sees in
-it (`text`: whitespace collapsed, nothing of a `<noscript>`) and, for a run's controls, the run
-status they show (`status`).
+`parse` returns the frame's own fields (a stored event's ids and states are in its `data`) plus,
+for a frame with `html`, the text a person sees in it (`text`: whitespace collapsed, nothing of
+a `<noscript>`).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from html.parser import HTMLParser
 from typing import Any
-
-_RUN_STATUS = re.compile(r'data-run-status="([^"]*)"')
 
 
 def parse(raw: str | bytes) -> dict[str, Any]:
@@ -23,9 +20,6 @@ def parse(raw: str | bytes) -> dict[str, Any]:
     html = frame.get("html")
     if isinstance(html, str):
         frame["text"] = VisibleText.of(html)
-        status = _RUN_STATUS.search(html)
-        if status:
-            frame["status"] = status.group(1)
     return frame
 
 

@@ -14,7 +14,7 @@ TOY_SERVER = Path(__file__).resolve().parents[1] / "mcp" / "toy_server.py"
 
 
 @contextmanager
-def toy_http_server(cwd: Path, timeout: float = 20.0, *extra: str) -> Iterator[str]:
+def toy_http_server(cwd: Path, timeout: float = 60.0, *extra: str) -> Iterator[str]:
     """Run the toy server on a free loopback port while the block runs; yields its URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -1,7 +1,7 @@
 """Reading the chat websocket like a browser does, for the consumer tests.
 
-Frames are JSON, read with `tests.support.frames.parse`: a stored event's {type, seq, html}, with
-the visible `text` of its html (and the run `status` its controls show); streamed text as sent.
+Frames are JSON, read with `tests.support.frames.parse`: a stored event's {type, seq, data, html},
+with the visible `text` of its html; streamed text as sent.
 `Reader` assembles the streamed text the way chat.js does (offset 0 sets a block, any other offset appends) and
 fails the test if a piece would leave a hole or repeat text.
 """
@@ -9,7 +9,6 @@ fails the test if a piece would leave a hole or repeat text.
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -43,12 +42,6 @@ def of_type(frame_type: str) -> Callable[[Frame], bool]:
 def stored(frames: list[Frame]) -> list[Frame]:
     """The frames of stored events (they carry a seq)."""
     return [f for f in frames if "seq" in f]
-
-
-def approval_id(frame: Frame) -> int:
-    found = re.search(r'id="approval-(\d+)"', frame["html"])
-    assert found, frame["html"]
-    return int(found.group(1))
 
 
 class Reader:

@@ -24,6 +24,7 @@ from skills_app.models import (
     Worker,
 )
 from skills_app.registry import uploads
+from skills_app.runs import supervisor, tasks
 from skills_app.triggers import executor, runs
 from tests.support.fake_anthropic import TEST_MODEL, Reply, without_cache_control
 from tests.support.fake_anthropic_choice import OUTPUT_TOKENS, skill_chooser
@@ -299,13 +300,37 @@ async def test_a_run_whose_heartbeat_went_stale_is_interrupted_and_its_task_give
         assert await sync_to_async(runs.interrupt_stale)() == 1
     finally:
         hold.set()
+
     # The held answer arrives after the sweep: it is dropped and the task stops asking.
-    await wait_for(
-        lambda: sync_to_async(lambda: run.pk not in executor.EXECUTING)(), what="the task ending"
-    )
+    async def task_ended() -> bool:
+        return not tasks.executing_here(runs.TRIGGER_RUNS, run.pk)
+
+    await wait_for(task_ended, what="the task ending")
     await run.arefresh_from_db()
     assert run.status == TriggerRun.INTERRUPTED and "heartbeat went stale" in run.error
     assert run.attempts_done == 1 and len(accepted(fake_anthropic)) == 2
+
+
+async def test_a_stopping_process_marks_its_trigger_runs_interrupted_not_stopped(
+    org, skill_manager, fake_anthropic, settings
+):
+    """Trigger runs are jobs of the process's one table (`runs.tasks`): the process's give-up
+    (daphne's shutdown) ends them with agent runs, and says why."""
+    settings.TRIGGER_CONCURRENCY = 1
+    hold, reached = threading.Event(), threading.Event()
+    fake_anthropic.set_responder(skill_chooser(hold=hold, after=1, reached=reached))
+    client = await client_for(skill_manager)
+    try:
+        run = await start(client, org["pdf-tables"])
+        await wait_for(lambda: sync_to_async(reached.is_set)(), what="the second answer waiting")
+        assert tasks.executing_ids(runs.TRIGGER_RUNS) == [run.pk]
+        await supervisor.give_up()
+    finally:
+        hold.set()
+    assert not tasks.executing_here(runs.TRIGGER_RUNS, run.pk)
+    await run.arefresh_from_db()
+    assert run.status == TriggerRun.INTERRUPTED and run.error == executor.GAVE_UP_TEXT
+    assert run.attempts_done == 1
 
 
 async def test_a_stale_run_is_swept_by_the_pages(org, skill_manager, settings):

@@ -2,38 +2,19 @@
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.support.paths import REPO
-
-READ = (
-    "import json, django; django.setup(); from django.conf import settings as s; "
-    "print(json.dumps([s.EMAIL_BACKEND, s.EMAIL_HOST, s.EMAIL_PORT, s.EMAIL_HOST_PASSWORD]))"
-)
+from tests.support.settings_under import settings_under
 
 
 def mail_settings(tmp_path, **env: str) -> list:
     base = {k: v for k, v in os.environ.items() if not k.startswith("EMAIL_")}
-    done = subprocess.run(
-        [sys.executable, "-c", READ],
-        cwd=REPO,
-        env={
-            **base,
-            "DJANGO_SETTINGS_MODULE": "webapp.settings",
-            "SKILLSCOPE_VAR_DIR": str(tmp_path / "var"),
-            **env,
-        },
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.splitlines()[-1])
+    read = settings_under({**base, "SKILLSCOPE_VAR_DIR": str(tmp_path / "var"), **env})
+    return [
+        read[name] for name in ("EMAIL_BACKEND", "EMAIL_HOST", "EMAIL_PORT", "EMAIL_HOST_PASSWORD")
+    ]
 
 
 @pytest.mark.parametrize(

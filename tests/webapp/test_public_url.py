@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 
 from tests.support.paths import REPO
+from tests.support.settings_under import settings_under
 from webapp.publicurl import PublicURLError, host_of, normalise, public_url, url_from_addr
 
 ROOT = REPO
@@ -81,25 +82,18 @@ def test_hosts_are_written_as_allowed_hosts_expects():
     assert host_of("https://skills.example.com") == "skills.example.com"
 
 
-def _settings(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    code = (
-        "import json, webapp.settings as s; print(json.dumps({'url': s.SKILLSCOPE_PUBLIC_URL,"
-        " 'hosts': s.ALLOWED_HOSTS, 'origins': s.CSRF_TRUSTED_ORIGINS}))"
-    )
+def _settings(tmp_path: Path, **env: str) -> dict[str, object]:
     base = {"PATH": os.environ["PATH"], "SKILLSCOPE_VAR_DIR": str(tmp_path)}
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**base, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    read = settings_under({**base, **env})
+    return {
+        "url": read["SKILLSCOPE_PUBLIC_URL"],
+        "hosts": read["ALLOWED_HOSTS"],
+        "origins": read["CSRF_TRUSTED_ORIGINS"],
+    }
 
 
 def test_behind_a_proxy_the_public_host_is_the_allowed_host_and_origin(tmp_path):
-    result = _settings(tmp_path, SKILLSCOPE_PUBLIC_URL="https://skills.example.com/")
-    assert json.loads(result.stdout) == {
+    assert _settings(tmp_path, SKILLSCOPE_PUBLIC_URL="https://skills.example.com/") == {
         "url": "https://skills.example.com",
         "hosts": ["skills.example.com"],
         "origins": ["https://skills.example.com"],
@@ -107,26 +101,26 @@ def test_behind_a_proxy_the_public_host_is_the_allowed_host_and_origin(tmp_path)
 
 
 def test_locally_the_listen_host_joins_the_loopback_names(tmp_path):
-    result = _settings(tmp_path, SKILLSCOPE_ADDR="devbox.lan:8080")
-    seen = json.loads(result.stdout)
+    seen = _settings(tmp_path, SKILLSCOPE_ADDR="devbox.lan:8080")
     assert seen["url"] == "http://devbox.lan:8080"
     assert seen["hosts"] == ["127.0.0.1", "localhost", "[::1]", "devbox.lan"]
     assert seen["origins"] == []
 
 
 def test_a_public_host_missing_from_allowed_hosts_stops_start_up(tmp_path):
-    result = _settings(
-        tmp_path, SKILLSCOPE_PUBLIC_URL="https://skills.example.com", ALLOWED_HOSTS="other.example"
-    )
-    assert result.returncode != 0
-    assert "does not include 'skills.example.com'" in result.stderr
+    with pytest.raises(ImproperlyConfigured, match="does not include 'skills.example.com'"):
+        _settings(
+            tmp_path,
+            SKILLSCOPE_PUBLIC_URL="https://skills.example.com",
+            ALLOWED_HOSTS="other.example",
+        )
 
 
 def test_a_wildcard_allowed_host_covers_the_public_host(tmp_path):
-    result = _settings(
+    seen = _settings(
         tmp_path, SKILLSCOPE_PUBLIC_URL="https://skills.example.com", ALLOWED_HOSTS=".example.com"
     )
-    assert json.loads(result.stdout)["hosts"] == [".example.com"]
+    assert seen["hosts"] == [".example.com"]
 
 
 @pytest.mark.django_db

@@ -7,20 +7,16 @@ them in, and the settings read it from the environment or a file as the guide in
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from django.test import Client
 
-from tests.support.paths import REPO
+from tests.support.settings_under import settings_under
 
 pytestmark = pytest.mark.django_db
 
-ROOT = REPO
 OLD, NEW = "old-key-" + "a" * 50, "new-key-" + "b" * 50
 
 
@@ -50,24 +46,9 @@ def test_without_the_fallback_a_rotation_logs_everyone_out(settings, alice):
 
 
 def _settings_with(env: dict[str, str], tmp_path: Path) -> list[str]:
-    code = (
-        "import json, django; django.setup(); from django.conf import settings; "
-        "print(json.dumps(settings.SECRET_KEY_FALLBACKS))"
-    )
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SECRET_KEY")} | {
-        "DJANGO_SETTINGS_MODULE": "webapp.settings",
-        "SKILLSCOPE_VAR_DIR": str(tmp_path),
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=base | env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return list(json.loads(done.stdout.strip().splitlines()[-1]))
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SECRET_KEY")}
+    read = settings_under(base | {"SKILLSCOPE_VAR_DIR": str(tmp_path)} | env)
+    return list(read["SECRET_KEY_FALLBACKS"])
 
 
 def test_the_fallbacks_are_read_from_the_environment_or_a_file(tmp_path):

@@ -165,28 +165,32 @@ class CallOutcome:
 
 
 async def _tools_of(session: ClientSession) -> list[ToolDefinition]:
-    from mcp import types as mcp_types
-
-    found: list[ToolDefinition] = []
-    cursor: str | None = None
-    while True:
-        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        found += [definition_from_sdk(tool) for tool in page.tools]
-        cursor = page.next_cursor
-        if not cursor:
-            return found
+    return await _every_page(
+        session.list_tools, lambda page: [definition_from_sdk(tool) for tool in page.tools]
+    )
 
 
 async def _prompts_of(session: ClientSession) -> list[PromptDefinition]:
+    return await _every_page(
+        session.list_prompts, lambda page: [prompt_from_sdk(prompt) for prompt in page.prompts]
+    )
+
+
+PageT = TypeVar("PageT", bound="mcp_types.PaginatedResult")
+
+
+async def _every_page(
+    list_page: Callable[..., Awaitable[PageT]], items: Callable[[PageT], list[T]]
+) -> list[T]:
+    """Every item of one of the SDK's paginated lists (`list_page`), following its cursors."""
     from mcp import types as mcp_types
 
-    found: list[PromptDefinition] = []
+    found: list[T] = []
     cursor: str | None = None
     while True:
         params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_prompts(params=params)
-        found += [prompt_from_sdk(prompt) for prompt in page.prompts]
+        page = await list_page(params=params)
+        found += items(page)
         cursor = page.next_cursor
         if not cursor:
             return found
