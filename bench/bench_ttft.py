@@ -1,6 +1,7 @@
 """Time to first token: from Send in the tab to the first text delta, against the bare SDK.
 
 Run: .venv/bin/python bench/bench_ttft.py [--trials 20] [--mode single|multi|both] [--json F]
+         [--env NAME=VALUE ...]
 single: one daphne process (SQLite, in-memory channel layer, inline runs), as `scripts/run.sh`.
 multi: 2 web processes and 2 workers with PostgreSQL and Redis, started as the multi-process tests
 start them (it runs tests/multiprocess/bench_ttft.py with pytest; needs postgresql and
@@ -44,19 +45,24 @@ def bare(url: str, trials: int) -> list[float]:
     return times
 
 
-async def single(trials: int) -> dict[str, object]:
+async def single(trials: int, settings: dict[str, str]) -> dict[str, object]:
     with FakeModel() as model:
         sdk = await asyncio.to_thread(bare, model.url, trials)
-        with Daphne(model.url, conversations=trials + 1) as server:
+        with Daphne(model.url, conversations=trials + 1, env_extra=settings) as server:
             headers = {"Origin": f"http://127.0.0.1:{server.port}"}
             ours = await tab_ttft(server.port, server.conversation_ids, server.session, headers)
     return {"mode": "single process", **summary(sdk, ours)}
 
 
-def multi(trials: int) -> dict[str, object]:
+def multi(trials: int, settings: dict[str, str]) -> dict[str, object]:
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         result_path = handle.name
-    env = {**os.environ, "BENCH_TRIALS": str(trials), "BENCH_RESULT": result_path}
+    env = {
+        **os.environ,
+        "BENCH_TRIALS": str(trials),
+        "BENCH_RESULT": result_path,
+        "BENCH_ENV": json.dumps(settings),
+    }
     command = [sys.executable, "-m", "pytest", "tests/multiprocess/bench_ttft.py", "-q", "-s"]
     done = subprocess.run([*command, "-p", "no:cacheprovider"], cwd=REPO, env=env)
     if done.returncode != 0:
@@ -70,13 +76,19 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--mode", choices=("single", "multi", "both"), default="both")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--env", action="append", default=[], help="NAME=VALUE for every process (repeatable)"
+    )
     opts = parser.parse_args()
+    if any("=" not in pair for pair in opts.env):
+        parser.error("--env takes NAME=VALUE")
+    settings = dict(pair.partition("=")[::2] for pair in opts.env)
     report: dict[str, object] = {"machine": machine(), "load_before": load(), "results": []}
     results: list[dict[str, object]] = []
     if opts.mode in ("single", "both"):
-        results.append(asyncio.run(single(opts.trials)))
+        results.append(asyncio.run(single(opts.trials, settings)))
     if opts.mode in ("multi", "both"):
-        results.append(multi(opts.trials))
+        results.append(multi(opts.trials, settings))
     report["results"] = results
     for result in results:
         added = float(result["added_median_ms"])  # type: ignore[arg-type]

@@ -201,6 +201,7 @@ else:
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_secret("REDIS_URL")
+REDIS_CONNECTIONS = env_int("REDIS_CONNECTIONS", 4, minimum=1)
 if REDIS_URL:
     from webapp.redis_layer import redis_host
 
@@ -210,7 +211,11 @@ if REDIS_URL:
             # a tab opens meanwhile, live frames are dropped (tabs fill gaps from the database),
             # one log line when Redis is lost and one when it is back.
             "BACKEND": "webapp.redis_layer.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_host(REDIS_URL)]},
+            # One entry per connection: the stock layer sends on a host's connection one message
+            # at a time (a round trip each), and a group always goes through the same entry, so
+            # its messages stay in order. Several entries for the one Redis let a worker's
+            # streams go out side by side.
+            "CONFIG": {"hosts": [redis_host(REDIS_URL) for _ in range(REDIS_CONNECTIONS)]},
         }
     }
 else:

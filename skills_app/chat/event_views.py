@@ -4,8 +4,10 @@ A stored event's entry says which rows its parts need (`Needs`: loaded once, for
 or a whole replay), turns the event into parts (`chat.items`), which render themselves per
 visibility class, and names the fields of the event its frame carries as data (`announces`:
 ids and states, never text or names, which reach a browser only through the visibility filter).
-A live event's entry makes the frame a tab is sent. An event type without an entry shows
-nothing (it is stored for the audit or the log, and keeps its place in the seq).
+An entry whose parts are our own markup made from the event's data alone (`markup_only`: no
+rows, no filter) renders without the database. A live event's entry makes the frame a tab is
+sent. An event type without an entry shows nothing (it is stored for the audit or the log, and
+keeps its place in the seq).
 
 This is the only place in the chat that names event types: the recorder stores events and the
 consumer relays them by the traits their classes declare (`core.events`).
@@ -96,6 +98,8 @@ class StoredView:
     parts: Parts
     needs: Callable[[Any], Needs]
     announces: tuple[str, ...]
+    # The parts are markup of our own from the event's data alone: no rows, no filter.
+    markup_only: bool = False
 
 
 STORED: dict[type[RunEvent], StoredView] = {}
@@ -110,16 +114,22 @@ def shows(
     cls: type[E],
     needs: Callable[[E], Needs] = lambda _event: NOTHING,
     announces: tuple[str, ...] = (),
+    *,
+    markup_only: bool = False,
 ) -> Callable[[P], P]:
     """Register what a stored event type shows (its parts), the rows they need and the fields
-    its frame carries as data."""
+    its frame carries as data.
+
+    `markup_only`: the parts are our own markup made from the event's data alone (they read no
+    rows and pass nothing through the filter), so they render without the database.
+    """
     assert cls.stored, f"{cls.type} is not stored: register a live frame instead"
     unknown = set(announces) - {f.name for f in fields(cls)}
     assert not unknown, f"{cls.type} has no field {', '.join(sorted(unknown))}"
 
     def register(parts: P) -> P:
         assert cls not in STORED, f"{cls.type} already shows something"
-        STORED[cls] = StoredView(parts, needs, announces)
+        STORED[cls] = StoredView(parts, needs, announces, markup_only)
         return parts
 
     return register
@@ -141,6 +151,14 @@ def frame(
 def has_view(cls: type[RunEvent]) -> bool:
     """Whether a stored event type shows anything in the browser."""
     return cls in STORED
+
+
+def reads_rows(event: RunEvent) -> bool:
+    """Whether rendering a stored event reads the database (its rows, the filter's index)."""
+    view = STORED.get(type(event))
+    if view is None:
+        return False
+    return not view.markup_only or view.needs(event) != NOTHING
 
 
 def needs_of(event: RunEvent) -> Needs:
@@ -302,12 +320,12 @@ def _queued(
     return [Part(QueuedItem(queued), APPEND if isinstance(event, MessageQueued) else UPDATE)]
 
 
-@shows(ConversationTitled)
+@shows(ConversationTitled, markup_only=True)
 def _titled(event: ConversationTitled, conversation_id: int, lookup: Lookup) -> list[Part]:
     return [Part(StaticItem(title_html(conversation_id, event.title)), UPDATE)]
 
 
-@shows(RunQueued, announces=("run_id",))
+@shows(RunQueued, announces=("run_id",), markup_only=True)
 def _run_queued(event: RunQueued, conversation_id: int, lookup: Lookup) -> list[Part]:
     return [
         Part(StaticItem(queued_notice(event.run_id))),
@@ -315,7 +333,7 @@ def _run_queued(event: RunQueued, conversation_id: int, lookup: Lookup) -> list[
     ]
 
 
-@shows(RunStarted, announces=("run_id",))
+@shows(RunStarted, announces=("run_id",), markup_only=True)
 def _run_started(event: RunStarted, conversation_id: int, lookup: Lookup) -> list[Part]:
     return [
         Part(StaticItem(stop_button("running")), REPLACE),

@@ -7,6 +7,13 @@ who may not inspect hidden content: it is never rendered for them, and an announ
 visibility counts as hidden. An event type that shows nothing (`event_views`) needs no database.
 The rest is rendered once per (conversation, seq, visibility class) in this process and kept for
 the next tabs: a hundred tabs of one conversation wait on one render, not a hundred.
+
+A tab relays its messages one at a time, so the live text behind a stored event waits for that
+event's render; renders therefore do not queue behind the runs' own database work (the one
+thread every `sync_to_async` call of the process shares: runs set up, store, check limits,
+take locks). A render that reads rows runs on this loop's render thread, with a database
+connection of its own (`liveness.DatabaseThread`); markup made from the event alone
+(`event_views.reads_rows` false: the Stop button, a title) is rendered in the loop, no hop.
 """
 
 from __future__ import annotations
@@ -17,11 +24,11 @@ from collections import OrderedDict
 from typing import Any
 
 from skills_app.chat import fragments, frames
-from skills_app.chat.event_views import announced, has_view
+from skills_app.chat.event_views import announced, has_view, reads_rows
 from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.runs.broadcast import VISIBLE
-from skills_app.runs.dbsync import database_sync_to_async
+from skills_app.runs.liveness import DatabaseThread
 
 # Stored events whose fragments a process keeps (both classes of one event count twice).
 CACHE_SIZE = 1_024
@@ -43,6 +50,7 @@ class RenderCache:
         self._fragments: OrderedDict[Key, asyncio.Task[str | None]] = OrderedDict()
         # Markdown already rendered for an event, shared by its two classes' renders.
         self._memos: OrderedDict[tuple[int, int], dict[str, str]] = OrderedDict()
+        self._database: DatabaseThread | None = None
 
     async def fragment(
         self, conversation_id: int, seq: int, event: CoreEvent, *, can_inspect: bool
@@ -64,8 +72,18 @@ class RenderCache:
     ) -> str | None:
         memo = self._memos.setdefault((conversation_id, seq), {})
         _trim(self._memos, self.size)
-        html: str | None = await database_sync_to_async(fragments.fragment_for)(
-            event, conversation_id=conversation_id, can_inspect=can_inspect, memo=memo
+        if not reads_rows(event):
+            return fragments.fragment_for(
+                event, conversation_id=conversation_id, can_inspect=can_inspect, memo=memo
+            )
+        if self._database is None:
+            self._database = DatabaseThread("skillscope-render")
+        html: str | None = await self._database.run(
+            fragments.fragment_for,
+            event,
+            conversation_id=conversation_id,
+            can_inspect=can_inspect,
+            memo=memo,
         )
         return html
 

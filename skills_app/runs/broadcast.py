@@ -9,6 +9,7 @@ committed (`publish_on_commit`, as Zulip's `send_event_on_commit`); a live event
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,8 @@ logger = logging.getLogger(__name__)
 GROUP_PREFIX = "conversation-"
 # Whether a stored event may reach a viewer who may not inspect hidden content.
 VISIBLE, HIDDEN = "visible", "hidden"
+# Conversations whose live frames are sent at the same time (`send_live_many`).
+LANES = 8
 
 
 def group_name(conversation_id: int) -> str:
@@ -83,7 +86,25 @@ async def send_live(conversation_id: int, event: CoreEvent) -> None:
 
 
 async def send_live_many(items: Sequence[tuple[int, CoreEvent]]) -> None:
-    """Send live events of several conversations, (conversation id, event), in order."""
+    """Send live events of several conversations, (conversation id, event): each conversation's
+    in order, up to LANES conversations at a time.
+
+    A send to Redis is a round trip, and a batch holds a frame of every streaming run of the
+    process: one after the other, the batch takes as many round trips as it has frames, and a
+    worker with many streams spends its time waiting for them. The lanes overlap those waits
+    (the layer's connections, `CHANNEL_LAYERS`' hosts, each carry one at a time).
+    """
+    lanes: list[list[tuple[int, CoreEvent]]] = [[] for _ in range(LANES)]
+    for conversation_id, event in items:
+        lanes[conversation_id % LANES].append((conversation_id, event))
+    busy = [lane for lane in lanes if lane]
+    if len(busy) == 1:
+        await _send_lane(busy[0])
+    else:
+        await asyncio.gather(*(_send_lane(lane) for lane in busy))
+
+
+async def _send_lane(items: Sequence[tuple[int, CoreEvent]]) -> None:
     for conversation_id, event in items:
         try:
             await send_live(conversation_id, event)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import pytest
 from asgiref.sync import sync_to_async
 
-from skills_app.chat import relay
-from skills_app.core.events import event_from
+from skills_app.chat import event_views, relay
+from skills_app.core.events import MessageStored, RunFinished, RunStarted, event_from
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run
 from skills_app.runs import broadcast, eventlog, store
@@ -68,3 +71,29 @@ async def test_a_frame_carries_the_events_ids_and_states_as_data_never_its_text(
         "run_id": run_id,
     }
     assert "RELAY-WORDS-77" in frame["text"] and "RELAY-WORDS-77" not in repr(frame["data"])
+
+
+async def test_markup_of_our_own_is_rendered_while_the_database_thread_is_busy(alice):
+    # A tab relays one message at a time: the live text behind `run.started` waits for its
+    # render. The Stop button is made from the event alone, so it must not queue behind the
+    # runs' database work (held here by a hop that does not end until the render is back).
+    conversation = await Conversation.objects.acreate(owner=alice, title="Relay busy")
+    started = broadcast.envelope(7, RunStarted(run_id=1), hidden=False)
+    release = threading.Event()
+    holding = asyncio.ensure_future(sync_to_async(release.wait)(30))
+    try:
+        await asyncio.sleep(0.05)  # the shared database thread is inside the wait now
+        shown = await asyncio.wait_for(
+            relay.frame(conversation.pk, started, can_inspect=False), timeout=5
+        )
+    finally:
+        release.set()
+        await holding
+    assert shown is not None and 'id="stop-button"' in parse(shown)["html"]
+
+
+def test_only_views_of_markup_alone_skip_the_database():
+    # Whatever shows a row or passes text through the filter reads the database.
+    assert not event_views.reads_rows(RunStarted(run_id=1))
+    assert event_views.reads_rows(RunFinished(run_id=1, status="done"))  # the cost header
+    assert event_views.reads_rows(MessageStored(message_id=1, role="user", kind="text"))

@@ -38,6 +38,8 @@ async def test_time_to_first_token(deployment: Deployment) -> None:
             RATE_LIMIT_CONCURRENT_RUNS="100000",
             LOG_LEVEL="INFO",
         )
+        # A setting to compare (bench/bench_ttft.py --env NAME=VALUE), as bench_load.py takes it.
+        deployment.env.update(json.loads(os.environ.get("BENCH_ENV") or "{}"))
         setup = subprocess.run(
             [sys.executable, "-c", _SETUP.format(n=TRIALS + 2)],
             cwd=ROOT,
