@@ -180,7 +180,8 @@ async def build_runner(
         auto_answer=auto_answer,
         consents=setup.consents,
         quotes_hidden=_hidden_check(setup),
-        # An mcp__ call carrying hidden text or a stored secret never leaves (docs/mcp.md).
+        # An mcp__ call carrying hidden text, a stored secret or another person's words never
+        # leaves (docs/mcp.md).
         leaves=_mcp_check(setup, user_id),
         # What is kept of an mcp__ call: its arguments filtered (docs/mcp.md).
         kept=lambda call: ToolCall(
@@ -310,13 +311,13 @@ def _hidden_check(setup: RunSetup) -> Callable[[ToolCall], bool]:
 
 def _mcp_check(setup: RunSetup, user_id: int) -> Callable[[ToolCall], tuple[str, ToolCall] | None]:
     """Why an mcp__ call may not leave (hidden text, even for an inspector; a stored secret;
-    the person's calls-per-minute quota used up)."""
+    another person's words; the person's calls-per-minute quota used up)."""
 
     def hidden(arguments: dict[str, Any]) -> bool:
         return quotes_hidden(setup.conversation_id, arguments, can_inspect=False)
 
     def check(call: ToolCall) -> tuple[str, ToolCall] | None:
-        refused = mcp_refusal(call, quotes_hidden=hidden)
+        refused = mcp_refusal(call, user_id=user_id, quotes_hidden=hidden)
         if refused is None and split_model_tool_name(call.tool) is not None:
             over = over_quota(user_id)
             if over is not None:

@@ -23,7 +23,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from skills_app import visibility
+from skills_app import sent_texts, visibility
 from skills_app.core.agent import RunOutcome, SkillProvider
 from skills_app.core.events import RunFinished, RunQueued
 from skills_app.core.llm import ModelClient
@@ -177,6 +177,8 @@ def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent
     else:
         message = StoredMessage.text("user", prompt, kind="command", to_model=False)
     row = store.append_message(conversation.pk, message, run_id=run.pk)
+    # What they typed is theirs: no one else's MCP call may carry it (`sent_texts`).
+    sent_texts.remember(run.started_by_id or conversation.owner_id, [prompt])
     data = eventlog.message_event(row)
     return eventlog.append_event(conversation.pk, "message", data, run_id=run.pk)
 

@@ -105,7 +105,7 @@ def test_a_person_signs_in_and_calls_the_server_with_their_own_encrypted_token(
     assert f"resource={secure.url}" in text  # the token names this server only
     # A stored token is a secret: a call that carries one never leaves.
     call = ToolCall("mcp__secure__echo", {"text": f"here: {token}"})
-    refused = refusal(call, quotes_hidden=lambda arguments: False)
+    refused = refusal(call, user_id=alice.pk, quotes_hidden=lambda arguments: False)
     assert refused is not None and refused[0] == CARRIES_SECRET
     assert token not in str(refused[1].input)
 
