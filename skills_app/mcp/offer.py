@@ -27,11 +27,13 @@ from skills_app.core.mcp.definitions import model_tool_name
 from skills_app.core.mcp.elicit import Asker
 from skills_app.core.mcp.oauth import SignInRequired
 from skills_app.core.mcp.tool import with_grant
+from skills_app.mcp import quota
 from skills_app.mcp.definitions import serving, store_listing
 from skills_app.mcp.filter import stored_secrets
 from skills_app.mcp.oauth import PersonGrants, grants_for
 from skills_app.mcp.servers import identity_of, spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer
+from skills_app.policy.access import Policy
 
 logger = logging.getLogger(__name__)
 
@@ -163,14 +165,17 @@ async def _listed(server: McpServer, place: Place, grants: PersonGrants | None =
 def call_recorder(
     *,
     user_id: int,
+    policy: Policy | None = None,
     conversation_id: int,
     run_id: int | None,
     preview: Callable[[str, dict[str, Any]], Any],
 ) -> Callable[[CallRecord], Awaitable[None]]:
     """What each call that ran leaves in the audit trail; `preview(tool, arguments)`: its
-    arguments as the audit keeps them (filtered: `visibility.mcp_call_preview`)."""
+    arguments as the audit keeps them (filtered: `visibility.mcp_call_preview`). `policy`: whose
+    spending limits a call counts against (`quota.charge`)."""
 
     def write(call: CallRecord) -> None:
+        cost = quota.charge(policy, call.server)
         trail.record(
             AuditEvent.MCP_CALLED,
             target=f"mcp tool {call.server}/{call.tool}",
@@ -186,6 +191,7 @@ def call_recorder(
             truncated=call.truncated,
             is_error=call.is_error,
             error=call.error,
+            cost_usd=str(cost),
             arguments=preview(f"mcp__{call.server}__{call.tool}", dict(call.arguments)),
         )
 

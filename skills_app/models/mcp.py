@@ -54,6 +54,16 @@ class McpServer(models.Model):
     groups = models.ManyToManyField(Group, blank=True, related_name="+")
     everyone = models.BooleanField(default=False)
     enabled = models.BooleanField(default=True)
+    # What one call counts against the caller's and their groups' spending limits.
+    call_cost_usd = models.DecimalField(
+        "cost of a call (USD)",
+        max_digits=10,
+        decimal_places=4,
+        default=0,
+        help_text="What each call of its tools counts against the spending limits of the person "
+        "and their groups (an estimate of what a call costs the organisation). 0: calls count "
+        "against the calls-per-minute quota only.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
