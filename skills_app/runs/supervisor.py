@@ -206,7 +206,7 @@ async def start_run(
     nothing to retry.
     """
     if text is not None and not retry:
-        text = await _prompt_turn(conversation_id, text, user_id) or text
+        text = await _prompt_turn(conversation_id, text, user_id, within_limits) or text
     client = model_client()
     executor = get_executor()
     run, events = await sync_to_async(_create_run)(
@@ -225,11 +225,22 @@ async def start_run(
     return run
 
 
-async def _prompt_turn(conversation_id: int, text: str, user_id: int) -> str | None:
+async def _prompt_turn(
+    conversation_id: int, text: str, user_id: int, within_limits: int | None
+) -> str | None:
     """The person's turn for `/mcp__server__prompt args` (an MCP server's prompt, filtered like
-    a tool's result), or None for any other message; RunError when it cannot be given."""
+    a tool's result), or None for any other message; RunError when it cannot be given.
+
+    The server is asked before the run exists, so the person's limits are checked first (a
+    barred account, the rate limits, a budget reached: `within_limits` as in `start_run`);
+    `_create_run` checks them again, under the person's lock, and that check is what holds."""
     if not text.lstrip().startswith("/mcp__"):
         return None
+    if within_limits is not None:
+        try:
+            await sync_to_async(limits.check_send)(user_id, runs_wanted=within_limits)
+        except limits.LimitReached as exc:
+            raise RunError(exc.message) from None
     outbound = functools.partial(visibility.outbound, conversation_id, can_inspect=False)
     try:
         return await mcp_prompts.expand(
