@@ -521,7 +521,9 @@ async def _revoke(server: McpServer, grant: HeldGrant) -> str:
                             form["client_secret"] = client.client_secret
                     answer = await http.post(endpoint, data=form, headers=headers)
                     if answer.status_code != 200:
-                        raise OSError(f"the {hint} got HTTP {answer.status_code}: {answer.text[:300]}")
+                        raise OSError(
+                            f"the {hint} got HTTP {answer.status_code}: {answer.text[:300]}"
+                        )
                     done.append(hint)
     except Exception as exc:  # best effort: the grant is forgotten here whatever happens
         logger.warning("Revoking the tokens of %s at its issuer failed: %s", server.name, exc)

@@ -64,6 +64,9 @@ class McpServer(models.Model):
         "and their groups (an estimate of what a call costs the organisation). 0: calls count "
         "against the calls-per-minute quota only.",
     )
+    # When a process last heard the server say its tool list changed: every process's listing
+    # from before it is stale (`offer`), not only the one of the process holding the session.
+    tools_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
