@@ -20,7 +20,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.utils import timezone
 
-from skills_app.models import AuditEvent, McpServer
+from skills_app.models import AuditEvent, McpServer, SpendCounter
 from skills_app.policy import budgets
 from skills_app.policy.access import Policy
 
@@ -58,12 +58,18 @@ def over_budget(policy: Policy | None, server: str) -> str | None:
     cost = call_cost(server)
     if policy is None or cost <= 0:
         return None
-    try:
-        budgets.check_room(policy, cost)
-    except budgets.BudgetExceeded as exc:
+    for s in budgets.standings(policy):
+        if s.cap is None or s.spent + s.reserved + cost <= s.cap:
+            continue
+        day = s.period == SpendCounter.DAY
+        whose = "your" if s.limit.scope == SpendCounter.USER else f"your group {s.limit.name}'s"
+        held = " (answers still running hold part of it)" if s.reserved > 0 else ""
         return (
-            f"a call of the MCP server {server} counts {budgets.usd(cost)} against your "
-            f"spending limits, and it does not fit: {exc.message}"
+            f"a call of the MCP server {server} counts {budgets.usd(cost)} against the spending "
+            f"limits, and {whose} {'daily' if day else 'monthly'} spending limit of "
+            f"{budgets.usd(s.cap)} has {budgets.usd_left(s.cap - s.spent - s.reserved)} left "
+            f"{'today' if day else 'this month'}{held}; an administrator can raise it (the page "
+            "Your usage shows what is left)"
         )
     return None
 

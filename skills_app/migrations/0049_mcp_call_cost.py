@@ -14,6 +14,7 @@ class Migration(migrations.Migration):
             name="call_cost_usd",
             field=models.DecimalField(
                 decimal_places=4,
+                db_default=0,
                 default=0,
                 help_text="What each call of its tools counts against the spending limits of the person and their groups (an estimate of what a call costs the organisation). 0: calls count against the calls-per-minute quota only.",
                 max_digits=10,

@@ -60,6 +60,8 @@ class McpServer(models.Model):
         max_digits=10,
         decimal_places=4,
         default=0,
+        # In the database too: rows written by code that predates the column get 0.
+        db_default=0,
         help_text="What each call of its tools counts against the spending limits of the person "
         "and their groups (an estimate of what a call costs the organisation). 0: calls count "
         "against the calls-per-minute quota only.",
