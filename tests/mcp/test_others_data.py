@@ -13,9 +13,12 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 
 from skills_app.core.fingerprints import GUARANTEED, SPAN
 from skills_app.models import Conversation, PermissionDecision, PermissionRule
+from skills_app.runs import supervisor as runs
 from skills_app.sent_texts import others_words, remember
 from skills_app.workspaces import workspace_for
 from tests.mcp.test_filter import _results
@@ -91,3 +94,25 @@ def test_only_long_spans_count_and_a_persons_own_words_never_do(alice, bob):
     assert others_words(bob.pk, BOB_SAYS) == set()
     remember(alice.pk, [BOB_SAYS])
     assert others_words(alice.pk, BOB_SAYS) == set()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_text_file_another_person_attached_counts_as_theirs(
+    alice, bob, settings, fake_anthropic
+):
+    use_fake_model(settings, fake_anthropic, retries=0)
+    conversation = await Conversation.objects.acreate(owner=bob, title="files")
+    client = Client()
+    await sync_to_async(client.force_login)(bob)
+    notes = f"Minutes, board meeting\n\n{BOB_SAYS}\n".encode()
+    uploaded = await sync_to_async(client.post)(
+        f"/c/{conversation.pk}/attach/", {"file": [SimpleUploadedFile("minutes.txt", notes)]}
+    )
+    assert uploaded.status_code == 200, uploaded.content
+    ids = [chip["id"] for chip in uploaded.json()["attachments"]]
+    # Attached but not sent: not yet what Bob sent.
+    assert await sync_to_async(others_words)(alice.pk, BOB_SAYS) == set()
+    fake_anthropic.enqueue(Reply.text("Read it."))
+    run = await runs.start_run(conversation.pk, "see the file", user_id=bob.pk, attachments=ids)
+    await runs.wait_for_run(run.pk, timeout=30)
+    assert await sync_to_async(others_words)(alice.pk, {"q": BOB_SAYS}) == {BOB_SAYS}
