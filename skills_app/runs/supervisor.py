@@ -79,8 +79,11 @@ def _create_run(
     auto_answer: str | None,
     attachments: Sequence[int] = (),
     within_limits: int | None = None,
+    typed: str | None = None,
 ) -> tuple[Run, list[RunEvent]]:
-    """The new Run row, with the user's message stored at once, and the events to broadcast."""
+    """The new Run row, with the user's message stored at once, and the events to broadcast.
+
+    `typed`: what the person typed, when the stored `prompt` is not it (an MCP prompt's text)."""
     with transaction.atomic():
         if within_limits is not None:
             # The one check of the person's limits, under their lock, in the transaction that
@@ -127,7 +130,7 @@ def _create_run(
         )
         if prompt is not None and not retry:
             events.extend(_store_attachments(conversation, run, user_id, attachments))
-            events.append(_store_prompt(conversation, run, prompt))
+            events.append(_store_prompt(conversation, run, prompt, typed or prompt))
         if not inline:
             events.append(
                 eventlog.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
@@ -154,7 +157,7 @@ def _store_attachments(
     ]
 
 
-def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent:
+def _store_prompt(conversation: Conversation, run: Run, prompt: str, typed: str) -> RunEvent:
     """The user's message, stored the moment it is sent (whatever executes the run, and when).
 
     A slash command is stored as the user typed it, for people (`kind="command"`, kept from the
@@ -178,7 +181,8 @@ def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent
         message = StoredMessage.text("user", prompt, kind="command", to_model=False)
     row = store.append_message(conversation.pk, message, run_id=run.pk)
     # What they typed is theirs: no one else's MCP call may carry it (`sent_texts`).
-    sent_texts.remember(run.started_by_id or conversation.owner_id, [prompt])
+    # (A server's prompt text is the server's: only the command they typed counts.)
+    sent_texts.remember(run.started_by_id or conversation.owner_id, [typed])
     data = eventlog.message_event(row)
     return eventlog.append_event(conversation.pk, "message", data, run_id=run.pk)
 
@@ -205,6 +209,7 @@ async def start_run(
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
     nothing to retry.
     """
+    typed = text
     if text is not None and not retry:
         text = await _prompt_turn(conversation_id, text, user_id, within_limits) or text
     client = model_client()
@@ -219,6 +224,7 @@ async def start_run(
         auto_answer=auto_answer,
         attachments=attachments,
         within_limits=within_limits,
+        typed=typed,
     )
     await broadcast.broadcast_events(events)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
