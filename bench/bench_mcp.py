@@ -306,7 +306,7 @@ async def overhead(setup, url: str, port: int, calls: int) -> None:
         user_id=user.pk,
         workspace=setup["workspace"],
         record=record,
-        leaves=lambda call: refusal(call, quotes_hidden=hidden),
+        leaves=lambda call: refusal(call, user_id=user.pk, quotes_hidden=hidden),
         kept=lambda call: ToolCall(
             call.tool, mcp_call_preview(conversation.pk, call.tool, dict(call.input))
         ),

@@ -31,8 +31,8 @@ CORE = APP / "core"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
     # The data: rows (models), the audit trail's writer (trail), a conversation's files
-    # (workspaces), request types for views.
-    ("models", ("models", "migrations", "workspaces", "http", "trail")),
+    # (workspaces), what people sent as fingerprints (sent_texts), request types for views.
+    ("models", ("models", "migrations", "workspaces", "http", "trail", "sent_texts")),
     ("registry/permissions", ("registry", "permissions", "policy", "mcp")),
     ("visibility/hidden", ("visibility", "hidden", "hidden_library")),
     ("runs", ("runs",)),

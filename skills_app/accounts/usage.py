@@ -1,16 +1,23 @@
 """Your usage: what you spent today and this month, against each limit (yours and your groups'),
-what is left, and how much of your storage quota your files take."""
+what is left, your MCP tool calls this month and what they counted, and how much of your storage
+quota your files take."""
 
 from __future__ import annotations
 
+from datetime import datetime, time
+
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.db.models import Sum
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from skills_app.core.tools.storage import human
 from skills_app.http import AuthedHttpRequest
-from skills_app.models import SpendCounter
+from skills_app.mcp import quota
+from skills_app.models import AuditEvent, SpendCounter, SpendReservation
 from skills_app.policy import budgets, storage
 from skills_app.policy.access import policy_for
 
@@ -35,12 +42,22 @@ def my_usage(request: AuthedHttpRequest) -> HttpResponse:
             }
         )
     files = storage.standing(request.user.pk)
+    since = timezone.make_aware(datetime.combine(budgets.period_starts()[1], time.min))
+    mcp_calls = AuditEvent.objects.filter(
+        action=AuditEvent.MCP_CALLED, actor_id=request.user.pk, created_at__gte=since
+    ).count()
+    mcp_cost = SpendReservation.objects.filter(
+        user_id=request.user.pk, purpose=quota.PURPOSE, created_at__gte=since
+    ).aggregate(cost=Sum("actual_usd"))["cost"]
     return render(
         request,
         "skills_app/usage.html",
         {
             "rows": rows,
             "models": policy.models,
+            "mcp_calls": mcp_calls,
+            "mcp_cost": budgets.usd(mcp_cost) if mcp_cost else "",
+            "mcp_per_minute": settings.MCP_CALLS_PER_MINUTE,
             "storage_used": human(files.used),
             "storage_quota": human(files.quota) if files.quota is not None else "",
             "storage_left": human(files.left) if files.left is not None else "",

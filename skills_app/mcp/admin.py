@@ -218,6 +218,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
         "groups",
         "everyone",
         "enabled",
+        "call_cost_usd",
         "tools",
     )
     readonly_fields = (
@@ -332,6 +333,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
             everyone=server.everyone,
             enabled=server.enabled,
             display_name=server.display_name,
+            call_cost_usd=str(server.call_cost_usd),
         )
 
     # -- listing and reviewing its tools ---------------------------------------------------

@@ -143,6 +143,7 @@ class PersonAsker:
 
 
 STOPPED = "the run was stopped"
+INTERRUPTED = "the run was interrupted: the process running it ended"
 
 
 def answered_event(row: McpElicitation) -> ElicitationAnswered:
@@ -176,7 +177,7 @@ def pending_elicitations(conversation_id: int) -> list[McpElicitation]:
     )
 
 
-def cancel_pending(run_id: int) -> list[McpElicitation]:
+def cancel_pending(run_id: int, why: str = STOPPED) -> list[McpElicitation]:
     """Cancel the run's unanswered questions (the run ended: nothing waits for them)."""
     with transaction.atomic():
         pending = McpElicitation.objects.select_for_update().filter(
@@ -184,7 +185,7 @@ def cancel_pending(run_id: int) -> list[McpElicitation]:
         )
         ids = list(pending.values_list("pk", flat=True))
         McpElicitation.objects.filter(pk__in=ids).update(
-            status=McpElicitation.Status.CANCEL, why=STOPPED, answered_at=timezone.now()
+            status=McpElicitation.Status.CANCEL, why=why, answered_at=timezone.now()
         )
     return list(McpElicitation.objects.filter(pk__in=ids))
 

@@ -15,10 +15,17 @@ state and challenge. The callback, for the same signed-in person and a `state` t
 started, takes the waiting sign-in (once), checks `iss` (RFC 9207), exchanges the code with the
 verifier and the RFC 8707 `resource` through the same address-checking transport, stores the
 tokens and lists the tools with them. A waiting sign-in is forgotten after `FLOW_SECONDS`.
+
+Signing out deletes the person's grants here and, when the authorization server's metadata
+names a `revocation_endpoint`, asks it to revoke the refresh and the access token (RFC 7009)
+first: best effort, within MCP_CONNECT_TIMEOUT, through the same address-checking transport,
+the outcome in the sign-out's audit row.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import hashlib
 import json
 import logging
@@ -28,7 +35,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 import httpx2
 from asgiref.sync import sync_to_async
@@ -467,7 +474,9 @@ async def sign_out(request: HttpRequest, name: str) -> HttpResponse:
     server = await McpServer.objects.filter(name=name, auth="oauth").afirst()
     if server is None:
         raise Http404("No OAuth MCP server of that name.")
-    grants = await sync_to_async(_forget_grants)(user, server)
+    held = await sync_to_async(load_grant)(_uid(user), server)
+    revoked = await _revoke(server, held) if held is not None else ""
+    grants = await sync_to_async(_forget_grants)(user, server, revoked)
     context: dict[str, object] = {
         "server": server,
         "signed_in": False,
@@ -478,7 +487,52 @@ async def sign_out(request: HttpRequest, name: str) -> HttpResponse:
     return await sync_to_async(_page)(request, context)
 
 
-def _forget_grants(user: Any, server: McpServer) -> int:
+async def _revoke(server: McpServer, grant: HeldGrant) -> str:
+    """Ask the grant's authorization server to revoke its tokens (RFC 7009), refresh token
+    first (revoking it may end the access token too); what happened, in words for the audit."""
+    tokens, client = grant.tokens, grant.client_info
+    if tokens is None or client is None or not grant.issuer or not client.client_id:
+        return "no tokens to revoke"
+    allow_private = settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES
+    done: list[str] = []
+    try:
+        async with asyncio.timeout(settings.MCP_CONNECT_TIMEOUT):
+            metadata = await _issuer_metadata(grant.issuer, server.url, allow_private)
+            if metadata.revocation_endpoint is None:
+                return "not revoked: the authorization server offers no revocation endpoint"
+            endpoint = str(metadata.revocation_endpoint)
+            async with _client(allow_private) as http:
+                for hint, token in (
+                    ("refresh_token", tokens.refresh_token),
+                    ("access_token", tokens.access_token),
+                ):
+                    if not token:
+                        continue
+                    form = {"token": token, "token_type_hint": hint, "client_id": client.client_id}
+                    headers: dict[str, str] = {}
+                    if client.client_secret:
+                        # The client authenticates as at the token endpoint (RFC 7009 2.1).
+                        if client.token_endpoint_auth_method == "client_secret_basic":
+                            pair = f"{quote(client.client_id, safe='')}:"
+                            pair += quote(client.client_secret, safe="")
+                            basic = base64.b64encode(pair.encode()).decode()
+                            headers["Authorization"] = f"Basic {basic}"
+                        else:
+                            form["client_secret"] = client.client_secret
+                    answer = await http.post(endpoint, data=form, headers=headers)
+                    if answer.status_code != 200:
+                        raise OSError(
+                            f"the {hint} got HTTP {answer.status_code}: {answer.text[:300]}"
+                        )
+                    done.append(hint)
+    except Exception as exc:  # best effort: the grant is forgotten here whatever happens
+        logger.warning("Revoking the tokens of %s at its issuer failed: %s", server.name, exc)
+        kept = f" ({' and '.join(done)} revoked)" if done else ""
+        return f"revocation failed: {type(exc).__name__}: {exc}{kept}"
+    return f"revoked the {' and '.join(done)}" if done else "no tokens to revoke"
+
+
+def _forget_grants(user: Any, server: McpServer, revoked: str = "") -> int:
     with transaction.atomic():
         deleted, _ = McpOAuthGrant.objects.filter(user_id=_uid(user), server=server).delete()
         McpOAuthPendingSignIn.objects.filter(user_id=_uid(user), server=server).delete()
@@ -488,6 +542,7 @@ def _forget_grants(user: Any, server: McpServer) -> int:
             actor=user,
             server=server.name,
             grants=deleted,
+            revocation=revoked,
         )
     return deleted
 

@@ -14,11 +14,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from skills_app import trail
 from skills_app.core.mcp import CallRecord, McpConnectError, McpTool, list_tools
@@ -27,11 +29,13 @@ from skills_app.core.mcp.definitions import model_tool_name
 from skills_app.core.mcp.elicit import Asker
 from skills_app.core.mcp.oauth import SignInRequired
 from skills_app.core.mcp.tool import with_grant
+from skills_app.mcp import quota
 from skills_app.mcp.definitions import serving, store_listing
 from skills_app.mcp.filter import stored_secrets
 from skills_app.mcp.oauth import PersonGrants, grants_for
 from skills_app.mcp.servers import identity_of, spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer
+from skills_app.policy.access import Policy
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +48,7 @@ class _Listed:
     at: float
     identity: str
     problem: str  # "" when the listing worked
+    wall: datetime  # when, for comparing with `McpServer.tools_changed_at`
 
 
 # server pk -> its last listing in this process
@@ -64,12 +69,29 @@ def forget_listings() -> None:
     _listings.clear()
 
 
+# Identities of servers that said their tool list changed, not yet stamped in the database.
+_heard: set[str] = set()
+
+
 def _tools_changed(spec: ServerSpec) -> None:
-    """A server said its tool list changed: its next turn lists it again."""
+    """A server said its tool list changed: its next turn lists it again, in this process at
+    once and in every other once the change is stamped (`stamp_tools_changed`)."""
     identity = identity_of(spec.kind, argv=spec.argv, url=spec.url)
+    _heard.add(identity)
     for pk, held in list(_listings.items()):
         if held.identity == identity:
             del _listings[pk]
+
+
+def stamp_tools_changed() -> None:
+    """Write down the changes this process heard (sync: it queries), so every process's
+    listing from before them is stale. Called after each call and before each offer: the
+    notification comes on a session, mostly during a call, never inside a transaction here."""
+    if not _heard:
+        return
+    identities = set(_heard)
+    _heard.difference_update(identities)
+    McpServer.objects.filter(identity__in=identities).update(tools_changed_at=timezone.now())
 
 
 on_tools_changed(_tools_changed)
@@ -87,6 +109,8 @@ async def offered_tools(
 
     An OAuth server is listed with the person's own token; without one its approved tools are
     offered as they are, and a call answers that the person must sign in first."""
+    if _heard:
+        await sync_to_async(stamp_tools_changed)()
     servers = await sync_to_async(visible_servers)(group_ids)
     tools: list[McpTool] = []
     notices: list[str] = []
@@ -128,7 +152,12 @@ async def _listed(server: McpServer, place: Place, grants: PersonGrants | None =
     global listing_count
     held = _listings.get(server.pk)
     now = time.monotonic()
-    if held is not None and held.identity == server.identity:
+    changed = server.tools_changed_at
+    if (
+        held is not None
+        and held.identity == server.identity
+        and (changed is None or changed < held.wall)
+    ):
         ttl: float = settings.MCP_LIST_CACHE_SECONDS
         if held.problem:
             ttl = min(ttl, _RETRY_DOWN_SECONDS)
@@ -142,35 +171,40 @@ async def _listed(server: McpServer, place: Place, grants: PersonGrants | None =
         except SignInRequired:
             return ""  # the person has not signed in: the approved definitions serve
     listing_count += 1
+    wall = timezone.now()  # before asking: a change heard meanwhile is newer than this listing
     try:
         listed = await list_tools(spec, place)
     except SignInRequired:
         return ""  # the token no longer works: a call says to sign in again
     except McpConnectError as exc:
-        _listings[server.pk] = _Listed(now, server.identity, str(exc))
+        _listings[server.pk] = _Listed(now, server.identity, str(exc), wall)
         return str(exc)
     try:
         await sync_to_async(store_listing)(server, listed)
     except Exception:  # a listing that cannot be stored leaves the server out, not the turn
         logger.exception("Storing the tool listing of the MCP server %s failed", server.name)
         problem = "its tool list could not be stored (see the server log)."
-        _listings[server.pk] = _Listed(now, server.identity, problem)
+        _listings[server.pk] = _Listed(now, server.identity, problem, wall)
         return problem
-    _listings[server.pk] = _Listed(now, server.identity, "")
+    _listings[server.pk] = _Listed(now, server.identity, "", wall)
     return ""
 
 
 def call_recorder(
     *,
     user_id: int,
+    policy: Policy | None = None,
     conversation_id: int,
     run_id: int | None,
     preview: Callable[[str, dict[str, Any]], Any],
 ) -> Callable[[CallRecord], Awaitable[None]]:
     """What each call that ran leaves in the audit trail; `preview(tool, arguments)`: its
-    arguments as the audit keeps them (filtered: `visibility.mcp_call_preview`)."""
+    arguments as the audit keeps them (filtered: `visibility.mcp_call_preview`). `policy`: whose
+    spending limits a call counts against (`quota.charge`)."""
 
     def write(call: CallRecord) -> None:
+        stamp_tools_changed()
+        cost = quota.charge(policy, call.server)
         trail.record(
             AuditEvent.MCP_CALLED,
             target=f"mcp tool {call.server}/{call.tool}",
@@ -186,6 +220,7 @@ def call_recorder(
             truncated=call.truncated,
             is_error=call.is_error,
             error=call.error,
+            cost_usd=str(cost),
             arguments=preview(f"mcp__{call.server}__{call.tool}", dict(call.arguments)),
         )
 

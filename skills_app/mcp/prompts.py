@@ -12,6 +12,9 @@ can. Invoking one asks the server for it (`prompts/get`) and gives back the text
 as the person's turn: stored secrets masked, the conversation's hidden skill text withheld (the
 same filter a tool's result passes before a browser sees it), and recorded in the audit as an MCP
 call. Every server is asked from an empty folder of its own, never a conversation's workspace.
+Like a tool's call, asking counts against the person's MCP calls quota and, by the server's cost
+of a call, their spending limits (`quota`): checked before the server is asked, charged when it
+answered.
 """
 
 from __future__ import annotations
@@ -42,11 +45,13 @@ from skills_app.core.mcp.prompts import (
 )
 from skills_app.core.mcp.secrets import mask
 from skills_app.core.mcp.tool import with_grant
+from skills_app.mcp import quota
 from skills_app.mcp.definitions import approved_prompts, store_prompt_listing
 from skills_app.mcp.filter import stored_secrets
 from skills_app.mcp.oauth import grants_for
 from skills_app.mcp.servers import spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer, McpToolDefinition
+from skills_app.policy.access import policy_for
 
 
 class PromptError(Exception):
@@ -176,6 +181,9 @@ async def expand(
         arguments = bind_arguments(definition, rest, f"mcp__{server_name}__{prompt_name}")
     except PromptArgumentError as exc:
         raise PromptError(str(exc)) from None
+    over = await sync_to_async(_over_limits)(user_id, server.name)
+    if over is not None:
+        raise PromptError(f"The prompt was not asked for: {over}.")
     spec = await _spec(server, user_id)
     if spec is None:
         raise PromptError(
@@ -210,6 +218,10 @@ async def expand(
     return filtered
 
 
+def _over_limits(user_id: int, server: str) -> str | None:
+    return quota.over_quota(user_id) or quota.over_budget(policy_for(user_id), server)
+
+
 def _record(
     *,
     user_id: int,
@@ -222,6 +234,7 @@ def _record(
     duration_ms: int,
     error: str,
 ) -> None:
+    cost = quota.charge(policy_for(user_id), server) if not error else 0
     trail.record(
         AuditEvent.MCP_CALLED,
         target=f"mcp prompt {server}/{prompt}",
@@ -235,6 +248,7 @@ def _record(
         result_chars=chars,
         is_error=bool(error),
         error=error,
+        cost_usd=str(cost),
         arguments=preview(f"mcp__{server}__{prompt}", dict(arguments)),
     )
 

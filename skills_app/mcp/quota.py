@@ -1,20 +1,30 @@
-"""The per-person quota of MCP calls: MCP_CALLS_PER_MINUTE calls that ran, in any conversation.
+"""The per-person quota of MCP calls, and what a call counts against the spending limits.
 
-Counted from the audit trail (the `mcp.called` row each call that ran leaves, by its user), so the
-quota holds across runs, tabs and web processes without a shared cache. A call over it is refused
-before it leaves, as a recorded decision, with an error result that says when to try again; the
-run goes on.
+The quota: MCP_CALLS_PER_MINUTE calls that ran, in any conversation, counted from the audit
+trail (the `mcp.called` row each call that ran leaves, by its user), so it holds across runs,
+tabs and web processes without a shared cache. A call over it is refused before it leaves, as a
+recorded decision, with an error result that says when to try again; the run goes on.
+
+The budgets: a server's `call_cost_usd` (an admin's figure, 0 by default) is what each call of
+its tools counts against the person's and their groups' spending limits (`policy.budgets`). A
+call that would not fit in what is left is refused before it leaves, like one over the quota;
+a call that ran is charged when its `mcp.called` row is written (`offer.call_recorder`).
 """
 
 from __future__ import annotations
 
 import math
 from datetime import timedelta
+from decimal import Decimal
 
 from django.conf import settings
 from django.utils import timezone
 
-from skills_app.models import AuditEvent
+from skills_app.models import AuditEvent, McpServer, SpendCounter
+from skills_app.policy import budgets
+from skills_app.policy.access import Policy
+
+PURPOSE = "mcp"
 
 WINDOW = timedelta(minutes=1)
 
@@ -35,3 +45,38 @@ def over_quota(user_id: int) -> str | None:
         f"the MCP call quota is used up: {limit} calls in the last minute (the limit per person "
         f"is {limit} a minute); try this call again in {wait} seconds"
     )
+
+
+def call_cost(server: str) -> Decimal:
+    """What one call of this server's tools counts against the spending limits."""
+    found = McpServer.objects.filter(name=server).values_list("call_cost_usd", flat=True).first()
+    return found or Decimal(0)
+
+
+def over_budget(policy: Policy | None, server: str) -> str | None:
+    """Why a call of this server does not fit in the person's spending limits; None: it does."""
+    cost = call_cost(server)
+    if policy is None or cost <= 0:
+        return None
+    for s in budgets.standings(policy):
+        if s.cap is None or s.spent + s.reserved + cost <= s.cap:
+            continue
+        day = s.period == SpendCounter.DAY
+        whose = "your" if s.limit.scope == SpendCounter.USER else f"your group {s.limit.name}'s"
+        held = " (answers still running hold part of it)" if s.reserved > 0 else ""
+        return (
+            f"a call of the MCP server {server} counts {budgets.usd(cost)} against the spending "
+            f"limits, and {whose} {'daily' if day else 'monthly'} spending limit of "
+            f"{budgets.usd(s.cap)} has {budgets.usd_left(s.cap - s.spent - s.reserved)} left "
+            f"{'today' if day else 'this month'}{held}; an administrator can raise it (the page "
+            "Your usage shows what is left)"
+        )
+    return None
+
+
+def charge(policy: Policy | None, server: str) -> Decimal:
+    """Count a call that ran against the spending limits; what it counted."""
+    cost = call_cost(server)
+    if policy is not None and cost > 0:
+        budgets.charge(policy, amount=cost, purpose=PURPOSE, model=f"mcp:{server}")
+    return cost

@@ -6,6 +6,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -100,6 +101,7 @@ def register(
     groups: Iterable[str] = (),
     everyone: bool = False,
     auth: str = "",
+    call_cost_usd: Decimal = Decimal(0),
 ) -> McpServer:
     """Check and store a new server; raises McpSetupError naming what is wrong."""
     env, headers = dict(env or {}), dict(headers or {})
@@ -130,6 +132,7 @@ def register(
             registered_by=registered_by,
             registered_by_name=registered_by.get_username() if registered_by else "",
             everyone=everyone,
+            call_cost_usd=call_cost_usd,
         )
         server.groups.set(found)
         trail.record(

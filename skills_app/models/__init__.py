@@ -31,6 +31,7 @@ from skills_app.models.receipts import ActionReceipt
 from skills_app.models.registry import SkillPackage, SkillVersion, VisibleSkillSource
 from skills_app.models.review import SkillReview
 from skills_app.models.runs import Run, StreamPiece, Worker
+from skills_app.models.sent_texts import SentTextFingerprint
 from skills_app.models.shares import ConversationShare
 from skills_app.models.sources import SkillSource, SkillSourceSync
 from skills_app.models.triggers import TriggerQuery, TriggerResult, TriggerRun
@@ -66,6 +67,7 @@ __all__ = [
     "RequestPart",
     "Run",
     "RunEvent",
+    "SentTextFingerprint",
     "SkillInvocation",
     "SkillPackage",
     "SkillReview",

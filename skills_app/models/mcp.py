@@ -54,6 +54,21 @@ class McpServer(models.Model):
     groups = models.ManyToManyField(Group, blank=True, related_name="+")
     everyone = models.BooleanField(default=False)
     enabled = models.BooleanField(default=True)
+    # What one call counts against the caller's and their groups' spending limits.
+    call_cost_usd = models.DecimalField(
+        "cost of a call (USD)",
+        max_digits=10,
+        decimal_places=4,
+        default=0,
+        # In the database too: rows written by code that predates the column get 0.
+        db_default=0,
+        help_text="What each call of its tools counts against the spending limits of the person "
+        "and their groups (an estimate of what a call costs the organisation). 0: calls count "
+        "against the calls-per-minute quota only.",
+    )
+    # When a process last heard the server say its tool list changed: every process's listing
+    # from before it is stale (`offer`), not only the one of the process holding the session.
+    tools_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

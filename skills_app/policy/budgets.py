@@ -203,6 +203,27 @@ def settle(reservation: Reservation | None, actual: Decimal | None) -> None:
         )
 
 
+def charge(policy: Policy, *, amount: Decimal, purpose: str, model: str) -> None:
+    """Count `amount` as spent at once on every counter of the person, whatever is left: for
+    something that has happened (an MCP call that ran), checked before with `check_room`."""
+    if amount <= 0:
+        return
+    today, month = period_starts()
+    with transaction.atomic():
+        ids = _counters(policy, today, month)
+        SpendCounter.objects.filter(pk__in=ids.values()).update(spent_usd=F("spent_usd") + amount)
+        # A settled reservation: the same record of what was spent as a model call's.
+        SpendReservation.objects.create(
+            user_id=policy.user_id,
+            purpose=purpose[:20],
+            model=model[:100],
+            amount_usd=amount,
+            counters=sorted(ids.values()),
+            settled_at=timezone.now(),
+            actual_usd=amount,
+        )
+
+
 def check_room(policy: Policy, amount: Decimal = Decimal(0)) -> None:
     """Before something starts: BudgetExceeded when a limit is reached, or when `amount` (an
     estimate of what it will cost) does not fit in what is left."""

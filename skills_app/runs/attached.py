@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from skills_app import sent_texts
 from skills_app.core import attachments as core
 from skills_app.core.attachments import AttachedFile, AttachmentError
 from skills_app.core.tools.workspace import WorkspaceFileError, open_workspace_file
@@ -74,6 +75,7 @@ def stored_message(
     workspace = workspace_for(conversation_id)
     blocks: list[dict[str, Any]] = []
     files: list[AttachedFile] = []
+    texts: list[str] = []
     for row in rows:
         try:
             with open_workspace_file(workspace, row.path) as handle:
@@ -85,12 +87,17 @@ def stored_message(
                 f"{row.name} changed in the workspace after you attached it. Remove it and "
                 "attach it again."
             )
+        text = sent_texts.file_text(data)
+        if text is not None:
+            texts.append(text)
         file = AttachedFile(name=row.name, path=row.path, media_type=row.media_type, size=row.size)
         block = core.content_block(file, data)
         if block is not None:
             blocks.append(block)
         files.append(file)
     blocks.append({"type": "text", "text": core.model_note(files)})
+    # The files' text is theirs: no one else's MCP call may carry it (`sent_texts`).
+    sent_texts.remember(user_id, texts)
     message = StoredMessage(
         role="user",
         content=tuple(blocks),

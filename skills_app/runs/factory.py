@@ -34,7 +34,7 @@ from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_fol
 from skills_app.mcp.elicitations import PersonAsker
 from skills_app.mcp.filter import refusal as mcp_refusal
 from skills_app.mcp.offer import call_recorder, offered_tools
-from skills_app.mcp.quota import over_quota
+from skills_app.mcp.quota import over_budget, over_quota
 from skills_app.models import Conversation, SkillInvocation
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.policy.access import Policy, policy_for
@@ -180,7 +180,8 @@ async def build_runner(
         auto_answer=auto_answer,
         consents=setup.consents,
         quotes_hidden=_hidden_check(setup),
-        # An mcp__ call carrying hidden text or a stored secret never leaves (docs/mcp.md).
+        # An mcp__ call carrying hidden text, a stored secret or another person's words never
+        # leaves (docs/mcp.md).
         leaves=_mcp_check(setup, user_id),
         # What is kept of an mcp__ call: its arguments filtered (docs/mcp.md).
         kept=lambda call: ToolCall(
@@ -202,6 +203,7 @@ async def build_runner(
         ),
         record=call_recorder(
             user_id=user_id,
+            policy=setup.policy,
             conversation_id=setup.conversation_id,
             run_id=run_id,
             preview=functools.partial(mcp_call_preview, setup.conversation_id),
@@ -310,15 +312,17 @@ def _hidden_check(setup: RunSetup) -> Callable[[ToolCall], bool]:
 
 def _mcp_check(setup: RunSetup, user_id: int) -> Callable[[ToolCall], tuple[str, ToolCall] | None]:
     """Why an mcp__ call may not leave (hidden text, even for an inspector; a stored secret;
-    the person's calls-per-minute quota used up)."""
+    another person's words; the person's calls-per-minute quota used up, or no room in their
+    spending limits for what a call of that server counts)."""
 
     def hidden(arguments: dict[str, Any]) -> bool:
         return quotes_hidden(setup.conversation_id, arguments, can_inspect=False)
 
     def check(call: ToolCall) -> tuple[str, ToolCall] | None:
-        refused = mcp_refusal(call, quotes_hidden=hidden)
-        if refused is None and split_model_tool_name(call.tool) is not None:
-            over = over_quota(user_id)
+        refused = mcp_refusal(call, user_id=user_id, quotes_hidden=hidden)
+        named = split_model_tool_name(call.tool)
+        if refused is None and named is not None:
+            over = over_quota(user_id) or over_budget(setup.policy, named[0])
             if over is not None:
                 return over, call
         return refused

@@ -30,6 +30,7 @@ from django.utils import timezone
 from skills_app.core.logcontext import log_context
 from skills_app.core.outages import Outage, RateLimited
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
+from skills_app.mcp import elicitations
 from skills_app.models import Approval, Conversation, Run, RunEvent
 from skills_app.runs import eventlog, jobs, liveness, store, tasks, textlog
 from skills_app.runs.broadcast import broadcast_events, publish, typed
@@ -236,6 +237,13 @@ def _interrupt(run_id: int, *, when: Q) -> list[RunEvent]:
                     "approval.answered",
                     {"approval_id": approval_id, "status": Approval.CANCELLED, "by": None},
                     run_id=run.pk,
+                )
+            )
+        # An MCP server's questions likewise: their cards say they are over.
+        for question in elicitations.cancel_pending(run.pk, elicitations.INTERRUPTED):
+            events.append(
+                eventlog.append_event(
+                    conversation.pk, elicitations.answered_event(question), run_id=run.pk
                 )
             )
         # Subagents run inside their parent's task: they ended with it.

@@ -23,7 +23,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from skills_app import visibility
+from skills_app import sent_texts, visibility
 from skills_app.core.agent import RunOutcome, SkillProvider
 from skills_app.core.events import RunFinished, RunQueued
 from skills_app.core.llm import ModelClient
@@ -79,8 +79,11 @@ def _create_run(
     auto_answer: str | None,
     attachments: Sequence[int] = (),
     within_limits: int | None = None,
+    typed: str | None = None,
 ) -> tuple[Run, list[RunEvent]]:
-    """The new Run row, with the user's message stored at once, and the events to broadcast."""
+    """The new Run row, with the user's message stored at once, and the events to broadcast.
+
+    `typed`: what the person typed, when the stored `prompt` is not it (an MCP prompt's text)."""
     with transaction.atomic():
         if within_limits is not None:
             # The one check of the person's limits, under their lock, in the transaction that
@@ -127,7 +130,7 @@ def _create_run(
         )
         if prompt is not None and not retry:
             events.extend(_store_attachments(conversation, run, user_id, attachments))
-            events.append(_store_prompt(conversation, run, prompt))
+            events.append(_store_prompt(conversation, run, prompt, typed or prompt))
         if not inline:
             events.append(
                 eventlog.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
@@ -154,7 +157,7 @@ def _store_attachments(
     ]
 
 
-def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent:
+def _store_prompt(conversation: Conversation, run: Run, prompt: str, typed: str) -> RunEvent:
     """The user's message, stored the moment it is sent (whatever executes the run, and when).
 
     A slash command is stored as the user typed it, for people (`kind="command"`, kept from the
@@ -177,6 +180,9 @@ def _store_prompt(conversation: Conversation, run: Run, prompt: str) -> RunEvent
     else:
         message = StoredMessage.text("user", prompt, kind="command", to_model=False)
     row = store.append_message(conversation.pk, message, run_id=run.pk)
+    # What they typed is theirs: no one else's MCP call may carry it (`sent_texts`).
+    # (A server's prompt text is the server's: only the command they typed counts.)
+    sent_texts.remember(run.started_by_id or conversation.owner_id, [typed])
     data = eventlog.message_event(row)
     return eventlog.append_event(conversation.pk, "message", data, run_id=run.pk)
 
@@ -203,8 +209,9 @@ async def start_run(
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
     nothing to retry.
     """
+    typed = text
     if text is not None and not retry:
-        text = await _prompt_turn(conversation_id, text, user_id) or text
+        text = await _prompt_turn(conversation_id, text, user_id, within_limits) or text
     client = model_client()
     executor = get_executor()
     run, events = await sync_to_async(_create_run)(
@@ -217,17 +224,29 @@ async def start_run(
         auto_answer=auto_answer,
         attachments=attachments,
         within_limits=within_limits,
+        typed=typed,
     )
     await broadcast.broadcast_events(events)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
     return run
 
 
-async def _prompt_turn(conversation_id: int, text: str, user_id: int) -> str | None:
+async def _prompt_turn(
+    conversation_id: int, text: str, user_id: int, within_limits: int | None
+) -> str | None:
     """The person's turn for `/mcp__server__prompt args` (an MCP server's prompt, filtered like
-    a tool's result), or None for any other message; RunError when it cannot be given."""
+    a tool's result), or None for any other message; RunError when it cannot be given.
+
+    The server is asked before the run exists, so the person's limits are checked first (a
+    barred account, the rate limits, a budget reached: `within_limits` as in `start_run`);
+    `_create_run` checks them again, under the person's lock, and that check is what holds."""
     if not text.lstrip().startswith("/mcp__"):
         return None
+    if within_limits is not None:
+        try:
+            await sync_to_async(limits.check_send)(user_id, runs_wanted=within_limits)
+        except limits.LimitReached as exc:
+            raise RunError(exc.message) from None
     outbound = functools.partial(visibility.outbound, conversation_id, can_inspect=False)
     try:
         return await mcp_prompts.expand(

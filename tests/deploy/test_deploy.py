@@ -114,6 +114,17 @@ def test_an_unreadable_secret_key_file_stops_the_service_with_the_no_restart_sta
     assert "SECRET_KEY_FILE=" in result.stderr and "cannot be read" in result.stderr
 
 
+def test_every_variable_the_settings_read_is_in_env_example():
+    settings = (ROOT / "webapp" / "settings.py").read_text()
+    read = set(re.findall(r"\benv_\w+\(\s*\"([A-Z][A-Z0-9_]*)\"", settings))
+    read |= set(re.findall(r"os\.environ(?:\.get\(|\[)\s*\"([A-Z][A-Z0-9_]*)\"", settings))
+    assert {"SECRET_KEY", "MCP_CALLS_PER_MINUTE", "MCP_ELICIT_TIMEOUT"} <= read  # the pattern
+    example = (ROOT / ".env.example").read_text()
+    documented = set(re.findall(r"^(?:# ?)?([A-Z][A-Z0-9_]*)=", example, re.M))
+    missing = read - documented
+    assert not missing, f"read by webapp/settings.py, not in .env.example: {sorted(missing)}"
+
+
 def test_env_example_loads_by_the_same_rules(tmp_path):
     # run.sh reads a .env copied from it with these rules; every value must pass the settings.
     text = (ROOT / ".env.example").read_text()

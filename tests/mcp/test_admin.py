@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 from django.contrib.auth.models import Group
 from django.urls import reverse
@@ -96,13 +98,16 @@ def test_changing_who_sees_a_server_is_recorded(client, second_admin, server):
     url = reverse("admin:skills_app_mcpserver_change", args=[server.pk])
     inline = client.get(url).context["inline_admin_formsets"][0].formset
     form = {"display_name": "Tickets", "groups": [support.pk], "enabled": "on"}
+    form |= {"call_cost_usd": "0.25"}
     form |= {f"{inline.prefix}-{k}": v for k, v in inline.management_form.initial.items()}
     form |= {f"{row.prefix}-id": row.instance.pk for row in inline.forms}
     form |= {f"{row.prefix}-server": server.pk for row in inline.forms}
     assert client.post(url, form).status_code == 302
     server.refresh_from_db()
     assert (list(server.groups.all()), server.everyone) == ([support], False)
+    assert server.call_cost_usd == Decimal("0.25")
     event = AuditEvent.objects.get(action="mcp.changed")
+    assert event.detail["call_cost_usd"] == "0.25"
     assert (event.actor_name, event.detail["groups"], event.detail["everyone"]) == (
         "lee",
         ["support"],

@@ -19,6 +19,7 @@ from skills_app.core.tools import ToolContext, Workspace
 from skills_app.mcp import oauth, servers
 from skills_app.mcp.filter import CARRIES_SECRET, refusal
 from skills_app.models import (
+    AuditEvent,
     McpOAuthGrant,
     McpOAuthPendingSignIn,
     McpServer,
@@ -105,7 +106,7 @@ def test_a_person_signs_in_and_calls_the_server_with_their_own_encrypted_token(
     assert f"resource={secure.url}" in text  # the token names this server only
     # A stored token is a secret: a call that carries one never leaves.
     call = ToolCall("mcp__secure__echo", {"text": f"here: {token}"})
-    refused = refusal(call, quotes_hidden=lambda arguments: False)
+    refused = refusal(call, user_id=alice.pk, quotes_hidden=lambda arguments: False)
     assert refused is not None and refused[0] == CARRIES_SECRET
     assert token not in str(refused[1].input)
 
@@ -115,6 +116,50 @@ def test_a_person_signs_in_and_calls_the_server_with_their_own_encrypted_token(
     client.force_login(bob)
     stolen = client.get(f"{reverse('mcp-oauth-callback')}?code=x&state=guessed")
     assert stolen.status_code == 400
+
+
+def _status_with(url: str, token: str) -> int:
+    """The MCP endpoint's answer to an initialize request carrying this bearer token."""
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream"}
+    return httpx2.post(url, json=hello, headers=headers).status_code
+
+
+def test_signing_out_revokes_the_tokens_at_the_authorization_server(alice, secure, client):
+    client.force_login(alice)
+    sign_in(client, secure)
+    grant = oauth.load_grant(alice.pk, secure)
+    assert grant is not None and grant.tokens is not None and grant.client_info is not None
+    access, refresh = grant.tokens.access_token, grant.tokens.refresh_token
+    assert refresh and _status_with(secure.url, access) == 200  # the token works until then
+    page = client.post(reverse("mcp-oauth-sign-out", args=["secure"]))
+    assert page.status_code == 200 and "signed out" in page.content.decode().lower()
+    assert not McpOAuthGrant.objects.filter(user=alice, server=secure).exists()
+    # Checked at the authorization server: neither token works any more.
+    assert _status_with(secure.url, access) == 401
+    info = grant.client_info
+    form = {"grant_type": "refresh_token", "refresh_token": refresh, "client_id": info.client_id}
+    auth = None
+    if info.token_endpoint_auth_method == "client_secret_basic":
+        auth = (info.client_id, info.client_secret)
+    elif info.client_secret:
+        form["client_secret"] = info.client_secret
+    refreshed = httpx2.post(f"{grant.issuer.rstrip('/')}/token", data=form, auth=auth)
+    assert refreshed.status_code == 400 and "invalid_grant" in refreshed.text
+    event = AuditEvent.objects.get(action=AuditEvent.MCP_SIGNED_OUT)
+    assert (event.detail["grants"], event.detail["revocation"]) == (
+        1,
+        "revoked the refresh_token and access_token",
+    )
 
 
 def test_a_rejected_token_asks_the_person_to_sign_in_again(alice, secure, client, tmp_path):

@@ -4,6 +4,7 @@ mid-call (elicitation), against the toy server (the SDK's MCPServer) run for rea
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -13,7 +14,7 @@ from django.test import Client
 from skills_app.core.mcp import ServerSpec, call_tool
 from skills_app.core.mcp.elicit import ElicitAnswer, ElicitQuestion, checked_values, form_fields
 from skills_app.mcp import definitions, prompts
-from skills_app.models import AuditEvent, Conversation
+from skills_app.models import AuditEvent, Conversation, UserPolicy
 from skills_app.runs import supervisor as runs
 from skills_app.runs.errors import RunError
 from skills_app.workspaces import workspace_for
@@ -214,3 +215,58 @@ async def _expand(text, user, conversation):
         inbound=lambda given: outbound(conversation.pk, can_inspect=False).text(given),
         preview=lambda command, arguments: mcp_call_preview(conversation.pk, command, arguments),
     )
+
+
+def _briefs_asked(http_server) -> list[str]:
+    """The topics the toy server was asked a brief about (its own record)."""
+    path = http_server.folder / "briefs-asked"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_prompt_command_past_the_persons_limits_never_reaches_the_server(
+    alice, bob, carol, settings, fake_anthropic, http_server, tmp_path
+):
+    use_fake_model(settings, fake_anthropic, retries=0)
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(tmp_path / "ws"), carol)
+    await _prompts_reviewed(server, carol, alice, frozenset())
+    conversation = await Conversation.objects.acreate(owner=alice, title="limits")
+    # A budget reached: the chat's entrance (within_limits) refuses before the server is asked.
+    policy = await UserPolicy.objects.acreate(user=alice, daily_limit_usd=Decimal("0"))
+    with pytest.raises(RunError, match="daily spending limit"):
+        await runs.start_run(
+            conversation.pk,
+            "/mcp__toy__brief topic=broke-otters",
+            user_id=alice.pk,
+            within_limits=1,
+        )
+    # Locked out (deactivated): the same.
+    policy.daily_limit_usd = None
+    await policy.asave()
+    alice.is_active = False
+    await alice.asave()
+    with pytest.raises(RunError, match="deactivated"):
+        await runs.start_run(
+            conversation.pk,
+            "/mcp__toy__brief topic=barred-otters",
+            user_id=alice.pk,
+            within_limits=1,
+        )
+    alice.is_active = True
+    await alice.asave()
+    # The MCP calls quota used up: refused too, at every entrance (the command line's included).
+    settings.MCP_CALLS_PER_MINUTE = 1
+    fake_anthropic.enqueue(Reply.text("Otters float."))
+    run = await run_turn(conversation, "/mcp__toy__brief topic=first-otters", alice)
+    assert run.status == "done"
+    with pytest.raises(RunError, match="quota is used up"):
+        await runs.start_run(
+            conversation.pk, "/mcp__toy__brief topic=more-otters", user_id=alice.pk
+        )
+    # Checked on the server's side: only the prompt within the limits was asked for.
+    asked = _briefs_asked(http_server)
+    assert "first-otters" in asked
+    assert not {"broke-otters", "barred-otters", "more-otters"} & set(asked)
+    assert await AuditEvent.objects.filter(action="mcp.called").acount() == 1

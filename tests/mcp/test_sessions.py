@@ -16,7 +16,7 @@ from skills_app.core.mcp import McpConnectError, ServerSpec, call_tool
 from skills_app.core.mcp.connect import kept_sessions
 from skills_app.core.tools import ToolContext, Workspace
 from skills_app.mcp import definitions, offer, servers
-from skills_app.models import AuditEvent, McpToolDefinition
+from skills_app.models import AuditEvent, McpServer, McpToolDefinition
 from tests.mcp.conftest import READ_ONLY, stdio_argv
 from tests.mcp.test_mcp import http_server_named, listed_and_approved, place_in, stdio_server
 from tests.support.loop_helpers import wait_until
@@ -111,6 +111,36 @@ async def test_a_server_that_says_its_tools_changed_is_listed_again_and_the_chan
     await sync_to_async(definitions.review)(server, approve=True, reviewer=bob, tool="grown")
     offered = await offer.offered_tools(group_ids=frozenset(), place=place, record=None)
     assert "mcp__toy__grown" in {t.name for t in offered.tools}
+
+
+async def test_a_tools_change_heard_by_one_process_makes_every_process_list_again(
+    alice, bob, tmp_path
+):
+    server = await sync_to_async(stdio_server)(alice, "--growable", everyone=True)
+    place = place_in(tmp_path / "ws")
+    await listed_and_approved(server, place, bob)
+    # What another web process holds: this server's listing from before the change.
+    elsewhere = dict(offer._listings)
+    first = await offer.offered_tools(group_ids=frozenset(), place=place, record=None)
+    grow = next(t for t in first.tools if t.name == "mcp__toy__grow")
+    ctx = ToolContext(workspace=Workspace(place.root), sandbox="bwrap")
+    assert (await grow.run({"name": "grown"}, ctx)).content.endswith("added grown")
+
+    async def stamped() -> bool:
+        await offer.offered_tools(group_ids=frozenset(), place=place, record=None)
+        return (await McpServer.objects.aget(pk=server.pk)).tools_changed_at is not None
+
+    await wait_until(stamped, timeout=10, what="the change stamped on the server's row")
+    # The other process never heard the notification (it holds no session), yet its next turn
+    # lists the server again, once: its new listing is newer than the change.
+    offer._listings.clear()
+    offer._listings.update(elsewhere)
+    listed = offer.listing_count
+    await offer.offered_tools(group_ids=frozenset(), place=place, record=None)
+    assert offer.listing_count == listed + 1
+    await offer.offered_tools(group_ids=frozenset(), place=place, record=None)
+    assert offer.listing_count == listed + 1
+    assert await McpToolDefinition.objects.filter(tool="grown", status="pending").aexists()
 
 
 async def test_a_call_cancelled_in_flight_drops_its_kept_session(alice, http_server, tmp_path):

@@ -59,7 +59,9 @@ def test_env_and_header_values_are_stored_encrypted_and_read_back_plain(alice, a
     }
     # The outbound filter still knows them, and the admin's list shows the names only.
     for value in (ENV_VALUE, HEADER_VALUE):
-        refused = refusal(ToolCall("mcp__local__echo", {"text": value}), quotes_hidden=bool)
+        refused = refusal(
+            ToolCall("mcp__local__echo", {"text": value}), user_id=alice.pk, quotes_hidden=bool
+        )
         assert refused is not None and refused[0] == CARRIES_SECRET
     client.force_login(admin_user)
     page = client.get(reverse("admin:skills_app_mcpserver_changelist")).content.decode()

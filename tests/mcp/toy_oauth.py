@@ -2,7 +2,8 @@
 
 Authorization approves at once and redirects back with the code, the state and `iss`; codes
 are bound to the PKCE challenge and the `resource` the client sent (the SDK's token handler
-checks the verifier against the challenge); tokens carry that resource.
+checks the verifier against the challenge); tokens carry that resource. Its metadata offers a
+revocation endpoint (RFC 7009), where a token revoked stops working at once.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import secrets
 import time
 
+from mcp.server.auth.handlers import revoke
 from mcp.server.auth.provider import (
     AccessToken,
     AuthorizationCode,
@@ -17,8 +19,20 @@ from mcp.server.auth.provider import (
     RefreshToken,
     construct_redirect_uri,
 )
-from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions, RevocationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+
+class _PublicClientRevocation(revoke.RevocationRequest):
+    """The SDK's revocation request, with client_secret optional: its own declares it without a
+    default, so a public client (token_endpoint_auth_method "none", as Skillscope registers),
+    which has no secret to send (RFC 7009 2.1, RFC 6749 2.3), got "client_secret: Field
+    required". The handler reads the class from its module when a request comes."""
+
+    client_secret: str | None = None
+
+
+revoke.RevocationRequest = _PublicClientRevocation  # type: ignore[misc]
 
 
 def auth_settings(base: str) -> AuthSettings:
@@ -26,6 +40,7 @@ def auth_settings(base: str) -> AuthSettings:
         issuer_url=base,
         resource_server_url=f"{base}/mcp",
         client_registration_options=ClientRegistrationOptions(enabled=True),
+        revocation_options=RevocationOptions(enabled=True),
         validate_token_resource=True,
     )
 

@@ -16,7 +16,7 @@ working directory (a stdio server's is the conversation's workspace; `note` goes
 with its whole environment (and can save it there too), `wait_marked` notes that it started and
 whether it was cancelled, `crash` ends the process mid-call, `ask_colour` and `ask_password` ask the person for
 input mid-call (`elicitation/create`) and answer with what the client said (and the colour given), the prompt
-`brief` takes a required `topic` and an optional `tone`, and `quote_file` is a file's text. The description of `echo` is read from
+`brief` takes a required `topic` and an optional `tone` (and notes the topic in `briefs-asked`), and `quote_file` is a file's text. The description of `echo` is read from
 `--description-file` when the server starts, so rewriting that file and starting again is "the
 server changed its tool". With `--growable` it also has `grow`, which adds a tool of the given
 name to this process's own list and sends `notifications/tools/list_changed`: the added tool
@@ -164,6 +164,8 @@ def build(description: str, oauth_base: str = "", growable: bool = False) -> MCP
 
     @server.prompt(name="brief", description="A short brief about a topic, in a tone.")
     def brief(topic: str, tone: str = "plain") -> str:
+        with (Path.cwd() / "briefs-asked").open("a", encoding="utf-8") as asked:
+            asked.write(f"{topic}\n")  # what the tests read on the server's side
         return f"Write a {tone} brief about {topic}, in three sentences."
 
     @server.prompt(name="quote_file", description="A prompt made of a file's text (any path).")
