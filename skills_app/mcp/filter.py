@@ -16,14 +16,17 @@ The refusal gives the reason and the call as the audit may keep it: secrets mask
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from skills_app.core.mcp.definitions import split_model_tool_name
 from skills_app.core.mcp.secrets import mask, secret_words
 from skills_app.core.permissions import ToolCall
-from skills_app.mcp.oauth import token_values
-from skills_app.models import McpServer
+from skills_app.mcp.oauth import tokens_in
+from skills_app.models import McpOAuthGrant, McpServer
+from skills_app.models.sealed import open_values, sealing_keys
+from skills_app.models.statements import Statement
 
 QUOTES_HIDDEN = (
     "this MCP call quotes hidden skill text, which never leaves for an MCP server; "
@@ -37,13 +40,38 @@ CARRIES_SECRET = (
 
 def stored_secrets() -> tuple[str, ...]:
     """Every stored env and header value of the registered servers (and the words of each), and
-    every stored OAuth token."""
+    every stored OAuth token.
+
+    Read at every call, one query (two with OAuth servers): the rows as the database holds them
+    (ciphertext, which differs at each save), opened again only when they differ from the rows
+    the last words were made from, or when the keys that open them changed."""
+    global _last
+    servers = _SERVER_ROWS.rows()
+    oauth_servers = any(auth == "oauth" for _env, _headers, auth in servers)
+    grants = tuple(bytes(blob or b"") for (blob,) in _GRANT_ROWS.rows()) if oauth_servers else ()
+    key = (servers, grants, sealing_keys())
+    last = _last
+    if last is not None and last[0] == key:
+        return last[1]
     values: list[object] = []
-    oauth_servers = False
-    for env, headers, auth in McpServer.objects.values_list("env", "headers", "auth"):
-        values += [*(env or {}).values(), *(headers or {}).values()]
-        oauth_servers = oauth_servers or auth == "oauth"
-    return secret_words([*values, *(token_values() if oauth_servers else [])])
+    for env, headers, _auth in servers:
+        values += [*_opened(env).values(), *_opened(headers).values()]
+    words = secret_words([*values, *tokens_in(grants)])
+    _last = (key, words)
+    return words
+
+
+def _opened(stored: object) -> dict[str, str]:
+    """A `SealedValuesField` as the database hands it (JSON text of ciphertext), opened."""
+    value = json.loads(stored) if isinstance(stored, str | bytes) else stored
+    return open_values(value) if isinstance(value, dict) else {}
+
+
+_SERVER_ROWS = Statement(
+    lambda: McpServer.objects.order_by("pk").values_list("env", "headers", "auth")
+)
+_GRANT_ROWS = Statement(lambda: McpOAuthGrant.objects.order_by("pk").values_list("tokens"))
+_last: tuple[tuple[object, ...], tuple[str, ...]] | None = None
 
 
 def refusal(

@@ -181,7 +181,7 @@ async def build_runner(
         consents=setup.consents,
         quotes_hidden=_hidden_check(setup),
         # An mcp__ call carrying hidden text or a stored secret never leaves (docs/mcp.md).
-        leaves=_mcp_check(setup, user_id),
+        leaves=mcp_leaves(setup.conversation_id, user_id),
         # What is kept of an mcp__ call: its arguments filtered (docs/mcp.md).
         kept=lambda call: ToolCall(
             call.tool, mcp_call_preview(setup.conversation_id, call.tool, dict(call.input))
@@ -308,12 +308,15 @@ def _hidden_check(setup: RunSetup) -> Callable[[ToolCall], bool]:
     return check
 
 
-def _mcp_check(setup: RunSetup, user_id: int) -> Callable[[ToolCall], tuple[str, ToolCall] | None]:
+def mcp_leaves(
+    conversation_id: int, user_id: int
+) -> Callable[[ToolCall], tuple[str, ToolCall] | None]:
     """Why an mcp__ call may not leave (hidden text, even for an inspector; a stored secret;
-    the person's calls-per-minute quota used up)."""
+    the person's calls-per-minute quota used up): a run's `PermissionGate.leaves` (and the
+    bench's, `bench/bench_mcp.py`)."""
 
     def hidden(arguments: dict[str, Any]) -> bool:
-        return quotes_hidden(setup.conversation_id, arguments, can_inspect=False)
+        return quotes_hidden(conversation_id, arguments, can_inspect=False)
 
     def check(call: ToolCall) -> tuple[str, ToolCall] | None:
         refused = mcp_refusal(call, quotes_hidden=hidden)
