@@ -172,7 +172,7 @@ def call_recorder(
     arguments as the audit keeps them (filtered: `visibility.mcp_call_preview`)."""
 
     def write(call: CallRecord) -> None:
-        trail.record(
+        trail.append(
             AuditEvent.MCP_CALLED,
             target=f"mcp tool {call.server}/{call.tool}",
             actor=_user(user_id),

@@ -9,6 +9,8 @@ conversation's id, a person's id), and runs it with the real values in their pla
 The rows are the database's own values: no field converter runs (a JSON or sealed field is its
 stored text, a binary field its bytes or a memoryview). They serve as what a cache compares to
 know it is still current, and as data only where the columns are plain (ids, text).
+
+`Insert` does the same for the rows a tool call writes (its permission decision, its audit row).
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import DEFAULT_DB_ALIAS, connections, router
+from django.db.models import Model
+from django.db.models.signals import post_save, pre_save
 
 # Ids no row has: the values a statement is compiled with, then found among its parameters.
 PLACEHOLDERS = (-7_351_112_911, -7_351_112_913, -7_351_112_917)
@@ -74,3 +78,46 @@ class Statement:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return tuple(tuple(row) for row in cursor.fetchall())
+
+
+class Insert:
+    """Rows of one model inserted with SQL built once per database: what `objects.create` does
+    (defaults, `auto_now_add`, each field's own conversion for the database), without compiling
+    the query each time. A model with a save() of its own, with save signals, or with a field
+    the database fills (generated, a database default) is created through the ORM instead, so
+    nothing is ever skipped."""
+
+    def __init__(self, model: type[Model]) -> None:
+        self.model = model
+        self._sql: dict[tuple[str, str], str] = {}
+
+    def _fields(self) -> list[Any]:
+        meta = self.model._meta
+        return [f for f in meta.local_concrete_fields if f is not meta.auto_field]
+
+    def row(self, **values: Any) -> None:
+        """Insert one row of these field values (nothing comes back: not even its id)."""
+        model = self.model
+        if (
+            model.save is not Model.save
+            or pre_save.has_listeners(model)
+            or post_save.has_listeners(model)
+            or any(f.generated or f.has_db_default() for f in self._fields())
+        ):
+            model.objects.create(**values)  # type: ignore[attr-defined]
+            return
+        instance = model(**values)
+        connection = connections[router.db_for_write(model)]
+        fields = self._fields()
+        slot = (connection.alias, connection.vendor)
+        sql = self._sql.get(slot)
+        if sql is None:
+            quote = connection.ops.quote_name
+            columns = ", ".join(quote(f.column) for f in fields)
+            marks = ", ".join(["%s"] * len(fields))
+            sql = self._sql[slot] = (
+                f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES ({marks})"
+            )
+        params = [f.get_db_prep_save(f.pre_save(instance, True), connection) for f in fields]
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
