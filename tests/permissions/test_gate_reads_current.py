@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth.models import Group
+from django.db.models.signals import post_save
 from django.utils import timezone
 
 from skills_app.core.agent import TurnState
@@ -31,7 +32,7 @@ from skills_app.models import (
     PermissionRule,
     Run,
 )
-from skills_app.models.statements import Statement
+from skills_app.models.statements import Insert, Statement
 from skills_app.permissions.approvals import PermissionGate
 from skills_app.runs.factory import mcp_leaves
 from skills_app.workspaces import workspace_for
@@ -223,3 +224,38 @@ def test_a_statement_runs_its_compiled_query_with_the_values_given(alice, bob):
     )
     assert nth.rows(shape=(0,)) == (("a",),)
     assert nth.rows(shape=(1,)) == (("b",),)
+
+
+def test_an_insert_writes_the_row_create_would_and_defers_to_a_save_signal(alice):
+    conversation = Conversation.objects.create(owner=alice, title="rows")
+    insert = Insert(PermissionDecision)
+    before = timezone.now()
+    values = {
+        "conversation_id": conversation.pk,
+        "tool": "mcp__toy__echo",
+        "call_text": "mcp__toy__echo",
+        "input": {"text": "hello", "n": [1, 2]},
+        "decision": "allow",
+        "source": PermissionDecision.Source.ADMIN,
+        "reason": "allowed by rule",
+    }
+    insert.row(**values)
+    row = PermissionDecision.objects.get()
+    assert (row.input, row.run_id, row.rule_text, row.reason) == (
+        values["input"],
+        None,
+        "",
+        "allowed by rule",
+    )
+    assert before <= row.created_at <= timezone.now()
+    heard: list[int] = []
+
+    def saved(sender, instance, created, **kwargs) -> None:
+        heard.append(instance.pk)
+
+    post_save.connect(saved, sender=PermissionDecision)
+    try:
+        insert.row(**values)
+    finally:
+        post_save.disconnect(saved, sender=PermissionDecision)
+    assert len(heard) == 1 and PermissionDecision.objects.count() == 2
