@@ -259,3 +259,22 @@ def test_an_insert_writes_the_row_create_would_and_defers_to_a_save_signal(alice
     finally:
         post_save.disconnect(saved, sender=PermissionDecision)
     assert len(heard) == 1 and PermissionDecision.objects.count() == 2
+
+
+def test_the_staged_skills_are_listed_through_no_link_a_command_planted(alice, tmp_path):
+    from skills_app.hidden import staged_state
+
+    conversation = Conversation.objects.create(owner=alice, title="links")
+    ws = workspace_for(conversation.pk)
+    (ws.skills_dir / "pdf").mkdir()
+    listed = staged_state(conversation.pk)
+    assert [name for name, _mtime in listed] == ["pdf"]
+    # A command swaps skills/ for a link to a folder of its own: the link is not followed; the
+    # workspace is repaired first (the link removed, a real, empty skills/ made), as before.
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "planted").mkdir(parents=True)
+    moved = ws.root / "skills-moved"
+    ws.skills_dir.rename(moved)
+    ws.skills_dir.symlink_to(elsewhere)
+    assert staged_state(conversation.pk) == ()
+    assert ws.skills_dir.is_dir() and not ws.skills_dir.is_symlink()
