@@ -50,9 +50,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 
 from skills_app.core.redact import MIN_SPAN, OWN_MIN, HiddenIndex, HiddenText, Shingles
 from skills_app.core.skillfile import SkillSpec
+from skills_app.core.tools.safepath import open_dir
 from skills_app.core.tools.workspace import Workspace, WorkspaceError, skill_folder_name
 from skills_app.core.transcript import result_text, text_of
 from skills_app.hidden_library import Library, skill_file_texts, version_shingles
@@ -373,6 +375,9 @@ def staged_copies(conversation_id: int) -> list[tuple[Path, str | None]]:
 
 def staged_state(conversation_id: int) -> tuple[tuple[str, int], ...]:
     """What changes when a copy is staged or replaced (for the cache key): names and times."""
+    listed = _listed_skills(conversation_id)
+    if listed is not None:
+        return listed
     ws = _workspace(conversation_id)
     if ws is None:
         return ()
@@ -381,6 +386,26 @@ def staged_state(conversation_id: int) -> tuple[tuple[str, int], ...]:
         return tuple(sorted((e.name, e.stat(follow_symlinks=False).st_mtime_ns) for e in entries))
     except OSError:
         return ()
+
+
+def _listed_skills(conversation_id: int) -> tuple[tuple[str, int], ...] | None:
+    """`staged_state` of a workspace whose folders are in place: its skills/ opened without
+    following a link below WORKSPACE_ROOT (a link or anything missing: None, and the caller
+    makes or repairs the workspace first, as it always did). Asked at every check of the hidden
+    index (each MCP call's filter), so it skips what making the workspace costs."""
+    try:
+        fd = open_dir(Path(settings.WORKSPACE_ROOT), (str(conversation_id), "skills"))
+    except (OSError, ValueError):
+        return None
+    try:
+        with os.scandir(fd) as entries:
+            return tuple(
+                sorted((e.name, e.stat(follow_symlinks=False).st_mtime_ns) for e in entries)
+            )
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _marker_digest(ws: Workspace, folder: str, target: Path) -> str | None:

@@ -9,7 +9,7 @@ An `mcp__` call goes to another system, so its arguments are checked after the r
   what may leave for a server);
 - a stored secret of any registered server: a stdio server's env values, an HTTP server's header
   values (and each word of one, so the token of "Bearer <token>" counts; `core.mcp.secrets`),
-  and every person's OAuth tokens (`oauth.token_values`);
+  and every person's OAuth tokens (`oauth.tokens_in`);
 - another person's words: a string sharing a long span with something another person sent
   (their messages and attached text files) and the caller did not (`skills_app.sent_texts`).
 
@@ -19,14 +19,17 @@ person's words withheld.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 from skills_app.core.mcp.definitions import split_model_tool_name
 from skills_app.core.mcp.secrets import mask, secret_words
 from skills_app.core.permissions import ToolCall
-from skills_app.mcp.oauth import token_values
-from skills_app.models import McpServer
+from skills_app.mcp.oauth import tokens_in
+from skills_app.models import McpOAuthGrant, McpServer
+from skills_app.models.sealed import open_values, sealing_keys
+from skills_app.models.statements import Statement
 from skills_app.sent_texts import others_words, withhold
 
 QUOTES_HIDDEN = (
@@ -46,13 +49,38 @@ QUOTES_OTHERS = (
 
 def stored_secrets() -> tuple[str, ...]:
     """Every stored env and header value of the registered servers (and the words of each), and
-    every stored OAuth token."""
+    every stored OAuth token.
+
+    Read at every call, one query (two with OAuth servers): the rows as the database holds them
+    (ciphertext, which differs at each save), opened again only when they differ from the rows
+    the last words were made from, or when the keys that open them changed."""
+    global _last
+    servers = _SERVER_ROWS.rows()
+    oauth_servers = any(auth == "oauth" for _env, _headers, auth in servers)
+    grants = tuple(bytes(blob or b"") for (blob,) in _GRANT_ROWS.rows()) if oauth_servers else ()
+    key = (servers, grants, sealing_keys())
+    last = _last
+    if last is not None and last[0] == key:
+        return last[1]
     values: list[object] = []
-    oauth_servers = False
-    for env, headers, auth in McpServer.objects.values_list("env", "headers", "auth"):
-        values += [*(env or {}).values(), *(headers or {}).values()]
-        oauth_servers = oauth_servers or auth == "oauth"
-    return secret_words([*values, *(token_values() if oauth_servers else [])])
+    for env, headers, _auth in servers:
+        values += [*_opened(env).values(), *_opened(headers).values()]
+    words = secret_words([*values, *tokens_in(grants)])
+    _last = (key, words)
+    return words
+
+
+def _opened(stored: object) -> dict[str, str]:
+    """A `SealedValuesField` as the database hands it (JSON text of ciphertext), opened."""
+    value = json.loads(stored) if isinstance(stored, str | bytes) else stored
+    return open_values(value) if isinstance(value, dict) else {}
+
+
+_SERVER_ROWS = Statement(
+    lambda: McpServer.objects.order_by("pk").values_list("env", "headers", "auth")
+)
+_GRANT_ROWS = Statement(lambda: McpOAuthGrant.objects.order_by("pk").values_list("tokens"))
+_last: tuple[tuple[object, ...], tuple[str, ...]] | None = None
 
 
 def refusal(

@@ -31,6 +31,7 @@ import json
 import logging
 import secrets
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -124,10 +125,15 @@ def save_grant(user_id: int, server: McpServer, grant: HeldGrant) -> None:
 def token_values() -> list[str]:
     """Every stored OAuth token (access and refresh, of every person): secrets that no call may
     carry out and no result may show (`filter.stored_secrets`)."""
+    return tokens_in(McpOAuthGrant.objects.values_list("tokens", flat=True))
+
+
+def tokens_in(blobs: Iterable[bytes | memoryview]) -> list[str]:
+    """The access and refresh tokens sealed in these stored `tokens` values."""
     from mcp.shared.auth import OAuthToken
 
     found: list[str] = []
-    for blob in McpOAuthGrant.objects.values_list("tokens", flat=True):
+    for blob in blobs:
         text = unseal(blob)
         if text:
             tokens = OAuthToken.model_validate_json(text)

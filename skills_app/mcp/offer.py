@@ -35,6 +35,7 @@ from skills_app.mcp.filter import stored_secrets
 from skills_app.mcp.oauth import PersonGrants, grants_for
 from skills_app.mcp.servers import identity_of, spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer
+from skills_app.models.statements import Statement
 from skills_app.policy.access import Policy
 
 logger = logging.getLogger(__name__)
@@ -205,7 +206,7 @@ def call_recorder(
     def write(call: CallRecord) -> None:
         stamp_tools_changed()
         cost = quota.charge(policy, call.server)
-        trail.record(
+        trail.append(
             AuditEvent.MCP_CALLED,
             target=f"mcp tool {call.server}/{call.tool}",
             actor=_user(user_id),
@@ -231,4 +232,18 @@ def call_recorder(
 
 
 def _user(user_id: int) -> object:
-    return get_user_model().objects.filter(pk=user_id).first()
+    """The person as the audit row names them (None once deleted), read at each call with a
+    precompiled statement (the ORM's own query cost more than the rest of the row)."""
+    found = _USERNAME.rows(user_id)
+    if not found:
+        return None
+    user_model = get_user_model()
+    return user_model(pk=user_id, **{user_model.USERNAME_FIELD: found[0][0]})
+
+
+_USERNAME = Statement(
+    lambda user_id: (
+        get_user_model().objects.filter(pk=user_id).values_list(get_user_model().USERNAME_FIELD)
+    ),
+    values=1,
+)

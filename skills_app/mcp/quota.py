@@ -14,13 +14,15 @@ a call that ran is charged when its `mcp.called` row is written (`offer.call_rec
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from skills_app.models import AuditEvent, McpServer, SpendCounter
+from skills_app.models.statements import Statement
 from skills_app.policy import budgets
 from skills_app.policy.access import Policy
 
@@ -33,14 +35,14 @@ def over_quota(user_id: int) -> str | None:
     """Why this person may make no more MCP calls right now, and when they may; None: they may."""
     limit: int = settings.MCP_CALLS_PER_MINUTE
     now = timezone.now()
-    recent = AuditEvent.objects.filter(
-        action=AuditEvent.MCP_CALLED, actor_id=user_id, created_at__gte=now - WINDOW
-    )
-    times = list(recent.order_by("-created_at").values_list("created_at", flat=True)[:limit])
-    if len(times) < limit:
+    # The time of the person's limit-th newest call: when it is within the window, so are the
+    # calls after it, and it is the call that frees a place when it leaves the window. One row
+    # from a precompiled statement: the gate asks at every mcp__ call.
+    found = _NTH_NEWEST.rows(user_id, shape=(limit - 1,))
+    oldest = _as_datetime(found[0][0]) if found else None
+    if oldest is None or oldest < now - WINDOW:
         return None
-    # The call that frees a place is the oldest of the last `limit`: it leaves the window then.
-    wait = max(1, math.ceil((times[-1] + WINDOW - now).total_seconds()))
+    wait = max(1, math.ceil((oldest + WINDOW - now).total_seconds()))
     return (
         f"the MCP call quota is used up: {limit} calls in the last minute (the limit per person "
         f"is {limit} a minute); try this call again in {wait} seconds"
@@ -80,3 +82,22 @@ def charge(policy: Policy | None, server: str) -> Decimal:
     if policy is not None and cost > 0:
         budgets.charge(policy, amount=cost, purpose=PURPOSE, model=f"mcp:{server}")
     return cost
+
+
+def _as_datetime(value: object) -> datetime | None:
+    """A stored time as the database handed it (a datetime, or SQLite's text in UTC)."""
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if not isinstance(value, datetime):
+        return None
+    return value if timezone.is_aware(value) else timezone.make_aware(value, UTC)
+
+
+_NTH_NEWEST = Statement(
+    lambda user_id, skip: (
+        AuditEvent.objects.filter(action=AuditEvent.MCP_CALLED, actor_id=user_id)
+        .order_by("-created_at")
+        .values_list("created_at")[skip : skip + 1]
+    ),
+    values=1,
+)

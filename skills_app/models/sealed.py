@@ -37,10 +37,14 @@ def _fernet_for(purpose: str, keys: tuple[str, ...]) -> MultiFernet:
     )
 
 
+def sealing_keys() -> tuple[str, ...]:
+    """SECRET_KEY, then each fallback key: what opens a sealed value now."""
+    return (str(settings.SECRET_KEY), *map(str, getattr(settings, "SECRET_KEY_FALLBACKS", [])))
+
+
 def fernet(purpose: str) -> MultiFernet:
     """The purpose's Fernet under the current SECRET_KEY, then each fallback key."""
-    keys = (str(settings.SECRET_KEY), *map(str, getattr(settings, "SECRET_KEY_FALLBACKS", [])))
-    return _fernet_for(purpose, keys)
+    return _fernet_for(purpose, sealing_keys())
 
 
 def seal(text: str, purpose: str) -> bytes:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -36,9 +38,9 @@ from skills_app.core.review.consent import covered_rule
 from skills_app.core.tools.workspace import Workspace, skill_folder_name
 from skills_app.mcp.definitions import LazyHints
 from skills_app.models import Approval, ConversationGrant, PermissionRule, Run
+from skills_app.models.statements import Statement
 from skills_app.permissions.decisions import record_decision
-from skills_app.policy.access import user_groups
-from skills_app.policy.rules import applies, audience
+from skills_app.policy.rules import applies
 
 logger = logging.getLogger(__name__)
 
@@ -64,40 +66,129 @@ def admin_rules(user_id: int | None = None) -> list[Rule]:
 
     Read at every decision, so edits apply at once. A rule limited to groups or people
     (`policy.rules`) applies only to them; with no user only the rules for everyone apply.
+
+    The rows are read each time (precompiled statements: `models.statements`), and parsed again
+    only when they differ from the rows the last parse was made from: any change an admin makes
+    (a rule added, edited, disabled, moved, deleted, its audience changed, a person's groups
+    changed) changes the rows read, so it decides the very next call.
     """
-    rows = list(PermissionRule.objects.filter(enabled=True).order_by("position", "id"))
-    limited = audience(r.pk for r in rows)
+    book = _rule_book()
     group_ids: frozenset[int] = frozenset()
-    if user_id is not None and limited:
-        group_ids = user_groups(user_id)
-    rules: list[Rule] = []
-    for row in rows:
-        if not applies(limited.get(row.pk), user_id, group_ids):
-            continue
-        try:
-            rules.append(
-                parse_rule(
-                    row.rule_text,
-                    row.behavior,
-                    source="admin",
-                    rule_id=row.pk,
-                    scope_skill=row.skill or None,
-                    note=row.note,
-                )
-            )
-        except RuleSyntaxError as exc:
-            logger.warning("ignoring malformed permission rule #%s: %s", row.pk, exc)
-    return rules
+    if user_id is not None and book.limited:
+        group_ids = frozenset(g for (g,) in _USER_GROUPS.rows(user_id))
+    return [
+        rule
+        for rule in book.rules
+        if applies(book.limited.get(rule.rule_id or 0), user_id, group_ids)
+    ]
 
 
 def conversation_grants(conversation_id: int) -> list[Rule]:
-    grants: list[Rule] = []
-    for row in ConversationGrant.objects.filter(conversation_id=conversation_id):
+    """The conversation's "allow for this conversation" rules, read at every decision (parsed
+    again only when its grant rows changed)."""
+    rows = _GRANT_ROWS.rows(conversation_id)
+    if not rows:
+        return []
+    with _books_lock:
+        parsed = _grant_books.get(rows)
+    if parsed is None:
+        parsed = []
+        for pk, text in rows:
+            try:
+                parsed.append(parse_rule(text, "allow", source="conversation", rule_id=pk))
+            except RuleSyntaxError:
+                logger.warning("ignoring malformed grant #%s", pk)
+        with _books_lock:
+            if len(_grant_books) >= _GRANT_BOOKS:
+                _grant_books.clear()
+            _grant_books[rows] = parsed
+    return list(parsed)
+
+
+@dataclass(frozen=True, slots=True)
+class _RuleBook:
+    """The enabled admin rules parsed, and who each limited one applies to, with the rows they
+    were made from."""
+
+    key: tuple[object, ...]
+    rules: tuple[Rule, ...]
+    limited: Mapping[int, tuple[frozenset[int], frozenset[int]]]
+
+
+def _rule_book() -> _RuleBook:
+    global _last_book
+    key = (_RULE_ROWS.rows(), _RULE_GROUPS.rows(), _RULE_USERS.rows())
+    book = _last_book
+    if book is not None and book.key == key:
+        return book
+    rows, group_rows, user_rows = key
+    rules: list[Rule] = []
+    for pk, behavior, text, skill, note in rows:
         try:
-            grants.append(parse_rule(row.rule_text, "allow", source="conversation", rule_id=row.pk))
-        except RuleSyntaxError:
-            logger.warning("ignoring malformed grant #%s", row.pk)
-    return grants
+            rules.append(
+                parse_rule(
+                    text, behavior, source="admin", rule_id=pk, scope_skill=skill or None, note=note
+                )
+            )
+        except RuleSyntaxError as exc:
+            logger.warning("ignoring malformed permission rule #%s: %s", pk, exc)
+    groups: dict[int, set[int]] = {}
+    users: dict[int, set[int]] = {}
+    for rule_id, group_id in group_rows:
+        groups.setdefault(rule_id, set()).add(group_id)
+    for rule_id, person_id in user_rows:
+        users.setdefault(rule_id, set()).add(person_id)
+    limited = {
+        rule_id: (frozenset(groups.get(rule_id, ())), frozenset(users.get(rule_id, ())))
+        for rule_id in set(groups) | set(users)
+    }
+    book = _last_book = _RuleBook(key, tuple(rules), limited)
+    return book
+
+
+# The statements of `admin_rules` and `conversation_grants`, and the parses they keep.
+_RULE_ROWS = Statement(
+    lambda: (
+        PermissionRule.objects.filter(enabled=True)
+        .order_by("position", "id")
+        .values_list("id", "behavior", "rule_text", "skill", "note")
+    )
+)
+_RULE_GROUPS = Statement(
+    lambda: (
+        PermissionRule.applies_to_groups.through.objects.filter(permissionrule__enabled=True)
+        .order_by("permissionrule_id", "group_id")
+        .values_list("permissionrule_id", "group_id")
+    )
+)
+_RULE_USERS = Statement(
+    lambda: (
+        PermissionRule.applies_to_users.through.objects.filter(permissionrule__enabled=True)
+        .order_by("permissionrule_id", "user_id")
+        .values_list("permissionrule_id", "user_id")
+    )
+)
+_USER_GROUPS = Statement(
+    lambda user_id: (
+        get_user_model()
+        .groups.through.objects.filter(user_id=user_id)
+        .order_by("group_id")
+        .values_list("group_id")
+    ),
+    values=1,
+)
+_GRANT_ROWS = Statement(
+    lambda conversation_id: (
+        ConversationGrant.objects.filter(conversation_id=conversation_id)
+        .order_by("created_at", "id")
+        .values_list("id", "rule_text")
+    ),
+    values=1,
+)
+_books_lock = threading.Lock()
+_last_book: _RuleBook | None = None
+_GRANT_BOOKS = 256
+_grant_books: dict[tuple[tuple[object, ...], ...], list[Rule]] = {}
 
 
 @dataclass(slots=True)

@@ -15,6 +15,7 @@ from typing import Any
 from skills_app.core.permissions import Decision, ToolCall, call_as_rule_text
 from skills_app.core.review import Consent
 from skills_app.models import Approval, PermissionDecision
+from skills_app.models.statements import Insert
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def record_decision(
     refused: bool = False,
     approval: Approval | None = None,
     asked_by: Decision | None = None,
-) -> PermissionDecision | None:
+) -> None:
     """Store one decision; never lets a failure to record stop the run (it is logged)."""
     rule = decision.rule
     consent: Consent | None = None
@@ -74,7 +75,7 @@ def record_decision(
     elif refused and skill:
         consent = consents.get(skill)
     try:
-        return PermissionDecision.objects.create(
+        _ROW.row(
             conversation_id=conversation_id,
             run_id=run_id,
             tool=call.tool,
@@ -94,7 +95,10 @@ def record_decision(
         )
     except Exception:  # the audit row matters, but never more than the run itself
         logger.exception("could not record the permission decision on %s", call.tool)
-        return None
+
+
+# A run's gate writes one row at every tool call: inserted without compiling the query again.
+_ROW = Insert(PermissionDecision)
 
 
 def _reviewer_name(consent: Consent | None) -> str:

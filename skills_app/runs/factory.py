@@ -182,7 +182,7 @@ async def build_runner(
         quotes_hidden=_hidden_check(setup),
         # An mcp__ call carrying hidden text, a stored secret or another person's words never
         # leaves (docs/mcp.md).
-        leaves=_mcp_check(setup, user_id),
+        leaves=mcp_leaves(setup.conversation_id, user_id, setup.policy),
         # What is kept of an mcp__ call: its arguments filtered (docs/mcp.md).
         kept=lambda call: ToolCall(
             call.tool, mcp_call_preview(setup.conversation_id, call.tool, dict(call.input))
@@ -310,19 +310,22 @@ def _hidden_check(setup: RunSetup) -> Callable[[ToolCall], bool]:
     return check
 
 
-def _mcp_check(setup: RunSetup, user_id: int) -> Callable[[ToolCall], tuple[str, ToolCall] | None]:
+def mcp_leaves(
+    conversation_id: int, user_id: int, policy: Policy | None = None
+) -> Callable[[ToolCall], tuple[str, ToolCall] | None]:
     """Why an mcp__ call may not leave (hidden text, even for an inspector; a stored secret;
     another person's words; the person's calls-per-minute quota used up, or no room in their
-    spending limits for what a call of that server counts)."""
+    spending limits for what a call of that server counts): a run's `PermissionGate.leaves` (and
+    the bench's, `bench/bench_mcp.py`)."""
 
     def hidden(arguments: dict[str, Any]) -> bool:
-        return quotes_hidden(setup.conversation_id, arguments, can_inspect=False)
+        return quotes_hidden(conversation_id, arguments, can_inspect=False)
 
     def check(call: ToolCall) -> tuple[str, ToolCall] | None:
         refused = mcp_refusal(call, user_id=user_id, quotes_hidden=hidden)
         named = split_model_tool_name(call.tool)
         if refused is None and named is not None:
-            over = over_quota(user_id) or over_budget(setup.policy, named[0])
+            over = over_quota(user_id) or over_budget(policy, named[0])
             if over is not None:
                 return over, call
         return refused
