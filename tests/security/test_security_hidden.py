@@ -155,6 +155,3 @@ def test_another_users_404_says_nothing_about_the_conversation(world, settings):
         response = client.get(reverse(name, args=[world.ids["conversation"]]))
         assert response.status_code == 404
         assert b"Alice" not in response.content and b"summary" not in response.content
-
-
-# -- websocket frames ---------------------------------------------------------------------------
