@@ -7,8 +7,8 @@ from pathlib import Path
 
 import hypothesis
 import pytest
-from django.contrib.auth.models import Permission
 
+from tests.support import personas
 from tests.support.migrated_sqlite import migrated_template
 
 pytest_plugins = ["tests.support.fake_anthropic", "tests.support.oidc_server"]
@@ -153,26 +153,19 @@ def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def alice(django_user_model):
     """The owner persona."""
-    return django_user_model.objects.create_user("alice", password="alice-pass-123")
+    return personas.make_alice()
 
 
 @pytest.fixture
 def bob(django_user_model):
     """Another ordinary user: must never see alice's things."""
-    return django_user_model.objects.create_user("bob", password="bob-pass-123")
+    return personas.make_bob()
 
 
 @pytest.fixture
 def auditor(django_user_model):
     """The Auditor role: staff, audit pages, the inspect-injected-content permission."""
-    from skills_app.accounts import roles
-
-    user = django_user_model.objects.create_user(
-        "audrey", password="audrey-pass-123", is_staff=True
-    )
-    user.user_permissions.add(Permission.objects.get(codename="inspect_injected_content"))
-    roles.grant(user, roles.get_role("auditor"))
-    return user
+    return personas.make_auditor()
 
 
 @pytest.fixture
@@ -187,7 +180,7 @@ def skill_manager(django_user_model):
 
 @pytest.fixture
 def admin_user(django_user_model):
-    return django_user_model.objects.create_superuser("root", password="root-pass-123")
+    return personas.make_admin()
 
 
 @pytest.fixture

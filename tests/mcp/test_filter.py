@@ -35,7 +35,7 @@ from skills_app.models import (
 from skills_app.visibility import outbound
 from skills_app.workspaces import workspace_for
 from tests.mcp.test_mcp import http_server_named, listed_and_approved, place_in, stdio_server
-from tests.security.test_security_hidden import _connect, _until
+from tests.security.test_security_websockets import _connect, _until
 from tests.support.fake_anthropic import Reply
 from tests.support.loop_helpers import rows, run_turn, use_fake_model, write_skills
 

@@ -4,24 +4,22 @@ small fixture of our own that reproduces one thing the official skills do."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from django.core.management import ManagementUtility
 from django.test import Client
 
 from skills_app.core.catalog import ELLIPSIS
 from skills_app.core.skillfile import lint_skill_dir
 from skills_app.registry import uploads
 from skills_app.registry.skills import current_catalog, get_registry
-from tests.support.paths import REPO
 from tests.support.upload_ways import WAYS, upload
 
 pytestmark = pytest.mark.django_db
 
-ROOT = REPO
 SENTENCE = (
     "Drafts release notes from merged changes, groups them by area, flags breaking changes and "
     "writes a short upgrade guide for each one. "
@@ -183,22 +181,32 @@ def test_filesystem_paths_are_still_flagged_with_the_reason_and_without_quoting_
         assert "bob" not in problem.message
 
 
-def _validate(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "manage.py", "skills", "validate", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@dataclass(frozen=True, slots=True)
+class Ended:
+    returncode: int
+    stdout: str
+    stderr: str
 
 
-def test_validate_passes_an_overshoot_and_strict_fails_it(long_description, api_routes):
-    relaxed = _validate(str(long_description))
+def _validate(capsys: pytest.CaptureFixture[str], *args: str) -> Ended:
+    """`manage.py skills validate` as manage.py runs it (its argv, its output, its exit status),
+    in this process; tests/management/test_skills_command.py runs the command's own process."""
+    capsys.readouterr()
+    code: int | str | None = 0
+    try:
+        ManagementUtility(["manage.py", "skills", "validate", *args]).execute()
+    except SystemExit as ended:
+        code = ended.code
+    out, err = capsys.readouterr()
+    return Ended(int(code or 0), out, err)
+
+
+def test_validate_passes_an_overshoot_and_strict_fails_it(long_description, api_routes, capsys):
+    relaxed = _validate(capsys, str(long_description))
     assert relaxed.returncode == 0, relaxed.stderr
     assert "warning [description-length]" in relaxed.stdout
-    strict = _validate("--strict", str(long_description))
+    strict = _validate(capsys, "--strict", str(long_description))
     assert strict.returncode == 1
     assert "--strict: 1 of the warnings break a rule of the Agent Skills spec" in strict.stderr
-    clean = _validate("--strict", str(api_routes))
+    clean = _validate(capsys, "--strict", str(api_routes))
     assert clean.returncode == 0, clean.stdout + clean.stderr

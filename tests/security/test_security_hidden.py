@@ -3,34 +3,29 @@
 A unique marker is stored in every hidden place (see `build_world`): the skill_prompt row, the
 permissions record, the invocation's injected text, hidden run events. Then every response an
 ordinary user can reach is searched for it: every discovered page (full and htmx), exports, JSON,
-websocket frames (replayed and live) and error pages with DEBUG off. Positive controls show the
-marker does reach those allowed to see it, so an absence is not an accident of the fixture.
+websocket frames (replayed and live, in test_security_websockets.py) and error pages with DEBUG
+off. Positive controls show the marker does reach those allowed to see it, so an absence is not an
+accident of the fixture.
+
+The tests share one world per module (tests/security/conftest.py); what a test writes is rolled
+back after it.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.core.exceptions import PermissionDenied, SuspiciousOperation
 from django.http import Http404
 from django.test import Client
 from django.urls import include, path, reverse
 
-from skills_app.models import Conversation, PermissionRule, Run
-from skills_app.runs import supervisor as runs
+from skills_app.models import Conversation
 from tests.security.test_security_urls import (
     APP_ROUTES,
     HIDDEN_MARKER,
-    build_world,
     client_for,
     url_for,
 )
-from tests.support.fake_anthropic import Reply
-from tests.support.loop_helpers import use_fake_model, write_skills
-from tests.support.ws_helpers import until
 
 ORIGIN = (b"origin", b"http://127.0.0.1")
 ORDINARY = ("anonymous", "owner", "other")
@@ -79,7 +74,7 @@ def _bodies(client: Client, url: str) -> list[tuple[str, int, bytes]]:
 @pytest.mark.django_db
 @pytest.mark.parametrize("route", APP_ROUTES, ids=lambda r: r.name)
 def test_no_page_shows_hidden_content_to_an_ordinary_user(route, world, settings):
-    """Each route as each ordinary persona (one world per route: GETs change nothing)."""
+    """Each route as each ordinary persona."""
     settings.DEBUG = False
     url = url_for(route, world)
     leaks = []
@@ -127,8 +122,8 @@ def test_an_inspector_does_see_the_marker(world):
 
 
 @pytest.mark.django_db
-def test_an_owner_with_the_inspect_permission_sees_it_in_the_chat(world, auditor):
-    Conversation.objects.filter(pk=world.ids["conversation"]).update(owner=auditor)
+def test_an_owner_with_the_inspect_permission_sees_it_in_the_chat(world):
+    Conversation.objects.filter(pk=world.ids["conversation"]).update(owner=world.users["staff"])
     client = client_for("staff", world)
     chat = client.get(reverse("conversation", args=[world.ids["conversation"]]))
     assert HIDDEN_MARKER.encode() in chat.content
@@ -143,10 +138,9 @@ def test_an_owner_with_the_inspect_permission_sees_it_in_the_chat(world, auditor
     ("url", "status"),
     [("/boom/404/", 404), ("/boom/403/", 403), ("/boom/400/", 400), ("/boom/500/", 500)],
 )
-def test_error_pages_never_echo_the_exception(url, status, settings, alice):
+def test_error_pages_never_echo_the_exception(url, status, settings, world):
     settings.DEBUG = False
-    client = Client(raise_request_exception=False)
-    client.force_login(alice)
+    client = client_for("owner", world, raise_request_exception=False)
     response = client.get(url)
     assert response.status_code == status
     assert HIDDEN_MARKER.encode() not in response.content
@@ -161,78 +155,3 @@ def test_another_users_404_says_nothing_about_the_conversation(world, settings):
         response = client.get(reverse(name, args=[world.ids["conversation"]]))
         assert response.status_code == 404
         assert b"Alice" not in response.content and b"summary" not in response.content
-
-
-# -- websocket frames ---------------------------------------------------------------------------
-
-
-def _cookie(user: Any) -> str:
-    client = Client()
-    client.force_login(user)
-    return client.cookies["sessionid"].value
-
-
-async def _connect(user: Any, conversation_id: int) -> WebsocketCommunicator:
-    cookie = await sync_to_async(_cookie)(user)
-    communicator = WebsocketCommunicator(
-        _application(),
-        f"/ws/conversations/{conversation_id}/",
-        headers=[ORIGIN, (b"cookie", f"sessionid={cookie}".encode())],
-    )
-    connected, _ = await communicator.connect(timeout=10)
-    assert connected
-    return communicator
-
-
-def _application():
-    from webapp.asgi import application
-
-    return application
-
-
-async def _until(tab, predicate, timeout: float = 15.0) -> list[dict[str, Any]]:
-    return await until(tab, predicate, timeout=timeout)
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_replayed_frames_carry_no_hidden_content(alice, bob, auditor, tmp_path):
-    world = await sync_to_async(build_world)(alice, bob, auditor, tmp_path)
-    tab = await _connect(alice, world.ids["conversation"])
-    await tab.send_json_to({"action": "resume", "after": 0})
-    frames = await _until(tab, lambda f: f["type"] == "resumed")
-    await tab.disconnect()
-    assert any("Here is the summary." in f.get("html", "") for f in frames)
-    assert HIDDEN_MARKER not in repr(frames)
-
-
-@pytest.mark.django_db(transaction=True)
-async def test_live_frames_of_a_skill_run_carry_no_hidden_content(
-    alice, settings, fake_anthropic, tmp_path
-):
-    use_fake_model(settings, fake_anthropic, retries=0)
-    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
-    skill = (
-        "---\nname: secret-notes\ndescription: Notes with a hidden body.\n"
-        "allowed-tools: Read\n---\n"
-        f"{HIDDEN_MARKER}: the hidden instructions for $ARGUMENTS.\n"
-    )
-    settings.SKILLS_DIRS = [write_skills(tmp_path / "skills", {"secret-notes": skill})]
-    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
-    conversation = await Conversation.objects.acreate(owner=alice, title="live")
-    fake_anthropic.enqueue(
-        Reply.tool_use("Skill", {"skill": "secret-notes", "args": "q3"}, text="Loading."),
-        Reply.text("Done with the notes."),
-    )
-    tab = await _connect(alice, conversation.pk)
-    await tab.send_json_to({"action": "resume", "after": 0})
-    await _until(tab, lambda f: f["type"] == "resumed")
-    await tab.send_json_to({"action": "send", "text": "use the notes skill"})
-    frames = await _until(tab, lambda f: f["type"] == "run.finished")
-    for run in [r async for r in Run.objects.filter(conversation=conversation)]:
-        await runs.wait_for_run(run.pk, timeout=15)
-    await tab.disconnect()
-    assert frames[-1]["data"]["status"] == "done"
-    assert any("secret-notes" in f.get("html", "") for f in frames)
-    assert HIDDEN_MARKER not in repr(frames)
-    # Positive control: the model did receive the hidden body.
-    assert HIDDEN_MARKER in str(fake_anthropic.requests[-1]["messages"])

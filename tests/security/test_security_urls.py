@@ -1,10 +1,14 @@
-"""Every URL and websocket route, checked for owner / other user / anonymous / staff, plus CSRF.
+"""Every URL route, checked for owner / other user / anonymous / staff, plus CSRF.
 
-Routes are discovered by walking `get_resolver()` (and the websocket URLRouter), so a view added
-later is checked without editing this file. Expectations are inferred: a route with an object
-argument is owner-only (owner 200, anyone else 403/404, anonymous to the login page), one without
-is for any signed-in user. `RULES` lists only the routes that differ (public pages, staff pages,
-POST-only views, objects other than a conversation). The Django admin has its own checks.
+Routes are discovered by walking `get_resolver()`, so a view added later is checked without
+editing this file. Expectations are inferred: a route with an object argument is owner-only (owner
+200, anyone else 403/404, anonymous to the login page), one without is for any signed-in user. `RULES` lists only the routes that differ (public pages, staff pages,
+POST-only views, objects other than a conversation). The Django admin has its own checks; the
+websocket routes have theirs in test_security_websockets.py.
+
+The tests share one world per module (tests/security/conftest.py): they only read it, and what a
+test writes (a POST that should have been refused, the positive control's rename) is rolled back
+after it.
 """
 
 from __future__ import annotations
@@ -19,8 +23,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from asgiref.sync import sync_to_async
-from channels.testing import WebsocketCommunicator
 from django.apps import apps
 from django.conf import settings
 from django.test import Client
@@ -40,8 +42,7 @@ from skills_app.models import (
     TriggerQuery,
     TriggerRun,
 )
-from skills_app.routing import websocket_urlpatterns
-from tests.support.frames import parse
+from tests.support.shared_db import signed_in_client
 
 # One unique marker for hidden content; test_security_hidden.py asserts it never leaks.
 HIDDEN_MARKER = "HIDDEN-MARKER-7f3a91c4"
@@ -314,6 +315,8 @@ def expectation(route: Route) -> Expect:
 class World:
     users: dict[str, Any]
     ids: dict[str, int]
+    # Signed-in session cookies by persona, when the world is shared (tests/security/conftest.py).
+    sessions: dict[str, str] = field(default_factory=dict)
 
 
 def build_world(alice: Any, bob: Any, auditor: Any, tmp_path: Path) -> World:
@@ -491,9 +494,10 @@ def url_for(route: Route, world: World, expect: Expect | None = None) -> str:
 
 
 def client_for(persona: str, world: World, **options: Any) -> Client:
+    if persona == "anonymous" or persona in world.sessions:
+        return signed_in_client(world.sessions.get(persona), **options)
     client = Client(**options)
-    if persona != "anonymous":
-        client.force_login(world.users[persona])
+    client.force_login(world.users[persona])
     return client
 
 
@@ -528,7 +532,7 @@ def test_every_rule_names_a_route_that_exists():
 @pytest.mark.parametrize("route", APP_ROUTES, ids=lambda r: r.name)
 def test_each_route_answers_each_persona_as_expected(route, world):
     """Each persona's GET, and every POST form on the page a persona allowed there gets carries
-    the CSRF token (one world per route: GETs change nothing)."""
+    the CSRF token."""
     expect = expectation(route)
     url = url_for(route, world, expect)
     authorised = _authorised_persona(route)
@@ -581,7 +585,7 @@ def _counts() -> dict[str, int]:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("route", ADMIN_ROUTES, ids=lambda r: r.name)
-def test_the_admin_is_closed_to_non_staff_and_works_for_a_superuser(route, world, admin_user):
+def test_the_admin_is_closed_to_non_staff_and_works_for_a_superuser(route, world):
     url = _admin_url(route, world)
     for persona in ("anonymous", "owner", "other"):
         if route.name in ("admin:login", "admin:logout"):
@@ -590,9 +594,7 @@ def test_the_admin_is_closed_to_non_staff_and_works_for_a_superuser(route, world
         assert response.status_code in (302, 404), f"GET {url} as {persona}"
         if response.status_code == 302:
             assert urlsplit(response["Location"]).path in (reverse("admin:login"), url)
-    client = Client()
-    client.force_login(admin_user)
-    assert client.get(url).status_code < 500
+    assert client_for("admin", world).get(url).status_code < 500
 
 
 def _admin_url(route: Route, world: World) -> str:
@@ -660,9 +662,8 @@ def _a_post_without_the_csrf_token_is_refused(route: Route, world: World) -> Non
 
 
 @pytest.mark.django_db
-def test_the_admin_refuses_a_post_without_the_csrf_token(world, admin_user):
-    client = Client(enforce_csrf_checks=True)
-    client.force_login(admin_user)
+def test_the_admin_refuses_a_post_without_the_csrf_token(world):
+    client = client_for("admin", world, enforce_csrf_checks=True)
     url = reverse("admin:skills_app_skillpackage_delete", args=[world.ids["package"]])
     response = client.post(url, {"post": "yes"})
     assert response.status_code == 403 and b"CSRF verification failed" in response.content
@@ -725,67 +726,3 @@ def test_a_form_post_with_the_token_is_accepted(world):
     )
     assert response.status_code == 302
     assert Conversation.objects.get(pk=world.ids["conversation"]).title == "Renamed"
-
-
-# -- websocket routes ---------------------------------------------------------------------------
-
-WS_ROUTES = [
-    (text, tuple(params)) for _pattern, text, _ns, params in walk(list(websocket_urlpatterns))
-]
-ORIGIN = (b"origin", b"http://127.0.0.1")
-
-
-def _ws_path(text: str, world: World) -> str:
-    def fill(match: re.Match[str]) -> str:
-        name = match.group(2)
-        return str(world.ids["conversation"] if "id" in name or name == "pk" else "x")
-
-    return "/" + re.sub(r"<(?:(\w+):)?(\w+)>", fill, text).lstrip("/")
-
-
-def _cookie(user: Any) -> str:
-    client = Client()
-    client.force_login(user)
-    return client.cookies["sessionid"].value
-
-
-@pytest.mark.django_db(transaction=True)
-@pytest.mark.parametrize(
-    ("persona", "origin", "accepted"),
-    [
-        ("owner", ORIGIN, True),
-        ("other", ORIGIN, False),
-        ("staff", ORIGIN, False),
-        ("anonymous", ORIGIN, False),
-        ("owner", None, False),
-        ("owner", (b"origin", b"https://evil.example"), False),
-    ],
-    ids=["owner", "other", "staff", "anonymous", "owner-no-origin", "owner-wrong-origin"],
-)
-@pytest.mark.parametrize("ws_route", WS_ROUTES, ids=lambda r: r[0])
-async def test_each_websocket_route_admits_only_the_owner(
-    ws_route, persona, origin, accepted, alice, bob, auditor, tmp_path
-):
-    from webapp.asgi import application
-
-    world = await sync_to_async(build_world)(alice, bob, auditor, tmp_path)
-    headers = [origin] if origin else []
-    if persona != "anonymous":
-        cookie = await sync_to_async(_cookie)(world.users[persona])
-        headers.append((b"cookie", f"sessionid={cookie}".encode()))
-    communicator = WebsocketCommunicator(application, _ws_path(ws_route[0], world), headers=headers)
-    connected, _code = await communicator.connect(timeout=10)
-    try:
-        assert connected is accepted
-        if connected:
-            await communicator.send_json_to({"action": "resume", "after": 0})
-            frames = []
-            while not frames or frames[-1].get("type") != "resumed":
-                frames.append(parse(await communicator.receive_from(timeout=5)))
-            assert any(f.get("type") == "message.stored" for f in frames)
-    finally:
-        await communicator.disconnect()
-
-
-def test_websocket_discovery_finds_the_conversation_route():
-    assert any("conversations" in text for text, _ in WS_ROUTES)
