@@ -22,7 +22,10 @@ from tests.browser.live_server import USERS, LiveServer, LiveServerConfig, worke
 from tests.browser.pages import REPO, ChatPage, login
 from tests.support.fake_anthropic import FakeAnthropic, ReceivedRequest, Reply
 
-CHROMIUM = "/usr/bin/chromium"
+# Debian's build of Chromium's headless shell (the engine without the browser's windowing layer,
+# what Playwright itself runs headless): a third of the full browser's CPU for the same pages
+# (test_chat_everyday.py, 2026-12-07 on a loaded 2-core machine: 25 s of Chromium CPU against 64).
+CHROMIUM = "/usr/bin/chromium-headless-shell"
 
 
 CHROMIUM_ARGS = [
@@ -133,7 +136,7 @@ def playwright_session() -> Iterator[Playwright]:
 
 @pytest.fixture(scope="package")
 def browser(playwright_session: Playwright) -> Iterator[Browser]:
-    """Debian's Chromium, headless."""
+    """Debian's Chromium headless shell."""
     # How long an expectation waits for its state: a bound, not a pause (a passing one returns at
     # once). 15 s, as a slow host (CI runs three workers, their servers and Chromium on two cores)
     # took over 5 s for a first answer while the same test took a second alone.
