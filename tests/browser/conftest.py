@@ -21,6 +21,7 @@ from playwright.sync_api import Browser, BrowserContext, Playwright, expect, syn
 from tests.browser.live_server import USERS, LiveServer, LiveServerConfig, worker_suffix
 from tests.browser.pages import REPO, ChatPage, login
 from tests.support.fake_anthropic import FakeAnthropic, ReceivedRequest, Reply
+from tests.support.mcp_toy import toy_http_server
 
 # Debian's build of Chromium's headless shell (the engine without the browser's windowing layer,
 # what Playwright itself runs headless): a third of the full browser's CPU for the same pages
@@ -126,6 +127,14 @@ def chat_server(
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="package")
+def toy_mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The toy MCP server over Streamable HTTP, one for every MCP test of the package: each test
+    registers it under its own name, and nothing the browser tests call keeps state in it."""
+    with toy_http_server(tmp_path_factory.mktemp("toy-mcp")) as url:
+        yield url
 
 
 @pytest.fixture(scope="package")
