@@ -18,7 +18,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Playwright, expect, sync_playwright
 
-from tests.browser.live_server import USERS, LiveServer, LiveServerConfig, worker_suffix
+from tests.browser.live_server import (
+    USERS,
+    LiveServer,
+    LiveServerConfig,
+    migrated_template,
+    worker_suffix,
+)
 from tests.browser.pages import REPO, ChatPage, login
 from tests.support.fake_anthropic import FakeAnthropic, ReceivedRequest, Reply
 from tests.support.mcp_toy import toy_http_server
@@ -119,6 +125,7 @@ def chat_server(
             log_path=REPO / "test-artifacts" / f"browser-live-server{worker_suffix()}.log",
             allowed_skills=("browser-probe", "browser-slash", "browser-helper"),
             asked_skills=("browser-ask",),
+            migrated_template=migrated_template(tmp_path_factory),
         )
     )
     server.prepare()
