@@ -4,6 +4,8 @@ set -euo pipefail
 
 need=()
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# The browser tests drive the headless shell (tests/browser/conftest.py): far less CPU per page.
+command -v chromium-headless-shell >/dev/null 2>&1 || need+=(chromium-headless-shell)
 command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 # nginx: tests/deploy/test_deploy.py checks the site the guide installs with `nginx -t`.

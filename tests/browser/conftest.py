@@ -18,11 +18,21 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Playwright, expect, sync_playwright
 
-from tests.browser.live_server import USERS, LiveServer, LiveServerConfig, worker_suffix
+from tests.browser.live_server import (
+    USERS,
+    LiveServer,
+    LiveServerConfig,
+    migrated_template,
+    worker_suffix,
+)
 from tests.browser.pages import REPO, ChatPage, login
 from tests.support.fake_anthropic import FakeAnthropic, ReceivedRequest, Reply
+from tests.support.mcp_toy import toy_http_server
 
-CHROMIUM = "/usr/bin/chromium"
+# Debian's build of Chromium's headless shell (the engine without the browser's windowing layer,
+# what Playwright itself runs headless): a third of the full browser's CPU for the same pages
+# (test_chat_everyday.py, 2026-12-07 on a loaded 2-core machine: 25 s of Chromium CPU against 64).
+CHROMIUM = "/usr/bin/chromium-headless-shell"
 
 
 CHROMIUM_ARGS = [
@@ -115,6 +125,7 @@ def chat_server(
             log_path=REPO / "test-artifacts" / f"browser-live-server{worker_suffix()}.log",
             allowed_skills=("browser-probe", "browser-slash", "browser-helper"),
             asked_skills=("browser-ask",),
+            migrated_template=migrated_template(tmp_path_factory),
         )
     )
     server.prepare()
@@ -126,6 +137,14 @@ def chat_server(
 
 
 @pytest.fixture(scope="package")
+def toy_mcp_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The toy MCP server over Streamable HTTP, one for every MCP test of the package: each test
+    registers it under its own name, and nothing the browser tests call keeps state in it."""
+    with toy_http_server(tmp_path_factory.mktemp("toy-mcp")) as url:
+        yield url
+
+
+@pytest.fixture(scope="package")
 def playwright_session() -> Iterator[Playwright]:
     with sync_playwright() as p:
         yield p
@@ -133,7 +152,7 @@ def playwright_session() -> Iterator[Playwright]:
 
 @pytest.fixture(scope="package")
 def browser(playwright_session: Playwright) -> Iterator[Browser]:
-    """Debian's Chromium, headless."""
+    """Debian's Chromium headless shell."""
     # How long an expectation waits for its state: a bound, not a pause (a passing one returns at
     # once). 15 s, as a slow host (CI runs three workers, their servers and Chromium on two cores)
     # took over 5 s for a first answer while the same test took a second alone.

@@ -6,8 +6,6 @@ auditor still reads the call."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
@@ -16,7 +14,6 @@ from tests.browser.live_server import LiveServer
 from tests.browser.pages import screenshot
 from tests.browser.server_data import ADMIN, create_admin, run_in_server
 from tests.support.fake_anthropic import Reply
-from tests.support.mcp_toy import toy_http_server
 
 pytestmark = pytest.mark.browser
 
@@ -45,15 +42,9 @@ def _signed_in(browser: Browser, base: str, user: tuple[str, str], width: int) -
     return page
 
 
-@pytest.fixture
-def toy_url(tmp_path) -> Iterator[str]:
-    with toy_http_server(tmp_path) as url:
-        yield url
-
-
 @pytest.mark.parametrize("width", [1280, 390])
 def test_an_mcp_server_is_added_reviewed_used_with_approval_and_audited(
-    browser, tab, model, chat_server: LiveServer, toy_url, width
+    browser, tab, model, chat_server: LiveServer, toy_mcp_url, width
 ):
     name = f"toy-{width}"
     tool = f"mcp__{name}__echo"
@@ -69,7 +60,7 @@ def test_an_mcp_server_is_added_reviewed_used_with_approval_and_audited(
     adder.goto(f"{base}/admin/skills_app/mcpserver/add/")
     adder.get_by_label("Name:", exact=True).fill(name)
     adder.get_by_label("Streamable HTTP").check()
-    adder.get_by_label("URL:", exact=True).fill(toy_url)
+    adder.get_by_label("URL:", exact=True).fill(toy_mcp_url)
     adder.get_by_label("Headers").fill(f"Authorization: Bearer {HEADER_SECRET}")
     adder.get_by_label(GROUP).check()
     if width == 1280:

@@ -4,8 +4,6 @@ types "teal" and accepts, and the tool's result says the server got it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import expect
 
@@ -13,7 +11,6 @@ from tests.browser.live_server import LiveServer
 from tests.browser.pages import screenshot
 from tests.browser.server_data import run_in_server
 from tests.support.fake_anthropic import Reply
-from tests.support.mcp_toy import toy_http_server
 
 pytestmark = pytest.mark.browser
 
@@ -38,18 +35,12 @@ McpServer.objects.filter(name={name!r}).delete()
 """
 
 
-@pytest.fixture
-def toy_url(tmp_path) -> Iterator[str]:
-    with toy_http_server(tmp_path) as url:
-        yield url
-
-
 @pytest.mark.parametrize("width", [1280, 390])
 def test_a_servers_question_is_answered_in_the_chat(
-    tab, model, chat_server: LiveServer, toy_url, width
+    tab, model, chat_server: LiveServer, toy_mcp_url, width
 ):
     name = f"el{width}"
-    run_in_server(chat_server, _REGISTER.format(name=name, url=toy_url))
+    run_in_server(chat_server, _REGISTER.format(name=name, url=toy_mcp_url))
     try:
         model.enqueue(Reply.tool_use(f"mcp__{name}__ask_colour", {}), Reply.text("Teal it is."))
         chat = tab("alice", width=width)

@@ -4,8 +4,6 @@ becomes her turn, answered by the model."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from playwright.sync_api import expect
 
@@ -13,7 +11,6 @@ from tests.browser.live_server import LiveServer
 from tests.browser.pages import screenshot
 from tests.browser.server_data import run_in_server
 from tests.support.fake_anthropic import Reply
-from tests.support.mcp_toy import toy_http_server
 
 pytestmark = pytest.mark.browser
 
@@ -35,19 +32,13 @@ McpServer.objects.filter(name={name!r}).delete()
 """
 
 
-@pytest.fixture
-def toy_url(tmp_path) -> Iterator[str]:
-    with toy_http_server(tmp_path) as url:
-        yield url
-
-
 @pytest.mark.parametrize("width", [1280, 390])
 def test_an_mcp_prompt_is_in_the_slash_menu_and_becomes_the_turn(
-    tab, model, chat_server: LiveServer, toy_url, width
+    tab, model, chat_server: LiveServer, toy_mcp_url, width
 ):
     name = f"pr{width}"
     command = f"/mcp__{name}__brief"
-    run_in_server(chat_server, _REGISTER.format(name=name, url=toy_url))
+    run_in_server(chat_server, _REGISTER.format(name=name, url=toy_mcp_url))
     try:
         model.enqueue(Reply.text("Otters hold hands while they sleep."))
         chat = tab("alice", width=width)

@@ -14,7 +14,14 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Browser, expect
 
-from tests.browser.live_server import REPO, LiveServer, LiveServerConfig, free_port, worker_suffix
+from tests.browser.live_server import (
+    REPO,
+    LiveServer,
+    LiveServerConfig,
+    free_port,
+    migrated_template,
+    worker_suffix,
+)
 from tests.browser.pages import screenshot
 from tests.support.oidc_server import OidcProvider, start_provider, stop_provider
 
@@ -83,6 +90,7 @@ def org_server(
             ),
             extra_setup=SETUP,
             port=port,
+            migrated_template=migrated_template(tmp_path_factory),
         )
     )
     try:

@@ -21,6 +21,9 @@ ANSWER = "Status: the roadmap review moved to Friday."
 def test_a_shared_link_shows_the_viewer_no_hidden_text_and_nothing_once_revoked(tab, model):
     model.enqueue(Reply.text(ANSWER))
     chat = tab("alice", width=1280, height=800)
+    # A browser with a window lets a page a person clicked in write the clipboard; the headless
+    # shell has no window to ask in, so the permission is given as that default would.
+    chat.page.context.grant_permissions(["clipboard-read", "clipboard-write"])
     chat.new_conversation()
     chat.send("/browser-slash roadmap review")
     chat.wait_run_finished(1)
@@ -34,6 +37,7 @@ def test_a_shared_link_shows_the_viewer_no_hidden_text_and_nothing_once_revoked(
     assert "/s/" in link
     chat.page.get_by_role("button", name="Copy link").click()
     expect(chat.page.get_by_role("button", name="Copied")).to_be_visible()
+    assert chat.page.evaluate("navigator.clipboard.readText()") == link
     screenshot(chat.page, "share-01-owner-made-a-link")
 
     viewer = tab("mona", width=1280, height=800).page
