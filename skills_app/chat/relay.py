@@ -19,9 +19,12 @@ connection of its own (`liveness.DatabaseThread`); markup made from the event al
 from __future__ import annotations
 
 import asyncio
+import functools
 import weakref
 from collections import OrderedDict
 from typing import Any
+
+from django.db import DatabaseError
 
 from skills_app.chat import fragments, frames
 from skills_app.chat.event_views import announced, has_view, reads_rows
@@ -78,13 +81,21 @@ class RenderCache:
             )
         if self._database is None:
             self._database = DatabaseThread("skillscope-render")
-        html: str | None = await self._database.run(
+        render = functools.partial(
+            self._database.run,
             fragments.fragment_for,
             event,
             conversation_id=conversation_id,
             can_inspect=can_inspect,
             memo=memo,
         )
+        try:
+            html: str | None = await render()
+        except DatabaseError:
+            # This thread's connection may have sat idle through a database restart, which it
+            # learns only at its next query (and closes it then): a render only reads, so it is
+            # tried once more, on a new connection, before the tab is left to fill a gap.
+            html = await render()
         return html
 
     def _forget_failed(self, key: Key, task: asyncio.Task[str | None]) -> None:

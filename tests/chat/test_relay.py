@@ -7,8 +7,9 @@ import threading
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import OperationalError
 
-from skills_app.chat import event_views, relay
+from skills_app.chat import event_views, fragments, relay
 from skills_app.core.events import MessageStored, RunFinished, RunStarted, event_from
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Run
@@ -97,3 +98,43 @@ def test_only_views_of_markup_alone_skip_the_database():
     assert not event_views.reads_rows(RunStarted(run_id=1))
     assert event_views.reads_rows(RunFinished(run_id=1, status="done"))  # the cost header
     assert event_views.reads_rows(MessageStored(message_id=1, role="user", kind="text"))
+
+
+async def test_a_render_whose_connection_died_is_tried_once_more(alice, monkeypatch):
+    """A render thread's connection idle through a database restart fails at its first query:
+    the render is read-only, so it is tried again, and the tab gets its frame (not a logged
+    error and a gap to fill)."""
+    conversation = await Conversation.objects.acreate(owner=alice, title="Relay")
+
+    def visible_row() -> dict:
+        run = Run.objects.create(conversation_id=conversation.pk, status=Run.DONE)
+        row = store.append_message(conversation.pk, StoredMessage.text("user", "AGAIN-31"))
+        stored = eventlog.append_event(
+            conversation.pk, "message", eventlog.message_event(row), run_id=run.pk
+        )
+        return broadcast.envelope(stored.seq, event_from(stored.type, stored.data), hidden=False)
+
+    message = await sync_to_async(visible_row)()
+    real = fragments.fragment_for
+    failures = []
+
+    def dies_once(*args, **kwargs):
+        if not failures:
+            failures.append(1)
+            raise OperationalError("server closed the connection unexpectedly")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fragments, "fragment_for", dies_once)
+    frame = parse(await relay.frame(conversation.pk, message, can_inspect=False))
+    assert failures == [1]
+    assert "AGAIN-31" in frame["text"]
+
+    # A render that fails twice is not hidden: the error reaches the consumer, which logs it
+    # and fills the gap from the database at the next event.
+    def always_dies(*args, **kwargs):
+        raise OperationalError("the database is down")
+
+    monkeypatch.setattr(fragments, "fragment_for", always_dies)
+    again = {**message, "seq": message["seq"] + 1000}
+    with pytest.raises(OperationalError):
+        await relay.frame(conversation.pk, again, can_inspect=False)
