@@ -53,38 +53,30 @@ def record(
     action: str, *, target: str, actor: Any = None, actor_name: str = "", **detail: Any
 ) -> AuditEvent:
     """Append one AuditEvent; the actor defaults to whoever `acting()` names."""
-    if actor is None and not actor_name:
-        current = _actor.get()
-        if current is not None:
-            actor, actor_name = current
-    if actor is not None and not actor_name:
-        actor_name = actor.get_username()
-    user_model = get_user_model()
+    user, actor_name = _who(actor, actor_name)
     return AuditEvent.objects.create(
-        action=action,
-        actor=actor if isinstance(actor, user_model) and actor.pk else None,
-        actor_name=actor_name,
-        target=target,
-        detail=detail,
+        action=action, actor=user, actor_name=actor_name, target=target, detail=detail
     )
 
 
 def append(action: str, *, target: str, actor: Any, actor_name: str = "", **detail: Any) -> None:
     """`record` for a row written at every call of something (an MCP call's `mcp.called`), where
     the ORM's compiling of the insert cost as much as the rest: the same row, nothing returned."""
+    user, actor_name = _who(actor, actor_name)
+    _EVENT.row(action=action, actor=user, actor_name=actor_name, target=target, detail=detail)
+
+
+def _who(actor: Any, actor_name: str) -> tuple[Any, str]:
+    """(the user row to link, the name to keep) of a row's actor: whoever `acting()` names when
+    none is given; a name without a saved user (manage.py, a deleted person) links nobody."""
     if actor is None and not actor_name:
         current = _actor.get()
         if current is not None:
             actor, actor_name = current
     if actor is not None and not actor_name:
         actor_name = actor.get_username()
-    _EVENT.row(
-        action=action,
-        actor=actor if isinstance(actor, get_user_model()) and actor.pk else None,
-        actor_name=actor_name,
-        target=target,
-        detail=detail,
-    )
+    user = actor if isinstance(actor, get_user_model()) and actor.pk else None
+    return user, actor_name
 
 
 _EVENT = Insert(AuditEvent)
