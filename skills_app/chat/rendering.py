@@ -50,6 +50,7 @@ from skills_app.core.transcript import (
     result_text,
     text_of,
 )
+from skills_app.mcp.definitions import approval_terms
 from skills_app.models import Approval, Message
 from skills_app.models.feedback import NOTE_MAX_CHARS
 from skills_app.visibility import Outbound, outbound
@@ -341,10 +342,24 @@ def render_approval(approval: Approval, *, can_inspect: bool) -> str:
     action = approval_words.describe_action(approval.tool, shown_input, roots)
     arguments, cut = cut_text(approval_words.arguments_text(shown_input, roots), SHOWN_CHARS)
     reason = approval_words.relative(out.text(approval.reason), roots)
+    # An MCP call says which server and tool, and what a reviewer approved it as doing: its
+    # description passes the viewer's filter like a tool result (a server wrote it).
+    terms = approval_terms(approval.tool)
+    mcp = None
+    if terms is not None:
+        mcp = {
+            "server": terms.server,
+            "server_label": terms.server_label,
+            "tool": terms.tool,
+            "description": out.text(terms.description),
+            "hints": terms.hints,
+            "attested_by": terms.attested_by,
+        }
     return render_to_string(
         "skills_app/chat/_approval.html",
         {
             "a": approval,
+            "mcp": mcp,
             "action": action,
             "subject": cut_text(out.text(action.subject), SHOWN_CHARS)[0],
             "why": out.text(approval_words.why_text(approval, roots)),

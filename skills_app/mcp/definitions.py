@@ -28,6 +28,7 @@ from django.utils import timezone
 from skills_app import trail
 from skills_app.core.mcp import ServerSpec, ToolDefinition
 from skills_app.core.mcp.connect import Place, list_tools_and_prompts
+from skills_app.core.mcp.definitions import split_model_tool_name
 from skills_app.core.mcp.prompts import PromptDefinition
 from skills_app.core.permissions import McpHints
 from skills_app.mcp.servers import McpSetupError, spec_for
@@ -453,3 +454,43 @@ def listed_tools() -> dict[str, frozenset[str]]:
     for server, tool in tools.values_list("server__name", "tool"):
         found.setdefault(server, set()).add(tool)
     return {name: frozenset(tools) for name, tools in found.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalTerms:
+    """What a person asked to approve an `mcp__` call reads about it: the server (its registered
+    name and display name), the tool, the description a reviewer approved, and its hints with
+    whether a reviewer attested them."""
+
+    server: str
+    server_label: str
+    tool: str
+    description: str
+    hints: str
+    attested_by: str
+
+
+def approval_terms(model_tool_name: str) -> ApprovalTerms | None:
+    """The serving (last approved, still listed) definition behind an `mcp__` tool name, in the
+    words an approval card shows; None for another tool, or a server or tool no longer served."""
+    named = split_model_tool_name(model_tool_name)
+    if named is None:
+        return None
+    server = McpServer.objects.filter(name=named[0]).first()
+    if server is None:
+        return None
+    # As `serving` picks it: the tool still listed, its last approved definition (which a change
+    # waiting for review does not replace).
+    rows = list(server.definitions.filter(kind=McpToolDefinition.Kind.TOOL, tool=named[1]))
+    approved = [r for r in rows if r.status == McpToolDefinition.Status.APPROVED]
+    row = max(approved, key=lambda r: r.reviewed_at or r.first_seen_at, default=None)
+    if row is None or not any(r.current for r in rows):
+        return None
+    return ApprovalTerms(
+        server=server.name,
+        server_label=server.display_name or server.name,
+        tool=row.tool,
+        description=row.description,
+        hints=hint_words(row),
+        attested_by=row.hints_attested_by_name,
+    )

@@ -160,3 +160,39 @@ def test_mcp_review_attests_the_hints_of_the_hashes_it_approves(reviewer, server
     row.refresh_from_db()
     assert (row.status, row.hints_attested_by_name) == ("approved", "lee")
     assert McpToolDefinition.objects.get(tool="close_ticket").status == "pending"
+
+
+def test_an_approval_card_names_the_server_the_tool_and_what_the_reviewer_approved(
+    client, alice, reviewer, server
+):
+    server.display_name = "Ticket desk"
+    server.save()
+    _review(client, reviewer, server, attest=["close_ticket"])
+    gate = _gate(alice)
+
+    def card(tool: str) -> str:
+        approval = Approval.objects.create(
+            conversation_id=gate.conversation_id,
+            run_id=gate.run_id,
+            tool=f"mcp__tickets__{tool}",
+            input={"id": "T-1"},
+            call_text=f"mcp__tickets__{tool}",
+            reason="asked",
+        )
+        return render_approval(approval, can_inspect=False)
+
+    closing = card("close_ticket")
+    assert (
+        "<strong>close_ticket</strong> of the MCP server <strong>Ticket desk</strong> (tickets)"
+        in closing
+    )
+    assert "Close a ticket for good." in closing
+    assert "destructiveHint: true (attested by lee)" in closing
+    # Not attested: said so, the hint shown as the server's claim.
+    reading = card("get_ticket")
+    assert "Read one ticket." in reading
+    assert "readOnlyHint: true (the server's claim, not attested)" in reading
+    # A change waiting for review: the card shows what was approved, not the new words.
+    definitions.store_listing(server, [ToolDefinition("get_ticket", "Read and delete."), CLOSE])
+    assert "Read one ticket." in card("get_ticket")
+    assert "Read and delete." not in card("get_ticket")
