@@ -10,7 +10,7 @@ fields and HTML for this viewer; streamed text by offset.
 
 Every group message names its event type, and the consumer relays it by the traits its class
 declares (`core.events`: stored, streamed, ending streams), with no handler per type. A stored
-event arrives as data (`runs.broadcast`: seq, type, data, visibility) and is rendered here, at
+event arrives as data (`runs.broadcast`: seq, type, data, hidden) and is rendered here, at
 the edge, for this tab's viewer (`chat.relay`: a hidden event never for a viewer without the
 inspect permission; once per process and visibility class, however many tabs watch). The
 database is otherwise read only to resume, to fill a gap in the seqs (the channel layer drops

@@ -1,12 +1,14 @@
 """Stored events rendered at the edge: for one viewer's visibility class, once per process.
 
-Runs announce a stored event as data (`runs.broadcast`: seq, type, data and visibility). Each
-tab's consumer asks here for its own viewer's frame: the event's seq, type, announced fields
-(`event_views`) and fragment. A hidden event is nothing for a viewer
-who may not inspect hidden content: it is never rendered for them, and an announcement without a
-visibility counts as hidden. An event type that shows nothing (`event_views`) needs no database.
-The rest is rendered once per (conversation, seq, visibility class) in this process and kept for
-the next tabs: a hundred tabs of one conversation wait on one render, not a hundred.
+Runs announce a stored event as data (`runs.broadcast`: seq, type, data and whether it is
+hidden). Each tab's consumer asks here for its own viewer's frame: the event's seq, type,
+announced fields (`event_views`) and fragment. The chat has two visibility classes: VISIBLE, the
+viewers who may not inspect hidden content, and HIDDEN, those who may (`viewer_class`). A hidden
+event is nothing for the VISIBLE class: it is never rendered for it, and an announcement that does
+not say `"hidden": false` counts as hidden. An event type that shows nothing (`event_views`)
+needs no database. The rest is rendered once per (conversation, seq, visibility class) in this
+process and kept for the next tabs: a hundred tabs of one conversation wait on one render, not a
+hundred.
 
 A tab relays its messages one at a time, so the live text behind a stored event waits for that
 event's render; renders therefore do not queue behind the runs' own database work (the one
@@ -30,14 +32,27 @@ from skills_app.chat import fragments, frames
 from skills_app.chat.event_views import announced, has_view, reads_rows
 from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
-from skills_app.runs.broadcast import VISIBLE
 from skills_app.runs.liveness import DatabaseThread
 
 # Stored events whose fragments a process keeps (both classes of one event count twice).
 CACHE_SIZE = 1_024
 
-# (conversation id, seq, event type, may inspect hidden content)
-Key = tuple[int, int, str, bool]
+# The visibility classes: what viewers without the inspect permission may see, and what viewers
+# with it may see (hidden content too).
+VISIBLE, HIDDEN = "visible", "hidden"
+
+# (conversation id, seq, event type, visibility class)
+Key = tuple[int, int, str, str]
+
+
+def viewer_class(*, can_inspect: bool) -> str:
+    """The visibility class a viewer's frames are rendered for."""
+    return HIDDEN if can_inspect else VISIBLE
+
+
+def may_see(message: dict[str, Any], *, can_inspect: bool) -> bool:
+    """Whether an announced stored event may reach a viewer (not hidden unless it says so)."""
+    return viewer_class(can_inspect=can_inspect) == HIDDEN or message.get("hidden") is False
 
 
 class RenderCache:
@@ -58,7 +73,7 @@ class RenderCache:
     async def fragment(
         self, conversation_id: int, seq: int, event: CoreEvent, *, can_inspect: bool
     ) -> str | None:
-        key = (conversation_id, seq, event.type, can_inspect)
+        key = (conversation_id, seq, event.type, viewer_class(can_inspect=can_inspect))
         task = self._fragments.get(key)
         if task is None:
             task = asyncio.ensure_future(self._render(conversation_id, seq, event, can_inspect))
@@ -137,7 +152,7 @@ async def frame(conversation_id: int, message: dict[str, Any], *, can_inspect: b
 
 def _shown(message: dict[str, Any], *, can_inspect: bool) -> CoreEvent | None:
     """The announced event, if it shows anything to this viewer's class."""
-    if message.get("visibility") != VISIBLE and not can_inspect:
+    if not may_see(message, can_inspect=can_inspect):
         return None
     event_class = EVENT_TYPES.get(str(message.get("type", "")))
     if event_class is None or not has_view(event_class):

@@ -1,8 +1,8 @@
 """Announcing a conversation's events to its tabs (the channel-layer group), as data.
 
 A group message's `type` is the event's own dotted name, so Channels hands it to the consumer's
-handler of that name. A stored event is announced as `{"type", "seq", "visibility", "event"}`
-(its data and whether it is hidden, never its HTML), once the transaction that stored it has
+handler of that name. A stored event is announced as `{"type", "seq", "hidden", "event"}`
+(its data and whether it is hidden content, never its HTML), once the transaction that stored it has
 committed (`publish_on_commit`, as Zulip's `send_event_on_commit`); a live event as
 `{"type", "event"}`. Whoever listens renders what its own viewer may see (the chat's consumer).
 """
@@ -24,8 +24,6 @@ from skills_app.models import RunEvent
 logger = logging.getLogger(__name__)
 
 GROUP_PREFIX = "conversation-"
-# Whether a stored event may reach a viewer who may not inspect hidden content.
-VISIBLE, HIDDEN = "visible", "hidden"
 # Conversations whose live frames are sent at the same time (`send_live_many`).
 LANES = 8
 
@@ -36,13 +34,8 @@ def group_name(conversation_id: int) -> str:
 
 
 def envelope(seq: int, event: CoreEvent, *, hidden: bool) -> dict[str, Any]:
-    """The group message of a stored event: its seq, type, data and visibility."""
-    return {
-        "type": event.type,
-        "seq": seq,
-        "visibility": HIDDEN if hidden else VISIBLE,
-        "event": event.data(),
-    }
+    """The group message of a stored event: its seq, type, data and whether it is hidden."""
+    return {"type": event.type, "seq": seq, "hidden": hidden, "event": event.data()}
 
 
 async def publish(

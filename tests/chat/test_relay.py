@@ -34,20 +34,27 @@ def _hidden_row(conversation_id: int) -> dict:
 async def test_a_hidden_event_is_rendered_only_for_a_viewer_who_may_inspect(alice):
     conversation = await Conversation.objects.acreate(owner=alice, title="Relay")
     message = await sync_to_async(_hidden_row)(conversation.pk)
-    assert message["visibility"] == broadcast.HIDDEN
+    assert message["hidden"] is True
     renders = relay.cache().renders
 
     assert await relay.frame(conversation.pk, message, can_inspect=False) is None
     assert relay.cache().renders == renders, "not even rendered for an ordinary viewer"
     shown = await relay.frame(conversation.pk, message, can_inspect=True)
-    assert shown is not None and "RELAY-HIDDEN-4be0" in parse(shown)["html"]  # positive control
-    # An announcement that does not say its visibility counts as hidden.
-    unsaid = {key: value for key, value in message.items() if key != "visibility"}
+    assert shown is not None and "RELAY-HIDDEN-4be0" in shown  # positive control: the whole frame
+    # An announcement that does not say it is not hidden counts as hidden, and so does one whose
+    # "hidden" is anything but false.
+    unsaid = {key: value for key, value in message.items() if key != "hidden"}
     assert await relay.frame(conversation.pk, unsaid, can_inspect=False) is None
-    # One that says "visible" of a hidden row still shows an ordinary viewer nothing of it:
+    for vague in (None, 0, "", "false", "visible"):
+        assert (
+            await relay.frame(conversation.pk, {**message, "hidden": vague}, can_inspect=False)
+            is None
+        )
+    # One that says "not hidden" of a hidden row still shows an ordinary viewer nothing of it:
     # the chat's own filter drops the row.
-    wrong = {**message, "visibility": broadcast.VISIBLE}
+    wrong = {**message, "hidden": False}
     assert await relay.frame(conversation.pk, wrong, can_inspect=False) is None
+    assert relay.cache().renders == renders + 2, "rendered for the inspector and the wrong claim"
 
 
 async def test_a_frame_carries_the_events_ids_and_states_as_data_never_its_text(alice):

@@ -20,7 +20,7 @@ def test_an_event_is_announced_once_its_transaction_commits_and_never_after_a_ro
         assert outbox == [], "nothing goes out before the commit"
     started = RunStarted(run_id=5)
     assert outbox == [
-        (7, {"type": "run.started", "seq": 3, "visibility": "visible", "event": started.data()})
+        (7, {"type": "run.started", "seq": 3, "hidden": False, "event": started.data()})
     ]
 
     with pytest.raises(RuntimeError), transaction.atomic():
@@ -31,8 +31,8 @@ def test_an_event_is_announced_once_its_transaction_commits_and_never_after_a_ro
 
 def test_a_hidden_event_says_so_and_carries_no_html():
     message = broadcast.envelope(9, RunStarted(run_id=1), hidden=True)
-    assert message["visibility"] == broadcast.HIDDEN
-    assert set(message) == {"type", "seq", "visibility", "event"}
+    assert message["hidden"] is True
+    assert set(message) == {"type", "seq", "hidden", "event"}
 
 
 async def test_live_frames_of_many_conversations_overlap_and_each_stays_in_order(monkeypatch):

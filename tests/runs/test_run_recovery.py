@@ -176,7 +176,7 @@ async def test_browsers_watching_the_conversation_are_told(workers, alice):
     assert [m["type"] for m in received] == ["message.stored", "run.finished"]
     assert received[1]["event"]["status"] == Run.INTERRUPTED
     # Announced as data: the error row, for everyone (each tab renders it with its Retry).
-    assert received[0]["visibility"] == broadcast.VISIBLE and "html" not in received[0]
+    assert received[0]["hidden"] is False and "html" not in received[0]
     error = await Message.objects.aget(pk=received[0]["event"]["message_id"])
     assert error.kind == "error" and not error.is_meta
     await layer.flush()
