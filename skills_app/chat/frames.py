@@ -9,8 +9,9 @@ websocket extension to swap. The answer to a resume is `{"type": "resumed", "las
 "html"}`: everything up to `last_seq` was sent (the connection line clears). Streamed text is
 `{"type": "text.delta" | "thinking.delta", "run", "call", "index", "offset", "text"}`, appended
 as text, never as HTML; offset 0 starts (or restarts, after a reconnect) the block.
-`block.start` ("Calling X…"), `info` (the connection line) and `error` (a refused action's
-notice) carry `html`. An action the tab sent with an `action_id` is acknowledged with
+`block.start` ("Calling X…") carries `html`; `info` (the connection line) and `error` (a refused
+action's notice) carry `html` and the `message` it shows (the same words, as text), `error` also
+whether it offers Retry (`retry`). An action the tab sent with an `action_id` is acknowledged with
 `{"type": "action.ack", "action_id"}` once it was taken or refused (`chat.receipts`).
 """
 
@@ -62,7 +63,7 @@ def resumed(seq: int) -> str:
 
 def status(message: str) -> str:
     """The connection line under the transcript says `message` (what an action did)."""
-    return _frame(type="info", html=connection_line(message))
+    return _frame(type="info", message=message, html=connection_line(message))
 
 
 def connection_line(message: str) -> str:
@@ -78,4 +79,5 @@ def error(message: str, *, retry: bool, conversation_id: int) -> str:
         "skills_app/chat/_notice.html",
         {"text": message, "kind": "error", "retry": retry, "conversation_id": conversation_id},
     )
-    return _frame(type="error", html=f'<div hx-swap-oob="beforeend:#transcript">{notice}</div>')
+    html = f'<div hx-swap-oob="beforeend:#transcript">{notice}</div>'
+    return _frame(type="error", message=message, retry=retry, html=html)

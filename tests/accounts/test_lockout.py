@@ -147,7 +147,7 @@ async def test_an_open_chat_tab_of_a_locked_out_person_starts_nothing(alice, set
     await sync_to_async(fail)(Client(), "alice", settings.AXES_FAILURE_LIMIT)
     await tab.send_json_to({"action": "send", "text": "spend the budget"})
     frame = await receive(tab)
-    assert frame["type"] == "error" and "Too many failed sign-ins" in frame["text"]
+    assert frame["type"] == "error" and "Too many failed sign-ins" in frame["message"]
     closed = await tab.receive_output(timeout=5)
     assert closed["type"] == "websocket.close"
     assert await Run.objects.acount() == 0

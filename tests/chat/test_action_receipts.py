@@ -78,7 +78,7 @@ async def test_a_malformed_action_id_is_refused_and_nothing_is_taken(alice, conv
     tab, _connected, _code = await _connect(alice, conversation.pk)
     await tab.send_json_to({"action": "retry", "action_id": "not-a-uuid"})
     frame = await receive(tab)
-    assert frame["type"] == "error" and "uuid" in frame["text"]
+    assert frame["type"] == "error" and "uuid" in frame["message"]
     assert await Run.objects.filter(conversation=conversation).acount() == 0
     await tab.disconnect()
 
@@ -107,7 +107,7 @@ async def test_a_flood_of_fresh_action_ids_is_refused_past_the_cap_and_stores_no
         action_id = str(uuid.uuid4())
         await tab.send_json_to({"action": "cancel", "action_id": action_id})
         frames = await until(tab, acked(action_id))
-        refused.append([f["text"] for f in frames if f["type"] == "error"])
+        refused.append([f["message"] for f in frames if f["type"] == "error"])
     assert await ActionReceipt.objects.filter(user=alice).acount() == 5
     assert all("Too many actions" not in " ".join(m) for m in refused[:5])
     assert all(len(m) == 1 and "Too many actions in a minute" in m[0] for m in refused[5:])

@@ -51,6 +51,12 @@ async def _frames_until(communicator, predicate, *, timeout: float = 10.0) -> li
     return await until(communicator, predicate, timeout=timeout)
 
 
+async def _text_of(frame: dict[str, Any]) -> str:
+    """The stored text of the message a `message.stored` frame names (by its data)."""
+    row = await Message.objects.aget(pk=frame["data"]["message_id"])
+    return "".join(block.get("text", "") for block in row.content)
+
+
 async def _frames_left(communicator, *, quiet: float = 0.5) -> list[dict[str, Any]]:
     """The frames that come until the socket has said nothing for `quiet` seconds."""
     frames = []
@@ -161,14 +167,14 @@ def _store_events(conversation: Conversation) -> dict[str, int]:
 
 
 async def test_it_replays_events_after_the_given_seq(alice, conversation):
-    await sync_to_async(_store_events)(conversation)
+    ids = await sync_to_async(_store_events)(conversation)
     communicator, _connected, _code = await _connect(alice, conversation.pk)
     await communicator.send_json_to({"action": "resume", "after": 2})
     frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
     assert [f.get("seq") for f in frames] == [3, 6, None]
     assert frames[0]["type"] == "message.stored"
-    assert 'The "notes" skill' in frames[0]["html"]
-    assert "<command-message>" not in frames[0]["html"]
+    assert frames[0]["data"]["message_id"] == ids["status"]
+    assert frames[0]["data"]["kind"] == "skill_status"
     assert frames[-1]["last_seq"] == 6
     await communicator.disconnect()
 
@@ -194,8 +200,8 @@ async def test_it_sends_hidden_content_to_an_auditor(auditor, conversation):
     frames = await _frames_until(communicator, lambda f: f["type"] == "resumed")
     hidden = [f for f in stored(frames) if f["data"].get("message_id") == ids["hidden"]]
     assert len(hidden) == 1
-    assert "HIDDEN-BODY-91c2" in hidden[0]["html"]
-    assert "Hidden from the user · sent to the model" in hidden[0]["html"]
+    assert hidden[0]["data"]["kind"] == "skill_prompt"
+    assert "HIDDEN-BODY-91c2" in repr(hidden[0])  # the positive control: the text reached them
     await communicator.disconnect()
 
 
@@ -218,8 +224,9 @@ async def test_it_streams_a_reply_to_a_sent_message(alice, conversation, fake_mo
     seqs = [f["seq"] for f in stored(frames)]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
     messages = [f for f in frames if f["type"] == "message.stored"]
-    assert messages[0]["data"]["role"] == "user" and "hi there" in messages[0]["text"]
-    assert "<strong>there</strong>" in messages[-1]["html"]
+    assert [m["data"]["role"] for m in messages] == ["user", "assistant"]
+    assert await _text_of(messages[0]) == "hi there"
+    assert await _text_of(messages[-1]) == "Hello **there**, friend"
     assert frames[-1]["data"]["status"] == "done"
     await communicator.disconnect()
 
@@ -248,8 +255,7 @@ async def test_it_rate_limits_messages_per_minute(alice, conversation, settings)
     await communicator.send_json_to({"action": "send", "text": "hello"})
     frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert "limit is 1" in frame["text"]
-    assert 'data-action="retry"' in frame["html"]
+    assert "limit is 1" in frame["message"] and frame["retry"] is True
     assert await Run.objects.filter(conversation=conversation).acount() == 1
     await communicator.disconnect()
 
@@ -262,7 +268,7 @@ async def test_it_limits_concurrent_runs(alice, conversation, settings):
     await communicator.send_json_to({"action": "send", "text": "hello"})
     frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert "in progress" in frame["text"]
+    assert "in progress" in frame["message"]
     await communicator.disconnect()
 
 
@@ -302,7 +308,6 @@ async def test_it_answers_an_approval_over_the_socket(alice, conversation, fake_
     await communicator.send_json_to({"action": "send", "text": "run it"})
     frames = await _frames_until(communicator, lambda f: f["type"] == "approval.requested")
     requested = frames[-1]
-    assert "Allow once" in requested["html"] and "ws-send" in requested["html"]
     # What htmx sends for the form: the fields as strings, the pressed button's value.
     await communicator.send_json_to(
         {
@@ -318,7 +323,9 @@ async def test_it_answers_an_approval_over_the_socket(alice, conversation, fake_
     answered = [f for f in frames if f["type"] == "approval.answered"]
     assert answered and answered[0]["data"]["status"] == "allow_once"
     results = [f for f in frames if f["type"] == "tool.result"]
-    assert results and "approved-ok" in results[0]["html"]
+    assert results and results[0]["data"]["is_error"] is False
+    result = await Message.objects.aget(conversation=conversation, kind="tool_result")
+    assert "approved-ok" in repr(result.content), "the approved command ran"
     assert frames[-1]["data"]["status"] == "done"
     await communicator.disconnect()
 
@@ -334,7 +341,7 @@ async def test_a_second_answer_is_told_already_answered(alice, conversation):
     )
     frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert "already answered" in frame["text"]
+    assert "already answered" in frame["message"]
     await communicator.disconnect()
 
 
@@ -380,8 +387,8 @@ async def test_it_stops_a_running_answer(alice, conversation, fake_model):
     await _wait_runs_done(conversation.pk)
     assert frames[-1]["data"]["status"] == "stopped"
     # The note arrives as a stored row before the end, so a reload shows it too.
-    notes = [f for f in frames if f["type"] == "message.stored" and "Stopped." in f["text"]]
-    assert len(notes) == 1
+    notes = [f for f in frames if f["type"] == "message.stored" and f["data"]["kind"] == "notice"]
+    assert len(notes) == 1 and await _text_of(notes[0]) == "Stopped."
     run = await Run.objects.aget(conversation=conversation)
     assert run.status == Run.STOPPED
     await communicator.disconnect()
@@ -391,7 +398,7 @@ async def test_stop_without_a_run_says_nothing_is_running(alice, conversation):
     communicator, _connected, _code = await _connect(alice, conversation.pk)
     await communicator.send_json_to({"action": "stop"})
     frame = await receive(communicator)
-    assert (frame["type"], frame["text"]) == ("info", "Nothing is running.")
+    assert (frame["type"], frame["message"]) == ("info", "Nothing is running.")
     await communicator.disconnect()
 
 
@@ -414,7 +421,7 @@ async def test_it_answers_malformed_frames_with_an_error(alice, conversation, pa
     await communicator.send_to(text_data=payload)
     frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert expected in frame["text"]
+    assert expected in frame["message"]
     # The socket is still usable afterwards.
     await communicator.send_json_to({"action": "resume", "after": 0})
     assert (await receive(communicator))["type"] == "resumed"
@@ -426,7 +433,7 @@ async def test_it_refuses_oversized_frames(alice, conversation):
     await communicator.send_json_to({"action": "send", "text": "x" * (70 * 1024)})
     frame = await receive(communicator)
     assert frame["type"] == "error"
-    assert "too large" in frame["text"]
+    assert "too large" in frame["message"]
     assert not await Run.objects.filter(conversation=conversation).aexists()
     await communicator.disconnect()
 
@@ -470,7 +477,7 @@ async def test_a_tabs_own_events_come_in_order_when_a_worker_announces_before_th
     finally:
         post_save.disconnect(worker_takes_it, sender=Run)
     assert [f["type"] for f in stored(frames)] == ["message.stored", "run.queued", "run.started"]
-    assert "hello" in stored(frames)[0]["html"]
+    assert await _text_of(stored(frames)[0]) == "hello"
     seqs = [f["seq"] for f in stored(frames)]
     assert seqs == sorted(seqs) and len(set(seqs)) == 3
     assert replays == [0, 0], "the resume, then the gap the worker's event showed"
@@ -536,7 +543,7 @@ async def test_an_ordinary_user_gets_nothing_hidden_from_their_own_actions_event
     await tab.send_json_to({"action": "stop"})
     frames = await _frames_until(tab, lambda f: f.get("seq") == 1)
     assert [f["seq"] for f in stored(frames)] == [1]
-    assert OWN_VISIBLE in stored(frames)[0]["html"]
+    assert await _text_of(stored(frames)[0]) == OWN_VISIBLE
     # The hidden row (seq 2) never comes: not rendered for this viewer, not sent.
     frames += await _frames_left(tab)
     assert [f["seq"] for f in stored(frames)] == [1]
@@ -560,7 +567,7 @@ async def test_tabs_of_one_conversation_share_one_render_and_none_gets_hidden_te
         frames = await _frames_until(tab, lambda f: f.get("seq") == 1)
         frames += await _frames_left(tab)
         assert [f["seq"] for f in stored(frames)] == [1]
-        assert OWN_VISIBLE in stored(frames)[0]["html"]
+        assert await _text_of(stored(frames)[0]) == OWN_VISIBLE
         assert "HIDDEN-BODY" not in repr(frames)
         await tab.disconnect()
     assert relay.cache().renders == renders + 1
@@ -576,8 +583,8 @@ async def test_an_auditor_gets_the_hidden_row_of_their_own_action_once(auditor, 
     await tab.send_json_to({"action": "stop"})
     frames = await _frames_until(tab, lambda f: f.get("seq") == 2)
     assert [f["seq"] for f in stored(frames)] == [1, 2]
-    assert "HIDDEN-BODY-91c2" in stored(frames)[1]["html"]
-    assert "Hidden from the user" in stored(frames)[1]["html"]
+    assert await _text_of(stored(frames)[1]) == HIDDEN_BODY
+    assert "HIDDEN-BODY-91c2" in repr(stored(frames)[1])  # the positive control: it reached them
     assert OTHER_VISIBLE not in repr(frames)
     assert await tab.receive_nothing(timeout=0.5)
     await tab.disconnect()

@@ -111,7 +111,8 @@ async def test_a_dropped_socket_resumes_from_its_seq_without_loss_or_duplicates(
         f for f in frames if f["type"] == "message.stored" and f["data"]["role"] == "assistant"
     ]
     assert len(answers) == 1 and answers[0]["seq"] > last_seen
-    assert ANSWER.strip() in answers[0]["text"]
+    answer = await Message.objects.aget(pk=answers[0]["data"]["message_id"])
+    assert ANSWER.strip() in "".join(block.get("text", "") for block in answer.content)
     # Every event the browser shows reached it exactly once.
     shown = await sync_to_async(_shown_seqs)(conversation.pk)
     assert seqs == shown
@@ -163,7 +164,7 @@ async def test_two_tabs_answering_one_approval_first_wins_second_is_told(
     }
     losers = [name for name, found in errors.items() if found]
     assert len(losers) == 1, errors
-    assert "already answered" in errors[losers[0]][0]["text"]
+    assert "already answered" in errors[losers[0]][0]["message"]
     winner = "deny" if losers == ["allow_once"] else "allow_once"
     approval = await Approval.objects.aget(pk=answering)
     assert approval.status == winner
@@ -219,11 +220,11 @@ async def test_hostile_frames_get_an_error_and_leave_the_socket_usable(
         assert frame["type"] == "resumed"
     else:
         assert frame["type"] == "error", frame
-        assert expected.lower() in frame["text"].lower()
-        assert "Traceback" not in frame["text"]
+        assert expected.lower() in frame["message"].lower()
+        assert "Traceback" not in repr(frame)
     assert not await Run.objects.filter(conversation=conversation).aexists()
     await tab.send_json_to({"action": "stop"})
-    assert (await _skip_to(tab, "info"))["text"] == "Nothing is running."
+    assert (await _skip_to(tab, "info"))["message"] == "Nothing is running."
     await tab.disconnect()
     await _wait_runs(conversation.pk)
 
@@ -237,7 +238,7 @@ async def test_a_message_over_the_character_limit_starts_nothing(alice, conversa
     tab, _ = await _tab(alice, conversation.pk)
     await tab.send_json_to({"action": "send", "text": "y" * (MAX_MESSAGE_CHARS + 1)})
     frame = await receive(tab)
-    assert frame["type"] == "error" and "too long" in frame["text"]
+    assert frame["type"] == "error" and "too long" in frame["message"]
     assert not await Run.objects.filter(conversation=conversation).aexists()
     assert not await Message.objects.filter(conversation=conversation).aexists()
     await tab.disconnect()
@@ -273,10 +274,10 @@ async def test_actions_in_ones_own_socket_cannot_reach_another_users_run(
     tab, _ = await _tab(alice, conversation.pk)
     await tab.send_json_to({"action": "stop", "run_id": bob_run.pk, "conversation_id": foreign.pk})
     frame = await receive(tab)
-    assert (frame["type"], frame["text"]) == ("info", "Nothing is running.")
+    assert (frame["type"], frame["message"]) == ("info", "Nothing is running.")
     await tab.send_json_to({"action": "retry", "conversation_id": foreign.pk})
     frame = await receive(tab)
-    assert frame["type"] == "error" and "no earlier message" in frame["text"]
+    assert frame["type"] == "error" and "no earlier message" in frame["message"]
     await bob_run.arefresh_from_db()
     assert bob_run.status == Run.RUNNING
     await tab.disconnect()
@@ -310,19 +311,21 @@ async def test_events_the_channel_layer_dropped_are_sent_from_the_database(alice
     from skills_app.runs import eventlog, store
     from skills_app.runs.broadcast import publish
 
-    def store_three() -> tuple[int, MessageStored]:
+    def store_three() -> tuple[int, MessageStored, list[int]]:
+        ids = []
         for text in ("one", "two", "three"):
             row = store.append_message(conversation.pk, StoredMessage.text("user", text))
             event = MessageStored(message_id=row.pk, role="user", kind="text", seq=row.seq)
             stored_event = eventlog.append_event(conversation.pk, event)
-        return stored_event.seq, event
+            ids.append(row.pk)
+        return stored_event.seq, event, ids
 
     tab, _ = await _tab(alice, conversation.pk)
-    seq, event = await sync_to_async(store_three)()
+    seq, event, ids = await sync_to_async(store_three)()
     # Only the last event is broadcast, as if the first two had been dropped on a full channel.
     await publish(conversation.pk, seq, event)
     frames = [await receive(tab) for _ in range(3)]
     assert [f["seq"] for f in frames] == [1, 2, 3]
-    assert [f["text"] for f in frames] == ["one", "two", "three"]
+    assert [f["data"]["message_id"] for f in frames] == ids
     assert await tab.receive_nothing(timeout=0.3)
     await tab.disconnect()

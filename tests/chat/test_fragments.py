@@ -20,7 +20,7 @@ from skills_app.core.events import (
     RunFinished,
     ToolFinished,
 )
-from skills_app.core.transcript import StoredMessage
+from skills_app.core.transcript import STOPPED_RESULT, StoredMessage
 from skills_app.models import Approval, Conversation, Run, RunEvent
 from skills_app.runs import eventlog, store
 
@@ -155,6 +155,27 @@ def test_a_stopped_run_hides_stop_and_says_stopped(conversation, run):
     assert 'data-run-status="stopped"' in rendered.public
     # The note is a stored row with its own event (it stays after a reload), not sent twice.
     assert "Stopped." not in rendered.public
+
+
+def test_a_call_closed_by_a_stop_says_stopped_not_running(conversation, run):
+    tool_use = {"type": "tool_use", "id": "toolu_st", "name": "Bash", "input": {"command": "ls"}}
+    _stored(
+        conversation, run, StoredMessage(role="assistant", kind="tool_use", content=(tool_use,))
+    )
+    closed = {
+        "type": "tool_result",
+        "tool_use_id": "toolu_st",
+        "content": STOPPED_RESULT,
+        "is_error": True,
+    }
+    closing = StoredMessage(
+        role="user", kind="tool_result", content=(closed,), meta={"stopped": True}
+    )
+    event, _ = _stored(conversation, run, closing)
+    rendered = _rendered(event, conversation_id=conversation.pk)
+    assert "Stopped before it finished." in rendered.public
+    assert f'id="tool-result-{tool_use["id"]}"' in rendered.public
+    assert "Running…" not in rendered.public and STOPPED_RESULT not in rendered.public
 
 
 def test_events_the_browser_shows_nothing_of_render_nothing(conversation):

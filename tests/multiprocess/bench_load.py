@@ -167,7 +167,7 @@ async def _conversation(port: int, conversation: int, session: str, command: str
                 result["delivered"] += 1
                 last = sent
             if frame.get("type") == "error":
-                result["error"] = frame.get("text", "error")
+                result["error"] = frame.get("message", "error")
             if frame.get("type") == "run.finished":
                 result["status"] = frame["data"]["status"]
                 break

@@ -258,7 +258,8 @@ async def test_a_stop_is_a_clean_end_and_the_next_message_is_answered_as_itself(
     # The tabs are told (they render the fragment that takes the buttons away).
     updates = [m for m in seen if m["type"] == "approval.answered"]
     assert updates and updates[0]["event"]["status"] == "cancelled"
-    # The closed call is announced; rendered for a tab, its card says stopped, not "Running…".
+    # The closed call is announced to the tabs as its stored row (its card then says stopped:
+    # tests/chat/test_fragments.py).
     from skills_app.chat import relay
 
     shown = [
@@ -267,8 +268,10 @@ async def test_a_stop_is_a_clean_end_and_the_next_message_is_answered_as_itself(
         if m["type"] == "message.stored"
     ]
     frames = [parse(frame) for frame in shown if frame]
-    results = [f["html"] for f in frames if f["data"]["kind"] == "tool_result"]
-    assert results and "Stopped before it finished." in results[0]
+    results = [f["data"]["message_id"] for f in frames if f["data"]["kind"] == "tool_result"]
+    closing = await Message.objects.aget(pk=results[0]) if results else None
+    assert closing is not None and closing.content[0]["content"] == STOPPED_RESULT
+    assert closing.meta.get("stopped") is True  # what makes its card say stopped
     note = await Message.objects.filter(conversation=conversation, kind="notice").alast()
     assert note is not None and note.content[0]["text"] == "Stopped." and not note.to_model
 

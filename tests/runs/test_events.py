@@ -198,7 +198,7 @@ async def test_a_new_event_type_is_stored_rendered_and_relayed_without_other_cha
     seq = await RunRecorder(conversation.pk, run.pk, alice.pk).record(NoteAdded("buy milk"))
     frame = await receive(tab)
     assert (frame["seq"], frame["type"]) == (seq, "note.added")
-    assert "note: buy milk" in frame["text"]
+    assert "<p>note: buy milk</p>" in frame["html"]  # its view rendered it
     stored = await StoredEvent.objects.aget(conversation=conversation, seq=seq)
     assert (stored.type, stored.data) == ("note.added", {"text": "buy milk"})
     await tab.disconnect()

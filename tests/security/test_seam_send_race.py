@@ -55,7 +55,7 @@ async def test_parallel_sends_in_many_tabs_keep_to_the_limits(
         # Every tab answers: its run's first frames, or the refusal.
         async def answered(tab) -> bool:
             frame = parse(await tab.receive_from(timeout=20))
-            return "limit is" in frame.get("text", "") or "seq" in frame
+            return "limit is" in frame.get("message", "") or "seq" in frame
 
         for tab in tabs:
             assert await answered(tab)

@@ -1,7 +1,7 @@
 """Reading the chat websocket like a browser does, for the consumer tests.
 
-Frames are JSON, read with `tests.support.frames.parse`: a stored event's {type, seq, data, html},
-with the visible `text` of its html; streamed text as sent.
+Frames are JSON, read with `tests.support.frames.parse`: a stored event's {type, seq, data, html};
+streamed text as sent.
 `Reader` assembles the streamed text the way chat.js does (offset 0 sets a block, any other offset appends) and
 fails the test if a piece would leave a hole or repeat text.
 """
