@@ -51,17 +51,15 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from skills_app import trail
-from skills_app.core.mcp.connect import McpConnectError, Place, list_tools, tls_context
-from skills_app.core.mcp.oauth import (
-    GuardedTransport,
-    HeldGrant,
-    OAuthSetup,
-    PrivateAddressRefused,
-    SignInRequired,
-    check_public_url,
-)
+from skills_app.core.mcp.connect import McpConnectError, Place, list_tools
+from skills_app.core.mcp.oauth import HeldGrant, OAuthSetup, SignInRequired
 from skills_app.mcp.definitions import store_listing
 from skills_app.mcp.servers import spec_for
+from skills_app.mcp.transport import (
+    PrivateAddressRefused,
+    authorization_server_client,
+    check_public_url,
+)
 from skills_app.models import (
     AuditEvent,
     McpOAuthGrant,
@@ -216,11 +214,12 @@ def _digest(state: str) -> str:
 
 
 def _client(allow_private: bool) -> httpx2.AsyncClient:
-    """An HTTP client for the authorization server: every request to a checked address, no
-    proxy, no redirect followed (`GuardedTransport`)."""
-    timeout = httpx2.Timeout(settings.MCP_CONNECT_TIMEOUT, read=settings.MCP_CALL_TIMEOUT)
-    transport = GuardedTransport(allow_private=allow_private, verify=tls_context())
-    return httpx2.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False)
+    """A client for the authorization server, with the configured timeouts."""
+    return authorization_server_client(
+        allow_private=allow_private,
+        connect_timeout=settings.MCP_CONNECT_TIMEOUT,
+        read_timeout=settings.MCP_CALL_TIMEOUT,
+    )
 
 
 async def _discover(server: McpServer, grant: HeldGrant, redirect_uri: str) -> _Started:

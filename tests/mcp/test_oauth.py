@@ -13,11 +13,12 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from skills_app.core.mcp import McpTool, ToolDefinition
-from skills_app.core.mcp.oauth import HeldGrant, PrivateAddressRefused, check_public_url
+from skills_app.core.mcp.oauth import HeldGrant
 from skills_app.core.permissions import ToolCall
 from skills_app.core.tools import ToolContext, Workspace
 from skills_app.mcp import oauth, servers
 from skills_app.mcp.filter import CARRIES_SECRET, refusal
+from skills_app.mcp.transport import PrivateAddressRefused, check_public_url
 from skills_app.models import (
     AuditEvent,
     McpOAuthGrant,
