@@ -491,7 +491,7 @@ def on_tools_changed(listener: ToolsChanged) -> None:
 def _session_key(spec: ServerSpec, place: Place) -> str:
     """What a kept session is for: the server as registered, for a stdio server the sandbox of
     the call, for an OAuth server the person's token and client. A digest, so the pool's keys
-    hold no env value, header or token."""
+    hold no env value, header or token. The client factory is left out: a process has one."""
     parts: list[object] = [
         spec.kind,
         spec.name,
