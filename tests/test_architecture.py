@@ -231,6 +231,73 @@ def test_core_never_imports_django():
     assert {k: v for k, v in offenders.items() if v} == {}
 
 
+# What speaks a network protocol: the client libraries, TLS and sockets. The core reaches the
+# network only through what it is handed (the MCP client factory of `core.mcp.connect`, the
+# model SDK), so none of these is imported under skills_app/core.
+NETWORK_MODULES = frozenset(
+    {"httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "ssl", "socket", "urllib.request"}
+)
+# The exceptions, each a (module, import) pair with its reason.
+NETWORK_ALLOWED: dict[tuple[str, str], str] = {
+    ("skills_app.core.gitsource.location", "socket"): (
+        "the default Resolver of a skill source's host: a name lookup that refuses private "
+        "addresses, never a connection; callers may hand in their own resolver"
+    ),
+}
+
+
+def _network_imports(module: str, path: Path) -> list[str]:
+    found = []
+    for name in sorted(_imports(path)):
+        network = name in NETWORK_MODULES or name.split(".")[0] in NETWORK_MODULES
+        if network and (module, name) not in NETWORK_ALLOWED:
+            found.append(f"{module} imports {name}")
+    return found
+
+
+def test_core_has_no_network_protocol_code():
+    found = [
+        line
+        for path in sorted(CORE.rglob("*.py"))
+        for line in _network_imports(_module_name(path), path)
+    ]
+    assert found == [], "network code under skills_app/core:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import httpx2\n",
+        "from httpx2 import AsyncClient\n",
+        "import ssl\n",
+        "from urllib.request import urlopen\n",
+        "import urllib.request\n",
+        "def late():\n    import socket\n",
+    ],
+)
+def test_a_network_import_in_the_core_is_named(tmp_path, monkeypatch, source):
+    """Negative control: a planted network import (also one inside a function) is named."""
+    path = _plant(tmp_path, monkeypatch, "skills_app.core.fetching", source)
+    assert _network_imports("skills_app.core.fetching", path) != []
+
+
+def test_a_plain_url_parse_in_the_core_is_not_network_code(tmp_path, monkeypatch):
+    source = "from urllib.parse import urlsplit\nimport ipaddress\n"
+    path = _plant(tmp_path, monkeypatch, "skills_app.core.parsing", source)
+    assert _network_imports("skills_app.core.parsing", path) == []
+
+
+def _plant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str) -> Path:
+    """A file with `source` that the import reader takes for `module`."""
+    planted = tmp_path / f"{module.rpartition('.')[2]}.py"
+    planted.write_text(source)
+    real_name = _module_name
+    monkeypatch.setattr(
+        f"{__name__}._module_name", lambda p: module if p == planted else real_name(p)
+    )
+    return planted
+
+
 def test_core_has_no_import_cycles():
     graph = _core_graph()
     cycles = _cycles(graph)

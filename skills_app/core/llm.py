@@ -8,10 +8,6 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-# The SDK's HTTP layer (anthropic 2.x requires httpx2); mid-stream transport failures surface
-# as its exceptions, unwrapped (the SDK's aiohttp transport raises aiohttp's as httpx's).
-import httpx2 as _http
-
 # The SDK itself is imported where a model is called (`load_sdk`), not with this module: its
 # types take 1.3 s of CPU to import, and every process that loads the models would pay for it
 # (`manage.py migrate`, `check`, a test's helper process), though only the processes that run
@@ -211,7 +207,7 @@ class AnthropicModel:
         snapshot: Any = None
         json_bufs: dict[int, bytes] = {}
         # Whether the API answered: a connection lost after that cut the answer short (what
-        # happened decides, whatever exception class the SDK or its HTTP client uses for it).
+        # happened decides: the SDK raises the same APIConnectionError before and after).
         answered = False
         try:
             client = await self._client_for_running_loop()
@@ -238,15 +234,11 @@ class AnthropicModel:
         except anthropic.APITimeoutError as error:
             raise self._timeout_error(progress) from error
         except anthropic.APIConnectionError as error:
+            # Mid-stream too: the SDK (2.17 on) wraps a failed read of the body, its HTTP
+            # client's timeout as APITimeoutError and every other error as this one.
             if answered:
                 raise self._cut_error(progress) from error
             raise self._unreachable_error(progress) from error
-        except _http.TimeoutException as error:
-            raise self._timeout_error(progress) from error
-        except _http.TransportError as error:
-            if not answered:
-                raise self._unreachable_error(progress) from error
-            raise self._cut_error(progress) from error
         except ValueError as error:
             # The SDK raises ValueError when streamed tool input JSON cannot be parsed.
             raise self._bad_json_error(progress) from error

@@ -29,7 +29,7 @@ from django.utils.html import format_html
 from skills_app import trail
 from skills_app.adminkit import ReadOnlyAdmin, sentence, short_digest, signed_in_user
 from skills_app.core.mcp import McpConnectError
-from skills_app.mcp import definitions, oauth, servers
+from skills_app.mcp import definitions, oauth_grants, servers
 from skills_app.mcp.servers import McpSetupError
 from skills_app.models import AuditEvent, McpServer, McpToolDefinition
 
@@ -369,7 +369,7 @@ class McpServerAdmin(admin.ModelAdmin[McpServer]):
             self.message_user(
                 request,
                 f"Each person signs in to {server.name}. Sign in on "
-                f"{oauth.sign_in_link(server)}: that lists its tools for review.",
+                f"{oauth_grants.sign_in_link(server)}: that lists its tools for review.",
                 messages.INFO,
             )
             return

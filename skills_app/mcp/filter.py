@@ -9,7 +9,7 @@ An `mcp__` call goes to another system, so its arguments are checked after the r
   what may leave for a server);
 - a stored secret of any registered server: a stdio server's env values, an HTTP server's header
   values (and each word of one, so the token of "Bearer <token>" counts; `core.mcp.secrets`),
-  and every person's OAuth tokens (`oauth.tokens_in`);
+  and every person's OAuth tokens (`oauth_grants.tokens_in`);
 - another person's words: a string sharing a long span with something another person sent
   (their messages and attached text files) and the caller did not (`skills_app.sent_texts`).
 
@@ -26,7 +26,7 @@ from typing import Any
 from skills_app.core.mcp.definitions import split_model_tool_name
 from skills_app.core.mcp.secrets import mask, secret_words
 from skills_app.core.permissions import ToolCall
-from skills_app.mcp.oauth import tokens_in
+from skills_app.mcp.oauth_grants import tokens_in
 from skills_app.models import McpOAuthGrant, McpServer
 from skills_app.models.sealed import open_values, sealing_keys
 from skills_app.models.statements import Statement

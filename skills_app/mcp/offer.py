@@ -32,7 +32,7 @@ from skills_app.core.mcp.tool import with_grant
 from skills_app.mcp import quota
 from skills_app.mcp.definitions import serving, store_listing
 from skills_app.mcp.filter import stored_secrets
-from skills_app.mcp.oauth import PersonGrants, grants_for
+from skills_app.mcp.oauth_grants import PersonGrants, grants_for
 from skills_app.mcp.servers import identity_of, spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer
 from skills_app.models.statements import Statement

@@ -48,7 +48,7 @@ from skills_app.core.mcp.tool import with_grant
 from skills_app.mcp import quota
 from skills_app.mcp.definitions import approved_prompts, store_prompt_listing
 from skills_app.mcp.filter import stored_secrets
-from skills_app.mcp.oauth import grants_for
+from skills_app.mcp.oauth_grants import grants_for
 from skills_app.mcp.servers import spec_for, visible_servers
 from skills_app.models import AuditEvent, McpServer, McpToolDefinition
 from skills_app.policy.access import policy_for

@@ -18,6 +18,7 @@ from django.db import models, transaction
 
 from skills_app import trail
 from skills_app.core.mcp import ServerSpec
+from skills_app.mcp import transport
 from skills_app.models import AuditEvent, McpOAuthPendingSignIn, McpServer, sealed
 
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
@@ -271,6 +272,7 @@ def spec_for(server: McpServer) -> ServerSpec:
         ask_timeout=settings.MCP_ELICIT_TIMEOUT,
         keep_alive=settings.MCP_SESSION_IDLE_SECONDS,
         max_kept=settings.MCP_SESSIONS_MAX,
+        http_clients=transport.http_client,
     )
 
 

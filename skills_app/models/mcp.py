@@ -140,7 +140,7 @@ class McpToolDefinition(models.Model):
 
 class McpOAuthGrant(models.Model):
     """What one person holds for one OAuth server, from one issuer: the tokens and the client
-    registration, both encrypted (`skills_app.mcp.oauth`); nothing of them is readable in the
+    registration, both encrypted (`skills_app.mcp.oauth_grants`); nothing of them is readable in the
     database."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
@@ -166,7 +166,7 @@ class McpOAuthPendingSignIn(models.Model):
     """A sign-in one person started and the authorization server has not sent back yet: what
     the callback needs to finish it in any web process (the PKCE verifier, the redirect URI,
     the client registration, the token endpoint and the issuer's metadata), encrypted like the
-    grants (`skills_app.mcp.oauth`). Found by the digest of its `state`; used once."""
+    grants (`skills_app.mcp.oauth_sign_in`). Found by the digest of its `state`; used once."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     server = models.ForeignKey(McpServer, on_delete=models.CASCADE, related_name="+")

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx2
 import pytest
 
@@ -128,9 +129,10 @@ async def test_a_stream_that_stops_over_https_times_out(trusted: Authority) -> N
         fake.enqueue(Reply.text("slow words here", chunk=5, delay=1.0))
         error = await failure(model(fake.base_url, timeout=0.3))
     assert error.kind == "timeout"
-    # Mid-stream the SDK lets the HTTP client's own timeout through (before the answer:
-    # APITimeoutError); the aiohttp transport raises it as httpx's.
+    # Mid-stream the SDK wraps the HTTP client's own timeout (the aiohttp transport raises it
+    # as httpx's) in its APITimeoutError, which is what the adapter classifies.
     assert any(isinstance(e, httpx2.ReadTimeout) for e in causes(error))
+    assert any(isinstance(e, anthropic.APITimeoutError) for e in causes(error))
 
 
 async def test_a_stream_cut_over_https_keeps_the_partial_text(trusted: Authority) -> None:

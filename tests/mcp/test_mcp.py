@@ -30,7 +30,8 @@ from skills_app.core.permissions.model import PermissionContext
 from skills_app.core.tools import ToolContext, Workspace
 from skills_app.core.tools.env import program_switches
 from skills_app.management.commands.mcp import Command
-from skills_app.mcp import definitions, offer, servers
+from skills_app.mcp import definitions, offer, servers, transport
+from skills_app.mcp.transport import http_client
 from skills_app.models import (
     Approval,
     AuditEvent,
@@ -244,8 +245,8 @@ async def test_http_calls_load_the_tls_settings_once_a_process(http_server, tmp_
         return real(*args, **kwargs)
 
     monkeypatch.setattr(httpcore2, "default_ssl_context", counted)
-    connect.tls_context.cache_clear()  # as in a fresh process
-    spec = ServerSpec(name="web", kind="http", url=http_server.url)
+    transport.tls_context.cache_clear()  # as in a fresh process
+    spec = ServerSpec(name="web", kind="http", url=http_server.url, http_clients=http_client)
     place = place_in(tmp_path / "ws")
     assert "echo" in {d.name for d in await list_tools(spec, place)}
     for text in ("one", "two"):
@@ -253,6 +254,12 @@ async def test_http_calls_load_the_tls_settings_once_a_process(http_server, tmp_
     # Three sessions, each with its own client; the CA bundle was loaded for the first only,
     # with the client's own defaults (the environment's SSL_CERT_FILE and SSL_CERT_DIR read).
     assert loads == [{"_trust_env": True}]
+
+
+async def test_an_http_spec_without_a_client_factory_names_what_is_missing(tmp_path):
+    spec = ServerSpec(name="web", kind="http", url="http://127.0.0.1:9/mcp", connect_timeout=2.0)
+    with pytest.raises(McpConnectError, match="no HTTP client factory"):
+        await list_tools(spec, place_in(tmp_path / "ws"))
 
 
 @pytest.mark.django_db(transaction=True)

@@ -13,11 +13,12 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 
 from skills_app.core.mcp import McpTool, ToolDefinition
-from skills_app.core.mcp.oauth import HeldGrant, PrivateAddressRefused, check_public_url
+from skills_app.core.mcp.oauth import HeldGrant
 from skills_app.core.permissions import ToolCall
 from skills_app.core.tools import ToolContext, Workspace
-from skills_app.mcp import oauth, servers
+from skills_app.mcp import oauth_grants, oauth_sign_in, servers
 from skills_app.mcp.filter import CARRIES_SECRET, refusal
+from skills_app.mcp.transport import PrivateAddressRefused, check_public_url
 from skills_app.models import (
     AuditEvent,
     McpOAuthGrant,
@@ -53,7 +54,7 @@ def whoami(server, user, tmp_path) -> tuple[str, bool]:
         servers.spec_for(server),
         WHOAMI,
         result_limit=10_000,
-        grants=oauth.grants_for(user.pk, server),
+        grants=oauth_grants.grants_for(user.pk, server),
     )
     result = async_to_sync(tool.run)({}, ToolContext(workspace=Workspace(tmp_path / "ws")))
     return result.content, result.is_error
@@ -92,7 +93,7 @@ def test_a_person_signs_in_and_calls_the_server_with_their_own_encrypted_token(
 
     row = McpOAuthGrant.objects.get(user=alice, server=secure)
     assert row.issuer == secure.url.removesuffix("/mcp")
-    grant = oauth.load_grant(alice.pk, secure)
+    grant = oauth_grants.load_grant(alice.pk, secure)
     assert grant is not None and grant.tokens is not None
     token = grant.tokens.access_token
     assert token.startswith("toy-at-")
@@ -137,7 +138,7 @@ def _status_with(url: str, token: str) -> int:
 def test_signing_out_revokes_the_tokens_at_the_authorization_server(alice, secure, client):
     client.force_login(alice)
     sign_in(client, secure)
-    grant = oauth.load_grant(alice.pk, secure)
+    grant = oauth_grants.load_grant(alice.pk, secure)
     assert grant is not None and grant.tokens is not None and grant.client_info is not None
     access, refresh = grant.tokens.access_token, grant.tokens.refresh_token
     assert refresh and _status_with(secure.url, access) == 200  # the token works until then
@@ -165,11 +166,11 @@ def test_signing_out_revokes_the_tokens_at_the_authorization_server(alice, secur
 def test_a_rejected_token_asks_the_person_to_sign_in_again(alice, secure, client, tmp_path):
     client.force_login(alice)
     sign_in(client, secure)
-    grant = oauth.load_grant(alice.pk, secure)
+    grant = oauth_grants.load_grant(alice.pk, secure)
     assert grant is not None and grant.tokens is not None
     grant.tokens.access_token = "toy-at-revoked-long-ago"
     grant.tokens.refresh_token = None
-    oauth.save_grant(alice.pk, secure, HeldGrant(grant.tokens, grant.client_info))
+    oauth_grants.save_grant(alice.pk, secure, HeldGrant(grant.tokens, grant.client_info))
     text, is_error = whoami(secure, alice, tmp_path)
     assert is_error and "needs the user to sign in" in text
     assert reverse("mcp-oauth-sign-in", args=["secure"]) in text
@@ -242,13 +243,13 @@ def test_the_callback_finishes_a_sign_in_started_by_another_web_process(alice, s
     pending = McpOAuthPendingSignIn.objects.get(user=alice, server=secure)
     assert state.encode() not in bytes(pending.sealed) and b"verifier" not in bytes(pending.sealed)
     # As a fresh process would have it: nothing of the sign-in held in this module's memory.
-    importlib.reload(oauth)
+    importlib.reload(oauth_sign_in)
     back = httpx2.get(started["Location"], follow_redirects=False)
     answer = urlsplit(back.headers["location"])
     done = client.get(f"{answer.path}?{answer.query}")
     assert done.status_code == 200, done.content.decode()
     assert "You are signed in to secure" in done.content.decode()
-    grant = oauth.load_grant(alice.pk, secure)
+    grant = oauth_grants.load_grant(alice.pk, secure)
     assert grant is not None and grant.tokens is not None
     assert grant.tokens.access_token.startswith("toy-at-")
     assert not McpOAuthPendingSignIn.objects.exists()
@@ -260,8 +261,8 @@ def test_the_callback_finishes_a_sign_in_started_by_another_web_process(alice, s
 def test_the_sign_in_views_wait_without_holding_the_shared_thread():
     """Django runs every synchronous view of an ASGI process on one thread: a view that waits
     on an authorization server must be async, or every other page of the process waits too."""
-    assert iscoroutinefunction(oauth.sign_in)
-    assert iscoroutinefunction(oauth.callback)
+    assert iscoroutinefunction(oauth_sign_in.sign_in)
+    assert iscoroutinefunction(oauth_sign_in.callback)
 
 
 def test_a_kept_session_with_one_persons_token_never_carries_anothers_call(
@@ -270,7 +271,7 @@ def test_a_kept_session_with_one_persons_token_never_carries_anothers_call(
     for person in (alice, bob):
         client.force_login(person)
         sign_in(client, secure)
-    clients = {p: oauth.load_grant(p.pk, secure).client_info.client_id for p in (alice, bob)}
+    clients = {p: oauth_grants.load_grant(p.pk, secure).client_info.client_id for p in (alice, bob)}
     assert clients[alice] != clients[bob]
     ctx = ToolContext(workspace=Workspace(tmp_path / "ws"))
 
@@ -278,7 +279,7 @@ def test_a_kept_session_with_one_persons_token_never_carries_anothers_call(
         # One event loop, so Alice's session is still open when Bob calls.
         answers = []
         for person in (alice, bob, alice):
-            grants = oauth.grants_for(person.pk, secure)
+            grants = oauth_grants.grants_for(person.pk, secure)
             tool = McpTool(servers.spec_for(secure), WHOAMI, result_limit=10_000, grants=grants)
             answers.append((await tool.run({}, ctx)).content)
         return answers

@@ -23,6 +23,7 @@ from asgiref.sync import async_to_sync
 from skills_app.core.mcp import McpConnectError, ServerSpec, list_tools
 from skills_app.core.mcp.connect import Place
 from skills_app.core.mcp.oauth import HeldGrant, OAuthSetup
+from skills_app.mcp.transport import http_client
 
 HOST = "rebind.test"
 PUBLIC = "127.0.0.2"  # the address the check sees (made "public" below)
@@ -111,6 +112,7 @@ def greet(port: int, tmp_path: Path) -> None:
         connect_timeout=2.0,
         call_timeout=5.0,
         oauth=OAuthSetup(grant=HeldGrant(), redirect_uri="https://skillscope.example/cb"),
+        http_clients=http_client,
     )
     with pytest.raises(McpConnectError):
         async_to_sync(list_tools)(spec, Place(root=tmp_path, skills_dir=tmp_path))

@@ -14,6 +14,7 @@ from django.test import Client
 from skills_app.core.mcp import ServerSpec, call_tool
 from skills_app.core.mcp.elicit import ElicitAnswer, ElicitQuestion, checked_values, form_fields
 from skills_app.mcp import definitions, prompts
+from skills_app.mcp.transport import http_client
 from skills_app.models import AuditEvent, Conversation, UserPolicy
 from skills_app.runs import supervisor as runs
 from skills_app.runs.errors import RunError
@@ -57,7 +58,7 @@ def _user_texts(conversation) -> list[str]:
 
 
 async def test_a_servers_question_mid_call_is_declined_and_shown(http_server, tmp_path):
-    spec = ServerSpec(name="toy", kind="http", url=http_server.url)
+    spec = ServerSpec(name="toy", kind="http", url=http_server.url, http_clients=http_client)
     place = place_in(tmp_path / "ws")
     asked = await call_tool(spec, place, "ask_colour", {})
     # The server got a decline (not an error) and its tool went on.
@@ -77,7 +78,7 @@ async def test_a_servers_question_mid_call_is_declined_and_shown(http_server, tm
 async def test_a_servers_question_goes_to_the_person_and_the_server_gets_the_answer(
     http_server, tmp_path
 ):
-    spec = ServerSpec(name="toy", kind="http", url=http_server.url)
+    spec = ServerSpec(name="toy", kind="http", url=http_server.url, http_clients=http_client)
     place = place_in(tmp_path / "ws")
     asked: list[ElicitQuestion] = []
 

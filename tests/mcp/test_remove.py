@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from skills_app import trail
 from skills_app.core.mcp import ToolDefinition
-from skills_app.mcp import definitions, oauth, servers
+from skills_app.mcp import definitions, oauth_grants, servers
 from skills_app.models import AuditEvent, McpOAuthGrant, McpServer, McpToolDefinition
 
 pytestmark = pytest.mark.django_db
@@ -51,8 +51,8 @@ def _grant(user, server):
         user=user,
         server=server,
         issuer="https://id.example.com",
-        tokens=oauth.seal(""),
-        client_info=oauth.seal(""),
+        tokens=oauth_grants.seal(""),
+        client_info=oauth_grants.seal(""),
     )
 
 

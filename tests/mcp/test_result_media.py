@@ -15,6 +15,7 @@ from django.urls import reverse
 from skills_app.chat.tool_cards import tool_result_context
 from skills_app.core.mcp import McpTool, ServerSpec, list_tools
 from skills_app.core.tools import ToolContext
+from skills_app.mcp.transport import http_client
 from skills_app.models import Conversation, PermissionRule
 from skills_app.visibility import outbound
 from skills_app.workspaces import workspace_for
@@ -25,7 +26,7 @@ from tests.support.loop_helpers import accepted, run_turn, use_fake_model
 
 
 async def _picture(http_server, ws, **limits):
-    spec = ServerSpec(name="web", kind="http", url=http_server.url)
+    spec = ServerSpec(name="web", kind="http", url=http_server.url, http_clients=http_client)
     defs = {d.name: d for d in await list_tools(spec, place_in(ws.root))}
     tool = McpTool(spec, defs["picture"], result_limit=10_000, **limits)
     return await tool.run({}, ToolContext(workspace=ws, sandbox="bwrap"))

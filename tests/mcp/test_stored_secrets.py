@@ -14,7 +14,7 @@ from django.db.migrations.loader import MigrationLoader
 from django.urls import reverse
 
 from skills_app.core.permissions import ToolCall
-from skills_app.mcp import oauth, servers
+from skills_app.mcp import oauth_grants, servers
 from skills_app.mcp.filter import CARRIES_SECRET, refusal
 from skills_app.models import McpOAuthGrant, McpServer
 
@@ -101,14 +101,17 @@ def test_after_a_key_rotation_reseal_keeps_the_values_readable_once_the_old_key_
         env={"LOCAL_TOKEN": ENV_VALUE},
     )
     grant = McpOAuthGrant.objects.create(
-        user=alice, server=server, issuer="https://as.example", tokens=oauth.seal(HEADER_VALUE)
+        user=alice,
+        server=server,
+        issuer="https://as.example",
+        tokens=oauth_grants.seal(HEADER_VALUE),
     )
     settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = new, [old]  # the rotation
     call_command("mcp", "reseal")
     settings.SECRET_KEY_FALLBACKS = []  # two weeks later: the old key is dropped
     assert McpServer.objects.get(pk=server.pk).env == {"LOCAL_TOKEN": ENV_VALUE}
     grant.refresh_from_db()
-    assert oauth.unseal(grant.tokens) == HEADER_VALUE
+    assert oauth_grants.unseal(grant.tokens) == HEADER_VALUE
     # A value under a key that is gone is named, and nothing is changed.
     settings.SECRET_KEY = "third-secret-key-" + "t" * 40
     with pytest.raises(CommandError, match='A stored value of "local" opens under none'):

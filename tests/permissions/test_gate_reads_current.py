@@ -165,7 +165,7 @@ def test_a_secret_stored_during_a_run_is_refused_at_the_next_call(alice, bob):
 
 
 def test_an_oauth_token_stored_during_a_run_is_a_secret_at_the_next_call(alice, bob):
-    from skills_app.mcp import oauth
+    from skills_app.mcp import oauth_grants
 
     server = servers.register(
         name="cloud", kind="http", registered_by=bob, url="https://cloud.example/mcp", auth="oauth"
@@ -176,12 +176,12 @@ def test_an_oauth_token_stored_during_a_run_is_a_secret_at_the_next_call(alice, 
         user=alice,
         server=server,
         issuer="https://as.example",
-        tokens=oauth.seal(f'{{"access_token": "{token}", "token_type": "Bearer"}}'),
+        tokens=oauth_grants.seal(f'{{"access_token": "{token}", "token_type": "Bearer"}}'),
     )
     assert token in stored_secrets()
     refreshed = "at-9f8e7d6c5b4a3210"
     McpOAuthGrant.objects.filter(server=server).update(
-        tokens=oauth.seal(f'{{"access_token": "{refreshed}", "token_type": "Bearer"}}')
+        tokens=oauth_grants.seal(f'{{"access_token": "{refreshed}", "token_type": "Bearer"}}')
     )
     assert refreshed in stored_secrets() and token not in stored_secrets()
 

@@ -7,8 +7,9 @@ folders the admin declared for the server read-only. Its environment is the SDK'
 inherited one (`get_default_environment`: HOME, LOGNAME, PATH, SHELL, TERM, USER) with HOME
 moved into the sandbox, plus the keys the admin declared: never the app's own environment, so no
 SECRET_KEY, model key or database address. A Streamable HTTP server is reached with the SDK's
-`streamable_http_client` on an httpx2 client carrying the registered static headers, with the
-process's one TLS context (`tls_context`).
+`streamable_http_client` on a client the spec's `http_clients` factory builds for each session
+(`HttpClientSpec`: the registered static headers, the timeouts, and for an OAuth server the
+SDK's provider and the address guard); this module builds no HTTP client itself.
 
 A spec with `keep_alive` (seconds, from MCP_SESSION_IDLE_SECONDS) keeps its session open for
 the next operation, in a pool of the running event loop (`loop_owned`: an SDK session belongs
@@ -39,22 +40,19 @@ import asyncio
 import base64
 import contextlib
 import contextvars
-import functools
 import hashlib
 import json
 import logging
 import math
-import ssl
 import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, cast
 
 import anyio
-import httpx2
 
 from skills_app.core import loop_owned
 from skills_app.core.mcp.definitions import ToolDefinition, definition_from_sdk
@@ -66,7 +64,7 @@ from skills_app.core.mcp.elicit import (
     note_for,
     question_for,
 )
-from skills_app.core.mcp.oauth import GuardedTransport, OAuthSetup, SignInRequired, provider
+from skills_app.core.mcp.oauth import OAuthSetup, SignInRequired, provider
 from skills_app.core.mcp.prompts import PromptDefinition, prompt_from_sdk, prompt_text
 from skills_app.core.tools.env import program_switches
 from skills_app.core.tools.sandbox import describe_sandbox, refusal, workspace_prefix
@@ -78,6 +76,7 @@ from skills_app.core.tools.sandbox import describe_sandbox, refusal, workspace_p
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp import types as mcp_types
+    from mcp.client.auth import OAuthClientProvider
     from mcp.client.session import IncomingMessage, MessageHandlerFnT
     from mcp.client.stdio import StdioServerParameters
 
@@ -105,6 +104,30 @@ class McpConnectError(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class HttpClientSpec:
+    """What the client of one session with a Streamable HTTP server must be."""
+
+    headers: Mapping[str, str]
+    connect_timeout: float
+    read_timeout: float
+    # An OAuth server's client: `auth` (the SDK's provider) signs each request with the person's
+    # token, and every connection goes to an address checked for it (a public one unless
+    # `allow_private`), never through a proxy the environment names.
+    guarded: bool = False
+    allow_private: bool = False
+    auth: OAuthClientProvider | None = None
+
+
+class HttpClients(Protocol):
+    """The port that builds an HTTP server's client (`skills_app.mcp.transport.http_client`).
+
+    It returns an httpx2 `AsyncClient` for the SDK's `streamable_http_client`, typed `Any`
+    here: the core names no HTTP library. The session enters and closes it."""
+
+    def __call__(self, spec: HttpClientSpec, /) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
 class ServerSpec:
     """One registered server as the client needs it (env values included: they never leave)."""
 
@@ -127,6 +150,9 @@ class ServerSpec:
     # and how many sessions one event loop keeps open at most.
     keep_alive: float = 0.0
     max_kept: int = 16
+    # How an http server's client is built (set by the adapter that made the spec); an http
+    # spec without one cannot connect.
+    http_clients: HttpClients | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,7 +491,7 @@ def on_tools_changed(listener: ToolsChanged) -> None:
 def _session_key(spec: ServerSpec, place: Place) -> str:
     """What a kept session is for: the server as registered, for a stdio server the sandbox of
     the call, for an OAuth server the person's token and client. A digest, so the pool's keys
-    hold no env value, header or token."""
+    hold no env value, header or token. The client factory is left out: a process has one."""
     parts: list[object] = [
         spec.kind,
         spec.name,
@@ -739,25 +765,23 @@ async def _session(
             # The read limit lies past the operation's own deadline, which then fires first and
             # says which limit was passed (a bare read timeout reads as a broken stream).
             read_limit = spec.connect_timeout + spec.call_timeout + spec.ask_timeout + 5.0
-            timeout = httpx2.Timeout(spec.connect_timeout, read=read_limit)
-            if spec.oauth is None:
-                client = httpx2.AsyncClient(
-                    headers=dict(spec.headers), timeout=timeout, verify=tls_context()
+            if spec.http_clients is None:
+                raise McpConnectError(
+                    f'The MCP server "{spec.name}" has no HTTP client factory in its spec.'
                 )
-            else:
-                # Only the server's own token goes out (`oauth`): a fresh client, no cookies,
-                # every connection's address checked (discovery and redirects included), no
-                # proxy from the environment (it would look the names up past the check).
-                transport = GuardedTransport(
-                    allow_private=spec.oauth.allow_private, verify=tls_context()
-                )
-                client = httpx2.AsyncClient(
-                    headers=dict(spec.headers),
-                    timeout=timeout,
-                    transport=transport,
-                    trust_env=False,
+            needs = HttpClientSpec(
+                headers=spec.headers,
+                connect_timeout=spec.connect_timeout,
+                read_timeout=read_limit,
+            )
+            if spec.oauth is not None:
+                needs = replace(
+                    needs,
+                    guarded=True,
+                    allow_private=spec.oauth.allow_private,
                     auth=provider(spec.url, spec.oauth),
                 )
+            client = spec.http_clients(needs)
             await stack.enter_async_context(client)
             read, write = await stack.enter_async_context(
                 streamable_http_client(spec.url, http_client=client)
@@ -817,18 +841,6 @@ async def _watched(stack: contextlib.AsyncExitStack, read: Any, on_end: Callable
     group.start_soon(forward)
     await stack.enter_async_context(receive)
     return receive
-
-
-@functools.cache
-def tls_context() -> ssl.SSLContext:
-    """The TLS settings of every HTTP server's client, built once a process.
-
-    The client's own default (`verify=True`, the CA bundle, SSL_CERT_FILE and SSL_CERT_DIR read
-    from the environment), which httpx2 would otherwise build again for each client: loading
-    the CA bundle took about half of a call on a new session (bench/RESULTS.md), and each
-    session opens its own client. SSL_CERT_FILE or SSL_CERT_DIR changed later in the process is
-    not seen until the process restarts."""
-    return httpx2.create_ssl_context()
 
 
 def stdio_parameters(spec: ServerSpec, place: Place) -> StdioServerParameters:

@@ -14,7 +14,7 @@ from skills_app import trail
 from skills_app.core.mcp import McpConnectError
 from skills_app.core.mcp.oauth import SignInRequired
 from skills_app.core.mcp.tool import with_grant
-from skills_app.mcp import definitions, oauth, servers
+from skills_app.mcp import definitions, oauth_grants, servers
 from skills_app.mcp.servers import McpSetupError
 from skills_app.models import McpServer, McpToolDefinition
 
@@ -101,7 +101,7 @@ class Command(BaseCommand):
             count = servers.reseal_secrets()
         except McpSetupError as exc:
             raise CommandError(str(exc)) from None
-        grants, unopened = oauth.reseal_grants()
+        grants, unopened = oauth_grants.reseal_grants()
         self.stdout.write(
             f"Encrypted again under the current SECRET_KEY: the values of {count} servers and "
             f"{grants} OAuth grants."
@@ -177,12 +177,14 @@ class Command(BaseCommand):
                 raise CommandError(
                     f'"{server.name}" asks each person to sign in: say whose sign-in to use with '
                     "--as USERNAME (that person signs in first on the server's sign-in page, "
-                    f"{oauth.sign_in_link(server)})."
+                    f"{oauth_grants.sign_in_link(server)})."
                 )
-            grants = oauth.grants_for(self._user(options["as_user"]).pk, server)
+            grants = oauth_grants.grants_for(self._user(options["as_user"]).pk, server)
             try:
                 spec = with_grant(
-                    servers.spec_for(server), oauth.load_grant(grants.user_id, server), grants
+                    servers.spec_for(server),
+                    oauth_grants.load_grant(grants.user_id, server),
+                    grants,
                 )
             except SignInRequired:
                 raise CommandError(

@@ -1,9 +1,4 @@
-"""Per-person OAuth for MCP servers: the encrypted grant store and the sign-in flow.
-
-A grant (`McpOAuthGrant`) is what one person holds for one server from one issuer: the tokens
-and the client registration, each as Fernet ciphertext under a key derived from SECRET_KEY (the
-fallback keys still decrypt after a rotation). Nobody else's call ever loads it: a call loads the
-grant of its own person (`PersonGrants`).
+"""Signing a person in to an OAuth MCP server, and out again: the pages and the flow.
 
 Signing in spans two requests that any two web processes may serve. The sign-in page (POST,
 CSRF-checked) runs the SDK's own flow (`core.mcp.oauth`) up to its authorization URL: discovery,
@@ -13,13 +8,14 @@ to name the registration's issuer), keeps all the callback needs in the database
 the grants (`McpOAuthPendingSignIn`), and sends the browser to the authorization URL with that
 state and challenge. The callback, for the same signed-in person and a `state` their session
 started, takes the waiting sign-in (once), checks `iss` (RFC 9207), exchanges the code with the
-verifier and the RFC 8707 `resource` through the same address-checking transport, stores the
-tokens and lists the tools with them. A waiting sign-in is forgotten after `FLOW_SECONDS`.
+verifier and the RFC 8707 `resource` through the same address-checking client
+(`transport.authorization_server_client`), stores the tokens (`oauth_grants`) and lists the tools with
+them. A waiting sign-in is forgotten after `FLOW_SECONDS`.
 
-Signing out deletes the person's grants here and, when the authorization server's metadata
-names a `revocation_endpoint`, asks it to revoke the refresh and the access token (RFC 7009)
-first: best effort, within MCP_CONNECT_TIMEOUT, through the same address-checking transport,
-the outcome in the sign-out's audit row.
+Signing out deletes the person's grants and, when the authorization server's metadata names a
+`revocation_endpoint`, asks it to revoke the refresh and the access token (RFC 7009) first:
+best effort, within MCP_CONNECT_TIMEOUT, through the same address-checking client, the outcome
+in the sign-out's audit row.
 """
 
 from __future__ import annotations
@@ -31,7 +27,6 @@ import json
 import logging
 import secrets
 import tempfile
-from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -51,27 +46,20 @@ from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
 from skills_app import trail
-from skills_app.core.mcp.connect import McpConnectError, Place, list_tools, tls_context
-from skills_app.core.mcp.oauth import (
-    GuardedTransport,
-    HeldGrant,
-    OAuthSetup,
+from skills_app.core.mcp.connect import McpConnectError, Place, list_tools
+from skills_app.core.mcp.oauth import HeldGrant, OAuthSetup, SignInRequired
+from skills_app.mcp.definitions import store_listing
+from skills_app.mcp.oauth_grants import load_grant, save_grant, seal, unseal
+from skills_app.mcp.servers import spec_for
+from skills_app.mcp.transport import (
     PrivateAddressRefused,
-    SignInRequired,
+    authorization_server_client,
     check_public_url,
 )
-from skills_app.mcp.definitions import store_listing
-from skills_app.mcp.servers import spec_for
-from skills_app.models import (
-    AuditEvent,
-    McpOAuthGrant,
-    McpOAuthPendingSignIn,
-    McpServer,
-    sealed,
-)
+from skills_app.models import AuditEvent, McpOAuthGrant, McpOAuthPendingSignIn, McpServer
 
-# The SDK's types are imported where a grant is read or a sign-in finishes (see
-# `core.mcp.connect`: the SDK is 0.8 s of CPU that every process's start-up would pay).
+# The SDK's types are imported where a sign-in finishes (see `core.mcp.connect`: the SDK is
+# 0.8 s of CPU that every process's start-up would pay).
 if TYPE_CHECKING:
     from mcp.shared.auth import OAuthMetadata
 
@@ -79,125 +67,6 @@ logger = logging.getLogger(__name__)
 
 FLOW_SECONDS = 600.0
 _SESSION_KEY = "mcp_oauth_states"
-# The grants' own key (`models.sealed`): sha256 of "mcp-oauth:" + SECRET_KEY.
-OAUTH_PURPOSE = "mcp-oauth"
-
-
-# --- the encrypted store ----------------------------------------------------------------------
-
-
-def seal(text: str) -> bytes:
-    return sealed.seal(text, OAUTH_PURPOSE)
-
-
-def unseal(blob: bytes | memoryview) -> str:
-    return sealed.unseal(blob, OAUTH_PURPOSE)
-
-
-def load_grant(user_id: int, server: McpServer) -> HeldGrant | None:
-    """The person's latest grant for this server (any issuer: the SDK drops a registration
-    that belongs to another issuer than the server names now)."""
-    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
-
-    row = McpOAuthGrant.objects.filter(user_id=user_id, server=server).first()
-    if row is None:
-        return None
-    tokens, client = unseal(row.tokens), unseal(row.client_info)
-    return HeldGrant(
-        tokens=OAuthToken.model_validate_json(tokens) if tokens else None,
-        client_info=OAuthClientInformationFull.model_validate_json(client) if client else None,
-    )
-
-
-def save_grant(user_id: int, server: McpServer, grant: HeldGrant) -> None:
-    """Store the grant under its issuer, encrypted."""
-    McpOAuthGrant.objects.update_or_create(
-        user_id=user_id,
-        server=server,
-        issuer=grant.issuer,
-        defaults={
-            "tokens": seal(grant.tokens.model_dump_json() if grant.tokens else ""),
-            "client_info": seal(grant.client_info.model_dump_json() if grant.client_info else ""),
-        },
-    )
-
-
-def token_values() -> list[str]:
-    """Every stored OAuth token (access and refresh, of every person): secrets that no call may
-    carry out and no result may show (`filter.stored_secrets`)."""
-    return tokens_in(McpOAuthGrant.objects.values_list("tokens", flat=True))
-
-
-def tokens_in(blobs: Iterable[bytes | memoryview]) -> list[str]:
-    """The access and refresh tokens sealed in these stored `tokens` values."""
-    from mcp.shared.auth import OAuthToken
-
-    found: list[str] = []
-    for blob in blobs:
-        text = unseal(blob)
-        if text:
-            tokens = OAuthToken.model_validate_json(text)
-            found += [
-                tokens.access_token,
-                *([tokens.refresh_token] if tokens.refresh_token else []),
-            ]
-    return found
-
-
-def reseal_grants() -> tuple[int, int]:
-    """Encrypt every stored grant again under the current SECRET_KEY (after a rotation, before
-    the fallback keys are dropped): (grants re-encrypted, grants no configured key opens, left
-    as they are: they read as not signed in)."""
-    keys = sealed.fernet(OAUTH_PURPOSE)
-    done = unopened = 0
-    for row in McpOAuthGrant.objects.all():
-        try:
-            tokens, client = (
-                keys.rotate(bytes(blob)) if bytes(blob) else b""
-                for blob in (row.tokens, row.client_info)
-            )
-        except InvalidToken:
-            unopened += 1
-            continue
-        McpOAuthGrant.objects.filter(pk=row.pk).update(tokens=tokens, client_info=client)
-        done += 1
-    return done, unopened
-
-
-def sign_in_path(server: McpServer) -> str:
-    return reverse("mcp-oauth-sign-in", args=[server.name])
-
-
-def sign_in_link(server: McpServer) -> str:
-    return f"{settings.SKILLSCOPE_PUBLIC_URL.rstrip('/')}{sign_in_path(server)}"
-
-
-@dataclass(frozen=True, slots=True)
-class PersonGrants:
-    """A call's access to its own person's grant for one server (`core.mcp.tool.GrantStore`)."""
-
-    user_id: int
-    server: McpServer
-    sign_in_url: str
-    allow_private: bool
-
-    async def load(self) -> HeldGrant | None:
-        return await sync_to_async(load_grant)(self.user_id, self.server)
-
-    async def save(self, grant: HeldGrant) -> None:
-        await sync_to_async(save_grant)(self.user_id, self.server, grant)
-
-
-def grants_for(user_id: int, server: McpServer) -> PersonGrants:
-    return PersonGrants(
-        user_id=user_id,
-        server=server,
-        sign_in_url=sign_in_link(server),
-        allow_private=settings.MCP_OAUTH_ALLOW_PRIVATE_ADDRESSES,
-    )
-
-
-# --- the sign-in flow -------------------------------------------------------------------------
 
 
 class _HandedOver(Exception):
@@ -216,11 +85,12 @@ def _digest(state: str) -> str:
 
 
 def _client(allow_private: bool) -> httpx2.AsyncClient:
-    """An HTTP client for the authorization server: every request to a checked address, no
-    proxy, no redirect followed (`GuardedTransport`)."""
-    timeout = httpx2.Timeout(settings.MCP_CONNECT_TIMEOUT, read=settings.MCP_CALL_TIMEOUT)
-    transport = GuardedTransport(allow_private=allow_private, verify=tls_context())
-    return httpx2.AsyncClient(transport=transport, timeout=timeout, follow_redirects=False)
+    """A client for the authorization server, with the configured timeouts."""
+    return authorization_server_client(
+        allow_private=allow_private,
+        connect_timeout=settings.MCP_CONNECT_TIMEOUT,
+        read_timeout=settings.MCP_CALL_TIMEOUT,
+    )
 
 
 async def _discover(server: McpServer, grant: HeldGrant, redirect_uri: str) -> _Started:
