@@ -32,8 +32,21 @@ CORE = APP / "core"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
     # The data: rows (models), the audit trail's writer (trail), a conversation's files
-    # (workspaces), what people sent as fingerprints (sent_texts), request types for views.
-    ("models", ("models", "migrations", "workspaces", "http", "trail", "sent_texts")),
+    # (workspaces), what people sent as fingerprints (sent_texts), request types for views, the
+    # streamed text's rows (textlog) and threads with a connection of their own (dbthreads).
+    (
+        "models",
+        (
+            "models",
+            "migrations",
+            "workspaces",
+            "http",
+            "trail",
+            "sent_texts",
+            "textlog",
+            "dbthreads",
+        ),
+    ),
     ("registry/permissions", ("registry", "permissions", "policy", "mcp")),
     ("visibility/hidden", ("visibility", "hidden", "hidden_library")),
     ("runs", ("runs",)),
