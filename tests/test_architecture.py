@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
     # The data: rows (models), the audit trail's writer (trail), a conversation's files
     # (workspaces), what people sent as fingerprints (sent_texts), request types for views, the
-    # streamed text's rows (textlog) and threads with a connection of their own (dbthreads).
+    # streamed text's rows (textlog).
     (
         "models",
         (
@@ -44,7 +44,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trail",
             "sent_texts",
             "textlog",
-            "dbthreads",
         ),
     ),
     ("registry/permissions", ("registry", "permissions", "policy", "mcp")),

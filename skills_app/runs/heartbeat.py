@@ -28,7 +28,6 @@ from asgiref.sync import SyncToAsync
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from skills_app import dbthreads
 from skills_app.core.outages import Outage
 from skills_app.runs import jobs, liveness
 
@@ -45,12 +44,12 @@ def in_database_thread(fn: Callable[[], T]) -> T:
 
     PostgreSQL: in the calling thread, on its own connection. SQLite: in asgiref's shared
     database thread (the one `sync_to_async` uses outside `async_to_sync`), because a second
-    connection to the in-memory test database only meets table locks (see `dbthreads.DatabaseThread`).
+    connection to the in-memory test database only meets table locks (see `DatabaseThread`).
     That thread is free while the event loop is blocked, so the beat still goes through.
     """
     if connection.vendor == "sqlite":
         return SyncToAsync.single_thread_executor.submit(fn).result()
-    return dbthreads.with_connection(fn)
+    return liveness.with_connection(fn)
 
 
 def beat_worker(name: str, run_ids: tuple[int, ...]) -> liveness.Beat:

@@ -44,7 +44,6 @@ from channels.worker import Worker
 from django.conf import settings
 from django.db import DatabaseError
 
-from skills_app import dbthreads
 from skills_app.core.llm import load_sdk
 from skills_app.core.logcontext import log_context
 from skills_app.core.outages import Outage, RateLimited
@@ -66,7 +65,7 @@ class WorkerLoop:
         self.name = liveness.new_worker_name()
         self.capacity = int(settings.WORKER_MAX_RUNS)
         self.runs: dict[int, asyncio.Task[Any]] = {}
-        self.database = dbthreads.DatabaseThread("skillscope-worker")
+        self.database = liveness.DatabaseThread("skillscope-worker")
         self._poke = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.ticks = 0  # rounds of the loop so far (tests wait on it)
@@ -121,7 +120,7 @@ class WorkerLoop:
                 # restart broke is replaced there before it fails a run (Django only does that
                 # between requests, and a worker serves none). After an outage this loop saw,
                 # it is tested even if nothing failed on it yet.
-                await sync_to_async(dbthreads.heal_connection)(check=self.outage.away)
+                await sync_to_async(liveness.heal_connection)(check=self.outage.away)
                 if not self._registered:
                     # Until the database answers, this worker neither claims nor beats.
                     await self._register()
