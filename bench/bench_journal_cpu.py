@@ -36,8 +36,8 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import transaction  # noqa: E402
 
+from skills_app import textlog  # noqa: E402
 from skills_app.models import Conversation, Run, StreamPiece  # noqa: E402
-from skills_app.runs import textlog  # noqa: E402
 
 PIECE = "a streamed piece of about forty characters "
 

@@ -10,7 +10,7 @@ urlpatterns = [
     path("usage/", usage.my_usage, name="my-usage"),
     path("", include("skills_app.chat.urls")),
     path("skills/triggers/", include("skills_app.triggers.urls")),
-    path("skills/", include("skills_app.registry.urls")),
+    path("skills/", include("skills_app.skills.urls")),
     path("rules/", include("skills_app.permissions.urls")),
     path("audit/", include("skills_app.audit.urls")),
     path("audit/", include("skills_app.triggers.audit_urls")),

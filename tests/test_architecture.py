@@ -7,7 +7,8 @@ The layers, lowest first (DESIGN "Shape of the code"; docs/architecture.md "Laye
 same names as LAYERS below):
 
     core <- models, trail <- registry/permissions/policy <- visibility/hidden <- runs
-         <- chat/audit/triggers/compare/accounts/ops <- entry points (adminkit, checks, ...)
+         <- chat/audit/triggers/compare/skills/accounts/ops <- entry points (adminkit, checks,
+            and every package's admin and URL modules)
 
 A module may import its own layer and the layers below it, and the packages import each other in
 one direction, features included; no module imports another module's private names. Where a
@@ -31,14 +32,36 @@ CORE = APP / "core"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
     # The data: rows (models), the audit trail's writer (trail), a conversation's files
-    # (workspaces), what people sent as fingerprints (sent_texts), request types for views.
-    ("models", ("models", "migrations", "workspaces", "http", "trail", "sent_texts")),
+    # (workspaces), what people sent as fingerprints (sent_texts), request types for views, the
+    # streamed text's rows (textlog).
+    (
+        "models",
+        (
+            "models",
+            "migrations",
+            "workspaces",
+            "http",
+            "trail",
+            "sent_texts",
+            "textlog",
+        ),
+    ),
     ("registry/permissions", ("registry", "permissions", "policy", "mcp")),
     ("visibility/hidden", ("visibility", "hidden", "hidden_library")),
     ("runs", ("runs",)),
     (
         "features",
-        ("chat", "audit", "triggers", "compare", "accounts", "ops", "telemetry", "templatetags"),
+        (
+            "chat",
+            "audit",
+            "triggers",
+            "compare",
+            "skills",
+            "accounts",
+            "ops",
+            "telemetry",
+            "templatetags",
+        ),
     ),
     (
         "entry points",
@@ -56,12 +79,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
 )
 ENTRY = len(LAYERS) - 1
-FEATURES = ENTRY - 1
-# Modules named for what Django calls into from outside stand above their package's own logic:
-# a package's pages (`views`) with the features, its admin and URL configuration with the entry
-# points. So the registry's Skills page may show what the rules block, and the registry's logic
-# still never imports the rules' admin.
-PAGE_MODULES = ("views",)
+# What Django loads by name from outside (a package's admin and URL configuration) stands with
+# the entry points, above its package's own logic: the registry's admin shows skill files through
+# `adminkit` (the admin's half of the visibility rule, above the registry). Pages are no exception:
+# `views` modules sit in their package's layer.
 ENTRY_MODULES = ("admin", "urls")
 
 
@@ -127,8 +148,6 @@ def layer_of(module: str) -> int | None:
         )
     if len(parts) > 2 and _named(parts[-1], ENTRY_MODULES):
         return ENTRY
-    if len(parts) > 2 and _named(parts[-1], PAGE_MODULES):
-        return max(index, FEATURES)
     return index
 
 
@@ -158,10 +177,11 @@ def upward_edges() -> list[str]:
 def package_cycles() -> list[list[str]]:
     """Cycles among the packages and modules directly under skills_app, features included.
 
-    A package's modules that sit in a higher layer than the package (its pages, its admin and
-    URLs) are a node of their own, named with that layer: the registry's Skills page may show
-    what the rules block while the rules read the registry. Everything else is one-way, feature
-    packages too: one of two features imports the other, never both.
+    Every module is its package's node, pages (`views`) too: of two packages, one imports the
+    other, never both. A package's admin and URL modules alone are a node of their own, named
+    with the entry-point layer: Django loads them by name, and nothing of ours below the entry
+    points may import them (`upward_edges`), so a cycle through one is made of entry-point
+    modules only, and those are nodes here too.
     """
     graph: dict[str, set[str]] = {}
     for name, path in _app_modules().items():
@@ -173,7 +193,8 @@ def package_cycles() -> list[list[str]]:
 
 
 def _unit(module: str) -> str:
-    """The node of a module in the package graph: its package, with the layer when that differs."""
+    """The node of a module in the package graph: its package, or for an admin or URL module
+    of a lower package, the package named with the entry-point layer."""
     package = _package(module)
     here, home = layer_of(module), layer_of(package)
     return package if here == home or here is None else f"{package} ({LAYERS[here][0]})"
@@ -398,15 +419,53 @@ def test_a_cycle_between_features_is_named(tmp_path, monkeypatch):
     assert ["skills_app.compare", "skills_app.ops", "skills_app.compare"] in package_cycles()
 
 
-def test_a_page_of_a_lower_package_is_its_own_node(tmp_path, monkeypatch):
-    """A lower package's page may use a feature that uses the package's logic: no cycle."""
+def test_a_page_of_a_lower_package_belongs_to_its_package(tmp_path, monkeypatch):
+    """Negative control: a registry page using the triggers (which use the registry) is a cycle
+    of the two packages, and an upward import besides."""
     _planted(
         tmp_path,
         monkeypatch,
-        {"skills_app.registry.planted_views": "from skills_app.chat import usage\n"},
+        {"skills_app.registry.planted_views": "from skills_app.triggers import runs\n"},
     )
-    assert not [c for c in package_cycles() if "skills_app.registry (features)" in c]
-    assert _unit("skills_app.registry.planted_views") == "skills_app.registry (features)"
+    assert _unit("skills_app.registry.planted_views") == "skills_app.registry"
+    assert ["skills_app.registry", "skills_app.triggers", "skills_app.registry"] in (
+        package_cycles()
+    )
+    assert (
+        "skills_app.registry.planted_views -> skills_app.triggers.runs "
+        "(registry/permissions imports features)"
+    ) in upward_edges()
+
+
+def test_a_cycle_between_two_packages_of_one_layer_is_named(tmp_path, monkeypatch):
+    """Negative control: the rules read the registry, so a registry module reading the rules
+    (here late, in a function) closes a cycle."""
+    _planted(
+        tmp_path,
+        monkeypatch,
+        {
+            "skills_app.registry.planted": (
+                "def late():\n    from skills_app.permissions import blocked\n"
+            )
+        },
+    )
+    assert ["skills_app.registry", "skills_app.permissions", "skills_app.registry"] in (
+        package_cycles()
+    )
+
+
+def test_an_admin_module_is_a_node_only_nothing_below_may_import(tmp_path, monkeypatch):
+    """A lower package's admin stands with the entry points; importing it from below is an
+    upward edge, so no cycle can run through it unseen."""
+    _planted(
+        tmp_path,
+        monkeypatch,
+        {"skills_app.triggers.planted": "from skills_app.registry import admin\n"},
+    )
+    assert _unit("skills_app.registry.admin") == "skills_app.registry (entry points)"
+    assert (
+        "skills_app.triggers.planted -> skills_app.registry.admin (features imports entry points)"
+    ) in upward_edges()
 
 
 def test_a_private_import_from_a_sibling_is_named(tmp_path, monkeypatch):

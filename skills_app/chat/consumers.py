@@ -37,6 +37,7 @@ from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 
+from skills_app import textlog
 from skills_app.accounts.sessions import allowed_user, user_group
 from skills_app.chat import actions, frames, receipts, relay
 from skills_app.chat.actions import MAX_MESSAGE_CHARS, ActionError
@@ -46,10 +47,9 @@ from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
 from skills_app.models import Conversation, RunEvent
 from skills_app.policy.barred import account_barred
-from skills_app.runs import recovery, textlog
+from skills_app.runs import recovery
 from skills_app.runs.broadcast import group_name
 from skills_app.runs.dbsync import database_sync_to_async
-from skills_app.runs.streams import LIVE_FRAME_CHARS
 from skills_app.visibility import INSPECT_PERMISSION
 
 logger = logging.getLogger(__name__)
@@ -320,8 +320,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def _send_text(self, sid: StreamId, offset: int, piece: str) -> None:
         run_id, call, index, kind = sid
-        for start in range(0, len(piece), LIVE_FRAME_CHARS):
-            chunk = piece[start : start + LIVE_FRAME_CHARS]
+        for start in range(0, len(piece), textlog.LIVE_FRAME_CHARS):
+            chunk = piece[start : start + textlog.LIVE_FRAME_CHARS]
             await self.send(text_data=frames.text(kind, run_id, call, index, offset + start, chunk))
 
     def _forget_streams(self, run_id: int) -> None:

@@ -22,6 +22,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from skills_app import textlog
 from skills_app.chat import actions, approval_page, fragments, preferences
 from skills_app.chat import conversations as conv
 from skills_app.chat.approval_words import relative, workspace_roots
@@ -40,7 +41,7 @@ from skills_app.permissions.approvals import pending_approvals
 from skills_app.permissions.blocked import offered
 from skills_app.policy.access import policy_for, user_groups
 from skills_app.registry.skills import skills_for_user
-from skills_app.runs import pending, textlog
+from skills_app.runs import pending
 from skills_app.runs import supervisor as runs
 from skills_app.visibility import INSPECT_PERMISSION, outbound
 from skills_app.workspaces import workspace_for

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from django.urls import reverse
 
@@ -25,11 +25,18 @@ from skills_app.mcp.definitions import listed_tools, mcp_hints
 from skills_app.models import PermissionRule
 from skills_app.permissions import approvals
 from skills_app.registry.skills import skills_for_user
-from skills_app.visibility import Outbound
 
 # The rule tester decides as if a conversation's workspace were here; rules like Edit(./out/**)
 # are anchored to it, and paths outside it fall to the "outside the workspace" default.
 TESTER_WORKSPACE = Path("/workspace")
+
+
+class Outbound(Protocol):
+    """The outbound filter of one viewer (`visibility.Outbound`), which the admin hands in."""
+
+    def text(self, text: str) -> str: ...
+
+    def call_input(self, tool: str, value: Any) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True)

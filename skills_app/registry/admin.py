@@ -26,7 +26,7 @@ from skills_app.models import (
 )
 from skills_app.registry import versions
 from skills_app.registry.admin_pages import PackagePages, lint_rows
-from skills_app.triggers.report import figures, latest_by_version
+from skills_app.registry.trigger_report import figures, latest_by_version
 
 
 class ScopeFilter(admin.SimpleListFilter):

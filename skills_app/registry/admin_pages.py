@@ -20,7 +20,7 @@ from skills_app.adminkit import HiddenFieldsAdmin, sentence, short_digest
 from skills_app.models import SkillPackage, SkillVersion
 from skills_app.registry import review, uploads, versions
 from skills_app.registry.forms import SkillUploadForm
-from skills_app.triggers.report import activation_comparison
+from skills_app.registry.trigger_report import activation_comparison
 
 
 def lint_rows(lint: Any) -> list[dict[str, Any]]:

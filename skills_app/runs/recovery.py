@@ -27,12 +27,13 @@ from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from skills_app import textlog
 from skills_app.core.logcontext import log_context
 from skills_app.core.outages import Outage, RateLimited
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
 from skills_app.mcp import elicitations
 from skills_app.models import Approval, Conversation, Run, RunEvent
-from skills_app.runs import eventlog, jobs, liveness, store, tasks, textlog
+from skills_app.runs import eventlog, jobs, liveness, store, tasks
 from skills_app.runs.broadcast import broadcast_events, publish, typed
 
 logger = logging.getLogger(__name__)

@@ -42,9 +42,11 @@ from typing import Any
 
 from django.db import DatabaseError
 
+from skills_app import textlog
 from skills_app.core.events import TextDelta, ThinkingDelta
 from skills_app.core.outages import Backoff, Outage
-from skills_app.runs import broadcast, liveness, tasks, textlog
+from skills_app.runs import broadcast, liveness, tasks
+from skills_app.textlog import LIVE_FRAME_CHARS
 
 logger = logging.getLogger(__name__)
 
@@ -61,9 +63,6 @@ PROBE_SECONDS = 0.1
 # is not a loop that cannot keep up, and slowing every stream for it only adds to its delay.
 LAG_WEIGHT = 0.2
 LAG_HIGH, LAG_LOW = 0.05, 0.015
-# 16,000 characters are at most 64 KB of UTF-8 (+ JSON quoting of the odd quote or backslash):
-# within the largest frame the consumer itself accepts.
-LIVE_FRAME_CHARS = 16_000
 # Rows of ended runs are deleted this often (their stored messages hold the text).
 PRUNE_SECONDS = 60.0
 # Work that can wait for the live text (`Journal.yielding`) waits while the process used more
@@ -400,4 +399,4 @@ def _log_failure(task: asyncio.Task[Any]) -> None:
         logger.error("sending live text failed", exc_info=task.exception())
 
 
-__all__ = ["LIVE_FRAME_CHARS", "Journal", "RunStreams", "journal"]
+__all__ = ["Journal", "RunStreams", "journal"]

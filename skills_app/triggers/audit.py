@@ -17,8 +17,8 @@ from django.views.decorators.http import require_GET
 from skills_app.audit.access import require_audit_viewer
 from skills_app.core.pricing import format_usd
 from skills_app.models import TriggerRun
+from skills_app.registry.trigger_report import figures
 from skills_app.triggers import runs
-from skills_app.triggers.report import figures
 
 ROW_LIMIT = 200
 

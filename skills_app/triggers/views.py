@@ -22,11 +22,11 @@ from skills_app.models import SkillPackage, TriggerQuery, TriggerRun
 from skills_app.policy.access import policy_for
 from skills_app.registry import trigger_sets as sets
 from skills_app.registry.trigger_gate import trigger_gate
+from skills_app.registry.trigger_report import figures, outcomes_of, report_context
 from skills_app.runs.client import model_client
 from skills_app.triggers import access, executor, runs
 from skills_app.triggers.collisions import confusion
 from skills_app.triggers.forms import ImportForm, QueryForm
-from skills_app.triggers.report import figures, outcomes_of, report_context
 from skills_app.triggers.setup import TriggerRunError
 
 

@@ -23,6 +23,7 @@ from channels.testing import WebsocketCommunicator
 from django.db import OperationalError, connections
 from django.test import Client
 
+from skills_app import textlog
 from skills_app.core.events import (
     ConversationTitled,
     MessageStored,
@@ -32,9 +33,10 @@ from skills_app.core.events import (
 )
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, Run, RunEvent, StreamPiece
-from skills_app.runs import broadcast, eventlog, store, streams, textlog
+from skills_app.runs import broadcast, eventlog, store, streams
 from skills_app.runs.recorder import RunRecorder
-from skills_app.runs.streams import LIVE_FRAME_CHARS, LIVE_INTERVAL, LIVE_MAX_INTERVAL, journal
+from skills_app.runs.streams import LIVE_INTERVAL, LIVE_MAX_INTERVAL, journal
+from skills_app.textlog import LIVE_FRAME_CHARS
 from tests.support.loop_helpers import wait_until, watch_group
 from tests.support.ws_helpers import Reader, receive, until
 from webapp.asgi import application

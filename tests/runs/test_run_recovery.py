@@ -13,6 +13,7 @@ from channels.layers import get_channel_layer
 from django.core.management import call_command
 from django.utils import timezone
 
+from skills_app import textlog
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Approval, Conversation, Message, Run, RunEvent, StreamPiece
 from skills_app.runs import (
@@ -23,7 +24,6 @@ from skills_app.runs import (
     recovery,
     store,
     streams,
-    textlog,
 )
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply, validate_request

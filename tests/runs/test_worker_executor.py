@@ -15,9 +15,10 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
+from skills_app import textlog
 from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, Run, Worker
-from skills_app.runs import agent_setup, broadcast, jobs, queue, store, tasks, textlog
+from skills_app.runs import agent_setup, broadcast, jobs, queue, store, tasks
 from skills_app.runs import supervisor as runs
 from tests.support.fake_anthropic import Reply, validate_request
 from tests.support.worker_helpers import (

@@ -5,6 +5,9 @@ these rows hold at least everything any tab was shown. A tab that connects or re
 mid-answer starts each open stream from this text, then follows the live pieces by offset; a
 tab that finds a hole reads it from here; recovery turns the text of an interrupted run into its
 partial answer. The rows of a run go once its answer is stored.
+
+It sits below `runs`, with the rows: runs write the pieces, and a tab reads them back on the way
+out without calling into runs.
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ from django.db.models import Field
 
 from skills_app.core.events import MessageStored, ModelCalled
 from skills_app.models import Run, RunEvent, StreamPiece
+
+# The most characters one piece or live frame of streamed text carries: 16,000 characters are at
+# most 64 KB of UTF-8 (+ JSON quoting of the odd quote or backslash), within the largest frame
+# the consumer itself accepts.
+LIVE_FRAME_CHARS = 16_000
 
 
 @dataclass(frozen=True, slots=True)

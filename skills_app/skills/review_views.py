@@ -29,9 +29,9 @@ from skills_app.permissions.outlook import outlooks
 from skills_app.registry import catalog, review, uploads
 from skills_app.registry.review_page import review_context
 from skills_app.registry.skills import skills_for_user
+from skills_app.registry.trigger_report import activation_comparison
 from skills_app.registry.upload_files import folder_files, read_upload
-from skills_app.registry.views import render_page
-from skills_app.triggers.report import activation_comparison
+from skills_app.skills.views import render_page
 from skills_app.visibility import Outbound, can_inspect, outbound
 
 STEPS = ("submit", "approve", "request_changes", "activate")
@@ -71,7 +71,7 @@ def _review_page(
         **extra,
     }
     context["refusals"] = shown_refusals(context["refusals"], request.user)
-    return render(request, "skills_app/registry/review.html", context, status=status)
+    return render(request, "skills_app/skills/review.html", context, status=status)
 
 
 def _page_number(request: AuthedHttpRequest) -> int:
@@ -213,7 +213,7 @@ def skill_detail(request: AuthedHttpRequest, name: str) -> HttpResponse:
     )
     return render(
         request,
-        "skills_app/registry/skill.html",
+        "skills_app/skills/skill.html",
         {
             "spec": spec,
             "prov": prov,

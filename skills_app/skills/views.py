@@ -153,7 +153,7 @@ def render_page(request: AuthedHttpRequest, *, status: int = 200, **extra: Any) 
         "limits": uploads.limits(),
         **extra,
     }
-    return render(request, "skills_app/registry/skills.html", context, status=status)
+    return render(request, "skills_app/skills/skills.html", context, status=status)
 
 
 @login_required

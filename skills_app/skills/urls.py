@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from django.urls import path
 
-from skills_app.registry import review_views
-from skills_app.registry import views as skills_views
+from skills_app.skills import review_views
+from skills_app.skills import views as skills_views
 
 urlpatterns = [
     path("", skills_views.skills_page, name="skills-page"),
