@@ -134,8 +134,8 @@ class WorkerLoop:
                     events = await self.database.run(recovery.sweep, trusted)
                     await broadcast_events(events)
                 await self.claim()
-                # Trigger tests (issue 17) are queued the same way and claimed here too (handed
-                # to runs as a worker duty: runs never import a feature).
+                # A trigger's test runs are queued the same way and claimed here too (handed to
+                # runs as a worker duty: runs never import a feature).
                 await wiring.claim_and_start(worker=self.name, database=self.database.run)
                 self.outage.recovered()
             except DatabaseError as exc:
