@@ -240,12 +240,6 @@ class RedisChannelLayer:
             state.probe.cancel()
         await self.stock.flush()
 
-    async def wait_until_up(self) -> None:
-        """Return once Redis answers again (at once when it is not known to be away)."""
-        state = self._state()
-        while not state.up:
-            await state.back.wait()
-
     @property
     def up(self) -> bool:
         """False while this event loop knows Redis is away."""
