@@ -10,6 +10,8 @@ import os
 import sys
 
 from django.core.asgi import get_asgi_application
+from django.core.signals import request_finished
+from django.db import connections
 
 from webapp.configerror import exit_on_config_error
 
@@ -19,6 +21,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 # A settings error stops the server with status 78, which the systemd units do not restart.
 with exit_on_config_error():
     django_asgi_app = get_asgi_application()
+
+
+def close_request_connections(**_: object) -> None:
+    """Close the connections of the thread that served an HTTP request (it ends with the request)."""
+    connections.close_all()
+
+
+# Sent when the response closes, on the request's own thread (settings.py, DATABASES).
+request_finished.connect(close_request_connections, dispatch_uid="skillscope-request-connections")
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ChannelNameRouter, ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -8,10 +8,11 @@ closed is retried on a new connection, and the subscriber's connection reconnect
 again to every channel and group of the process.
 
 What the stock layer does not do while Redis is away, and this wrapper adds. Measured reason
-(bench/RESULTS.md, issue 41): alone, the stock layer failed the fault suite's 25 s outage case
-(tests/multiprocess/test_faults.py: HTTP 500 for a tab opened meanwhile, 1.1 MB of tracebacks
-from one worker); with the wrapper both Redis cases pass, and at 100 x 50 deltas/s the web
-processes used 40 % less CPU than with the fork this replaced, the workers 10 % less.
+(bench/RESULTS.md, the stock channels-redis layers compared): alone, the stock layer failed the
+fault suite's 25 s outage case (tests/multiprocess/test_faults.py: HTTP 500 for a tab opened
+meanwhile, 1.1 MB of tracebacks from one worker); with the wrapper both Redis cases pass, and at
+100 x 50 deltas/s the web processes used 40 % less CPU than with the fork this replaced, the
+workers 10 % less.
 
 - A tab still opens: the stock `new_channel` subscribes at once and raises, so the websocket got
   HTTP 500. Here the channel is named without Redis; its memberships are remembered, and its first
@@ -238,12 +239,6 @@ class RedisChannelLayer:
         if state is not None and state.probe is not None:
             state.probe.cancel()
         await self.stock.flush()
-
-    async def wait_until_up(self) -> None:
-        """Return once Redis answers again (at once when it is not known to be away)."""
-        state = self._state()
-        while not state.up:
-            await state.back.wait()
 
     @property
     def up(self) -> bool:

@@ -177,11 +177,22 @@ TEMPLATES = [
 
 # --- Database and channel layer -------------------------------------------------------------
 
+# A thread keeps its connection (CONN_MAX_AGE=None) and Django tests a kept one before its next
+# use (CONN_HEALTH_CHECKS). The database work of websockets and runs shares one thread for the
+# process's life, and a worker's liveness work another: each holds one connection instead of
+# opening one per call (a server process each on PostgreSQL). Django's `close_old_connections`,
+# which Channels' `database_sync_to_async` runs around every call, closes one an error or an
+# unfinished transaction left behind, and the health check replaces one a PostgreSQL restart
+# broke before a query meets it.
+# HTTP requests are the exception: Django's ASGI handler runs each request's database work on a
+# thread of its own that asgiref ends with the request. A connection kept there is never used
+# again but stays open until the garbage collector finds it, one more per request (Django ticket
+# 33497); webapp/asgi.py closes it when the request ends.
 DATABASE_URL = env_secret("DATABASE_URL")
 if DATABASE_URL:
-    # conn_max_age=0: ASGI code reaches the database from several threads, and a connection kept
-    # per thread outlives PostgreSQL restarts; a fresh connection per unit of work is the safe default.
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+    DATABASES = {
+        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=None, conn_health_checks=True)
+    }
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)
     DATABASES = {
@@ -196,6 +207,8 @@ else:
                 "transaction_mode": "IMMEDIATE",
                 "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
             },
+            "CONN_MAX_AGE": None,
+            "CONN_HEALTH_CHECKS": True,
         }
     }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from channels.db import database_sync_to_async
+
 from skills_app.chat import conversations as conv
 from skills_app.chat import titles
 from skills_app.core.events import TurnExcluded
@@ -21,7 +23,6 @@ from skills_app.policy.limits import LimitReached, check_send
 from skills_app.runs import attached, eventlog, pending, store
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
-from skills_app.runs.dbsync import database_sync_to_async
 
 MAX_MESSAGE_CHARS = 32_000
 ACTIONS = ("send", "retry", "stop", "approve", "elicit", "cancel", "edit", "regenerate")

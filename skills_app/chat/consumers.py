@@ -35,6 +35,7 @@ import logging
 import uuid
 from typing import Any
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from skills_app import textlog
@@ -49,7 +50,6 @@ from skills_app.models import Conversation, RunEvent
 from skills_app.policy.barred import account_barred
 from skills_app.runs import recovery
 from skills_app.runs.broadcast import group_name
-from skills_app.runs.dbsync import database_sync_to_async
 from skills_app.visibility import INSPECT_PERMISSION
 
 logger = logging.getLogger(__name__)

@@ -114,7 +114,7 @@ def summed(figures: Iterable[UsageFigures | None]) -> UsageFigures | None:
     )
 
 
-# --- Versions of an answer (issue 42 point 8) -------------------------------------------------
+# --- Versions of an answer ---------------------------------------------------------------------
 #
 # Regenerate marks the latest answer's rows replaced (`replaced_by: "regenerate"`, one
 # `replaced_at` per regeneration) and a new run answers the same message. The rows after one of

@@ -60,12 +60,6 @@ def save_grant(user_id: int, server: McpServer, grant: HeldGrant) -> None:
     )
 
 
-def token_values() -> list[str]:
-    """Every stored OAuth token (access and refresh, of every person): secrets that no call may
-    carry out and no result may show (`filter.stored_secrets`)."""
-    return tokens_in(McpOAuthGrant.objects.values_list("tokens", flat=True))
-
-
 def tokens_in(blobs: Iterable[bytes | memoryview]) -> list[str]:
     """The access and refresh tokens sealed in these stored `tokens` values."""
     from mcp.shared.auth import OAuthToken

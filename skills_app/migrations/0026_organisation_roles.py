@@ -1,4 +1,4 @@
-"""The roles' permissions for the organisation (issue 26): skill access for skill managers;
+"""The roles' permissions for the organisation: skill access for skill managers;
 groups' policies and people's limits for administrators (lifting a lockout is an action of the
 user list, which administrators already have).
 

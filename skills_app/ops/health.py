@@ -66,12 +66,10 @@ def live_workers() -> int:
 
 
 def _query_database() -> None:
+    # On the request's own thread: its connection is closed when the request ends (webapp/asgi.py).
     with connection.cursor() as cursor:
         cursor.execute("SELECT 1")
         cursor.fetchone()
-    if not connection.in_atomic_block:
-        # CONN_MAX_AGE=0 semantics even though no request cycle surrounds this call.
-        connection.close_if_unusable_or_obsolete()
 
 
 class _OneAtATime:

@@ -26,7 +26,7 @@ from typing import TypeVar
 
 from asgiref.sync import SyncToAsync
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, close_old_connections, connection
 
 from skills_app.core.outages import Outage
 from skills_app.runs import jobs, liveness
@@ -42,14 +42,16 @@ LOOP_STUCK_FACTOR = 3
 def in_database_thread(fn: Callable[[], T]) -> T:
     """Call `fn` from a plain thread the way the worker's own database work would run.
 
-    PostgreSQL: in the calling thread, on its own connection. SQLite: in asgiref's shared
+    PostgreSQL: in the calling thread, on its own connection, tested first and replaced if an
+    error or a database restart broke it (settings.py, DATABASES). SQLite: in asgiref's shared
     database thread (the one `sync_to_async` uses outside `async_to_sync`), because a second
     connection to the in-memory test database only meets table locks (see `DatabaseThread`).
     That thread is free while the event loop is blocked, so the beat still goes through.
     """
     if connection.vendor == "sqlite":
         return SyncToAsync.single_thread_executor.submit(fn).result()
-    return liveness.with_connection(fn)
+    close_old_connections()
+    return fn()
 
 
 def beat_worker(name: str, run_ids: tuple[int, ...]) -> liveness.Beat:

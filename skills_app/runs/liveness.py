@@ -23,8 +23,6 @@ seconds late too.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import math
 import os
 import secrets
@@ -37,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, connection
 from django.utils import timezone
@@ -87,8 +86,11 @@ class DatabaseThread:
             if self._shared:
                 result = await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
             else:
-                call = functools.partial(with_connection, fn, *args, **kwargs)
-                result = await asyncio.get_running_loop().run_in_executor(self._pool, call)
+                # Channels' wrapper runs Django's `close_old_connections` around the call: the
+                # thread's connection is kept, and one an error or a database restart broke is
+                # replaced before the call uses it (settings.py, DATABASES).
+                call = database_sync_to_async(fn, thread_sensitive=False, executor=self._pool)
+                result = await call(*args, **kwargs)
         except DatabaseError:
             self.continuity.failed()
             raise
@@ -111,37 +113,6 @@ def _in_memory(database: Any) -> bool:
 def _close_connection() -> None:
     # Looked up in the thread itself: `connection` is this thread's own connection.
     connection.close()
-
-
-def heal_connection(*, check: bool = False) -> None:
-    """Replace this thread's connection if a database error left it unusable; keep it otherwise.
-
-    `check`: test it even if no error was seen on it (after an outage noticed elsewhere in the
-    process: a connection idle through a database restart fails only when next used).
-
-    Django replaces broken connections only between requests (`close_old_connections`); a
-    thread that serves no requests (a worker's, the live text's journal) would otherwise keep a
-    connection a database restart killed and fail every call until the process restarts. Unlike
-    `close_old_connections` with CONN_MAX_AGE=0, a healthy connection is kept: these threads
-    query several times a second and a new connection each time costs the database a process.
-    """
-    if connection.connection is None or connection.in_atomic_block:
-        return
-    if connection.errors_occurred or check:
-        if connection.is_usable():
-            connection.errors_occurred = False
-        else:
-            connection.close()
-
-
-def with_connection(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    # A connection broken by a database restart is replaced here instead of failing every call.
-    heal_connection()
-    try:
-        return fn(*args, **kwargs)
-    except DatabaseError:
-        connection.close()
-        raise
 
 
 def register(name: str, channel: str, capacity: int) -> None:

@@ -21,7 +21,7 @@ import contextvars
 import logging
 import math
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import DatabaseError, transaction
 from django.db.models import Q
@@ -166,13 +166,6 @@ def interrupt_orphaned_runs() -> int:
                 events.extend(_interrupt(run_id, when=Q()))
     if events:
         async_to_sync(broadcast_events)(events)
-    return sum(1 for e in events if e.type == "run.finished")
-
-
-async def interrupt_stale_runs() -> int:
-    """One sweep, from async code; how many runs it marked."""
-    events = await sync_to_async(sweep)()
-    await broadcast_events(events)
     return sum(1 for e in events if e.type == "run.finished")
 
 

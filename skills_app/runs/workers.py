@@ -38,8 +38,8 @@ import time
 from typing import Any
 
 from asgiref.server import StatelessServer
-from asgiref.sync import sync_to_async
 from channels.consumer import AsyncConsumer
+from channels.db import aclose_old_connections
 from channels.worker import Worker
 from django.conf import settings
 from django.db import DatabaseError
@@ -116,11 +116,11 @@ class WorkerLoop:
         next_sweep = 0.0
         while True:
             try:
-                # The runs' own database work shares one thread: a connection a database
-                # restart broke is replaced there before it fails a run (Django only does that
-                # between requests, and a worker serves none). After an outage this loop saw,
-                # it is tested even if nothing failed on it yet.
-                await sync_to_async(liveness.heal_connection)(check=self.outage.away)
+                # The runs' own database work shares one thread, and Django replaces broken
+                # connections only between requests, which a worker serves none of: here that
+                # thread's connection is tested before its next query and replaced if an error
+                # or a database restart broke it (settings.py, DATABASES).
+                await aclose_old_connections()
                 if not self._registered:
                     # Until the database answers, this worker neither claims nor beats.
                     await self._register()
@@ -134,8 +134,8 @@ class WorkerLoop:
                     events = await self.database.run(recovery.sweep, trusted)
                     await broadcast_events(events)
                 await self.claim()
-                # Trigger tests (issue 17) are queued the same way and claimed here too (handed
-                # to runs as a worker duty: runs never import a feature).
+                # A trigger's test runs are queued the same way and claimed here too (handed to
+                # runs as a worker duty: runs never import a feature).
                 await wiring.claim_and_start(worker=self.name, database=self.database.run)
                 self.outage.recovered()
             except DatabaseError as exc:

@@ -87,7 +87,7 @@ async def test_a_message_sent_with_no_worker_waits_visibly_and_is_answered_when_
         assert frames[-1]["data"] == {"run_id": run.pk}
         assert run.status == Run.QUEUED and run.prompt == "anyone there?"
         # A sweep (as every web process and worker runs) leaves a queued run alone.
-        assert await recovery.interrupt_stale_runs() == 0
+        assert await sync_to_async(recovery.interrupt_orphaned_runs)() == 0
         # The page, loaded now, shows the message and the waiting line too.
         page = await sync_to_async(_page)(alice, conversation.pk)
         assert "anyone there?" in page and WAITING in page

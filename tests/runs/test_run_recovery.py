@@ -78,7 +78,7 @@ async def test_the_sweep_marks_runs_with_a_stale_heartbeat_and_leaves_live_and_q
     # A queued run waits for a worker however long: it has no process that could have died.
     queued_for_an_hour = await sync_to_async(_run)(alice, heartbeat_age=None, age=3600)
 
-    assert await recovery.interrupt_stale_runs() == 1
+    assert await sync_to_async(recovery.interrupt_orphaned_runs)() == 1
 
     assert await sync_to_async(_statuses)(stale, live, queued, queued_for_an_hour) == [
         Run.INTERRUPTED,
@@ -170,7 +170,7 @@ async def test_browsers_watching_the_conversation_are_told(workers, alice):
     watcher = await layer.new_channel()
     await layer.group_add(broadcast.group_name(run.conversation_id), watcher)
 
-    await recovery.interrupt_stale_runs()
+    await sync_to_async(recovery.interrupt_orphaned_runs)()
 
     received = [await asyncio.wait_for(layer.receive(watcher), 5) for _ in range(2)]
     assert [m["type"] for m in received] == ["message.stored", "run.finished"]

@@ -119,7 +119,7 @@ async def test_a_live_worker_interrupts_the_runs_of_a_silent_one(worker_fake, la
     watcher = await layer.new_channel()
     await layer.group_add(broadcast.group_name(run.conversation_id), watcher)
     # Positive control: while the ghost's heartbeat is fresh its run is left alone.
-    assert await recovery.interrupt_stale_runs() == 0
+    assert await sync_to_async(recovery.interrupt_orphaned_runs)() == 0
 
     async with running_worker():
         # The ghost misses its beats from now on (the run's own heartbeat still looks fresh).

@@ -685,12 +685,6 @@ class _Pool(contextlib.AbstractAsyncContextManager["_Pool"]):
         await self.close_all()
 
 
-async def close_kept_sessions() -> int:
-    """Close every session the running loop keeps (a stdio server's process ends); how many."""
-    pool = await loop_owned.get(_POOL_KEY, _Pool)
-    return await pool.close_all()
-
-
 async def kept_sessions() -> int:
     """How many sessions the running loop keeps open (tests, the bench)."""
     pool = await loop_owned.get(_POOL_KEY, _Pool)

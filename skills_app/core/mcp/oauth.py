@@ -14,7 +14,7 @@ check (RFC 9207), the `resource` parameter (RFC 8707) and refreshing. What this 
   client (`skills_app.mcp.transport`: every connection to a checked public address, no proxy,
   no cookies, no header of the app's).
 
-The database side (the encrypted grants, the sign-in pages) is `skills_app.mcp.oauth`.
+The database side is `skills_app.mcp.oauth_grants` (the encrypted grants) and `skills_app.mcp.oauth_sign_in` (the sign-in pages).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ logging.getLogger("mcp.client.auth.oauth2").addFilter(_QuietSignIn())
 
 
 class GrantStore(Protocol):
-    """One person's stored grant for one server, as a call reaches it (`skills_app.mcp.oauth`)."""
+    """One person's stored grant for one server, as a call reaches it (`skills_app.mcp.oauth_grants`)."""
 
     @property
     def sign_in_url(self) -> str: ...
@@ -108,7 +108,7 @@ class OAuthSetup:
     # The page where the person signs in to this server (named in SignInRequired's message).
     sign_in_url: str = ""
     # Called with the authorization URL and awaited for the redirect's parameters: set only by
-    # the sign-in flow (`skills_app.mcp.oauth`); a tool call has none and gets SignInRequired.
+    # the sign-in flow (`skills_app.mcp.oauth_sign_in`); a tool call has none and gets SignInRequired.
     redirect: Callable[[str], Awaitable[None]] | None = None
     callback: Callable[[], Awaitable[AuthorizationCodeResult]] | None = None
 
