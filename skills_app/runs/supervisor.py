@@ -285,11 +285,24 @@ async def start_run(
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
     nothing to retry.
     """
-    typed = text
-    if text is not None and not retry:
-        text = await _prompt_turn(conversation_id, text, user_id, within_limits) or text
     client = model_client()
     executor = get_executor()
+    invocation = None
+    if text is not None and not retry:
+        invocation = await _prompt_invocation(text, user_id)
+    if text is not None and invocation is not None:
+        return await _start_prompt_run(
+            conversation_id,
+            text,
+            invocation,
+            user_id=user_id,
+            client=client,
+            executor=executor,
+            auto_answer=auto_answer,
+            attachments=attachments,
+            within_limits=within_limits,
+            prepare=prepare,
+        )
     run, events = await sync_to_async(_create_run)(
         conversation_id,
         text,
@@ -300,7 +313,6 @@ async def start_run(
         auto_answer=auto_answer,
         attachments=attachments,
         within_limits=within_limits,
-        typed=typed,
         prepare=prepare,
     )
     await broadcast.broadcast_events(events)
@@ -326,34 +338,143 @@ async def start_runs(
     return [run for run, _events in started]
 
 
-async def _prompt_turn(
-    conversation_id: int, text: str, user_id: int, within_limits: int | None
-) -> str | None:
-    """The person's turn for `/mcp__server__prompt args` (an MCP server's prompt, filtered like
-    a tool's result), or None for any other message; RunError when it cannot be given.
-
-    The server is asked before the run exists, so the person's limits are checked first (a
-    barred account, the rate limits, a budget reached: `within_limits` as in `start_run`);
-    `_create_run` checks them again, under the person's lock, and that check is what holds."""
+async def _prompt_invocation(text: str, user_id: int) -> mcp_prompts.Invocation | None:
+    """The MCP server's prompt `/mcp__server__prompt args` invokes, checked but not yet asked
+    for; None for any other message; RunError when it cannot be given."""
     if not text.lstrip().startswith("/mcp__"):
         return None
-    if within_limits is not None:
-        try:
-            await sync_to_async(limits.check_send)(user_id, runs_wanted=within_limits)
-        except limits.LimitReached as exc:
-            raise RunError(exc.message) from None
+    try:
+        return await mcp_prompts.resolve(
+            text, user_id=user_id, group_ids=await sync_to_async(user_groups)(user_id)
+        )
+    except mcp_prompts.PromptError as exc:
+        raise RunError(str(exc)) from None
+
+
+async def _start_prompt_run(
+    conversation_id: int,
+    typed: str,
+    invocation: mcp_prompts.Invocation,
+    *,
+    user_id: int,
+    client: ModelClient,
+    executor: Executor,
+    auto_answer: str | None,
+    attachments: Sequence[int],
+    within_limits: int | None,
+    prepare: Prepare | None,
+) -> Run:
+    """`start_run` for an MCP prompt command: the run is admitted and created first (the one
+    check of the limits), held by this process without a message while the server is asked, so
+    no server is asked for a person past their limits; then the turn is stored and the run
+    handed to the executor, `prepare` made in the same transaction. When the server cannot give
+    the prompt, or a stop comes meanwhile, the run ends failed or stopped with no message and
+    nothing else changed (RunError says why)."""
+    run, events = await sync_to_async(_create_run)(
+        conversation_id,
+        None,
+        client,
+        inline=True,
+        retry=False,
+        user_id=user_id,
+        auto_answer=auto_answer,
+        within_limits=within_limits,
+    )
+    await broadcast.broadcast_events(events)
+    asking = asyncio.get_running_loop().create_task(
+        _prompt_turn(conversation_id, invocation, user_id)
+    )
+    # Beaten like an executing run (no other process takes it for dead), and a stop or an
+    # interruption from elsewhere cancels the asking.
+    heartbeats().add(run.pk, asking)
+    try:
+        text = await asking
+        run, events = await sync_to_async(_store_turn)(
+            run.pk,
+            text,
+            typed,
+            user_id,
+            attachments,
+            inline=executor.inline,
+            prepare=prepare,
+        )
+    except BaseException as exc:
+        stopped = isinstance(exc, asyncio.CancelledError) and asking.cancelled()
+        current = asyncio.current_task()
+        if stopped and (current is None or not current.cancelling()):
+            # A stop (or an interruption) from elsewhere cancelled the asking, not our caller.
+            await _give_back(run.pk, Run.STOPPED, STOPPED_ASKING)
+            raise RunError(STOPPED_ASKING) from None
+        said = str(exc) if isinstance(exc, RunError) else "The prompt could not be given."
+        await asyncio.shield(_give_back(run.pk, Run.FAILED, said))
+        raise
+    finally:
+        heartbeats().discard(run.pk)
+        tasks.ABANDONED.discard(run.pk)
+    await broadcast.broadcast_events(events)
+    await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
+    return run
+
+
+async def _prompt_turn(
+    conversation_id: int, invocation: mcp_prompts.Invocation, user_id: int
+) -> str:
+    """The person's turn: the MCP server's prompt, filtered like a tool's result (RunError when
+    the server cannot give it)."""
     outbound = functools.partial(visibility.outbound, conversation_id, can_inspect=False)
     try:
-        return await mcp_prompts.expand(
-            text,
+        return await mcp_prompts.ask(
+            invocation,
             user_id=user_id,
-            group_ids=await sync_to_async(user_groups)(user_id),
             conversation_id=conversation_id,
             inbound=lambda given: str(outbound().text(given)),
             preview=functools.partial(visibility.mcp_call_preview, conversation_id),
         )
     except mcp_prompts.PromptError as exc:
         raise RunError(str(exc)) from None
+
+
+def _store_turn(
+    run_id: int,
+    prompt: str,
+    typed: str,
+    user_id: int,
+    attachments: Sequence[int],
+    *,
+    inline: bool,
+    prepare: Prepare | None,
+) -> tuple[Run, list[RunEvent]]:
+    """The held run's message (and files), stored now after `prepare`; a worker's run joins the
+    queue."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("conversation").get(pk=run_id)
+        if run.status != Run.RUNNING:
+            raise RunError(
+                "Your message was not sent: the answer was stopped or interrupted while the "
+                "MCP server was asked for its prompt. Send it again."
+            )
+        conversation = run.conversation
+        events = list(prepare()) if prepare is not None else []
+        events.extend(_store_attachments(conversation, run, user_id, attachments))
+        events.append(_store_prompt(conversation, run, prompt, typed))
+        run.prompt = prompt
+        if not inline:
+            run.status, run.worker, run.heartbeat_at = Run.QUEUED, "", None
+            events.append(
+                eventlog.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
+            )
+        run.save(update_fields=["prompt", "status", "worker", "heartbeat_at"])
+        return run, events
+
+
+STOPPED_ASKING = "Stopped before the MCP server gave its prompt: nothing was sent."
+
+
+async def _give_back(run_id: int, status: str, error: str) -> None:
+    """End a held run that got no message (it never executed; the audit keeps it, as every run)."""
+    await Run.objects.filter(pk=run_id, status=Run.RUNNING, prompt="").aupdate(
+        status=status, error=error, finished_at=timezone.now(), heartbeat_at=None
+    )
 
 
 class Executor(Protocol):
