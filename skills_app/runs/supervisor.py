@@ -78,9 +78,8 @@ Prepare = Callable[[], Sequence[RunEvent]]
 
 
 def _admit(user_id: int, runs_wanted: int) -> None:
-    """The one check of the person's limits for the runs this transaction creates (call inside
-    it, before any row that refers to the person: their row is locked first)."""
-    limits.hold(user_id)
+    """The one check of the person's limits for the runs this transaction creates (inside it,
+    after `limits.hold`: parallel starts wait for each other's count)."""
     try:
         limits.check_send(user_id, runs_wanted=runs_wanted)
     except limits.LimitReached as exc:
@@ -98,14 +97,12 @@ def _create_run(
     auto_answer: str | None,
     attachments: Sequence[int] = (),
     within_limits: int | None = None,
-    typed: str | None = None,
     prepare: Prepare | None = None,
 ) -> tuple[Run, list[RunEvent]]:
-    """The new Run row, with the user's message stored at once, and the events to broadcast.
-
-    `typed`: what the person typed, when the stored `prompt` is not it (an MCP prompt's text)."""
+    """The new Run row, with the user's message stored at once, and the events to broadcast."""
     with transaction.atomic():
         if within_limits is not None:
+            limits.hold(user_id)
             _admit(user_id, within_limits)
         return _new_run(
             conversation_id,
@@ -116,7 +113,6 @@ def _create_run(
             user_id=user_id,
             auto_answer=auto_answer,
             attachments=attachments,
-            typed=typed,
             prepare=prepare,
         )
 
@@ -159,7 +155,6 @@ def _new_run(
     user_id: int,
     auto_answer: str | None,
     attachments: Sequence[int] = (),
-    typed: str | None = None,
     prepare: Prepare | None = None,
 ) -> tuple[Run, list[RunEvent]]:
     """`_create_run` inside its transaction, the person's limits already checked."""
@@ -202,7 +197,7 @@ def _new_run(
     )
     if prompt is not None and not retry:
         events.extend(_store_attachments(conversation, run, user_id, attachments))
-        events.append(_store_prompt(conversation, run, prompt, typed or prompt))
+        events.append(_store_prompt(conversation, run, prompt, prompt))
     if not inline:
         events.append(
             eventlog.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
@@ -284,6 +279,9 @@ async def start_run(
     `retry` answers the latest failed or refused turn again (its rows are sent to the model again,
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
     nothing to retry.
+
+    A message that invokes an MCP server's prompt is checked first (an argument missing, the MCP
+    calls quota), then its run admitted, and only then is the server asked (`_start_prompt_run`).
     """
     client = model_client()
     executor = get_executor()

@@ -357,3 +357,45 @@ async def test_a_prompt_commands_run_waits_for_a_worker_once_its_turn_is_stored(
     wanted = "Write a plain brief about queued-otters, in three sentences."
     assert await sync_to_async(_user_texts)(conversation) == [wanted]
     assert wanted in json.dumps(worker_fake.requests[-1]["messages"])
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_stop_while_the_server_is_asked_ends_the_held_run_and_sends_nothing(
+    alice, bob, carol, settings, fake_anthropic, http_server, tmp_path, monkeypatch
+):
+    import asyncio
+
+    from skills_app.models import Message, Run
+    from tests.support.loop_helpers import wait_until
+
+    use_fake_model(settings, fake_anthropic, retries=0)
+    settings.RUN_HEARTBEAT_SECONDS = 0.2
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(tmp_path / "ws"), carol)
+    await _prompts_reviewed(server, carol, alice, frozenset())
+    conversation = await Conversation.objects.acreate(owner=alice, title="stopped")
+    never = asyncio.Event()  # a server that does not answer until the test ends
+    real_ask = prompts.ask
+
+    async def slow_ask(*args, **kwargs):
+        await never.wait()
+        return await real_ask(*args, **kwargs)
+
+    monkeypatch.setattr(prompts, "ask", slow_ask)
+    starting = asyncio.create_task(
+        runs.start_run(conversation.pk, "/mcp__toy__brief topic=stopped-otters", user_id=alice.pk)
+    )
+    held = Run.objects.filter(conversation=conversation, status=Run.RUNNING)
+
+    async def is_held() -> bool:
+        return await held.aexists()
+
+    await wait_until(is_held, what="the run admitted and held")
+    assert await runs.stop_run((await held.aget()).pk)
+    with pytest.raises(RunError, match="Stopped before the MCP server gave its prompt"):
+        await starting
+    run = await Run.objects.aget(conversation=conversation)
+    assert run.status == Run.STOPPED and run.finished_at is not None
+    assert not await Message.objects.filter(conversation=conversation).aexists()
+    assert "stopped-otters" not in _briefs_asked(http_server)
+    never.set()
