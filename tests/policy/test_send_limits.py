@@ -1,7 +1,8 @@
 """The limits on starting runs are asked once per start, in the transaction that creates the runs,
 whichever entrance starts them: a send, an edit, a regeneration, a comparison (three runs, one
-question). Counted with a spy inside the one policy function (`policy.limits.check_send`); the refusals themselves, and what they
-leave untouched, are tested at each entrance (chat queue, compare, MCP prompts)."""
+question). Counted with a spy inside the one policy function (`policy.limits.check_send`); the
+refusals themselves, and what they leave untouched, are tested at each entrance (chat queue,
+compare, MCP prompts)."""
 
 from __future__ import annotations
 
