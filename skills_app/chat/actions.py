@@ -17,9 +17,8 @@ from skills_app.chat import conversations as conv
 from skills_app.chat import titles
 from skills_app.core.events import TurnExcluded
 from skills_app.mcp.elicitations import ElicitationError, answer_elicitation
-from skills_app.models import Approval, Run
+from skills_app.models import Approval, Run, RunEvent
 from skills_app.permissions.approvals import ApprovalError, answer_approval
-from skills_app.policy.limits import LimitReached, check_send
 from skills_app.runs import attached, eventlog, pending, store
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
@@ -99,11 +98,12 @@ async def _start(
     *,
     retry: bool = False,
     attachments: list[int] | None = None,
+    prepare: runs.Prepare | None = None,
 ) -> None:
     try:
         # start_run only creates the task: the loop runs beside the caller, never inside it.
-        # The limits are checked where the run is created (one step: parallel tabs cannot all
-        # pass on the same count).
+        # The limits are checked once, where the run is created (one step: parallel tabs cannot
+        # all pass on the same count).
         await runs.start_run(
             conversation_id,
             text,
@@ -111,6 +111,7 @@ async def _start(
             retry=retry,
             attachments=attachments or (),
             within_limits=1,
+            prepare=prepare,
         )
     except runs.RunError as exc:
         raise ActionError(str(exc)) from None
@@ -162,29 +163,28 @@ async def _cancel(conversation_id: int, fields: Mapping[str, Any]) -> None:
 async def _replace(
     conversation_id: int, user_id: int, how: str, text: str | None, message_id: int | None
 ) -> None:
-    """Edit the latest message (`text`) or regenerate the latest answer; the old turn stays."""
+    """Edit the latest message (`text`) or regenerate the latest answer; the old turn stays.
+
+    The turn is replaced in the transaction that creates the new run, after the limits are
+    checked there: a refused edit or regeneration leaves the conversation as it was."""
     if await database_sync_to_async(conv.active_run)(conversation_id) is not None:
         raise ActionError(
             "An answer is being written: wait for it or stop it, then "
             + ("edit your message." if how == "edit" else "regenerate."),
             retry=False,
         )
-    try:
-        await database_sync_to_async(check_send)(user_id)
-        ids = await database_sync_to_async(store.replace_latest)(
-            conversation_id, how, message_id=message_id
-        )
-    except LimitReached as exc:
-        raise ActionError(str(exc)) from None
-    except ValueError as exc:
-        raise ActionError(str(exc), retry=False) from None
-    if how == "edit":
-        await database_sync_to_async(titles.forget_auto_title)(conversation_id, message_id)
-    visible = await database_sync_to_async(store.visible_ids)(ids)
-    event = TurnExcluded(reason="replaced", message_ids=tuple(visible))
-    row = await database_sync_to_async(eventlog.append_event)(conversation_id, event)
-    await broadcast_events([row])
-    await _start(conversation_id, user_id, text, retry=text is None)
+
+    def replaced() -> list[RunEvent]:
+        try:
+            ids = store.replace_latest(conversation_id, how, message_id=message_id)
+        except ValueError as exc:
+            raise ActionError(str(exc), retry=False) from None
+        if how == "edit":
+            titles.forget_auto_title(conversation_id, message_id)
+        event = TurnExcluded(reason="replaced", message_ids=tuple(store.visible_ids(ids)))
+        return [eventlog.append_event(conversation_id, event)]
+
+    await _start(conversation_id, user_id, text, retry=text is None, prepare=replaced)
 
 
 async def _stop(conversation_id: int) -> str:

@@ -22,7 +22,6 @@ from skills_app.core.profiles import PROFILES
 from skills_app.http import AuthedHttpRequest
 from skills_app.models import Comparison, Conversation, ModelCall, Run
 from skills_app.policy.access import policy_for
-from skills_app.policy.limits import LimitReached, check_send
 from skills_app.registry.skills import skills_for_user
 from skills_app.runs import supervisor as runs
 
@@ -125,45 +124,41 @@ async def compare_start(request: HttpRequest) -> HttpResponse:
     elif set(skills) - known:
         error = "Unknown skill(s): " + ", ".join(sorted(set(skills) - known))
     else:
+        made: list[Comparison] = []
+
+        def create() -> list[int]:
+            comparison, ids = _create(user, prompt, skills, base_prompt)
+            made.append(comparison)
+            return ids
+
         try:
-            # Three runs at once: counted as three messages against the sending limits.
-            await sync_to_async(check_send)(user.pk, runs_wanted=len(PROFILES))
-        except LimitReached as exc:
-            error, status = str(exc), 429
-    if error:
-        context = {
-            "skills": await sync_to_async(_skill_choices)(user.pk),
-            "comparisons": [],
-            "profiles": PROFILES,
-            "error": error,
-            "prompt": prompt,
-            "picked": skills,
-            "base_prompts": BASE_PROMPTS,
-            "base_prompt": base_prompt if base_prompt in BASE_PROMPTS else "",
-            **design_notes(),
-        }
-        return await sync_to_async(render)(
-            request,
-            "skills_app/compare/home.html",
-            context,
-            status=400 if status is None else status,
-        )
-    comparison, ids = await sync_to_async(_create)(user, prompt, skills, base_prompt)
-    # The three runs execute concurrently, like three users asking the same question. Each is
-    # admitted where it is created, with room for the ones still to come (the check above is
-    # the early word; parallel posts or tabs could all pass it on the same count).
-    for started, conversation_id in enumerate(ids):
-        wanted = len(ids) - started
-        try:
-            await runs.start_run(
-                conversation_id,
-                prompt,
-                user_id=user.pk,
-                within_limits=wanted,
-            )
-        except runs.RunError:
-            break  # a send elsewhere took the room meanwhile: the page shows what started
-    return HttpResponseRedirect(reverse("compare-detail", args=[comparison.pk]))
+            # The comparison, its conversations and their runs in one transaction, with one
+            # check of the limits for the three runs (three messages): all start, or nothing
+            # is created and the page says which limit stands in the way.
+            await runs.start_runs(create, prompt, user_id=user.pk)
+        except runs.RunError as exc:
+            error = str(exc)
+            status = 429 if isinstance(exc, runs.LimitRefusal) else None
+        else:
+            # The three runs execute concurrently, like three users asking the same question.
+            return HttpResponseRedirect(reverse("compare-detail", args=[made[0].pk]))
+    context = {
+        "skills": await sync_to_async(_skill_choices)(user.pk),
+        "comparisons": [],
+        "profiles": PROFILES,
+        "error": error,
+        "prompt": prompt,
+        "picked": skills,
+        "base_prompts": BASE_PROMPTS,
+        "base_prompt": base_prompt if base_prompt in BASE_PROMPTS else "",
+        **design_notes(),
+    }
+    return await sync_to_async(render)(
+        request,
+        "skills_app/compare/home.html",
+        context,
+        status=400 if status is None else status,
+    )
 
 
 def request_sizes(run: Run | None) -> list[dict[str, Any]]:

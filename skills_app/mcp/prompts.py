@@ -150,21 +150,20 @@ async def menu_prompts(user_id: int, group_ids: frozenset[int]) -> list[MenuProm
     return found
 
 
-async def expand(
-    text: str,
-    *,
-    user_id: int,
-    group_ids: frozenset[int],
-    conversation_id: int,
-    inbound: Callable[[str], str],
-    preview: Callable[[str, dict[str, Any]], Any],
-) -> str | None:
-    """The person's turn for `/mcp__server__prompt args`: the prompt's text as the server gives
-    it, filtered; None when `text` invokes no prompt. PromptError when it cannot be given.
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """A prompt one person may invoke, its arguments bound: ready to be asked of its server."""
 
-    `inbound(text)`: the text as the conversation's owner may see it (the hidden-content filter,
-    `visibility.outbound`); `preview(command, arguments)`: the arguments as the audit keeps them
-    (`visibility.mcp_call_preview`). Both handed in: the filter sits above this layer."""
+    server: McpServer
+    prompt: str
+    arguments: dict[str, str]
+    spec: ServerSpec
+
+
+async def resolve(text: str, *, user_id: int, group_ids: frozenset[int]) -> Invocation | None:
+    """The invocation `text` makes (`/mcp__server__prompt args`), checked without asking the
+    server for the prompt: None when it invokes no prompt of this person's; PromptError when it
+    cannot be given (an argument missing, the MCP calls quota or budget, a sign-in needed)."""
     parts = split_invocation(text)
     if parts is None:
         return None
@@ -190,11 +189,29 @@ async def expand(
             f'Sign in to the MCP server "{server.display_name or server.name}" first '
             f"({grants_for(user_id, server).sign_in_url}), then send the prompt again."
         )
+    return Invocation(server, prompt_name, arguments, spec)
+
+
+async def ask(
+    invocation: Invocation,
+    *,
+    user_id: int,
+    conversation_id: int,
+    inbound: Callable[[str], str],
+    preview: Callable[[str, dict[str, Any]], Any],
+) -> str:
+    """The person's turn: the prompt's text as the server gives it, filtered and recorded in the
+    audit as an MCP call. PromptError when the server cannot give it.
+
+    `inbound(text)`: the text as the conversation's owner may see it (the hidden-content filter,
+    `visibility.outbound`); `preview(command, arguments)`: the arguments as the audit keeps them
+    (`visibility.mcp_call_preview`). Both handed in: the filter sits above this layer."""
+    server, prompt_name, arguments = invocation.server, invocation.prompt, invocation.arguments
     started = time.monotonic()
     error = ""
     try:
         with _empty_place() as place:
-            given = await get_prompt(spec, place, prompt_name, arguments)
+            given = await get_prompt(invocation.spec, place, prompt_name, arguments)
     except (McpConnectError, SignInRequired) as exc:
         error = str(exc) or "sign-in required"
         given = ""
@@ -216,6 +233,28 @@ async def expand(
     if not filtered.strip():
         raise PromptError(f'The MCP server "{server.name}" gave the prompt "{prompt_name}" empty.')
     return filtered
+
+
+async def expand(
+    text: str,
+    *,
+    user_id: int,
+    group_ids: frozenset[int],
+    conversation_id: int,
+    inbound: Callable[[str], str],
+    preview: Callable[[str, dict[str, Any]], Any],
+) -> str | None:
+    """`resolve` then `ask`: the person's turn for `text`, None when it invokes no prompt."""
+    invocation = await resolve(text, user_id=user_id, group_ids=group_ids)
+    if invocation is None:
+        return None
+    return await ask(
+        invocation,
+        user_id=user_id,
+        conversation_id=conversation_id,
+        inbound=inbound,
+        preview=preview,
+    )
 
 
 def _over_limits(user_id: int, server: str) -> str | None:

@@ -1,9 +1,10 @@
 """The limits on starting work for a person, in one place: a barred account (`barred`), how often
 they may start runs and how many may be active at once, and the room left in their budgets.
 
-A run's limits are checked once, in the transaction that creates it, after `hold` has locked the
-person's row: parallel starts (other tabs, other processes) then wait for each other and cannot
-all pass on the same count. (SQLite's IMMEDIATE transactions serialise anyway.) Counted from the
+A run's limits are checked once, in the transaction that creates it (`runs.supervisor`), after
+`hold` has locked the person's row: parallel starts (other tabs, other processes) then wait for
+each other and cannot all pass on the same count. A model call outside a run (a summary) asks
+`check_send` once before it. (SQLite's IMMEDIATE transactions serialise anyway.) Counted from the
 database, so the limits hold across tabs and web processes without a shared cache. The budget
 check here is the early word; the reservation before every model call (`budgets`) is what holds.
 """

@@ -10,3 +10,7 @@ class RunError(Exception):
     on someone's behalf (the queue's `send_next`) shows every refusal in its own words without
     knowing where it came from.
     """
+
+
+class LimitRefusal(RunError):
+    """One of the person's limits (`policy.limits`) stands in the way; the message says which."""

@@ -14,7 +14,7 @@ import asyncio
 import contextvars
 import functools
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Protocol
 
 from asgiref.sync import sync_to_async
@@ -47,7 +47,7 @@ from skills_app.runs import (
 )
 from skills_app.runs.client import model_client
 from skills_app.runs.ending import drain, give_up, shutdown, stop_run, wait_for_run
-from skills_app.runs.errors import RunError
+from skills_app.runs.errors import LimitRefusal, RunError
 from skills_app.runs.execute import execute_run
 from skills_app.runs.liveness import process_identity
 from skills_app.runs.queue import RUN_CHANNEL, wake_workers
@@ -57,15 +57,33 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "RUN_CHANNEL",
+    "LimitRefusal",
+    "Prepare",
     "RunError",
     "drain",
     "give_up",
     "process_identity",
     "shutdown",
     "start_run",
+    "start_runs",
     "stop_run",
     "wait_for_run",
 ]
+
+
+# Changes made in the transaction that creates a run, before its message is stored (an edit's
+# or a regeneration's replaced turn): undone with it when the run is refused. Their events are
+# broadcast with the run's.
+Prepare = Callable[[], Sequence[RunEvent]]
+
+
+def _admit(user_id: int, runs_wanted: int) -> None:
+    """The one check of the person's limits for the runs this transaction creates (inside it,
+    after `limits.hold`: parallel starts wait for each other's count)."""
+    try:
+        limits.check_send(user_id, runs_wanted=runs_wanted)
+    except limits.LimitReached as exc:
+        raise LimitRefusal(exc.message) from None
 
 
 def _create_run(
@@ -79,63 +97,112 @@ def _create_run(
     auto_answer: str | None,
     attachments: Sequence[int] = (),
     within_limits: int | None = None,
-    typed: str | None = None,
+    prepare: Prepare | None = None,
 ) -> tuple[Run, list[RunEvent]]:
-    """The new Run row, with the user's message stored at once, and the events to broadcast.
-
-    `typed`: what the person typed, when the stored `prompt` is not it (an MCP prompt's text)."""
+    """The new Run row, with the user's message stored at once, and the events to broadcast."""
     with transaction.atomic():
         if within_limits is not None:
-            # The one check of the person's limits, under their lock, in the transaction that
-            # creates the run (`policy.limits`).
             limits.hold(user_id)
-            try:
-                limits.check_send(user_id, runs_wanted=within_limits)
-            except limits.LimitReached as exc:
-                raise RunError(exc.message) from None
-        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
-        if conversation.deleted_at is not None:
-            raise RunError("This conversation was deleted; start a new one.")
-        # Every entrance starts runs here (the chat, queued messages sent when a run ends, the
-        # command line): a deactivated account starts nothing, whatever was queued for it.
-        if not get_user_model().objects.filter(pk=user_id, is_active=True).exists():
-            raise RunError("This account is deactivated, so nothing is sent for it.")
-        events: list[RunEvent] = []
-        for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
-            # A run whose process died does not block the conversation forever.
-            if not tasks.executing_here(jobs.RUNS, active):
-                events.extend(interrupt_if_orphaned(active))
-        if conversation.runs.filter(status__in=Run.ACTIVE).exists():
-            raise RunError(
-                "A run is already in progress in this conversation. Wait for it or stop it first."
-            )
-        if retry and store.prepare_retry(conversation.pk) is None:
-            raise RunError(
-                "There is nothing to send again: your last message was answered, or you went on "
-                "since. Type a new message instead."
-            )
-        run = Run.objects.create(
-            conversation=conversation,
-            # An inline run executes from now on; a worker run waits in the queue until claimed.
-            status=Run.RUNNING if inline else Run.QUEUED,
-            model=conversation.model or client.model,
-            model_label=client.label,
-            is_demo=client.is_demo,
-            worker=process_identity() if inline else "",
-            heartbeat_at=timezone.now() if inline else None,
-            prompt=prompt or "",
+            _admit(user_id, within_limits)
+        return _new_run(
+            conversation_id,
+            prompt,
+            client,
+            inline=inline,
             retry=retry,
-            started_by_id=user_id,
-            auto_answer=auto_answer or "",
+            user_id=user_id,
+            auto_answer=auto_answer,
+            attachments=attachments,
+            prepare=prepare,
         )
-        if prompt is not None and not retry:
-            events.extend(_store_attachments(conversation, run, user_id, attachments))
-            events.append(_store_prompt(conversation, run, prompt, typed or prompt))
-        if not inline:
-            events.append(
-                eventlog.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
+
+
+def _create_runs(
+    conversations: Callable[[], Sequence[int]],
+    prompt: str,
+    client: ModelClient,
+    *,
+    inline: bool,
+    user_id: int,
+) -> list[tuple[Run, list[RunEvent]]]:
+    """The conversations `conversations()` creates, each with a new run of the same message, in
+    one transaction: admitted together, refused together."""
+    with transaction.atomic():
+        limits.hold(user_id)  # before the new rows, which refer to the person's row
+        ids = conversations()
+        _admit(user_id, len(ids))
+        return [
+            _new_run(
+                conversation_id,
+                prompt,
+                client,
+                inline=inline,
+                retry=False,
+                user_id=user_id,
+                auto_answer=None,
             )
-        return run, events
+            for conversation_id in ids
+        ]
+
+
+def _new_run(
+    conversation_id: int,
+    prompt: str | None,
+    client: ModelClient,
+    *,
+    inline: bool,
+    retry: bool,
+    user_id: int,
+    auto_answer: str | None,
+    attachments: Sequence[int] = (),
+    prepare: Prepare | None = None,
+) -> tuple[Run, list[RunEvent]]:
+    """`_create_run` inside its transaction, the person's limits already checked."""
+    conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+    if conversation.deleted_at is not None:
+        raise RunError("This conversation was deleted; start a new one.")
+    # Every entrance starts runs here (the chat, queued messages sent when a run ends, the
+    # command line): a deactivated account starts nothing, whatever was queued for it.
+    if not get_user_model().objects.filter(pk=user_id, is_active=True).exists():
+        raise RunError("This account is deactivated, so nothing is sent for it.")
+    events: list[RunEvent] = []
+    for active in conversation.runs.filter(status__in=Run.ACTIVE).values_list("pk", flat=True):
+        # A run whose process died does not block the conversation forever.
+        if not tasks.executing_here(jobs.RUNS, active):
+            events.extend(interrupt_if_orphaned(active))
+    if conversation.runs.filter(status__in=Run.ACTIVE).exists():
+        raise RunError(
+            "A run is already in progress in this conversation. Wait for it or stop it first."
+        )
+    if prepare is not None:
+        events.extend(prepare())
+    if retry and store.prepare_retry(conversation.pk) is None:
+        raise RunError(
+            "There is nothing to send again: your last message was answered, or you went on "
+            "since. Type a new message instead."
+        )
+    run = Run.objects.create(
+        conversation=conversation,
+        # An inline run executes from now on; a worker run waits in the queue until claimed.
+        status=Run.RUNNING if inline else Run.QUEUED,
+        model=conversation.model or client.model,
+        model_label=client.label,
+        is_demo=client.is_demo,
+        worker=process_identity() if inline else "",
+        heartbeat_at=timezone.now() if inline else None,
+        prompt=prompt or "",
+        retry=retry,
+        started_by_id=user_id,
+        auto_answer=auto_answer or "",
+    )
+    if prompt is not None and not retry:
+        events.extend(_store_attachments(conversation, run, user_id, attachments))
+        events.append(_store_prompt(conversation, run, prompt, prompt))
+    if not inline:
+        events.append(
+            eventlog.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
+        )
+    return run, events
 
 
 def _store_attachments(
@@ -196,24 +263,44 @@ async def start_run(
     retry: bool = False,
     attachments: Sequence[int] = (),
     within_limits: int | None = None,
+    prepare: Prepare | None = None,
 ) -> Run:
     """Store the user's message, create a run and hand it to the configured executor.
 
     `attachments`: ids of pending files (`chat.attachments`) sent with the message.
 
-    `within_limits`: how many runs the person's limits must leave room for (this one and any
-    still to come: a comparison starts three); RunError says which limit stands in the way.
-    None: no limits (the command line, run by an operator).
+    `within_limits`: how many runs the person's limits must leave room for, checked once in the
+    transaction that creates the run; LimitRefusal says which limit stands in the way. None: no
+    limits (the command line, run by an operator).
+
+    `prepare`: changes to make in that transaction before the message is stored (an edit's
+    replaced turn), undone with it when the run is refused; what it raises is raised as is.
 
     `retry` answers the latest failed or refused turn again (its rows are sent to the model again,
     `transcript.retry_turn`) without storing the message a second time; RunError when there is
     nothing to retry.
+
+    A message that invokes an MCP server's prompt is checked first (an argument missing, the MCP
+    calls quota), then its run admitted, and only then is the server asked (`_start_prompt_run`).
     """
-    typed = text
-    if text is not None and not retry:
-        text = await _prompt_turn(conversation_id, text, user_id, within_limits) or text
     client = model_client()
     executor = get_executor()
+    invocation = None
+    if text is not None and not retry:
+        invocation = await _prompt_invocation(text, user_id)
+    if text is not None and invocation is not None:
+        return await _start_prompt_run(
+            conversation_id,
+            text,
+            invocation,
+            user_id=user_id,
+            client=client,
+            executor=executor,
+            auto_answer=auto_answer,
+            attachments=attachments,
+            within_limits=within_limits,
+            prepare=prepare,
+        )
     run, events = await sync_to_async(_create_run)(
         conversation_id,
         text,
@@ -224,41 +311,168 @@ async def start_run(
         auto_answer=auto_answer,
         attachments=attachments,
         within_limits=within_limits,
-        typed=typed,
+        prepare=prepare,
     )
     await broadcast.broadcast_events(events)
     await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
     return run
 
 
-async def _prompt_turn(
-    conversation_id: int, text: str, user_id: int, within_limits: int | None
-) -> str | None:
-    """The person's turn for `/mcp__server__prompt args` (an MCP server's prompt, filtered like
-    a tool's result), or None for any other message; RunError when it cannot be given.
+async def start_runs(
+    conversations: Callable[[], Sequence[int]], text: str, *, user_id: int
+) -> list[Run]:
+    """Create conversations (`conversations()`, called in the transaction) and start a run of the
+    same message in each, within the person's limits: one check for all of them, and either all
+    start or none does and nothing is created (RunError, LimitRefusal for a limit). The message
+    is sent as typed (an MCP prompt command is not asked of its server)."""
+    client = model_client()
+    executor = get_executor()
+    started = await sync_to_async(_create_runs)(
+        conversations, text, client, inline=executor.inline, user_id=user_id
+    )
+    await broadcast.broadcast_events([event for _run, events in started for event in events])
+    for run, _events in started:
+        await executor.submit(run, user_id=user_id, client=client, auto_answer=None)
+    return [run for run, _events in started]
 
-    The server is asked before the run exists, so the person's limits are checked first (a
-    barred account, the rate limits, a budget reached: `within_limits` as in `start_run`);
-    `_create_run` checks them again, under the person's lock, and that check is what holds."""
+
+async def _prompt_invocation(text: str, user_id: int) -> mcp_prompts.Invocation | None:
+    """The MCP server's prompt `/mcp__server__prompt args` invokes, checked but not yet asked
+    for; None for any other message; RunError when it cannot be given."""
     if not text.lstrip().startswith("/mcp__"):
         return None
-    if within_limits is not None:
-        try:
-            await sync_to_async(limits.check_send)(user_id, runs_wanted=within_limits)
-        except limits.LimitReached as exc:
-            raise RunError(exc.message) from None
+    try:
+        return await mcp_prompts.resolve(
+            text, user_id=user_id, group_ids=await sync_to_async(user_groups)(user_id)
+        )
+    except mcp_prompts.PromptError as exc:
+        raise RunError(str(exc)) from None
+
+
+async def _start_prompt_run(
+    conversation_id: int,
+    typed: str,
+    invocation: mcp_prompts.Invocation,
+    *,
+    user_id: int,
+    client: ModelClient,
+    executor: Executor,
+    auto_answer: str | None,
+    attachments: Sequence[int],
+    within_limits: int | None,
+    prepare: Prepare | None,
+) -> Run:
+    """`start_run` for an MCP prompt command: the run is admitted and created first (the one
+    check of the limits), held by this process without a message while the server is asked, so
+    no server is asked for a person past their limits; then the turn is stored and the run
+    handed to the executor, `prepare` made in the same transaction. When the server cannot give
+    the prompt, or a stop comes meanwhile, the run ends failed or stopped with no message and
+    nothing else changed (RunError says why)."""
+    run, events = await sync_to_async(_create_run)(
+        conversation_id,
+        None,
+        client,
+        inline=True,
+        retry=False,
+        user_id=user_id,
+        auto_answer=auto_answer,
+        within_limits=within_limits,
+    )
+    await broadcast.broadcast_events(events)
+    asking = asyncio.get_running_loop().create_task(
+        _prompt_turn(conversation_id, invocation, user_id)
+    )
+    # Beaten like an executing run (no other process takes it for dead), and a stop or an
+    # interruption from elsewhere cancels the asking.
+    heartbeats().add(run.pk, asking)
+    try:
+        text = await asking
+        run, events = await sync_to_async(_store_turn)(
+            run.pk,
+            text,
+            typed,
+            user_id,
+            attachments,
+            inline=executor.inline,
+            prepare=prepare,
+        )
+    except BaseException as exc:
+        stopped = isinstance(exc, asyncio.CancelledError) and asking.cancelled()
+        current = asyncio.current_task()
+        if stopped and (current is None or not current.cancelling()):
+            # A stop (or an interruption) from elsewhere cancelled the asking, not our caller.
+            await _give_back(run.pk, Run.STOPPED, STOPPED_ASKING)
+            raise RunError(STOPPED_ASKING) from None
+        said = str(exc) if isinstance(exc, RunError) else "The prompt could not be given."
+        await asyncio.shield(_give_back(run.pk, Run.FAILED, said))
+        raise
+    finally:
+        heartbeats().discard(run.pk)
+        tasks.ABANDONED.discard(run.pk)
+    await broadcast.broadcast_events(events)
+    await executor.submit(run, user_id=user_id, client=client, auto_answer=auto_answer)
+    return run
+
+
+async def _prompt_turn(
+    conversation_id: int, invocation: mcp_prompts.Invocation, user_id: int
+) -> str:
+    """The person's turn: the MCP server's prompt, filtered like a tool's result (RunError when
+    the server cannot give it)."""
     outbound = functools.partial(visibility.outbound, conversation_id, can_inspect=False)
     try:
-        return await mcp_prompts.expand(
-            text,
+        return await mcp_prompts.ask(
+            invocation,
             user_id=user_id,
-            group_ids=await sync_to_async(user_groups)(user_id),
             conversation_id=conversation_id,
             inbound=lambda given: str(outbound().text(given)),
             preview=functools.partial(visibility.mcp_call_preview, conversation_id),
         )
     except mcp_prompts.PromptError as exc:
         raise RunError(str(exc)) from None
+
+
+def _store_turn(
+    run_id: int,
+    prompt: str,
+    typed: str,
+    user_id: int,
+    attachments: Sequence[int],
+    *,
+    inline: bool,
+    prepare: Prepare | None,
+) -> tuple[Run, list[RunEvent]]:
+    """The held run's message (and files), stored now after `prepare`; a worker's run joins the
+    queue."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().select_related("conversation").get(pk=run_id)
+        if run.status != Run.RUNNING:
+            raise RunError(
+                "Your message was not sent: the answer was stopped or interrupted while the "
+                "MCP server was asked for its prompt. Send it again."
+            )
+        conversation = run.conversation
+        events = list(prepare()) if prepare is not None else []
+        events.extend(_store_attachments(conversation, run, user_id, attachments))
+        events.append(_store_prompt(conversation, run, prompt, typed))
+        run.prompt = prompt
+        if not inline:
+            run.status, run.worker, run.heartbeat_at = Run.QUEUED, "", None
+            events.append(
+                eventlog.append_event(conversation.pk, RunQueued(run_id=run.pk), run_id=run.pk)
+            )
+        run.save(update_fields=["prompt", "status", "worker", "heartbeat_at"])
+        return run, events
+
+
+STOPPED_ASKING = "Stopped before the MCP server gave its prompt: nothing was sent."
+
+
+async def _give_back(run_id: int, status: str, error: str) -> None:
+    """End a held run that got no message (it never executed; the audit keeps it, as every run)."""
+    await Run.objects.filter(pk=run_id, status=Run.RUNNING, prompt="").aupdate(
+        status=status, error=error, finished_at=timezone.now(), heartbeat_at=None
+    )
 
 
 class Executor(Protocol):

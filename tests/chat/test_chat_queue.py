@@ -267,3 +267,47 @@ async def test_regenerate_replaces_only_the_answer(fake, conversation, alice):
 async def test_regenerate_without_an_answer_says_what_to_do(fake, conversation, alice):
     with pytest.raises(ActionError, match="no answer to regenerate"):
         await act(conversation, alice, "regenerate")
+
+
+async def _answered_once(fake, conversation, alice) -> list[tuple[int, str, dict]]:
+    """One question answered (and titled); the rows as they stand."""
+    fake.enqueue(Reply.text("the first answer"))
+    await act(conversation, alice, "send", text="the first question")
+    await wait_until(lambda: _runs_done(conversation, 1), what="the first run")
+    await wait_until(lambda: _titled(conversation, "the first question"), what="a title")
+    return await _rows(conversation)
+
+
+async def _rows(conversation) -> list[tuple[int, str, dict]]:
+    return [
+        (m.pk, m.role, m.meta)
+        async for m in Message.objects.filter(conversation=conversation).order_by("seq")
+    ]
+
+
+@pytest.mark.parametrize("how", ["edit", "regenerate"])
+@pytest.mark.parametrize("limit", ["per_minute", "budget"])
+async def test_an_edit_or_regeneration_past_a_limit_is_refused_in_words_and_changes_nothing(
+    fake, conversation, alice, settings, how, limit
+):
+    before = await _answered_once(fake, conversation, alice)
+    events = await RunEvent.objects.filter(conversation=conversation).acount()
+    if limit == "per_minute":
+        settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1
+        said = "the limit is 1"
+    else:
+        from decimal import Decimal
+
+        from skills_app.models import UserPolicy
+
+        await UserPolicy.objects.acreate(user=alice, daily_limit_usd=Decimal("0"))
+        said = "daily spending limit"
+    [question] = [pk for pk, role, _meta in before if role == "user"]
+    fields = {"message_id": question, "text": "the question, fixed"} if how == "edit" else {}
+    with pytest.raises(ActionError, match=said):
+        await act(conversation, alice, how, **fields)
+    # Nothing was replaced, stored, announced or started; the automatic title stays.
+    assert await _rows(conversation) == before
+    assert await RunEvent.objects.filter(conversation=conversation).acount() == events
+    assert await Run.objects.filter(conversation=conversation).acount() == 1
+    assert await _titled(conversation, "the first question")

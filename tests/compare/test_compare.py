@@ -292,3 +292,50 @@ def test_the_page_says_which_source_each_part_follows_and_what_each_mode_changes
     system_prompt = page.split('id="system-prompt-modes"', 1)[1].split("</dd>", 1)[0]
     assert "<code>bash -lc</code>" in system_prompt and "SkillRunInput" in system_prompt
     assert "deny" in page.split('id="design-safety"', 1)[1].split("</p>", 1)[0]
+
+
+async def _settled() -> None:
+    for _ in range(200):
+        if not await Run.objects.filter(status__in=Run.ACTIVE).aexists():
+            return
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_comparison_past_the_limits_is_refused_in_words_and_leaves_nothing(
+    auditor, settings
+):
+    # Three runs wanted, two left this minute.
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 3
+    other = await Conversation.objects.acreate(owner=auditor, title="elsewhere")
+    await Run.objects.acreate(conversation=other, status=Run.DONE)
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(auditor)
+    response = await client.post(
+        "/compare/start/", {"prompt": "how do otters sleep", "skills": ["greeter"]}
+    )
+    page = response.content.decode()
+    assert response.status_code == 429
+    assert "the limit is 3" in page and "press Retry" in page
+    assert "how do otters sleep" in page  # the prompt stays in the form
+    assert not await Comparison.objects.aexists()
+    assert await Conversation.objects.acount() == 1
+    assert await Run.objects.acount() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_two_comparisons_at_once_with_room_for_one_start_one_whole(auditor, settings):
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 3
+    await PermissionRule.objects.acreate(behavior="allow", rule_text="Skill")
+    clients = [AsyncClient(), AsyncClient()]
+    for client in clients:
+        await sync_to_async(client.force_login)(auditor)
+    responses = await asyncio.gather(
+        *(c.post("/compare/start/", {"prompt": "hello", "skills": ["greeter"]}) for c in clients)
+    )
+    await _settled()
+    assert sorted(r.status_code for r in responses) == [302, 429]
+    comparison = await Comparison.objects.aget()
+    assert await comparison.conversations.acount() == 3
+    assert await Run.objects.filter(conversation__comparisons=comparison).acount() == 3
+    assert await Run.objects.acount() == 3

@@ -271,3 +271,132 @@ async def test_a_prompt_command_past_the_persons_limits_never_reaches_the_server
     assert "first-otters" in asked
     assert not {"broke-otters", "barred-otters", "more-otters"} & set(asked)
     assert await AuditEvent.objects.filter(action="mcp.called").acount() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_prompt_command_refused_by_a_limit_or_its_server_leaves_the_conversation_as_it_was(
+    alice, bob, carol, settings, fake_anthropic, http_server, tmp_path, monkeypatch
+):
+    from skills_app.chat import actions
+    from skills_app.models import Message, Run
+    from skills_app.policy import limits
+
+    use_fake_model(settings, fake_anthropic, retries=0)
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(tmp_path / "ws"), carol)
+    await _prompts_reviewed(server, carol, alice, frozenset())
+    conversation = await Conversation.objects.acreate(owner=alice, title="kept")
+    fake_anthropic.enqueue(Reply.text("Hello."))
+    assert (await run_turn(conversation, "hello", alice)).status == "done"
+
+    async def state() -> tuple[list[tuple[int, bool]], int]:
+        messages = [
+            (m.pk, m.to_model) async for m in Message.objects.filter(conversation=conversation)
+        ]
+        return messages, await Run.objects.filter(conversation=conversation).acount()
+
+    async def send(text: str) -> None:
+        await actions.perform(
+            "send", {"text": text}, conversation_id=conversation.pk, user_id=alice.pk
+        )
+
+    before = await state()
+    # Past the messages-per-minute limit: refused in words, the server never asked.
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1
+    with pytest.raises(actions.ActionError, match="the limit is 1"):
+        await send("/mcp__toy__brief topic=hasty-otters")
+    assert "hasty-otters" not in _briefs_asked(http_server)
+    assert await state() == before
+    # Within the limits, a prompt its server cannot give: said, and the admitted run ends
+    # failed with no message (the audit keeps every run); the transcript is as it was.
+    settings.RATE_LIMIT_MESSAGES_PER_MINUTE = 1000
+    with pytest.raises(actions.ActionError) as refused:
+        await send("/mcp__toy__quote_file no/such/file.md")
+    messages, count = await state()
+    assert (messages, count - 1) == before
+    failed = await Run.objects.filter(conversation=conversation).order_by("-pk").afirst()
+    assert failed.status == Run.FAILED and failed.error == str(refused.value)
+    # One that it gives: the limits were asked once for it, then the server.
+    asked: list[int] = []
+    real = limits.account_barred
+    monkeypatch.setattr(
+        limits, "account_barred", lambda user_id: asked.append(user_id) or real(user_id)
+    )
+    fake_anthropic.enqueue(Reply.text("Otters float."))
+    await send("/mcp__toy__brief topic=patient-otters")
+    [run] = [r async for r in Run.objects.filter(conversation=conversation).order_by("-pk")[:1]]
+    await runs.wait_for_run(run.pk, timeout=30)
+    assert asked == [alice.pk]
+    assert "patient-otters" in _briefs_asked(http_server)
+    assert (await Run.objects.aget(pk=run.pk)).status == "done"
+    assert "Write a plain brief about patient-otters" in json.dumps(
+        fake_anthropic.requests[-1]["messages"]
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_prompt_commands_run_waits_for_a_worker_once_its_turn_is_stored(
+    alice, bob, carol, http_server, tmp_path, worker_fake, layer
+):
+    from skills_app.models import Run
+    from tests.support.worker_helpers import running_worker
+
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(tmp_path / "ws"), carol)
+    await _prompts_reviewed(server, carol, alice, frozenset())
+    conversation = await Conversation.objects.acreate(owner=alice, title="worker prompt")
+    worker_fake.enqueue(Reply.text("Otters float, workers too."))
+    async with running_worker():
+        run = await runs.start_run(
+            conversation.pk, "/mcp__toy__brief topic=queued-otters", user_id=alice.pk
+        )
+        # Held by this process while the server was asked, then handed to the queue.
+        assert run.status == Run.QUEUED and run.worker == ""
+        await runs.wait_for_run(run.pk, timeout=20)
+    run = await Run.objects.aget(pk=run.pk)
+    assert run.status == Run.DONE and run.worker != ""
+    wanted = "Write a plain brief about queued-otters, in three sentences."
+    assert await sync_to_async(_user_texts)(conversation) == [wanted]
+    assert wanted in json.dumps(worker_fake.requests[-1]["messages"])
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_stop_while_the_server_is_asked_ends_the_held_run_and_sends_nothing(
+    alice, bob, carol, settings, fake_anthropic, http_server, tmp_path, monkeypatch
+):
+    import asyncio
+
+    from skills_app.models import Message, Run
+    from tests.support.loop_helpers import wait_until
+
+    use_fake_model(settings, fake_anthropic, retries=0)
+    settings.RUN_HEARTBEAT_SECONDS = 0.2
+    server = await sync_to_async(http_server_named)(bob, http_server, everyone=True)
+    await listed_and_approved(server, place_in(tmp_path / "ws"), carol)
+    await _prompts_reviewed(server, carol, alice, frozenset())
+    conversation = await Conversation.objects.acreate(owner=alice, title="stopped")
+    never = asyncio.Event()  # a server that does not answer until the test ends
+    real_ask = prompts.ask
+
+    async def slow_ask(*args, **kwargs):
+        await never.wait()
+        return await real_ask(*args, **kwargs)
+
+    monkeypatch.setattr(prompts, "ask", slow_ask)
+    starting = asyncio.create_task(
+        runs.start_run(conversation.pk, "/mcp__toy__brief topic=stopped-otters", user_id=alice.pk)
+    )
+    held = Run.objects.filter(conversation=conversation, status=Run.RUNNING)
+
+    async def is_held() -> bool:
+        return await held.aexists()
+
+    await wait_until(is_held, what="the run admitted and held")
+    assert await runs.stop_run((await held.aget()).pk)
+    with pytest.raises(RunError, match="Stopped before the MCP server gave its prompt"):
+        await starting
+    run = await Run.objects.aget(conversation=conversation)
+    assert run.status == Run.STOPPED and run.finished_at is not None
+    assert not await Message.objects.filter(conversation=conversation).aexists()
+    assert "stopped-otters" not in _briefs_asked(http_server)
+    never.set()
