@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("core", ("core",)),
     # The data: rows (models), the audit trail's writer (trail), a conversation's files
     # (workspaces), what people sent as fingerprints (sent_texts), request types for views, the
-    # streamed text's rows (textlog).
+    # streamed text's rows (textlog), a thread with its own connection (database_thread).
     (
         "models",
         (
@@ -44,6 +44,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "trail",
             "sent_texts",
             "textlog",
+            "database_thread",
         ),
     ),
     ("registry/permissions", ("registry", "permissions", "policy", "mcp")),
@@ -344,6 +345,54 @@ def test_packages_import_each_other_without_cycles():
 def test_no_module_imports_a_private_name_of_another():
     found = private_imports()
     assert found == [], "private names imported from another module:\n" + "\n".join(found)
+
+
+# The way out: what turns an announced event into the frame a viewer gets.
+WAY_OUT = (
+    "skills_app.chat.relay",
+    "skills_app.chat.fragments",
+    "skills_app.chat.frames",
+    "skills_app.chat.event_views",
+    "skills_app.chat.items",
+    "skills_app.chat.rendering",
+)
+
+
+def calls_into_runs(modules: tuple[str, ...]) -> dict[str, list[str]]:
+    """For each module, the modules of `runs` it reaches through imports of ours (transitively)."""
+    ours = _app_modules()
+    found = {}
+    for start in modules:
+        seen, todo, reached = {start}, [start], set()
+        while todo:
+            for target in _imports(ours[todo.pop()]):
+                if target.startswith("skills_app.runs"):
+                    reached.add(target)
+                elif target in ours and target not in seen:
+                    seen.add(target)
+                    todo.append(target)
+        if reached:
+            found[start] = sorted(reached)
+    return found
+
+
+def test_the_way_out_calls_nothing_in_runs():
+    """A stored event comes back up as data: rendering it for a viewer reads rows, not runs."""
+    assert calls_into_runs(WAY_OUT) == {}
+
+
+def test_a_way_out_that_reaches_runs_is_named(tmp_path, monkeypatch):
+    _planted(
+        tmp_path,
+        monkeypatch,
+        {
+            "skills_app.chat.relay": "from skills_app.chat import items\n",
+            "skills_app.chat.items": "from skills_app.runs import streams\n",
+        },
+    )
+    assert calls_into_runs(("skills_app.chat.relay",)) == {
+        "skills_app.chat.relay": ["skills_app.runs.streams"]
+    }
 
 
 def test_the_graph_sees_a_known_edge():

@@ -25,8 +25,8 @@ from skills_app.models import (
     Run,
     RunEvent,
     SkillInvocation,
+    rows_with_ids,
 )
-from skills_app.runs import store
 from skills_app.visibility import outbound
 
 SEARCHABLE_KINDS = ("text", "skill_status", "error", "notice")
@@ -230,7 +230,7 @@ def retry_message_id(conversation_id: int) -> int | None:
     for meta in typed_since.values_list("meta", flat=True).iterator():
         if not (meta or {}).get("subagent_result") and not (meta or {}).get("subagent_run"):
             return None  # the person went on: no Retry any more (`typed_by_user`)
-    ids, stored = store.rows_with_ids(conversation_id)
+    ids, stored = rows_with_ids(conversation_id)
     index = retry_notice(stored)
     return ids[index] if index is not None else None
 

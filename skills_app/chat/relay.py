@@ -14,7 +14,7 @@ A tab relays its messages one at a time, so the live text behind a stored event 
 event's render; renders therefore do not queue behind the runs' own database work (the one
 thread every `sync_to_async` call of the process shares: runs set up, store, check limits,
 take locks). A render that reads rows runs on this loop's render thread, with a database
-connection of its own (`liveness.DatabaseThread`); markup made from the event alone
+connection of its own (`database_thread.DatabaseThread`); markup made from the event alone
 (`event_views.reads_rows` false: the Stop button, a title) is rendered in the loop, no hop.
 """
 
@@ -32,7 +32,7 @@ from skills_app.chat import fragments, frames
 from skills_app.chat.event_views import announced, has_view, reads_rows
 from skills_app.core.events import EVENT_TYPES
 from skills_app.core.events import RunEvent as CoreEvent
-from skills_app.runs.liveness import DatabaseThread
+from skills_app.database_thread import DatabaseThread
 
 # Stored events whose fragments a process keeps (both classes of one event count twice).
 CACHE_SIZE = 1_024

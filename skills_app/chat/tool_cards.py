@@ -13,8 +13,12 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 
 from skills_app.chat import approval_words, denials
-from skills_app.core.transcript import INTERRUPTED_RESULT, STOPPED_RESULT, result_text
-from skills_app.runs.recorder import LIVE_RESULT_CHARS
+from skills_app.core.transcript import (
+    INTERRUPTED_RESULT,
+    LIVE_RESULT_CHARS,
+    STOPPED_RESULT,
+    result_text,
+)
 from skills_app.visibility import Outbound, outbound
 
 # The recorder's live cut: a live result of this length may have been cut already, so it gets

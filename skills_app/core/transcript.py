@@ -34,6 +34,9 @@ from typing import Any
 
 STATUS_TEMPLATE = '<command-message>The "{name}" skill is loading</command-message>'
 HIDDEN_PREFIX = "Base directory for this skill: "
+# Tool results are cut in live events to what a card shows (the chat's cards show this much and
+# link to the rest; the stored row keeps them whole).
+LIVE_RESULT_CHARS = 4_000
 INTERRUPTED_RESULT = "Interrupted: the run was stopped before this tool call finished."
 # A stop by the person: the call is closed for the API, and the model is told not to pick it up
 # again on its own (the person's next message is a new request, not a go-ahead for this call).

@@ -5,7 +5,7 @@ from __future__ import annotations
 from skills_app.models.attachments import Attachment
 from skills_app.models.audit import AuditEvent, SkillInvocation
 from skills_app.models.compare import Comparison
-from skills_app.models.conversations import Conversation, Message, RunEvent
+from skills_app.models.conversations import Conversation, Message, RunEvent, rows_with_ids
 from skills_app.models.decisions import PermissionDecision
 from skills_app.models.feedback import AnswerFeedback
 from skills_app.models.mcp import (
@@ -67,6 +67,7 @@ __all__ = [
     "RequestPart",
     "Run",
     "RunEvent",
+    "rows_with_ids",
     "SentTextFingerprint",
     "SkillInvocation",
     "SkillPackage",

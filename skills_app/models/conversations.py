@@ -10,7 +10,7 @@ from django.db import models
 
 from skills_app.core.model_catalog import EFFORT_LEVELS
 from skills_app.core.profiles import DEFAULT_PROFILE, profile_choices
-from skills_app.core.transcript import STATE_KIND
+from skills_app.core.transcript import STATE_KIND, StoredMessage
 
 
 class ConversationQuerySet(models.QuerySet["Conversation"]):
@@ -168,3 +168,17 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.type} #{self.seq}"
+
+
+def rows_with_ids(conversation_id: int) -> tuple[list[int], list[StoredMessage]]:
+    """The conversation's rows in order, and their ids (same positions)."""
+    rows = Message.objects.filter(conversation_id=conversation_id).order_by("seq")
+    fields = ("pk", "role", "content", "kind", "is_meta", "to_model", "meta")
+    ids: list[int] = []
+    stored: list[StoredMessage] = []
+    for pk, role, content, kind, is_meta, to_model, meta in rows.values_list(*fields):
+        ids.append(pk)
+        stored.append(
+            StoredMessage(role, tuple(content), kind, is_meta, to_model, dict(meta or {}))
+        )
+    return ids, stored

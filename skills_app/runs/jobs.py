@@ -147,7 +147,7 @@ def orphaned(kind: Kind, *, trusted_for: float = math.inf) -> Q:
 
     `trusted_for`: how long the caller has reached the database without a break; a silence it
     could not have told from its own outage counts only once that covers the stale period
-    (`liveness.Continuity`). A worker that said goodbye, or was buried, is gone either way. A
+    (`database_thread.Continuity`). A worker that said goodbye, or was buried, is gone either way. A
     queued job is never orphaned: it waits for a worker however long.
     """
     gone = Q(worker__in=liveness.dead_worker_names(trusted_for=trusted_for))

@@ -9,14 +9,14 @@ A heartbeat missed because the database was away is not a death. Every process's
 while the database is away, but no heartbeat can be written meanwhile: a sweeper that has just
 regained the database would find every worker silent and bury them all. So a sweeper judges
 silence only once it has itself reached the database without a break for WORKER_STALE_SECONDS
-(`Continuity`): a live worker beats within WORKER_HEARTBEAT_SECONDS of the database's return,
+(`database_thread.Continuity`): a live worker beats within WORKER_HEARTBEAT_SECONDS of the database's return,
 and only a worker that still has not beaten by then is taken for dead. A database that is away
 for one process only (a network split) makes that process's workers silent for the others, who
 bury them: such a worker finds itself taken for dead when it is back, and gives up its runs.
 
 The heartbeat must not wait behind the run's own database work: under load a worker's shared
 database thread can be seconds behind, and a late heartbeat looks like a dead worker. So the
-liveness work runs in a `DatabaseThread` of its own, with its own connection, and the beat itself
+liveness work runs in a `database_thread.DatabaseThread` of its own, with its own connection, and the beat itself
 in a thread with a clock of its own (`heartbeat.Heart`): under load the worker's event loop can be
 seconds late too.
 """
@@ -27,22 +27,14 @@ import math
 import os
 import secrets
 import socket
-import time
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from skills_app.models import Worker
-
-T = TypeVar("T")
 
 # How long the rows of ended workers stay for the operator page.
 KEEP_ENDED_WORKERS = timedelta(days=1)
@@ -65,54 +57,6 @@ def sweep_interval() -> float:
 
 def _stale_before(now: datetime) -> datetime:
     return now - timedelta(seconds=settings.WORKER_STALE_SECONDS)
-
-
-class DatabaseThread:
-    """One thread with its own database connection, for work that must not queue behind others.
-
-    On an in-memory SQLite database (the tests') it is the process's shared database thread
-    instead: a second connection to it would only meet its table locks. A SQLite file gets a
-    connection of its own like PostgreSQL (WAL: its readers do not block this writer).
-    """
-
-    def __init__(self, name: str) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
-        self._shared = connection.vendor == "sqlite" and _in_memory(connection)
-        # How long this thread's queries have gone through without a break.
-        self.continuity = Continuity()
-
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        try:
-            if self._shared:
-                result = await sync_to_async(fn, thread_sensitive=True)(*args, **kwargs)
-            else:
-                # Channels' wrapper runs Django's `close_old_connections` around the call: the
-                # thread's connection is kept, and one an error or a database restart broke is
-                # replaced before the call uses it (settings.py, DATABASES).
-                call = database_sync_to_async(fn, thread_sensitive=False, executor=self._pool)
-                result = await call(*args, **kwargs)
-        except DatabaseError:
-            self.continuity.failed()
-            raise
-        self.continuity.reached()
-        return result
-
-    async def close(self) -> None:
-        """Close the thread's connection and end the thread."""
-        try:
-            if not self._shared:
-                await self.run(_close_connection)
-        finally:
-            self._pool.shutdown(wait=False)
-
-
-def _in_memory(database: Any) -> bool:
-    return bool(database.is_in_memory_db())
-
-
-def _close_connection() -> None:
-    # Looked up in the thread itself: `connection` is this thread's own connection.
-    connection.close()
 
 
 def register(name: str, channel: str, capacity: int) -> None:
@@ -144,26 +88,6 @@ def deregister(name: str, reason: str = "shut down") -> None:
     Worker.objects.filter(name=name, stopped_at__isnull=True).update(
         stopped_at=timezone.now(), stop_reason=reason
     )
-
-
-class Continuity:
-    """How long one process has reached the database without a break, on its own clock."""
-
-    def __init__(self) -> None:
-        self._since: float | None = None
-
-    def reached(self) -> None:
-        """A query went through."""
-        if self._since is None:
-            self._since = time.monotonic()
-
-    def failed(self) -> None:
-        """A query failed: the database (or the way to it) was away."""
-        self._since = None
-
-    def seconds(self) -> float:
-        """How long the database has answered every query, 0 when the last one failed."""
-        return 0.0 if self._since is None else time.monotonic() - self._since
 
 
 def bury_dead_workers(*, trusted_for: float = math.inf) -> list[str]:

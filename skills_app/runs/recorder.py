@@ -37,16 +37,13 @@ from skills_app.core.events import (
     event_from,
 )
 from skills_app.core.ports import InvocationRecord, ToolAudit
-from skills_app.core.transcript import StoredMessage
+from skills_app.core.transcript import LIVE_RESULT_CHARS, StoredMessage
 from skills_app.models import Run, SkillInvocation
 from skills_app.runs import broadcast, eventlog, observers, store, tasks
 from skills_app.runs.broadcast import send_live
 from skills_app.runs.streams import RunStreams, journal
 from skills_app.visibility import mcp_call_preview
 
-# Tool results are cut in live events to what a card shows (`chat.tool_cards.SHOWN_CHARS` is this
-# length; the row keeps them whole).
-LIVE_RESULT_CHARS = 4_000
 # Blocks the browser shows a "Calling X…" line for while their input streams.
 TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use"})
 

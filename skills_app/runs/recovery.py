@@ -31,6 +31,7 @@ from skills_app import textlog
 from skills_app.core.logcontext import log_context
 from skills_app.core.outages import Outage, RateLimited
 from skills_app.core.transcript import StoredMessage, close_open_tool_uses
+from skills_app.database_thread import DatabaseThread
 from skills_app.mcp import elicitations
 from skills_app.models import Approval, Conversation, Run, RunEvent
 from skills_app.runs import eventlog, jobs, liveness, store, tasks
@@ -83,7 +84,7 @@ def interrupt_runs(run_ids: list[int]) -> list[RunEvent]:
     return events
 
 
-async def sweep_forever(database: liveness.DatabaseThread) -> None:
+async def sweep_forever(database: DatabaseThread) -> None:
     """Sweep now and then every quarter of a worker heartbeat, until cancelled.
 
     Events whose announcement failed (the channel layer away) stay pending
@@ -123,7 +124,7 @@ async def _announce(pending: list[RunEvent]) -> None:
 
 # This process's sweep (web processes): its task, and the thread it queries the database from.
 _sweeper: asyncio.Task[None] | None = None
-_sweep_database: liveness.DatabaseThread | None = None
+_sweep_database: DatabaseThread | None = None
 
 
 def ensure_sweeping() -> None:
@@ -144,7 +145,7 @@ def ensure_sweeping() -> None:
     if _sweeper is not None and not _sweeper.done() and not _sweeper.get_loop().is_closed():
         return
     if _sweep_database is None:
-        _sweep_database = liveness.DatabaseThread("skillscope-sweep")
+        _sweep_database = DatabaseThread("skillscope-sweep")
     _sweeper = asyncio.get_running_loop().create_task(
         sweep_forever(_sweep_database), name="skillscope-sweep", context=contextvars.Context()
     )

@@ -22,7 +22,7 @@ from skills_app.core.transcript import (
     retry_turn,
     turn_start,
 )
-from skills_app.models import Conversation, Message
+from skills_app.models import Conversation, Message, rows_with_ids
 from skills_app.visibility import note_quoted_hidden
 
 
@@ -94,20 +94,6 @@ def append_message(
             run_id=run_id,
             invocation_id=invocation_id,
         )
-
-
-def rows_with_ids(conversation_id: int) -> tuple[list[int], list[StoredMessage]]:
-    """The conversation's rows in order, and their ids (same positions)."""
-    rows = Message.objects.filter(conversation_id=conversation_id).order_by("seq")
-    fields = ("pk", "role", "content", "kind", "is_meta", "to_model", "meta")
-    ids: list[int] = []
-    stored: list[StoredMessage] = []
-    for pk, role, content, kind, is_meta, to_model, meta in rows.values_list(*fields):
-        ids.append(pk)
-        stored.append(
-            StoredMessage(role, tuple(content), kind, is_meta, to_model, dict(meta or {}))
-        )
-    return ids, stored
 
 
 def _store_meta(ids: list[int], changes: dict[int, StoredMessage]) -> list[int]:

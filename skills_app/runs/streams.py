@@ -46,7 +46,8 @@ from django.db import DatabaseError
 from skills_app import textlog
 from skills_app.core.events import TextDelta, ThinkingDelta
 from skills_app.core.outages import Backoff, Outage
-from skills_app.runs import broadcast, liveness, tasks
+from skills_app.database_thread import DatabaseThread
+from skills_app.runs import broadcast, tasks
 from skills_app.textlog import LIVE_FRAME_CHARS
 
 logger = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ class Journal:
         self._writer: asyncio.Task[None] | None = None
         self._arrived: asyncio.Future[None] | None = None  # the writer waits for frames on it
         self._probe: asyncio.Task[None] | None = None
-        self._database: liveness.DatabaseThread | None = None
+        self._database: DatabaseThread | None = None
         self._pruned = time.monotonic()
         self.outage = Outage("the database", logger, who="live text")
         self.commits = 0  # statements written so far (tests, benchmarks)
@@ -349,7 +350,7 @@ class Journal:
     async def _commit(self, frames: list[TextDelta | ThinkingDelta]) -> None:
         """Write the pieces, retrying with backoff while the database is away."""
         if self._database is None:
-            self._database = liveness.DatabaseThread("skillscope-journal")
+            self._database = DatabaseThread("skillscope-journal")
         backoff = Backoff(first=0.1, cap=2.0)
         pieces = _pieces(frames)
         while True:

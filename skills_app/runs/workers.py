@@ -47,6 +47,7 @@ from django.db import DatabaseError
 from skills_app.core.llm import load_sdk
 from skills_app.core.logcontext import log_context
 from skills_app.core.outages import Outage, RateLimited
+from skills_app.database_thread import DatabaseThread
 from skills_app.runs import heartbeat, jobs, liveness, queue, recovery, tasks, wiring
 from skills_app.runs import supervisor as runs
 from skills_app.runs.broadcast import broadcast_events
@@ -65,7 +66,7 @@ class WorkerLoop:
         self.name = liveness.new_worker_name()
         self.capacity = int(settings.WORKER_MAX_RUNS)
         self.runs: dict[int, asyncio.Task[Any]] = {}
-        self.database = liveness.DatabaseThread("skillscope-worker")
+        self.database = DatabaseThread("skillscope-worker")
         self._poke = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.ticks = 0  # rounds of the loop so far (tests wait on it)

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from skills_app.chat.rendering import render_message
 from skills_app.core.transcript import StoredMessage, tool_result_block
-from skills_app.models import Conversation, Run
+from skills_app.models import Conversation, Run, rows_with_ids
 from skills_app.runs import store
 
 pytestmark = pytest.mark.django_db
@@ -128,7 +128,7 @@ def test_regenerated_answers_are_versions_with_their_notes_and_the_newest_shown(
     assert 'aria-label="Previous version">' in newest_html
     assert 'aria-label="Next version" disabled>' in newest_html
     # The model is sent the newest version only.
-    _ids, rows = store.rows_with_ids(conv.pk)
+    _ids, rows = rows_with_ids(conv.pk)
     sent = [r.plain_text for r in rows if r.sent_to_model]
     assert sent == ["Name a colour.", "Red."]
     # The audit shows every version as stored, none hidden, each row with its own call's cost.

@@ -102,7 +102,7 @@ async def calls_on(run: Any, kill: bool) -> dict[str, object]:
 
 
 async def main(kill: bool, requests: int) -> dict[str, object]:
-    from skills_app.runs.liveness import DatabaseThread  # once webapp.asgi has set Django up
+    from skills_app.database_thread import DatabaseThread  # once webapp.asgi has set Django up
 
     before = len(opened)
     shared = await calls_on(lambda fn: database_sync_to_async(fn)(), kill)
