@@ -34,7 +34,7 @@
   // RECONNECT_CAP_MS apart; htmx's default waits up to 64 s), and at once when the page is shown
   // again or the network is back. The extension reconnects by itself after 1006, 1011, 1012 and
   // 1013; after any other close that is not a refusal (1001 from a server going away) we do.
-  // The cap is under the 5 s a tab has to stream again once its server serves (issue 44): a tab
+  // The cap is under the 5 s a tab has to stream again once its server serves again: a tab
   // waiting 5 s between tries could not, whatever the server did.
   const RECONNECT_CAP_MS = 3000;
   function reconnectDelay(retries) {
