@@ -178,13 +178,20 @@ async def _replace(
         try:
             ids = store.replace_latest(conversation_id, how, message_id=message_id)
         except ValueError as exc:
-            raise ActionError(str(exc), retry=False) from None
+            # Said as a run's refusal: runs reports it so, whenever it calls this.
+            raise runs.RunError(str(exc)) from None
         if how == "edit":
             titles.forget_auto_title(conversation_id, message_id)
         event = TurnExcluded(reason="replaced", message_ids=tuple(store.visible_ids(ids)))
         return [eventlog.append_event(conversation_id, event)]
 
-    await _start(conversation_id, user_id, text, retry=text is None, prepare=replaced)
+    try:
+        await _start(conversation_id, user_id, text, retry=text is None, prepare=replaced)
+    except ActionError as exc:
+        # Retry would send the last message again, not this edit or regeneration: the refusal
+        # offers none and says what to do instead.
+        again = "edit your message again" if how == "edit" else "regenerate again"
+        raise ActionError(str(exc).replace("press Retry", again), retry=False) from None
 
 
 async def _stop(conversation_id: int) -> str:

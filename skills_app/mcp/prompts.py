@@ -235,28 +235,6 @@ async def ask(
     return filtered
 
 
-async def expand(
-    text: str,
-    *,
-    user_id: int,
-    group_ids: frozenset[int],
-    conversation_id: int,
-    inbound: Callable[[str], str],
-    preview: Callable[[str, dict[str, Any]], Any],
-) -> str | None:
-    """`resolve` then `ask`: the person's turn for `text`, None when it invokes no prompt."""
-    invocation = await resolve(text, user_id=user_id, group_ids=group_ids)
-    if invocation is None:
-        return None
-    return await ask(
-        invocation,
-        user_id=user_id,
-        conversation_id=conversation_id,
-        inbound=inbound,
-        preview=preview,
-    )
-
-
 def _over_limits(user_id: int, server: str) -> str | None:
     return quota.over_quota(user_id) or quota.over_budget(policy_for(user_id), server)
 

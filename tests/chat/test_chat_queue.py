@@ -304,8 +304,11 @@ async def test_an_edit_or_regeneration_past_a_limit_is_refused_in_words_and_chan
         said = "daily spending limit"
     [question] = [pk for pk, role, _meta in before if role == "user"]
     fields = {"message_id": question, "text": "the question, fixed"} if how == "edit" else {}
-    with pytest.raises(ActionError, match=said):
+    with pytest.raises(ActionError, match=said) as refused:
         await act(conversation, alice, how, **fields)
+    # Retry sends the last message again, not this edit or regeneration: none is offered.
+    assert refused.value.retry is False
+    assert "Retry" not in str(refused.value)
     # Nothing was replaced, stored, announced or started; the automatic title stays.
     assert await _rows(conversation) == before
     assert await RunEvent.objects.filter(conversation=conversation).acount() == events

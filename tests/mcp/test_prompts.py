@@ -208,10 +208,15 @@ async def _expand(text, user, conversation):
     from skills_app.policy.access import user_groups
     from skills_app.visibility import mcp_call_preview, outbound
 
-    return await prompts.expand(
-        text,
+    """`resolve` then `ask`, as a run's prompt turn calls them (None: no prompt invoked)."""
+    invocation = await prompts.resolve(
+        text, user_id=user.pk, group_ids=await sync_to_async(user_groups)(user.pk)
+    )
+    if invocation is None:
+        return None
+    return await prompts.ask(
+        invocation,
         user_id=user.pk,
-        group_ids=await sync_to_async(user_groups)(user.pk),
         conversation_id=conversation.pk,
         inbound=lambda given: outbound(conversation.pk, can_inspect=False).text(given),
         preview=lambda command, arguments: mcp_call_preview(conversation.pk, command, arguments),
