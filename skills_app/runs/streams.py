@@ -13,9 +13,8 @@ a frame, reads the text from there and never shows less than it did.
 The pace: a token bucket per run lets a frame go every LIVE_INTERVAL on average (LIVE_BURST at
 once); what arrives meanwhile rides with the next frame. The interval is 40 ms, not 50: a pace
 that equals the model's (20 deltas per second is one per 50 ms) has no slack, so one late delta
-would delay every delta after it by as much. The streams of a process share a budget of frames
-per second, so past a few dozen streams each one's frames get rarer and bigger; and while the
-event loop lags, the interval grows too (to at most 250 ms): more streams than a process can relay at full pace get fewer, bigger frames instead
+would delay every delta after it by as much. While the event loop lags, the interval grows (to at
+most 250 ms): more streams than a process can relay at full pace get fewer, bigger frames instead
 of an ever longer queue. A run has at most one batch of frames in the journal at a time, so while
 a commit is under way (or the database is away) its text gathers into the next, bigger frame.
 
@@ -56,12 +55,6 @@ logger = logging.getLogger(__name__)
 # busy stream costs its tabs one frame per ~40-50 ms however fast the model writes.
 LIVE_INTERVAL = 0.04
 LIVE_BURST = 2.0
-# The streams of a process share at most LIVE_FRAMES_PER_SECOND frames a second: what many
-# streams cost is their frames, not their characters (each frame is a share of a commit and a
-# Redis publish in the worker, a receive and a websocket send in the web process of each tab).
-# Up to LIVE_FRAMES_PER_SECOND × LIVE_INTERVAL streams (20) go at full pace; past that every
-# stream's frames get rarer and bigger, before the process falls behind rather than after.
-LIVE_FRAMES_PER_SECOND = 500.0
 # While the event loop lags (more streams than the process can relay at full pace: a frame to
 # every tab is most of what a stream costs it), frames get rarer, down to one per
 # LIVE_MAX_INTERVAL, and fewer, bigger frames let it catch up; back to full pace when it does.
@@ -202,7 +195,7 @@ class Journal:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self._lagging = LIVE_INTERVAL  # the pace the event loop's lag allows (`pace`)
+        self.interval = LIVE_INTERVAL
         self.lag = 0.0
         self._watched: dict[int, RunStreams] = {}
         self._pending: list[Pending] = []
@@ -379,22 +372,15 @@ class Journal:
             asleep = self.loop.time()
             await asyncio.sleep(PROBE_SECONDS)
             self.pace(self.loop.time() - asleep - PROBE_SECONDS)
-        self._lagging, self.lag = LIVE_INTERVAL, 0.0
-
-    @property
-    def interval(self) -> float:
-        """How often each stream of this process may send a frame now: the slower of the
-        shared budget (LIVE_FRAMES_PER_SECOND over the streams watched) and the loop's pace."""
-        shared = len(self._watched) / LIVE_FRAMES_PER_SECOND
-        return max(self._lagging, min(shared, LIVE_MAX_INTERVAL))
+        self.interval, self.lag = LIVE_INTERVAL, 0.0
 
     def pace(self, lag: float) -> None:
         """Slow live frames down while the loop keeps running late, speed up when it does not."""
         self.lag += LAG_WEIGHT * (lag - self.lag)
         if self.lag > LAG_HIGH:
-            self._lagging = min(self._lagging * 1.5, LIVE_MAX_INTERVAL)
+            self.interval = min(self.interval * 1.5, LIVE_MAX_INTERVAL)
         elif self.lag < LAG_LOW:
-            self._lagging = max(self._lagging * 0.5, LIVE_INTERVAL)
+            self.interval = max(self.interval * 0.5, LIVE_INTERVAL)
 
 
 _JOURNAL: Journal | None = None

@@ -35,13 +35,7 @@ from skills_app.core.transcript import StoredMessage
 from skills_app.models import Conversation, Message, Run, RunEvent, StreamPiece
 from skills_app.runs import broadcast, eventlog, store, streams
 from skills_app.runs.recorder import RunRecorder
-from skills_app.runs.streams import (
-    LIVE_FRAMES_PER_SECOND,
-    LIVE_INTERVAL,
-    LIVE_MAX_INTERVAL,
-    RunStreams,
-    journal,
-)
+from skills_app.runs.streams import LIVE_INTERVAL, LIVE_MAX_INTERVAL, journal
 from skills_app.textlog import LIVE_FRAME_CHARS
 from tests.support.loop_helpers import wait_until, watch_group
 from tests.support.ws_helpers import Reader, receive, until
@@ -456,23 +450,6 @@ async def test_frames_get_rarer_while_the_event_loop_lags_and_return_to_full_pac
     for _ in range(30):
         pace.pace(lag=0.0)
     assert pace.interval == LIVE_INTERVAL
-
-
-async def test_many_streams_of_a_process_share_its_frames_and_each_gets_rarer_bigger_frames():
-    pace = journal()
-    streams = [RunStreams(conversation_id=1, run_id=n) for n in range(100)]
-    for run in streams[:3]:
-        pace.watch(run)
-    assert pace.interval == LIVE_INTERVAL  # a few streams: each at full pace
-    for run in streams[3:]:
-        pace.watch(run)
-    # 100 streams share the process's frames: no more than its budget a second between them.
-    assert pace.interval == 100 / LIVE_FRAMES_PER_SECOND > LIVE_INTERVAL
-    for run in streams[3:]:
-        pace.forget(run)
-    assert pace.interval == LIVE_INTERVAL
-    for run in streams[:3]:
-        pace.forget(run)
 
 
 async def test_a_blocked_event_loop_slows_live_frames(recorder):
